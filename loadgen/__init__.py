@@ -1,0 +1,1 @@
+"""livefuse load generator and offline benchmark."""

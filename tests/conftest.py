@@ -1,0 +1,56 @@
+"""Shared fixtures: provisioned media and models (made by `make test`'s provisioning step, never downloaded here)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engines.models.registry import get_spec
+from engines.models.store import ModelStore, default_model_dir
+from loadgen.media import MEDIA, default_media_dir
+
+
+@pytest.fixture(scope="session")
+def media_dir() -> Path:
+    root = default_media_dir(os.environ)
+    missing = [m.name for m in MEDIA if not (root / m.name).exists()]
+    if missing:
+        pytest.fail(f"media not provisioned ({', '.join(missing)}): run `make provision` first", pytrace=False)
+    return root
+
+
+@pytest.fixture(scope="session")
+def media(media_dir: Path) -> dict[str, Path]:
+    """name -> path of every provisioned test media file (astronaut.png, t1.jpg, carphone_pristine.mp4)."""
+    return {m.name: media_dir / m.name for m in MEDIA}
+
+
+@pytest.fixture(scope="session")
+def model_store() -> ModelStore:
+    store = ModelStore(default_model_dir(os.environ))
+    for mid in ("retinaface_mnet025", "facemesh_468"):
+        st = store.status(get_spec(mid))
+        if not st.verified:
+            pytest.fail(f"{mid}: {st.message}", pytrace=False)
+    return store
+
+
+def _read_rgb(path: Path) -> np.ndarray:
+    import cv2
+
+    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    assert bgr is not None, path
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+@pytest.fixture(scope="session")
+def astronaut(media: dict[str, Path]) -> np.ndarray:
+    return _read_rgb(media["astronaut.png"])
+
+
+@pytest.fixture(scope="session")
+def group_photo(media: dict[str, Path]) -> np.ndarray:
+    return _read_rgb(media["t1.jpg"])
