@@ -1,17 +1,36 @@
-"""ONNX Runtime backend (the embedded default).
+"""ONNX Runtime backend (the embedded default): CPU, CUDA or ORT's TensorRT provider, chosen by config.
 
-One `InferenceSession` is shared by all worker threads: ORT documents `Run()` as thread-safe.
+One `InferenceSession` is shared by all worker threads: ORT documents `Run()` as thread-safe, and one session
+means one copy of the weights and one TensorRT engine build. Provider options are built by pure functions
+(`provider_options`, `trt_profile_options`) so deployment settings can be tested without a GPU.
+
+Deployment notes that shaped the defaults:
+- TensorRT provider: without explicit min/opt/max profile shapes ORT rebuilds the TensorRT engine each time a
+  new batch size exceeds the range it has seen (seconds of stall mid-stream), so the dynamic batch range is
+  passed up front; engine and timing caches make the second start take seconds instead of minutes.
+- CUDA provider: cuDNN's EXHAUSTIVE algorithm search (ORT's default) benchmarks every new input shape on its
+  first run; a live stream changes shape whenever a browser changes resolution, so HEURISTIC is the default.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from engines.engine import BatchRange, EngineError, TensorSpec
+
+PROVIDER_NAMES: Mapping[str, str] = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+}
+CUDNN_SEARCH = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+GPU_HINT = "GPU providers need an NVIDIA GPU and `pip install 'livefuse[gpu]'`"
 
 
 @dataclass(frozen=True)
@@ -21,17 +40,120 @@ class OrtConfig:
     inter_op_threads: int = 1
     max_batch: int = 32
     device_id: int = 0
+    min_batch: int = 1
+    opt_batch: int | None = None               # TensorRT profile opt (default: max/2)
+    fp16: bool = False                         # TensorRT provider: allow FP16 kernels
+    trt_engine_cache_dir: Path | None = None   # TensorRT provider: serialized engines
+    trt_timing_cache_dir: Path | None = None   # TensorRT provider: layer timing cache
+    trt_workspace_gb: float = 4.0
+    cudnn_conv_algo_search: str = "HEURISTIC"  # CUDA provider
+    # full shapes (batch value ignored) for inputs whose non-batch dims are dynamic, e.g. RetinaFace at 640x640
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    extra: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # provider -> raw ORT options
 
 
-_PROVIDER_NAMES = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-}
-
-
-def _dims(shape: list[int | str | None]) -> tuple[int | str | None, ...]:
+def _dims(shape: Sequence[int | str | None]) -> tuple[int | str | None, ...]:
     return tuple(shape)
+
+
+def resolve_providers(names: Sequence[str]) -> list[str]:
+    """Config names (cpu/cuda/tensorrt) -> ORT provider names; an unknown name is one clear error line."""
+    out: list[str] = []
+    for p in names:
+        if p not in PROVIDER_NAMES:
+            raise EngineError(f"unknown ONNX Runtime provider {p!r} (choose from {', '.join(PROVIDER_NAMES)})")
+        out.append(PROVIDER_NAMES[p])
+    if not out:
+        raise EngineError("no ONNX Runtime provider configured")
+    return out
+
+
+def check_available(providers: Sequence[str], available: Sequence[str]) -> None:
+    missing = [p for p in providers if p not in available]
+    if missing:
+        raise EngineError(f"ONNX Runtime providers not available here: {', '.join(missing)} "
+                          f"(have {', '.join(sorted(available))}; {GPU_HINT})")
+
+
+def trt_profile_options(inputs: Sequence[TensorSpec], config: OrtConfig) -> dict[str, str]:
+    """trt_profile_{min,opt,max}_shapes strings for the dynamic batch, built from the model's inputs.
+
+    Empty when the model has a fixed batch or a dynamic non-batch dim without a configured shape (then ORT
+    derives profiles from the shapes it sees, at the cost of rebuilds).
+    """
+    fixed = dict(config.input_shapes)
+    mins, opts, maxs = [], [], []
+    opt = config.opt_batch or max(config.min_batch, config.max_batch // 2)
+    for spec in inputs:
+        if not spec.shape:
+            return {}
+        dim0 = spec.shape[0]
+        if isinstance(dim0, int) and dim0 > 0:
+            return {}
+        rest = list(fixed[spec.name][1:]) if spec.name in fixed else list(spec.shape[1:])
+        if not all(isinstance(d, int) and d > 0 for d in rest):
+            return {}
+        tail = "".join(f"x{d}" for d in rest)
+        mins.append(f"{spec.name}:{config.min_batch}{tail}")
+        opts.append(f"{spec.name}:{opt}{tail}")
+        maxs.append(f"{spec.name}:{config.max_batch}{tail}")
+    return {
+        "trt_profile_min_shapes": ",".join(mins),
+        "trt_profile_opt_shapes": ",".join(opts),
+        "trt_profile_max_shapes": ",".join(maxs),
+    }
+
+
+def provider_options(config: OrtConfig, inputs: Sequence[TensorSpec]) -> list[tuple[str, dict[str, str]]]:
+    """(ORT provider name, options) in priority order, ready for `InferenceSession(providers=...)`."""
+    if config.cudnn_conv_algo_search not in CUDNN_SEARCH:
+        raise EngineError(f"cudnn_conv_algo_search must be one of {CUDNN_SEARCH}, "
+                          f"got {config.cudnn_conv_algo_search!r}")
+    result: list[tuple[str, dict[str, str]]] = []
+    for short, name in zip(config.providers, resolve_providers(config.providers), strict=True):
+        opts: dict[str, str] = {}
+        if short == "cuda":
+            opts = {"device_id": str(config.device_id), "cudnn_conv_algo_search": config.cudnn_conv_algo_search}
+        elif short == "tensorrt":
+            opts = {
+                "device_id": str(config.device_id),
+                "trt_fp16_enable": "1" if config.fp16 else "0",
+                "trt_max_workspace_size": str(int(config.trt_workspace_gb * (1 << 30))),
+            }
+            if config.trt_engine_cache_dir is not None:
+                opts["trt_engine_cache_enable"] = "1"
+                opts["trt_engine_cache_path"] = str(config.trt_engine_cache_dir)
+            if config.trt_timing_cache_dir is not None:
+                opts["trt_timing_cache_enable"] = "1"
+                opts["trt_timing_cache_path"] = str(config.trt_timing_cache_dir)
+            opts.update(trt_profile_options(inputs, config))
+        opts.update(config.extra.get(short, {}))
+        result.append((name, opts))
+    return result
+
+
+def onnx_input_specs(model: Path | bytes) -> tuple[TensorSpec, ...]:
+    """Graph inputs read from the ONNX file (needed before the session exists, for TensorRT profiles)."""
+    import onnx
+
+    proto = (onnx.load(str(model), load_external_data=False) if isinstance(model, Path)
+             else onnx.load_model_from_string(model))
+    inits = {i.name for i in proto.graph.initializer}
+    specs: list[TensorSpec] = []
+    for v in proto.graph.input:
+        if v.name in inits:
+            continue
+        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                     for d in v.type.tensor_type.shape.dim)
+        specs.append(TensorSpec(v.name, onnx.TensorProto.DataType.Name(v.type.tensor_type.elem_type), dims))
+    return tuple(specs)
+
+
+def batch_range_of(inputs: Sequence[TensorSpec], max_batch: int) -> BatchRange:
+    """A fixed dim 0 pins the batch; a symbolic one allows 1..max_batch."""
+    dim0 = inputs[0].shape[0] if inputs and inputs[0].shape else 1
+    fixed = dim0 if isinstance(dim0, int) and dim0 > 0 else None
+    return BatchRange(fixed, fixed) if fixed else BatchRange(1, max_batch)
 
 
 class OrtEngine:
@@ -39,28 +161,30 @@ class OrtEngine:
         import onnxruntime as ort
 
         self._name = name or (model.stem if isinstance(model, Path) else "onnx")
+        if isinstance(model, Path) and not model.is_file():
+            raise EngineError(f"{self._name}: model file not found: {model}")
         opts = ort.SessionOptions()
         if config.intra_op_threads:
             opts.intra_op_num_threads = config.intra_op_threads
         opts.inter_op_num_threads = config.inter_op_threads
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        providers = [_PROVIDER_NAMES[p] for p in config.providers]
-        available = set(ort.get_available_providers())
-        missing = [p for p in providers if p not in available]
-        if missing:
-            raise EngineError(f"ONNX Runtime providers not available here: {', '.join(missing)} "
-                              f"(have {', '.join(sorted(available))}; GPU needs `pip install 'livefuse[gpu]'`)")
+        check_available(resolve_providers(config.providers), ort.get_available_providers())
+        needs_inputs = "tensorrt" in config.providers
+        specs = onnx_input_specs(model) if needs_inputs else ()
+        providers = provider_options(config, specs)
+        for cache in (config.trt_engine_cache_dir, config.trt_timing_cache_dir):
+            if cache is not None and "tensorrt" in config.providers:
+                cache.mkdir(parents=True, exist_ok=True)
         src = str(model) if isinstance(model, Path) else model
         try:
-            self._session = ort.InferenceSession(src, sess_options=opts, providers=providers)
+            session: Any = ort.InferenceSession(src, sess_options=opts, providers=providers)
         except Exception as e:  # ORT raises its own exception types
             raise EngineError(f"{self._name}: cannot load model: {e}") from None
-        self._inputs = tuple(TensorSpec(i.name, i.type, _dims(i.shape)) for i in self._session.get_inputs())
-        self._outputs = tuple(TensorSpec(o.name, o.type, _dims(o.shape)) for o in self._session.get_outputs())
-        dim0 = self._inputs[0].shape[0] if self._inputs and self._inputs[0].shape else 1
-        fixed = dim0 if isinstance(dim0, int) and dim0 > 0 else None
-        self._batch = BatchRange(fixed, fixed) if fixed else BatchRange(1, config.max_batch)
-        self._closed = False
+        self._session: Any | None = session
+        self._providers = tuple(session.get_providers())
+        self._inputs = tuple(TensorSpec(i.name, i.type, _dims(i.shape)) for i in session.get_inputs())
+        self._outputs = tuple(TensorSpec(o.name, o.type, _dims(o.shape)) for o in session.get_outputs())
+        self._batch = batch_range_of(self._inputs, config.max_batch)
         self._lock = threading.Lock()
 
     @property
@@ -79,18 +203,21 @@ class OrtEngine:
     def batch(self) -> BatchRange:
         return self._batch
 
+    @property
+    def providers(self) -> tuple[str, ...]:
+        """Providers the session actually uses (ORT may fall back), in priority order."""
+        return self._providers
+
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if self._closed:
+        session = self._session  # a run in flight keeps its session alive across a concurrent close()
+        if session is None:
             raise EngineError(f"{self._name}: engine is closed")
         try:
-            results = self._session.run(None, inputs)
+            results = session.run(None, inputs)
         except Exception as e:
             raise EngineError(f"{self._name}: inference failed: {e}") from None
         return {spec.name: np.asarray(r) for spec, r in zip(self._outputs, results, strict=True)}
 
     def close(self) -> None:
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            del self._session
+            self._session = None

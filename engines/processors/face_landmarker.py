@@ -1,0 +1,103 @@
+"""MediaPipe FaceMesh (468 points) on eye-levelled square crops, batched across all faces of all frames.
+
+The crop follows MediaPipe's own recipe: a square 1.5x the detection box, rotated so the eye line is level,
+resized to 192, RGB in [0, 1]. When a face is being tracked (no detection this frame) the crop comes from the
+previous frame's mesh instead, so the mesh follows the face between detections. The presence logit
+(`conv2d_30`) tells a real face from a false detection or a face that left the tracked crop.
+
+The converted model has a fixed batch of 1; `batching.dynamic_batch_model` rewrites it once (engines.onnx_batch),
+checks the rewrite item-by-item, and caches it beside the original keyed by the source's sha256, so every face
+of every frame runs as one engine call. Without the rewrite `run_batched` simply loops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import cv2
+import numpy as np
+
+from engines.engine import Engine, run_batched
+from engines.processors.alignment import invert_affine, rotated_square, transform_points
+from engines.processors.face_detector import Face
+
+INPUT_SIZE = 192
+BOX_SCALE = 1.5    # crop side / detection box side (MediaPipe's RectTransformation scale)
+MESH_SCALE = 1.5   # the mesh spans about the detection box (measured 0.9-1.08x), so the same scale
+# Mesh indices that stand in for the detector's five points (eye centres, nose tip, mouth corners).
+EYE_A = (33, 133)    # subject's right eye: image left
+EYE_B = (362, 263)   # subject's left eye: image right
+NOSE_TIP = 1
+MOUTH_A, MOUTH_B = 61, 291
+
+
+@dataclass(frozen=True)
+class MeshResult:
+    landmarks: np.ndarray  # (468, 2) frame coordinates
+    presence: float        # probability that the crop holds a face
+
+
+def kps5_from_mesh(points: np.ndarray) -> np.ndarray:
+    """The detector's five points, re-derived from a mesh (used to keep a tracked face aligned)."""
+    return np.stack([
+        points[list(EYE_A)].mean(0), points[list(EYE_B)].mean(0), points[NOSE_TIP],
+        points[MOUTH_A], points[MOUTH_B],
+    ]).astype(np.float32)
+
+
+def crop_matrix(face: Face) -> np.ndarray:
+    """Frame -> 192 crop affine for one face (from its mesh when tracked, else from its detection box)."""
+    eyes = face.kps5[:2]
+    angle = float(np.arctan2(eyes[1, 1] - eyes[0, 1], eyes[1, 0] - eyes[0, 0]))
+    if face.landmarks is not None:
+        lo, hi = face.landmarks.min(0), face.landmarks.max(0)
+        center = (lo + hi) / 2
+        side = float(max(hi - lo)) * MESH_SCALE
+    else:
+        center = np.array([(face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2])
+        side = max(face.width, face.height) * BOX_SCALE
+    return rotated_square(center, side, angle, INPUT_SIZE)
+
+
+def face_from_mesh(face: Face, mesh: MeshResult) -> Face:
+    """The face updated by its new mesh: box = the mesh's extent, kps5 from the mesh (for the next frame)."""
+    lo, hi = mesh.landmarks.min(0), mesh.landmarks.max(0)
+    box = np.array([lo[0], lo[1], hi[0], hi[1]], dtype=np.float32)
+    return replace(face, box=box, kps5=kps5_from_mesh(mesh.landmarks), landmarks=mesh.landmarks,
+                   presence=mesh.presence)
+
+
+class FaceLandmarker:
+    """468-point mesh for many faces at once. Stateless apart from the shared engine: safe across threads."""
+
+    def __init__(self, engine: Engine, presence_threshold: float = 0.5) -> None:
+        self.engine = engine
+        self.presence_threshold = presence_threshold
+        self._input = engine.inputs[0].name if engine.inputs else "input_1"
+        names = [o.name for o in engine.outputs]
+        self._points_out = "conv2d_20" if "conv2d_20" in names else names[0]
+        self._presence_out = "conv2d_30" if "conv2d_30" in names else names[-1]
+
+    def run(self, jobs: Sequence[tuple[np.ndarray, Face]]) -> list[MeshResult]:
+        """One mesh per (frame, face) job, in order; all crops go through the engine as one batch."""
+        if not jobs:
+            return []
+        matrices = [crop_matrix(face) for _, face in jobs]
+        batch = np.empty((len(jobs), 3, INPUT_SIZE, INPUT_SIZE), dtype=np.float32)
+        for i, ((frame, _), m) in enumerate(zip(jobs, matrices, strict=True)):
+            crop = cv2.warpAffine(frame, m, (INPUT_SIZE, INPUT_SIZE), flags=cv2.INTER_LINEAR,
+                                  borderMode=cv2.BORDER_CONSTANT)
+            batch[i] = crop.transpose(2, 0, 1).astype(np.float32) * (1.0 / 255.0)
+        out = run_batched(self.engine, {self._input: batch})
+        pts = out[self._points_out].reshape(len(jobs), 468, 3)[:, :, :2]
+        logits = out[self._presence_out].reshape(len(jobs))
+        presence = 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+        results = []
+        for i, m in enumerate(matrices):
+            frame_pts = transform_points(pts[i].astype(np.float32), invert_affine(m))
+            results.append(MeshResult(landmarks=frame_pts.astype(np.float32), presence=float(presence[i])))
+        return results
+
+    def is_face(self, mesh: MeshResult) -> bool:
+        return mesh.presence >= self.presence_threshold

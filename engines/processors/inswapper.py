@@ -1,0 +1,70 @@
+"""InsightFace inswapper_128 (user-supplied weights), the way FaceFusion drives it, batched across faces.
+
+Target faces are aligned to the 128 ArcFace v2 template from their five points (RGB, /255, NCHW). The source
+identity is `normalize(normalize(arcface(source)) @ emap)`, where `emap` is the swapper model's last graph
+initializer (512x512). Output (N, 3, 128, 128) RGB in [0, 1] is pasted back with the inverse affine through a
+feathered box mask. The published model has batch 1: load a `make_batch_dynamic` copy to batch > 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from engines.engine import Engine, run_batched
+from engines.processors.alignment import ARCFACE_128_V2, estimate_affine, warp_crop
+from engines.processors.arcface import ArcFaceEmbedder
+from engines.processors.paste import FacePatch, feathered_box_mask
+
+SIZE = 128
+MASK_FEATHER = 0.15
+MASK_PADDING = 0.02
+
+
+def load_emap(model_path: Path) -> np.ndarray:
+    """The swapper's embedding map: its graph's last initializer (how InsightFace and FaceFusion read it)."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(model_path))
+    emap = numpy_helper.to_array(model.graph.initializer[-1]).astype(np.float32)
+    if emap.shape != (512, 512):
+        raise ValueError(f"{model_path.name}: last initializer has shape {emap.shape}, expected (512, 512)")
+    return emap
+
+
+class InswapperSwapper:
+    """Stateless apart from shared engines and the read-only emap: safe across threads."""
+
+    name = "inswapper_128"
+
+    def __init__(self, engine: Engine, embedder: ArcFaceEmbedder, emap: np.ndarray) -> None:
+        self.engine = engine
+        self.embedder = embedder
+        self.emap = emap
+        self._mask = feathered_box_mask(SIZE, SIZE, MASK_FEATHER, MASK_PADDING)
+
+    def source_latent(self, image: np.ndarray, kps5: np.ndarray) -> np.ndarray:
+        """(512,) identity latent of a source face, computed once per source."""
+        embedding = self.embedder.embed([(image, kps5)])[0]
+        latent = embedding @ self.emap
+        return (latent / max(float(np.linalg.norm(latent)), 1e-12)).astype(np.float32)
+
+    def swap(self, jobs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> list[FacePatch]:
+        """One patch per (frame, target kps5, source latent) job; all faces in one engine batch."""
+        if not jobs:
+            return []
+        matrices = [estimate_affine(kps5, ARCFACE_128_V2, SIZE) for _, kps5, _ in jobs]
+        target = np.empty((len(jobs), 3, SIZE, SIZE), dtype=np.float32)
+        for i, ((frame, _, _), m) in enumerate(zip(jobs, matrices, strict=True)):
+            target[i] = warp_crop(frame, m, SIZE).transpose(2, 0, 1).astype(np.float32) * (1.0 / 255.0)
+        source = np.stack([latent for _, _, latent in jobs]).astype(np.float32)
+        out = run_batched(self.engine, {"target": target, "source": source})
+        faces = next(iter(out.values()))
+        patches = []
+        for i, m in enumerate(matrices):
+            image = np.clip(faces[i].transpose(1, 2, 0), 0.0, 1.0) * 255.0
+            patches.append(FacePatch(image=image.astype(np.float32), mask=self._mask, matrix=m))
+        return patches

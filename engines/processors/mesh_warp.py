@@ -1,0 +1,149 @@
+"""Weight-free face swap: warp the source face onto each target face along the 468-point FaceMesh.
+
+Why this exists: no face-swap weights are reachable here, yet the gateway must do real, per-frame,
+pose-following work out of the box. The source's mesh is triangulated once (Delaunay, cv2.Subdiv2D) in
+`prepare`; for every target face the same triangles, placed on the target's mesh, define a piecewise-affine
+map target pixel -> source pixel. Instead of one `warpAffine` per triangle (~900 calls), every pixel of the
+target's bounding box gets its triangle id from one rasterisation pass, the per-triangle affines are applied
+vectorised, and a single `cv2.remap` samples the source. Colours are matched source -> target (mean/std in
+LAB inside the face) and the result is blended through a feathered convex-hull mask. No boundary points are
+added: the mask is the mesh's hull, so warping beyond it would be thrown away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from engines.processors.paste import FacePatch, feathered_polygon_mask, translation
+
+MARGIN = 2          # px around the target mesh's bounding box
+ERODE_FRAC = 0.04   # mask pulled in by this fraction of the face size...
+BLUR_FRAC = 0.035   # ...and feathered by this much, so the seam fades inside the face
+STD_RATIO = (0.5, 2.0)
+FOREHEAD_KEEP = 0.3  # keep this much forehead above the brows (fraction of the brow-to-eye distance)
+EYE_A = (33, 133)
+EYE_B = (362, 263)
+BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
+
+
+@dataclass(frozen=True)
+class MeshSource:
+    """A source face ready to be warped: its pixels, its mesh and the triangulation reused every frame."""
+
+    image: np.ndarray      # (H, W, 3) uint8 RGB, the source image
+    landmarks: np.ndarray  # (468, 2) float32 in source image coordinates
+    triangles: np.ndarray  # (T, 3) int32 indices into landmarks
+    mask_points: np.ndarray  # indices whose hull is the blend mask (the face without the upper forehead)
+
+
+def triangulate(points: np.ndarray) -> np.ndarray:
+    """Delaunay triangles of `points` as index triples (T, 3)."""
+    lo = np.floor(points.min(0)) - 2
+    hi = np.ceil(points.max(0)) + 2
+    subdiv = cv2.Subdiv2D((int(lo[0]), int(lo[1]), int(hi[0] - lo[0]) + 1, int(hi[1] - lo[1]) + 1))
+    subdiv.insert([(float(x), float(y)) for x, y in points])
+    tris = subdiv.getTriangleList().reshape(-1, 3, 2)
+    inside = np.all((tris >= lo) & (tris <= hi), axis=(1, 2))  # drop triangles on Subdiv2D's outer vertices
+    tris = tris[inside]
+    d = np.linalg.norm(tris.reshape(-1, 1, 2) - points[None, :, :], axis=2)
+    idx = d.argmin(1).reshape(-1, 3).astype(np.int32)
+    distinct = (idx[:, 0] != idx[:, 1]) & (idx[:, 1] != idx[:, 2]) & (idx[:, 0] != idx[:, 2])
+    return idx[distinct]
+
+
+def face_mask_points(points: np.ndarray) -> np.ndarray:
+    """Mesh points below a line a little above the eyebrows.
+
+    The mesh's upper forehead is often hair (fringes) in the source or the target; blending it smears hair
+    across the other face, so the mask stops just above the brows.
+    """
+    a, b = points[list(EYE_A)].mean(0), points[list(EYE_B)].mean(0)
+    across = (b - a) / max(float(np.linalg.norm(b - a)), 1e-6)
+    down = np.array([-across[1], across[0]])
+    v = (points - (a + b) / 2) @ down
+    brow = float(v[list(BROWS)].mean())
+    return np.nonzero(v >= brow * (1.0 + FOREHEAD_KEEP))[0].astype(np.int32)
+
+
+def prepare(image: np.ndarray, landmarks: np.ndarray) -> MeshSource:
+    pts = landmarks.astype(np.float32)
+    return MeshSource(image=np.ascontiguousarray(image), landmarks=pts, triangles=triangulate(pts),
+                      mask_points=face_mask_points(pts))
+
+
+def _affines(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
+    """(T, 3, 2) affines taking each destination triangle onto its source triangle ([x, y, 1] @ M)."""
+    a = np.concatenate([dst, np.ones((*dst.shape[:2], 1), dtype=np.float64)], axis=2)  # (T, 3, 3)
+    det = np.linalg.det(a)
+    degenerate = np.abs(det) < 1e-6
+    a[degenerate] += np.eye(3) * 1e-3  # collapsed triangles rasterise to nothing; keep the solve defined
+    return np.linalg.solve(a, src)
+
+
+def _match_colour(warped: np.ndarray, target: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """Shift the warped source's LAB mean/std onto the target's, measured inside the face."""
+    if inside.sum() < 16:
+        return warped
+    w_lab = cv2.cvtColor(warped, cv2.COLOR_RGB2LAB)
+    t_lab = cv2.cvtColor(target, cv2.COLOR_RGB2LAB)
+    ws, ts = w_lab[inside], t_lab[inside]
+    w_mean, w_std = ws.mean(0), ws.std(0) + 1e-3
+    t_mean, t_std = ts.mean(0), ts.std(0) + 1e-3
+    ratio = np.clip(t_std / w_std, *STD_RATIO)
+    out = (w_lab - w_mean) * ratio + t_mean
+    return cv2.cvtColor(out.astype(np.float32), cv2.COLOR_LAB2RGB)
+
+
+class MeshWarpSwapper:
+    """Stateless: everything per call is local, the source's data is read-only. Safe across threads."""
+
+    name = "mesh_warp"
+
+    def swap(self, jobs: Sequence[tuple[np.ndarray, np.ndarray, MeshSource]]) -> list[FacePatch | None]:
+        """One patch per (frame, target landmarks (468, 2), source) job; None where the face is off-frame."""
+        return [self.swap_one(frame, target, source) for frame, target, source in jobs]
+
+    def swap_one(self, frame: np.ndarray, target: np.ndarray, source: MeshSource) -> FacePatch | None:
+        fh, fw = frame.shape[:2]
+        lo = np.floor(target.min(0)).astype(int) - MARGIN
+        hi = np.ceil(target.max(0)).astype(int) + MARGIN
+        x0, y0 = max(int(lo[0]), 0), max(int(lo[1]), 0)
+        x1, y1 = min(int(hi[0]), fw), min(int(hi[1]), fh)
+        if x1 - x0 < 4 or y1 - y0 < 4:
+            return None
+        h, w = y1 - y0, x1 - x0
+        local = target.astype(np.float64) - (x0, y0)
+        tris_dst = local[source.triangles]                        # (T, 3, 2)
+        tris_src = source.landmarks.astype(np.float64)[source.triangles]
+        affines = _affines(tris_dst, tris_src).astype(np.float32)  # (T, 3, 2)
+
+        # Triangle id per pixel (0 = none), one fill per triangle at 1/16 px precision.
+        ids = np.zeros((h, w), dtype=np.uint16)
+        fixed = np.round(tris_dst * 16).astype(np.int32)
+        for t in range(len(fixed)):
+            cv2.fillConvexPoly(ids, fixed[t], t + 1, lineType=cv2.LINE_8, shift=4)
+        ys, xs = np.nonzero(ids)
+        if ys.size == 0:
+            return None
+        m = affines[ids[ys, xs].astype(np.int64) - 1]  # (K, 3, 2)
+        xf, yf = xs.astype(np.float32), ys.astype(np.float32)
+        map_x = np.full((h, w), -1.0, dtype=np.float32)
+        map_y = np.full((h, w), -1.0, dtype=np.float32)
+        map_x[ys, xs] = xf * m[:, 0, 0] + yf * m[:, 1, 0] + m[:, 2, 0]
+        map_y[ys, xs] = xf * m[:, 0, 1] + yf * m[:, 1, 1] + m[:, 2, 1]
+        warped = cv2.remap(source.image, map_x, map_y, interpolation=cv2.INTER_LINEAR,
+                           borderMode=cv2.BORDER_REPLICATE)
+
+        size = float(max(h, w))
+        hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
+        mask = feathered_polygon_mask(h, w, hull, erode=max(1, int(size * ERODE_FRAC)),
+                                      blur=max(0.5, size * BLUR_FRAC))
+        mask *= ids > 0
+        roi = frame[y0:y1, x0:x1]
+        matched = _match_colour(warped.astype(np.float32) * (1.0 / 255.0), roi.astype(np.float32) * (1.0 / 255.0),
+                                mask > 0.5)
+        return FacePatch(image=matched * 255.0, mask=mask, matrix=translation(x0, y0))

@@ -1,0 +1,82 @@
+"""Paste processed faces back into the frame: only the face's region is touched, edges are feathered.
+
+A processor hands back a `FacePatch`: an image in its own crop space, an alpha mask there, and the affine
+that maps frame -> crop. Pasting warps both back (or just offsets them, for patches made in frame space),
+and blends `frame = frame * (1 - a) + patch * a` over the bounding box of the patch's footprint only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from engines.processors.alignment import invert_affine
+
+
+@dataclass(frozen=True)
+class FacePatch:
+    image: np.ndarray   # (h, w, 3) float32 RGB 0..255, crop space
+    mask: np.ndarray    # (h, w) float32 0..1, crop space; already includes any blend factor
+    matrix: np.ndarray  # (2, 3) frame -> crop
+
+
+def translation(x0: int, y0: int) -> np.ndarray:
+    """The frame -> crop affine of a patch cut out of the frame at (x0, y0)."""
+    return np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0]], dtype=np.float32)
+
+
+def feathered_box_mask(h: int, w: int, feather: float, padding: float = 0.0) -> np.ndarray:
+    """A box mask for an aligned crop: zero `padding` (fraction) at the edges, blurred by `feather` (fraction)."""
+    mask = np.zeros((h, w), dtype=np.float32)
+    blur = max(1, int(min(h, w) * feather))
+    pad = int(min(h, w) * padding) + blur // 2
+    mask[pad : h - pad, pad : w - pad] = 1.0
+    return cv2.GaussianBlur(mask, (0, 0), blur * 0.25)
+
+
+def feathered_polygon_mask(h: int, w: int, polygon: np.ndarray, erode: int, blur: float) -> np.ndarray:
+    """A filled convex polygon, pulled in by `erode` px and blurred, so the seam fades out inside the face."""
+    mask = np.zeros((h, w), dtype=np.uint8)
+    cv2.fillConvexPoly(mask, np.round(polygon).astype(np.int32), 255)
+    if erode > 0:
+        mask = cv2.erode(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * erode + 1, 2 * erode + 1)))
+    out = mask.astype(np.float32) * (1.0 / 255.0)
+    return cv2.GaussianBlur(out, (0, 0), blur) if blur > 0 else out
+
+
+def _is_integer_translation(m: np.ndarray) -> bool:
+    return bool(np.allclose(m[:, :2], np.eye(2)) and np.allclose(m[:, 2], np.round(m[:, 2])))
+
+
+def paste_back(frame: np.ndarray, patch: FacePatch) -> tuple[int, int, int, int] | None:
+    """Blend `patch` into `frame` (uint8 RGB, modified in place); returns the touched region x0, y0, x1, y1."""
+    fh, fw = frame.shape[:2]
+    ph, pw = patch.mask.shape
+    inv = invert_affine(patch.matrix)
+    corners = np.array([[0, 0], [pw, 0], [0, ph], [pw, ph]], dtype=np.float32) @ inv[:, :2].T + inv[:, 2]
+    x0, y0 = np.floor(corners.min(0)).astype(int)
+    x1, y1 = np.ceil(corners.max(0)).astype(int)
+    x0, y0, x1, y1 = max(int(x0), 0), max(int(y0), 0), min(int(x1), fw), min(int(y1), fh)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    if _is_integer_translation(patch.matrix):
+        ox, oy = -int(round(float(patch.matrix[0, 2]))), -int(round(float(patch.matrix[1, 2])))
+        image = patch.image[y0 - oy : y1 - oy, x0 - ox : x1 - ox]
+        alpha = patch.mask[y0 - oy : y1 - oy, x0 - ox : x1 - ox]
+    else:
+        # crop -> region: the inverse affine, shifted so the region's corner is the origin.
+        to_region = inv.copy()
+        to_region[:, 2] -= (x0, y0)
+        size = (x1 - x0, y1 - y0)
+        image = cv2.warpAffine(patch.image, to_region, size, flags=cv2.INTER_LINEAR,
+                               borderMode=cv2.BORDER_REPLICATE)
+        alpha = cv2.warpAffine(patch.mask, to_region, size, flags=cv2.INTER_LINEAR,
+                               borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
+    region = frame[y0:y1, x0:x1]
+    a = np.clip(alpha, 0.0, 1.0)[:, :, None]
+    blended = region.astype(np.float32) * (1.0 - a) + image.astype(np.float32) * a
+    np.clip(blended, 0, 255, out=blended)
+    region[:] = (blended + 0.5).astype(np.uint8)
+    return x0, y0, x1, y1

@@ -1,0 +1,68 @@
+"""Gateway configuration: frozen dataclasses built once at the edge (gateway.cli) and passed inward.
+
+Nothing below the CLI reads the environment or files. `ProcessingConfig` is the gateway's view of the face
+pipeline; `gateway.app` turns it into `engines.pipeline.PipelineConfig` when it builds the real pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gateway.auth import AuthConfig
+from gateway.media.late import LatePolicy
+from gateway.rtc.ice import IceConfig
+from gateway.scheduler import SchedulerConfig
+
+ENGINES = ("onnxruntime", "tensorrt")
+
+
+@dataclass(frozen=True)
+class ProcessingConfig:
+    processors: tuple[str, ...] = ("face_swapper",)
+    swapper: str | None = None
+    enhancer: str | None = None
+    detector_size: int = 320
+    engine: str = "onnxruntime"
+    providers: tuple[str, ...] = ("cpu",)
+    max_batch: int = 8
+    model_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.detector_size < 32:
+            raise ValueError(f"detector_size must be >= 32, got {self.detector_size}")
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    max_sessions: int = 16
+    late_policy: LatePolicy = LatePolicy.REPEAT
+    default_source: Path | None = None
+    reap_after_s: float = 10.0        # a session not connected (or silent) this long is closed
+    connect_timeout_s: float = 20.0   # from the answer to ICE/DTLS connected
+    bitrate: int = 1_000_000          # VP8 target for the processed stream
+    max_viewers: int = 32
+
+    def __post_init__(self) -> None:
+        if self.max_sessions < 1:
+            raise ValueError("max_sessions must be >= 1")
+        if self.reap_after_s <= 0 or self.connect_timeout_s <= 0:
+            raise ValueError("reap_after_s and connect_timeout_s must be > 0")
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    processing: ProcessingConfig = field(default_factory=ProcessingConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    sessions: SessionConfig = field(default_factory=SessionConfig)
+    ice: IceConfig = field(default_factory=IceConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    monitor: Any = None               # gateway.monitoring.MonitorConfig; None = its defaults
+    max_body_bytes: int = 8 * 1024 * 1024   # client_max_size: source images; SDP is checked far lower
+    max_sdp_bytes: int = 64 * 1024
+    log_level: str = "INFO"

@@ -1,0 +1,1 @@
+"""HTTP handlers (thin: validate, delegate) and the typed app keys they share."""

@@ -1,0 +1,160 @@
+"""Encode each processed stream ONCE and hand the encoded VP8 packets to every subscriber.
+
+aiortc's `RTCRtpSender` accepts `av.Packet` from its track and only packetizes it (`Vp8Encoder.pack`), so
+N viewers cost one encode. Two things the sender would do for raw frames must be done here instead:
+keyframes on request (a new viewer, or a PLI/FIR from any viewer: `bind_sender` routes the sender's keyframe
+request to this encoder), and bitrate (fixed here; REMB is ignored for packet tracks).
+
+A subscriber that falls behind has its queue cleared and waits for the next keyframe (which it requests):
+dropping single inter frames would corrupt its picture, and queueing would add latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from fractions import Fraction
+
+import av
+import numpy as np
+from aiortc import MediaStreamTrack, RTCRtpSender
+from aiortc.mediastreams import MediaStreamError
+
+logger = logging.getLogger(__name__)
+
+VIDEO_TIME_BASE = Fraction(1, 90000)
+
+
+class PacketTrack(MediaStreamTrack):
+    """A video track whose `recv()` yields encoded `av.Packet`s from a `FanoutEncoder`."""
+
+    kind = "video"
+
+    def __init__(self, encoder: FanoutEncoder, max_queue: int = 8) -> None:
+        super().__init__()
+        self._encoder = encoder
+        self._queue: asyncio.Queue[av.Packet | None] = asyncio.Queue()
+        self._max_queue = max_queue
+        self._awaiting_key = True
+        self.dropped = 0
+
+    def offer(self, packet: av.Packet) -> None:
+        """Called on the event loop by the encoder's publish step."""
+        if self.readyState != "live":
+            return
+        if self._awaiting_key and not packet.is_keyframe:
+            self.dropped += 1
+            return
+        self._awaiting_key = False
+        if self._queue.qsize() >= self._max_queue:
+            while not self._queue.empty():
+                self._queue.get_nowait()
+                self.dropped += 1
+            self._awaiting_key = not packet.is_keyframe
+            if self._awaiting_key:
+                self.dropped += 1
+                self._encoder.request_keyframe()
+                return
+        self._queue.put_nowait(packet)
+
+    async def recv(self) -> av.Packet:  # type: ignore[override]
+        if self.readyState != "live":
+            raise MediaStreamError
+        packet = await self._queue.get()
+        if packet is None:
+            raise MediaStreamError
+        return packet
+
+    def stop(self) -> None:
+        if self.readyState == "live":
+            self._queue.put_nowait(None)
+        super().stop()
+        self._encoder.unsubscribe(self)
+
+
+class FanoutEncoder:
+    """One VP8 encoder per processed stream; `encode` runs in a worker thread, `publish` on the loop."""
+
+    def __init__(self, bitrate: int = 1_000_000) -> None:
+        self._bitrate = bitrate
+        self._codec: av.video.codeccontext.VideoCodecContext | None = None
+        self._force_key = threading.Event()
+        self._subscribers: list[PacketTrack] = []
+        self._last_pts: int | None = None
+        self.frames_encoded = 0
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subscribers)
+
+    def subscribe(self) -> PacketTrack:
+        track = PacketTrack(self)
+        self._subscribers.append(track)
+        self.request_keyframe()
+        return track
+
+    def unsubscribe(self, track: PacketTrack) -> None:
+        if track in self._subscribers:
+            self._subscribers.remove(track)
+
+    def request_keyframe(self) -> None:
+        self._force_key.set()
+
+    def bind_sender(self, sender: RTCRtpSender) -> None:
+        """Route the sender's PLI/FIR keyframe requests here (it cannot re-encode packets itself)."""
+        sender._send_keyframe = self.request_keyframe  # type: ignore[method-assign]
+
+    def encode(self, image_rgb: np.ndarray, pts: int) -> list[av.Packet]:
+        """Encode one RGB frame (blocking; call from a worker thread). pts is in 1/90000 s and must grow."""
+        if self._last_pts is not None and pts <= self._last_pts:
+            pts = self._last_pts + 1
+        self._last_pts = pts
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image_rgb), format="rgb24").reformat(
+            format="yuv420p")
+        frame.pts = pts
+        frame.time_base = VIDEO_TIME_BASE
+        codec = self._codec
+        if codec is None or codec.width != frame.width or codec.height != frame.height:
+            codec = self._open(frame.width, frame.height)
+        elif self._force_key.is_set():
+            frame.pict_type = av.video.frame.PictureType.I
+        self._force_key.clear()
+        packets = list(codec.encode(frame))
+        for packet in packets:
+            packet.time_base = VIDEO_TIME_BASE
+            if packet.pts is None:
+                packet.pts = pts
+        self.frames_encoded += 1
+        return packets
+
+    def _open(self, width: int, height: int) -> av.video.codeccontext.VideoCodecContext:
+        codec = av.CodecContext.create("libvpx", "w")
+        codec.width = width
+        codec.height = height
+        codec.bit_rate = self._bitrate
+        codec.pix_fmt = "yuv420p"
+        codec.time_base = VIDEO_TIME_BASE
+        codec.gop_size = 3000
+        codec.qmin = 2
+        codec.qmax = 56
+        codec.thread_count = 1
+        codec.options = {  # aiortc's realtime VP8 settings (aiortc.codecs.vpx.Vp8Encoder)
+            "bufsize": str(self._bitrate), "cpu-used": "-6", "deadline": "realtime", "lag-in-frames": "0",
+            "minrate": str(self._bitrate), "maxrate": str(self._bitrate), "noise-sensitivity": "4",
+            "overshoot-pct": "15", "partitions": "0", "static-thresh": "1", "undershoot-pct": "100",
+        }
+        self._codec = codec  # type: ignore[assignment]
+        return codec  # type: ignore[return-value]
+
+    def publish(self, packets: list[av.Packet]) -> None:
+        """Hand packets to every subscriber (on the event loop)."""
+        for track in list(self._subscribers):
+            for packet in packets:
+                track.offer(packet)
+
+    def close(self) -> None:
+        for track in list(self._subscribers):
+            track.stop()
+        self._subscribers.clear()
+        self._codec = None

@@ -1,0 +1,196 @@
+"""Adaptive degradation and capacity policy: pure functions and one small state machine, no I/O, no clocks.
+
+`DegradationController.update(ControllerInput)` is fed the rolling stats once per sampler tick and returns the
+level in force:
+
+    0 full quality
+    1 enhancer off
+    2 + detector every 2nd frame (the track is reused in between)
+    3 + lower detector resolution (detect_size, e.g. 320 -> 192)
+    4 + refuse new sessions
+
+It steps DOWN one level when the server p95 has been above the budget, or VRAM above `vram_high_fraction`,
+continuously for `step_down_after_s`; it steps back UP one level only after `step_up_after_s` of headroom
+(p95 < `headroom_fraction` x budget and VRAM below the high mark). The gap between the two thresholds and the
+longer up-delay are the hysteresis that keeps it from flapping. After every step both timers restart, so each
+further step needs its own sustained evidence (the windows must see the effect of the previous step).
+With no frames at all there is no latency evidence: only VRAM can push it down, and an idle machine recovers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engines.frames import STAGE_ENHANCE, FrameOptions
+
+LEVEL_NAMES: tuple[str, ...] = (
+    "full",
+    "enhancer_off",
+    "detect_every_2nd",
+    "low_detect_resolution",
+    "refuse_new_sessions",
+)
+MAX_LEVEL = len(LEVEL_NAMES) - 1
+
+
+@dataclass(frozen=True)
+class DegradationConfig:
+    enabled: bool = True
+    step_down_after_s: float = 3.0
+    step_up_after_s: float = 10.0
+    headroom_fraction: float = 0.6  # step up only while p95 < this x budget
+    vram_high_fraction: float = 0.9
+    max_level: int = MAX_LEVEL
+    reduced_detect_size: int = 192
+    p95_window_s: float = 3.0  # the server-time window the controller looks at (recent, not 30 s)
+    min_frames: int = 5  # fewer frames than this in the window = no latency evidence
+
+
+@dataclass(frozen=True)
+class ControllerInput:
+    now: float
+    server_p95_ms: float | None  # None when the window holds too few frames
+    vram_fraction: float | None  # None without a GPU
+    budget_ms: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    level: int
+    previous: int
+    reason: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.level != self.previous
+
+
+class DegradationController:
+    def __init__(self, config: DegradationConfig) -> None:
+        self.config = config
+        self.level = 0
+        self._over_since: float | None = None
+        self._headroom_since: float | None = None
+        self.steps = 0
+
+    def update(self, inp: ControllerInput) -> Decision:
+        cfg = self.config
+        prev = self.level
+        if not cfg.enabled:
+            self.level = 0
+            self._over_since = self._headroom_since = None
+            return Decision(0, prev, "disabled" if prev else "")
+        latency_over = inp.server_p95_ms is not None and inp.server_p95_ms > inp.budget_ms
+        vram_over = inp.vram_fraction is not None and inp.vram_fraction > cfg.vram_high_fraction
+        latency_ok = inp.server_p95_ms is None or inp.server_p95_ms < cfg.headroom_fraction * inp.budget_ms
+        vram_ok = inp.vram_fraction is None or inp.vram_fraction <= cfg.vram_high_fraction
+
+        if latency_over or vram_over:
+            self._headroom_since = None
+            if self._over_since is None:
+                self._over_since = inp.now
+            if inp.now - self._over_since >= cfg.step_down_after_s and self.level < cfg.max_level:
+                self.level += 1
+                self.steps += 1
+                self._over_since = inp.now
+                why = []
+                if latency_over:
+                    why.append(f"server p95 {inp.server_p95_ms:.0f} ms > budget {inp.budget_ms:.0f} ms")
+                if vram_over and inp.vram_fraction is not None:
+                    why.append(f"VRAM {100 * inp.vram_fraction:.0f}% > {100 * cfg.vram_high_fraction:.0f}%")
+                return Decision(self.level, prev, "; ".join(why) + f" for {cfg.step_down_after_s:g} s")
+            return Decision(self.level, prev)
+
+        self._over_since = None
+        if latency_ok and vram_ok and self.level > 0:
+            if self._headroom_since is None:
+                self._headroom_since = inp.now
+            if inp.now - self._headroom_since >= cfg.step_up_after_s:
+                self.level -= 1
+                self.steps += 1
+                self._headroom_since = inp.now
+                p95 = "no frames" if inp.server_p95_ms is None else f"server p95 {inp.server_p95_ms:.0f} ms"
+                return Decision(
+                    self.level,
+                    prev,
+                    f"headroom ({p95} < {100 * cfg.headroom_fraction:.0f}% of "
+                    f"budget) for {cfg.step_up_after_s:g} s",
+                )
+        else:
+            self._headroom_since = None  # between the two thresholds: hold
+        return Decision(self.level, prev)
+
+
+def options_for_level(level: int, requested: tuple[str, ...], config: DegradationConfig) -> FrameOptions:
+    """The per-frame knobs a session gets at `level` (its requested processors, minus what the level
+    sheds)."""
+    processors = tuple(p for p in requested if not (level >= 1 and p == STAGE_ENHANCE))
+    return FrameOptions(
+        processors=processors,
+        detect_every=2 if level >= 2 else 1,
+        detect_size=config.reduced_detect_size if level >= 3 else None,
+    )
+
+
+def admits_new_sessions(level: int) -> bool:
+    return level < 4
+
+
+def recommend_max_batch(
+    points: Sequence[tuple[int, float]],
+    budget_ms: float,
+    *,
+    stage_share: float = 0.5,
+    cap: int = 32,
+    default: int = 8,
+) -> int:
+    """Largest batch whose predicted stage time fits in `stage_share` of the budget.
+
+    `points` are observed (batch size, stage ms for that batch). A least-squares line t(b) = a + c*b
+    separates the
+    fixed cost per launch (a) from the per-item cost (c); with one distinct batch size the cost is taken as
+    proportional (a = 0). Too little data -> `default`.
+    """
+    pts = [(b, t) for b, t in points if b > 0 and t >= 0 and math.isfinite(t)]
+    if len(pts) < 3:
+        return default
+    sizes = {b for b, _ in pts}
+    limit = stage_share * budget_ms
+    if len(sizes) == 1:
+        b0 = next(iter(sizes))
+        per_item = sum(t for _, t in pts) / len(pts) / b0
+        a, c = 0.0, per_item
+    else:
+        n = len(pts)
+        mb = sum(b for b, _ in pts) / n
+        mt = sum(t for _, t in pts) / n
+        var = sum((b - mb) ** 2 for b, _ in pts)
+        c = sum((b - mb) * (t - mt) for b, t in pts) / var
+        a = mt - c * mb
+        if c <= 0:  # bigger batches were not slower (noise or a GPU far from saturation): allow the cap
+            return cap if a <= limit else 1
+    if c <= 0:
+        return cap
+    best = int((limit - max(a, 0.0)) // c)
+    return max(1, min(cap, best))
+
+
+def estimate_capacity(
+    work_ms_per_frame: float | None,
+    fps_per_session: float | None,
+    *,
+    parallelism: float = 1.0,
+    target_utilisation: float = 0.8,
+) -> int | None:
+    """Sessions this machine can hold: compute time available per second / compute time one session needs.
+
+    `work_ms_per_frame` is the amortised processing time of one frame (each stage's batch time divided by its
+    batch size, summed, plus decode/encode); `parallelism` is how many frames the pipeline works on at once
+    (1 for one engine worker). None when there is no evidence yet.
+    """
+    if not work_ms_per_frame or not fps_per_session or work_ms_per_frame <= 0 or fps_per_session <= 0:
+        return None
+    per_session_ms_per_s = work_ms_per_frame * fps_per_session
+    return max(0, int(math.floor(1000.0 * parallelism * target_utilisation / per_session_ms_per_s)))

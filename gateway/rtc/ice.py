@@ -1,0 +1,131 @@
+"""ICE configuration for one peer connection: STUN/TURN servers and which host addresses to gather.
+
+Why per connection: aioice gathers host candidates from every interface EXCEPT loopback (its module-level
+`get_host_addresses` skips 127.0.0.1), so a test or a load generator that must keep media on 127.0.0.1 has to
+choose the addresses itself. `restrict_host_addresses(pc, ("127.0.0.1",))` wraps, on that one connection's ICE
+connections only, aioice's `Connection.get_component_candidates` so it gathers exactly the given addresses. Other
+connections in the process are untouched (no global monkeypatch).
+
+Also: aiortc falls back to Google's public STUN server when `iceServers` is None; `rtc_configuration` always
+passes an explicit (possibly empty) list, so nothing is contacted unless configured.
+
+Version guard: the hook relies on aiortc's private `_RTCPeerConnection__createDtlsTransport` and the ICE
+gatherer's `_connection` (aiortc 1.14-1.16, aioice 0.9-0.13). When they are missing, `restrict_host_addresses`
+raises `RuntimeError` instead of silently gathering on every interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
+
+from gateway.rtc.receive import apply_low_latency_receive
+
+LOOPBACK: tuple[str, ...] = ("127.0.0.1",)
+_PC_DTLS_FACTORY = "_RTCPeerConnection__createDtlsTransport"
+_PC_MARK = "_livefuse_host_addresses"
+
+
+@dataclass(frozen=True)
+class TurnServer:
+    url: str  # turn:host:port?transport=udp
+    username: str = ""
+    credential: str = ""
+
+
+@dataclass(frozen=True)
+class IceConfig:
+    """Servers advertised to clients (and used by the gateway's own peers) and host addresses to gather.
+
+    `host_addresses` empty = aioice's default (every non-loopback interface); ("127.0.0.1",) = loopback only.
+    """
+
+    stun: tuple[str, ...] = ()
+    turn: tuple[TurnServer, ...] = ()
+    host_addresses: tuple[str, ...] = ()
+
+    @classmethod
+    def loopback_only(cls) -> IceConfig:
+        return cls(host_addresses=LOOPBACK)
+
+    @property
+    def is_loopback_only(self) -> bool:
+        return self.host_addresses == LOOPBACK
+
+
+def ice_servers(config: IceConfig) -> list[RTCIceServer]:
+    servers = [RTCIceServer(urls=url) for url in config.stun]
+    servers += [RTCIceServer(urls=t.url, username=t.username or None, credential=t.credential or None)
+                for t in config.turn]
+    return servers
+
+
+def rtc_configuration(config: IceConfig) -> RTCConfiguration:
+    """An explicit server list (never aiortc's implicit Google STUN default)."""
+    return RTCConfiguration(iceServers=ice_servers(config))
+
+
+def link_headers(config: IceConfig) -> list[str]:
+    """WHIP/WHEP `Link: <url>; rel="ice-server"` values (RFC 9725 section 4.6)."""
+    links = [f'<{url}>; rel="ice-server"' for url in config.stun]
+    for t in config.turn:
+        link = f'<{t.url}>; rel="ice-server"'
+        if t.username:
+            link += f'; username="{t.username}"; credential="{t.credential}"; credential-type="password"'
+        links.append(link)
+    return links
+
+
+def _restrict_connection(connection: Any, wanted: tuple[str, ...]) -> None:
+    if getattr(connection, _PC_MARK, None) == wanted:
+        return
+    original = getattr(connection, "_livefuse_original_gcc", None) or connection.get_component_candidates
+
+    async def get_component_candidates(component: int, addresses: list[str] | None = None, timeout: int = 5) -> Any:
+        return await original(component=component, addresses=list(wanted), timeout=timeout)
+
+    connection._livefuse_original_gcc = original
+    connection.get_component_candidates = get_component_candidates
+    setattr(connection, _PC_MARK, wanted)
+
+
+def _restrict_dtls(dtls_transport: Any, addresses: tuple[str, ...]) -> None:
+    connection = dtls_transport.transport.iceGatherer._connection
+    _restrict_connection(connection, addresses)
+
+
+def restrict_host_addresses(pc: RTCPeerConnection, addresses: Sequence[str]) -> None:
+    """Gather host candidates of `pc` on exactly `addresses` (call before `setLocalDescription`). Idempotent."""
+    wanted = tuple(addresses)
+    if not hasattr(pc, _PC_DTLS_FACTORY):
+        raise RuntimeError("this aiortc version has no per-connection ICE hook; cannot restrict host addresses")
+    for transceiver in pc.getTransceivers():
+        _restrict_dtls(transceiver.receiver.transport, wanted)
+    sctp = pc.sctp
+    if sctp is not None:
+        _restrict_dtls(sctp.transport, wanted)
+    if getattr(pc, _PC_MARK, None) == wanted:
+        return
+    original = getattr(pc, "_livefuse_original_dtls", None) or getattr(pc, _PC_DTLS_FACTORY)
+
+    def create_dtls_transport() -> Any:
+        transport = original()
+        _restrict_dtls(transport, wanted)
+        return transport
+
+    setattr(pc, "_livefuse_original_dtls", original)
+    setattr(pc, _PC_DTLS_FACTORY, create_dtls_transport)
+    setattr(pc, _PC_MARK, wanted)
+
+
+def create_peer_connection(config: IceConfig, *, low_latency_receive: bool = True) -> RTCPeerConnection:
+    """A peer connection with explicit ICE servers, the configured host addresses and marker-release receive."""
+    pc = RTCPeerConnection(configuration=rtc_configuration(config))
+    if config.host_addresses:
+        restrict_host_addresses(pc, config.host_addresses)
+    if low_latency_receive:
+        apply_low_latency_receive(pc)
+    return pc

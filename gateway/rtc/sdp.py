@@ -1,0 +1,57 @@
+"""Checks on a WHIP/WHEP offer before it reaches aiortc, so bad input gets a one-line 400 and never a 500.
+
+aiortc's parser raises assorted exceptions (ValueError, KeyError, IndexError...) on malformed text and accepts
+offers WHIP must refuse (no video, no BUNDLE). `check_offer` turns all of that into one `SdpError(reason)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiortc.sdp import SessionDescription
+
+MAX_SDP_BYTES = 64 * 1024
+
+
+class SdpError(ValueError):
+    """The offer is malformed or asks for something the gateway does not do; str() is a one-line reason."""
+
+
+@dataclass(frozen=True)
+class OfferSummary:
+    video_directions: tuple[str, ...]
+    video_codecs: tuple[str, ...]
+    has_audio: bool
+
+
+def check_offer(sdp: str, *, need_send: bool) -> OfferSummary:
+    """Validate an SDP offer. need_send: the client must send video (WHIP); else it must receive it (WHEP)."""
+    if not sdp.strip():
+        raise SdpError("empty SDP offer")
+    if len(sdp) > MAX_SDP_BYTES:
+        raise SdpError("SDP offer too large")
+    if not sdp.lstrip().startswith("v=0"):
+        raise SdpError("not an SDP offer (must start with v=0)")
+    try:
+        parsed = SessionDescription.parse(sdp)
+    except Exception as exc:  # aiortc's parser raises many types on garbage; all mean "malformed"
+        raise SdpError(f"malformed SDP: {type(exc).__name__}") from None
+    video = [m for m in parsed.media if m.kind == "video"]
+    if not video:
+        raise SdpError("SDP offer has no video m-line")
+    if not any(g.semantic == "BUNDLE" for g in parsed.group):
+        raise SdpError("SDP offer has no BUNDLE group (WHIP requires max-bundle)")
+    for m in parsed.media:
+        if not m.ice.usernameFragment or not m.ice.password:
+            raise SdpError("SDP offer lacks ICE credentials")
+        if m.dtls is None or not m.dtls.fingerprints:
+            raise SdpError("SDP offer lacks a DTLS fingerprint")
+    directions = tuple(m.direction or "sendrecv" for m in video)
+    wanted = ("sendrecv", "sendonly") if need_send else ("sendrecv", "recvonly")
+    if not any(d in wanted for d in directions):
+        raise SdpError(f"SDP video direction {directions[0]} not usable here (need one of {', '.join(wanted)})")
+    codecs = tuple(c.mimeType.split("/")[-1].upper() for m in video for c in m.rtp.codecs)
+    if "VP8" not in codecs:
+        raise SdpError("SDP offer has no VP8 video codec (the gateway sends and receives VP8)")
+    return OfferSummary(video_directions=directions, video_codecs=codecs,
+                        has_audio=any(m.kind == "audio" for m in parsed.media))

@@ -1,0 +1,444 @@
+"""Sessions: one publisher peer connection, its media loops, its viewers; and the manager that admits,
+finds, reaps and closes them.
+
+Media loop of a session (all blocking work in executor threads, never on the event loop):
+
+    receive  : newest decoded frame from aiortc (older ones drained and counted as stale) -> to RGB ->
+               scheduler.submit(...) -> (frame, future) into `_pending` (bounded by the scheduler: older
+               pending frames resolve stale at once)
+    output   : futures awaited IN ORDER -> late policy -> encode once (FanoutEncoder) -> every subscriber
+               (the publisher's own sendrecv track and every WHEP viewer) -> FrameRecord to the monitor
+
+aiortc's decoded-frame queue (`RemoteStreamTrack._queue`) is unbounded; draining it to the newest frame on
+every receive is what keeps latency bounded under overload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import av
+import numpy as np
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpReceiver, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+from aiortc.rtcrtpsender import RTCRtpSender
+
+from engines.frames import FaceTrack, FrameItem, FrameOptions, FrameOutput, SourceFace
+from gateway.config import SessionConfig
+from gateway.errors import BadRequest, NotFound, Unavailable
+from gateway.media.fanout import FanoutEncoder
+from gateway.media.late import LatePolicy, choose_output
+from gateway.monitoring.records import FrameRecord, Outcome
+from gateway.rtc.ice import IceConfig, create_peer_connection
+from gateway.rtc.receive import frame_completed_at
+from gateway.rtc.sdp import check_offer
+from gateway.scheduler import ScheduledFrame
+
+logger = logging.getLogger(__name__)
+
+
+class SchedulerLike(Protocol):
+    def submit(self, session_id: str, frame_id: int, item: FrameItem, arrival_s: float,
+               deadline_s: float) -> asyncio.Future[ScheduledFrame]: ...
+
+    def remove_session(self, session_id: str) -> None: ...
+
+
+class MonitorLike(Protocol):
+    def record_frame(self, rec: FrameRecord) -> None: ...
+
+    def session_opened(self, session_id: str, info: dict[str, object]) -> None: ...
+
+    def session_closed(self, session_id: str, reason: str) -> None: ...
+
+    def record_reject(self, reason: str) -> None: ...
+
+    def event(self, kind: str, message: str, **data: Any) -> None: ...
+
+    def frame_options(self, requested: tuple[str, ...]) -> FrameOptions: ...
+
+    def admits_new_sessions(self) -> bool: ...
+
+    def session_stats(self, session_id: str) -> dict[str, Any]: ...
+
+
+@dataclass
+class _Pending:
+    frame_id: int
+    arrival_s: float
+    pts: int
+    image: np.ndarray
+    decode_ms: float
+    future: asyncio.Future[ScheduledFrame]
+
+
+@dataclass
+class SessionCounters:
+    frames_in: int = 0
+    frames_out: int = 0
+    drops: dict[str, int] = field(default_factory=dict)
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        self.drops[reason] = self.drops.get(reason, 0) + n
+
+
+def _supports_vp8_only(pc: RTCPeerConnection) -> None:
+    """Answer video with VP8 only: the fan-out sends pre-encoded VP8 packets to every sender."""
+    caps = RTCRtpSender.getCapabilities("video")
+    vp8 = [c for c in caps.codecs if c.mimeType.lower() in ("video/vp8", "video/rtx")]
+    for transceiver in pc.getTransceivers():
+        if transceiver.kind == "video":
+            transceiver.setCodecPreferences(vp8)
+        else:
+            transceiver.direction = "inactive"  # audio is not processed; never let it pile up undecoded
+
+
+class Session:
+    """One WHIP publisher. `close()` is idempotent and leaves no task, thread or peer connection behind."""
+
+    def __init__(self, session_id: str, pc: RTCPeerConnection, *, source: SourceFace | None,
+                 processors: tuple[str, ...], config: SessionConfig, scheduler: SchedulerLike,
+                 monitor: MonitorLike, executor: Executor | None, budget_ms: float,
+                 on_closed: Callable[[Session], None]) -> None:
+        self.id = session_id
+        self.pc = pc
+        self.source = source
+        self.processors = processors
+        self.config = config
+        self.created_s = time.monotonic()
+        self.connected_s: float | None = None
+        self.last_frame_s: float | None = None
+        self.counters = SessionCounters()
+        self.encoder = FanoutEncoder(bitrate=config.bitrate)
+        self.viewers: dict[str, RTCPeerConnection] = {}
+        self.close_reason: str | None = None
+        self._scheduler = scheduler
+        self._monitor = monitor
+        self._executor = executor
+        self._budget_s = budget_ms / 1000.0
+        self._on_closed = on_closed
+        self._face_track = FaceTrack()
+        self._pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._frame_ids = itertools.count()
+        self._last_processed: np.ndarray | None = None
+        self._closing: asyncio.Task[None] | None = None
+        self.etag = secrets.token_hex(8)
+
+    # --- wiring ---------------------------------------------------------------------------------------------
+    def start_media(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
+        if self._tasks or self.close_reason is not None:
+            return
+        self._spawn(self._receive_loop(track, receiver), "receive")
+        self._spawn(self._output_loop(), "output")
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=f"session-{self.id}-{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("session %s: %s failed: %r", self.id, task.get_name(), task.exception())
+            self.schedule_close("error")
+
+    @property
+    def task_count(self) -> int:
+        return len(self._tasks)
+
+    # --- media ----------------------------------------------------------------------------------------------
+    async def _receive_loop(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] | None = getattr(track, "_queue", None)
+        try:
+            while True:
+                try:
+                    frame = await track.recv()
+                except MediaStreamError:
+                    break
+                ended = False
+                while queue is not None and not queue.empty():  # live video never queues: keep the newest
+                    newer = queue.get_nowait()
+                    if newer is None:
+                        ended = True
+                        break
+                    self._record_drop(self._next_frame_id(), time.monotonic(), Outcome.DROPPED_STALE, frame)
+                    frame = newer
+                arrival = time.monotonic()
+                self.last_frame_s = arrival
+                frame_id = self._next_frame_id()
+                completed = frame_completed_at(receiver, frame.pts)
+                image = await loop.run_in_executor(self._executor, _to_rgb, frame)
+                decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
+                item = FrameItem(image=image, source=self.source,
+                                 options=self._monitor.frame_options(self.processors), track=self._face_track)
+                future = self._scheduler.submit(self.id, frame_id, item, arrival, arrival + self._budget_s)
+                self.counters.frames_in += 1
+                self._pending.put_nowait(_Pending(frame_id, arrival, int(frame.pts or 0), image, decode_ms,
+                                                  future))
+                if ended:
+                    break
+        finally:
+            self._pending.put_nowait(None)
+            self.schedule_close("publisher ended")
+
+    def _next_frame_id(self) -> int:
+        return next(self._frame_ids)
+
+    def _record_drop(self, frame_id: int, arrival: float, outcome: Outcome, frame: av.VideoFrame) -> None:
+        self.counters.drop(str(outcome))
+        self._monitor.record_frame(FrameRecord(session_id=self.id, frame_id=frame_id, arrival_s=arrival,
+                                               outcome=outcome, width=frame.width, height=frame.height))
+
+    async def _output_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            pending = await self._pending.get()
+            if pending is None:
+                return
+            result = await pending.future
+            output: FrameOutput | None = result.output
+            image = choose_output(result.outcome, output.image if output is not None else None, pending.image,
+                                  self._last_processed, self.config.late_policy)
+            if result.outcome is Outcome.PROCESSED and image is not None:
+                self._last_processed = image
+            else:
+                self.counters.drop(str(result.outcome))
+            stages: dict[str, float] = {"decode": pending.decode_ms, "queue_wait": result.queue_wait_ms}
+            if output is not None:
+                stages.update(output.timings_ms)
+            server_ms = (time.monotonic() - pending.arrival_s) * 1000.0
+            if image is not None:
+                t0 = time.monotonic()
+                packets = await loop.run_in_executor(self._executor, self.encoder.encode, image, pending.pts)
+                stages["encode"] = (time.monotonic() - t0) * 1000.0
+                self.encoder.publish(packets)
+                self.counters.frames_out += 1
+            height, width = pending.image.shape[:2]
+            self._monitor.record_frame(FrameRecord(
+                session_id=self.id, frame_id=pending.frame_id, arrival_s=pending.arrival_s,
+                outcome=result.outcome, server_ms=server_ms, stages_ms=stages,
+                batch_sizes=dict(output.batch_sizes) if output is not None else {},
+                faces=output.faces if output is not None else 0, width=width, height=height))
+
+    # --- viewers --------------------------------------------------------------------------------------------
+    async def add_viewer(self, offer_sdp: str, ice: IceConfig) -> tuple[str, str]:
+        if len(self.viewers) >= self.config.max_viewers:
+            raise Unavailable(f"session {self.id} already has {len(self.viewers)} viewers")
+        viewer_id = secrets.token_urlsafe(12)
+        pc = create_peer_connection(ice)
+        self.viewers[viewer_id] = pc
+
+        @pc.on("connectionstatechange")
+        async def on_state() -> None:
+            if pc.connectionState in ("failed", "closed"):
+                await self.remove_viewer(viewer_id)
+
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+            track = self.encoder.subscribe()
+            sender = pc.addTrack(track)
+            self.encoder.bind_sender(sender)
+            _supports_vp8_only(pc)
+            await pc.setLocalDescription(await pc.createAnswer())
+        except Exception as exc:
+            await self.remove_viewer(viewer_id)
+            raise BadRequest(f"cannot answer WHEP offer: {exc}") from None
+        return viewer_id, pc.localDescription.sdp
+
+    async def remove_viewer(self, viewer_id: str) -> bool:
+        pc = self.viewers.pop(viewer_id, None)
+        if pc is None:
+            return False
+        for sender in pc.getSenders():
+            if sender.track is not None:
+                sender.track.stop()
+        await pc.close()
+        return True
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+    def schedule_close(self, reason: str) -> None:
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_task(self.close(reason))
+
+    async def close(self, reason: str = "closed") -> None:
+        if self.close_reason is not None:
+            if self._closing is not None and self._closing is not asyncio.current_task():
+                await asyncio.shield(self._closing)
+            return
+        self.close_reason = reason
+        if self._closing is None:
+            self._closing = asyncio.current_task()  # type: ignore[assignment]
+        self._scheduler.remove_session(self.id)
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()
+        for viewer_id in list(self.viewers):
+            await self.remove_viewer(viewer_id)
+        self.encoder.close()
+        await self.pc.close()
+        others = [t for t in self._tasks if t is not current]
+        if others:
+            await asyncio.gather(*others, return_exceptions=True)
+        self._on_closed(self)
+        self._monitor.session_closed(self.id, reason)
+
+    def summary(self) -> dict[str, Any]:
+        now = time.monotonic()
+        return {
+            "id": self.id,
+            "state": self.pc.connectionState,
+            "age_s": round(now - self.created_s, 3),
+            "source": self.source.id if self.source else None,
+            "processors": list(self.processors),
+            "frames_in": self.counters.frames_in,
+            "frames_out": self.counters.frames_out,
+            "drops": dict(self.counters.drops),
+            "viewers": len(self.viewers),
+        }
+
+
+def _to_rgb(frame: av.VideoFrame) -> np.ndarray:
+    return frame.to_ndarray(format="rgb24")
+
+
+class SessionManager:
+    """Admits, finds, reaps and closes sessions. All methods run on the event loop."""
+
+    def __init__(self, config: SessionConfig, ice: IceConfig, scheduler: SchedulerLike, monitor: MonitorLike,
+                 *, budget_ms: float, executor: Executor | None = None) -> None:
+        self.config = config
+        self.ice = ice
+        self._scheduler = scheduler
+        self._monitor = monitor
+        self._budget_ms = budget_ms
+        self._executor = executor
+        self.sessions: dict[str, Session] = {}
+        self.accepting = True
+        self._reaper: asyncio.Task[None] | None = None
+        self._closing: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        if self._reaper is None:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap_loop(), name="session-reaper")
+
+    def get(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None or session.close_reason is not None:
+            raise NotFound(f"no session {session_id!r}")
+        return session
+
+    def admit(self) -> None:
+        """Raise Unavailable when a new session cannot be taken now (shutting down, full, overloaded)."""
+        if not self.accepting:
+            raise Unavailable("gateway is shutting down", retry_after_s=30)
+        if len(self.sessions) >= self.config.max_sessions:
+            self._monitor.record_reject("capacity")
+            raise Unavailable(f"at capacity ({self.config.max_sessions} sessions)", retry_after_s=10)
+        if not self._monitor.admits_new_sessions():
+            self._monitor.record_reject("capacity")
+            raise Unavailable("overloaded: the monitor refuses new sessions for now", retry_after_s=10)
+
+    async def create(self, offer_sdp: str, *, source: SourceFace | None,
+                     processors: Sequence[str]) -> tuple[Session, str]:
+        """Answer a WHIP offer: returns the session and the SDP answer (ICE candidates included)."""
+        self.admit()
+        check_offer(offer_sdp, need_send=True)
+        session_id = secrets.token_urlsafe(12)
+        pc = create_peer_connection(self.ice)
+        session = Session(session_id, pc, source=source, processors=tuple(processors), config=self.config,
+                          scheduler=self._scheduler, monitor=self._monitor, executor=self._executor,
+                          budget_ms=self._budget_ms, on_closed=self._forget)
+        self.sessions[session_id] = session
+
+        @pc.on("track")
+        def on_track(track: MediaStreamTrack) -> None:
+            if track.kind == "video":
+                receiver = next((t.receiver for t in pc.getTransceivers() if t.receiver.track is track), None)
+                if receiver is not None:
+                    session.start_media(track, receiver)
+
+        @pc.on("connectionstatechange")
+        def on_state() -> None:
+            if pc.connectionState == "connected" and session.connected_s is None:
+                session.connected_s = time.monotonic()
+            elif pc.connectionState in ("failed", "closed"):
+                session.schedule_close(f"peer {pc.connectionState}")
+
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+            video = next(t for t in pc.getTransceivers() if t.kind == "video")
+            if video.direction in ("sendrecv", "recvonly"):  # our view: we receive, and send back if asked
+                sender = pc.addTrack(session.encoder.subscribe())
+                session.encoder.bind_sender(sender)
+            _supports_vp8_only(pc)
+            await pc.setLocalDescription(await pc.createAnswer())
+        except Exception as exc:
+            await session.close("bad offer")
+            raise BadRequest(f"cannot answer WHIP offer: {type(exc).__name__}: {exc}") from None
+        self._monitor.session_opened(session_id, {"source": source.id if source else None,
+                                                  "processors": list(processors)})
+        return session, pc.localDescription.sdp
+
+    def _forget(self, session: Session) -> None:
+        if self.sessions.get(session.id) is session:
+            del self.sessions[session.id]
+
+    async def delete(self, session_id: str) -> None:
+        session = self.get(session_id)
+        await session.close("deleted by client")
+
+    def reap_once(self, now: float) -> list[str]:
+        """Close sessions whose peer vanished: never connected in time, or silent/disconnected too long."""
+        victims = []
+        for session in list(self.sessions.values()):
+            state = session.pc.connectionState
+            if session.close_reason is not None:
+                continue
+            if state in ("failed", "closed"):
+                reason = f"peer {state}"
+            elif session.connected_s is None and now - session.created_s > self.config.connect_timeout_s:
+                reason = "never connected"
+            elif session.connected_s is not None and now - max(
+                    session.last_frame_s or session.connected_s, session.connected_s) > self.config.reap_after_s:
+                reason = f"no media for {self.config.reap_after_s:g}s ({state})"
+            else:
+                continue
+            victims.append(session.id)
+            session.schedule_close(reason)
+        return victims
+
+    async def _reap_loop(self) -> None:
+        interval = min(1.0, self.config.reap_after_s / 4)
+        while True:
+            await asyncio.sleep(interval)
+            self.reap_once(time.monotonic())
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "sessions": len(self.sessions),
+            "viewers": sum(len(s.viewers) for s in self.sessions.values()),
+            "tasks": sum(s.task_count for s in self.sessions.values()),
+        }
+
+    async def close(self) -> None:
+        """Refuse new sessions, close every session and the reaper. Idempotent."""
+        self.accepting = False
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+            self._reaper = None
+        await asyncio.gather(*(s.close("gateway shutdown") for s in list(self.sessions.values())),
+                             return_exceptions=True)

@@ -1,0 +1,188 @@
+"""One load-generator job: a real aiortc WHIP publisher that sends stamped frames and reads the processed ones.
+
+Timing points (what "end-to-end latency" means here): a frame is *sent* when the sending track's `recv()` hands
+it to aiortc's encoder, and *received* when the processed frame coming back on the same connection has been
+decoded and our receiving track's `recv()` returns it. Both ends use the gateway's marker-release receive fix
+(gateway.rtc.receive) so the measurement carries no extra frame interval of client-side buffering, and both gather
+ICE on 127.0.0.1 only when the gateway is on loopback.
+
+The job never blocks the event loop on encode/decode: aiortc runs the codecs in executors. The per-frame work of
+the sender is a copy of a precomputed frame plus the stamp (loadgen.synth).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fractions
+import ipaddress
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlparse
+
+import aiohttp
+import av
+import numpy as np
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+
+from gateway.rtc.ice import IceConfig, create_peer_connection
+from loadgen.stamp import read_stamp
+from loadgen.stats import Event, FrameReceived, FrameSent, JobJoined
+from loadgen.synth import FrameLoop
+
+VIDEO_CLOCK = 90_000
+
+
+class JoinError(RuntimeError):
+    """The gateway refused or failed the WHIP exchange (the message says how)."""
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    url: str                       # gateway base URL, e.g. http://127.0.0.1:8080
+    token: str | None = None
+    whip_path: str = "/whip"
+    connect_timeout_s: float = 20.0
+    loopback_only: bool | None = None  # None: decide from the URL's host
+
+    def whip_url(self) -> str:
+        return urljoin(self.url.rstrip("/") + "/", self.whip_path.lstrip("/"))
+
+    def ice(self) -> IceConfig:
+        loop_only = self.loopback_only if self.loopback_only is not None else is_loopback_url(self.url)
+        return IceConfig.loopback_only() if loop_only else IceConfig()
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+def is_loopback_url(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def luma_of(frame: av.VideoFrame) -> np.ndarray:
+    """The Y plane without a colour conversion (decoded VP8/H.264 is planar YUV; fall back otherwise)."""
+    if frame.format.name in ("yuv420p", "yuvj420p", "yuv422p", "yuv444p", "nv12"):
+        plane = frame.planes[0]
+        arr = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
+        return arr[:, : frame.width]
+    return frame.to_ndarray(format="gray")
+
+
+class StampedVideoTrack(MediaStreamTrack):
+    """Sends frame N of the loop at start + N/fps, stamped with N, and reports when each one left."""
+
+    kind = "video"
+
+    def __init__(self, loop: FrameLoop, fps: float, job: int, emit: Callable[[Event], None]) -> None:
+        super().__init__()
+        self._loop = loop
+        self._fps = fps
+        self._job = job
+        self._emit = emit
+        self._next_id = 1
+        self._start: float | None = None
+        self.paused = False
+
+    async def recv(self) -> av.VideoFrame:
+        frame_id = self._next_id
+        self._next_id += 1
+        frame = self._loop.frame(frame_id)
+        now = time.monotonic()
+        if self._start is None:
+            self._start = now
+        due = self._start + (frame_id - 1) / self._fps
+        if due > now:
+            await asyncio.sleep(due - now)
+        elif now - due > 1.0:
+            # Far behind (the machine is saturated): re-anchor instead of bursting to catch up.
+            self._start = now - (frame_id - 1) / self._fps
+        frame.pts = int(round((frame_id - 1) * VIDEO_CLOCK / self._fps))
+        frame.time_base = fractions.Fraction(1, VIDEO_CLOCK)
+        self._emit(FrameSent(self._job, frame_id, time.monotonic()))
+        return frame
+
+
+class WhipJob:
+    """Publish, receive, measure. `start()` joins (raises JoinError), `stop()` leaves; both idempotent-ish."""
+
+    def __init__(self, job: int, config: ClientConfig, loop: FrameLoop, fps: float,
+                 emit: Callable[[Event], None], session: aiohttp.ClientSession) -> None:
+        self.job = job
+        self.config = config
+        self._loop = loop
+        self._fps = fps
+        self._emit = emit
+        self._http = session
+        self._pc: RTCPeerConnection | None = None
+        self._location: str | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._closed = False
+        self.received_tracks = 0
+
+    async def start(self) -> None:
+        try:
+            await asyncio.wait_for(self._join(), timeout=self.config.connect_timeout_s)
+        except (JoinError, TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
+            detail = "timed out" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
+            self._emit(JobJoined(self.job, time.monotonic(), False, detail))
+            await self.stop()
+            raise JoinError(detail) from exc
+        self._emit(JobJoined(self.job, time.monotonic(), True))
+
+    async def _join(self) -> None:
+        pc = create_peer_connection(self.config.ice())
+        self._pc = pc
+        pc.addTrack(StampedVideoTrack(self._loop, self._fps, self.job, self._emit))
+
+        @pc.on("track")
+        def on_track(track: MediaStreamTrack) -> None:
+            if track.kind == "video" and self._reader is None:
+                self.received_tracks += 1
+                self._reader = asyncio.ensure_future(self._read(track))
+
+        await pc.setLocalDescription(await pc.createOffer())
+        headers = {"Content-Type": "application/sdp", **self.config.headers()}
+        async with self._http.post(self.config.whip_url(), data=pc.localDescription.sdp, headers=headers) as r:
+            body = await r.text()
+            if r.status != 201:
+                raise JoinError(f"WHIP POST {r.status}: {body.strip()[:200]}")
+            location = r.headers.get("Location")
+            if not location:
+                raise JoinError("WHIP 201 without a Location header")
+            self._location = urljoin(self.config.whip_url(), location)
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
+
+    async def _read(self, track: MediaStreamTrack) -> None:
+        while True:
+            try:
+                frame = await track.recv()
+            except Exception:  # MediaStreamError when the connection ends; nothing more will come
+                return
+            t = time.monotonic()
+            if isinstance(frame, av.VideoFrame):
+                self._emit(FrameReceived(self.job, read_stamp(luma_of(frame)), t))
+
+    async def stop(self) -> None:
+        """DELETE the WHIP resource and close the connection. Safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._location is not None:
+            with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
+                async with self._http.delete(self._location, headers=self.config.headers(),
+                                             timeout=aiohttp.ClientTimeout(total=5)):
+                    pass
+        if self._pc is not None:
+            await self._pc.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader

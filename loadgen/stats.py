@@ -1,0 +1,229 @@
+"""Events in, numbers out: the load generator's accounting, pure and synchronous.
+
+Jobs emit `FrameSent` (the moment the sender's `recv()` hands a frame to the encoder) and `FrameReceived` (the
+moment a processed frame was decoded and its stamp read). Latency is the difference for the FIRST return of an
+ID; an ID seen again is a repeat (the gateway re-sent its last processed frame), an unreadable stamp is counted
+on its own, and a frame sent in the window but never returned is lost. Statistics are taken over a time window
+(by send time) so warm-up, ramp-up and capacity windows are all the same call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class FrameSent:
+    job: int
+    frame_id: int
+    t: float
+
+
+@dataclass(frozen=True)
+class FrameReceived:
+    job: int
+    frame_id: int | None  # None: the stamp could not be read (or failed its check code)
+    t: float
+
+
+@dataclass(frozen=True)
+class JobJoined:
+    job: int
+    t: float
+    ok: bool
+    detail: str = ""
+
+
+Event = FrameSent | FrameReceived | JobJoined
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One returned frame: what the per-frame CSV holds."""
+
+    job: int
+    frame_id: int
+    sent_t: float
+    recv_t: float
+
+    @property
+    def latency_ms(self) -> float:
+        return (self.recv_t - self.sent_t) * 1000.0
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    count: int
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    max: float | None
+    within_budget: float | None  # fraction of RETURNED frames at or under the budget
+
+    @staticmethod
+    def of(latencies_ms: Sequence[float], budget_ms: float) -> LatencySummary:
+        if not latencies_ms:
+            return LatencySummary(0, None, None, None, None, None, None, None)
+        a = np.asarray(latencies_ms, dtype=np.float64)
+        p50, p90, p95, p99 = (float(x) for x in np.percentile(a, [50, 90, 95, 99]))
+        return LatencySummary(
+            count=int(a.size), mean=float(a.mean()), p50=p50, p90=p90, p95=p95, p99=p99, max=float(a.max()),
+            within_budget=float((a <= budget_ms).mean()),
+        )
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    job: int
+    sent: int
+    received: int
+    lost: int
+    repeated: int
+    unreadable: int
+    sent_fps: float
+    received_fps: float
+    latency: LatencySummary
+
+
+@dataclass(frozen=True)
+class WindowSummary:
+    """Every job's numbers over one window of send times [start, end)."""
+
+    start: float
+    end: float
+    budget_ms: float
+    latency: LatencySummary
+    sent: int
+    received: int
+    lost: int
+    repeated: int
+    unreadable: int
+    sent_fps: float           # all jobs together
+    received_fps: float
+    fps_per_job_mean: float
+    fps_per_job_min: float
+    jobs: tuple[JobSummary, ...] = field(default_factory=tuple)
+
+    @property
+    def received_ratio(self) -> float:
+        return self.received / self.sent if self.sent else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["received_ratio"] = self.received_ratio
+        return d
+
+
+@dataclass
+class _Job:
+    sent: dict[int, float] = field(default_factory=dict)
+    first_recv: dict[int, float] = field(default_factory=dict)
+    repeats: list[float] = field(default_factory=list)      # receive times of repeated IDs
+    unreadable: list[float] = field(default_factory=list)   # receive times of unreadable stamps
+    joined: JobJoined | None = None
+
+
+class StatsCollector:
+    """Accumulates events of one run; every query is a pure function of what was recorded."""
+
+    def __init__(self, budget_ms: float) -> None:
+        self.budget_ms = budget_ms
+        self._jobs: dict[int, _Job] = {}
+
+    def _job(self, job: int) -> _Job:
+        j = self._jobs.get(job)
+        if j is None:
+            j = self._jobs[job] = _Job()
+        return j
+
+    def record(self, event: Event) -> None:
+        j = self._job(event.job)
+        if isinstance(event, FrameSent):
+            j.sent[event.frame_id] = event.t
+        elif isinstance(event, FrameReceived):
+            if event.frame_id is None:
+                j.unreadable.append(event.t)
+            elif event.frame_id in j.first_recv:
+                j.repeats.append(event.t)
+            elif event.frame_id in j.sent:
+                j.first_recv[event.frame_id] = event.t
+            else:
+                # An ID we never sent: a misread that slipped past the check code. Not a latency sample.
+                j.unreadable.append(event.t)
+        else:
+            j.joined = event
+
+    def record_all(self, events: Iterable[Event]) -> None:
+        for e in events:
+            self.record(e)
+
+    @property
+    def job_ids(self) -> list[int]:
+        return sorted(self._jobs)
+
+    def join_failures(self) -> list[JobJoined]:
+        return [j.joined for j in self._jobs.values() if j.joined is not None and not j.joined.ok]
+
+    def samples(self, start: float = float("-inf"), end: float = float("inf")) -> list[Sample]:
+        out: list[Sample] = []
+        for job_id in self.job_ids:
+            j = self._jobs[job_id]
+            for fid, rt in j.first_recv.items():
+                st = j.sent[fid]
+                if start <= st < end:
+                    out.append(Sample(job_id, fid, st, rt))
+        out.sort(key=lambda s: s.sent_t)
+        return out
+
+    def window(self, start: float, end: float) -> WindowSummary:
+        """Statistics for frames SENT in [start, end). Call once in-flight frames had time to return."""
+        duration = max(end - start, 1e-9)
+        jobs: list[JobSummary] = []
+        all_lat: list[float] = []
+        for job_id in self.job_ids:
+            j = self._jobs[job_id]
+            sent_ids = [fid for fid, t in j.sent.items() if start <= t < end]
+            if not sent_ids and (j.joined is None or not j.joined.ok):
+                continue
+            lat = [(j.first_recv[f] - j.sent[f]) * 1000.0 for f in sent_ids if f in j.first_recv]
+            all_lat.extend(lat)
+            jobs.append(JobSummary(
+                job=job_id, sent=len(sent_ids), received=len(lat), lost=len(sent_ids) - len(lat),
+                repeated=sum(1 for t in j.repeats if start <= t < end),
+                unreadable=sum(1 for t in j.unreadable if start <= t < end),
+                sent_fps=len(sent_ids) / duration, received_fps=len(lat) / duration,
+                latency=LatencySummary.of(lat, self.budget_ms),
+            ))
+        per_job_fps = [js.received_fps for js in jobs]
+        return WindowSummary(
+            start=start, end=end, budget_ms=self.budget_ms,
+            latency=LatencySummary.of(all_lat, self.budget_ms),
+            sent=sum(js.sent for js in jobs), received=sum(js.received for js in jobs),
+            lost=sum(js.lost for js in jobs), repeated=sum(js.repeated for js in jobs),
+            unreadable=sum(js.unreadable for js in jobs),
+            sent_fps=sum(js.sent for js in jobs) / duration, received_fps=sum(js.received for js in jobs) / duration,
+            fps_per_job_mean=float(np.mean(per_job_fps)) if per_job_fps else 0.0,
+            fps_per_job_min=float(min(per_job_fps)) if per_job_fps else 0.0,
+            jobs=tuple(jobs),
+        )
+
+    def fps_series(self, bucket_s: float = 1.0) -> dict[int, list[tuple[float, float]]]:
+        """job -> [(bucket start, received fps)] by receive time: the 'fps over time' chart."""
+        out: dict[int, list[tuple[float, float]]] = {}
+        for job_id in self.job_ids:
+            times = sorted(self._jobs[job_id].first_recv.values())
+            if not times:
+                continue
+            t0 = times[0]
+            counts: dict[int, int] = {}
+            for t in times:
+                b = int((t - t0) // bucket_s)
+                counts[b] = counts.get(b, 0) + 1
+            out[job_id] = [(t0 + b * bucket_s, c / bucket_s) for b, c in sorted(counts.items())]
+        return out
