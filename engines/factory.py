@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engines.engine import Engine, EngineError
 from engines.onnxruntime_engine import OrtConfig, OrtEngine
+from engines.trt_planning import parse_plan_filename, plan_model_name, select_plan
 
 
 @dataclass(frozen=True)
@@ -19,18 +21,87 @@ class EngineConfig:
     fp16: bool = False
     trt_cache_dir: Path | None = None       # ORT-TRT engine/timing cache; native plan directory
     contexts: int = 2                       # native TensorRT: execution contexts (one CUDA stream each)
-    extra: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)  # raw ORT options for every GPU provider
+    cuda_graphs: bool = False               # native TensorRT: one CUDA graph per batch bucket
+    cudnn_conv_algo_search: str = "HEURISTIC"  # ORT CUDA provider
+    opt_batch: int | None = None            # TensorRT profile opt batch (default max/2)
+    # full shapes of inputs with dynamic non-batch dims (TensorRT profiles): (("input", (1, 3, 640, 640)),)
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+
+def ort_config_of(config: EngineConfig) -> OrtConfig:
+    """EngineConfig -> OrtConfig; the ORT TensorRT provider keeps its engine and timing caches under
+    trt_cache_dir (apart from native plans, which are tied to a different builder configuration)."""
+    cache = config.trt_cache_dir
+    gpu_extra = dict(config.extra)
+    return OrtConfig(
+        providers=config.providers,
+        intra_op_threads=config.intra_op_threads,
+        max_batch=config.max_batch,
+        device_id=config.device_id,
+        opt_batch=config.opt_batch,
+        fp16=config.fp16,
+        trt_engine_cache_dir=cache / "ort-engines" if cache else None,
+        trt_timing_cache_dir=cache / "ort-timing" if cache else None,
+        cudnn_conv_algo_search=config.cudnn_conv_algo_search,
+        input_shapes=config.input_shapes,
+        extra={p: gpu_extra for p in config.providers if p != "cpu" and gpu_extra},
+    )
+
+
+def build_command(model_path: Path, config: EngineConfig) -> str:
+    """The exact command that builds the plan `create_engine` looks for."""
+    parts = ["python scripts/build_engines.py", str(model_path), "--out-dir", str(config.trt_cache_dir),
+             "--max-batch", str(config.max_batch), "--profiles", str(config.contexts)]
+    if config.fp16:
+        parts += ["--precision", "fp16"]
+    for name, shape in config.input_shapes:
+        parts += ["--shape", f"{name}:{'x'.join(map(str, shape))}"]
+    return " ".join(parts)
+
+
+def plans_for(names: Iterable[str], model: str) -> list[str]:
+    return sorted(n for n in names if (k := parse_plan_filename(n)) is not None and k.model == model)
+
+
+def find_plan(model_path: Path, config: EngineConfig) -> Path:
+    """The plan for this model on this machine; raises EngineError naming the build command when missing.
+
+    A plan that exists but was built by another TensorRT minor version or GPU architecture is not used
+    (deserializing it fails or runs wrong kernels); the error lists what was found.
+    """
+    if model_path.suffix == ".plan":
+        if not model_path.is_file():
+            raise EngineError(f"TensorRT plan not found: {model_path}")
+        return model_path
+    if config.trt_cache_dir is None:
+        raise EngineError("native TensorRT backend needs trt_cache_dir (the directory of built plans)")
+    model = plan_model_name(model_path)
+    names = [p.name for p in config.trt_cache_dir.glob("*.plan")] if config.trt_cache_dir.is_dir() else []
+    found = plans_for(names, model)
+    if not found:
+        raise EngineError(f"no TensorRT plan for {model} in {config.trt_cache_dir}: build it with "
+                          f"`{build_command(model_path, config)}`")
+    from engines.tensorrt_engine import _import_gpu, device_compute_capability
+
+    trt, _ = _import_gpu()
+    cc = device_compute_capability(config.device_id)
+    chosen = select_plan(found, model, trt.__version__, cc, "fp16" if config.fp16 else "fp32")
+    if chosen is None:
+        raise EngineError(f"no TensorRT plan for {model} matches TensorRT {trt.__version__} on "
+                          f"sm{cc[0]}{cc[1]} "
+                          f"(found {', '.join(found)}): rebuild with `{build_command(model_path, config)}`")
+    return config.trt_cache_dir / chosen
 
 
 def create_engine(model_path: Path, config: EngineConfig, name: str | None = None) -> Engine:
     if config.backend == "onnxruntime":
-        ort_config = OrtConfig(
-            providers=config.providers,
-            intra_op_threads=config.intra_op_threads,
-            max_batch=config.max_batch,
-            device_id=config.device_id,
-        )
-        return OrtEngine(model_path, ort_config, name=name)
+        return OrtEngine(model_path, ort_config_of(config), name=name)
     if config.backend == "tensorrt":
-        raise EngineError("native TensorRT backend not built yet")
+        from engines.tensorrt_engine import TrtConfig, TrtEngine
+
+        plan = find_plan(model_path, config)
+        return TrtEngine(plan, TrtConfig(device_id=config.device_id, contexts=config.contexts,
+                                         cuda_graphs=config.cuda_graphs),
+                         name=name or plan_model_name(model_path))
     raise EngineError(f"unknown engine backend {config.backend!r} (onnxruntime | tensorrt)")

@@ -43,6 +43,7 @@ class FaceTrack:
 
     last_faces: Any = None
     frames_since_detect: int = 0
+    frame_shape: tuple[int, ...] | None = None  # (h, w) the faces were found at; a new size forces detection
 
 
 @dataclass(frozen=True)
@@ -66,5 +67,5 @@ class FrameItem:
 class FrameOutput:
     image: np.ndarray
     faces: int
-    timings_ms: dict[str, float] = field(default_factory=dict)  # stage -> ms (the batch's time for that stage)
+    timings_ms: dict[str, float] = field(default_factory=dict)  # stage -> ms (that stage's batch time)
     batch_sizes: dict[str, int] = field(default_factory=dict)   # stage -> items in the batch that ran it

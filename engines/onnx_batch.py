@@ -85,7 +85,8 @@ def _set_dim0(value: onnx.ValueInfoProto, dim_name: str) -> None:
         return
     dim = tt.shape.dim[0]
     if dim.HasField("dim_value") and dim.dim_value not in (0, 1):
-        raise BatchRewriteError(f"{value.name}: batch dim is {dim.dim_value}; only batch-1 models are rewritten")
+        raise BatchRewriteError(f"{value.name}: batch dim is {dim.dim_value}; "
+                                "only batch-1 models are rewritten")
     dim.Clear()
     dim.dim_param = dim_name
 
@@ -111,7 +112,7 @@ _SHAPE_OPS = {"Shape", "Size"}
 
 
 def _batch_tensors(graph: onnx.GraphProto) -> set[str]:
-    """Tensors that carry the batch: derived from graph-input data (a `Shape` of them is metadata, not data)."""
+    """Tensors that carry the batch: derived from graph-input data (their `Shape` is metadata, not data)."""
     carrying = set(_graph_input_names(graph))
     for node in graph.node:  # ONNX requires topological order
         if node.op_type in _SHAPE_OPS:
@@ -210,10 +211,11 @@ class _Rewriter:
         elif not allowzero:
             new[0] = 0
         else:
-            raise BatchRewriteError(f"Reshape {node.name!r}: shape {shape.tolist()} with allowzero=1 and a -1 "
-                                    "elsewhere leaves no way to let the batch flow")
+            raise BatchRewriteError(f"Reshape {node.name!r}: shape {shape.tolist()} with allowzero=1 and a "
+                                    "-1 elsewhere leaves no way to let the batch flow")
         node.input[1] = self.add_initializer(node.input[1], new)
-        self.changes.append(f"Reshape {node.name or node.output[0]}: shape {shape.tolist()} -> {new.tolist()}")
+        label = node.name or node.output[0]
+        self.changes.append(f"Reshape {label}: shape {shape.tolist()} -> {new.tolist()}")
 
     def _fix_concat(self, idx: int, node: onnx.NodeProto) -> None:
         live = [i for i in node.input if i in self.batch]
@@ -232,21 +234,23 @@ class _Rewriter:
             in_rank = len(self.shapes[name])
             if in_rank < 2:
                 continue
-            # shape for Expand: [batch of sibling, 1, 1, ...] broadcasts the batch-1 constant to the live batch
+            # Expand to [batch of sibling, 1, 1, ...] broadcasts the batch-1 constant to the live batch
             shp = self.fresh(f"{name}_shape")
             b = self.fresh(f"{name}_batch")
             ones = self.add_initializer(f"{name}_ones", np.ones(in_rank - 1, dtype=np.int64))
             target = self.fresh(f"{name}_target")
+            zero = self.add_initializer("zero", np.array([0], np.int64))
+            one = self.add_initializer("one", np.array([1], np.int64))
             expanded = self.fresh(name)
             self.new_nodes.setdefault(idx, []).extend([
                 helper.make_node("Shape", [sibling], [shp], name=shp),
-                helper.make_node("Slice", [shp, self.add_initializer("zero", np.array([0], np.int64)),
-                                           self.add_initializer("one", np.array([1], np.int64))], [b], name=b),
+                helper.make_node("Slice", [shp, zero, one], [b], name=b),
                 helper.make_node("Concat", [b, ones], [target], axis=0, name=target),
                 helper.make_node("Expand", [name, target], [expanded], name=expanded),
             ])
             node.input[pos] = expanded
-            self.changes.append(f"Concat {node.name or node.output[0]}: batch-1 input {name} expanded to the batch")
+            label = node.name or node.output[0]
+            self.changes.append(f"Concat {label}: batch-1 input {name} expanded to the batch")
 
     def _fix_slice(self, idx: int, node: onnx.NodeProto) -> None:
         if node.input[0] not in self.batch or len(node.input) < 3:
@@ -261,7 +265,8 @@ class _Rewriter:
         if 0 not in axes_list:
             return
         k = axes_list.index(0)
-        if int(starts.reshape(-1)[k]) == 0 and int(ends.reshape(-1)[k]) == 1 and self.dim0_is_one(node.input[0]):
+        first_only = int(starts.reshape(-1)[k]) == 0 and int(ends.reshape(-1)[k]) == 1
+        if first_only and self.dim0_is_one(node.input[0]):
             new = ends.reshape(-1).astype(ends.dtype).copy()
             new[k] = np.iinfo(new.dtype).max if np.issubdtype(new.dtype, np.integer) else _INT64_MAX
             node.input[2] = self.add_initializer(node.input[2], new)
@@ -289,14 +294,16 @@ class _Rewriter:
         if 0 in axes_list:
             k = axes_list.index(0)
             if int(pads[k]) != 0 or int(pads[k + half]) != 0:
-                raise BatchRewriteError(f"Pad {node.name!r} pads the batch axis ({pads.tolist()}): not per-item")
+                raise BatchRewriteError(f"Pad {node.name!r} pads the batch axis ({pads.tolist()}): "
+                                        "not per-item")
 
     def _fix_tile(self, idx: int, node: onnx.NodeProto) -> None:
         if node.input[0] not in self.batch:
             return
         reps = self.consts.get(node.input[1])
         if reps is not None and reps.size and int(reps.reshape(-1)[0]) != 1:
-            raise BatchRewriteError(f"Tile {node.name!r} repeats the batch axis ({reps.tolist()}): not per-item")
+            raise BatchRewriteError(f"Tile {node.name!r} repeats the batch axis ({reps.tolist()}): "
+                                    "not per-item")
 
     def _fix_gather(self, idx: int, node: onnx.NodeProto) -> None:
         if node.input[0] in self.batch and _attr(node, "axis", 0) == 0 and self.dim0_is_one(node.input[0]):

@@ -38,7 +38,8 @@ class BatchProfile:
 
     def __post_init__(self) -> None:
         if not 1 <= self.min <= self.opt <= self.max:
-            raise ValueError(f"invalid batch profile {self.min}/{self.opt}/{self.max} (need 1 <= min <= opt <= max)")
+            raise ValueError(f"invalid batch profile {self.min}/{self.opt}/{self.max} "
+                             "(need 1 <= min <= opt <= max)")
 
     def contains(self, n: int) -> bool:
         return self.min <= n <= self.max
@@ -86,6 +87,12 @@ def parse_plan_filename(name: str) -> PlanKey | None:
                    int(m.group("min")), int(m.group("max")))
 
 
+def plan_model_name(path: Path) -> str:
+    """The model part of a plan name: the file name up to its first dot ('inswapper_128.dyn.onnx' ->
+    'inswapper_128'), so a batch-dynamic copy maps to the same plans as its source."""
+    return path.name.split(".")[0]
+
+
 def trt_version_tag(version: str, parts: int = 2) -> str:
     """'10.13.2.6' -> '10.13': plans are portable across patch releases of one minor version."""
     return ".".join(version.split(".")[:parts])
@@ -113,6 +120,14 @@ def select_plan(
     if not candidates:
         return None
     return sorted(candidates)[0][2]
+
+
+def assign_profiles(contexts: int, profiles: int) -> list[int]:
+    """Profile index for each execution context. TensorRT requires contexts in concurrent use to own distinct
+    profiles, so there are never more contexts than profiles."""
+    if profiles < 1:
+        raise ValueError("the plan has no optimization profile")
+    return list(range(max(1, min(contexts, profiles))))
 
 
 def choose_profile(profiles: Sequence[BatchProfile], n: int) -> int:
@@ -173,12 +188,13 @@ def itemsize_of(trt_dtype_name: str) -> int:
 
 
 def resolve_shape(shape: Sequence[int], batch: int) -> tuple[int, ...]:
-    """Replace a dynamic (-1) dim 0 with `batch`; any other dynamic dim is an error (needs a profile shape)."""
+    """Replace a dynamic (-1) dim 0 with `batch`; any other dynamic dim needs an explicit profile shape."""
     out = list(shape)
     if out and out[0] == -1:
         out[0] = batch
     if any(d < 0 for d in out):
-        raise ValueError(f"shape {tuple(shape)} has dynamic dims besides the batch; give explicit profile shapes")
+        raise ValueError(f"shape {tuple(shape)} has dynamic dims besides the batch; "
+                         "give explicit profile shapes")
     return tuple(out)
 
 

@@ -102,7 +102,8 @@ def _onnx_inputs(path: Path) -> list[tuple[str, list[int | str | None]]]:
         if v.name in inits:
             continue
         dims: list[int | str | None] = [
-            d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in v.type.tensor_type.shape.dim
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+            for d in v.type.tensor_type.shape.dim
         ]
         result.append((v.name, dims))
     return result

@@ -39,7 +39,8 @@ def estimate_affine(kps5: np.ndarray, template: np.ndarray, size: int) -> np.nda
 
 def warp_crop(image: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarray:
     """The `size`x`size` crop that `matrix` (frame -> crop) selects; borders replicate the frame's edge."""
-    return cv2.warpAffine(image, matrix, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    return cv2.warpAffine(image, matrix, (size, size), flags=cv2.INTER_LINEAR,
+                          borderMode=cv2.BORDER_REPLICATE)
 
 
 def invert_affine(matrix: np.ndarray) -> np.ndarray:
@@ -53,7 +54,7 @@ def transform_points(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
 
 
 def rotated_square(center: np.ndarray, side: float, angle_rad: float, out_size: int) -> np.ndarray:
-    """Affine (frame -> crop) of a square of `side` px centred on `center`, rotated by `angle_rad`, to out_size.
+    """Frame -> crop affine of a `side` px square centred on `center`, rotated by `angle_rad`, to out_size.
 
     The crop's x axis runs along `angle_rad` in the frame, so a face whose eye line has that angle comes out
     level (what FaceMesh expects).

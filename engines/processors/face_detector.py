@@ -86,7 +86,7 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou: float = NMS_IOU) -> np.ndarr
 
 
 def letterbox(images: Sequence[np.ndarray], size: int) -> tuple[np.ndarray, list[float]]:
-    """RGB uint8 frames -> (N, 3, size, size) float32 BGR minus mean, each scaled to fit and padded right/bottom."""
+    """RGB uint8 frames -> (N, 3, size, size) float32 BGR minus mean, scaled to fit, padded right/bottom."""
     batch = np.zeros((len(images), 3, size, size), dtype=np.float32)
     scales: list[float] = []
     for i, img in enumerate(images):
@@ -121,7 +121,8 @@ class FaceDetector:
         loc, conf, lms = out["loc"], out["conf"], out["landmarks"]
         anchors = priors(size)
         if loc.shape[1] != anchors.shape[0]:
-            raise ValueError(f"detector emitted {loc.shape[1]} anchors, expected {anchors.shape[0]} for {size}px")
+            raise ValueError(f"detector emitted {loc.shape[1]} anchors, "
+                             f"expected {anchors.shape[0]} for {size}px")
         results: list[list[Face]] = []
         v0, v1 = VARIANCES
         for i, img in enumerate(images):

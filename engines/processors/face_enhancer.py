@@ -4,7 +4,8 @@
   feathered ellipse over the face. Real per-face work that visibly sharpens, so the pipeline's enhancer stage
   has an honest cost when no restoration weights are installed.
 - "gfpgan_1.4" (user-supplied ONNX): the face aligned to the 512 FFHQ template from its five points, RGB
-  normalised to [-1, 1], (N, 3, 512, 512) in and out, batched across faces, pasted back through a feathered box.
+  normalised to [-1, 1], (N, 3, 512, 512) in and out, batched across faces, pasted back through a feathered
+  box.
 
 Both return `FacePatch`es whose masks already carry the blend factor (how much of the enhanced face to keep).
 """
@@ -49,7 +50,8 @@ class DetailEnhancer:
         np.clip(sharp, 0, 255, out=sharp)
         h, w = roi.shape[:2]
         mask = np.zeros((h, w), dtype=np.float32)
-        cv2.ellipse(mask, (w // 2, h // 2), (max(1, int(w * 0.42)), max(1, int(h * 0.45))), 0, 0, 360, 1.0, -1)
+        axes = (max(1, int(w * 0.42)), max(1, int(h * 0.45)))
+        cv2.ellipse(mask, (w // 2, h // 2), axes, 0, 0, 360, 1.0, -1)
         mask = cv2.GaussianBlur(mask, (0, 0), max(1.0, size * 0.05)) * self.blend
         return FacePatch(image=sharp, mask=mask, matrix=translation(x0, y0))
 

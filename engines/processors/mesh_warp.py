@@ -46,7 +46,7 @@ def triangulate(points: np.ndarray) -> np.ndarray:
     hi = np.ceil(points.max(0)) + 2
     subdiv = cv2.Subdiv2D((int(lo[0]), int(lo[1]), int(hi[0] - lo[0]) + 1, int(hi[1] - lo[1]) + 1))
     subdiv.insert([(float(x), float(y)) for x, y in points])
-    tris = subdiv.getTriangleList().reshape(-1, 3, 2)
+    tris = np.asarray(subdiv.getTriangleList(), dtype=np.float32).reshape(-1, 3, 2)
     inside = np.all((tris >= lo) & (tris <= hi), axis=(1, 2))  # drop triangles on Subdiv2D's outer vertices
     tris = tris[inside]
     d = np.linalg.norm(tris.reshape(-1, 1, 2) - points[None, :, :], axis=2)
@@ -144,6 +144,6 @@ class MeshWarpSwapper:
                                       blur=max(0.5, size * BLUR_FRAC))
         mask *= ids > 0
         roi = frame[y0:y1, x0:x1]
-        matched = _match_colour(warped.astype(np.float32) * (1.0 / 255.0), roi.astype(np.float32) * (1.0 / 255.0),
-                                mask > 0.5)
+        matched = _match_colour(warped.astype(np.float32) * (1.0 / 255.0),
+                                roi.astype(np.float32) * (1.0 / 255.0), mask > 0.5)
         return FacePatch(image=matched * 255.0, mask=mask, matrix=translation(x0, y0))

@@ -28,7 +28,7 @@ def translation(x0: int, y0: int) -> np.ndarray:
 
 
 def feathered_box_mask(h: int, w: int, feather: float, padding: float = 0.0) -> np.ndarray:
-    """A box mask for an aligned crop: zero `padding` (fraction) at the edges, blurred by `feather` (fraction)."""
+    """Box mask for an aligned crop: `padding` (fraction) of zeros at the edges, blurred by `feather`."""
     mask = np.zeros((h, w), dtype=np.float32)
     blur = max(1, int(min(h, w) * feather))
     pad = int(min(h, w) * padding) + blur // 2
@@ -38,11 +38,12 @@ def feathered_box_mask(h: int, w: int, feather: float, padding: float = 0.0) -> 
 
 def feathered_polygon_mask(h: int, w: int, polygon: np.ndarray, erode: int, blur: float) -> np.ndarray:
     """A filled convex polygon, pulled in by `erode` px and blurred, so the seam fades out inside the face."""
-    mask = np.zeros((h, w), dtype=np.uint8)
-    cv2.fillConvexPoly(mask, np.round(polygon).astype(np.int32), 255)
+    filled = np.zeros((h, w), dtype=np.uint8)
+    cv2.fillConvexPoly(filled, np.round(polygon).astype(np.int32), 255)
     if erode > 0:
-        mask = cv2.erode(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * erode + 1, 2 * erode + 1)))
-    out = mask.astype(np.float32) * (1.0 / 255.0)
+        kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * erode + 1, 2 * erode + 1))
+        filled = np.asarray(cv2.erode(filled, kernel), dtype=np.uint8)
+    out = filled.astype(np.float32) * (1.0 / 255.0)
     return cv2.GaussianBlur(out, (0, 0), blur) if blur > 0 else out
 
 
@@ -51,7 +52,7 @@ def _is_integer_translation(m: np.ndarray) -> bool:
 
 
 def paste_back(frame: np.ndarray, patch: FacePatch) -> tuple[int, int, int, int] | None:
-    """Blend `patch` into `frame` (uint8 RGB, modified in place); returns the touched region x0, y0, x1, y1."""
+    """Blend `patch` into `frame` (uint8 RGB, modified in place); returns the touched x0, y0, x1, y1."""
     fh, fw = frame.shape[:2]
     ph, pw = patch.mask.shape
     inv = invert_affine(patch.matrix)

@@ -88,6 +88,7 @@ async def test_concurrent_sessions_are_batched_off_the_loop() -> None:
         await asyncio.gather(*(session(f"s{i}") for i in range(4)))
     finally:
         await sched.close()
+    assert _batch_threads() == []
     frames = [f for res in results.values() for f in res]
     assert len(frames) == 32
     assert {f.outcome for f in frames} == {Outcome.PROCESSED}
@@ -238,6 +239,30 @@ async def test_cancelled_caller_future_and_set_max_batch() -> None:
         assert {r.outcome for r in res} == {Outcome.PROCESSED}
         assert [len(b) for b in rec.batches] == [2, 2]
         assert sched.stats()["max_batch"] == 2.0
+    finally:
+        await sched.close()
+
+
+async def test_measured_batch_time_drives_deadline_rejection() -> None:
+    calls: list[int] = []
+
+    def slow(items: list[FrameItem]) -> list[FrameOutput]:
+        calls.append(len(items))
+        time.sleep(0.030)
+        return [FrameOutput(image=it.image, faces=0) for it in items]
+
+    sched = FrameScheduler(slow, SchedulerConfig(max_batch=4, budget_ms=1e9))
+    await sched.start()
+    try:
+        warm = await asyncio.wait_for(_submit(sched, "a", 1), 5.0)
+        assert warm.outcome is Outcome.PROCESSED and warm.process_ms >= 30.0
+        assert sched.stats()["est_single_ms"] >= 30.0
+        # 10 ms left, but a batch is known to take >= 30 ms: rejected without running.
+        tight = await asyncio.wait_for(_submit(sched, "a", 2, deadline=time.monotonic() + 0.010), 5.0)
+        assert tight.outcome is Outcome.DROPPED_DEADLINE and tight.batch_size == 0
+        roomy = await asyncio.wait_for(_submit(sched, "a", 3, deadline=time.monotonic() + 5.0), 5.0)
+        assert roomy.outcome is Outcome.PROCESSED
+        assert calls == [1, 1]
     finally:
         await sched.close()
 

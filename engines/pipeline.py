@@ -1,0 +1,354 @@
+"""The face pipeline: detect -> landmarks -> swap -> enhance -> paste back, each stage batched across frames.
+
+`Pipeline.process(items)` takes frames from any number of sessions and runs every stage once for all of them:
+one detector batch per letterbox size, one landmarker batch over every face of every frame, one swapper and
+one enhancer batch over every face that asked for them. Each output carries the wall time of the batches it
+took part in (`timings_ms`) and their sizes (`batch_sizes`), under the stage names of `engines.frames`.
+
+Per-frame options (`FrameOptions`) pick processors (intersected with the ones this pipeline loaded),
+detect every N frames (the frame's `FaceTrack` carries the last faces; the landmarker still runs on every
+frame so the swap follows the face, and its mesh moves the track), and the detector size.
+
+Thread-safety: engines are shared and ONNX Runtime's `Run` is thread-safe; all per-call state is local, the
+prepared source data is read-only, and a `FaceTrack` belongs to one session (one frame in flight at a time).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from engines.engine import Engine
+from engines.factory import EngineConfig, create_engine
+from engines.frames import (
+    PROCESSORS,
+    STAGE_DETECT,
+    STAGE_ENHANCE,
+    STAGE_LANDMARK,
+    STAGE_PASTE,
+    STAGE_SWAP,
+    FrameItem,
+    FrameOutput,
+    NoFaceFound,
+    SourceFace,
+)
+from engines.models.store import ModelStore
+from engines.processors.arcface import ArcFaceEmbedder
+from engines.processors.batching import dynamic_batch_model
+from engines.processors.face_detector import Face, FaceDetector
+from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
+from engines.processors.face_landmarker import FaceLandmarker, face_from_mesh
+from engines.processors.inswapper import InswapperSwapper, load_emap
+from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
+from engines.processors.mesh_warp import prepare as prepare_mesh
+from engines.processors.paste import FacePatch, paste_back
+
+log = logging.getLogger(__name__)
+
+SWAPPERS: tuple[str, ...] = ("mesh_warp", "inswapper_128")
+ENHANCERS: tuple[str, ...] = ("detail", "gfpgan_1.4")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    processors: tuple[str, ...] = (STAGE_SWAP,)
+    swapper: str = "mesh_warp"        # | "inswapper_128"
+    enhancer: str = "detail"          # | "gfpgan_1.4"
+    detector_size: int = 320
+    detector_score: float = 0.5
+    max_faces: int | None = None      # only the N largest faces of a frame
+    enhancer_blend: float = 0.8
+    presence_threshold: float = 0.5   # FaceMesh presence below this drops the face (false or lost face)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.processors if p not in PROCESSORS]
+        if unknown:
+            raise ValueError(f"unknown processors {unknown}; known: {', '.join(PROCESSORS)}")
+        if self.swapper not in SWAPPERS:
+            raise ValueError(f"unknown swapper {self.swapper!r}; known: {', '.join(SWAPPERS)}")
+        if self.enhancer not in ENHANCERS:
+            raise ValueError(f"unknown enhancer {self.enhancer!r}; known: {', '.join(ENHANCERS)}")
+        if self.detector_size < 32 or self.detector_size % 32:
+            raise ValueError(f"detector_size must be a multiple of 32 (>= 32), got {self.detector_size}")
+        if self.max_faces is not None and self.max_faces < 1:
+            raise ValueError("max_faces must be >= 1 or None")
+
+
+Swapper = MeshWarpSwapper | InswapperSwapper
+Enhancer = DetailEnhancer | GfpganEnhancer
+
+
+@dataclass
+class _Stages:
+    """Per-call timing book: stage -> (ms, batch size), and which items took part in each stage."""
+
+    ms: dict[str, float] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+    members: dict[str, set[int]] = field(default_factory=dict)
+
+    @contextmanager
+    def time(self, stage: str, members: Sequence[int], size: int) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            ms = (time.perf_counter() - t0) * 1000.0
+            self.ms[stage] = self.ms.get(stage, 0.0) + ms
+            self.sizes[stage] = self.sizes.get(stage, 0) + size
+            self.members.setdefault(stage, set()).update(members)
+            log.debug("%s took %.1f ms (batch %d)", stage, ms, size)
+
+    def for_item(self, i: int) -> tuple[dict[str, float], dict[str, int]]:
+        stages = [s for s, m in self.members.items() if i in m]
+        return {s: self.ms[s] for s in stages}, {s: self.sizes[s] for s in stages}
+
+
+class Pipeline:
+    def __init__(self, config: PipelineConfig, detector: FaceDetector, landmarker: FaceLandmarker,
+                 swapper: Swapper, enhancer: Enhancer | None, engines: Sequence[Engine]) -> None:
+        self.config = config
+        self.detector = detector
+        self.landmarker = landmarker
+        self.swapper = swapper
+        self.enhancer = enhancer
+        self._engines = list(engines)
+        self._closed = False
+
+    @classmethod
+    def from_config(cls, config: PipelineConfig, store: ModelStore) -> Pipeline:
+        """Load every model the config needs (hash-checked by the store).
+
+        Raises ModelUnavailable (one line saying how to get the file) before any engine is built when a
+        user-supplied model is missing.
+        """
+        det_path = store.require("retinaface_mnet025")
+        mesh_path = store.require("facemesh_468")
+        swap_paths = ((store.require("inswapper_128"), store.require("arcface_w600k_r50"))
+                      if config.swapper == "inswapper_128" else None)
+        wants_gfpgan = STAGE_ENHANCE in config.processors and config.enhancer == "gfpgan_1.4"
+        gfpgan_path = store.require("gfpgan_1.4") if wants_gfpgan else None
+
+        engines: list[Engine] = []
+
+        def make(path: Path, name: str) -> Engine:
+            engine = create_engine(path, config.engine, name=name)
+            engines.append(engine)
+            return engine
+
+        try:
+            detector = FaceDetector(make(det_path, "face_detector"), config.detector_size,
+                                    config.detector_score)
+            landmarker = FaceLandmarker(make(dynamic_batch_model(mesh_path), "face_landmarker"),
+                                        config.presence_threshold)
+            swapper: Swapper
+            if swap_paths is not None:
+                inswapper_path, arcface_path = swap_paths
+                embedder = ArcFaceEmbedder(make(arcface_path, "arcface"))
+                swapper = InswapperSwapper(make(dynamic_batch_model(inswapper_path), "face_swapper"),
+                                           embedder, load_emap(inswapper_path))
+            else:
+                swapper = MeshWarpSwapper()
+            enhancer: Enhancer | None = None
+            if STAGE_ENHANCE in config.processors:
+                if gfpgan_path is not None:
+                    enhancer = GfpganEnhancer(make(dynamic_batch_model(gfpgan_path), "face_enhancer"),
+                                              config.enhancer_blend)
+                else:
+                    enhancer = DetailEnhancer(config.enhancer_blend)
+        except BaseException:
+            for e in engines:
+                e.close()
+            raise
+        return cls(config, detector, landmarker, swapper, enhancer, engines)
+
+    # -- public API ------------------------------------------------------------------------------------
+    def detect(self, images: Sequence[np.ndarray], size: int | None = None) -> list[list[Face]]:
+        """Faces per image (largest `max_faces` when set), one detector batch."""
+        found = self.detector.detect(images, size or self.config.detector_size, self.config.detector_score)
+        return [self._limit(faces) for faces in found]
+
+    def prepare_source(self, image_rgb: np.ndarray, source_id: str) -> SourceFace:
+        """Detect the source's largest face once and precompute what the swapper needs for every frame."""
+        image = np.ascontiguousarray(image_rgb)
+        faces = self.detector.detect([image], self.config.detector_size, self.config.detector_score)[0]
+        if not faces:
+            raise NoFaceFound(f"no face found in source image {source_id!r}")
+        face = max(faces, key=lambda f: f.area)
+        mesh = self.landmarker.run([(image, face)])[0]
+        if not self.landmarker.is_face(mesh):
+            raise NoFaceFound(f"source image {source_id!r}: the detected face is not a clear face "
+                              f"(mesh presence {mesh.presence:.2f})")
+        face = replace(face, landmarks=mesh.landmarks, presence=mesh.presence)
+        source = SourceFace(id=source_id, image=image, faces=len(faces), data={"face": face})
+        self._source_data(source)
+        return source
+
+    def process(self, items: Sequence[FrameItem]) -> list[FrameOutput]:
+        """One output per item, in order. Frames with nothing to do pass through unchanged (same array)."""
+        if self._closed:
+            raise RuntimeError("pipeline is closed")
+        book = _Stages()
+        loaded = set(self.config.processors)
+        swap_on = [STAGE_SWAP in item.options.processors and STAGE_SWAP in loaded and item.source is not None
+                   for item in items]
+        enhance_on = [STAGE_ENHANCE in item.options.processors and self.enhancer is not None
+                      for item in items]
+        active = [i for i in range(len(items)) if swap_on[i] or enhance_on[i]]
+
+        faces = self._find_faces(items, active, book)
+        faces = self._landmarks(items, active, faces, book)
+
+        working: dict[int, np.ndarray] = {}
+        swap_jobs = [(i, f) for i in active if swap_on[i] for f in faces[i]]
+        if swap_jobs:
+            with book.time(STAGE_SWAP, [i for i, _ in swap_jobs], len(swap_jobs)):
+                patches = self._swap(items, swap_jobs)
+            self._paste(items, working, swap_jobs, patches, book)
+
+        enhance_jobs = [(i, f) for i in active if enhance_on[i] for f in faces[i]]
+        if enhance_jobs and self.enhancer is not None:
+            with book.time(STAGE_ENHANCE, [i for i, _ in enhance_jobs], len(enhance_jobs)):
+                frames = [working.get(i, items[i].image) for i, _ in enhance_jobs]
+                e_patches = self.enhancer.enhance([(fr, f) for fr, (_, f) in zip(frames, enhance_jobs,
+                                                                                    strict=True)])
+            self._paste(items, working, enhance_jobs, e_patches, book)
+
+        outputs = []
+        for i, item in enumerate(items):
+            timings, sizes = book.for_item(i)
+            outputs.append(FrameOutput(image=working.get(i, item.image), faces=len(faces[i]),
+                                       timings_ms=timings, batch_sizes=sizes))
+        return outputs
+
+    def warmup(self) -> None:
+        """Run every stage once on a synthetic frame so the first real frame does not pay for lazy init."""
+        frame = np.full((self.config.detector_size, self.config.detector_size, 3), 128, dtype=np.uint8)
+        self.detector.detect([frame])
+        s = self.config.detector_size
+        fake = Face(box=np.array([s * 0.3, s * 0.3, s * 0.7, s * 0.7], dtype=np.float32), score=1.0,
+                    kps5=np.array([[0.4, 0.45], [0.6, 0.45], [0.5, 0.55], [0.42, 0.62], [0.58, 0.62]],
+                                  dtype=np.float32) * s)
+        mesh = self.landmarker.run([(frame, fake)])[0]
+        if isinstance(self.swapper, InswapperSwapper):
+            self.swapper.swap([(frame, fake.kps5, np.zeros(512, dtype=np.float32))])
+            self.swapper.embedder.embed([(frame, fake.kps5)])
+        else:
+            src = prepare_mesh(frame, mesh.landmarks)
+            self.swapper.swap([(frame, mesh.landmarks, src)])
+        if self.enhancer is not None:
+            self.enhancer.enhance([(frame, fake)])
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for engine in self._engines:
+            engine.close()
+
+    # -- stages ----------------------------------------------------------------------------------------
+    def _limit(self, faces: list[Face]) -> list[Face]:
+        if self.config.max_faces is None or len(faces) <= self.config.max_faces:
+            return faces
+        return sorted(faces, key=lambda f: f.area, reverse=True)[: self.config.max_faces]
+
+    @staticmethod
+    def _needs_detection(item: FrameItem) -> bool:
+        track = item.track
+        if track is None or track.last_faces is None or item.options.detect_every <= 1:
+            return True
+        if track.frame_shape != item.image.shape[:2]:
+            return True  # resolution changed: the old boxes mean nothing here
+        return track.frames_since_detect + 1 >= item.options.detect_every
+
+    def _find_faces(self, items: Sequence[FrameItem], active: list[int], book: _Stages) -> list[list[Face]]:
+        faces: list[list[Face]] = [[] for _ in items]
+        by_size: dict[int, list[int]] = {}
+        for i in active:
+            if self._needs_detection(items[i]):
+                by_size.setdefault(items[i].options.detect_size or self.config.detector_size, []).append(i)
+            else:
+                track = items[i].track
+                assert track is not None
+                faces[i] = list(track.last_faces)
+        for size, idxs in by_size.items():
+            with book.time(STAGE_DETECT, idxs, len(idxs)):
+                found = self.detector.detect([items[i].image for i in idxs], size, self.config.detector_score)
+            for i, f in zip(idxs, found, strict=True):
+                faces[i] = self._limit(f)
+                track = items[i].track
+                if track is not None:
+                    track.frames_since_detect = -1  # incremented to 0 below
+        return faces
+
+    def _landmarks(self, items: Sequence[FrameItem], active: list[int], faces: list[list[Face]],
+                   book: _Stages) -> list[list[Face]]:
+        jobs = [(i, f) for i in active for f in faces[i]]
+        out: list[list[Face]] = [[] for _ in items]
+        if jobs:
+            with book.time(STAGE_LANDMARK, [i for i, _ in jobs], len(jobs)):
+                meshes = self.landmarker.run([(items[i].image, f) for i, f in jobs])
+            for (i, f), mesh in zip(jobs, meshes, strict=True):
+                if not self.landmarker.is_face(mesh):
+                    continue
+                tracked = f.landmarks is not None  # came from the track: the mesh is the new position
+                out[i].append(face_from_mesh(f, mesh) if tracked
+                              else replace(f, landmarks=mesh.landmarks, presence=mesh.presence))
+        for i in active:
+            track = items[i].track
+            if track is not None:
+                track.last_faces = out[i]
+                track.frames_since_detect += 1
+                track.frame_shape = items[i].image.shape[:2]
+        return out
+
+    def _source_data(self, source: SourceFace) -> object:
+        """The swapper's per-source data, computed on first use (prepare_source does it up front)."""
+        key = self.swapper.name
+        if key not in source.data:
+            face = source.data.get("face")
+            if not isinstance(face, Face) or face.landmarks is None:
+                prepared = self.prepare_source(source.image, source.id)
+                source.data.update(prepared.data)
+                return source.data[key]
+            if isinstance(self.swapper, InswapperSwapper):
+                source.data[key] = self.swapper.source_latent(source.image, face.kps5)
+            else:
+                source.data[key] = prepare_mesh(source.image, face.landmarks)
+        return source.data[key]
+
+    def _swap(self, items: Sequence[FrameItem], jobs: list[tuple[int, Face]]) -> list[FacePatch | None]:
+        frames, data, faces = [], [], []
+        for i, f in jobs:
+            src = items[i].source
+            assert src is not None
+            frames.append(items[i].image)
+            data.append(self._source_data(src))
+            faces.append(f)
+        if isinstance(self.swapper, InswapperSwapper):
+            latents = [np.asarray(d, dtype=np.float32) for d in data]
+            return list(self.swapper.swap([(fr, f.kps5, lat) for fr, f, lat in zip(frames, faces, latents,
+                                                                                   strict=True)]))
+        mesh_jobs = []
+        for fr, f, d in zip(frames, faces, data, strict=True):
+            assert isinstance(d, MeshSource) and f.landmarks is not None
+            mesh_jobs.append((fr, f.landmarks, d))
+        return self.swapper.swap(mesh_jobs)
+
+    def _paste(self, items: Sequence[FrameItem], working: dict[int, np.ndarray], jobs: list[tuple[int, Face]],
+               patches: Sequence[FacePatch | None], book: _Stages) -> None:
+        pairs = [(i, p) for (i, _), p in zip(jobs, patches, strict=True) if p is not None]
+        if not pairs:
+            return
+        with book.time(STAGE_PASTE, [i for i, _ in pairs], len(pairs)):
+            for i, patch in pairs:
+                if i not in working:
+                    working[i] = np.array(items[i].image, dtype=np.uint8, copy=True)
+                paste_back(working[i], patch)
+

@@ -1,0 +1,48 @@
+"""WHEP: POST /whep/{session_id} with an SDP offer -> a viewer of that session's processed stream.
+
+The stream is encoded once per session and its packets fanned out to every viewer (gateway.media.fanout);
+a new viewer triggers a keyframe so its picture starts at once. DELETE /whep/{session_id}/{viewer_id} ends it.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from gateway.errors import BadRequest, NotFound
+from gateway.http.keys import CONFIG, SESSIONS
+from gateway.http.whip import CORS, SDP_TYPE, read_offer
+from gateway.rtc.ice import link_headers
+from gateway.rtc.sdp import SdpError, check_offer
+
+
+async def post_whep(request: web.Request) -> web.Response:
+    offer = await read_offer(request)
+    session = request.app[SESSIONS].get(request.match_info["session_id"])
+    try:
+        check_offer(offer, need_send=False)
+    except SdpError as exc:
+        raise BadRequest(str(exc)) from None
+    config = request.app[CONFIG]
+    viewer_id, answer = await session.add_viewer(offer, config.ice)
+    response = web.Response(status=201, text=answer, content_type=SDP_TYPE,
+                            headers={"Location": f"/whep/{session.id}/{viewer_id}", **CORS})
+    for link in link_headers(config.ice):
+        response.headers.add("Link", link)
+    return response
+
+
+async def delete_whep(request: web.Request) -> web.Response:
+    session = request.app[SESSIONS].get(request.match_info["session_id"])
+    if not await session.remove_viewer(request.match_info["viewer_id"]):
+        raise NotFound("no such viewer")
+    return web.Response(status=200, headers=CORS)
+
+
+async def options_whep(request: web.Request) -> web.Response:
+    return web.Response(status=204, headers={**CORS, "Accept-Post": SDP_TYPE})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_route("OPTIONS", "/whep/{session_id}", options_whep)
+    app.router.add_post("/whep/{session_id}", post_whep)
+    app.router.add_delete("/whep/{session_id}/{viewer_id}", delete_whep)

@@ -1,0 +1,112 @@
+"""WHIP (RFC 9725): POST /whip creates a session from an SDP offer; DELETE /whip/{id} ends it.
+
+The publisher gets its processed video back on the same peer connection (sendrecv). Query: ?source=<id>
+(else the configured default source) and ?processors=face_swapper,face_enhancer.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from engines.frames import PROCESSORS, SourceFace
+from gateway.errors import BadRequest, NotFound, NotImplementedFeature, UnsupportedMediaType
+from gateway.http.keys import CONFIG, SESSIONS, STATE
+from gateway.rtc.ice import link_headers
+from gateway.rtc.sdp import SdpError
+
+SDP_TYPE = "application/sdp"
+TRICKLE_TYPE = "application/trickle-ice-sdpfrag"
+CORS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "POST, DELETE, PATCH, OPTIONS",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type, If-Match",
+    "Access-Control-Expose-Headers": "Location, ETag, Link, Accept-Patch",
+}
+
+
+async def read_offer(request: web.Request) -> str:
+    if request.content_type != SDP_TYPE:
+        raise UnsupportedMediaType(f"Content-Type must be {SDP_TYPE}")
+    limit = request.app[CONFIG].max_sdp_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise BadRequest(f"SDP offer larger than {limit} bytes")
+    body = await request.content.read(limit + 1)
+    if len(body) > limit:
+        raise BadRequest(f"SDP offer larger than {limit} bytes")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest("SDP offer is not UTF-8 text") from None
+
+
+def choose_processors(raw: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    if raw is None or not raw.strip():
+        return default
+    names = tuple(p.strip() for p in raw.split(",") if p.strip())
+    unknown = [n for n in names if n not in PROCESSORS]
+    if unknown:
+        raise BadRequest(f"unknown processor(s) {', '.join(unknown)} (known: {', '.join(PROCESSORS)})")
+    return names
+
+
+def choose_source(request: web.Request) -> SourceFace | None:
+    state = request.app[STATE]
+    sid = request.query.get("source") or state.default_source_id
+    if sid is None:
+        return None
+    face = state.sources.get(sid)
+    if face is None:
+        raise NotFound(f"no source {sid!r} (upload one with POST /sources)")
+    return face
+
+
+async def options_whip(request: web.Request) -> web.Response:
+    headers = dict(CORS)
+    headers["Accept-Post"] = SDP_TYPE
+    links = link_headers(request.app[CONFIG].ice)
+    response = web.Response(status=204, headers=headers)
+    for link in links:
+        response.headers.add("Link", link)
+    return response
+
+
+async def post_whip(request: web.Request) -> web.Response:
+    offer = await read_offer(request)
+    config = request.app[CONFIG]
+    processors = choose_processors(request.query.get("processors"), config.processing.processors)
+    source = choose_source(request)
+    try:
+        session, answer = await request.app[SESSIONS].create(offer, source=source, processors=processors)
+    except SdpError as exc:
+        raise BadRequest(str(exc)) from None
+    response = web.Response(status=201, text=answer, content_type=SDP_TYPE,
+                            headers={"Location": f"/whip/{session.id}", "ETag": f'"{session.etag}"',
+                                     "Accept-Patch": TRICKLE_TYPE, **CORS})
+    for link in link_headers(config.ice):
+        response.headers.add("Link", link)
+    return response
+
+
+async def delete_whip(request: web.Request) -> web.Response:
+    await request.app[SESSIONS].delete(request.match_info["session_id"])
+    return web.Response(status=200, headers=CORS)
+
+
+async def patch_whip(request: web.Request) -> web.Response:
+    request.app[SESSIONS].get(request.match_info["session_id"])  # 404 first
+    if request.content_type != TRICKLE_TYPE:
+        raise UnsupportedMediaType(f"Content-Type must be {TRICKLE_TYPE}")
+    raise NotImplementedFeature("trickle ICE is not supported: the answer already carries all candidates; "
+                                "send yours in the offer (ICE restart: create a new session)")
+
+
+async def options_resource(request: web.Request) -> web.Response:
+    return web.Response(status=204, headers=CORS)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_route("OPTIONS", "/whip", options_whip)
+    app.router.add_post("/whip", post_whip)
+    app.router.add_route("OPTIONS", "/whip/{session_id}", options_resource)
+    app.router.add_delete("/whip/{session_id}", delete_whip)
+    app.router.add_patch("/whip/{session_id}", patch_whip)

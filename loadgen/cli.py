@@ -1,0 +1,348 @@
+"""`loadgen`: open N real WHIP sessions against a gateway and measure every frame's end-to-end latency.
+
+The only module of the load generator that prints or exits. Exit codes: 0 = the SLO held (p95 <= budget in every
+run, or a capacity of at least one job), 1 = it did not, 2 = usage or connection errors (bad flags, gateway not
+reachable or not ready, no job could join).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from loadgen.capacity import CapacityConfig, CapacitySearch, PointMeasurement, WindowMeasure
+from loadgen.client import ClientConfig
+from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, GatewayStartError
+from loadgen.fingerprint import host_fingerprint
+from loadgen.media import MediaUnavailable, default_media_dir
+from loadgen.report import build_report, loadgen_run_entry, write_csv, write_html, write_json
+from loadgen.runner import Progress, RunConfig, RunResult, run_point
+from loadgen.stats import WindowSummary
+from loadgen.synth import TEST_CASES, FrameLoop, SynthConfig, build_loop
+
+
+class UsageError(ValueError):
+    pass
+
+
+def parse_resolution(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"resolution must be WxH, got {text!r}") from None
+    if w <= 0 or h <= 0:
+        raise argparse.ArgumentTypeError(f"resolution must be positive, got {text!r}")
+    return w, h
+
+
+def parse_test_cases(text: str) -> list[str]:
+    cases = [c.strip() for c in text.split(",") if c.strip()]
+    bad = [c for c in cases if c not in TEST_CASES]
+    if bad or not cases:
+        raise argparse.ArgumentTypeError(f"test cases must be among {', '.join(TEST_CASES)}; got {text!r}")
+    return cases
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="loadgen", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", help="gateway base URL; without it an embedded gateway is started on 127.0.0.1")
+    p.add_argument("--token", help="bearer token for the gateway (also passed to an embedded one)")
+    p.add_argument("--concurrent-jobs", type=int, default=1)
+    p.add_argument("--duration", type=float, default=30.0, help="measured seconds per run (after warm-up)")
+    p.add_argument("--durations", type=float, nargs="+", help="sweep: several durations")
+    p.add_argument("--resolution", type=parse_resolution, default=(640, 360))
+    p.add_argument("--resolutions", type=parse_resolution, nargs="+", help="sweep: several resolutions")
+    p.add_argument("--batch-sizes", type=int, nargs="+",
+                   help="sweep: embedded gateway --max-batch values (remote: observed, reported)")
+    p.add_argument("--fps", type=float, default=15.0)
+    p.add_argument("--test-cases", type=parse_test_cases, default=["single_face"])
+    p.add_argument("--source-video", type=Path, help="single_face: frames of this clip instead of the still")
+    p.add_argument("--loop-frames", type=int, default=0, help="precomputed frames per loop (0 = 2 s)")
+    p.add_argument("--budget-ms", type=float, default=150.0)
+    p.add_argument("--warmup", type=float, default=2.0, help="seconds after ramp-up excluded from statistics")
+    p.add_argument("--ramp-up-rate", type=float, default=4.0, help="jobs joining per second")
+    p.add_argument("--output-report", type=Path, help="JSON report path")
+    p.add_argument("--csv", type=Path, help="per-frame samples CSV path")
+    p.add_argument("--html", type=Path, help="HTML report with charts")
+    p.add_argument("--find-capacity", action="store_true", help="search the largest N that meets the SLO")
+    p.add_argument("--capacity-start", type=int, default=1)
+    p.add_argument("--capacity-step", type=int, default=2)
+    p.add_argument("--capacity-max-jobs", type=int, default=32)
+    p.add_argument("--window", type=float, default=5.0, help="capacity: seconds per measurement window")
+    p.add_argument("--max-windows", type=int, default=6, help="capacity: windows per point at most")
+    p.add_argument("--capacity-max-time", type=float, default=900.0, help="capacity: total seconds at most")
+    p.add_argument("--engine", help="embedded gateway: --engine")
+    p.add_argument("--providers", help="embedded gateway: --providers")
+    p.add_argument("--processors", help="embedded gateway: --processors")
+    p.add_argument("--gateway-log-level", default="warning")
+    p.add_argument("--media-dir", type=Path)
+    p.add_argument("--no-live", action="store_true", help="no live table (e.g. in CI logs)")
+    return p
+
+
+@dataclass
+class Cell:
+    test_case: str
+    width: int
+    height: int
+    duration: float
+    batch_size: int | None
+
+    @property
+    def name(self) -> str:
+        b = f"-b{self.batch_size}" if self.batch_size is not None else ""
+        return f"{self.test_case}-{self.width}x{self.height}-{self.duration:g}s{b}"
+
+
+def progress_table(title: str, p: Progress, budget_ms: float) -> Table:
+    t = Table(title=f"{title}  [{p.phase}] {p.elapsed_s:.0f}s  joined {p.jobs_joined}  failed {p.jobs_failed}")
+    for col in ("job", "fps", "p95 ms", "lost", "repeated"):
+        t.add_column(col, justify="right")
+    for j in p.jobs:
+        p95 = "-" if j.p95_ms is None else f"{j.p95_ms:.0f}"
+        style = "red" if j.p95_ms is not None and j.p95_ms > budget_ms else None
+        t.add_row(str(j.job), f"{j.fps:.1f}", p95, str(j.lost), str(j.repeated), style=style)
+    g = p.gateway
+    if g:
+        def f(v: Any) -> str:
+            return "-" if v is None else (f"{v:.0f}" if isinstance(v, float | int) else str(v))
+        t.caption = (f"gateway cpu {f(g.get('cpu_percent'))}%  proc {f(g.get('process_cpu_percent'))}%  "
+                     f"gpu {f(g.get('gpu_util_percent'))}%  fps in/out {f(g.get('fps_in'))}/{f(g.get('fps_out'))}  "
+                     f"server p95 {f(g.get('server_p95_ms'))} ms  level {f(g.get('degradation_level'))}")
+    return t
+
+
+def result_table(runs: list[dict[str, Any]], capacity: dict[str, Any] | None) -> Table:
+    t = Table(title="loadgen result")
+    for col in ("run", "jobs", "p50 ms", "p95 ms", "p99 ms", "in budget", "sent", "recv", "lost", "rep",
+                "fps/job", "SLO"):
+        t.add_column(col, justify="right")
+    for r in runs:
+        lat = r["latency_ms"]
+
+        def ms(v: float | None) -> str:
+            return "-" if v is None else f"{v:.1f}"
+        wb = r.get("within_budget")
+        fr = r["frames"]
+        t.add_row(r["name"], str(r["concurrent_jobs"]), ms(lat["p50"]), ms(lat["p95"]), ms(lat["p99"]),
+                  "-" if wb is None else f"{wb * 100:.1f}%", str(fr["sent"]), str(fr["received"]), str(fr["lost"]),
+                  str(fr["repeated"]), f"{r['fps_per_job']['mean']:.1f}",
+                  "[green]ok[/]" if r["slo_met"] else "[red]MISS[/]")
+    if capacity is not None:
+        t.caption = f"capacity: {capacity['capacity']} concurrent jobs within {capacity['budget_ms']:g} ms p95"
+    return t
+
+
+class LiveView:
+    """The rich Live table; a no-op when disabled."""
+
+    def __init__(self, console: Console, enabled: bool, budget_ms: float) -> None:
+        self.console = console
+        self.enabled = enabled
+        self.budget_ms = budget_ms
+        self.title = ""
+        self._live: Live | None = None
+
+    def __enter__(self) -> LiveView:
+        if self.enabled:
+            self._live = Live(Table(), console=self.console, refresh_per_second=2, transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+
+    def update(self, p: Progress) -> None:
+        if self._live is not None:
+            self._live.update(progress_table(self.title, p, self.budget_ms))
+
+
+async def _run_cells(args: argparse.Namespace, view: LiveView, console: Console
+                     ) -> tuple[list[dict[str, Any]], list[tuple[str, RunResult]], dict[str, Any] | None]:
+    media_root = args.media_dir or default_media_dir(os.environ)
+    resolutions = args.resolutions or [args.resolution]
+    durations = args.durations or [args.duration]
+    batch_sizes: list[int | None] = list(args.batch_sizes) if args.batch_sizes else [None]
+    loops: dict[tuple[str, int, int], FrameLoop] = {}
+    entries: list[dict[str, Any]] = []
+    results: list[tuple[str, RunResult]] = []
+    capacity: dict[str, Any] | None = None
+
+    def frame_loop(case: str, w: int, h: int) -> FrameLoop:
+        key = (case, w, h)
+        if key not in loops:
+            loops[key] = build_loop(SynthConfig(w, h, args.fps, case, args.loop_frames, args.source_video),
+                                    media_root)
+        return loops[key]
+
+    for batch in batch_sizes:
+        gateway: EmbeddedGateway | None = None
+        url = args.url
+        if url is None:
+            gateway = EmbeddedGateway(EmbeddedGatewayConfig(
+                budget_ms=args.budget_ms, max_batch=batch, engine=args.engine, providers=args.providers,
+                processors=args.processors, token=args.token, log_level=args.gateway_log_level))
+            console.print(f"starting embedded gateway{'' if batch is None else f' (max batch {batch})'} ...")
+            url = await gateway.start()
+        try:
+            client = ClientConfig(url=url, token=args.token)
+            for (w, h) in resolutions:
+                for case in args.test_cases:
+                    if args.find_capacity:
+                        cell = Cell(case, w, h, args.window, batch)
+                        capacity = await _capacity(args, url, client, frame_loop(case, w, h), cell, view,
+                                                   entries, results)
+                        continue
+                    for d in durations:
+                        cell = Cell(case, w, h, d, batch)
+                        view.title = cell.name
+                        cfg = RunConfig(concurrent_jobs=args.concurrent_jobs, fps=args.fps, budget_ms=args.budget_ms,
+                                        warmup_s=args.warmup, ramp_up_rate=args.ramp_up_rate, window_s=d,
+                                        max_measure_s=d)
+                        result = await run_point(url, frame_loop(case, w, h), cfg, client, view.update)
+                        entries.append(loadgen_run_entry(cell.name, result, _meta(cell, args.concurrent_jobs,
+                                                                                  args.fps)))
+                        results.append((cell.name, result))
+        finally:
+            if gateway is not None:
+                await gateway.stop()
+    return entries, results, capacity
+
+
+def _meta(cell: Cell, jobs: int, fps: float) -> dict[str, Any]:
+    return {"test_case": cell.test_case, "resolution": f"{cell.width}x{cell.height}", "fps": fps,
+            "concurrent_jobs": jobs, "batch_size": cell.batch_size}
+
+
+async def _capacity(args: argparse.Namespace, url: str, client: ClientConfig, loop: FrameLoop, cell: Cell,
+                    view: LiveView, entries: list[dict[str, Any]], results: list[tuple[str, RunResult]]
+                    ) -> dict[str, Any]:
+    cap_cfg = CapacityConfig(budget_ms=args.budget_ms, start=args.capacity_start, step=args.capacity_step,
+                             max_jobs=args.capacity_max_jobs, max_windows=max(3, args.max_windows))
+    search = CapacitySearch(cap_cfg)
+    deadline = time.monotonic() + args.capacity_max_time
+    timed_out = False
+    while (n := search.next_jobs()) is not None:
+        if time.monotonic() > deadline:
+            timed_out = True
+            break
+        point = PointMeasurement(n, cap_cfg)
+
+        def enough(windows: list[WindowSummary], point: PointMeasurement = point) -> bool:
+            w = windows[-1]
+            point.add(WindowMeasure(w.latency.p95, w.received_ratio))
+            return point.done
+
+        view.title = f"capacity {cell.name} N={n}"
+        cfg = RunConfig(concurrent_jobs=n, fps=args.fps, budget_ms=args.budget_ms, warmup_s=args.warmup,
+                        ramp_up_rate=args.ramp_up_rate, window_s=args.window,
+                        max_measure_s=args.window * cap_cfg.max_windows)
+        result = await run_point(url, loop, cfg, client, view.update, enough)
+        if not point.windows:
+            point.add(WindowMeasure(result.summary.latency.p95, result.summary.received_ratio))
+        pr = point.result()
+        search.report(pr)
+        name = f"capacity-{cell.name}-n{n}"
+        entry = loadgen_run_entry(name, result, _meta(cell, n, args.fps))
+        entry["capacity_point"] = {"p95_ms": pr.p95_ms, "received_ratio": pr.received_ratio, "stable": pr.stable,
+                                   "windows": pr.windows, "ok": pr.ok}
+        entry["slo_met"] = pr.ok
+        entries.append(entry)
+        results.append((name, result))
+    return {"capacity": search.capacity, "budget_ms": args.budget_ms, "min_fps_ratio": cap_cfg.min_fps_ratio,
+            "test_case": cell.test_case, "resolution": f"{cell.width}x{cell.height}", "timed_out": timed_out,
+            "points": [{"jobs": p.jobs, "p95_ms": p.p95_ms, "received_ratio": p.received_ratio,
+                        "stable": p.stable, "windows": p.windows, "ok": p.ok} for p in search.points]}
+
+
+def _charts(results: list[tuple[str, RunResult]], budget_ms: float, fps: float,
+            capacity: dict[str, Any] | None, runs: list[dict[str, Any]]) -> dict[str, bytes]:
+    from loadgen import charts
+
+    out: dict[str, bytes] = {}
+    for name, r in results[:8]:
+        samples = r.collector.samples(r.measure_start, r.measure_end)
+        out[f"{name}: latency histogram"] = charts.latency_histogram([s.latency_ms for s in samples], budget_ms)
+        per_job: dict[int, list[tuple[float, float]]] = {}
+        for s in r.collector.samples():
+            per_job.setdefault(s.job, []).append((s.sent_t - r.t0, s.latency_ms))
+        out[f"{name}: latency over time"] = charts.latency_over_time(per_job, budget_ms)
+        fps_series = {j: [(t - r.t0, v) for t, v in pts] for j, pts in r.collector.fps_series().items()}
+        out[f"{name}: fps over time"] = charts.fps_over_time(fps_series, fps)
+    stages = {r["name"]: {k: v.get("mean", 0.0) for k, v in (r["gateway"].get("stages_ms") or {}).items()
+                          if isinstance(v, dict)} for r in runs}
+    if any(stages.values()):
+        out["stage split (gateway, mean ms)"] = charts.stage_split(stages)
+    if capacity is not None:
+        pts = [(p["jobs"], p["p95_ms"], p["received_ratio"]) for p in capacity["points"]]
+        out["capacity curve"] = charts.capacity_curve(pts, budget_ms, capacity["capacity"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse exits 2 on usage errors, 0 on --help
+        return int(e.code or 0)
+    console = Console()
+    err = Console(stderr=True)
+    if args.concurrent_jobs < 1 or args.fps <= 0 or args.budget_ms <= 0 or args.ramp_up_rate <= 0:
+        err.print("error: --concurrent-jobs, --fps, --budget-ms and --ramp-up-rate must be positive")
+        return 2
+    for w, h in args.resolutions or [args.resolution]:
+        if w % 2 or h % 4 or w < 64 or h < 48:
+            err.print(f"error: resolution {w}x{h}: width must be even and >= 64, height a multiple of 4 and >= 48")
+            return 2
+    if args.batch_sizes and args.url:
+        err.print("note: --batch-sizes with --url cannot change a remote gateway; the observed batch is reported")
+        args.batch_sizes = None
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    host = host_fingerprint()
+    view = LiveView(err, not args.no_live and err.is_terminal, args.budget_ms)
+    try:
+        with view:
+            entries, results, capacity = asyncio.run(_run_cells(args, view, console))
+    except GatewayStartError as e:
+        err.print(f"error: embedded gateway failed: {e}")
+        return 2
+    except (MediaUnavailable, OSError) as e:
+        err.print(f"error: {e}")
+        return 2
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 2
+    report = build_report("loadgen", host, config, entries, capacity)
+    if args.output_report:
+        write_json(report, args.output_report)
+    if args.csv:
+        write_csv(results, args.csv)
+    if args.html:
+        write_html(report, _charts(results, args.budget_ms, args.fps, capacity, entries), args.html)
+    console.print(result_table(entries, capacity))
+    for e in entries:
+        for f in e["join_failures"][:3]:
+            err.print(f"join failure ({e['name']}, job {f['job']}): {f['detail']}")
+    if args.output_report:
+        console.print(f"report: {args.output_report}")
+    joined_any = any(fr_ok for fr_ok in (len(e["join_failures"]) < e["concurrent_jobs"] for e in entries))
+    if not entries or not joined_any:
+        err.print("error: no job could join the gateway")
+        return 2
+    return 0 if report["slo_met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
