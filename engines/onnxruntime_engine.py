@@ -47,7 +47,7 @@ class OrtConfig:
     trt_timing_cache_dir: Path | None = None   # TensorRT provider: layer timing cache
     trt_workspace_gb: float = 4.0
     cudnn_conv_algo_search: str = "HEURISTIC"  # CUDA provider
-    # full shapes (batch value ignored) for inputs whose non-batch dims are dynamic, e.g. RetinaFace at 640x640
+    # full shapes (batch ignored) of inputs whose non-batch dims are dynamic, e.g. RetinaFace at 640x640
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     extra: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # provider -> raw ORT options
 
@@ -61,7 +61,8 @@ def resolve_providers(names: Sequence[str]) -> list[str]:
     out: list[str] = []
     for p in names:
         if p not in PROVIDER_NAMES:
-            raise EngineError(f"unknown ONNX Runtime provider {p!r} (choose from {', '.join(PROVIDER_NAMES)})")
+            raise EngineError(f"unknown ONNX Runtime provider {p!r} "
+                              f"(choose from {', '.join(PROVIDER_NAMES)})")
         out.append(PROVIDER_NAMES[p])
     if not out:
         raise EngineError("no ONNX Runtime provider configured")
@@ -113,7 +114,8 @@ def provider_options(config: OrtConfig, inputs: Sequence[TensorSpec]) -> list[tu
     for short, name in zip(config.providers, resolve_providers(config.providers), strict=True):
         opts: dict[str, str] = {}
         if short == "cuda":
-            opts = {"device_id": str(config.device_id), "cudnn_conv_algo_search": config.cudnn_conv_algo_search}
+            opts = {"device_id": str(config.device_id),
+                    "cudnn_conv_algo_search": config.cudnn_conv_algo_search}
         elif short == "tensorrt":
             opts = {
                 "device_id": str(config.device_id),

@@ -237,7 +237,7 @@ class Pipeline:
                                   dtype=np.float32) * s)
         mesh = self.landmarker.run([(frame, fake)])[0]
         if isinstance(self.swapper, InswapperSwapper):
-            self.swapper.swap([(frame, fake.kps5, np.zeros(512, dtype=np.float32))])
+            self.swapper.swap([(frame, fake, np.zeros(512, dtype=np.float32))])
             self.swapper.embedder.embed([(frame, fake.kps5)])
         else:
             src = prepare_mesh(frame, mesh.landmarks)
@@ -333,8 +333,7 @@ class Pipeline:
             faces.append(f)
         if isinstance(self.swapper, InswapperSwapper):
             latents = [np.asarray(d, dtype=np.float32) for d in data]
-            return list(self.swapper.swap([(fr, f.kps5, lat) for fr, f, lat in zip(frames, faces, latents,
-                                                                                   strict=True)]))
+            return list(self.swapper.swap(list(zip(frames, faces, latents, strict=True))))
         mesh_jobs = []
         for fr, f, d in zip(frames, faces, data, strict=True):
             assert isinstance(d, MeshSource) and f.landmarks is not None

@@ -282,7 +282,8 @@ class TrtEngine:
             size = arr.nbytes
             view = slot.host_views[spec.name]
             if size > view.size:
-                raise EngineError(f"{self._name}: input {spec.name} {arr.shape} exceeds the profile's max shape")
+                raise EngineError(f"{self._name}: input {spec.name} {arr.shape} exceeds the profile's "
+                                  "max shape")
             view[:size] = arr.reshape(-1).view(np.uint8)
             if not slot.context.set_input_shape(spec.name, arr.shape):
                 raise EngineError(f"{self._name}: shape {arr.shape} rejected for input {spec.name}")
@@ -314,8 +315,8 @@ class TrtEngine:
         if exec_graph is None:
             if not slot.context.execute_async_v3(int(slot.stream)):
                 raise EngineError(f"{self._name}: execute_async_v3 failed")
-            _check(cudart, cudart.cudaStreamBeginCapture(
-                slot.stream, cudart.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture")
+            mode = cudart.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal
+            _check(cudart, cudart.cudaStreamBeginCapture(slot.stream, mode), "cudaStreamBeginCapture")
             ok = slot.context.execute_async_v3(int(slot.stream))
             graph = _check(cudart, cudart.cudaStreamEndCapture(slot.stream), "cudaStreamEndCapture")
             if not ok:

@@ -2,10 +2,10 @@
 
 The runner owns the network; these objects only decide (DESIGN.md: policy apart from execution), so the search
 is tested on a simulated latency curve. The search steps N up by `step` until a point misses the SLO (p95 over
-budget, or the gateway returns under `min_fps_ratio` of the frames sent), then bisects between the last passing
-and the first failing N. A point is measured over consecutive windows until `stable_windows` of them agree
-within `tolerance` (perf_analyzer's rule), or `max_windows` were taken; an unstable point is judged on its last
-windows and flagged as such.
+budget, or the gateway returns under `min_fps_ratio` of the frames sent), then bisects between the last
+passing and the first failing N. A point is measured over consecutive windows until `stable_windows` of them
+agree within `tolerance` (perf_analyzer's rule), or `max_windows` were taken; an unstable point is judged on
+its last windows and flagged as such.
 """
 
 from __future__ import annotations

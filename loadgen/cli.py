@@ -1,8 +1,8 @@
 """`loadgen`: open N real WHIP sessions against a gateway and measure every frame's end-to-end latency.
 
-The only module of the load generator that prints or exits. Exit codes: 0 = the SLO held (p95 <= budget in every
-run, or a capacity of at least one job), 1 = it did not, 2 = usage or connection errors (bad flags, gateway not
-reachable or not ready, no job could join).
+The only module of the load generator that prints or exits. Exit codes: 0 = the SLO held (p95 <= budget in
+every run, or a capacity of at least one job), 1 = it did not, 2 = usage or connection errors (bad flags,
+gateway not reachable or not ready, no job could join).
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ class Cell:
 
 
 def progress_table(title: str, p: Progress, budget_ms: float) -> Table:
-    t = Table(title=f"{title}  [{p.phase}] {p.elapsed_s:.0f}s  joined {p.jobs_joined}  failed {p.jobs_failed}")
+    t = Table(title=f"{title}  [{p.phase}] {p.elapsed_s:.0f}s  "
+                    f"joined {p.jobs_joined}  failed {p.jobs_failed}")
     for col in ("job", "fps", "p95 ms", "lost", "repeated"):
         t.add_column(col, justify="right")
     for j in p.jobs:
@@ -118,7 +119,8 @@ def progress_table(title: str, p: Progress, budget_ms: float) -> Table:
         def f(v: Any) -> str:
             return "-" if v is None else (f"{v:.0f}" if isinstance(v, float | int) else str(v))
         t.caption = (f"gateway cpu {f(g.get('cpu_percent'))}%  proc {f(g.get('process_cpu_percent'))}%  "
-                     f"gpu {f(g.get('gpu_util_percent'))}%  fps in/out {f(g.get('fps_in'))}/{f(g.get('fps_out'))}  "
+                     f"gpu {f(g.get('gpu_util_percent'))}%  "
+                     f"fps in/out {f(g.get('fps_in'))}/{f(g.get('fps_out'))}  "
                      f"server p95 {f(g.get('server_p95_ms'))} ms  level {f(g.get('degradation_level'))}")
     return t
 
@@ -136,11 +138,13 @@ def result_table(runs: list[dict[str, Any]], capacity: dict[str, Any] | None) ->
         wb = r.get("within_budget")
         fr = r["frames"]
         t.add_row(r["name"], str(r["concurrent_jobs"]), ms(lat["p50"]), ms(lat["p95"]), ms(lat["p99"]),
-                  "-" if wb is None else f"{wb * 100:.1f}%", str(fr["sent"]), str(fr["received"]), str(fr["lost"]),
+                  "-" if wb is None else f"{wb * 100:.1f}%", str(fr["sent"]), str(fr["received"]),
+                  str(fr["lost"]),
                   str(fr["repeated"]), f"{r['fps_per_job']['mean']:.1f}",
                   "[green]ok[/]" if r["slo_met"] else "[red]MISS[/]")
     if capacity is not None:
-        t.caption = f"capacity: {capacity['capacity']} concurrent jobs within {capacity['budget_ms']:g} ms p95"
+        t.caption = (f"capacity: {capacity['capacity']} concurrent jobs "
+                     f"within {capacity['budget_ms']:g} ms p95")
     return t
 
 
@@ -208,7 +212,8 @@ async def _run_cells(args: argparse.Namespace, view: LiveView, console: Console
                     for d in durations:
                         cell = Cell(case, w, h, d, batch)
                         view.title = cell.name
-                        cfg = RunConfig(concurrent_jobs=args.concurrent_jobs, fps=args.fps, budget_ms=args.budget_ms,
+                        cfg = RunConfig(concurrent_jobs=args.concurrent_jobs, fps=args.fps,
+                                        budget_ms=args.budget_ms,
                                         warmup_s=args.warmup, ramp_up_rate=args.ramp_up_rate, window_s=d,
                                         max_measure_s=d)
                         result = await run_point(url, frame_loop(case, w, h), cfg, client, view.update)
@@ -256,7 +261,8 @@ async def _capacity(args: argparse.Namespace, url: str, client: ClientConfig, lo
         search.report(pr)
         name = f"capacity-{cell.name}-n{n}"
         entry = loadgen_run_entry(name, result, _meta(cell, n, args.fps))
-        entry["capacity_point"] = {"p95_ms": pr.p95_ms, "received_ratio": pr.received_ratio, "stable": pr.stable,
+        entry["capacity_point"] = {"p95_ms": pr.p95_ms, "received_ratio": pr.received_ratio,
+                                   "stable": pr.stable,
                                    "windows": pr.windows, "ok": pr.ok}
         entry["slo_met"] = pr.ok
         entries.append(entry)
@@ -274,7 +280,8 @@ def _charts(results: list[tuple[str, RunResult]], budget_ms: float, fps: float,
     out: dict[str, bytes] = {}
     for name, r in results[:8]:
         samples = r.collector.samples(r.measure_start, r.measure_end)
-        out[f"{name}: latency histogram"] = charts.latency_histogram([s.latency_ms for s in samples], budget_ms)
+        out[f"{name}: latency histogram"] = charts.latency_histogram([s.latency_ms for s in samples],
+                                                                     budget_ms)
         per_job: dict[int, list[tuple[float, float]]] = {}
         for s in r.collector.samples():
             per_job.setdefault(s.job, []).append((s.sent_t - r.t0, s.latency_ms))
@@ -304,10 +311,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for w, h in args.resolutions or [args.resolution]:
         if w % 2 or h % 4 or w < 64 or h < 48:
-            err.print(f"error: resolution {w}x{h}: width must be even and >= 64, height a multiple of 4 and >= 48")
+            err.print(f"error: resolution {w}x{h}: width must be even and >= 64, "
+                      "height a multiple of 4 and >= 48")
             return 2
     if args.batch_sizes and args.url:
-        err.print("note: --batch-sizes with --url cannot change a remote gateway; the observed batch is reported")
+        err.print("note: --batch-sizes with --url cannot change a remote gateway; "
+                  "the observed batch is reported")
         args.batch_sizes = None
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     host = host_fingerprint()
@@ -332,12 +341,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.html:
         write_html(report, _charts(results, args.budget_ms, args.fps, capacity, entries), args.html)
     console.print(result_table(entries, capacity))
-    for e in entries:
-        for f in e["join_failures"][:3]:
-            err.print(f"join failure ({e['name']}, job {f['job']}): {f['detail']}")
+    for entry in entries:
+        for f in entry["join_failures"][:3]:
+            err.print(f"join failure ({entry['name']}, job {f['job']}): {f['detail']}")
     if args.output_report:
         console.print(f"report: {args.output_report}")
-    joined_any = any(fr_ok for fr_ok in (len(e["join_failures"]) < e["concurrent_jobs"] for e in entries))
+    joined_any = any(len(entry["join_failures"]) < entry["concurrent_jobs"] for entry in entries)
     if not entries or not joined_any:
         err.print("error: no job could join the gateway")
         return 2

@@ -1,13 +1,14 @@
-"""One load-generator job: a real aiortc WHIP publisher that sends stamped frames and reads the processed ones.
+"""One load-generator job: a real aiortc WHIP publisher that sends stamped frames and reads the processed
+ones.
 
-Timing points (what "end-to-end latency" means here): a frame is *sent* when the sending track's `recv()` hands
-it to aiortc's encoder, and *received* when the processed frame coming back on the same connection has been
-decoded and our receiving track's `recv()` returns it. Both ends use the gateway's marker-release receive fix
-(gateway.rtc.receive) so the measurement carries no extra frame interval of client-side buffering, and both gather
-ICE on 127.0.0.1 only when the gateway is on loopback.
+Timing points (what "end-to-end latency" means here): a frame is *sent* when the sending track's `recv()`
+hands it to aiortc's encoder, and *received* when the processed frame coming back on the same connection has
+been decoded and our receiving track's `recv()` returns it. Both ends use the gateway's marker-release
+receive fix (gateway.rtc.receive) so the measurement carries no extra frame interval of client-side
+buffering, and both gather ICE on 127.0.0.1 only when the gateway is on loopback.
 
-The job never blocks the event loop on encode/decode: aiortc runs the codecs in executors. The per-frame work of
-the sender is a copy of a precomputed frame plus the stamp (loadgen.synth).
+The job never blocks the event loop on encode/decode: aiortc runs the codecs in executors. The per-frame work
+of the sender is a copy of a precomputed frame plus the stamp (loadgen.synth).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def luma_of(frame: av.VideoFrame) -> np.ndarray:
     """The Y plane without a colour conversion (decoded VP8/H.264 is planar YUV; fall back otherwise)."""
     if frame.format.name in ("yuv420p", "yuvj420p", "yuv422p", "yuv444p", "nv12"):
         plane = frame.planes[0]
-        arr = np.frombuffer(plane, np.uint8).reshape(plane.height, plane.line_size)
+        arr = np.frombuffer(memoryview(plane), np.uint8).reshape(plane.height, plane.line_size)
         return arr[:, : frame.width]
     return frame.to_ndarray(format="gray")
 
@@ -83,7 +84,7 @@ class StampedVideoTrack(MediaStreamTrack):
 
     def __init__(self, loop: FrameLoop, fps: float, job: int, emit: Callable[[Event], None]) -> None:
         super().__init__()
-        self._loop = loop
+        self._frames = loop  # not `_loop`: the track's event emitter owns that name
         self._fps = fps
         self._job = job
         self._emit = emit
@@ -94,7 +95,7 @@ class StampedVideoTrack(MediaStreamTrack):
     async def recv(self) -> av.VideoFrame:
         frame_id = self._next_id
         self._next_id += 1
-        frame = self._loop.frame(frame_id)
+        frame = self._frames.frame(frame_id)
         now = time.monotonic()
         if self._start is None:
             self._start = now
@@ -150,7 +151,8 @@ class WhipJob:
 
         await pc.setLocalDescription(await pc.createOffer())
         headers = {"Content-Type": "application/sdp", **self.config.headers()}
-        async with self._http.post(self.config.whip_url(), data=pc.localDescription.sdp, headers=headers) as r:
+        offer = pc.localDescription.sdp
+        async with self._http.post(self.config.whip_url(), data=offer, headers=headers) as r:
             body = await r.text()
             if r.status != 201:
                 raise JoinError(f"WHIP POST {r.status}: {body.strip()[:200]}")

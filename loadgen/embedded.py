@@ -44,7 +44,8 @@ class EmbeddedGatewayConfig:
         args = [self.python, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
                 "--ice-loopback-only", "--budget-ms", f"{self.budget_ms:g}", "--log-level", self.log_level]
         optional = {"--max-batch": self.max_batch, "--engine": self.engine, "--providers": self.providers,
-                    "--processors": self.processors, "--token": self.token, "--max-sessions": self.max_sessions}
+                    "--processors": self.processors, "--token": self.token,
+                    "--max-sessions": self.max_sessions}
         for flag, value in optional.items():
             if value is not None:
                 args += [flag, str(value)]

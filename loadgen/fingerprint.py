@@ -60,7 +60,8 @@ def gpus() -> dict[str, Any]:
             name = pynvml.nvmlDeviceGetName(h)
             devices.append({"index": i, "name": name.decode() if isinstance(name, bytes) else str(name),
                             "memory_total_bytes": int(mem.total)})
-        return {"available": bool(devices), "driver": driver.decode() if isinstance(driver, bytes) else driver,
+        return {"available": bool(devices),
+                "driver": driver.decode() if isinstance(driver, bytes) else driver,
                 "devices": devices, "reason": "" if devices else "no devices"}
     except Exception as exc:
         return {"available": False, "reason": f"NVML error: {exc}", "devices": []}

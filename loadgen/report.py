@@ -35,7 +35,8 @@ SCHEMA_VERSION = 1
 
 
 def latency_dict(s: LatencySummary) -> dict[str, Any]:
-    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(s).items() if k != "within_budget"}
+    return {k: (round(v, 3) if isinstance(v, float) else v)
+            for k, v in asdict(s).items() if k != "within_budget"}
 
 
 def slo_met(p95_ms: float | None, budget_ms: float) -> bool:
@@ -66,10 +67,12 @@ def loadgen_run_entry(name: str, result: RunResult, meta: dict[str, Any]) -> dic
                    "unreadable": s.unreadable},
         "received_ratio": round(s.received_ratio, 4),
         "fps_per_job": {"mean": round(s.fps_per_job_mean, 3), "min": round(s.fps_per_job_min, 3)},
-        "jobs": [{"job": j.job, "sent": j.sent, "received": j.received, "lost": j.lost, "repeated": j.repeated,
+        "jobs": [{"job": j.job, "sent": j.sent, "received": j.received, "lost": j.lost,
+                  "repeated": j.repeated,
                   "fps": round(j.received_fps, 3), "p95_ms": j.latency.p95} for j in s.jobs],
         "join_failures": result.join_failures,
-        "windows": [{"p95_ms": w.latency.p95, "received_ratio": round(w.received_ratio, 4)} for w in result.windows],
+        "windows": [{"p95_ms": w.latency.p95, "received_ratio": round(w.received_ratio, 4)}
+                    for w in result.windows],
         "gateway": gw,
         "gateway_errors": result.gateway_errors,
         "slo_met": slo_met(s.latency.p95, s.budget_ms),
@@ -135,7 +138,8 @@ def write_csv(rows: Sequence[tuple[str, RunResult]], path: Path) -> int:
         w.writerow(CSV_FIELDS)
         for name, result in rows:
             for s in result.collector.samples():
-                w.writerow([name, s.job, s.frame_id, f"{s.sent_t - result.t0:.4f}", f"{s.recv_t - result.t0:.4f}",
+                w.writerow([name, s.job, s.frame_id, f"{s.sent_t - result.t0:.4f}",
+                            f"{s.recv_t - result.t0:.4f}",
                             f"{s.latency_ms:.3f}"])
                 n += 1
     return n
@@ -164,12 +168,15 @@ def write_html(report: dict[str, Any], charts: dict[str, bytes], path: Path) -> 
         f'<h3>{html.escape(title)}</h3><img src="data:image/png;base64,{base64.b64encode(png).decode()}">'
         for title, png in charts.items())
     cap = report.get("capacity")
-    cap_html = f"<p><b>Capacity:</b> {_fmt(cap.get('capacity'))} concurrent jobs within the SLO</p>" if cap else ""
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>livefuse {html.escape(report['kind'])}</title>
+    cap_html = (f"<p><b>Capacity:</b> {_fmt(cap.get('capacity'))} concurrent jobs within the SLO</p>"
+                if cap else "")
+    kind = html.escape(report["kind"])
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>livefuse {kind}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
 padding:4px 8px;text-align:right}}img{{max-width:900px;display:block}}</style></head><body>
-<h1>livefuse {html.escape(report['kind'])} report</h1>
-<p>{_fmt(report.get('created'))} &middot; {_fmt(host.get('cpu_model'))} &middot; {_fmt(host.get('cpu_logical'))} CPUs
+<h1>livefuse {kind} report</h1>
+<p>{_fmt(report.get('created'))} &middot; {_fmt(host.get('cpu_model'))}
+&middot; {_fmt(host.get('cpu_logical'))} CPUs
 &middot; SLO met: <b>{'yes' if report.get('slo_met') else 'NO'}</b></p>{cap_html}
 <table><tr><th>run</th><th>jobs</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>lost</th><th>fps/job</th>
 <th>SLO</th></tr>{''.join(rows)}</table>{imgs}

@@ -1,9 +1,10 @@
 """Drive N WHIP jobs against a gateway for one run point, in measurement windows; no printing, no exiting.
 
-One run: jobs join at `ramp_up_rate` per second; once all joined, `warmup_s` passes unmeasured; then windows of
-`window_s` follow until `enough(windows)` says stop (one window for a plain run; until stable for a capacity
-point) or `max_measure_s` runs out. Each window is summarised only after `drain_s`, so frames still in flight at
-its end are not miscounted as lost. The gateway's /api/stats is polled alongside and kept as data.
+One run: jobs join at `ramp_up_rate` per second; once all joined, `warmup_s` passes unmeasured; then windows
+of `window_s` follow until `enough(windows)` says stop (one window for a plain run; until stable for a
+capacity point) or `max_measure_s` runs out. Each window is summarised only after `drain_s`, so frames still
+in flight at its end are not miscounted as lost. The gateway's /api/stats is polled alongside and kept as
+data.
 """
 
 from __future__ import annotations
@@ -124,10 +125,9 @@ def gateway_window(first: dict[str, Any] | None, last: dict[str, Any] | None) ->
     out["server_ms"] = _num(last, "latency", "server_ms")
     out["stages_ms"] = _num(last, "latency", "stages_ms")
     out["batch"] = _num(last, "batch")
-    out["max_batch_observed"] = max(
-        (v.get("max") for v in (out["batch"] or {}).values() if isinstance(v, dict) and v.get("max") is not None),
-        default=None,
-    )
+    observed = [v["max"] for v in (out["batch"] or {}).values()
+                if isinstance(v, dict) and isinstance(v.get("max"), int | float)]
+    out["max_batch_observed"] = max(observed) if observed else None
     out["recommended_max_batch"] = _num(last, "degradation", "recommended_max_batch")
     out["vram_peak_bytes"] = _num(last, "gpu", "vram_peak_bytes")
     out["rss_peak_bytes"] = _num(last, "system", "rss_peak_bytes")
@@ -137,7 +137,8 @@ def gateway_window(first: dict[str, Any] | None, last: dict[str, Any] | None) ->
 class StatsPoller:
     """Polls GET /api/stats; keeps every answer (time, JSON) and the errors, never raises."""
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, headers: dict[str, str], interval_s: float) -> None:
+    def __init__(self, http: aiohttp.ClientSession, url: str, headers: dict[str, str],
+                 interval_s: float) -> None:
         self._http = http
         self._url = url.rstrip("/") + "/api/stats"
         self._headers = headers
@@ -213,7 +214,8 @@ async def run_point(
                 sf = by_job.get(j.job)
                 rows.append(JobProgress(j.job, j.received_fps, sf.latency.p95 if sf else None,
                                         sf.lost if sf else 0, sf.repeated if sf else 0))
-            return Progress(phase, now - t0, len(jobs) - failed, failed, tuple(rows), gateway_brief(poller.latest))
+            return Progress(phase, now - t0, len(jobs) - failed, failed, tuple(rows),
+                            gateway_brief(poller.latest))
 
         async def report_progress() -> None:
             while True:
@@ -268,5 +270,6 @@ async def run_point(
         t0=t0, measure_start=measure_start, measure_end=measure_end,
         summary=collector.window(measure_start, measure_end), windows=windows, collector=collector,
         gateway_stats=list(poller.samples), gateway_errors=list(poller.errors),
-        join_failures=[{"job": f.job, "t_s": f.t - t0, "detail": f.detail} for f in collector.join_failures()],
+        join_failures=[{"job": f.job, "t_s": f.t - t0, "detail": f.detail}
+                       for f in collector.join_failures()],
     )

@@ -2,9 +2,9 @@
 
 Jobs emit `FrameSent` (the moment the sender's `recv()` hands a frame to the encoder) and `FrameReceived` (the
 moment a processed frame was decoded and its stamp read). Latency is the difference for the FIRST return of an
-ID; an ID seen again is a repeat (the gateway re-sent its last processed frame), an unreadable stamp is counted
-on its own, and a frame sent in the window but never returned is lost. Statistics are taken over a time window
-(by send time) so warm-up, ramp-up and capacity windows are all the same call.
+ID; an ID seen again is a repeat (the gateway re-sent its last processed frame), an unreadable stamp is
+counted on its own, and a frame sent in the window but never returned is lost. Statistics are taken over a
+time window (by send time) so warm-up, ramp-up and capacity windows are all the same call.
 """
 
 from __future__ import annotations
@@ -207,7 +207,8 @@ class StatsCollector:
             sent=sum(js.sent for js in jobs), received=sum(js.received for js in jobs),
             lost=sum(js.lost for js in jobs), repeated=sum(js.repeated for js in jobs),
             unreadable=sum(js.unreadable for js in jobs),
-            sent_fps=sum(js.sent for js in jobs) / duration, received_fps=sum(js.received for js in jobs) / duration,
+            sent_fps=sum(js.sent for js in jobs) / duration,
+            received_fps=sum(js.received for js in jobs) / duration,
             fps_per_job_mean=float(np.mean(per_job_fps)) if per_job_fps else 0.0,
             fps_per_job_min=float(min(per_job_fps)) if per_job_fps else 0.0,
             jobs=tuple(jobs),

@@ -6,7 +6,8 @@ A loop of K frames moves the face(s) along a closed smooth path (position and sc
 looping shows no jump. The loop is shared by every job of a run (frames are copied before stamping).
 
 Test cases:
-- ``single_face``: the astronaut portrait (or frames of ``source_video``) gliding and zooming over a background.
+- ``single_face``: the astronaut portrait (or frames of ``source_video``) gliding and zooming over a
+background.
 - ``multi_face``: the six-person group photo panning and zooming gently.
 """
 
@@ -39,7 +40,8 @@ class SynthConfig:
         if self.test_case not in TEST_CASES:
             raise ValueError(f"unknown test case {self.test_case!r} (one of {', '.join(TEST_CASES)})")
         if self.width % 2 or self.height % 4:
-            raise ValueError(f"resolution {self.width}x{self.height}: width must be even, height a multiple of 4")
+            raise ValueError(f"resolution {self.width}x{self.height}: "
+                             "width must be even, height a multiple of 4")
         if self.fps <= 0:
             raise ValueError("fps must be positive")
 

@@ -119,8 +119,9 @@ def build_plan(opts: BuildOptions) -> Path:
     from engines.tensorrt_engine import device_compute_capability
 
     inputs = _onnx_inputs(opts.onnx_path)
-    if inputs and isinstance(inputs[0][1][0], int) and inputs[0][1][0] > 0 and opts.profile.max > 1:
-        raise BuildError(f"{opts.onnx_path.name} has a fixed batch of {inputs[0][1][0]}: run "
+    dim0 = inputs[0][1][0] if inputs and inputs[0][1] else None
+    if isinstance(dim0, int) and dim0 > 0 and opts.profile.max > 1:
+        raise BuildError(f"{opts.onnx_path.name} has a fixed batch of {dim0}: run "
                          f"--make-batch-dynamic first")
     try:
         shapes = profile_shapes(inputs, opts.profile, opts.shapes)

@@ -13,6 +13,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from engines.models.registry import get_spec
+from engines.models.store import ModelStore, sha256_file
+
 OPSET = 17
 
 
@@ -27,8 +30,8 @@ def _save(graph: onnx.GraphProto, path: Path) -> Path:
 def inswapper_graph(path: Path, seed: int = 0) -> Path:
     """target [N,3,128,128] + source [N,512] -> output [N,3,128,128]; last initializer = emap (512x512).
 
-    output = 0.5 * target + 0.5 * sigmoid(source @ W) per channel: the swapped face takes a colour from the
-    source latent, so different sources give different faces.
+    output = 0.5 * target + 0.5 * sigmoid(source @ emap @ W) per channel: the swapped face takes a colour
+    from the source latent, so different sources give different faces.
     """
     rng = np.random.default_rng(seed)
     w = numpy_helper.from_array(rng.normal(0, 4.0, (512, 3)).astype(np.float32), "w_colour")
@@ -36,7 +39,8 @@ def inswapper_graph(path: Path, seed: int = 0) -> Path:
     half = numpy_helper.from_array(np.array(0.5, dtype=np.float32), "half")
     emap = numpy_helper.from_array(rng.normal(0, 0.05, (512, 512)).astype(np.float32), "emap")
     nodes = [
-        helper.make_node("MatMul", ["source", "w_colour"], ["colour"]),
+        helper.make_node("MatMul", ["source", "emap"], ["mapped"]),
+        helper.make_node("MatMul", ["mapped", "w_colour"], ["colour"]),
         helper.make_node("Sigmoid", ["colour"], ["colour01"]),
         helper.make_node("Reshape", ["colour01", "shape_n311"], ["colour4d"]),
         helper.make_node("Mul", ["colour4d", "half"], ["colour_half"]),
@@ -54,7 +58,7 @@ def inswapper_graph(path: Path, seed: int = 0) -> Path:
 
 
 def arcface_graph(path: Path, seed: int = 1) -> Path:
-    """input.1 [N,3,112,112] -> 683 [N,512]: channel means and a coarse 4x4 layout through a fixed projection."""
+    """input.1 [N,3,112,112] -> 683 [N,512]: a coarse 4x4 colour layout, projected."""
     rng = np.random.default_rng(seed)
     proj = numpy_helper.from_array(rng.normal(0, 1.0, (48, 512)).astype(np.float32), "proj")
     flat = numpy_helper.from_array(np.array([0, 48], dtype=np.int64), "shape_n48")
@@ -86,3 +90,10 @@ def gfpgan_graph(path: Path) -> Path:
         initializer=[two],
     )
     return _save(graph, path)
+
+
+def copy_embedded_models(store: ModelStore, real: ModelStore) -> None:
+    """Put the provisioned detector and landmarker into a test's own model dir (hash-checked by `add`)."""
+    for mid in ("retinaface_mnet025", "facemesh_468"):
+        src = real.require(mid)
+        store.add(get_spec(mid), src, sha256_file(src))

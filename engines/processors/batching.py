@@ -30,8 +30,10 @@ def dynamic_batch_model(path: Path) -> Path:
         from engines.onnx_batch import make_batch_dynamic_bytes, verify_batch_equivalence
     except ImportError:
         return path
+    original = path.read_bytes()
+    if not _fixed_batch_one(original):
+        return path
     try:
-        original = path.read_bytes()
         rewritten = make_batch_dynamic_bytes(original)
         verify_batch_equivalence(original, rewritten, (1, 3))
     except Exception as e:  # the rewrite is an optimisation: any failure keeps the working original
@@ -42,3 +44,15 @@ def dynamic_batch_model(path: Path) -> Path:
         f.write(rewritten)
     os.replace(tmp, cached)
     return cached
+
+
+def _fixed_batch_one(data: bytes) -> bool:
+    """True when a graph input declares batch 1 (the only case the rewrite is for)."""
+    import onnx
+
+    model = onnx.load_from_string(data)
+    for value in model.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if dims and dims[0].HasField("dim_value") and dims[0].dim_value == 1:
+            return True
+    return False

@@ -4,8 +4,8 @@
   feathered ellipse over the face. Real per-face work that visibly sharpens, so the pipeline's enhancer stage
   has an honest cost when no restoration weights are installed.
 - "gfpgan_1.4" (user-supplied ONNX): the face aligned to the 512 FFHQ template from its five points, RGB
-  normalised to [-1, 1], (N, 3, 512, 512) in and out, batched across faces, pasted back through a feathered
-  box.
+  normalised to [-1, 1], (N, 3, 512, 512) in and out, batched across faces, pasted back through the
+  face's box, feathered inwards.
 
 Both return `FacePatch`es whose masks already carry the blend factor (how much of the enhanced face to keep).
 """
@@ -20,7 +20,7 @@ import numpy as np
 from engines.engine import Engine, run_batched
 from engines.processors.alignment import FFHQ_512, estimate_affine, warp_crop
 from engines.processors.face_detector import Face
-from engines.processors.paste import FacePatch, feathered_box_mask, translation
+from engines.processors.paste import FacePatch, face_box_mask, translation
 
 GFPGAN_SIZE = 512
 
@@ -63,7 +63,6 @@ class GfpganEnhancer:
         self.engine = engine
         self.blend = blend
         self._input = engine.inputs[0].name if engine.inputs else "input"
-        self._mask = feathered_box_mask(GFPGAN_SIZE, GFPGAN_SIZE, 0.3, 0.05) * blend
 
     def enhance(self, jobs: Sequence[tuple[np.ndarray, Face]]) -> list[FacePatch | None]:
         if not jobs:
@@ -77,5 +76,6 @@ class GfpganEnhancer:
         patches: list[FacePatch | None] = []
         for i, m in enumerate(matrices):
             image = (np.clip(out[i].transpose(1, 2, 0), -1.0, 1.0) + 1.0) * 127.5
-            patches.append(FacePatch(image=image.astype(np.float32), mask=self._mask, matrix=m))
+            mask = face_box_mask(jobs[i][1].box, m, GFPGAN_SIZE, 0.15) * self.blend
+            patches.append(FacePatch(image=image.astype(np.float32), mask=mask, matrix=m))
         return patches

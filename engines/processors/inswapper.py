@@ -3,7 +3,8 @@
 Target faces are aligned to the 128 ArcFace v2 template from their five points (RGB, /255, NCHW). The source
 identity is `normalize(normalize(arcface(source)) @ emap)`, where `emap` is the swapper model's last graph
 initializer (512x512). Output (N, 3, 128, 128) RGB in [0, 1] is pasted back with the inverse affine through a
-feathered box mask. The published model has batch 1: load a `make_batch_dynamic` copy to batch > 1.
+feathered mask of the face's box (changes stay inside it). The published model has batch 1: the pipeline
+loads a `make_batch_dynamic` copy so faces batch.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import numpy as np
 from engines.engine import Engine, run_batched
 from engines.processors.alignment import ARCFACE_128_V2, estimate_affine, warp_crop
 from engines.processors.arcface import ArcFaceEmbedder
-from engines.processors.paste import FacePatch, feathered_box_mask
+from engines.processors.face_detector import Face
+from engines.processors.paste import FacePatch, face_box_mask
 
 SIZE = 128
-MASK_FEATHER = 0.15
-MASK_PADDING = 0.02
+MASK_FEATHER = 0.15  # of the face box: the swapped face fades out inside the detector's box
 
 
 def load_emap(model_path: Path) -> np.ndarray:
@@ -44,7 +45,6 @@ class InswapperSwapper:
         self.engine = engine
         self.embedder = embedder
         self.emap = emap
-        self._mask = feathered_box_mask(SIZE, SIZE, MASK_FEATHER, MASK_PADDING)
 
     def source_latent(self, image: np.ndarray, kps5: np.ndarray) -> np.ndarray:
         """(512,) identity latent of a source face, computed once per source."""
@@ -52,11 +52,11 @@ class InswapperSwapper:
         latent = embedding @ self.emap
         return (latent / max(float(np.linalg.norm(latent)), 1e-12)).astype(np.float32)
 
-    def swap(self, jobs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> list[FacePatch]:
-        """One patch per (frame, target kps5, source latent) job; all faces in one engine batch."""
+    def swap(self, jobs: Sequence[tuple[np.ndarray, Face, np.ndarray]]) -> list[FacePatch]:
+        """One patch per (frame, target face, source latent) job; all faces in one engine batch."""
         if not jobs:
             return []
-        matrices = [estimate_affine(kps5, ARCFACE_128_V2, SIZE) for _, kps5, _ in jobs]
+        matrices = [estimate_affine(face.kps5, ARCFACE_128_V2, SIZE) for _, face, _ in jobs]
         target = np.empty((len(jobs), 3, SIZE, SIZE), dtype=np.float32)
         for i, ((frame, _, _), m) in enumerate(zip(jobs, matrices, strict=True)):
             target[i] = warp_crop(frame, m, SIZE).transpose(2, 0, 1).astype(np.float32) * (1.0 / 255.0)
@@ -66,5 +66,6 @@ class InswapperSwapper:
         patches = []
         for i, m in enumerate(matrices):
             image = np.clip(faces[i].transpose(1, 2, 0), 0.0, 1.0) * 255.0
-            patches.append(FacePatch(image=image.astype(np.float32), mask=self._mask, matrix=m))
+            mask = face_box_mask(jobs[i][1].box, m, SIZE, MASK_FEATHER)
+            patches.append(FacePatch(image=image.astype(np.float32), mask=mask, matrix=m))
         return patches

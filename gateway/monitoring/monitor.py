@@ -74,6 +74,7 @@ class MonitorConfig:
     event_ring: int = 500
     event_interval_s: float = 5.0  # rate limit per (kind, session) for noisy events
     drop_event_fraction: float = 0.10  # "drops" event when a session drops more than this over 5 s
+    drop_event_min_frames: int = 30  # ... and saw at least this many frames in those 5 s
     memory_event_fraction: float = 0.95  # "out_of_memory" event when RAM or VRAM use passes this
     loop_lag_interval_s: float = 0.25
     series_points: int = 300
@@ -380,19 +381,20 @@ class Monitor:
                     )
                 )
             for s in self._sessions.values():
-                fin = s.rate_in.rate(now)
-                fdrop = s.rate_drop.rate(now)
-                if fin * FPS_WINDOW_S >= 10 and fin > 0 and fdrop / fin > cfg.drop_event_fraction:
+                n_in = s.rate_in.count(now)
+                n_drop = s.rate_drop.count(now)
+                if n_in >= cfg.drop_event_min_frames and n_drop / n_in > cfg.drop_event_fraction:
                     if self._limiter.allow(f"drops:{s.session_id}", now):
                         out.append(
                             (
                                 ev.DROPS,
-                                f"session {s.session_id} drops {100 * fdrop / fin:.0f}% of frames",
+                                f"session {s.session_id} dropped {n_drop} of its last {n_in} "
+                                f"frames ({100 * n_drop / n_in:.0f}%)",
                                 {
                                     "session_id": s.session_id,
-                                    "drop_fps": fdrop,
-                                    "fps_in": fin,
-                                    "dropped": dict(s.dropped),
+                                    "dropped_recent": n_drop,
+                                    "frames_recent": n_in,
+                                    "dropped_total": dict(s.dropped),
                                 },
                             )
                         )

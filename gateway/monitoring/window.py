@@ -138,6 +138,16 @@ class RateCounter:
             self._first = now
         self._times.append(now)
 
+    def count(self, now: float, within_s: float | None = None) -> int:
+        """Events in the last `within_s` seconds (default the window)."""
+        span = self.window_s if within_s is None else min(within_s, self.window_s)
+        n = 0
+        for t in reversed(self._times):
+            if t < now - span:
+                break
+            n += 1
+        return n
+
     def rate(self, now: float, within_s: float | None = None) -> float:
         """Mean rate over `within_s` (default the window), or over the time since the first event if
         shorter."""
@@ -153,8 +163,12 @@ class RateCounter:
             if t < cutoff:
                 break
             n += 1
-        elapsed = min(span, max(now - self._first, 1.0))
-        return round(n / elapsed, 3)
+        age = now - self._first
+        if age >= span:
+            return round(n / span, 3)
+        # A young counter: n events span n-1 intervals (counting n over the age would overstate the rate);
+        # the 1 s floor keeps a couple of close events from reading as hundreds per second.
+        return round(max(n - 1, 0) / max(age, 1.0), 3)
 
 
 class CumulativeHistogram:

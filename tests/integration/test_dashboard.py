@@ -1,5 +1,5 @@
-"""The dashboard in a real headless Chromium: the page loads, gets data over SSE from a running monitor app fed
-with synthetic FrameRecords, its DOM shows that data, and a screenshot is kept under test-artifacts/.
+"""The dashboard in a real headless Chromium: the page loads, gets data over SSE from a running monitor
+app fed with synthetic FrameRecords, its DOM shows that data, and a screenshot is kept under test-artifacts/.
 
 Chromium is driven over the DevTools protocol (a websocket, via aiohttp) so the test can wait for live SSE
 updates instead of guessing a virtual-time budget. Only 127.0.0.1 is used.
@@ -30,9 +30,18 @@ pytestmark = pytest.mark.browser
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-    "--disable-default-apps", "--mute-audio", "--hide-scrollbars", "--window-size=1400,1100",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--window-size=1400,1100",
 )
 TOKEN = "s3cret-token"
 
@@ -67,12 +76,28 @@ async def _feed(monitor: Monitor) -> None:
             else:
                 outcome = Outcome.PROCESSED
             server = base + (i % 11) * 7.0 + (120.0 if i % 23 == 0 else 0.0)
-            monitor.record_frame(FrameRecord(
-                session_id=sid, frame_id=i, arrival_s=time.monotonic(), outcome=outcome, server_ms=server,
-                stages_ms={"decode": 0.6, "queue_wait": 4.0 + i % 5, "face_detector": 9.0, "face_landmarker": 4.0,
-                           "face_swapper": 20.0, "paste_back": 2.0, "encode": 2.1},
-                batch_sizes={"face_detector": 2, "face_landmarker": 2, "face_swapper": 2},
-                faces=1, width=320, height=240))
+            monitor.record_frame(
+                FrameRecord(
+                    session_id=sid,
+                    frame_id=i,
+                    arrival_s=time.monotonic(),
+                    outcome=outcome,
+                    server_ms=server,
+                    stages_ms={
+                        "decode": 0.6,
+                        "queue_wait": 4.0 + i % 5,
+                        "face_detector": 9.0,
+                        "face_landmarker": 4.0,
+                        "face_swapper": 20.0,
+                        "paste_back": 2.0,
+                        "encode": 2.1,
+                    },
+                    batch_sizes={"face_detector": 2, "face_landmarker": 2, "face_swapper": 2},
+                    faces=1,
+                    width=320,
+                    height=240,
+                )
+            )
         await asyncio.sleep(0.05)
 
 
@@ -128,8 +153,14 @@ class Cdp:
 async def _chromium_page(tmp: Path) -> AsyncIterator[Cdp]:
     profile = tmp / "profile"
     proc = await asyncio.create_subprocess_exec(
-        _chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-        "about:blank", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        _chromium(),
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={profile}",
+        "--remote-debugging-port=0",
+        "about:blank",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     try:
         port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + 30
@@ -174,7 +205,8 @@ async def test_dashboard_shows_live_data_in_chromium(tmp_path: Path) -> None:
             conn: document.querySelector('#conn b').textContent,
             open: document.getElementById('sessions-open').textContent,
             rows: [...document.querySelectorAll('#sessions-body tr')].map(r => r.dataset.session),
-            firstRow: [...document.querySelectorAll('#sessions-body tr:first-child td')].map(td => td.textContent),
+            firstRow: [...document.querySelectorAll('#sessions-body tr:first-child td')].map(td =>
+            td.textContent),
             events: [...document.querySelectorAll('#events li')].map(li => li.className),
             gpu: document.getElementById('gpu-status').textContent,
             budget: document.getElementById('budget').textContent,

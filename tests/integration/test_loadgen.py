@@ -1,8 +1,8 @@
 """The load generator against real WebRTC peers on 127.0.0.1.
 
-`echo_gateway` is a minimal WHIP server written here (aiortc, loopback-only ICE) that sends every received frame
-straight back: it tests the client, the stamps through two VP8 hops, the accounting and the CLI without the real
-gateway. The last test runs the real embedded gateway (`python -m gateway.cli`) as `make demo` does.
+`echo_gateway` is a minimal WHIP server written here (aiortc, loopback-only ICE) that sends every received
+frame straight back: it tests the client, the stamps through two VP8 hops, the accounting and the CLI without
+the real gateway. The last test runs the real embedded gateway (`python -m gateway.cli`) as `make demo` does.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from gateway.rtc.ice import IceConfig, create_peer_connection
 from loadgen.cli import main
 from loadgen.client import ClientConfig
 from loadgen.embedded import free_port
-from loadgen.runner import RunConfig, run_point
+from loadgen.runner import Progress, RunConfig, run_point
 from loadgen.synth import SynthConfig, build_loop
 
 
@@ -55,8 +55,12 @@ def _echo_app(pcs: dict[str, RTCPeerConnection], counters: dict[str, int]) -> we
 
     async def stats(request: web.Request) -> web.Response:
         return web.json_response({"schema_version": 1, "system": {"cpu_percent": 12.5},
-                                  "frames": {"received": 10, "processed": 10, "fps_in": 15.0, "fps_out": 15.0},
+                                  "frames": {"received": 10, "processed": 10, "fps_in": 15.0,
+                                             "fps_out": 15.0},
                                   "sessions": {"open": len(pcs)}})
+
+    async def ready(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
 
     async def on_shutdown(app: web.Application) -> None:
         await asyncio.gather(*(pc.close() for pc in pcs.values()))
@@ -65,7 +69,7 @@ def _echo_app(pcs: dict[str, RTCPeerConnection], counters: dict[str, int]) -> we
     app.router.add_post("/whip", whip)
     app.router.add_delete("/whip/{sid}", delete)
     app.router.add_get("/api/stats", stats)
-    app.router.add_get("/readyz", lambda r: web.Response(text="ok"))  # type: ignore[arg-type,return-value]
+    app.router.add_get("/readyz", ready)
     app.on_shutdown.append(on_shutdown)
     return app
 
@@ -99,7 +103,7 @@ async def test_run_point_measures_every_frame_through_two_vp8_hops(
         echo_gateway: tuple[str, dict[str, int]], media_dir: Path) -> None:
     url, counters = echo_gateway
     frame_loop = build_loop(SynthConfig(320, 240, 15, "single_face", loop_frames=10), media_dir)
-    progress = []
+    progress: list[Progress] = []
     cfg = RunConfig(concurrent_jobs=2, fps=15, warmup_s=1.0, ramp_up_rate=10, window_s=3.0, max_measure_s=3.0,
                     stats_interval_s=1.0, progress_interval_s=0.5)
     result = await run_point(url, frame_loop, cfg, ClientConfig(url=url), progress.append)
@@ -144,13 +148,15 @@ def test_cli_exit_codes(echo_gateway: tuple[str, dict[str, int]], tmp_path: Path
     assert main(["--url", url, "--test-cases", "no_such_case"]) == 2
 
 
-def test_capacity_search_against_a_live_server(echo_gateway: tuple[str, dict[str, int]], tmp_path: Path) -> None:
+def test_capacity_search_against_a_live_server(echo_gateway: tuple[str, dict[str, int]],
+                                               tmp_path: Path) -> None:
     """Bounded search with a budget the echo always meets: it climbs to --capacity-max-jobs and stops."""
     url, _ = echo_gateway
     out = tmp_path / "cap.json"
     code = main(["--url", url, "--find-capacity", "--capacity-start", "1", "--capacity-step", "1",
                  "--capacity-max-jobs", "2", "--window", "1", "--max-windows", "3", "--warmup", "0.3",
-                 "--resolution", "320x240", "--fps", "10", "--budget-ms", "100000", "--output-report", str(out),
+                 "--resolution", "320x240", "--fps", "10", "--budget-ms", "100000",
+                 "--output-report", str(out),
                  "--no-live"])
     report = json.loads(out.read_text())
     assert code == 0

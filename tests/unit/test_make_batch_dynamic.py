@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _fixed_batch_model() -> onnx.ModelProto:
-    """A batch-1 graph shaped like inswapper/BlazeFace exports: Pad, baked Reshape, constant Concat, Flatten."""
+    """A batch-1 graph like inswapper/BlazeFace exports: Pad, baked Reshape, constant Concat, Flatten."""
     rng = np.random.default_rng(1)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
     style = helper.make_tensor_value_info("style", TensorProto.FLOAT, [1, 8])
@@ -37,7 +37,7 @@ def _fixed_batch_model() -> onnx.ModelProto:
         numpy_helper.from_array(np.array([1, 4, 2, 1, 1], np.int64), "style_shape"),           # bakes batch 1
         numpy_helper.from_array(np.array([1, 1, 36], np.int64), "token_shape"),
         numpy_helper.from_array(rng.standard_normal(2).astype(np.float32), "bias"),
-        numpy_helper.from_array(np.array([1, 2, 1, 1], np.int64), "bias_shape"),               # weight, not batch
+        numpy_helper.from_array(np.array([1, 2, 1, 1], np.int64), "bias_shape"),  # weight, not batch
         numpy_helper.from_array(np.array([0], np.int64), "s0"),
         numpy_helper.from_array(np.array([1], np.int64), "e1"),
         numpy_helper.from_array(np.array([0], np.int64), "ax0"),
@@ -133,9 +133,10 @@ def test_verify_detects_a_batch_mixing_model() -> None:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
     node = helper.make_node("ReduceMean", ["x"], ["y"], axes=[0], keepdims=1)
-    model = helper.make_model(helper.make_graph([node], "g", [x], [y]), opset_imports=[helper.make_opsetid("", 13)])
+    graph = helper.make_graph([node], "g", [x], [y])
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
     with pytest.raises(BatchEquivalenceError):
-        verify_batch_equivalence(model.SerializeToString(), make_batch_dynamic_bytes(model.SerializeToString()))
+        verify_batch_equivalence(data, make_batch_dynamic_bytes(data))
 
 
 def test_real_facemesh_batch_4_equals_4_single_runs(model_store: ModelStore) -> None:
@@ -170,3 +171,19 @@ def test_build_engines_cli_missing_input_is_one_line(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_build_engines_without_tensorrt_is_one_line(tmp_path: Path) -> None:
+    try:
+        import tensorrt  # noqa: F401
+        pytest.skip("tensorrt is installed here")
+    except ImportError:
+        pass
+    src = tmp_path / "m.onnx"
+    onnx.save(make_batch_dynamic(_fixed_batch_model()), src)
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "build_engines.py"), str(src),
+                           "--out-dir", str(tmp_path / "plans"), "--max-batch", "8"],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("build_engines: TensorRT backend needs an NVIDIA GPU and "
+                                   "`pip install 'livefuse[gpu]'`")

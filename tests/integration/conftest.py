@@ -1,0 +1,271 @@
+"""Helpers for integration tests: a gateway on 127.0.0.1 (free port) and aiortc publishers/viewers that
+gather ICE on 127.0.0.1 only. Frames carry their id in pixels (loadgen.stamp) so identity survives the trip."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+import aiohttp
+import numpy as np
+from aiohttp import web
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+from av import VideoFrame
+
+from engines.frames import FrameItem, FrameOutput, FrameOptions, SourceFace
+from gateway.app import create_app
+from gateway.config import GatewayConfig, SessionConfig
+from gateway.monitoring.records import FrameRecord
+from gateway.rtc.ice import IceConfig, create_peer_connection
+from loadgen.stamp import read_stamp, write_stamp
+
+LOOPBACK = IceConfig.loopback_only()
+
+
+def gw_config(**sessions: Any) -> GatewayConfig:
+    return GatewayConfig(host="127.0.0.1", port=0, ice=LOOPBACK, sessions=SessionConfig(**sessions))
+
+
+@dataclass
+class Gateway:
+    app: web.Application
+    runner: web.AppRunner
+    url: str
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start_gateway(config: GatewayConfig, **kwargs: Any) -> Gateway:
+    app = create_app(config, **kwargs)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return Gateway(app, runner, f"http://127.0.0.1:{port}")
+
+
+@contextlib.asynccontextmanager
+async def running_gateway(config: GatewayConfig, **kwargs: Any) -> AsyncIterator[Gateway]:
+    gw = await start_gateway(config, **kwargs)
+    try:
+        yield gw
+    finally:
+        await gw.stop()
+
+
+def stamp_rgb(image: np.ndarray, frame_id: int, pts: int) -> VideoFrame:
+    h = image.shape[0]
+    yuv = VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p").to_ndarray()
+    write_stamp(yuv[:h], frame_id)
+    frame = VideoFrame.from_ndarray(yuv, format="yuv420p")
+    frame.pts = pts
+    frame.time_base = Fraction(1, 90000)
+    return frame
+
+
+def read_id(frame: VideoFrame) -> int | None:
+    yuv = frame.to_ndarray(format="yuv420p")
+    return read_stamp(yuv[: frame.height])
+
+
+class StampedTrack(MediaStreamTrack):
+    """Sends `images` in a loop at `fps`, each stamped with an increasing frame id; records send times."""
+
+    kind = "video"
+
+    def __init__(self, images: list[np.ndarray], fps: float = 15.0, limit: int | None = None) -> None:
+        super().__init__()
+        self.images = images
+        self.fps = fps
+        self.limit = limit
+        self.sent: dict[int, float] = {}
+        self._n = 0
+        self._start: float | None = None
+
+    async def recv(self) -> VideoFrame:
+        if self.readyState != "live" or (self.limit is not None and self._n >= self.limit):
+            self.stop()
+            raise MediaStreamError
+        if self._start is None:
+            self._start = time.monotonic()
+        target = self._start + self._n / self.fps
+        await asyncio.sleep(max(0.0, target - time.monotonic()))
+        n = self._n
+        self._n += 1
+        image = self.images[n % len(self.images)]
+        frame = stamp_rgb(image, n, int(n * 90000 / self.fps))
+        self.sent[n] = time.monotonic()
+        return frame
+
+
+@dataclass
+class Received:
+    ids: list[int] = field(default_factory=list)
+    latency_s: list[float] = field(default_factory=list)
+    frames: list[np.ndarray] = field(default_factory=list)
+    sizes: list[tuple[int, int]] = field(default_factory=list)
+
+
+async def consume(track: MediaStreamTrack, sent: dict[int, float] | None, into: Received, keep: int = 5) -> None:
+    with contextlib.suppress(MediaStreamError, asyncio.CancelledError):
+        while True:
+            frame = await track.recv()
+            now = time.monotonic()
+            fid = read_id(frame)
+            into.sizes.append((frame.width, frame.height))
+            if fid is None:
+                continue
+            into.ids.append(fid)
+            if sent is not None and fid in sent:
+                into.latency_s.append(now - sent[fid])
+            if len(into.frames) < keep or fid % 10 == 0:
+                into.frames.append(frame.to_ndarray(format="rgb24"))
+                into.frames = into.frames[-keep:]
+
+
+@dataclass
+class Client:
+    pc: RTCPeerConnection
+    location: str
+    received: Received
+    sender_track: StampedTrack | None
+    tasks: list[asyncio.Task[None]]
+
+    async def close(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.sender_track is not None:
+            self.sender_track.stop()
+        await self.pc.close()
+
+
+async def _negotiate(http: aiohttp.ClientSession, url: str, pc: RTCPeerConnection,
+                     headers: dict[str, str] | None) -> tuple[int, str, str]:
+    await pc.setLocalDescription(await pc.createOffer())
+    async with http.post(url, data=pc.localDescription.sdp,
+                         headers={"Content-Type": "application/sdp", **(headers or {})}) as resp:
+        body = await resp.text()
+        if resp.status != 201:
+            return resp.status, body, ""
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
+        return resp.status, body, resp.headers["Location"]
+
+
+async def publish(http: aiohttp.ClientSession, base: str, images: list[np.ndarray], *, fps: float = 15.0,
+                  query: str = "", headers: dict[str, str] | None = None) -> Client:
+    pc = create_peer_connection(LOOPBACK)
+    track = StampedTrack(images, fps)
+    transceiver = pc.addTransceiver(track, direction="sendrecv")
+    received = Received()
+    tasks: list[asyncio.Task[None]] = []
+    status, body, location = await _negotiate(http, f"{base}/whip{query}", pc, headers)
+    if status != 201:
+        await Client(pc, "", received, track, tasks).close()
+        raise AssertionError(f"WHIP POST -> {status}: {body}")
+    # aiortc creates the receiver's track in setRemoteDescription
+    tasks.append(asyncio.ensure_future(consume(transceiver.receiver.track, track.sent, received)))
+    return Client(pc, location, received, track, tasks)
+
+
+async def view(http: aiohttp.ClientSession, base: str, session_id: str, sent: dict[int, float] | None) -> Client:
+    pc = create_peer_connection(LOOPBACK)
+    transceiver = pc.addTransceiver("video", direction="recvonly")
+    received = Received()
+    tasks: list[asyncio.Task[None]] = []
+    status, body, location = await _negotiate(http, f"{base}/whep/{session_id}", pc, None)
+    if status != 201:
+        await Client(pc, "", received, None, tasks).close()
+        raise AssertionError(f"WHEP POST -> {status}: {body}")
+    tasks.append(asyncio.ensure_future(consume(transceiver.receiver.track, sent, received)))
+    return Client(pc, location, received, None, tasks)
+
+
+async def wait_for(cond: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        await asyncio.sleep(step)
+    return cond()
+
+
+class FakePipeline:
+    """Marks every frame's top-left block so tests can tell processed output from pass-through; optional delay."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self.batches: list[int] = []
+        self.closed = False
+
+    def prepare_source(self, image_rgb: np.ndarray, source_id: str) -> SourceFace:
+        from engines.frames import NoFaceFound
+
+        if float(image_rgb.std()) < 1.0:
+            raise NoFaceFound("flat image")
+        return SourceFace(id=source_id, image=image_rgb, faces=1)
+
+    def process(self, items: list[FrameItem]) -> list[FrameOutput]:
+        self.batches.append(len(items))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        outs = []
+        for item in items:
+            img = item.image.copy()
+            img[: img.shape[0] // 4, : img.shape[1] // 4] = (255, 0, 255)
+            outs.append(FrameOutput(image=img, faces=1, timings_ms={"face_swapper": 1.0},
+                                    batch_sizes={"face_swapper": len(items)}))
+        return outs
+
+    def warmup(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class RecordingMonitor:
+    """Collects what the gateway reports (the real Monitor is tested by its owner)."""
+
+    def __init__(self) -> None:
+        self.records: list[FrameRecord] = []
+        self.opened: list[str] = []
+        self.closed: list[tuple[str, str]] = []
+        self.rejects: list[str] = []
+
+    def record_frame(self, rec: FrameRecord) -> None:
+        self.records.append(rec)
+
+    def session_opened(self, session_id: str, info: dict[str, object]) -> None:
+        self.opened.append(session_id)
+
+    def session_closed(self, session_id: str, reason: str) -> None:
+        self.closed.append((session_id, reason))
+
+    def record_reject(self, reason: str) -> None:
+        self.rejects.append(reason)
+
+    def event(self, kind: str, message: str, **data: Any) -> None:
+        pass
+
+    def frame_options(self, requested: tuple[str, ...]) -> FrameOptions:
+        return FrameOptions(processors=requested)
+
+    def admits_new_sessions(self) -> bool:
+        return True
+
+    def session_stats(self, session_id: str) -> dict[str, Any]:
+        mine = [r for r in self.records if r.session_id == session_id]
+        return {"frames": len(mine)}
+
+
+def with_sessions(config: GatewayConfig, **changes: Any) -> GatewayConfig:
+    return replace(config, sessions=replace(config.sessions, **changes))

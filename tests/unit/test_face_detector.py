@@ -1,0 +1,105 @@
+"""RetinaFace detector on real images: counts, landmarks, letterbox mapping, batch == single calls."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from engines.factory import EngineConfig, create_engine
+from engines.models.store import ModelStore
+from engines.processors.face_detector import FaceDetector, letterbox, nms, priors
+
+
+@pytest.fixture(scope="module")
+def detector(model_store: ModelStore) -> Iterator[FaceDetector]:
+    engine = create_engine(model_store.require("retinaface_mnet025"), EngineConfig(), name="face_detector")
+    yield FaceDetector(engine, size=320, score=0.5)
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def carphone_frame(media: dict[str, Path]) -> np.ndarray:
+    with av.open(str(media["carphone_pristine.mp4"])) as c:
+        for frame in c.decode(video=0):
+            return np.asarray(frame.to_ndarray(format="rgb24"))
+    raise AssertionError("no frame decoded")
+
+
+def test_finds_six_faces_in_group_photo(detector: FaceDetector, group_photo: np.ndarray) -> None:
+    faces = detector.detect([group_photo])[0]
+    assert len(faces) == 6
+    assert all(f.score > 0.5 for f in faces)
+    # Six different people: no two boxes overlap much.
+    centers = np.array([[(f.box[0] + f.box[2]) / 2, (f.box[1] + f.box[3]) / 2] for f in faces])
+    d = np.linalg.norm(centers[:, None] - centers[None], axis=2) + np.eye(6) * 1e9
+    assert d.min() > 50
+
+
+def test_finds_one_face_in_astronaut(detector: FaceDetector, astronaut: np.ndarray) -> None:
+    faces = detector.detect([astronaut])[0]
+    assert len(faces) == 1
+    x1, y1, x2, y2 = faces[0].box
+    # The face sits in the upper middle of the 512x512 portrait.
+    assert 150 < x1 < x2 < 300 and 30 < y1 < y2 < 220
+    assert 60 < x2 - x1 < 150
+
+
+def test_no_face_in_flat_grey(detector: FaceDetector) -> None:
+    assert detector.detect([np.full((240, 320, 3), 128, np.uint8)]) == [[]]
+
+
+def test_five_landmarks_inside_their_boxes(detector: FaceDetector, group_photo: np.ndarray,
+                                           astronaut: np.ndarray) -> None:
+    for faces in detector.detect([group_photo, astronaut]):
+        for f in faces:
+            assert f.kps5.shape == (5, 2)
+            assert np.all(f.kps5[:, 0] >= f.box[0]) and np.all(f.kps5[:, 0] <= f.box[2])
+            assert np.all(f.kps5[:, 1] >= f.box[1]) and np.all(f.kps5[:, 1] <= f.box[3])
+            # Eyes above the nose above the mouth; image-left eye left of the other.
+            assert f.kps5[0, 0] < f.kps5[1, 0]
+            assert max(f.kps5[0, 1], f.kps5[1, 1]) < f.kps5[2, 1] < min(f.kps5[3, 1], f.kps5[4, 1])
+
+
+def test_batch_of_four_equals_four_single_calls(detector: FaceDetector, astronaut: np.ndarray,
+                                                group_photo: np.ndarray, carphone_frame: np.ndarray) -> None:
+    frames = [astronaut, group_photo, carphone_frame, cv2.resize(astronaut, (320, 240))]
+    batched = detector.detect(frames)
+    singles = [detector.detect([f])[0] for f in frames]
+    assert [len(b) for b in batched] == [len(s) for s in singles] == [1, 6, 1, 1]
+    for b_faces, s_faces in zip(batched, singles, strict=True):
+        for b, s in zip(b_faces, s_faces, strict=True):
+            assert np.abs(b.box - s.box).max() <= 1.0
+            assert np.abs(b.kps5 - s.kps5).max() <= 1.0
+
+
+def test_detector_size_changes_cost_not_answer(detector: FaceDetector, astronaut: np.ndarray) -> None:
+    small = detector.detect([astronaut], size=256)[0]
+    large = detector.detect([astronaut], size=640)[0]
+    assert len(small) == len(large) == 1
+    assert np.abs(small[0].box - large[0].box).max() < 0.1 * large[0].width
+
+
+def test_letterbox_keeps_aspect_and_pads_with_mean() -> None:
+    img = np.full((100, 200, 3), (123, 117, 104), np.uint8)  # RGB of the BGR mean
+    tensor, scales = letterbox([img], 320)
+    assert tensor.shape == (1, 3, 320, 320) and scales == [1.6]
+    assert np.abs(tensor[0, :, :160, :]).max() < 1e-4   # the image: exactly the mean
+    assert np.abs(tensor[0, :, 160:, :]).max() == 0.0    # the padding: zero after mean subtraction
+
+
+def test_priors_match_the_model_head(detector: FaceDetector) -> None:
+    # 320: (40*40 + 20*20 + 10*10) cells x 2 sizes
+    assert priors(320).shape == (4200, 4)
+    out = detector.engine.infer({"input": np.zeros((1, 3, 320, 320), np.float32)})
+    assert out["loc"].shape[1] == 4200
+
+
+def test_nms_keeps_best_of_overlapping() -> None:
+    boxes = np.array([[0, 0, 10, 10], [1, 1, 11, 11], [50, 50, 60, 60]], dtype=np.float32)
+    keep = nms(boxes, np.array([0.8, 0.9, 0.7]), 0.4)
+    assert keep.tolist() == [1, 2]

@@ -1,0 +1,116 @@
+"""/metrics: Prometheus text from the app's own registry, parsed back with prometheus_client's parser."""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.monitoring.monitor import Monitor, MonitorConfig
+from gateway.monitoring.prometheus import make_registry, render
+from gateway.monitoring.records import FrameRecord, Outcome
+from gateway.monitoring.routes import setup_monitoring_routes
+
+
+def _frames(mon: Monitor, n: int, session: str = "s1") -> None:
+    for i in range(n):
+        mon.record_frame(
+            FrameRecord(
+                session_id=session,
+                frame_id=i,
+                arrival_s=time.monotonic(),
+                outcome=Outcome.DROPPED_STALE if i % 10 == 9 else Outcome.PROCESSED,
+                server_ms=30.0 + i % 40,
+                stages_ms={"decode": 0.5, "face_detector": 8.0, "face_landmarker": 3.5, "encode": 2.0},
+                batch_sizes={"face_detector": 4, "face_landmarker": 4},
+            )
+        )
+
+
+def _families(text: str) -> dict[str, object]:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_metrics_parse_and_have_stage_histograms_after_frames() -> None:
+    mon = Monitor(MonitorConfig(nvml=False))
+    _frames(mon, 50)
+    mon.record_reject("capacity")
+    text = render(make_registry(mon.snapshot)).decode()
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    stage = fams["livefuse_stage_latency_seconds"]
+    assert stage.type == "histogram"
+    counts = {s.labels["stage"]: s.value for s in stage.samples if s.name.endswith("_count")}
+    assert counts == {"decode": 45, "face_detector": 45, "face_landmarker": 45, "encode": 45}
+    inf = [
+        s
+        for s in stage.samples
+        if s.name.endswith("_bucket") and s.labels["le"] == "+Inf" and s.labels["stage"] == "face_detector"
+    ]
+    assert inf[0].value == 45
+    le_10ms = [
+        s.value
+        for s in stage.samples
+        if s.name.endswith("_bucket") and s.labels["stage"] == "face_detector" and s.labels["le"] == "0.01"
+    ]
+    assert le_10ms == [45.0]  # 8 ms <= 10 ms: exported in seconds
+    server = fams["livefuse_server_latency_seconds"]
+    total = [s.value for s in server.samples if s.name.endswith("_count")]
+    assert total == [45.0]
+    frames = {
+        s.labels["outcome"]: s.value for s in fams["livefuse_frames"].samples if s.name.endswith("_total")
+    }
+    assert frames == {"received": 50.0, "processed": 45.0}
+    drops = {
+        s.labels["reason"]: s.value
+        for s in fams["livefuse_frames_dropped"].samples
+        if s.name.endswith("_total")
+    }
+    assert drops["stale"] == 5.0
+    assert [s.value for s in fams["livefuse_rejects"].samples if s.name.endswith("_total")] == [1.0]
+    assert [s.value for s in fams["livefuse_sessions_open"].samples] == [1.0]
+    batch = {s.labels["stage"]: s.value for s in fams["livefuse_batch_size"].samples}
+    assert batch == {"face_detector": 4.0, "face_landmarker": 4.0}
+    assert [s.value for s in fams["livefuse_gpu_available"].samples] == [0.0]
+    assert "livefuse_recommended_max_batch" in fams and "livefuse_degradation_level" in fams
+    assert "livefuse_capacity_sessions" in fams
+
+
+def test_each_app_has_its_own_registry() -> None:
+    a, b = Monitor(MonitorConfig(nvml=False)), Monitor(MonitorConfig(nvml=False))
+    _frames(a, 20)
+    fa = _families(render(make_registry(a.snapshot)).decode())
+    fb = _families(render(make_registry(b.snapshot)).decode())
+    count = [
+        s.value
+        for s in fa["livefuse_server_latency_seconds"].samples  # type: ignore[attr-defined]
+        if s.name.endswith("_count")
+    ]
+    assert count == [18.0]
+    assert [
+        s.value
+        for s in fb["livefuse_server_latency_seconds"].samples  # type: ignore[attr-defined]
+        if s.name.endswith("_count")
+    ] == [0.0]
+    assert REGISTRY.get_sample_value("livefuse_sessions_open") is None  # nothing leaked into the global one
+
+
+async def test_metrics_route_serves_prometheus_text() -> None:
+    mon = Monitor(MonitorConfig(nvml=False, sample_interval_s=0.05))
+    app = web.Application()
+    setup_monitoring_routes(app, mon)
+    await mon.start()
+    try:
+        _frames(mon, 30, "cam")
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            resp = await client.get("/metrics")
+            assert resp.status == 200
+            assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            fams = _families(await resp.text())
+            assert "livefuse_stage_latency_seconds" in fams
+            fps = fams["livefuse_session_fps"]
+            assert {s.labels["session"] for s in fps.samples} == {"cam"}  # type: ignore[attr-defined]
+    finally:
+        await mon.close()
