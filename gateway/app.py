@@ -35,8 +35,9 @@ MUTATING_WHILE_SHUTTING_DOWN = frozenset({"POST", "PATCH", "PUT"})
 
 
 def _text(status: int, reason: str, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(status=status, text=reason.splitlines()[0] + "\n" if reason else "\n",
-                        headers=headers or {})
+    return web.Response(
+        status=status, text=reason.splitlines()[0] + "\n" if reason else "\n", headers=headers or {}
+    )
 
 
 @web.middleware
@@ -58,7 +59,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if exc.status < 400:
             raise
         reason = exc.reason if exc.status != 413 else "request body too large"
-        return _text(exc.status, reason, {k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After")})
+        return _text(
+            exc.status, reason, {k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After")}
+        )
     except (asyncio.CancelledError, KeyboardInterrupt):
         raise
     except Exception:
@@ -78,8 +81,11 @@ def _default_pipeline(config: GatewayConfig) -> PipelineLike:
     if proc.enhancer:
         kwargs["enhancer"] = proc.enhancer
     pipeline_config = PipelineConfig(
-        processors=proc.processors, detector_size=proc.detector_size,
-        engine=EngineConfig(backend=proc.engine, providers=proc.providers, max_batch=proc.max_batch), **kwargs)
+        processors=proc.processors,
+        detector_size=proc.detector_size,
+        engine=EngineConfig(backend=proc.engine, providers=proc.providers, max_batch=proc.max_batch),
+        **kwargs,
+    )
     store = ModelStore(proc.model_dir or default_model_dir(os.environ))
     return Pipeline.from_config(pipeline_config, store)
 
@@ -91,9 +97,13 @@ def _default_monitor(config: GatewayConfig) -> MonitorLike:
     return Monitor(monitor_config)
 
 
-def create_app(config: GatewayConfig, *, pipeline: PipelineLike | None = None,
-               monitor: MonitorLike | None = None,
-               process: Callable[[list[FrameItem]], list[FrameOutput]] | None = None) -> web.Application:
+def create_app(
+    config: GatewayConfig,
+    *,
+    pipeline: PipelineLike | None = None,
+    monitor: MonitorLike | None = None,
+    process: Callable[[list[FrameItem]], list[FrameOutput]] | None = None,
+) -> web.Application:
     """Build the gateway app. Tests may inject a pipeline, a monitor, or a process fn (replaces
     `pipeline.process` in the scheduler, e.g. a deliberately slow fake)."""
     app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
@@ -137,8 +147,9 @@ def create_app(config: GatewayConfig, *, pipeline: PipelineLike | None = None,
         assert the_pipeline is not None
         scheduler = FrameScheduler(process or the_pipeline.process, config.scheduler)
         await scheduler.start()
-        manager = SessionManager(config.sessions, config.ice, scheduler, the_monitor,
-                                 budget_ms=config.scheduler.budget_ms)
+        manager = SessionManager(
+            config.sessions, config.ice, scheduler, the_monitor, budget_ms=config.scheduler.budget_ms
+        )
         app[SESSIONS] = manager
         await manager.start()
         state.extra["scheduler"] = scheduler

@@ -37,8 +37,9 @@ def needs_auth(config: AuthConfig, method: str, path: str) -> bool:
     return True
 
 
-def is_authorized(config: AuthConfig, method: str, path: str, headers: Mapping[str, str],
-                  query: Mapping[str, str]) -> bool:
+def is_authorized(
+    config: AuthConfig, method: str, path: str, headers: Mapping[str, str], query: Mapping[str, str]
+) -> bool:
     if not needs_auth(config, method, path):
         return True
     assert config.token is not None

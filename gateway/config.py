@@ -41,9 +41,9 @@ class SessionConfig:
     max_sessions: int = 16
     late_policy: LatePolicy = LatePolicy.REPEAT
     default_source: Path | None = None
-    reap_after_s: float = 10.0        # a session not connected (or silent) this long is closed
-    connect_timeout_s: float = 20.0   # from the answer to ICE/DTLS connected
-    bitrate: int = 1_000_000          # VP8 target for the processed stream
+    reap_after_s: float = 10.0  # a session not connected (or silent) this long is closed
+    connect_timeout_s: float = 20.0  # from the answer to ICE/DTLS connected
+    bitrate: int = 1_000_000  # VP8 target for the processed stream
     max_viewers: int = 32
 
     def __post_init__(self) -> None:
@@ -62,7 +62,7 @@ class GatewayConfig:
     sessions: SessionConfig = field(default_factory=SessionConfig)
     ice: IceConfig = field(default_factory=IceConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
-    monitor: Any = None               # gateway.monitoring.MonitorConfig; None = its defaults
-    max_body_bytes: int = 8 * 1024 * 1024   # client_max_size: source images; SDP is checked far lower
+    monitor: Any = None  # gateway.monitoring.MonitorConfig; None = its defaults
+    max_body_bytes: int = 8 * 1024 * 1024  # client_max_size: source images; SDP is checked far lower
     max_sdp_bytes: int = 64 * 1024
     log_level: str = "INFO"

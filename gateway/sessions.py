@@ -36,7 +36,7 @@ from engines.frames import FaceTrack, FrameItem, FrameOptions, FrameOutput, Sour
 from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
 from gateway.media.fanout import FanoutEncoder
-from gateway.media.late import LatePolicy, choose_output
+from gateway.media.late import choose_output
 from gateway.monitoring.records import FrameRecord, Outcome
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from gateway.rtc.receive import frame_completed_at
@@ -47,8 +47,9 @@ logger = logging.getLogger(__name__)
 
 
 class SchedulerLike(Protocol):
-    def submit(self, session_id: str, frame_id: int, item: FrameItem, arrival_s: float,
-               deadline_s: float) -> asyncio.Future[ScheduledFrame]: ...
+    def submit(
+        self, session_id: str, frame_id: int, item: FrameItem, arrival_s: float, deadline_s: float
+    ) -> asyncio.Future[ScheduledFrame]: ...
 
     def remove_session(self, session_id: str) -> None: ...
 
@@ -105,10 +106,20 @@ def _supports_vp8_only(pc: RTCPeerConnection) -> None:
 class Session:
     """One WHIP publisher. `close()` is idempotent and leaves no task, thread or peer connection behind."""
 
-    def __init__(self, session_id: str, pc: RTCPeerConnection, *, source: SourceFace | None,
-                 processors: tuple[str, ...], config: SessionConfig, scheduler: SchedulerLike,
-                 monitor: MonitorLike, executor: Executor | None, budget_ms: float,
-                 on_closed: Callable[[Session], None]) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        pc: RTCPeerConnection,
+        *,
+        source: SourceFace | None,
+        processors: tuple[str, ...],
+        config: SessionConfig,
+        scheduler: SchedulerLike,
+        monitor: MonitorLike,
+        executor: Executor | None,
+        budget_ms: float,
+        on_closed: Callable[[Session], None],
+    ) -> None:
         self.id = session_id
         self.pc = pc
         self.source = source
@@ -180,12 +191,17 @@ class Session:
                 completed = frame_completed_at(receiver, frame.pts)
                 image = await loop.run_in_executor(self._executor, _to_rgb, frame)
                 decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
-                item = FrameItem(image=image, source=self.source,
-                                 options=self._monitor.frame_options(self.processors), track=self._face_track)
+                item = FrameItem(
+                    image=image,
+                    source=self.source,
+                    options=self._monitor.frame_options(self.processors),
+                    track=self._face_track,
+                )
                 future = self._scheduler.submit(self.id, frame_id, item, arrival, arrival + self._budget_s)
                 self.counters.frames_in += 1
-                self._pending.put_nowait(_Pending(frame_id, arrival, int(frame.pts or 0), image, decode_ms,
-                                                  future))
+                self._pending.put_nowait(
+                    _Pending(frame_id, arrival, int(frame.pts or 0), image, decode_ms, future)
+                )
                 if ended:
                     break
         finally:
@@ -197,8 +213,16 @@ class Session:
 
     def _record_drop(self, frame_id: int, arrival: float, outcome: Outcome, frame: av.VideoFrame) -> None:
         self.counters.drop(str(outcome))
-        self._monitor.record_frame(FrameRecord(session_id=self.id, frame_id=frame_id, arrival_s=arrival,
-                                               outcome=outcome, width=frame.width, height=frame.height))
+        self._monitor.record_frame(
+            FrameRecord(
+                session_id=self.id,
+                frame_id=frame_id,
+                arrival_s=arrival,
+                outcome=outcome,
+                width=frame.width,
+                height=frame.height,
+            )
+        )
 
     async def _output_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -208,8 +232,13 @@ class Session:
                 return
             result = await pending.future
             output: FrameOutput | None = result.output
-            image = choose_output(result.outcome, output.image if output is not None else None, pending.image,
-                                  self._last_processed, self.config.late_policy)
+            image = choose_output(
+                result.outcome,
+                output.image if output is not None else None,
+                pending.image,
+                self._last_processed,
+                self.config.late_policy,
+            )
             if result.outcome is Outcome.PROCESSED and image is not None:
                 self._last_processed = image
             else:
@@ -225,11 +254,20 @@ class Session:
                 self.encoder.publish(packets)
                 self.counters.frames_out += 1
             height, width = pending.image.shape[:2]
-            self._monitor.record_frame(FrameRecord(
-                session_id=self.id, frame_id=pending.frame_id, arrival_s=pending.arrival_s,
-                outcome=result.outcome, server_ms=server_ms, stages_ms=stages,
-                batch_sizes=dict(output.batch_sizes) if output is not None else {},
-                faces=output.faces if output is not None else 0, width=width, height=height))
+            self._monitor.record_frame(
+                FrameRecord(
+                    session_id=self.id,
+                    frame_id=pending.frame_id,
+                    arrival_s=pending.arrival_s,
+                    outcome=result.outcome,
+                    server_ms=server_ms,
+                    stages_ms=stages,
+                    batch_sizes=dict(output.batch_sizes) if output is not None else {},
+                    faces=output.faces if output is not None else 0,
+                    width=width,
+                    height=height,
+                )
+            )
 
     # --- viewers --------------------------------------------------------------------------------------------
     async def add_viewer(self, offer_sdp: str, ice: IceConfig) -> tuple[str, str]:
@@ -316,8 +354,16 @@ def _to_rgb(frame: av.VideoFrame) -> np.ndarray:
 class SessionManager:
     """Admits, finds, reaps and closes sessions. All methods run on the event loop."""
 
-    def __init__(self, config: SessionConfig, ice: IceConfig, scheduler: SchedulerLike, monitor: MonitorLike,
-                 *, budget_ms: float, executor: Executor | None = None) -> None:
+    def __init__(
+        self,
+        config: SessionConfig,
+        ice: IceConfig,
+        scheduler: SchedulerLike,
+        monitor: MonitorLike,
+        *,
+        budget_ms: float,
+        executor: Executor | None = None,
+    ) -> None:
         self.config = config
         self.ice = ice
         self._scheduler = scheduler
@@ -350,16 +396,26 @@ class SessionManager:
             self._monitor.record_reject("capacity")
             raise Unavailable("overloaded: the monitor refuses new sessions for now", retry_after_s=10)
 
-    async def create(self, offer_sdp: str, *, source: SourceFace | None,
-                     processors: Sequence[str]) -> tuple[Session, str]:
+    async def create(
+        self, offer_sdp: str, *, source: SourceFace | None, processors: Sequence[str]
+    ) -> tuple[Session, str]:
         """Answer a WHIP offer: returns the session and the SDP answer (ICE candidates included)."""
         self.admit()
         check_offer(offer_sdp, need_send=True)
         session_id = secrets.token_urlsafe(12)
         pc = create_peer_connection(self.ice)
-        session = Session(session_id, pc, source=source, processors=tuple(processors), config=self.config,
-                          scheduler=self._scheduler, monitor=self._monitor, executor=self._executor,
-                          budget_ms=self._budget_ms, on_closed=self._forget)
+        session = Session(
+            session_id,
+            pc,
+            source=source,
+            processors=tuple(processors),
+            config=self.config,
+            scheduler=self._scheduler,
+            monitor=self._monitor,
+            executor=self._executor,
+            budget_ms=self._budget_ms,
+            on_closed=self._forget,
+        )
         self.sessions[session_id] = session
 
         @pc.on("track")
@@ -387,8 +443,9 @@ class SessionManager:
         except Exception as exc:
             await session.close("bad offer")
             raise BadRequest(f"cannot answer WHIP offer: {type(exc).__name__}: {exc}") from None
-        self._monitor.session_opened(session_id, {"source": source.id if source else None,
-                                                  "processors": list(processors)})
+        self._monitor.session_opened(
+            session_id, {"source": source.id if source else None, "processors": list(processors)}
+        )
         return session, pc.localDescription.sdp
 
     def _forget(self, session: Session) -> None:
@@ -410,8 +467,11 @@ class SessionManager:
                 reason = f"peer {state}"
             elif session.connected_s is None and now - session.created_s > self.config.connect_timeout_s:
                 reason = "never connected"
-            elif session.connected_s is not None and now - max(
-                    session.last_frame_s or session.connected_s, session.connected_s) > self.config.reap_after_s:
+            elif (
+                session.connected_s is not None
+                and now - max(session.last_frame_s or session.connected_s, session.connected_s)
+                > self.config.reap_after_s
+            ):
                 reason = f"no media for {self.config.reap_after_s:g}s ({state})"
             else:
                 continue
@@ -440,5 +500,6 @@ class SessionManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
             self._reaper = None
-        await asyncio.gather(*(s.close("gateway shutdown") for s in list(self.sessions.values())),
-                             return_exceptions=True)
+        await asyncio.gather(
+            *(s.close("gateway shutdown") for s in list(self.sessions.values())), return_exceptions=True
+        )

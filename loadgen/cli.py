@@ -12,19 +12,20 @@ import asyncio
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
 from loadgen.capacity import CapacityConfig, CapacitySearch, PointMeasurement, WindowMeasure
-from loadgen.client import ClientConfig
+from loadgen.client import ClientConfig, JoinError, upload_source
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, GatewayStartError
 from loadgen.fingerprint import host_fingerprint
-from loadgen.media import MediaUnavailable, default_media_dir
+from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.report import build_report, loadgen_run_entry, write_csv, write_html, write_json
 from loadgen.runner import Progress, RunConfig, RunResult, run_point
 from loadgen.stats import WindowSummary
@@ -68,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fps", type=float, default=15.0)
     p.add_argument("--test-cases", type=parse_test_cases, default=["single_face"])
     p.add_argument("--source-video", type=Path, help="single_face: frames of this clip instead of the still")
+    p.add_argument("--source-image", type=Path,
+                   help="face swapped into the video (POST /sources); default: the provisioned astronaut.png")
+    p.add_argument("--no-source", action="store_true",
+                   help="upload no source face (the gateway's default source, or pass-through)")
+    p.add_argument("--session-processors", help="per-session ?processors= (e.g. face_swapper,face_enhancer)")
     p.add_argument("--loop-frames", type=int, default=0, help="precomputed frames per loop (0 = 2 s)")
     p.add_argument("--budget-ms", type=float, default=150.0)
     p.add_argument("--warmup", type=float, default=2.0, help="seconds after ramp-up excluded from statistics")
@@ -201,7 +207,12 @@ async def _run_cells(args: argparse.Namespace, view: LiveView, console: Console
             console.print(f"starting embedded gateway{'' if batch is None else f' (max batch {batch})'} ...")
             url = await gateway.start()
         try:
-            client = ClientConfig(url=url, token=args.token)
+            client = ClientConfig(url=url, token=args.token, processors=args.session_processors)
+            if not args.no_source:
+                image = args.source_image or media_path(media_root, "astronaut.png")
+                async with aiohttp.ClientSession() as http:
+                    source_id = await upload_source(http, client, image)
+                client = replace(client, source_id=source_id)
             for (w, h) in resolutions:
                 for case in args.test_cases:
                     if args.find_capacity:
@@ -327,7 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     except GatewayStartError as e:
         err.print(f"error: embedded gateway failed: {e}")
         return 2
-    except (MediaUnavailable, OSError) as e:
+    except JoinError as e:
+        err.print(f"error: {e}")
+        return 2
+    except (MediaUnavailable, OSError, aiohttp.ClientError) as e:
         err.print(f"error: {e}")
         return 2
     except KeyboardInterrupt:

@@ -17,10 +17,12 @@ import asyncio
 import contextlib
 import fractions
 import ipaddress
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urljoin, urlparse
+from pathlib import Path
+from urllib.parse import urlencode, urljoin, urlparse
 
 import aiohttp
 import av
@@ -46,9 +48,13 @@ class ClientConfig:
     whip_path: str = "/whip"
     connect_timeout_s: float = 20.0
     loopback_only: bool | None = None  # None: decide from the URL's host
+    source_id: str | None = None       # ?source= (a face uploaded with POST /sources); None: gateway default
+    processors: str | None = None      # ?processors=face_swapper,face_enhancer; None: gateway default
 
     def whip_url(self) -> str:
-        return urljoin(self.url.rstrip("/") + "/", self.whip_path.lstrip("/"))
+        base = urljoin(self.url.rstrip("/") + "/", self.whip_path.lstrip("/"))
+        query = {k: v for k, v in (("source", self.source_id), ("processors", self.processors)) if v}
+        return f"{base}?{urlencode(query)}" if query else base
 
     def ice(self) -> IceConfig:
         loop_only = self.loopback_only if self.loopback_only is not None else is_loopback_url(self.url)
@@ -75,6 +81,29 @@ def luma_of(frame: av.VideoFrame) -> np.ndarray:
         arr = np.frombuffer(memoryview(plane), np.uint8).reshape(plane.height, plane.line_size)
         return arr[:, : frame.width]
     return frame.to_ndarray(format="gray")
+
+
+async def upload_source(http: aiohttp.ClientSession, config: ClientConfig, image: Path) -> str:
+    """POST /sources with a face image; returns its id (JoinError with the gateway's reason otherwise).
+
+    Without a source face the gateway has nothing to swap and would pass frames through: the run would
+    measure transport, not processing.
+    """
+    ctype = "image/png" if image.suffix.lower() == ".png" else "image/jpeg"
+    url = urljoin(config.url.rstrip("/") + "/", "sources")
+    async with http.post(url, data=image.read_bytes(), headers={"Content-Type": ctype, **config.headers()},
+                         timeout=aiohttp.ClientTimeout(total=60)) as r:
+        body = await r.text()
+        if r.status != 201:
+            raise JoinError(f"POST /sources {r.status}: {body.strip()[:200]}")
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise JoinError("POST /sources: answer is not JSON") from None
+    sid = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(sid, str):
+        raise JoinError("POST /sources: answer has no id")
+    return sid
 
 
 class StampedVideoTrack(MediaStreamTrack):

@@ -72,7 +72,7 @@ def build_frames(resolution: tuple[int, int], count: int, astronaut: np.ndarray,
             side = min(h, w)
             face = cv2.resize(astronaut, (side, side), interpolation=cv2.INTER_AREA)
             x0 = (w - side) // 2 + (i * 7) % max(1, (w - side) // 2 + 1)
-            canvas[:, x0:x0 + side][:side] = face[:, : min(side, w - x0)]
+            canvas[:side, x0:x0 + side] = face  # x0 + side <= w by construction
             out.append(canvas)
     return out
 
@@ -119,11 +119,12 @@ def format_table(results: list[dict[str, Any]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines) + "\n(stage columns: ms per batch call, median; total: wall ms of process())"
+    return "\n".join(lines) + "\n(stage columns: ms per batch call, median; total: wall ms of process())\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--resolutions", nargs="+", default=["320x240", "640x360", "1280x720"])
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 4, 8])
     parser.add_argument("--iterations", type=int, default=5)
@@ -141,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     store = ModelStore(args.model_dir or default_model_dir(os.environ))
     media_root = args.media_dir or default_media_dir(os.environ)
     config = PipelineConfig(processors=tuple(args.processors), swapper=args.swapper, enhancer=args.enhancer,
-                            detector_size=args.detector_size, engine=EngineConfig(providers=tuple(args.providers)))
+                            detector_size=args.detector_size,
+                            engine=EngineConfig(providers=tuple(args.providers)))
     try:
         astronaut = read_rgb(media_path(media_root, "astronaut.png"))
         carphone = carphone_frames(media_path(media_root, "carphone_pristine.mp4"), 8)

@@ -14,7 +14,9 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     state = request.app[STATE]
     ready = state.ready and not state.shutting_down
-    return web.json_response({"ready": ready, "shutting_down": state.shutting_down}, status=200 if ready else 503)
+    return web.json_response(
+        {"ready": ready, "shutting_down": state.shutting_down}, status=200 if ready else 503
+    )
 
 
 def add_routes(app: web.Application) -> None:

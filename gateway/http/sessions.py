@@ -18,8 +18,12 @@ def _describe(request: web.Request, session_id: str) -> dict[str, Any]:
 
 async def list_sessions(request: web.Request) -> web.Response:
     manager = request.app[SESSIONS]
-    return web.json_response({"sessions": [_describe(request, sid) for sid in list(manager.sessions)],
-                              "max_sessions": manager.config.max_sessions})
+    return web.json_response(
+        {
+            "sessions": [_describe(request, sid) for sid in list(manager.sessions)],
+            "max_sessions": manager.config.max_sessions,
+        }
+    )
 
 
 async def get_session(request: web.Request) -> web.Response:

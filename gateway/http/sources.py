@@ -43,8 +43,9 @@ async def post_source(request: web.Request) -> web.Response:
         raise PayloadTooLarge(f"image larger than {limit} bytes")
     body = await request.read()
     face = await add_source(request.app, decode_image(body))
-    return web.json_response({"id": face.id, "faces": face.faces}, status=201,
-                             headers={"Location": f"/sources/{face.id}"})
+    return web.json_response(
+        {"id": face.id, "faces": face.faces}, status=201, headers={"Location": f"/sources/{face.id}"}
+    )
 
 
 async def get_source(request: web.Request) -> web.Response:

@@ -24,8 +24,12 @@ async def post_whep(request: web.Request) -> web.Response:
         raise BadRequest(str(exc)) from None
     config = request.app[CONFIG]
     viewer_id, answer = await session.add_viewer(offer, config.ice)
-    response = web.Response(status=201, text=answer, content_type=SDP_TYPE,
-                            headers={"Location": f"/whep/{session.id}/{viewer_id}", **CORS})
+    response = web.Response(
+        status=201,
+        text=answer,
+        content_type=SDP_TYPE,
+        headers={"Location": f"/whep/{session.id}/{viewer_id}", **CORS},
+    )
     for link in link_headers(config.ice):
         response.headers.add("Link", link)
     return response

@@ -79,9 +79,17 @@ async def post_whip(request: web.Request) -> web.Response:
         session, answer = await request.app[SESSIONS].create(offer, source=source, processors=processors)
     except SdpError as exc:
         raise BadRequest(str(exc)) from None
-    response = web.Response(status=201, text=answer, content_type=SDP_TYPE,
-                            headers={"Location": f"/whip/{session.id}", "ETag": f'"{session.etag}"',
-                                     "Accept-Patch": TRICKLE_TYPE, **CORS})
+    response = web.Response(
+        status=201,
+        text=answer,
+        content_type=SDP_TYPE,
+        headers={
+            "Location": f"/whip/{session.id}",
+            "ETag": f'"{session.etag}"',
+            "Accept-Patch": TRICKLE_TYPE,
+            **CORS,
+        },
+    )
     for link in link_headers(config.ice):
         response.headers.add("Link", link)
     return response
@@ -96,8 +104,10 @@ async def patch_whip(request: web.Request) -> web.Response:
     request.app[SESSIONS].get(request.match_info["session_id"])  # 404 first
     if request.content_type != TRICKLE_TYPE:
         raise UnsupportedMediaType(f"Content-Type must be {TRICKLE_TYPE}")
-    raise NotImplementedFeature("trickle ICE is not supported: the answer already carries all candidates; "
-                                "send yours in the offer (ICE restart: create a new session)")
+    raise NotImplementedFeature(
+        "trickle ICE is not supported: the answer already carries all candidates; "
+        "send yours in the offer (ICE restart: create a new session)"
+    )
 
 
 async def options_resource(request: web.Request) -> web.Response:

@@ -111,7 +111,8 @@ class FanoutEncoder:
             pts = self._last_pts + 1
         self._last_pts = pts
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image_rgb), format="rgb24").reformat(
-            format="yuv420p")
+            format="yuv420p"
+        )
         frame.pts = pts
         frame.time_base = VIDEO_TIME_BASE
         codec = self._codec
@@ -140,9 +141,17 @@ class FanoutEncoder:
         codec.qmax = 56
         codec.thread_count = 1
         codec.options = {  # aiortc's realtime VP8 settings (aiortc.codecs.vpx.Vp8Encoder)
-            "bufsize": str(self._bitrate), "cpu-used": "-6", "deadline": "realtime", "lag-in-frames": "0",
-            "minrate": str(self._bitrate), "maxrate": str(self._bitrate), "noise-sensitivity": "4",
-            "overshoot-pct": "15", "partitions": "0", "static-thresh": "1", "undershoot-pct": "100",
+            "bufsize": str(self._bitrate),
+            "cpu-used": "-6",
+            "deadline": "realtime",
+            "lag-in-frames": "0",
+            "minrate": str(self._bitrate),
+            "maxrate": str(self._bitrate),
+            "noise-sensitivity": "4",
+            "overshoot-pct": "15",
+            "partitions": "0",
+            "static-thresh": "1",
+            "undershoot-pct": "100",
         }
         self._codec = codec  # type: ignore[assignment]
         return codec  # type: ignore[return-value]

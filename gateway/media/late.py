@@ -20,8 +20,13 @@ class LatePolicy(StrEnum):
     ORIGINAL = "original"
 
 
-def choose_output(outcome: Outcome, processed: np.ndarray | None, original: np.ndarray,
-                  last_processed: np.ndarray | None, policy: LatePolicy) -> np.ndarray | None:
+def choose_output(
+    outcome: Outcome,
+    processed: np.ndarray | None,
+    original: np.ndarray,
+    last_processed: np.ndarray | None,
+    policy: LatePolicy,
+) -> np.ndarray | None:
     """The image to encode for this frame, or None to send nothing. Always at the input's size."""
     if outcome is Outcome.PROCESSED and processed is not None:
         return fit(processed, original.shape)

@@ -1,1 +1,24 @@
-"""Observability of the gateway: frame records, rolling stats, system sampler, events, exporters."""
+"""Observability of the gateway: frame records, rolling stats, system sampler, events, exporters, degradation.
+
+The gateway needs only what is re-exported here: build a `Monitor(MonitorConfig(...))`, start/close it in the
+app's cleanup_ctx, mount `setup_monitoring_routes(app, monitor)`, and report every frame as a `FrameRecord`.
+"""
+
+from .controller import LEVEL_NAMES, DegradationConfig
+from .monitor import Monitor, MonitorConfig
+from .records import FrameRecord, Outcome
+from .routes import MONITOR_KEY, setup_monitoring_routes
+from .snapshot import SCHEMA_VERSION, StatsSnapshot
+
+__all__ = [
+    "LEVEL_NAMES",
+    "MONITOR_KEY",
+    "SCHEMA_VERSION",
+    "DegradationConfig",
+    "FrameRecord",
+    "Monitor",
+    "MonitorConfig",
+    "Outcome",
+    "StatsSnapshot",
+    "setup_monitoring_routes",
+]

@@ -1,6 +1,12 @@
 """WebRTC helpers shared by the gateway and the load generator (receive latency, ICE host addresses, SDP)."""
 
-from gateway.rtc.ice import IceConfig, TurnServer, create_peer_connection, restrict_host_addresses, rtc_configuration
+from gateway.rtc.ice import (
+    IceConfig,
+    TurnServer,
+    create_peer_connection,
+    restrict_host_addresses,
+    rtc_configuration,
+)
 from gateway.rtc.receive import MarkerJitterBuffer, apply_low_latency_receive, frame_completed_at
 
 __all__ = [

@@ -3,8 +3,8 @@
 Why per connection: aioice gathers host candidates from every interface EXCEPT loopback (its module-level
 `get_host_addresses` skips 127.0.0.1), so a test or a load generator that must keep media on 127.0.0.1 has to
 choose the addresses itself. `restrict_host_addresses(pc, ("127.0.0.1",))` wraps, on that one connection's ICE
-connections only, aioice's `Connection.get_component_candidates` so it gathers exactly the given addresses. Other
-connections in the process are untouched (no global monkeypatch).
+connections only, aioice's `Connection.get_component_candidates` so it gathers exactly the given
+addresses. Other connections in the process are untouched (no global monkeypatch).
 
 Also: aiortc falls back to Google's public STUN server when `iceServers` is None; `rtc_configuration` always
 passes an explicit (possibly empty) list, so nothing is contacted unless configured.
@@ -58,8 +58,10 @@ class IceConfig:
 
 def ice_servers(config: IceConfig) -> list[RTCIceServer]:
     servers = [RTCIceServer(urls=url) for url in config.stun]
-    servers += [RTCIceServer(urls=t.url, username=t.username or None, credential=t.credential or None)
-                for t in config.turn]
+    servers += [
+        RTCIceServer(urls=t.url, username=t.username or None, credential=t.credential or None)
+        for t in config.turn
+    ]
     return servers
 
 
@@ -84,7 +86,9 @@ def _restrict_connection(connection: Any, wanted: tuple[str, ...]) -> None:
         return
     original = getattr(connection, "_livefuse_original_gcc", None) or connection.get_component_candidates
 
-    async def get_component_candidates(component: int, addresses: list[str] | None = None, timeout: int = 5) -> Any:
+    async def get_component_candidates(
+        component: int, addresses: list[str] | None = None, timeout: int = 5
+    ) -> Any:
         return await original(component=component, addresses=list(wanted), timeout=timeout)
 
     connection._livefuse_original_gcc = original
@@ -98,10 +102,12 @@ def _restrict_dtls(dtls_transport: Any, addresses: tuple[str, ...]) -> None:
 
 
 def restrict_host_addresses(pc: RTCPeerConnection, addresses: Sequence[str]) -> None:
-    """Gather host candidates of `pc` on exactly `addresses` (call before `setLocalDescription`). Idempotent."""
+    """Gather host candidates of `pc` on exactly `addresses` (before `setLocalDescription`). Idempotent."""
     wanted = tuple(addresses)
     if not hasattr(pc, _PC_DTLS_FACTORY):
-        raise RuntimeError("this aiortc version has no per-connection ICE hook; cannot restrict host addresses")
+        raise RuntimeError(
+            "this aiortc version has no per-connection ICE hook; cannot restrict host addresses"
+        )
     for transceiver in pc.getTransceivers():
         _restrict_dtls(transceiver.receiver.transport, wanted)
     sctp = pc.sctp
@@ -116,13 +122,13 @@ def restrict_host_addresses(pc: RTCPeerConnection, addresses: Sequence[str]) -> 
         _restrict_dtls(transport, wanted)
         return transport
 
-    setattr(pc, "_livefuse_original_dtls", original)
+    pc._livefuse_original_dtls = original
     setattr(pc, _PC_DTLS_FACTORY, create_dtls_transport)
     setattr(pc, _PC_MARK, wanted)
 
 
 def create_peer_connection(config: IceConfig, *, low_latency_receive: bool = True) -> RTCPeerConnection:
-    """A peer connection with explicit ICE servers, the configured host addresses and marker-release receive."""
+    """A peer connection with explicit ICE servers, the configured host addresses, marker-release receive."""
     pc = RTCPeerConnection(configuration=rtc_configuration(config))
     if config.host_addresses:
         restrict_host_addresses(pc, config.host_addresses)

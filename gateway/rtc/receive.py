@@ -11,13 +11,13 @@ the marker release. `apply_low_latency_receive(pc)` installs it on ONE peer conn
 that exist now, and (through an instance-level wrapper of the connection's private transceiver factory) on the
 ones it creates later. No global monkeypatch: other peer connections in the process keep stock behaviour.
 
-Version guard: the receiver keeps its buffer in the name-mangled attribute `_RTCRtpReceiver__jitter_buffer` and
-the connection creates transceivers in `_RTCPeerConnection__createTransceiver`; both were checked against aiortc
-1.14-1.16. On another aiortc version whose internals differ, nothing is changed and a warning is logged (the
+Version guard: the receiver keeps its buffer in the name-mangled attribute
+`_RTCRtpReceiver__jitter_buffer` and the connection creates transceivers in
+`_RTCPeerConnection__createTransceiver`; both were checked against aiortc 1.14-1.16. On another aiortc version whose internals differ, nothing is changed and a warning is logged (the
 connection still works, with stock latency); `apply_low_latency_receive` returns False in that case.
 
-The buffer also remembers when each frame was completed (`time.monotonic()`), keyed like the `pts` aiortc gives
-the decoded frame, so the gateway can time decode + hand-off (`frame_completed_at`).
+The buffer also remembers when each frame was completed (`time.monotonic()`), keyed like the `pts` aiortc
+gives the decoded frame, so the gateway can time decode + hand-off (`frame_completed_at`).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class MarkerJitterBuffer(JitterBuffer):
             self._completed.popitem(last=False)
 
     def completed_at(self, pts: int) -> float | None:
-        """When the encoded frame whose decoded `pts` (aiortc's mapped RTP timestamp) is `pts` was completed."""
+        """When the encoded frame whose decoded `pts` (aiortc's mapped RTP timestamp) is `pts` completed."""
         return self._completed.get(pts & 0xFFFFFFFF)
 
 

@@ -49,9 +49,14 @@ def check_offer(sdp: str, *, need_send: bool) -> OfferSummary:
     directions = tuple(m.direction or "sendrecv" for m in video)
     wanted = ("sendrecv", "sendonly") if need_send else ("sendrecv", "recvonly")
     if not any(d in wanted for d in directions):
-        raise SdpError(f"SDP video direction {directions[0]} not usable here (need one of {', '.join(wanted)})")
+        raise SdpError(
+            f"SDP video direction {directions[0]} not usable here (need one of {', '.join(wanted)})"
+        )
     codecs = tuple(c.mimeType.split("/")[-1].upper() for m in video for c in m.rtp.codecs)
     if "VP8" not in codecs:
         raise SdpError("SDP offer has no VP8 video codec (the gateway sends and receives VP8)")
-    return OfferSummary(video_directions=directions, video_codecs=codecs,
-                        has_audio=any(m.kind == "audio" for m in parsed.media))
+    return OfferSummary(
+        video_directions=directions,
+        video_codecs=codecs,
+        has_audio=any(m.kind == "audio" for m in parsed.media),
+    )

@@ -1,5 +1,5 @@
-"""Helpers for integration tests: a gateway on 127.0.0.1 (free port) and aiortc publishers/viewers that
-gather ICE on 127.0.0.1 only. Frames carry their id in pixels (loadgen.stamp) so identity survives the trip."""
+"""Helpers for integration tests: a gateway on 127.0.0.1 (free port) and aiortc publishers/viewers
+that gather ICE on 127.0.0.1 only. Frames carry their id in pixels (loadgen.stamp) so identity survives the trip."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 from av import VideoFrame
 
-from engines.frames import FrameItem, FrameOutput, FrameOptions, SourceFace
+from engines.frames import FrameItem, FrameOptions, FrameOutput, SourceFace
 from gateway.app import create_app
 from gateway.config import GatewayConfig, SessionConfig
 from gateway.monitoring.records import FrameRecord
@@ -114,7 +114,9 @@ class Received:
     sizes: list[tuple[int, int]] = field(default_factory=list)
 
 
-async def consume(track: MediaStreamTrack, sent: dict[int, float] | None, into: Received, keep: int = 5) -> None:
+async def consume(
+    track: MediaStreamTrack, sent: dict[int, float] | None, into: Received, keep: int = 5
+) -> None:
     with contextlib.suppress(MediaStreamError, asyncio.CancelledError):
         while True:
             frame = await track.recv()
@@ -148,11 +150,13 @@ class Client:
         await self.pc.close()
 
 
-async def _negotiate(http: aiohttp.ClientSession, url: str, pc: RTCPeerConnection,
-                     headers: dict[str, str] | None) -> tuple[int, str, str]:
+async def _negotiate(
+    http: aiohttp.ClientSession, url: str, pc: RTCPeerConnection, headers: dict[str, str] | None
+) -> tuple[int, str, str]:
     await pc.setLocalDescription(await pc.createOffer())
-    async with http.post(url, data=pc.localDescription.sdp,
-                         headers={"Content-Type": "application/sdp", **(headers or {})}) as resp:
+    async with http.post(
+        url, data=pc.localDescription.sdp, headers={"Content-Type": "application/sdp", **(headers or {})}
+    ) as resp:
         body = await resp.text()
         if resp.status != 201:
             return resp.status, body, ""
@@ -160,8 +164,15 @@ async def _negotiate(http: aiohttp.ClientSession, url: str, pc: RTCPeerConnectio
         return resp.status, body, resp.headers["Location"]
 
 
-async def publish(http: aiohttp.ClientSession, base: str, images: list[np.ndarray], *, fps: float = 15.0,
-                  query: str = "", headers: dict[str, str] | None = None) -> Client:
+async def publish(
+    http: aiohttp.ClientSession,
+    base: str,
+    images: list[np.ndarray],
+    *,
+    fps: float = 15.0,
+    query: str = "",
+    headers: dict[str, str] | None = None,
+) -> Client:
     pc = create_peer_connection(LOOPBACK)
     track = StampedTrack(images, fps)
     transceiver = pc.addTransceiver(track, direction="sendrecv")
@@ -176,7 +187,9 @@ async def publish(http: aiohttp.ClientSession, base: str, images: list[np.ndarra
     return Client(pc, location, received, track, tasks)
 
 
-async def view(http: aiohttp.ClientSession, base: str, session_id: str, sent: dict[int, float] | None) -> Client:
+async def view(
+    http: aiohttp.ClientSession, base: str, session_id: str, sent: dict[int, float] | None
+) -> Client:
     pc = create_peer_connection(LOOPBACK)
     transceiver = pc.addTransceiver("video", direction="recvonly")
     received = Received()
@@ -199,7 +212,7 @@ async def wait_for(cond: Callable[[], bool], timeout: float, step: float = 0.05)
 
 
 class FakePipeline:
-    """Marks every frame's top-left block so tests can tell processed output from pass-through; optional delay."""
+    """Marks each frame's top-left block (processed vs pass-through is visible); optional delay."""
 
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
@@ -221,8 +234,14 @@ class FakePipeline:
         for item in items:
             img = item.image.copy()
             img[: img.shape[0] // 4, : img.shape[1] // 4] = (255, 0, 255)
-            outs.append(FrameOutput(image=img, faces=1, timings_ms={"face_swapper": 1.0},
-                                    batch_sizes={"face_swapper": len(items)}))
+            outs.append(
+                FrameOutput(
+                    image=img,
+                    faces=1,
+                    timings_ms={"face_swapper": 1.0},
+                    batch_sizes={"face_swapper": len(items)},
+                )
+            )
         return outs
 
     def warmup(self) -> None:

@@ -31,6 +31,8 @@ def _echo_app(pcs: dict[str, RTCPeerConnection], counters: dict[str, int]) -> we
     async def whip(request: web.Request) -> web.Response:
         if request.headers.get("Content-Type") != "application/sdp":
             return web.Response(status=415)
+        if request.query.get("source") != "src1":
+            return web.Response(status=404, text="no such source")
         pc = create_peer_connection(IceConfig.loopback_only())
         sid = uuid.uuid4().hex
 
@@ -59,6 +61,13 @@ def _echo_app(pcs: dict[str, RTCPeerConnection], counters: dict[str, int]) -> we
                                              "fps_out": 15.0},
                                   "sessions": {"open": len(pcs)}})
 
+    async def source(request: web.Request) -> web.Response:
+        body = await request.read()
+        if request.content_type != "image/png" or not body.startswith(b"\x89PNG"):
+            return web.Response(status=415)
+        counters["sources"] += 1
+        return web.json_response({"id": "src1", "faces": 1}, status=201)
+
     async def ready(request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
@@ -69,6 +78,7 @@ def _echo_app(pcs: dict[str, RTCPeerConnection], counters: dict[str, int]) -> we
     app.router.add_post("/whip", whip)
     app.router.add_delete("/whip/{sid}", delete)
     app.router.add_get("/api/stats", stats)
+    app.router.add_post("/sources", source)
     app.router.add_get("/readyz", ready)
     app.on_shutdown.append(on_shutdown)
     return app
@@ -77,7 +87,7 @@ def _echo_app(pcs: dict[str, RTCPeerConnection], counters: dict[str, int]) -> we
 @pytest.fixture
 def echo_gateway() -> Iterator[tuple[str, dict[str, int]]]:
     """The echo WHIP server on its own thread and event loop (so the CLI can call asyncio.run)."""
-    counters = {"joined": 0, "deleted": 0}
+    counters = {"joined": 0, "deleted": 0, "sources": 0}
     port = free_port()
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(_echo_app({}, counters))
@@ -106,7 +116,7 @@ async def test_run_point_measures_every_frame_through_two_vp8_hops(
     progress: list[Progress] = []
     cfg = RunConfig(concurrent_jobs=2, fps=15, warmup_s=1.0, ramp_up_rate=10, window_s=3.0, max_measure_s=3.0,
                     stats_interval_s=1.0, progress_interval_s=0.5)
-    result = await run_point(url, frame_loop, cfg, ClientConfig(url=url), progress.append)
+    result = await run_point(url, frame_loop, cfg, ClientConfig(url=url, source_id="src1"), progress.append)
     s = result.summary
     assert counters["joined"] == 2 and counters["deleted"] == 2  # every job left with DELETE
     assert len(s.jobs) == 2 and result.join_failures == []
@@ -119,13 +129,14 @@ async def test_run_point_measures_every_frame_through_two_vp8_hops(
 
 
 def test_cli_writes_report_csv_and_html(echo_gateway: tuple[str, dict[str, int]], tmp_path: Path) -> None:
-    url, _ = echo_gateway
+    url, counters = echo_gateway
     report_path, csv_path, html_path = tmp_path / "r.json", tmp_path / "s.csv", tmp_path / "r.html"
     code = main(["--url", url, "--concurrent-jobs", "1", "--duration", "2", "--warmup", "0.5", "--resolution",
                  "320x240", "--fps", "10", "--test-cases", "single_face,multi_face", "--budget-ms", "100000",
                  "--output-report", str(report_path), "--csv", str(csv_path), "--html", str(html_path),
                  "--no-live"])
     assert code == 0  # a huge budget: the SLO holds
+    assert counters["sources"] == 1  # the source face was uploaded once and used by every session
     report = json.loads(report_path.read_text())
     assert report["schema_version"] == 1 and report["kind"] == "loadgen" and report["slo_met"] is True
     assert report["host"]["cpu_logical"] >= 1 and "aiortc" in report["host"]["packages"]

@@ -15,9 +15,9 @@ from gateway.scheduler import SchedulerConfig
 from tests.integration.conftest import (
     FakePipeline,
     RecordingMonitor,
+    gw_config,
     publish,
     running_gateway,
-    gw_config,
     wait_for,
 )
 
@@ -33,8 +33,10 @@ def _face_frames(astronaut: np.ndarray, size: tuple[int, int] = (320, 240)) -> l
 
 async def test_publisher_gets_processed_frames_back_in_order(astronaut: np.ndarray) -> None:
     monitor = RecordingMonitor()
-    async with running_gateway(gw_config(), pipeline=FakePipeline(), monitor=monitor) as gw, \
-            aiohttp.ClientSession() as http:
+    async with (
+        running_gateway(gw_config(), pipeline=FakePipeline(), monitor=monitor) as gw,
+        aiohttp.ClientSession() as http,
+    ):
         client = await publish(http, gw.url, _face_frames(astronaut))
         try:
             assert await wait_for(lambda: len(client.received.ids) >= 20, 30)
@@ -68,7 +70,7 @@ async def test_slow_pipeline_drops_frames_instead_of_queueing(astronaut: np.ndar
     processed = [r for r in monitor.records if r.outcome is Outcome.PROCESSED]
     assert drops, "an overloaded session must drop frames"
     assert len(drops) > len(processed)
-    late = client.received.latency_s[len(client.received.latency_s) // 2:]
+    late = client.received.latency_s[len(client.received.latency_s) // 2 :]
     assert max(late) < 2.0, f"latency grew unbounded: {max(late):.2f}s"  # bounded, not seconds of backlog
     assert client.received.ids == sorted(client.received.ids)
 
@@ -76,8 +78,10 @@ async def test_slow_pipeline_drops_frames_instead_of_queueing(astronaut: np.ndar
 async def test_four_publishers_share_batches(astronaut: np.ndarray) -> None:
     pipeline = FakePipeline(delay_s=0.03)
     config = replace(gw_config(), scheduler=SchedulerConfig(max_batch=8, max_queue_delay_ms=20.0))
-    async with running_gateway(config, pipeline=pipeline, monitor=RecordingMonitor()) as gw, \
-            aiohttp.ClientSession() as http:
+    async with (
+        running_gateway(config, pipeline=pipeline, monitor=RecordingMonitor()) as gw,
+        aiohttp.ClientSession() as http,
+    ):
         clients = [await publish(http, gw.url, _face_frames(astronaut, (160, 120)), fps=10) for _ in range(4)]
         try:
             assert await wait_for(lambda: all(len(c.received.ids) >= 10 for c in clients), 40)
@@ -90,8 +94,10 @@ async def test_killed_client_is_reaped_and_nothing_leaks(astronaut: np.ndarray) 
     monitor = RecordingMonitor()
     config = gw_config(reap_after_s=1.0, connect_timeout_s=5.0)
     baseline_threads = _threads()
-    async with running_gateway(config, pipeline=FakePipeline(), monitor=monitor) as gw, \
-            aiohttp.ClientSession() as http:
+    async with (
+        running_gateway(config, pipeline=FakePipeline(), monitor=monitor) as gw,
+        aiohttp.ClientSession() as http,
+    ):
         client = await publish(http, gw.url, _face_frames(astronaut))
         assert await wait_for(lambda: len(client.received.ids) >= 5, 30)
         from gateway.http.keys import SESSIONS
@@ -107,6 +113,10 @@ async def test_killed_client_is_reaped_and_nothing_leaks(astronaut: np.ndarray) 
         assert manager.counts() == {"sessions": 0, "viewers": 0, "tasks": 0}
         assert monitor.closed and "no media" in monitor.closed[0][1]
         await client.pc.close()
-        assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("session-") and t.get_name() != "session-reaper"]
+        assert not [
+            t
+            for t in asyncio.all_tasks()
+            if t.get_name().startswith("session-") and t.get_name() != "session-reaper"
+        ]
     # aiortc's decoder threads and the gateway's workers are gone once the gateway stopped
     assert await wait_for(lambda: _threads() <= baseline_threads, 10), threading.enumerate()

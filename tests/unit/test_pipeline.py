@@ -201,3 +201,16 @@ def test_config_rejects_unknown_names() -> None:
         PipelineConfig(processors=("face_debugger",))
     with pytest.raises(ValueError):
         PipelineConfig(detector_size=300)
+
+
+def test_faces_cut_by_the_frame_edge_and_tiny_frames(pipeline: Pipeline, sources: list[SourceFace],
+                                                      astronaut: np.ndarray) -> None:
+    cut = np.ascontiguousarray(astronaut[:, 200:])    # the face's left part is outside the frame
+    top = np.ascontiguousarray(astronaut[100:, :])    # the forehead is outside the frame
+    tiny = cv2.resize(astronaut, (64, 64))
+    out = pipeline.process([FrameItem(f, sources[0], FrameOptions(processors=SWAP_ENHANCE))
+                            for f in (cut, top, tiny)])
+    for frame, o in zip((cut, top, tiny), out, strict=True):
+        assert o.image.shape == frame.shape
+        if o.faces:
+            assert _changed(o.image, frame)

@@ -33,8 +33,13 @@ def _frames(count: int, width: int = 320, height: int = 240) -> list[list[RtpPac
         payloads, timestamp = encoder.encode(frame)
         packets = []
         for j, payload in enumerate(payloads):
-            p = RtpPacket(payload_type=96, sequence_number=seq, timestamp=timestamp, marker=j == len(payloads) - 1,
-                          payload=payload)
+            p = RtpPacket(
+                payload_type=96,
+                sequence_number=seq,
+                timestamp=timestamp,
+                marker=j == len(payloads) - 1,
+                payload=payload,
+            )
             p._data = depayload(VP8, payload)  # type: ignore[attr-defined]
             packets.append(p)
             seq += 1

@@ -1,0 +1,184 @@
+"""`gateway` console script: flags (and an optional TOML file) -> GatewayConfig -> run the app.
+
+Precedence: built-in defaults < --config FILE.toml < command-line flags. Only this module reads files, the
+environment or decides exit codes; uvloop is installed here when available.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import tomllib
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from gateway.auth import AuthConfig
+from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig
+from gateway.media.late import LatePolicy
+from gateway.rtc.ice import LOOPBACK, IceConfig, TurnServer
+from gateway.scheduler import SchedulerConfig
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gateway", description="livefuse real-time face-swap gateway (WHIP/WHEP)."
+    )
+    a = p.add_argument
+    a("--config", type=Path, help="TOML file with the same keys as the flags (flags override it)")
+    a("--host", help="address to listen on (default 127.0.0.1)")
+    a("--port", type=int, help="HTTP port (default 8080)")
+    a("--engine", choices=["onnxruntime", "tensorrt"], help="inference backend (default onnxruntime)")
+    a("--providers", help="comma list of ONNX Runtime providers: cpu,cuda,tensorrt (default cpu)")
+    a("--processors", help="default processors: face_swapper[,face_enhancer] (a WHIP ?processors= overrides)")
+    a("--swapper", help="swapper model: mesh_warp | inswapper_128")
+    a("--enhancer", help="enhancer model: detail | gfpgan_1.4")
+    a("--detector-size", type=int, help="face detector letterbox size, multiple of 32 (default 320)")
+    a("--max-batch", type=int, help="largest cross-session batch (default 8)")
+    a("--max-queue-delay-ms", type=float, help="longest a frame waits for batch partners (default 4)")
+    a("--budget-ms", type=float, help="per-frame latency budget; later frames are dropped (default 150)")
+    a("--workers", type=int, help="batches run concurrently (default 1)")
+    a("--max-sessions", type=int, help="concurrent publishers; more get 503 + Retry-After (default 16)")
+    a(
+        "--late-policy",
+        choices=[p.value for p in LatePolicy],
+        help="frame not processed in time: repeat the last processed one (default, never leaks an unswapped "
+        "face) or pass the original through",
+    )
+    a("--token", help="bearer token required on every mutating endpoint")
+    a("--token-file", type=Path, help="read the bearer token from this file")
+    a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
+    a("--default-source", type=Path, help="source face image used when WHIP gives no ?source=")
+    a("--stun", action="append", help="STUN server URL advertised and used (repeatable)")
+    a("--turn", action="append", help="TURN server as url[,username,credential] (repeatable)")
+    a(
+        "--ice-loopback-only",
+        action="store_true",
+        default=None,
+        help="gather ICE candidates on 127.0.0.1 only (tests, local load generation)",
+    )
+    a("--reap-after-s", type=float, help="close sessions silent/disconnected this long (default 10)")
+    a("--model-dir", type=Path, help="model directory (default ~/.cache/livefuse/models)")
+    a("--log-level", help="DEBUG | INFO | WARNING | ERROR (default INFO)")
+    return p
+
+
+def _split(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, list | tuple):
+        return tuple(str(v) for v in value)
+    return tuple(v.strip() for v in str(value).split(",") if v.strip())
+
+
+def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = None) -> GatewayConfig:
+    """Merge TOML values (keys like the flags, dashes or underscores) under the parsed flags."""
+    merged: dict[str, Any] = {k.replace("-", "_"): v for k, v in (file_values or {}).items()}
+    merged.update({k: v for k, v in vars(args).items() if v is not None})
+    get = merged.get
+    token = get("token")
+    if token is None and get("token_file") is not None:
+        token = Path(get("token_file")).read_text().strip()
+    processing = ProcessingConfig()
+    processing = replace(
+        processing,
+        processors=_split(get("processors")) or processing.processors,
+        swapper=get("swapper", processing.swapper),
+        enhancer=get("enhancer", processing.enhancer),
+        detector_size=int(get("detector_size", processing.detector_size)),
+        engine=get("engine", processing.engine),
+        providers=_split(get("providers")) or processing.providers,
+        max_batch=int(get("max_batch", processing.max_batch)),
+        model_dir=Path(get("model_dir")) if get("model_dir") else None,
+    )
+    sched = SchedulerConfig()
+    scheduler = SchedulerConfig(
+        max_batch=int(get("max_batch", sched.max_batch)),
+        max_queue_delay_ms=float(get("max_queue_delay_ms", sched.max_queue_delay_ms)),
+        workers=int(get("workers", sched.workers)),
+        budget_ms=float(get("budget_ms", sched.budget_ms)),
+    )
+    sess = SessionConfig()
+    sessions = replace(
+        sess,
+        max_sessions=int(get("max_sessions", sess.max_sessions)),
+        late_policy=LatePolicy(get("late_policy", sess.late_policy)),
+        default_source=Path(get("default_source")) if get("default_source") else None,
+        reap_after_s=float(get("reap_after_s", sess.reap_after_s)),
+    )
+    turns = []
+    for spec in get("turn") or []:
+        parts = (str(spec).split(",") + ["", ""])[:3]
+        turns.append(TurnServer(parts[0], parts[1], parts[2]))
+    ice = IceConfig(
+        stun=_split(get("stun")) or (),
+        turn=tuple(turns),
+        host_addresses=LOOPBACK if get("ice_loopback_only") else (),
+    )
+    return GatewayConfig(
+        host=get("host", "127.0.0.1"),
+        port=int(get("port", 8080)),
+        processing=processing,
+        scheduler=scheduler,
+        sessions=sessions,
+        ice=ice,
+        auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False))),
+        log_level=str(get("log_level", "INFO")).upper(),
+    )
+
+
+async def serve(config: GatewayConfig) -> None:
+    """Run until SIGINT/SIGTERM: then refuse new sessions, close peers, drain workers, return."""
+    from gateway.app import create_app
+
+    runner = web.AppRunner(create_app(config), handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port)
+    await site.start()
+    logging.getLogger("gateway").info("listening on http://%s:%d", config.host, config.port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()  # on_shutdown closes peers, cleanup_ctx drains scheduler and pipeline
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    file_values: dict[str, Any] = {}
+    try:
+        if args.config is not None:
+            with open(args.config, "rb") as fh:
+                file_values = tomllib.load(fh)
+        config = build_config(args, file_values)
+    except (OSError, ValueError, tomllib.TOMLDecodeError) as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    try:
+        asyncio.run(serve(config))
+    except KeyboardInterrupt:
+        return 0
+    except Exception as exc:
+        logging.getLogger("gateway").error("gateway failed: %s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

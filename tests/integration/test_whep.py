@@ -1,0 +1,49 @@
+"""WHEP: a viewer receives the same processed stream as the publisher (encoded once, fanned out)."""
+
+from __future__ import annotations
+
+import aiohttp
+import cv2
+import numpy as np
+
+from gateway.http.keys import SESSIONS
+from tests.integration.conftest import (
+    FakePipeline,
+    RecordingMonitor,
+    gw_config,
+    publish,
+    running_gateway,
+    view,
+    wait_for,
+)
+
+
+async def test_viewer_gets_the_processed_stream(astronaut: np.ndarray) -> None:
+    async with (
+        running_gateway(gw_config(), pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+        pub = await publish(http, gw.url, [cv2.resize(astronaut, (320, 240))])
+        session_id = pub.location.rsplit("/", 1)[-1]
+        try:
+            assert await wait_for(lambda: len(pub.received.ids) >= 5, 30)
+            viewer = await view(http, gw.url, session_id, None)
+            try:
+                assert await wait_for(lambda: len(viewer.received.ids) >= 10, 20)  # keyframe came promptly
+                ids = viewer.received.ids
+                assert ids == sorted(ids)
+                assert set(ids) & set(pub.received.ids), "viewer and publisher see the same frames"
+                assert viewer.received.frames[-1][5:40, 5:40].mean(axis=(0, 1))[1] < 60  # processed, not raw
+                session = gw.app[SESSIONS].get(session_id)
+                assert session.encoder.subscribers == 2  # one encoder, two subscribers
+                assert len(session.viewers) == 1
+            finally:
+                await viewer.close()
+            async with http.delete(gw.url + pub.location) as resp:
+                assert resp.status == 200
+            async with http.post(
+                f"{gw.url}/whep/{session_id}", data="v=0\r\n", headers={"Content-Type": "application/sdp"}
+            ) as resp:
+                assert resp.status == 404
+        finally:
+            await pub.close()
