@@ -84,7 +84,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
     get = merged.get
     token = get("token")
     if token is None and get("token_file") is not None:
-        token = Path(get("token_file")).read_text().strip()
+        token = Path(str(get("token_file"))).read_text().strip()
     processing = ProcessingConfig()
     processing = replace(
         processing,
@@ -95,7 +95,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         engine=get("engine", processing.engine),
         providers=_split(get("providers")) or processing.providers,
         max_batch=int(get("max_batch", processing.max_batch)),
-        model_dir=Path(get("model_dir")) if get("model_dir") else None,
+        model_dir=Path(str(get("model_dir"))) if get("model_dir") else None,
     )
     sched = SchedulerConfig()
     scheduler = SchedulerConfig(
@@ -109,7 +109,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         sess,
         max_sessions=int(get("max_sessions", sess.max_sessions)),
         late_policy=LatePolicy(get("late_policy", sess.late_policy)),
-        default_source=Path(get("default_source")) if get("default_source") else None,
+        default_source=Path(str(get("default_source"))) if get("default_source") else None,
         reap_after_s=float(get("reap_after_s", sess.reap_after_s)),
     )
     turns = []

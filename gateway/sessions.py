@@ -171,10 +171,11 @@ class Session:
     async def _receive_loop(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] | None = getattr(track, "_queue", None)
+        frame: av.VideoFrame
         try:
             while True:
                 try:
-                    frame = await track.recv()
+                    frame = await track.recv()  # type: ignore[assignment]
                 except MediaStreamError:
                     break
                 ended = False

@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 FPS_WINDOW_S = 5.0
 # Stage timings that are not compute the machine spends on the frame (they are waiting), left out of capacity.
 _WAIT_STAGES = frozenset({"queue_wait"})
+# Closed sessions remembered so that frames still in flight at close do not reopen them.
+_RECENTLY_CLOSED_MAX = 1024
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,7 @@ class Monitor:
         self._rejects: dict[str, int] = {}
         self._sessions: dict[str, _Session] = {}
         self._closed_sessions: deque[_Session] = deque(maxlen=config.max_closed_sessions)
+        self._recently_closed: dict[str, _Session] = {}  # insertion-ordered, bounded
         self._series = SeriesRing(config.series_points)
         self._sample: SystemSample | None = None
         self._rss_peak = 0
@@ -197,6 +200,9 @@ class Monitor:
     def _session(self, session_id: str, now: float) -> _Session:
         s = self._sessions.get(session_id)
         if s is None:
+            late = self._recently_closed.get(session_id)
+            if late is not None:  # a frame still in flight at close: count it, do not reopen the session
+                return late
             s = _Session(
                 session_id,
                 {},
@@ -299,6 +305,9 @@ class Monitor:
                 return
             s.closed, s.close_reason = now, reason
             self._closed_sessions.append(s)
+            self._recently_closed[session_id] = s
+            while len(self._recently_closed) > _RECENTLY_CLOSED_MAX:
+                self._recently_closed.pop(next(iter(self._recently_closed)))
             data: dict[str, object] = {
                 "session_id": session_id,
                 "reason": reason,

@@ -122,7 +122,7 @@ def restrict_host_addresses(pc: RTCPeerConnection, addresses: Sequence[str]) -> 
         _restrict_dtls(transport, wanted)
         return transport
 
-    pc._livefuse_original_dtls = original
+    pc._livefuse_original_dtls = original  # type: ignore[attr-defined]
     setattr(pc, _PC_DTLS_FACTORY, create_dtls_transport)
     setattr(pc, _PC_MARK, wanted)
 

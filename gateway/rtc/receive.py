@@ -13,7 +13,8 @@ ones it creates later. No global monkeypatch: other peer connections in the proc
 
 Version guard: the receiver keeps its buffer in the name-mangled attribute
 `_RTCRtpReceiver__jitter_buffer` and the connection creates transceivers in
-`_RTCPeerConnection__createTransceiver`; both were checked against aiortc 1.14-1.16. On another aiortc version whose internals differ, nothing is changed and a warning is logged (the
+`_RTCPeerConnection__createTransceiver`; both were checked against aiortc 1.14-1.16.
+On another aiortc version whose internals differ, nothing is changed and a warning is logged (the
 connection still works, with stock latency); `apply_low_latency_receive` returns False in that case.
 
 The buffer also remembers when each frame was completed (`time.monotonic()`), keyed like the `pts` aiortc

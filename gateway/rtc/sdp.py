@@ -42,7 +42,7 @@ def check_offer(sdp: str, *, need_send: bool) -> OfferSummary:
     if not any(g.semantic == "BUNDLE" for g in parsed.group):
         raise SdpError("SDP offer has no BUNDLE group (WHIP requires max-bundle)")
     for m in parsed.media:
-        if not m.ice.usernameFragment or not m.ice.password:
+        if m.ice is None or not m.ice.usernameFragment or not m.ice.password:
             raise SdpError("SDP offer lacks ICE credentials")
         if m.dtls is None or not m.dtls.fingerprints:
             raise SdpError("SDP offer lacks a DTLS fingerprint")

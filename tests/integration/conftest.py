@@ -1,5 +1,6 @@
 """Helpers for integration tests: a gateway on 127.0.0.1 (free port) and aiortc publishers/viewers
-that gather ICE on 127.0.0.1 only. Frames carry their id in pixels (loadgen.stamp) so identity survives the trip."""
+that gather ICE on 127.0.0.1 only. Frames carry their id in pixels (loadgen.stamp):
+identity survives the trip."""
 
 from __future__ import annotations
 
@@ -119,7 +120,7 @@ async def consume(
 ) -> None:
     with contextlib.suppress(MediaStreamError, asyncio.CancelledError):
         while True:
-            frame = await track.recv()
+            frame: VideoFrame = await track.recv()  # type: ignore[assignment]
             now = time.monotonic()
             fid = read_id(frame)
             into.sizes.append((frame.width, frame.height))

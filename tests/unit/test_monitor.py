@@ -85,6 +85,8 @@ def test_frames_and_drops_are_counted_per_session() -> None:
     mon.session_closed("a", "bye")
     assert mon.session_stats("a")["close_reason"] == "bye"
     assert mon.snapshot().sessions_open == 0
+    mon.record_frame(_rec("a", 100))  # in flight at close: counted, does not reopen the session
+    assert mon.snapshot().sessions_open == 0 and mon.session_stats("a")["frames_in"] == 101
 
 
 def test_schema_of_the_stats_snapshot() -> None:

@@ -114,3 +114,29 @@ async def test_metrics_route_serves_prometheus_text() -> None:
             assert {s.labels["session"] for s in fps.samples} == {"cam"}  # type: ignore[attr-defined]
     finally:
         await mon.close()
+
+
+def test_grafana_dashboard_uses_only_exported_metrics() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    from gateway.monitoring.gpu import GpuDevice, GpuReading
+    from gateway.monitoring.sampler import SystemSample
+
+    mon = Monitor(MonitorConfig(nvml=False))
+    _frames(mon, 30)
+    mon.record_reject("auth")
+    mon.event("x", "an event")
+    gpu = GpuReading(True, devices=(GpuDevice(0, "Fake", 50.0, 1, 2, 1, 2, 60.0, 1.0, 1.0),))
+    mon.ingest_sample(SystemSample(mono=time.monotonic(), cpu_percent=10.0, cpu_per_core=(10.0,), gpu=gpu))
+    exported: set[str] = set()
+    for fam in text_string_to_metric_families(render(make_registry(mon.snapshot)).decode()):
+        exported.update(s.name for s in fam.samples)
+    path = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "livefuse.json"
+    dash = json.loads(path.read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    used = {m for e in exprs for m in re.findall(r"livefuse_[a-z_]+", e)}
+    assert len(exprs) >= 20 and used
+    missing = sorted(m for m in used if m not in exported)
+    assert missing == [], f"dashboard queries metrics /metrics does not export: {missing}"

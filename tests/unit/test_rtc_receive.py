@@ -65,7 +65,7 @@ def test_frame_released_on_marker_packet() -> None:
     _, late = stock.add(frames[1][0])
     assert late is not None and late.data == released[0].data
     decoded = get_decoder(VP8).decode(released[0])
-    assert decoded and decoded[0].width == 320 and decoded[0].height == 240
+    assert decoded and decoded[0].width == 320 and decoded[0].height == 240  # type: ignore[attr-defined]
 
 
 def test_reordered_packets_release_when_gap_fills() -> None:
