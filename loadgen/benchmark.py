@@ -317,8 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     cfg_dict = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     report = build_report("benchmark", host_fingerprint(), cfg_dict, runs)
     write_json(report, args.output_report)
-    Console().print(_table(runs))
-    Console().print(f"report: {args.output_report}")
+    out = Console() if sys.stdout.isatty() else Console(width=150)
+    out.print(_table(runs))
+    out.print(f"report: {args.output_report}")
     return 0
 
 

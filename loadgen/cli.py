@@ -133,7 +133,8 @@ def progress_table(title: str, p: Progress, budget_ms: float) -> Table:
 
 def result_table(runs: list[dict[str, Any]], capacity: dict[str, Any] | None) -> Table:
     t = Table(title="loadgen result")
-    for col in ("run", "jobs", "p50 ms", "p95 ms", "p99 ms", "in budget", "sent", "recv", "lost", "rep",
+    t.add_column("run", no_wrap=True)
+    for col in ("jobs", "p50 ms", "p95 ms", "p99 ms", "in budget", "sent", "recv", "lost", "rep",
                 "fps/job", "SLO"):
         t.add_column(col, justify="right")
     for r in runs:
@@ -315,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse exits 2 on usage errors, 0 on --help
         return int(e.code or 0)
-    console = Console()
+    # Piped output (CI logs, `make demo | tee`) gets a fixed width so the result table is not squeezed.
+    console = Console() if sys.stdout.isatty() else Console(width=150)
     err = Console(stderr=True)
     if args.concurrent_jobs < 1 or args.fps <= 0 or args.budget_ms <= 0 or args.ramp_up_rate <= 0:
         err.print("error: --concurrent-jobs, --fps, --budget-ms and --ramp-up-rate must be positive")

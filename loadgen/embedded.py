@@ -120,6 +120,8 @@ class EmbeddedGateway:
         self.returncode = proc.returncode
         if self._log_file is not None:
             self._log_file.close()
+            if self.returncode in (0, -signal.SIGTERM):  # a clean stop: nothing worth keeping
+                Path(self._log_file.name).unlink(missing_ok=True)
         return self.returncode
 
     async def __aenter__(self) -> EmbeddedGateway:

@@ -112,6 +112,7 @@ class Received:
     ids: list[int] = field(default_factory=list)
     latency_s: list[float] = field(default_factory=list)
     frames: list[np.ndarray] = field(default_factory=list)
+    frame_ids: list[int] = field(default_factory=list)  # the id of each kept frame in `frames`
     sizes: list[tuple[int, int]] = field(default_factory=list)
 
 
@@ -131,7 +132,9 @@ async def consume(
                 into.latency_s.append(now - sent[fid])
             if len(into.frames) < keep or fid % 10 == 0:
                 into.frames.append(frame.to_ndarray(format="rgb24"))
+                into.frame_ids.append(fid)
                 into.frames = into.frames[-keep:]
+                into.frame_ids = into.frame_ids[-keep:]
 
 
 @dataclass
