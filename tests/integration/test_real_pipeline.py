@@ -60,8 +60,8 @@ async def test_real_pipeline_swaps_faces_and_monitor_reports(
                 sent = images[fid % len(images)]
                 face_diffs.append(_region_diff(frame, sent, FACE))
                 bg_diffs.append(_region_diff(frame, sent, BACKGROUND))
-            assert np.median(face_diffs) > 6.0, (face_diffs, bg_diffs)  # the face was swapped
-            assert np.median(face_diffs) > 3 * np.median(bg_diffs), (face_diffs, bg_diffs)
+            assert np.median(face_diffs) > 12.0, (face_diffs, bg_diffs)  # the face was swapped
+            assert np.median(face_diffs) > 2 * np.median(bg_diffs), (face_diffs, bg_diffs)
 
             # the real Monitor saw those frames: per-session stats, the JSON snapshot, Prometheus
             async with http.get(f"{gw.url}/sessions/{session_id}") as r:
@@ -74,37 +74,21 @@ async def test_real_pipeline_swaps_faces_and_monitor_reports(
             async with http.get(gw.url + "/api/stats") as r:
                 assert r.status == 200
                 snapshot = await r.json()
-            assert snapshot["frames"]["out"] > 0 if "frames" in snapshot else _any_positive(snapshot)
+            assert snapshot["frames"]["processed"] > 0 and snapshot["latency"]["server_ms"]["count"] > 0
+            assert "face_swapper" in snapshot["latency"]["stages_ms"]
+            assert session_id in [s["session_id"] for s in snapshot["sessions"]["list"]]
             async with http.get(gw.url + "/metrics") as r:
                 assert r.status == 200
                 metrics = await r.text()
-            assert _metric_total(metrics, "frames") > 0, metrics[:2000]
+            assert _sample(metrics, 'livefuse_frames_total{outcome="processed"}') > 0, metrics[:2000]
+            assert _sample(metrics, "livefuse_server_latency_seconds_count") > 0
         finally:
             await client.close()
 
 
-def _any_positive(snapshot: dict[str, object]) -> bool:
-    return any(isinstance(v, dict) and v.get("frames_out", 0) for v in _walk(snapshot))
-
-
-def _walk(obj: object) -> list[object]:
-    out: list[object] = [obj]
-    if isinstance(obj, dict):
-        for v in obj.values():
-            out += _walk(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            out += _walk(v)
-    return out
-
-
-def _metric_total(text: str, word: str) -> float:
-    """Sum of every sample whose metric name mentions `word` and ends in _total (counters)."""
-    total = 0.0
+def _sample(text: str, series: str) -> float:
+    """Value of one Prometheus sample line (name plus labels exactly as exposed)."""
     for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if word in name and name.endswith("_total"):
-            total += float(line.rsplit(" ", 1)[-1])
-    return total
+        if line.startswith(series + " "):
+            return float(line.rsplit(" ", 1)[-1])
+    raise AssertionError(f"{series} not in /metrics")
