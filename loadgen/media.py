@@ -56,7 +56,7 @@ def media_path(root: Path, name: str) -> Path:
         if m.name == name:
             p = root / m.name
             if not p.exists():
-                raise MediaUnavailable(f"{name} not provisioned in {root}; run `python -m loadgen.media provision`")
+                raise MediaUnavailable(f"{name} missing in {root}; run `python -m loadgen.media provision`")
             return p
     raise MediaUnavailable(f"unknown media file {name!r}")
 

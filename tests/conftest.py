@@ -1,4 +1,4 @@
-"""Shared fixtures: provisioned media and models (made by `make test`'s provisioning step, never downloaded here)."""
+"""Shared fixtures: provisioned media and models (made by `make test`'s provisioning step, never here)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def media_dir() -> Path:
     root = default_media_dir(os.environ)
     missing = [m.name for m in MEDIA if not (root / m.name).exists()]
     if missing:
-        pytest.fail(f"media not provisioned ({', '.join(missing)}): run `make provision` first", pytrace=False)
+        pytest.fail(f"media not provisioned ({', '.join(missing)}): run `make provision`", pytrace=False)
     return root
 
 

