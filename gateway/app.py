@@ -1,7 +1,8 @@
 """The one place the gateway is wired: `create_app(config, *, pipeline=None, monitor=None, process=None)`.
 
 Shared objects live under typed `web.AppKey`s (gateway.http.keys). Start/stop pairs are in `cleanup_ctx`
-(monitor, pipeline warm-up, scheduler, sessions); peer connections are closed in `on_shutdown`, which also
+(monitor; then pipeline load and warm-up, scheduler, sessions in a background task, so liveness answers
+while models load); peer connections are closed in `on_shutdown`, which also
 flips the app to "refusing new sessions" first. One middleware maps `gateway.errors` (and aiohttp's own HTTP
 exceptions) to one-line text responses and checks the bearer token; nothing escapes as a traceback.
 """
@@ -23,7 +24,7 @@ from gateway.auth import is_authorized
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError, Unauthorized, Unavailable
 from gateway.http import health, sessions, sources, whep, whip
-from gateway.http.keys import CONFIG, MONITOR, PIPELINE, SESSIONS, STATE, AppState, PipelineLike
+from gateway.http.keys import CONFIG, MONITOR, STATE, AppState, PipelineLike
 from gateway.scheduler import FrameScheduler
 from gateway.sessions import MonitorLike, SessionManager
 
@@ -32,6 +33,7 @@ logger = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).parent / "static"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MUTATING_WHILE_SHUTTING_DOWN = frozenset({"POST", "PATCH", "PUT"})
+NEEDS_MEDIA = ("/whip", "/whep", "/sessions", "/sources")  # endpoints that need the pipeline and sessions
 
 
 def _text(status: int, reason: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -48,8 +50,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if not is_authorized(config.auth, request.method, request.path, request.headers, request.query):
             request.app[MONITOR].record_reject("auth")
             raise Unauthorized()
-        if request.app[STATE].shutting_down and request.method in MUTATING_WHILE_SHUTTING_DOWN:
+        state = request.app[STATE]
+        if state.shutting_down and request.method in MUTATING_WHILE_SHUTTING_DOWN:
             raise Unavailable("gateway is shutting down", retry_after_s=30)
+        if not state.ready and request.path.startswith(NEEDS_MEDIA) and request.method != "OPTIONS":
+            if state.startup_error is not None:
+                raise Unavailable(f"gateway failed to start: {state.startup_error}", retry_after_s=60)
+            raise Unavailable("gateway is starting (models warming up)", retry_after_s=5)
         return await handler(request)
     except GatewayError as exc:
         if exc.status == 400:
@@ -81,7 +88,8 @@ def _default_pipeline(config: GatewayConfig) -> PipelineLike:
     if proc.enhancer:
         kwargs["enhancer"] = proc.enhancer
     pipeline_config = PipelineConfig(
-        processors=proc.processors,
+        # default "none" still loads the swapper: a session may ask for it with ?processors=face_swapper
+        processors=proc.processors or ("face_swapper",),
         detector_size=proc.detector_size,
         engine=EngineConfig(backend=proc.engine, providers=proc.providers, max_batch=proc.max_batch),
         **kwargs,
@@ -105,21 +113,27 @@ def create_app(
     process: Callable[[list[FrameItem]], list[FrameOutput]] | None = None,
 ) -> web.Application:
     """Build the gateway app. Tests may inject a pipeline, a monitor, or a process fn (replaces
-    `pipeline.process` in the scheduler, e.g. a deliberately slow fake)."""
+    `pipeline.process` in the scheduler, e.g. a deliberately slow fake).
+
+    Models load and warm up in a background task started with the app, so /healthz answers at once and
+    /readyz turns 200 when the media path is up; until then the media endpoints answer 503 + Retry-After.
+    A failed start-up is kept in `AppState.startup_error` (one line) for the CLI to report.
+    """
     app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
     state = AppState()
     app[CONFIG] = config
     app[STATE] = state
     the_monitor = monitor if monitor is not None else _default_monitor(config)
     app[MONITOR] = the_monitor
-    the_pipeline = pipeline if pipeline is not None else None
+    parts: dict[str, Any] = {}
 
-    async def pipeline_ctx(app: web.Application) -> AsyncIterator[None]:
+    async def start_media() -> None:
         loop = asyncio.get_running_loop()
-        nonlocal the_pipeline
+        the_pipeline = pipeline
         if the_pipeline is None:
             the_pipeline = await loop.run_in_executor(None, _default_pipeline, config)
-        app[PIPELINE] = the_pipeline
+        parts["pipeline"] = the_pipeline
+        state.pipeline = the_pipeline
         await loop.run_in_executor(None, the_pipeline.warmup)
         if config.sessions.default_source is not None:
             image = cv2.imread(str(config.sessions.default_source), cv2.IMREAD_COLOR)
@@ -127,10 +141,31 @@ def create_app(
                 raise ValueError(f"default source {config.sessions.default_source} is not a readable image")
             face = await sources.add_source(app, cv2.cvtColor(image, cv2.COLOR_BGR2RGB), "default")
             state.default_source_id = face.id
+        scheduler = FrameScheduler(process or the_pipeline.process, config.scheduler)
+        parts["scheduler"] = scheduler
+        await scheduler.start()
+        manager = SessionManager(
+            config.sessions, config.ice, scheduler, the_monitor, budget_ms=config.scheduler.budget_ms
+        )
+        parts["manager"] = manager
+        await manager.start()
+        state.extra["scheduler"] = scheduler
+        if state.shutting_down:
+            return
+        state.sessions = manager
+        state.ready = True
+        logger.info("ready: models loaded and warmed")
+
+    async def startup(app: web.Application) -> None:
         try:
-            yield
+            await start_media()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            state.startup_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            logger.error("start-up failed: %s", state.startup_error)
         finally:
-            await loop.run_in_executor(None, the_pipeline.close)
+            state.started.set()
 
     async def monitor_ctx(app: web.Application) -> AsyncIterator[None]:
         starter = getattr(the_monitor, "start", None)
@@ -144,29 +179,28 @@ def create_app(
                 await closer()
 
     async def media_ctx(app: web.Application) -> AsyncIterator[None]:
-        assert the_pipeline is not None
-        scheduler = FrameScheduler(process or the_pipeline.process, config.scheduler)
-        await scheduler.start()
-        manager = SessionManager(
-            config.sessions, config.ice, scheduler, the_monitor, budget_ms=config.scheduler.budget_ms
-        )
-        app[SESSIONS] = manager
-        await manager.start()
-        state.extra["scheduler"] = scheduler
-        state.ready = True
+        task = asyncio.get_running_loop().create_task(startup(app), name="gateway-startup")
+        state.extra["startup_task"] = task
         try:
             yield
         finally:
             state.ready = False
-            await manager.close()
-            await scheduler.close()
+            # A model load runs in a thread that cannot be interrupted: let start-up finish, then undo it.
+            await asyncio.shield(task)
+            manager = parts.get("manager")
+            if manager is not None:
+                await manager.close()
+            scheduler = parts.get("scheduler")
+            if scheduler is not None:
+                await scheduler.close()
+            the_pipeline = parts.get("pipeline")
+            if the_pipeline is not None:
+                await asyncio.get_running_loop().run_in_executor(None, the_pipeline.close)
 
     async def on_shutdown(app: web.Application) -> None:
-        state.shutting_down = True
-        if SESSIONS in app:
-            await app[SESSIONS].close()  # refuse new sessions, close every peer connection
+        await begin_shutdown(app)
 
-    app.cleanup_ctx.extend([monitor_ctx, pipeline_ctx, media_ctx])
+    app.cleanup_ctx.extend([monitor_ctx, media_ctx])
     app.on_shutdown.append(on_shutdown)
 
     health.add_routes(app)
@@ -176,13 +210,28 @@ def create_app(
     sessions.add_routes(app)
     app.router.add_get("/demo", _demo)
     if monitor is None or hasattr(the_monitor, "snapshot_dict"):
-        try:
-            from gateway.monitoring.routes import setup_monitoring_routes
+        from gateway.monitoring.routes import setup_monitoring_routes
 
-            setup_monitoring_routes(app, the_monitor)  # type: ignore[arg-type]
-        except ImportError:  # pragma: no cover - monitoring is part of the package
-            logger.warning("monitoring routes unavailable")
+        setup_monitoring_routes(app, the_monitor)  # type: ignore[arg-type]
     return app
+
+
+async def begin_shutdown(app: web.Application) -> None:
+    """Refuse new sessions (503, /readyz 503) and close every peer connection. Idempotent; the HTTP server
+    keeps answering, so a caller may hold the listener open for a drain period before cleanup."""
+    state = app[STATE]
+    state.shutting_down = True
+    state.ready = False
+    if state.sessions is not None:
+        await state.sessions.close()
+
+
+async def wait_started(app: web.Application, timeout_s: float | None = None) -> None:
+    """Wait for the background start-up; raise RuntimeError(one line) when it failed."""
+    state = app[STATE]
+    await asyncio.wait_for(state.started.wait(), timeout_s)
+    if state.startup_error is not None:
+        raise RuntimeError(state.startup_error)
 
 
 async def _demo(request: web.Request) -> web.FileResponse:

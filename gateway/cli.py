@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -15,28 +16,42 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from aiohttp import web
 
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig
 from gateway.media.late import LatePolicy
+from gateway.preflight import PreflightError, check_processing
 from gateway.rtc.ice import LOOPBACK, IceConfig, TurnServer
 from gateway.scheduler import SchedulerConfig
 
 
+class UsageError(ValueError):
+    """A bad command line; main() prints it as one line and exits 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting: main() owns output and exit codes."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see gateway --help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="gateway", description="livefuse real-time face-swap gateway (WHIP/WHEP)."
-    )
+    p = _Parser(prog="gateway", description="livefuse real-time face-swap gateway (WHIP/WHEP).")
     a = p.add_argument
     a("--config", type=Path, help="TOML file with the same keys as the flags (flags override it)")
     a("--host", help="address to listen on (default 127.0.0.1)")
     a("--port", type=int, help="HTTP port (default 8080)")
     a("--engine", choices=["onnxruntime", "tensorrt"], help="inference backend (default onnxruntime)")
     a("--providers", help="comma list of ONNX Runtime providers: cpu,cuda,tensorrt (default cpu)")
-    a("--processors", help="default processors: face_swapper[,face_enhancer] (a WHIP ?processors= overrides)")
+    a(
+        "--processors",
+        help="default processors: face_swapper[,face_enhancer] or none (pass-through); "
+        "a WHIP ?processors= overrides",
+    )
     a("--swapper", help="swapper model: mesh_warp | inswapper_128")
     a("--enhancer", help="enhancer model: detail | gfpgan_1.4")
     a("--detector-size", type=int, help="face detector letterbox size, multiple of 32 (default 320)")
@@ -65,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--reap-after-s", type=float, help="close sessions silent/disconnected this long (default 10)")
     a("--model-dir", type=Path, help="model directory (default ~/.cache/livefuse/models)")
+    a(
+        "--shutdown-grace-s",
+        type=float,
+        help="on SIGTERM/SIGINT: close every peer, then keep answering 503 this long before exiting "
+        "(default 0; a second signal cuts it short)",
+    )
     a("--log-level", help="DEBUG | INFO | WARNING | ERROR (default INFO)")
     return p
 
@@ -77,9 +98,20 @@ def _split(value: Any) -> tuple[str, ...] | None:
     return tuple(v.strip() for v in str(value).split(",") if v.strip())
 
 
+def _processors(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
+    """`none` (or an empty list) = no processing: frames pass through the media path untouched."""
+    names = _split(value)
+    if names is None:
+        return default
+    return tuple(n for n in names if n.lower() != "none")
+
+
 def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = None) -> GatewayConfig:
     """Merge TOML values (keys like the flags, dashes or underscores) under the parsed flags."""
     merged: dict[str, Any] = {k.replace("-", "_"): v for k, v in (file_values or {}).items()}
+    unknown = sorted(set(merged) - set(vars(args)) - {"config"})
+    if unknown:
+        raise ValueError(f"unknown key(s) in config file: {', '.join(unknown)}")
     merged.update({k: v for k, v in vars(args).items() if v is not None})
     get = merged.get
     token = get("token")
@@ -88,7 +120,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
     processing = ProcessingConfig()
     processing = replace(
         processing,
-        processors=_split(get("processors")) or processing.processors,
+        processors=_processors(get("processors"), processing.processors),
         swapper=get("swapper", processing.swapper),
         enhancer=get("enhancer", processing.enhancer),
         detector_size=int(get("detector_size", processing.detector_size)),
@@ -130,38 +162,76 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         ice=ice,
         auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False))),
         log_level=str(get("log_level", "INFO")).upper(),
+        shutdown_grace_s=float(get("shutdown_grace_s", 0.0)),
     )
 
 
-async def serve(config: GatewayConfig) -> None:
-    """Run until SIGINT/SIGTERM: then refuse new sessions, close peers, drain workers, return."""
-    from gateway.app import create_app
+async def serve(config: GatewayConfig) -> int:
+    """Run until SIGINT/SIGTERM; returns the exit code.
 
-    runner = web.AppRunner(create_app(config), handle_signals=False)
+    On a signal: refuse new sessions and close every peer connection at once (the HTTP server keeps
+    answering 503 and /readyz 503 for `shutdown_grace_s`), then stop listening, drain workers, close models.
+    A background start-up failure (a model missing, say) ends the process with code 1 and one log line.
+    """
+    from gateway.app import begin_shutdown, create_app
+    from gateway.http.keys import STATE
+
+    log = logging.getLogger("gateway")
+    app = create_app(config)
+    runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port)
-    await site.start()
-    logging.getLogger("gateway").info("listening on http://%s:%d", config.host, config.port)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
-        await stop.wait()
+        site = web.TCPSite(runner, config.host, config.port)
+        await site.start()
+        log.info("listening on http://%s:%d", config.host, config.port)
+        stop = asyncio.Event()
+        hurry = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            (hurry if stop.is_set() else stop).set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        state = app[STATE]
+        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(state.started.wait())]
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        if not stop.is_set() and state.startup_error is None:
+            await stop.wait()
+        for w in waiters:
+            w.cancel()
+        code = 0
+        if state.startup_error is not None and not stop.is_set():
+            log.error("start-up failed: %s", state.startup_error)
+            code = 1
+        else:
+            log.info("stopping: refusing new sessions, closing peers")
+        await begin_shutdown(app)
+        if config.shutdown_grace_s > 0 and code == 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hurry.wait(), config.shutdown_grace_s)
+        return code
     finally:
-        await runner.cleanup()  # on_shutdown closes peers, cleanup_ctx drains scheduler and pipeline
+        await runner.cleanup()  # stops listening; cleanup_ctx drains the scheduler and closes the pipeline
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    file_values: dict[str, Any] = {}
+    """Exit codes: 0 clean stop, 1 failure while running, 2 bad command line, config or machine."""
     try:
+        args = build_parser().parse_args(argv)
+        file_values: dict[str, Any] = {}
         if args.config is not None:
             with open(args.config, "rb") as fh:
                 file_values = tomllib.load(fh)
         config = build_config(args, file_values)
-    except (OSError, ValueError, tomllib.TOMLDecodeError) as exc:
-        print(f"gateway: {exc}", file=sys.stderr)
+        check_processing(config.processing)
+    except (OSError, ValueError, TypeError, tomllib.TOMLDecodeError, PreflightError) as exc:
+        print(f"gateway: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -171,13 +241,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         pass
     try:
-        asyncio.run(serve(config))
+        return asyncio.run(serve(config))
     except KeyboardInterrupt:
         return 0
     except Exception as exc:
-        logging.getLogger("gateway").error("gateway failed: %s", exc)
+        logging.getLogger("gateway").error("gateway failed: %s", _one_line(exc))
         return 1
-    return 0
 
 
 if __name__ == "__main__":

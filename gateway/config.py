@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engines.frames import PROCESSORS
 from gateway.auth import AuthConfig
 from gateway.media.late import LatePolicy
 from gateway.rtc.ice import IceConfig
@@ -20,6 +21,7 @@ ENGINES = ("onnxruntime", "tensorrt")
 
 @dataclass(frozen=True)
 class ProcessingConfig:
+    # default processors of a session; () = none: frames pass through (decode, re-encode) untouched
     processors: tuple[str, ...] = ("face_swapper",)
     swapper: str | None = None
     enhancer: str | None = None
@@ -32,8 +34,14 @@ class ProcessingConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        if self.detector_size < 32:
-            raise ValueError(f"detector_size must be >= 32, got {self.detector_size}")
+        if self.detector_size < 32 or self.detector_size % 32:
+            raise ValueError(f"detector_size must be a multiple of 32 (>= 32), got {self.detector_size}")
+        if self.max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {self.max_batch}")
+        unknown = [p for p in self.processors if p not in PROCESSORS]
+        if unknown:
+            known = ", ".join((*PROCESSORS, "none"))
+            raise ValueError(f"unknown processor(s) {', '.join(unknown)} (known: {known})")
 
 
 @dataclass(frozen=True)
@@ -66,3 +74,12 @@ class GatewayConfig:
     max_body_bytes: int = 8 * 1024 * 1024  # client_max_size: source images; SDP is checked far lower
     max_sdp_bytes: int = 64 * 1024
     log_level: str = "INFO"
+    shutdown_grace_s: float = 0.0  # after a stop signal: peers closed, 503s answered this long, then exit
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be 0..65535, got {self.port}")
+        if self.shutdown_grace_s < 0:
+            raise ValueError("shutdown_grace_s must be >= 0")
+        if self.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")

@@ -1,4 +1,4 @@
-"""Checks the CLI runs before it listens, so a machine that cannot run the configured backend fails in one line.
+"""Checks the CLI runs before listening: a machine that cannot run the configured backend fails in one line.
 
 Why before listening: models load in the background after the server starts (liveness answers at once,
 readiness waits for warm-up); a missing GPU found there would leave a live-but-never-ready process. These
@@ -30,6 +30,8 @@ def check_processing(proc: ProcessingConfig) -> None:
 
             check_available(resolve_providers(proc.providers), ort.get_available_providers())
     except EngineError as exc:
-        raise PreflightError(f"--engine {proc.engine} --providers {','.join(proc.providers)}: {exc}") from None
+        what = f"--engine {proc.engine} --providers {','.join(proc.providers)}"
+        raise PreflightError(f"{what}: {exc}") from None
     except Exception as exc:  # a broken driver or library: still one line, never a traceback
-        raise PreflightError(f"--engine {proc.engine}: GPU check failed: {type(exc).__name__}: {exc}") from None
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        raise PreflightError(f"--engine {proc.engine}: GPU check failed: {reason}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Protocol
 
 import numpy as np
@@ -9,6 +10,7 @@ from aiohttp import web
 
 from engines.frames import FrameItem, FrameOutput, SourceFace
 from gateway.config import GatewayConfig
+from gateway.errors import Unavailable
 from gateway.sessions import MonitorLike, SessionManager
 
 
@@ -30,11 +32,30 @@ class AppState:
         self.shutting_down = False
         self.sources: dict[str, SourceFace] = {}
         self.default_source_id: str | None = None
+        # Set by the background start-up (after the app started, so they live here and not under AppKeys).
+        self.pipeline: PipelineLike | None = None
+        self.sessions: SessionManager | None = None
+        self.started = asyncio.Event()  # set when the background start-up finished (well or not)
+        self.startup_error: str | None = None  # one line when it failed
         self.extra: dict[str, Any] = {}
 
 
 CONFIG = web.AppKey("config", GatewayConfig)
-SESSIONS = web.AppKey("sessions", SessionManager)
-PIPELINE = web.AppKey("pipeline", PipelineLike)  # type: ignore[type-abstract]
 MONITOR = web.AppKey("monitor", MonitorLike)  # type: ignore[type-abstract]
 STATE = web.AppKey("state", AppState)
+
+
+def sessions_of(app: web.Application) -> SessionManager:
+    """The session manager, or 503 while the gateway is still starting."""
+    manager = app[STATE].sessions
+    if manager is None:
+        raise Unavailable("gateway is starting (models warming up)", retry_after_s=5)
+    return manager
+
+
+def pipeline_of(app: web.Application) -> PipelineLike:
+    """The face pipeline, or 503 while the gateway is still starting."""
+    pipeline = app[STATE].pipeline
+    if pipeline is None:
+        raise Unavailable("gateway is starting (models warming up)", retry_after_s=5)
+    return pipeline

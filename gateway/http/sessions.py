@@ -6,18 +6,21 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.http.keys import MONITOR, SESSIONS
+from gateway.http.keys import MONITOR, sessions_of
 
 
 def _describe(request: web.Request, session_id: str) -> dict[str, Any]:
-    session = request.app[SESSIONS].get(session_id)
+    session = sessions_of(request.app).get(session_id)
     info = session.summary()
-    info["stats"] = request.app[MONITOR].session_stats(session_id)
+    try:
+        info["stats"] = request.app[MONITOR].session_stats(session_id)
+    except KeyError:  # created but not yet announced to the monitor (its offer is still being answered)
+        info["stats"] = {}
     return info
 
 
 async def list_sessions(request: web.Request) -> web.Response:
-    manager = request.app[SESSIONS]
+    manager = sessions_of(request.app)
     return web.json_response(
         {
             "sessions": [_describe(request, sid) for sid in list(manager.sessions)],

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from engines.frames import NoFaceFound, SourceFace
 from gateway.errors import BadRequest, NotFound, PayloadTooLarge, Unprocessable, UnsupportedMediaType
-from gateway.http.keys import CONFIG, PIPELINE, STATE
+from gateway.http.keys import CONFIG, STATE, pipeline_of
 
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
 
@@ -25,7 +25,7 @@ def decode_image(body: bytes) -> np.ndarray:
 
 
 async def add_source(app: web.Application, image_rgb: np.ndarray, source_id: str | None = None) -> SourceFace:
-    pipeline = app[PIPELINE]
+    pipeline = pipeline_of(app)
     sid = source_id or secrets.token_urlsafe(9)
     try:
         face = await asyncio.get_running_loop().run_in_executor(None, pipeline.prepare_source, image_rgb, sid)

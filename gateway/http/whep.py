@@ -9,7 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from gateway.errors import BadRequest, NotFound
-from gateway.http.keys import CONFIG, SESSIONS
+from gateway.http.keys import CONFIG, sessions_of
 from gateway.http.whip import CORS, SDP_TYPE, read_offer
 from gateway.rtc.ice import link_headers
 from gateway.rtc.sdp import SdpError, check_offer
@@ -17,7 +17,7 @@ from gateway.rtc.sdp import SdpError, check_offer
 
 async def post_whep(request: web.Request) -> web.Response:
     offer = await read_offer(request)
-    session = request.app[SESSIONS].get(request.match_info["session_id"])
+    session = sessions_of(request.app).get(request.match_info["session_id"])
     try:
         check_offer(offer, need_send=False)
     except SdpError as exc:
@@ -36,7 +36,7 @@ async def post_whep(request: web.Request) -> web.Response:
 
 
 async def delete_whep(request: web.Request) -> web.Response:
-    session = request.app[SESSIONS].get(request.match_info["session_id"])
+    session = sessions_of(request.app).get(request.match_info["session_id"])
     if not await session.remove_viewer(request.match_info["viewer_id"]):
         raise NotFound("no such viewer")
     return web.Response(status=200, headers=CORS)

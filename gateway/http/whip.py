@@ -1,7 +1,7 @@
 """WHIP (RFC 9725): POST /whip creates a session from an SDP offer; DELETE /whip/{id} ends it.
 
 The publisher gets its processed video back on the same peer connection (sendrecv). Query: ?source=<id>
-(else the configured default source) and ?processors=face_swapper,face_enhancer.
+(else the configured default source) and ?processors=face_swapper,face_enhancer (or none: pass-through).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from aiohttp import web
 
 from engines.frames import PROCESSORS, SourceFace
 from gateway.errors import BadRequest, NotFound, NotImplementedFeature, UnsupportedMediaType
-from gateway.http.keys import CONFIG, SESSIONS, STATE
+from gateway.http.keys import CONFIG, STATE, sessions_of
 from gateway.rtc.ice import link_headers
 from gateway.rtc.sdp import SdpError
 
@@ -40,9 +40,10 @@ async def read_offer(request: web.Request) -> str:
 
 
 def choose_processors(raw: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    """Absent or empty -> the gateway's default; `none` -> () (pass-through); else known names only."""
     if raw is None or not raw.strip():
         return default
-    names = tuple(p.strip() for p in raw.split(",") if p.strip())
+    names = tuple(p.strip() for p in raw.split(",") if p.strip() and p.strip().lower() != "none")
     unknown = [n for n in names if n not in PROCESSORS]
     if unknown:
         raise BadRequest(f"unknown processor(s) {', '.join(unknown)} (known: {', '.join(PROCESSORS)})")
@@ -76,7 +77,7 @@ async def post_whip(request: web.Request) -> web.Response:
     processors = choose_processors(request.query.get("processors"), config.processing.processors)
     source = choose_source(request)
     try:
-        session, answer = await request.app[SESSIONS].create(offer, source=source, processors=processors)
+        session, answer = await sessions_of(request.app).create(offer, source=source, processors=processors)
     except SdpError as exc:
         raise BadRequest(str(exc)) from None
     response = web.Response(
@@ -96,12 +97,12 @@ async def post_whip(request: web.Request) -> web.Response:
 
 
 async def delete_whip(request: web.Request) -> web.Response:
-    await request.app[SESSIONS].delete(request.match_info["session_id"])
+    await sessions_of(request.app).delete(request.match_info["session_id"])
     return web.Response(status=200, headers=CORS)
 
 
 async def patch_whip(request: web.Request) -> web.Response:
-    request.app[SESSIONS].get(request.match_info["session_id"])  # 404 first
+    sessions_of(request.app).get(request.match_info["session_id"])  # 404 first
     if request.content_type != TRICKLE_TYPE:
         raise UnsupportedMediaType(f"Content-Type must be {TRICKLE_TYPE}")
     raise NotImplementedFeature(

@@ -20,7 +20,7 @@ from aiortc.mediastreams import MediaStreamError
 from av import VideoFrame
 
 from engines.frames import FrameItem, FrameOptions, FrameOutput, SourceFace
-from gateway.app import create_app
+from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig, SessionConfig
 from gateway.monitoring.records import FrameRecord
 from gateway.rtc.ice import IceConfig, create_peer_connection
@@ -43,13 +43,20 @@ class Gateway:
         await self.runner.cleanup()
 
 
-async def start_gateway(config: GatewayConfig, **kwargs: Any) -> Gateway:
+async def start_gateway(config: GatewayConfig, *, wait_ready: bool = True, **kwargs: Any) -> Gateway:
+    """Listening on a free port; by default also waits for the background start-up (models warm)."""
     app = create_app(config, **kwargs)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    if wait_ready:
+        try:
+            await wait_started(app, 60)
+        except BaseException:
+            await runner.cleanup()
+            raise
     return Gateway(app, runner, f"http://127.0.0.1:{port}")
 
 

@@ -6,7 +6,7 @@ import aiohttp
 import cv2
 import numpy as np
 
-from gateway.http.keys import SESSIONS
+from gateway.http.keys import sessions_of
 from tests.integration.conftest import (
     FakePipeline,
     RecordingMonitor,
@@ -34,7 +34,7 @@ async def test_viewer_gets_the_processed_stream(astronaut: np.ndarray) -> None:
                 assert ids == sorted(ids)
                 assert set(ids) & set(pub.received.ids), "viewer and publisher see the same frames"
                 assert viewer.received.frames[-1][5:40, 5:40].mean(axis=(0, 1))[1] < 60  # processed, not raw
-                session = gw.app[SESSIONS].get(session_id)
+                session = sessions_of(gw.app).get(session_id)
                 assert session.encoder.subscribers == 2  # one encoder, two subscribers
                 assert len(session.viewers) == 1
             finally:

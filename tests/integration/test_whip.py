@@ -100,9 +100,9 @@ async def test_killed_client_is_reaped_and_nothing_leaks(astronaut: np.ndarray) 
     ):
         client = await publish(http, gw.url, _face_frames(astronaut))
         assert await wait_for(lambda: len(client.received.ids) >= 5, 30)
-        from gateway.http.keys import SESSIONS
+        from gateway.http.keys import sessions_of
 
-        manager = gw.app[SESSIONS]
+        manager = sessions_of(gw.app)
         assert manager.counts()["sessions"] == 1
         # "kill" the client: stop its tasks and sockets without any goodbye (no DTLS close, no DELETE)
         for t in client.tasks:

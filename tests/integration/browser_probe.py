@@ -1,0 +1,159 @@
+"""Runs INSIDE a network namespace that has only `lo` (test_browser.py starts it with `unshare -n`): a real
+gateway (real pipeline) and headless Chromium with a fake camera opening /demo?autostart=1, driven over the
+DevTools protocol. Prints one JSON line with what the page saw; the test asserts on it.
+
+Why a separate process: the namespace must hold both ends (Chromium and the gateway) so loopback is the
+only path media can take, while pytest itself stays in the normal namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import aiohttp
+
+from gateway.app import create_app, wait_started
+from gateway.config import GatewayConfig
+from gateway.rtc.ice import IceConfig
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--use-fake-device-for-media-stream",
+    "--use-fake-ui-for-media-stream",
+    "--allow-loopback-in-peer-connection",
+    "--autoplay-policy=no-user-gesture-required",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Page:
+    """The smallest DevTools client: Runtime.evaluate on one page target."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self._id = 0
+
+    async def evaluate(self, expression: str) -> Any:
+        self._id += 1
+        await self.ws.send_json(
+            {"id": self._id, "method": "Runtime.evaluate",
+             "params": {"expression": expression, "awaitPromise": True, "returnByValue": True}}
+        )
+        while True:
+            msg = await self.ws.receive_json(timeout=10)
+            if msg.get("id") == self._id:
+                return msg.get("result", {}).get("result", {}).get("value")
+
+
+async def _page_ws(http: aiohttp.ClientSession, devtools: int, deadline: float) -> str:
+    while time.monotonic() < deadline:
+        try:
+            async with http.get(f"http://127.0.0.1:{devtools}/json/list") as r:
+                pages = [t for t in await r.json() if t.get("type") == "page"]
+                if pages:
+                    return str(pages[0]["webSocketDebuggerUrl"])
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(0.2)
+    raise TimeoutError("Chromium's DevTools endpoint never came up")
+
+
+async def _stats(page: Page) -> dict[str, Any]:
+    value = await page.evaluate("JSON.stringify(window.livefuseStats || {})")
+    return dict(json.loads(value or "{}"))
+
+
+async def run(timeout_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    config = GatewayConfig(host="127.0.0.1", port=0, ice=IceConfig.loopback_only())
+    from aiohttp import web
+
+    app = create_app(config)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    result: dict[str, Any] = {"ok": False}
+    browser: subprocess.Popen[bytes] | None = None
+    try:
+        await wait_started(app, 60)
+        devtools = _free_port()
+        with tempfile.TemporaryDirectory() as profile:
+            browser = subprocess.Popen(
+                [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={devtools}",
+                 f"http://127.0.0.1:{port}/demo?autostart=1"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            async with aiohttp.ClientSession() as http:
+                async with http.ws_connect(await _page_ws(http, devtools, deadline), max_msg_size=0) as ws:
+                    page = Page(ws)
+                    first = await _wait(page, lambda s: s.get("framesReceived", 0) >= 30, deadline)
+                    result["before"] = first
+                    await page.evaluate("window.livefuseScaleDown(2)")
+                    full_w = first.get("width", 0)
+                    after = await _wait(
+                        page,
+                        lambda s: 0 < s.get("width", 0) < full_w and s.get("framesReceived", 0)
+                        >= first["framesReceived"] + 30,
+                        deadline,
+                    )
+                    result["after"] = after
+                    result["ok"] = True
+            browser.terminate()
+            browser.wait(10)
+    except Exception as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        if browser is not None and browser.poll() is None:
+            browser.kill()
+            browser.wait(10)
+        from gateway.http.keys import STATE
+
+        manager = app[STATE].sessions
+        if manager is not None:
+            result["gateway"] = {sid: s.summary() for sid, s in manager.sessions.items()}
+        await runner.cleanup()
+    return result
+
+
+async def _wait(page: Page, cond: Any, deadline: float) -> dict[str, Any]:
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        last = await _stats(page)
+        if last.get("error"):
+            raise RuntimeError(f"page error: {last['error']}")
+        if cond(last):
+            return last
+        await asyncio.sleep(0.25)
+    raise TimeoutError(f"page never got there: {last}")
+
+
+def main() -> int:
+    timeout_s = float(sys.argv[1]) if len(sys.argv) > 1 else 60.0
+    result = asyncio.run(run(timeout_s))
+    print(json.dumps(result))
+    return 0 if result.get("ok") else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

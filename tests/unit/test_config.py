@@ -1,0 +1,99 @@
+"""The CLI edge: defaults < --config FILE.toml < flags; every bad input is one stderr line and exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import build_config, build_parser, main
+from gateway.config import GatewayConfig, ProcessingConfig
+from gateway.media.late import LatePolicy
+from gateway.rtc.ice import LOOPBACK
+
+
+def _config(argv: list[str], file_values: dict[str, object] | None = None) -> GatewayConfig:
+    return build_config(build_parser().parse_args(argv), file_values)
+
+
+def test_defaults() -> None:
+    config = _config([])
+    assert config.host == "127.0.0.1" and config.port == 8080
+    assert config.processing == ProcessingConfig()
+    assert config.ice.host_addresses == () and config.auth.token is None
+    assert config.sessions.late_policy is LatePolicy.REPEAT
+
+
+def test_file_overrides_defaults_and_flags_override_file(tmp_path: Path) -> None:
+    toml = tmp_path / "gw.toml"
+    toml.write_text(
+        'port = 9000\nmax-batch = 4\nprocessors = "face_swapper,face_enhancer"\nbudget_ms = 120.0\n'
+        'ice-loopback-only = true\nlate_policy = "original"\n'
+    )
+    import tomllib
+
+    values = tomllib.loads(toml.read_text())
+    from_file = _config(["--config", str(toml)], values)
+    assert from_file.port == 9000 and from_file.processing.max_batch == 4
+    assert from_file.scheduler.max_batch == 4 and from_file.scheduler.budget_ms == 120.0
+    assert from_file.processing.processors == ("face_swapper", "face_enhancer")
+    assert from_file.ice.host_addresses == LOOPBACK
+    assert from_file.sessions.late_policy is LatePolicy.ORIGINAL
+    flags = _config(
+        ["--config", str(toml), "--port", "9100", "--max-batch", "2", "--processors", "face_swapper"], values
+    )
+    assert flags.port == 9100 and flags.processing.max_batch == 2 and flags.scheduler.max_batch == 2
+    assert flags.processing.processors == ("face_swapper",)
+    assert flags.scheduler.budget_ms == 120.0  # not on the command line: the file's value stays
+
+
+def test_main_reads_the_toml_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """main() itself opens --config: a key it does not know is one line and exit 2, not silently ignored."""
+    toml = tmp_path / "gw.toml"
+    toml.write_text("port = 9000\nmax_bach = 4\n")
+    assert main(["--config", str(toml)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "max_bach" in err
+
+
+def test_token_file(tmp_path: Path) -> None:
+    secret = tmp_path / "token"
+    secret.write_text("s3cret\n")
+    config = _config(["--token-file", str(secret), "--protect-reads"])
+    assert config.auth.token == "s3cret" and config.auth.protect_reads
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--bogus"], "--bogus"),
+        (["--port", "eighty"], "--port"),
+        (["--port", "70000"], "port"),
+        (["--engine", "cuda"], "--engine"),
+        (["--late-policy", "never"], "--late-policy"),
+        (["--detector-size", "100"], "detector_size"),
+        (["--log-level", "LOUD"], "log_level"),
+        (["--config", "/nonexistent/gw.toml"], "gw.toml"),
+        (["--token-file", "/nonexistent/token"], "token"),
+        (["--engine", "tensorrt"], "GPU"),
+        (["--providers", "cuda"], "CUDAExecutionProvider"),
+        (["--providers", "tensorrt,cpu"], "TensorrtExecutionProvider"),
+        (["--providers", "npu"], "npu"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Includes asking for a GPU backend on this CPU-only machine: refused before listening, no traceback."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and captured.err.startswith("gateway: error: "), captured.err
+    assert needle in captured.err and "Traceback" not in captured.err
+
+
+def test_bad_toml_syntax(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    toml = tmp_path / "gw.toml"
+    toml.write_text("port = = 1\n")
+    assert main(["--config", str(toml)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
