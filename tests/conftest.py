@@ -54,3 +54,15 @@ def astronaut(media: dict[str, Path]) -> np.ndarray:
 @pytest.fixture(scope="session")
 def group_photo(media: dict[str, Path]) -> np.ndarray:
     return _read_rgb(media["t1.jpg"])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """In CI (`CI` set, as `.ci/run` runs) a browser test may not skip for a missing tool: `.ci/run` installs
+    chromium, iproute2 and util-linux, so a skip there means a broken install step — report it as a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI") and item.get_closest_marker("browser") is not None:
+        report.outcome = "failed"
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.longrepr = f"browser test skipped in CI: {reason}"
