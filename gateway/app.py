@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -94,7 +93,7 @@ def _default_pipeline(config: GatewayConfig) -> PipelineLike:
         engine=EngineConfig(backend=proc.engine, providers=proc.providers, max_batch=proc.max_batch),
         **kwargs,
     )
-    store = ModelStore(proc.model_dir or default_model_dir(os.environ))
+    store = ModelStore(proc.model_dir or default_model_dir({}))  # the CLI resolves env and flags
     return Pipeline.from_config(pipeline_config, store)
 
 

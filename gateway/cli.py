@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 import tomllib
@@ -20,6 +21,7 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
+from engines.models.store import default_model_dir
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig
 from gateway.media.late import LatePolicy
@@ -127,7 +129,8 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         engine=get("engine", processing.engine),
         providers=_split(get("providers")) or processing.providers,
         max_batch=int(get("max_batch", processing.max_batch)),
-        model_dir=Path(str(get("model_dir"))) if get("model_dir") else None,
+        # flag/TOML > $LIVEFUSE_MODEL_DIR > ~/.cache/livefuse/models, resolved here at the edge
+        model_dir=Path(str(get("model_dir"))) if get("model_dir") else default_model_dir(os.environ),
     )
     sched = SchedulerConfig()
     scheduler = SchedulerConfig(

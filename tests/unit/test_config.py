@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from engines.models.store import default_model_dir
 from gateway.cli import build_config, build_parser, main
 from gateway.config import GatewayConfig, ProcessingConfig
 from gateway.media.late import LatePolicy
@@ -19,7 +22,8 @@ def _config(argv: list[str], file_values: dict[str, object] | None = None) -> Ga
 def test_defaults() -> None:
     config = _config([])
     assert config.host == "127.0.0.1" and config.port == 8080
-    assert config.processing == ProcessingConfig()
+    assert replace(config.processing, model_dir=None) == ProcessingConfig()
+    assert config.processing.model_dir == default_model_dir(os.environ)  # resolved at the CLI edge
     assert config.ice.host_addresses == () and config.auth.token is None
     assert config.sessions.late_policy is LatePolicy.REPEAT
 
