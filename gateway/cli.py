@@ -25,6 +25,8 @@ from engines.models.store import default_model_dir
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig
 from gateway.media.late import LatePolicy
+from gateway.monitoring.controller import DegradationConfig
+from gateway.monitoring.monitor import MonitorConfig
 from gateway.preflight import PreflightError, check_processing
 from gateway.rtc.ice import LOOPBACK, IceConfig, TurnServer
 from gateway.scheduler import SchedulerConfig
@@ -32,6 +34,9 @@ from gateway.scheduler import SchedulerConfig
 
 class UsageError(ValueError):
     """A bad command line; main() prints it as one line and exits 2."""
+
+
+DEFAULT_EVENT_LOG = Path.home() / ".local" / "state" / "livefuse" / "events.jsonl"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,6 +94,20 @@ def build_parser() -> argparse.ArgumentParser:
         "(default 0; a second signal cuts it short)",
     )
     a("--log-level", help="DEBUG | INFO | WARNING | ERROR (default INFO)")
+    a(
+        "--event-log",
+        type=Path,
+        help="JSONL event log, appended and rotated by size (default ~/.local/state/livefuse/events.jsonl; "
+        "'none' keeps events in memory only)",
+    )
+    a("--event-log-max-mb", type=float, help="rotate the event log past this size (default 5)")
+    a("--sample-interval-s", type=float, help="system sampler period at rest, adaptive around it (default 1)")
+    a(
+        "--no-degradation",
+        action="store_true",
+        default=None,
+        help="never step the pipeline down (enhancer off, detect every 2nd frame, ...) under overload",
+    )
     return p
 
 
@@ -156,6 +175,15 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         turn=tuple(turns),
         host_addresses=LOOPBACK if get("ice_loopback_only") else (),
     )
+    event_log = get("event_log", DEFAULT_EVENT_LOG)
+    monitor = MonitorConfig(
+        sample_interval_s=float(get("sample_interval_s", 1.0)),
+        budget_ms=scheduler.budget_ms,
+        event_log=None if str(event_log).lower() == "none" else Path(str(event_log)),
+        event_log_max_bytes=int(float(get("event_log_max_mb", 5.0)) * 1_000_000),
+        degradation=DegradationConfig(enabled=not get("no_degradation", False)),
+        parallelism=float(scheduler.workers),
+    )
     return GatewayConfig(
         host=get("host", "127.0.0.1"),
         port=int(get("port", 8080)),
@@ -166,6 +194,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False))),
         log_level=str(get("log_level", "INFO")).upper(),
         shutdown_grace_s=float(get("shutdown_grace_s", 0.0)),
+        monitor=monitor,
     )
 
 

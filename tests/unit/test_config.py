@@ -101,3 +101,18 @@ def test_bad_toml_syntax(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     toml.write_text("port = = 1\n")
     assert main(["--config", str(toml)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_monitoring_flags_reach_the_monitor_config(tmp_path: Path) -> None:
+    default = _config([]).monitor
+    assert default.event_log is not None and default.event_log.name == "events.jsonl"
+    assert default.degradation.enabled and default.budget_ms == 150.0
+    config = _config(
+        ["--event-log", str(tmp_path / "ev.jsonl"), "--event-log-max-mb", "2", "--no-degradation",
+         "--budget-ms", "120", "--workers", "2", "--sample-interval-s", "0.5"]
+    )
+    m = config.monitor
+    assert m.event_log == tmp_path / "ev.jsonl" and m.event_log_max_bytes == 2_000_000
+    assert not m.degradation.enabled and m.budget_ms == 120.0 and m.parallelism == 2.0
+    assert m.sample_interval_s == 0.5
+    assert _config(["--event-log", "none"]).monitor.event_log is None
