@@ -1,7 +1,7 @@
 # livefuse for NVIDIA GPUs: ONNX Runtime (CUDA / TensorRT EP) and native TensorRT plans.
 #
 #   docker build -t livefuse .
-#   docker run --gpus all -p 8080:8080 -v livefuse-models:/models livefuse --ice-public-ip <host-ip>
+#   docker run --gpus all --network host -v livefuse-models:/models livefuse
 #
 # onnxruntime-gpu 1.31 links libnvinfer.so.10, so the TensorRT wheel is pinned to the 10.x line (TensorRT 11
 # would leave the ORT TensorRT provider without its library). Both use the CUDA 13 runtime of the base image.
@@ -57,6 +57,6 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=60s \
 
 # Build TensorRT plans inside the container (needs the GPU):
 #   docker run --gpus all -v livefuse-models:/models --entrypoint python3 livefuse \
-#       scripts/build_engines.py /models/retinaface_mnet025.onnx --max-batch 16 --precision fp16 --out /models/plans
+#       scripts/build_engines.py /models/retinaface_mnet025.onnx --max-batch 16 --precision fp16 --out-dir /models/plans
 ENTRYPOINT ["tini", "--", "gateway", "--host", "0.0.0.0", "--port", "8080"]
 CMD ["--engine", "onnxruntime", "--providers", "tensorrt,cuda,cpu"]

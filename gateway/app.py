@@ -90,7 +90,16 @@ def _default_pipeline(config: GatewayConfig) -> PipelineLike:
         # default "none" still loads the swapper: a session may ask for it with ?processors=face_swapper
         processors=proc.processors or ("face_swapper",),
         detector_size=proc.detector_size,
-        engine=EngineConfig(backend=proc.engine, providers=proc.providers, max_batch=proc.max_batch),
+        engine=EngineConfig(
+            backend=proc.engine,
+            providers=proc.providers,
+            max_batch=proc.max_batch,
+            device_id=proc.device_id,
+            fp16=proc.fp16,
+            trt_cache_dir=proc.trt_cache_dir,
+            intra_op_threads=proc.intra_op_threads,
+            contexts=proc.contexts,
+        ),
         **kwargs,
     )
     store = ModelStore(proc.model_dir or default_model_dir({}))  # the CLI resolves env and flags

@@ -59,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="default processors: face_swapper[,face_enhancer] or none (pass-through); "
         "a WHIP ?processors= overrides",
     )
+    a("--device-id", type=int, help="GPU index for cuda/tensorrt (default 0)")
+    a("--fp16", action="store_true", default=None, help="FP16 engines (ORT TensorRT provider; fp16 plans)")
+    a(
+        "--trt-cache-dir",
+        type=Path,
+        help="--engine tensorrt: directory of plans built by scripts/build_engines.py; "
+        "--providers tensorrt: ORT's engine + timing cache",
+    )
+    a("--intra-op-threads", type=int, help="ONNX Runtime threads per engine (default: all cores)")
+    a("--contexts", type=int, help="--engine tensorrt: execution contexts (CUDA streams), default 2")
     a("--swapper", help="swapper model: mesh_warp | inswapper_128")
     a("--enhancer", help="enhancer model: detail | gfpgan_1.4")
     a("--detector-size", type=int, help="face detector letterbox size, multiple of 32 (default 320)")
@@ -148,6 +158,11 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         engine=get("engine", processing.engine),
         providers=_split(get("providers")) or processing.providers,
         max_batch=int(get("max_batch", processing.max_batch)),
+        device_id=int(get("device_id", processing.device_id)),
+        fp16=bool(get("fp16", processing.fp16)),
+        trt_cache_dir=Path(str(get("trt_cache_dir"))) if get("trt_cache_dir") else None,
+        intra_op_threads=int(get("intra_op_threads", processing.intra_op_threads)),
+        contexts=int(get("contexts", processing.contexts)),
         # flag/TOML > $LIVEFUSE_MODEL_DIR > ~/.cache/livefuse/models, resolved here at the edge
         model_dir=Path(str(get("model_dir"))) if get("model_dir") else default_model_dir(os.environ),
     )

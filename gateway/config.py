@@ -30,6 +30,11 @@ class ProcessingConfig:
     providers: tuple[str, ...] = ("cpu",)
     max_batch: int = 8
     model_dir: Path | None = None
+    device_id: int = 0
+    fp16: bool = False
+    trt_cache_dir: Path | None = None  # native plans (--engine tensorrt); ORT-TRT engine + timing cache
+    intra_op_threads: int = 0  # ONNX Runtime threads per engine; 0 = its default (all cores)
+    contexts: int = 2  # native TensorRT: execution contexts, one CUDA stream each
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:

@@ -22,7 +22,8 @@ def check_processing(proc: ProcessingConfig) -> None:
         if proc.engine == "tensorrt":
             from engines.tensorrt_engine import device_compute_capability
 
-            device_compute_capability(0)  # imports TensorRT and cuda-python, asks the driver for a GPU
+            # imports TensorRT and cuda-python, asks the driver for the GPU
+            device_compute_capability(proc.device_id)
         else:
             import onnxruntime as ort
 

@@ -32,7 +32,7 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpReceiver, RTCSessi
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtcrtpsender import RTCRtpSender
 
-from engines.frames import FaceTrack, FrameItem, FrameOptions, FrameOutput, SourceFace
+from engines.frames import STAGE_SWAP, FaceTrack, FrameItem, FrameOptions, FrameOutput, SourceFace
 from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
 from gateway.media.fanout import FanoutEncoder
@@ -101,6 +101,18 @@ def _supports_vp8_only(pc: RTCPeerConnection) -> None:
             transceiver.setCodecPreferences(vp8)
         else:
             transceiver.direction = "inactive"  # audio is not processed; never let it pile up undecoded
+
+
+def _needs_pipeline(options: FrameOptions, source: SourceFace | None) -> bool:
+    """Pass-through frames (no processors, or a swap with no source face) skip the batcher: waiting
+    `max_queue_delay_ms` for batch partners would only add latency to a frame nobody works on."""
+    wanted = set(options.processors)
+    return bool(wanted - {STAGE_SWAP}) or (STAGE_SWAP in wanted and source is not None)
+
+
+def _passed_through(image: np.ndarray) -> ScheduledFrame:
+    output = FrameOutput(image=image, faces=0)
+    return ScheduledFrame(Outcome.PROCESSED, output, queue_wait_ms=0.0, batch_size=0, process_ms=0.0)
 
 
 class Session:
@@ -192,13 +204,15 @@ class Session:
                 completed = frame_completed_at(receiver, frame.pts)
                 image = await loop.run_in_executor(self._executor, _to_rgb, frame)
                 decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
-                item = FrameItem(
-                    image=image,
-                    source=self.source,
-                    options=self._monitor.frame_options(self.processors),
-                    track=self._face_track,
-                )
-                future = self._scheduler.submit(self.id, frame_id, item, arrival, arrival + self._budget_s)
+                options = self._monitor.frame_options(self.processors)
+                if _needs_pipeline(options, self.source):
+                    item = FrameItem(image=image, source=self.source, options=options, track=self._face_track)
+                    future = self._scheduler.submit(
+                        self.id, frame_id, item, arrival, arrival + self._budget_s
+                    )
+                else:
+                    future = loop.create_future()
+                    future.set_result(_passed_through(image))
                 self.counters.frames_in += 1
                 self._pending.put_nowait(
                     _Pending(frame_id, arrival, int(frame.pts or 0), image, decode_ms, future)

@@ -116,3 +116,12 @@ def test_monitoring_flags_reach_the_monitor_config(tmp_path: Path) -> None:
     assert not m.degradation.enabled and m.budget_ms == 120.0 and m.parallelism == 2.0
     assert m.sample_interval_s == 0.5
     assert _config(["--event-log", "none"]).monitor.event_log is None
+
+
+def test_engine_flags_reach_the_processing_config(tmp_path: Path) -> None:
+    config = _config(
+        ["--device-id", "1", "--fp16", "--trt-cache-dir", str(tmp_path), "--intra-op-threads", "2",
+         "--contexts", "3"]
+    )
+    p = config.processing
+    assert (p.device_id, p.fp16, p.trt_cache_dir, p.intra_op_threads, p.contexts) == (1, True, tmp_path, 2, 3)
