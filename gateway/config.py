@@ -58,6 +58,7 @@ class SessionConfig:
     connect_timeout_s: float = 20.0  # from the answer to ICE/DTLS connected
     bitrate: int = 1_000_000  # VP8 target for the processed stream
     max_viewers: int = 32
+    network_allowance_ms: float = 10.0  # kept back from the budget for the trip back to the client
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:

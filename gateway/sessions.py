@@ -148,6 +148,7 @@ class Session:
         self._monitor = monitor
         self._executor = executor
         self._budget_s = budget_ms / 1000.0
+        self._encode_ewma_s = 0.0  # measured encode time, reserved out of every frame's deadline
         self._on_closed = on_closed
         self._face_track = FaceTrack()
         self._pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
@@ -208,7 +209,7 @@ class Session:
                 if _needs_pipeline(options, self.source):
                     item = FrameItem(image=image, source=self.source, options=options, track=self._face_track)
                     future = self._scheduler.submit(
-                        self.id, frame_id, item, arrival, arrival + self._budget_s
+                        self.id, frame_id, item, arrival, self._deadline(arrival, completed)
                     )
                 else:
                     future = loop.create_future()
@@ -222,6 +223,14 @@ class Session:
         finally:
             self._pending.put_nowait(None)
             self.schedule_close("publisher ended")
+
+    def _deadline(self, arrival: float, completed: float | None) -> float:
+        """The budget is end to end: count from when the frame's last packet arrived (before decode), and
+        keep back what still follows processing — our encode (measured) and the trip to the client
+        (`network_allowance_ms`) — so a frame that is processed at all is delivered within the budget."""
+        start = completed if completed is not None and completed <= arrival else arrival
+        reserve = self._encode_ewma_s + self.config.network_allowance_ms / 1000.0
+        return start + max(self._budget_s - reserve, self._budget_s / 2)
 
     def _next_frame_id(self) -> int:
         return next(self._frame_ids)
@@ -265,7 +274,9 @@ class Session:
             if image is not None:
                 t0 = time.monotonic()
                 packets = await loop.run_in_executor(self._executor, self.encoder.encode, image, pending.pts)
-                stages["encode"] = (time.monotonic() - t0) * 1000.0
+                encode_s = time.monotonic() - t0
+                stages["encode"] = encode_s * 1000.0
+                self._encode_ewma_s += 0.1 * (encode_s - self._encode_ewma_s)
                 self.encoder.publish(packets)
                 self.counters.frames_out += 1
             height, width = pending.image.shape[:2]

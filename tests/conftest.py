@@ -57,9 +57,11 @@ def group_photo(media: dict[str, Path]) -> np.ndarray:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
-    """In CI (`CI` set, as `.ci/run` runs) a browser test may not skip for a missing tool: `.ci/run` installs
-    chromium, iproute2 and util-linux, so a skip there means a broken install step — report it as a failure."""
+def pytest_runtest_makereport(  # type: ignore[no-untyped-def]
+    item: pytest.Item, call: pytest.CallInfo[None]
+):
+    """In CI (`CI` set, as `.ci/run` runs) a browser test may not skip for a missing tool: `.ci/run`
+    installs chromium, iproute2 and util-linux, so a skip there is a broken install step: a failure."""
     outcome = yield
     report = outcome.get_result()
     if report.skipped and os.environ.get("CI") and item.get_closest_marker("browser") is not None:

@@ -175,6 +175,18 @@ async def _negotiate(
         return resp.status, body, resp.headers["Location"]
 
 
+async def source_query(http: aiohttp.ClientSession, base: str, image_rgb: np.ndarray) -> str:
+    """Upload a source face (POST /sources) and return the WHIP query that selects it. Frames of a session
+    without a source face skip the batcher (nothing to swap), so tests of the batched path need one."""
+    import cv2
+
+    ok, png = cv2.imencode(".png", cv2.cvtColor(image_rgb, cv2.COLOR_RGB2BGR))
+    assert ok
+    async with http.post(f"{base}/sources", data=png.tobytes(), headers={"Content-Type": "image/png"}) as r:
+        assert r.status == 201, await r.text()
+        return f"?source={(await r.json())['id']}"
+
+
 async def publish(
     http: aiohttp.ClientSession,
     base: str,

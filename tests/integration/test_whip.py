@@ -18,6 +18,7 @@ from tests.integration.conftest import (
     gw_config,
     publish,
     running_gateway,
+    source_query,
     wait_for,
 )
 
@@ -37,13 +38,15 @@ async def test_publisher_gets_processed_frames_back_in_order(astronaut: np.ndarr
         running_gateway(gw_config(), pipeline=FakePipeline(), monitor=monitor) as gw,
         aiohttp.ClientSession() as http,
     ):
-        client = await publish(http, gw.url, _face_frames(astronaut))
+        query = await source_query(http, gw.url, astronaut)
+        client = await publish(http, gw.url, _face_frames(astronaut), query=query)
         try:
             assert await wait_for(lambda: len(client.received.ids) >= 20, 30)
             ids = client.received.ids
             assert ids == sorted(ids) and len(set(ids)) == len(ids)  # frames leave in order, identity kept
             frame = client.received.frames[-1]
-            assert frame[5:40, 5:40].mean(axis=(0, 1))[1] < 60  # magenta block: the processed image came back
+            r, g, _ = frame[5:40, 5:40].mean(axis=(0, 1))
+            assert r > 180 and g < 50  # magenta block: the processed image came back
             assert frame.shape[:2] == (240, 320)
             async with http.get(gw.url + "/sessions") as resp:
                 listing = await resp.json()
@@ -60,7 +63,8 @@ async def test_slow_pipeline_drops_frames_instead_of_queueing(astronaut: np.ndar
     slow = FakePipeline(delay_s=0.25)  # 4 fps capacity against 15 fps input
     config = replace(gw_config(), scheduler=SchedulerConfig(budget_ms=600.0))
     async with running_gateway(config, pipeline=slow, monitor=monitor) as gw, aiohttp.ClientSession() as http:
-        client = await publish(http, gw.url, _face_frames(astronaut), fps=15)
+        query = await source_query(http, gw.url, astronaut)
+        client = await publish(http, gw.url, _face_frames(astronaut), fps=15, query=query)
         try:
             assert await wait_for(lambda: len(client.received.ids) >= 12, 40)
             await asyncio.sleep(2.0)
@@ -82,7 +86,9 @@ async def test_four_publishers_share_batches(astronaut: np.ndarray) -> None:
         running_gateway(config, pipeline=pipeline, monitor=RecordingMonitor()) as gw,
         aiohttp.ClientSession() as http,
     ):
-        clients = [await publish(http, gw.url, _face_frames(astronaut, (160, 120)), fps=10) for _ in range(4)]
+        query = await source_query(http, gw.url, astronaut)
+        frames = _face_frames(astronaut, (160, 120))
+        clients = [await publish(http, gw.url, frames, fps=10, query=query) for _ in range(4)]
         try:
             assert await wait_for(lambda: all(len(c.received.ids) >= 10 for c in clients), 40)
         finally:
@@ -120,3 +126,21 @@ async def test_killed_client_is_reaped_and_nothing_leaks(astronaut: np.ndarray) 
         ]
     # aiortc's decoder threads and the gateway's workers are gone once the gateway stopped
     assert await wait_for(lambda: _threads() <= baseline_threads, 10), threading.enumerate()
+
+
+async def test_sessions_without_a_source_pass_through_without_batching(astronaut: np.ndarray) -> None:
+    """No source face = nothing to swap: frames come back unprocessed and never wait in the batcher."""
+    pipeline = FakePipeline()
+    async with (
+        running_gateway(gw_config(), pipeline=pipeline) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+        client = await publish(http, gw.url, _face_frames(astronaut))
+        try:
+            assert await wait_for(lambda: len(client.received.ids) >= 10, 30)
+            frame = client.received.frames[-1]
+            r, g, _ = frame[5:40, 5:40].mean(axis=(0, 1))
+            assert r < 140 and g > 30  # the astronaut's corner, no magenta block: the pipeline never ran
+            assert pipeline.batches == []
+        finally:
+            await client.close()
