@@ -182,13 +182,15 @@ def estimate_capacity(
     fps_per_session: float | None,
     *,
     parallelism: float = 1.0,
-    target_utilisation: float = 0.8,
+    target_utilisation: float = 0.9,
 ) -> int | None:
-    """Sessions this machine can hold: compute time available per second / compute time one session needs.
+    """Sessions this machine can hold: batch-worker time available per second / worker time one session needs.
 
-    `work_ms_per_frame` is the amortised processing time of one frame (each stage's batch time divided by its
-    batch size, summed, plus decode/encode); `parallelism` is how many frames the pipeline works on at once
-    (1 for one engine worker). None when there is no evidence yet.
+    `work_ms_per_frame` is the amortised time one frame costs the batch workers (each pipeline stage's batch
+    time divided by its batch size, summed). Decode and encode are left out: they run per session on other
+    threads, beside the workers. `parallelism` is how many batches run at once (`--workers`). The batch
+    worker is the bottleneck the budget depends on; `loadgen --find-capacity` measures the real number.
+    None when there is no evidence yet.
     """
     if not work_ms_per_frame or not fps_per_session or work_ms_per_frame <= 0 or fps_per_session <= 0:
         return None

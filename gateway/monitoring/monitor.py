@@ -56,8 +56,6 @@ from .window import (
 log = logging.getLogger(__name__)
 
 FPS_WINDOW_S = 5.0
-# Stage timings that are not compute the machine spends on the frame (they are waiting), left out of capacity.
-_WAIT_STAGES = frozenset({"queue_wait"})
 # Closed sessions remembered so that frames still in flight at close do not reopen them.
 _RECENTLY_CLOSED_MAX = 1024
 
@@ -243,9 +241,8 @@ class Monitor:
                         self._stage_hists[stage] = CumulativeHistogram()
                     win.add(now, ms)
                     self._stage_hists[stage].observe(ms)
-                    if stage not in _WAIT_STAGES:
-                        b = rec.batch_sizes.get(stage, 1)
-                        work += ms / max(1, b)
+                    if stage in rec.batch_sizes:  # the batch worker's share; codecs run on other threads
+                        work += ms / max(1, rec.batch_sizes[stage])
                 for stage, b in rec.batch_sizes.items():
                     bw = self._batch.get(stage)
                     if bw is None:

@@ -111,8 +111,9 @@ def test_recommend_max_batch_from_fixed_plus_per_item_cost() -> None:
 
 
 def test_capacity_estimate() -> None:
-    assert estimate_capacity(5.0, 15.0) == 10  # 75 ms of work per second per session, 800 ms usable
+    assert estimate_capacity(5.0, 15.0) == 12  # 75 ms of work per second per session, 900 ms usable
     assert estimate_capacity(20.0, 25.0) == 1
-    assert estimate_capacity(20.0, 25.0, parallelism=4.0) == 6
+    assert estimate_capacity(20.0, 25.0, parallelism=4.0) == 7
+    assert estimate_capacity(5.0, 15.0, target_utilisation=0.8) == 10
     assert estimate_capacity(None, 15.0) is None
     assert estimate_capacity(5.0, 0.0) is None
