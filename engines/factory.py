@@ -16,6 +16,7 @@ class EngineConfig:
     backend: str = "onnxruntime"            # "onnxruntime" | "tensorrt" (native plans)
     providers: tuple[str, ...] = ("cpu",)   # ORT providers: cpu | cuda | tensorrt
     intra_op_threads: int = 0
+    ort_spinning: bool = False              # ORT intra-op threads spin-wait between jobs
     device_id: int = 0
     max_batch: int = 16
     fp16: bool = False
@@ -37,6 +38,7 @@ def ort_config_of(config: EngineConfig) -> OrtConfig:
     return OrtConfig(
         providers=config.providers,
         intra_op_threads=config.intra_op_threads,
+        allow_spinning=config.ort_spinning,
         max_batch=config.max_batch,
         device_id=config.device_id,
         opt_batch=config.opt_batch,

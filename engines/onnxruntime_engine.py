@@ -38,6 +38,9 @@ class OrtConfig:
     providers: tuple[str, ...] = ("cpu",)
     intra_op_threads: int = 0  # 0 = ORT default
     inter_op_threads: int = 1
+    # Idle intra-op threads spin-wait for the next job by default; in the gateway they share the cores with
+    # the VP8 codecs and aiortc, so spinning burns what the codecs need. Off by default.
+    allow_spinning: bool = False
     max_batch: int = 32
     device_id: int = 0
     min_batch: int = 1
@@ -169,6 +172,8 @@ class OrtEngine:
         if config.intra_op_threads:
             opts.intra_op_num_threads = config.intra_op_threads
         opts.inter_op_num_threads = config.inter_op_threads
+        spin = "1" if config.allow_spinning else "0"
+        opts.add_session_config_entry("session.intra_op.allow_spinning", spin)
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         check_available(resolve_providers(config.providers), ort.get_available_providers())
         needs_inputs = "tensorrt" in config.providers
