@@ -22,16 +22,10 @@ import aiohttp
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
 from gateway.rtc.ice import IceConfig
+from tests.integration.chromium import CHROMIUM, HEADLESS_FLAGS
 
-CHROMIUM = "/usr/bin/chromium"
 FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
+    *HEADLESS_FLAGS,
     "--use-fake-device-for-media-stream",
     "--use-fake-ui-for-media-stream",
     "--allow-loopback-in-peer-connection",

@@ -25,18 +25,13 @@ from aiohttp import web
 from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.monitoring.records import FrameRecord, Outcome
 from gateway.monitoring.routes import setup_monitoring_routes
+from tests.integration.chromium import HEADLESS_FLAGS
 
 pytestmark = pytest.mark.browser
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
+    *HEADLESS_FLAGS,
     "--disable-extensions",
     "--disable-default-apps",
     "--mute-audio",
