@@ -9,9 +9,12 @@ level in force:
     3 + lower detector resolution (detect_size, e.g. 320 -> 192)
     4 + refuse new sessions
 
-It steps DOWN one level when the server p95 has been above the budget, or VRAM above `vram_high_fraction`,
-continuously for `step_down_after_s`; it steps back UP one level only after `step_up_after_s` of headroom
-(p95 < `headroom_fraction` x budget and VRAM below the high mark). The gap between the two thresholds and the
+It steps DOWN one level when the server p95 has been above the budget, the share of frames dropped for being
+late or stale above `drop_high_fraction`, or VRAM above `vram_high_fraction`, continuously for
+`step_down_after_s`; it steps back UP one level only after `step_up_after_s` of headroom (p95 <
+`headroom_fraction` x budget, drops below `drop_low_fraction`, VRAM below the high mark). The drop rate is the
+signal that matters most under overload: deadlines keep the *processed* frames inside the budget, so a
+saturated gateway shows up as frames shed, not as a high p95. The gap between the two thresholds and the
 longer up-delay are the hysteresis that keeps it from flapping. After every step both timers restart, so each
 further step needs its own sustained evidence (the windows must see the effect of the previous step).
 With no frames at all there is no latency evidence: only VRAM can push it down, and an idle machine recovers.
@@ -41,6 +44,8 @@ class DegradationConfig:
     step_down_after_s: float = 3.0
     step_up_after_s: float = 10.0
     headroom_fraction: float = 0.6  # step up only while p95 < this x budget
+    drop_high_fraction: float = 0.10  # step down when more than this share of frames is shed...
+    drop_low_fraction: float = 0.02  # ...and count it as headroom only below this
     vram_high_fraction: float = 0.9
     max_level: int = MAX_LEVEL
     reduced_detect_size: int = 192
@@ -54,6 +59,7 @@ class ControllerInput:
     server_p95_ms: float | None  # None when the window holds too few frames
     vram_fraction: float | None  # None without a GPU
     budget_ms: float
+    drop_fraction: float | None = None  # frames dropped (stale, deadline) / frames in, same window
 
 
 @dataclass(frozen=True)
@@ -83,11 +89,13 @@ class DegradationController:
             self._over_since = self._headroom_since = None
             return Decision(0, prev, "disabled" if prev else "")
         latency_over = inp.server_p95_ms is not None and inp.server_p95_ms > inp.budget_ms
+        drops_over = inp.drop_fraction is not None and inp.drop_fraction > cfg.drop_high_fraction
         vram_over = inp.vram_fraction is not None and inp.vram_fraction > cfg.vram_high_fraction
         latency_ok = inp.server_p95_ms is None or inp.server_p95_ms < cfg.headroom_fraction * inp.budget_ms
+        drops_ok = inp.drop_fraction is None or inp.drop_fraction < cfg.drop_low_fraction
         vram_ok = inp.vram_fraction is None or inp.vram_fraction <= cfg.vram_high_fraction
 
-        if latency_over or vram_over:
+        if latency_over or drops_over or vram_over:
             self._headroom_since = None
             if self._over_since is None:
                 self._over_since = inp.now
@@ -98,13 +106,16 @@ class DegradationController:
                 why = []
                 if latency_over:
                     why.append(f"server p95 {inp.server_p95_ms:.0f} ms > budget {inp.budget_ms:.0f} ms")
+                if drops_over and inp.drop_fraction is not None:
+                    why.append(f"{100 * inp.drop_fraction:.0f}% of frames dropped "
+                               f"> {100 * cfg.drop_high_fraction:.0f}%")
                 if vram_over and inp.vram_fraction is not None:
                     why.append(f"VRAM {100 * inp.vram_fraction:.0f}% > {100 * cfg.vram_high_fraction:.0f}%")
                 return Decision(self.level, prev, "; ".join(why) + f" for {cfg.step_down_after_s:g} s")
             return Decision(self.level, prev)
 
         self._over_since = None
-        if latency_ok and vram_ok and self.level > 0:
+        if latency_ok and drops_ok and vram_ok and self.level > 0:
             if self._headroom_since is None:
                 self._headroom_since = inp.now
             if inp.now - self._headroom_since >= cfg.step_up_after_s:

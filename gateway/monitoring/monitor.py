@@ -121,6 +121,7 @@ class Monitor:
         self._batch: dict[str, RollingWindow] = {}
         self._batch_points: dict[str, deque[tuple[int, float]]] = {}
         self._work = RollingWindow(w, 4096)
+        self._shed = RollingWindow(w, 16384)  # per frame: 1.0 dropped (stale/deadline), 0.0 processed
         self._rate_in = RateCounter(FPS_WINDOW_S, 16384)
         self._rate_out = RateCounter(FPS_WINDOW_S, 16384)
         self._lag = RollingWindow(w, 1024)
@@ -225,6 +226,8 @@ class Monitor:
             s.rate_in.add(now)
             if rec.width:
                 s.width, s.height = rec.width, rec.height
+            if rec.outcome is not Outcome.ERROR:
+                self._shed.add(now, 0.0 if rec.outcome is Outcome.PROCESSED else 1.0)
             if rec.outcome is Outcome.PROCESSED:
                 self._processed += 1
                 s.frames_out += 1
@@ -371,7 +374,9 @@ class Monitor:
                     self._vram_peak = max(self._vram_peak, d.mem_used_bytes)
             recent = self._server.values(now, cfg.degradation.p95_window_s)
             p95 = summarize(recent).p95 if len(recent) >= cfg.degradation.min_frames else None
-            decision = self._controller.update(ControllerInput(now, p95, vram_frac, cfg.budget_ms))
+            shed = self._shed.values(now, cfg.degradation.p95_window_s)
+            drops = sum(shed) / len(shed) if len(shed) >= cfg.degradation.min_frames else None
+            decision = self._controller.update(ControllerInput(now, p95, vram_frac, cfg.budget_ms, drops))
             if decision.changed:
                 out.append(
                     (

@@ -117,3 +117,34 @@ def test_capacity_estimate() -> None:
     assert estimate_capacity(5.0, 15.0, target_utilisation=0.8) == 10
     assert estimate_capacity(None, 15.0) is None
     assert estimate_capacity(5.0, 0.0) is None
+
+
+def _run_drops(
+    ctl: DegradationController, t0: float, t1: float, drops: float, p95: float = 100.0
+) -> list[int]:
+    levels = []
+    t = t0
+    while t <= t1 + 1e-9:
+        d = ctl.update(ControllerInput(now=t, server_p95_ms=p95, vram_fraction=None, budget_ms=BUDGET,
+                                       drop_fraction=drops))
+        if d.changed:
+            levels.append(d.level)
+            assert d.reason
+        t += 0.5
+    return levels
+
+
+def test_shedding_frames_steps_down_even_when_processed_frames_meet_the_budget() -> None:
+    """Deadlines keep the processed frames under budget (p95 100 ms here), so overload shows as drops."""
+    ctl = DegradationController(DegradationConfig())
+    assert _run_drops(ctl, 0.0, 2.5, drops=0.3) == []  # not yet sustained
+    assert _run_drops(ctl, 3.0, 3.0, drops=0.3) == [1]
+    decision = ctl.update(ControllerInput(now=6.0, server_p95_ms=100.0, vram_fraction=None, budget_ms=BUDGET,
+                                          drop_fraction=0.3))
+    assert decision.level == 2 and "30% of frames dropped" in decision.reason
+    # a few drops (between 2% and 10%) with latency in between: hold
+    assert _run_drops(ctl, 6.5, 40.0, drops=0.05, p95=80.0) == []
+    # latency headroom but still 5% shed: no step up either (drops must fall below 2%)
+    assert _run_drops(ctl, 40.5, 60.0, drops=0.05, p95=50.0) == []
+    assert _run_drops(ctl, 60.5, 71.0, drops=0.0, p95=50.0) == [1]
+

@@ -313,3 +313,19 @@ async def test_open_stream_ends_when_the_app_shuts_down() -> None:
     await asyncio.wait_for(client.close(), 10)  # would hang on a stream that never ends
     await mon.close()
     assert mon.closed
+
+
+def test_shed_frames_step_the_pipeline_down() -> None:
+    """Half the frames dropped as stale while the processed ones are fast: the monitor steps down anyway."""
+    clock = FakeClock()
+    mon = Monitor(MonitorConfig(nvml=False, budget_ms=150.0), clock=clock)
+    mon.session_opened("a", {})
+    for second in range(5):
+        for i in range(10):
+            clock.t += 0.1
+            outcome = Outcome.DROPPED_STALE if i % 2 else Outcome.PROCESSED
+            mon.record_frame(_rec("a", second * 10 + i, outcome, server_ms=20.0))
+        mon.ingest_sample(_sample(clock.t))
+    assert mon.level == 1
+    steps = [e for e in mon.events.recent() if e.kind == "degradation"]
+    assert steps and "50% of frames dropped" in steps[0].message
