@@ -9,10 +9,10 @@ level in force:
     3 + lower detector resolution (detect_size, e.g. 320 -> 192)
     4 + refuse new sessions
 
-It steps DOWN one level when the server p95 has been above the budget, the share of frames dropped for being
-late or stale above `drop_high_fraction`, or VRAM above `vram_high_fraction`, continuously for
-`step_down_after_s`; it steps back UP one level only after `step_up_after_s` of headroom (p95 <
-`headroom_fraction` x budget, drops below `drop_low_fraction`, VRAM below the high mark). The drop rate is the
+It steps DOWN one level when the server p95 has been above `step_down_fraction` of the budget, the share of
+frames dropped for being late or stale above `drop_high_fraction`, or VRAM above `vram_high_fraction`,
+continuously for `step_down_after_s`; it steps back UP one level only after `step_up_after_s` of headroom
+(p95 < `headroom_fraction` x budget, drops below `drop_low_fraction`, VRAM below the high mark). The drop rate is the
 signal that matters most under overload: deadlines keep the *processed* frames inside the budget, so a
 saturated gateway shows up as frames shed, not as a high p95. The gap between the two thresholds and the
 longer up-delay are the hysteresis that keeps it from flapping. After every step both timers restart, so each
@@ -43,6 +43,8 @@ class DegradationConfig:
     enabled: bool = True
     step_down_after_s: float = 3.0
     step_up_after_s: float = 10.0
+    # The budget is end to end; the server's share must leave room for the network and the client's codecs.
+    step_down_fraction: float = 0.8  # step down when server p95 > this x budget...
     headroom_fraction: float = 0.6  # step up only while p95 < this x budget
     drop_high_fraction: float = 0.10  # step down when more than this share of frames is shed...
     drop_low_fraction: float = 0.02  # ...and count it as headroom only below this
@@ -88,7 +90,9 @@ class DegradationController:
             self.level = 0
             self._over_since = self._headroom_since = None
             return Decision(0, prev, "disabled" if prev else "")
-        latency_over = inp.server_p95_ms is not None and inp.server_p95_ms > inp.budget_ms
+        latency_over = (
+            inp.server_p95_ms is not None and inp.server_p95_ms > cfg.step_down_fraction * inp.budget_ms
+        )
         drops_over = inp.drop_fraction is not None and inp.drop_fraction > cfg.drop_high_fraction
         vram_over = inp.vram_fraction is not None and inp.vram_fraction > cfg.vram_high_fraction
         latency_ok = inp.server_p95_ms is None or inp.server_p95_ms < cfg.headroom_fraction * inp.budget_ms
@@ -105,7 +109,9 @@ class DegradationController:
                 self._over_since = inp.now
                 why = []
                 if latency_over:
-                    why.append(f"server p95 {inp.server_p95_ms:.0f} ms > budget {inp.budget_ms:.0f} ms")
+                    limit = cfg.step_down_fraction * inp.budget_ms
+                    why.append(f"server p95 {inp.server_p95_ms:.0f} ms > {limit:.0f} ms "
+                               f"({100 * cfg.step_down_fraction:.0f}% of the {inp.budget_ms:.0f} ms budget)")
                 if drops_over and inp.drop_fraction is not None:
                     why.append(f"{100 * inp.drop_fraction:.0f}% of frames dropped "
                                f"> {100 * cfg.drop_high_fraction:.0f}%")

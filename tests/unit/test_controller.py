@@ -56,7 +56,7 @@ def test_steps_up_with_hysteresis() -> None:
     ctl = DegradationController(DegradationConfig())
     _run(ctl, 0.0, 6.0, p95=200.0)
     assert ctl.level == 2
-    # between 60% and 100% of budget: hold, however long
+    # between 60% and 80% of budget: hold, however long
     assert _run(ctl, 6.5, 40.0, p95=120.0) == []
     # headroom (< 90 ms) must last 10 s per step up
     changes = _run(ctl, 40.5, 70.0, p95=50.0)
