@@ -15,8 +15,9 @@ continuously for `step_down_after_s`; it steps back UP one level only after `ste
 (p95 < `headroom_fraction` x budget, drops below `drop_low_fraction`, VRAM below the high mark).
 The drop rate is the signal that matters most under overload: deadlines keep the *processed* frames inside
 the budget, so a saturated gateway shows up as frames shed, not as a high p95. The gap between the two
-thresholds and the longer up-delay are the hysteresis that keeps it from flapping. After every step both timers restart, so each
-further step needs its own sustained evidence (the windows must see the effect of the previous step).
+thresholds and the longer up-delay are the hysteresis that keeps it from flapping. After every step both
+timers restart, so each further step needs its own sustained evidence (the windows must see the effect of the
+previous step).
 With no frames at all there is no latency evidence: only VRAM can push it down, and an idle machine recovers.
 """
 
