@@ -8,6 +8,11 @@ target's bounding box gets its triangle id from one rasterisation pass, the per-
 vectorised, and a single `cv2.remap` samples the source. Colours are matched source -> target (mean/std in
 LAB inside the face) and the result is blended through a feathered convex-hull mask. No boundary points are
 added: the mask is the mesh's hull, so warping beyond it would be thrown away.
+
+Turned heads: on the side of a face turned away from the camera the 2-D mesh folds over itself, and those
+triangles come out mirrored (their signed area flips against the source's). They are back-facing: drawing them
+pastes stretched cheek, ear or background over the visible half. They are culled, and the blend mask is the
+feathered union of the visible triangles (inside the hull), so the seam also fades where the face turns away.
 """
 
 from __future__ import annotations
@@ -28,6 +33,13 @@ FOREHEAD_KEEP = 0.3  # keep this much forehead above the brows (fraction of the 
 EYE_A = (33, 133)
 EYE_B = (362, 263)
 BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
+# MediaPipe FaceMesh's silhouette ring (FACEMESH_FACE_OVAL). Those points sit exactly on the face's edge, so
+# texture sampled at them is half background; the source side of the ring is pulled in toward the centre.
+FACE_OVAL = (
+    10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377,
+    152, 148, 176, 149, 150, 136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
+)
+OVAL_PULL = 0.06  # fraction of the distance to the mesh centre
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,11 @@ def face_mask_points(points: np.ndarray) -> np.ndarray:
 
 def prepare(image: np.ndarray, landmarks: np.ndarray) -> MeshSource:
     pts = landmarks.astype(np.float32)
-    return MeshSource(image=np.ascontiguousarray(image), landmarks=pts, triangles=triangulate(pts),
+    sample = pts.copy()  # where the source texture is read: the silhouette ring a little inside the face
+    centre = pts.mean(0)
+    ring = list(FACE_OVAL)
+    sample[ring] = centre + (pts[ring] - centre) * (1.0 - OVAL_PULL)
+    return MeshSource(image=np.ascontiguousarray(image), landmarks=sample, triangles=triangulate(pts),
                       mask_points=face_mask_points(pts))
 
 
@@ -98,6 +114,27 @@ def _match_colour(warped: np.ndarray, target: np.ndarray, inside: np.ndarray) ->
     return cv2.cvtColor(out.astype(np.float32), cv2.COLOR_LAB2RGB)
 
 
+def signed_areas(tris: np.ndarray) -> np.ndarray:
+    """Twice the signed area of each (T, 3, 2) triangle (positive = counter-clockwise in image axes)."""
+    a, b, c = tris[:, 0], tris[:, 1], tris[:, 2]
+    return (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
+
+
+def front_facing(tris_src: np.ndarray, tris_dst: np.ndarray, min_area_px: float = 0.5) -> np.ndarray:
+    """Triangles whose orientation on the target matches the source's and that still cover some pixels."""
+    src, dst = signed_areas(tris_src), signed_areas(tris_dst)
+    return (np.sign(src) == np.sign(dst)) & (np.abs(dst) > 2.0 * min_area_px)
+
+
+def _feathered(region: np.ndarray, erode: int, blur: float) -> np.ndarray:
+    mask = region.astype(np.uint8) * 255
+    if erode > 0:
+        kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * erode + 1, 2 * erode + 1))
+        mask = np.asarray(cv2.erode(mask, kernel), dtype=np.uint8)
+    out = mask.astype(np.float32) * (1.0 / 255.0)
+    return cv2.GaussianBlur(out, (0, 0), blur) if blur > 0 else out
+
+
 class MeshWarpSwapper:
     """Stateless: everything per call is local, the source's data is read-only. Safe across threads."""
 
@@ -120,12 +157,13 @@ class MeshWarpSwapper:
         tris_dst = local[source.triangles]                        # (T, 3, 2)
         tris_src = source.landmarks.astype(np.float64)[source.triangles]
         affines = _affines(tris_dst, tris_src).astype(np.float32)  # (T, 3, 2)
+        visible = front_facing(tris_src, tris_dst)
 
-        # Triangle id per pixel (0 = none), one fill per triangle at 1/16 px precision.
+        # Triangle id per pixel (0 = none), one fill per visible triangle at 1/16 px precision.
         ids = np.zeros((h, w), dtype=np.uint16)
         fixed = np.round(tris_dst * 16).astype(np.int32)
-        for t in range(len(fixed)):
-            cv2.fillConvexPoly(ids, fixed[t], t + 1, lineType=cv2.LINE_8, shift=4)
+        for t in np.nonzero(visible)[0]:
+            cv2.fillConvexPoly(ids, fixed[t], int(t) + 1, lineType=cv2.LINE_8, shift=4)
         ys, xs = np.nonzero(ids)
         if ys.size == 0:
             return None
@@ -140,9 +178,11 @@ class MeshWarpSwapper:
 
         size = float(max(h, w))
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
-        mask = feathered_polygon_mask(h, w, hull, erode=max(1, int(size * ERODE_FRAC)),
-                                      blur=max(0.5, size * BLUR_FRAC))
-        mask *= ids > 0
+        erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
+        mask = feathered_polygon_mask(h, w, hull, erode=erode, blur=blur)
+        covered = ids > 0
+        mask *= _feathered(covered, erode, blur)  # fade out where triangles were culled, too
+        mask *= covered  # and never outside the warped triangles (remap has nothing there)
         roi = frame[y0:y1, x0:x1]
         matched = _match_colour(warped.astype(np.float32) * (1.0 / 255.0),
                                 roi.astype(np.float32) * (1.0 / 255.0), mask > 0.5)

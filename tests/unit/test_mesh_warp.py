@@ -111,3 +111,20 @@ def test_paste_touches_only_the_patch_footprint() -> None:
     assert (frame[30:40, 20:32] == 200).all()
     frame[30:40, 20:32] = 10
     assert (frame == 10).all()
+
+
+def test_folded_triangles_of_a_turned_face_are_culled() -> None:
+    """Where a head turns away the 2-D mesh folds: mirrored or collapsed triangles must not be drawn."""
+    from engines.processors.mesh_warp import front_facing
+
+    src = np.array([[[0, 0], [10, 0], [0, 10]], [[0, 0], [10, 0], [0, 10]], [[0, 0], [10, 0], [0, 10]]],
+                   dtype=np.float64)
+    dst = np.array(
+        [
+            [[5, 5], [25, 5], [5, 25]],     # same orientation, scaled: visible
+            [[0, 0], [0, 10], [10, 0]],     # mirrored (folded over): back-facing
+            [[0, 0], [10, 0], [20, 0.01]],  # collapsed to a sliver: nothing to draw
+        ],
+        dtype=np.float64,
+    )
+    assert front_facing(src, dst).tolist() == [True, False, False]
