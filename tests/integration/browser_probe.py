@@ -9,12 +9,14 @@ only path media can take, while pytest itself stays in the normal namespace.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -24,12 +26,14 @@ from gateway.config import GatewayConfig
 from gateway.rtc.ice import IceConfig
 from tests.integration.chromium import CHROMIUM, HEADLESS_FLAGS
 
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 FLAGS = (
     *HEADLESS_FLAGS,
     "--use-fake-device-for-media-stream",
     "--use-fake-ui-for-media-stream",
     "--allow-loopback-in-peer-connection",
     "--autoplay-policy=no-user-gesture-required",
+    "--window-size=1100,720",
 )
 
 
@@ -46,16 +50,18 @@ class Page:
         self.ws = ws
         self._id = 0
 
-    async def evaluate(self, expression: str) -> Any:
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
         self._id += 1
-        await self.ws.send_json(
-            {"id": self._id, "method": "Runtime.evaluate",
-             "params": {"expression": expression, "awaitPromise": True, "returnByValue": True}}
-        )
+        await self.ws.send_json({"id": self._id, "method": method, "params": params})
         while True:
             msg = await self.ws.receive_json(timeout=10)
             if msg.get("id") == self._id:
-                return msg.get("result", {}).get("result", {}).get("value")
+                result: dict[str, Any] = msg.get("result", {})
+                return result
+
+    async def evaluate(self, expression: str) -> Any:
+        r = await self.call("Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True)
+        return r.get("result", {}).get("value")
 
 
 async def _page_ws(http: aiohttp.ClientSession, devtools: int, deadline: float) -> str:
@@ -103,6 +109,9 @@ async def run(timeout_s: float) -> dict[str, Any]:
                     page = Page(ws)
                     first = await _wait(page, lambda s: s.get("framesReceived", 0) >= 30, deadline)
                     result["before"] = first
+                    shot = await page.call("Page.captureScreenshot", format="png")
+                    ARTIFACTS.mkdir(exist_ok=True)
+                    (ARTIFACTS / "demo.png").write_bytes(base64.b64decode(shot["data"]))
                     await page.evaluate("window.livefuseScaleDown(2)")
                     full_w = first.get("width", 0)
                     after = await _wait(
