@@ -92,13 +92,13 @@ class SessionCounters:
         self.drops[reason] = self.drops.get(reason, 0) + n
 
 
-def _supports_vp8_only(pc: RTCPeerConnection) -> None:
-    """Answer video with VP8 only: the fan-out sends pre-encoded VP8 packets to every sender."""
+def _answer_with(pc: RTCPeerConnection, codec: str) -> None:
+    """Answer video with exactly one codec (plus RTX): the fan-out sends packets pre-encoded in it."""
     caps = RTCRtpSender.getCapabilities("video")
-    vp8 = [c for c in caps.codecs if c.mimeType.lower() in ("video/vp8", "video/rtx")]
+    chosen = [c for c in caps.codecs if c.mimeType.lower() in (f"video/{codec.lower()}", "video/rtx")]
     for transceiver in pc.getTransceivers():
         if transceiver.kind == "video":
-            transceiver.setCodecPreferences(vp8)
+            transceiver.setCodecPreferences(chosen)
         else:
             transceiver.direction = "inactive"  # audio is not processed; never let it pile up undecoded
 
@@ -141,7 +141,8 @@ class Session:
         self.connected_s: float | None = None
         self.last_frame_s: float | None = None
         self.counters = SessionCounters()
-        self.encoder = FanoutEncoder(bitrate=config.bitrate)
+        # One encoder per codec in use (publisher's return + viewers); VP8 unless someone offered only H.264.
+        self.encoders: dict[str, FanoutEncoder] = {}
         self.viewers: dict[str, RTCPeerConnection] = {}
         self.close_reason: str | None = None
         self._scheduler = scheduler
@@ -273,11 +274,15 @@ class Session:
             server_ms = (time.monotonic() - pending.arrival_s) * 1000.0
             if image is not None:
                 t0 = time.monotonic()
-                packets = await loop.run_in_executor(self._executor, self.encoder.encode, image, pending.pts)
+                encoders = [e for e in self.encoders.values() if e.subscribers]
+                encoded = [
+                    await loop.run_in_executor(self._executor, e.encode, image, pending.pts) for e in encoders
+                ]
                 encode_s = time.monotonic() - t0
                 stages["encode"] = encode_s * 1000.0
                 self._encode_ewma_s += 0.1 * (encode_s - self._encode_ewma_s)
-                self.encoder.publish(packets)
+                for encoder, packets in zip(encoders, encoded, strict=True):
+                    encoder.publish(packets)
                 self.counters.frames_out += 1
             height, width = pending.image.shape[:2]
             self._monitor.record_frame(
@@ -295,8 +300,22 @@ class Session:
                 )
             )
 
+    def encoder_for(self, codec: str) -> FanoutEncoder:
+        encoder = self.encoders.get(codec)
+        if encoder is None:
+            encoder = self.encoders[codec] = FanoutEncoder(bitrate=self.config.bitrate, codec=codec)
+        return encoder
+
+    def subscribe(self, pc: RTCPeerConnection, codec: str) -> None:
+        """Send this session's processed stream on `pc`'s video transceiver, encoded in `codec`."""
+        encoder = self.encoder_for(codec)
+        sender = pc.addTrack(encoder.subscribe())
+        encoder.bind_sender(sender)
+        _answer_with(pc, codec)
+
     # --- viewers --------------------------------------------------------------------------------------------
     async def add_viewer(self, offer_sdp: str, ice: IceConfig) -> tuple[str, str]:
+        codec = check_offer(offer_sdp, need_send=False).codec
         if len(self.viewers) >= self.config.max_viewers:
             raise Unavailable(f"session {self.id} already has {len(self.viewers)} viewers")
         viewer_id = secrets.token_urlsafe(12)
@@ -310,10 +329,7 @@ class Session:
 
         try:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
-            track = self.encoder.subscribe()
-            sender = pc.addTrack(track)
-            self.encoder.bind_sender(sender)
-            _supports_vp8_only(pc)
+            self.subscribe(pc, codec)
             await pc.setLocalDescription(await pc.createAnswer())
         except Exception as exc:
             await self.remove_viewer(viewer_id)
@@ -350,7 +366,8 @@ class Session:
                 task.cancel()
         for viewer_id in list(self.viewers):
             await self.remove_viewer(viewer_id)
-        self.encoder.close()
+        for encoder in self.encoders.values():
+            encoder.close()
         await self.pc.close()
         others = [t for t in self._tasks if t is not current]
         if others:
@@ -427,7 +444,7 @@ class SessionManager:
     ) -> tuple[Session, str]:
         """Answer a WHIP offer: returns the session and the SDP answer (ICE candidates included)."""
         self.admit()
-        check_offer(offer_sdp, need_send=True)
+        offer = check_offer(offer_sdp, need_send=True)
         session_id = secrets.token_urlsafe(12)
         pc = create_peer_connection(self.ice)
         session = Session(
@@ -462,9 +479,9 @@ class SessionManager:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
             video = next(t for t in pc.getTransceivers() if t.kind == "video")
             if video.direction in ("sendrecv", "recvonly"):  # our view: we receive, and send back if asked
-                sender = pc.addTrack(session.encoder.subscribe())
-                session.encoder.bind_sender(sender)
-            _supports_vp8_only(pc)
+                session.subscribe(pc, offer.codec)
+            else:
+                _answer_with(pc, offer.codec)
             await pc.setLocalDescription(await pc.createAnswer())
         except Exception as exc:
             await session.close("bad offer")

@@ -1,9 +1,10 @@
-"""Encode each processed stream ONCE and hand the encoded VP8 packets to every subscriber.
+"""Encode each processed stream ONCE per codec and hand the encoded packets to every subscriber.
 
-aiortc's `RTCRtpSender` accepts `av.Packet` from its track and only packetizes it (`Vp8Encoder.pack`), so
-N viewers cost one encode. Two things the sender would do for raw frames must be done here instead:
-keyframes on request (a new viewer, or a PLI/FIR from any viewer: `bind_sender` routes the sender's keyframe
-request to this encoder), and bitrate (fixed here; REMB is ignored for packet tracks).
+aiortc's `RTCRtpSender` accepts `av.Packet` from its track and only packetizes it (`Vp8Encoder.pack`,
+`H264Encoder.pack`), so N viewers cost one encode per codec in use (VP8 for browsers; H.264 only when
+a publisher or viewer offered nothing else). Two things the sender would do for raw frames must be done
+here instead: keyframes on request (a new viewer, or a PLI/FIR from any viewer: `bind_sender` routes the
+sender's keyframe request to this encoder), and bitrate (fixed here; REMB is ignored for packet tracks).
 
 A subscriber that falls behind has its queue cleared and waits for the next keyframe (which it requests):
 dropping single inter frames would corrupt its picture, and queueing would add latency.
@@ -74,9 +75,13 @@ class PacketTrack(MediaStreamTrack):
 
 
 class FanoutEncoder:
-    """One VP8 encoder per processed stream; `encode` runs in a worker thread, `publish` on the loop."""
+    """One encoder (VP8 or H.264) per processed stream and codec; `encode` runs in a worker thread,
+    `publish` on the loop."""
 
-    def __init__(self, bitrate: int = 1_000_000) -> None:
+    def __init__(self, bitrate: int = 1_000_000, codec: str = "VP8") -> None:
+        if codec not in ("VP8", "H264"):
+            raise ValueError(f"unsupported codec {codec!r}")
+        self.codec_name = codec
         self._bitrate = bitrate
         self._codec: av.video.codeccontext.VideoCodecContext | None = None
         self._force_key = threading.Event()
@@ -110,6 +115,9 @@ class FanoutEncoder:
         if self._last_pts is not None and pts <= self._last_pts:
             pts = self._last_pts + 1
         self._last_pts = pts
+        if self.codec_name == "H264":  # 4:2:0 H.264 needs even dimensions
+            h, w = image_rgb.shape[:2]
+            image_rgb = image_rgb[: h - h % 2, : w - w % 2]
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image_rgb), format="rgb24").reformat(
             format="yuv420p"
         )
@@ -130,6 +138,8 @@ class FanoutEncoder:
         return packets
 
     def _open(self, width: int, height: int) -> av.video.codeccontext.VideoCodecContext:
+        if self.codec_name == "H264":
+            return self._open_h264(width, height)
         codec = av.CodecContext.create("libvpx", "w")
         codec.width = width
         codec.height = height
@@ -153,6 +163,24 @@ class FanoutEncoder:
             "static-thresh": "1",
             "undershoot-pct": "100",
         }
+        self._codec = codec  # type: ignore[assignment]
+        return codec  # type: ignore[return-value]
+
+    def _open_h264(self, width: int, height: int) -> av.video.codeccontext.VideoCodecContext:
+        """libx264 as aiortc's H264Encoder sets it up for WebRTC: constrained baseline (no B-frames, what
+        every WebRTC H.264 decoder takes), zero-latency tuning, Annex B output that `H264Encoder.pack`
+        splits into NAL units."""
+        codec = av.CodecContext.create("libx264", "w")
+        codec.width = width
+        codec.height = height
+        codec.bit_rate = self._bitrate
+        codec.pix_fmt = "yuv420p"
+        codec.time_base = VIDEO_TIME_BASE
+        codec.framerate = Fraction(30, 1)
+        codec.gop_size = 3000
+        codec.thread_count = 1
+        codec.options = {"level": "31", "tune": "zerolatency", "preset": "veryfast"}
+        codec.profile = "Baseline"
         self._codec = codec  # type: ignore[assignment]
         return codec  # type: ignore[return-value]
 

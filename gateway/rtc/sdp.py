@@ -17,11 +17,21 @@ class SdpError(ValueError):
     """The offer is malformed or asks for something the gateway does not do; str() is a one-line reason."""
 
 
+# Video codecs the gateway answers with, in preference order. VP8 first (every browser has it, cheapest to
+# encode here); H.264 for publishers that offer nothing else (OBS's WHIP output, many hardware encoders).
+SUPPORTED_VIDEO_CODECS: tuple[str, ...] = ("VP8", "H264")
+
+
 @dataclass(frozen=True)
 class OfferSummary:
     video_directions: tuple[str, ...]
     video_codecs: tuple[str, ...]
     has_audio: bool
+
+    @property
+    def codec(self) -> str:
+        """The codec the answer uses: the first of SUPPORTED_VIDEO_CODECS that the offer has."""
+        return next(c for c in SUPPORTED_VIDEO_CODECS if c in self.video_codecs)
 
 
 def check_offer(sdp: str, *, need_send: bool) -> OfferSummary:
@@ -53,8 +63,9 @@ def check_offer(sdp: str, *, need_send: bool) -> OfferSummary:
             f"SDP video direction {directions[0]} not usable here (need one of {', '.join(wanted)})"
         )
     codecs = tuple(c.mimeType.split("/")[-1].upper() for m in video for c in m.rtp.codecs)
-    if "VP8" not in codecs:
-        raise SdpError("SDP offer has no VP8 video codec (the gateway sends and receives VP8)")
+    if not any(c in codecs for c in SUPPORTED_VIDEO_CODECS):
+        offered = ", ".join(sorted(set(codecs) - {"RTX", "RED", "ULPFEC", "FLEXFEC-03"})) or "none"
+        raise SdpError(f"SDP offer has no VP8 or H264 video (offered: {offered})")
     return OfferSummary(
         video_directions=directions,
         video_codecs=codecs,

@@ -195,10 +195,18 @@ async def publish(
     fps: float = 15.0,
     query: str = "",
     headers: dict[str, str] | None = None,
+    codec: str | None = None,
 ) -> Client:
+    """A WHIP publisher; `codec` ("VP8" / "H264") restricts what it offers, as e.g. OBS offers H.264 only."""
     pc = create_peer_connection(LOOPBACK)
     track = StampedTrack(images, fps)
     transceiver = pc.addTransceiver(track, direction="sendrecv")
+    if codec is not None:
+        from aiortc import RTCRtpSender
+
+        caps = RTCRtpSender.getCapabilities("video").codecs
+        wanted = (f"video/{codec.lower()}", "video/rtx")
+        transceiver.setCodecPreferences([c for c in caps if c.mimeType.lower() in wanted])
     received = Received()
     tasks: list[asyncio.Task[None]] = []
     status, body, location = await _negotiate(http, f"{base}/whip{query}", pc, headers)

@@ -129,9 +129,13 @@ def test_no_bundle() -> None:
     assert "BUNDLE" in _reason(_without(CHROMIUM_OFFER, "a=group:BUNDLE"))
 
 
-def test_no_vp8() -> None:
-    no_vp8 = CHROMIUM_OFFER.replace("VP8/90000", "VP9/90000")
-    assert "VP8" in _reason(no_vp8)
+def test_codec_choice_prefers_vp8_then_h264_and_refuses_the_rest() -> None:
+    assert check_offer(CHROMIUM_OFFER, need_send=True).codec == "VP8"
+    h264_only = CHROMIUM_OFFER.replace("VP8/90000", "VP9/90000")  # e.g. OBS: H.264 only
+    assert check_offer(h264_only, need_send=True).codec == "H264"
+    neither = h264_only.replace("H264/90000", "VP9/90000")
+    reason = _reason(neither)
+    assert "no VP8 or H264" in reason and "AV1" in reason and "VP9" in reason
 
 
 def test_missing_ice_and_dtls() -> None:
