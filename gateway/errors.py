@@ -51,8 +51,16 @@ class UnsupportedMediaType(GatewayError):
     status = 415
 
 
+class PreconditionFailed(GatewayError):
+    status = 412
+
+
 class Unprocessable(GatewayError):
     status = 422
+
+
+class PreconditionRequired(GatewayError):
+    status = 428
 
 
 class NotImplementedFeature(GatewayError):

@@ -31,6 +31,7 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpReceiver, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtcrtpsender import RTCRtpSender
+from aiortc.sdp import candidate_from_sdp
 
 from engines.frames import STAGE_SWAP, FaceTrack, FrameItem, FrameOptions, FrameOutput, SourceFace
 from gateway.config import SessionConfig
@@ -40,7 +41,7 @@ from gateway.media.late import choose_output
 from gateway.monitoring.records import FrameRecord, Outcome
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from gateway.rtc.receive import frame_completed_at
-from gateway.rtc.sdp import check_offer
+from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer
 from gateway.scheduler import ScheduledFrame
 
 logger = logging.getLogger(__name__)
@@ -299,6 +300,23 @@ class Session:
                     height=height,
                 )
             )
+
+    async def add_remote_candidates(self, fragment: TrickleFragment) -> None:
+        """Feed trickled candidates to ICE. A different ufrag is an ICE restart, which is refused."""
+        remote = self.pc.remoteDescription
+        restart = remote is not None and f"a=ice-ufrag:{fragment.ufrag}" not in remote.sdp
+        if fragment.ufrag is not None and restart:
+            raise SdpError("ICE restart is not supported: create a new session")
+        mids = [t.mid for t in self.pc.getTransceivers() if t.mid is not None]
+        for mid, value in fragment.candidates:
+            try:
+                candidate = candidate_from_sdp(value)
+            except (ValueError, IndexError) as exc:
+                raise SdpError(f"malformed candidate: {exc}") from None
+            candidate.sdpMid = mid if mid is not None else (mids[0] if mids else "0")
+            await self.pc.addIceCandidate(candidate)
+        if fragment.end_of_candidates:
+            await self.pc.addIceCandidate(None)
 
     def encoder_for(self, codec: str) -> FanoutEncoder:
         encoder = self.encoders.get(codec)

@@ -9,10 +9,17 @@ from __future__ import annotations
 from aiohttp import web
 
 from engines.frames import PROCESSORS, SourceFace
-from gateway.errors import BadRequest, NotFound, NotImplementedFeature, UnsupportedMediaType
+from gateway.errors import (
+    BadRequest,
+    NotFound,
+    PreconditionFailed,
+    PreconditionRequired,
+    Unprocessable,
+    UnsupportedMediaType,
+)
 from gateway.http.keys import CONFIG, STATE, sessions_of
 from gateway.rtc.ice import link_headers
-from gateway.rtc.sdp import SdpError
+from gateway.rtc.sdp import SdpError, parse_trickle_fragment
 
 SDP_TYPE = "application/sdp"
 TRICKLE_TYPE = "application/trickle-ice-sdpfrag"
@@ -102,13 +109,30 @@ async def delete_whip(request: web.Request) -> web.Response:
 
 
 async def patch_whip(request: web.Request) -> web.Response:
-    sessions_of(request.app).get(request.match_info["session_id"])  # 404 first
+    """Trickle ICE (RFC 9725 §4.3.1): the client's late candidates. Our answer already carries all of ours,
+    so the reply is 204. ICE restarts (a new ufrag) are refused: the client creates a new session."""
+    session = sessions_of(request.app).get(request.match_info["session_id"])  # 404 first
     if request.content_type != TRICKLE_TYPE:
         raise UnsupportedMediaType(f"Content-Type must be {TRICKLE_TYPE}")
-    raise NotImplementedFeature(
-        "trickle ICE is not supported: the answer already carries all candidates; "
-        "send yours in the offer (ICE restart: create a new session)"
-    )
+    if_match = request.headers.get("If-Match")
+    if if_match is None:
+        raise PreconditionRequired("If-Match with the session's ETag is required")
+    if if_match.strip() not in ("*", f'"{session.etag}"'):
+        raise PreconditionFailed("If-Match does not match the session's ETag")
+    limit = request.app[CONFIG].max_sdp_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise BadRequest(f"SDP fragment over {limit} bytes")
+    try:
+        fragment = parse_trickle_fragment((await request.read()).decode("utf-8", errors="strict"))
+    except UnicodeDecodeError:
+        raise BadRequest("SDP fragment is not UTF-8") from None
+    except SdpError as exc:
+        raise BadRequest(str(exc)) from None
+    try:
+        await session.add_remote_candidates(fragment)
+    except SdpError as exc:
+        raise Unprocessable(str(exc)) from None
+    return web.Response(status=204, headers={"ETag": f'"{session.etag}"', **CORS})
 
 
 async def options_resource(request: web.Request) -> web.Response:

@@ -34,6 +34,46 @@ class OfferSummary:
         return next(c for c in SUPPORTED_VIDEO_CODECS if c in self.video_codecs)
 
 
+@dataclass(frozen=True)
+class TrickleFragment:
+    """An `application/trickle-ice-sdpfrag` body (RFC 8840) as WHIP's PATCH carries it (RFC 9725 §4.3)."""
+
+    ufrag: str | None
+    pwd: str | None
+    candidates: tuple[tuple[str | None, str], ...]  # (mid, candidate attribute value without "candidate:")
+    end_of_candidates: bool
+
+
+def parse_trickle_fragment(body: str) -> TrickleFragment:
+    """Parse a trickle-ICE SDP fragment; SdpError (one line) when it is not one."""
+    if len(body) > MAX_SDP_BYTES:
+        raise SdpError("SDP fragment too large")
+    ufrag = pwd = None
+    mid: str | None = None
+    candidates: list[tuple[str | None, str]] = []
+    end = False
+    for raw in body.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("a=ice-ufrag:"):
+            ufrag = line.split(":", 1)[1]
+        elif line.startswith("a=ice-pwd:"):
+            pwd = line.split(":", 1)[1]
+        elif line.startswith("a=mid:"):
+            mid = line.split(":", 1)[1]
+        elif line.startswith("a=candidate:"):
+            value = line.split(":", 1)[1]
+            if len(value.split()) < 8:
+                raise SdpError(f"malformed candidate line: {line[:80]}")
+            candidates.append((mid, value))
+        elif line == "a=end-of-candidates":
+            end = True
+        elif not (line.startswith("m=") or line.startswith("a=") or line.startswith("c=")):
+            raise SdpError(f"not an SDP fragment line: {line[:80]}")
+    return TrickleFragment(ufrag, pwd, tuple(candidates), end)
+
+
 def check_offer(sdp: str, *, need_send: bool) -> OfferSummary:
     """Validate an SDP offer. need_send: the client must send video (WHIP); else it must receive it (WHEP)."""
     if not sdp.strip():

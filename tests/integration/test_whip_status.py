@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 import cv2
 import numpy as np
 
 from gateway.auth import AuthConfig
-from tests.integration.conftest import FakePipeline, RecordingMonitor, gw_config, publish, running_gateway
+from tests.integration.conftest import (
+    FakePipeline,
+    RecordingMonitor,
+    gw_config,
+    publish,
+    running_gateway,
+    wait_for,
+)
 
 NO_BUNDLE = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\n"
 
@@ -64,12 +73,22 @@ async def test_status_codes(astronaut: np.ndarray) -> None:
         )
         try:
             session = pub.location.rsplit("/", 1)[-1]
+            trickle = {"Content-Type": "application/trickle-ice-sdpfrag", **auth}
+            async with http.patch(u + pub.location, data="a=end-of-candidates", headers=trickle) as r:
+                assert r.status == 428  # If-Match (the ETag) is required
             async with http.patch(
-                u + pub.location,
-                data="a=x",
-                headers={"Content-Type": "application/trickle-ice-sdpfrag", **auth},
+                u + pub.location, data="a=end-of-candidates", headers={**trickle, "If-Match": '"nope"'}
             ) as r:
-                assert r.status == 501 and "trickle" in await r.text()
+                assert r.status == 412
+            async with http.patch(
+                u + pub.location, data="a=end-of-candidates", headers={**auth, "If-Match": "*"}
+            ) as r:
+                assert r.status == 415
+            async with http.patch(u + pub.location, data="hello", headers={**trickle, "If-Match": "*"}) as r:
+                assert r.status == 400 and "fragment" in await r.text()
+            restart = "a=ice-ufrag:brandnew\r\na=ice-pwd:0123456789abcdefghijkl\r\na=mid:0\r\n"
+            async with http.patch(u + pub.location, data=restart, headers={**trickle, "If-Match": "*"}) as r:
+                assert r.status == 422 and "ICE restart" in await r.text()
             async with http.get(f"{u}/sessions/{session}") as r:
                 assert r.status == 200 and (await r.json())["source"] == source["id"]
             second = pub.pc.localDescription.sdp
@@ -81,3 +100,58 @@ async def test_status_codes(astronaut: np.ndarray) -> None:
                 assert r.status == 200
         finally:
             await pub.close()
+
+
+async def test_trickle_ice_candidates_arrive_by_patch(astronaut: np.ndarray) -> None:
+    """A client that POSTs its offer before gathering (no candidates in it) and trickles them by PATCH."""
+    import re
+
+    from aiortc import RTCSessionDescription
+
+    from gateway.http.keys import sessions_of
+    from gateway.rtc.ice import create_peer_connection
+    from tests.integration.conftest import LOOPBACK, Received, StampedTrack, consume
+
+    async with (
+        running_gateway(gw_config(), pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+        pc = create_peer_connection(LOOPBACK)
+        track = StampedTrack([cv2.resize(astronaut, (160, 120))], 15.0)
+        transceiver = pc.addTransceiver(track, direction="sendrecv")
+        received = Received()
+        consumer: asyncio.Task[None] | None = None
+        try:
+            await pc.setLocalDescription(await pc.createOffer())
+            full = pc.localDescription.sdp
+            lines = full.splitlines()
+            bare = "\r\n".join(x for x in lines if not x.startswith(("a=candidate:", "a=end-of-candidates")))
+            async with http.post(
+                gw.url + "/whip", data=bare + "\r\n", headers={"Content-Type": "application/sdp"}
+            ) as r:
+                assert r.status == 201
+                location, etag, answer = r.headers["Location"], r.headers["ETag"], await r.text()
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+            consumer = asyncio.ensure_future(consume(transceiver.receiver.track, track.sent, received))
+            ufrag = re.search(r"a=ice-ufrag:(\S+)", full).group(1)  # type: ignore[union-attr]
+            pwd = re.search(r"a=ice-pwd:(\S+)", full).group(1)  # type: ignore[union-attr]
+            cands = [x for x in lines if x.startswith("a=candidate:")]
+            assert cands, "the client gathered candidates on 127.0.0.1"
+            frag = "\r\n".join([f"a=ice-ufrag:{ufrag}", f"a=ice-pwd:{pwd}", "m=video 9 UDP/TLS/RTP/SAVPF 0",
+                                 "a=mid:0", *cands, "a=end-of-candidates"]) + "\r\n"
+            session = sessions_of(gw.app).get(location.rsplit("/", 1)[-1])
+            ice = session.pc.getTransceivers()[0].receiver.transport.transport
+            assert ice.getRemoteCandidates() == []  # the offer carried none
+            async with http.patch(
+                gw.url + location, data=frag,
+                headers={"Content-Type": "application/trickle-ice-sdpfrag", "If-Match": etag},
+            ) as r:
+                assert r.status == 204, await r.text()
+            remote = ice.getRemoteCandidates()
+            assert remote and all(c.ip == "127.0.0.1" for c in remote)  # the trickled ones reached ICE
+            assert await wait_for(lambda: len(received.ids) >= 5, 30)  # and the session streams
+        finally:
+            if consumer is not None:
+                consumer.cancel()
+            track.stop()
+            await pc.close()
