@@ -172,3 +172,18 @@ async def test_aiortc_offer_passes() -> None:
         await pc.close()
     assert check_offer(sdp, need_send=True).video_directions == ("sendrecv",)
     assert "127.0.0.1" in sdp
+
+
+def test_trickle_fragment_parsing() -> None:
+    from gateway.rtc.sdp import parse_trickle_fragment
+
+    frag = parse_trickle_fragment(
+        "a=ice-ufrag:abcd\r\na=ice-pwd:secretsecretsecret\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=mid:0\r\n"
+        "a=candidate:1 1 udp 2130706431 127.0.0.1 50000 typ host\r\na=end-of-candidates\r\n"
+    )
+    assert frag.ufrag == "abcd" and frag.end_of_candidates
+    assert frag.candidates == (("0", "1 1 udp 2130706431 127.0.0.1 50000 typ host"),)
+    with pytest.raises(SdpError, match="malformed candidate"):
+        parse_trickle_fragment("a=candidate:1 1 udp\r\n")
+    with pytest.raises(SdpError, match="not an SDP fragment"):
+        parse_trickle_fragment("GET / HTTP/1.1\r\n")
