@@ -23,7 +23,7 @@ from aiohttp import web
 
 from engines.models.store import default_model_dir
 from gateway.auth import AuthConfig
-from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig
+from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
 from gateway.media.late import LatePolicy
 from gateway.monitoring.controller import DegradationConfig
 from gateway.monitoring.monitor import MonitorConfig
@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="--engine tensorrt: directory of plans built by scripts/build_engines.py; "
         "--providers tensorrt: ORT's engine + timing cache",
     )
-    a("--intra-op-threads", type=int, help="ONNX Runtime threads per engine (default: all cores)")
+    a("--intra-op-threads", type=int, help="ONNX Runtime threads per engine call (default: 1 on the CPU "
+      "with several workers, else all cores)")
     a("--contexts", type=int, help="--engine tensorrt: execution contexts (CUDA streams), default 2")
     a("--swapper", help="swapper model: mesh_warp | inswapper_128")
     a("--enhancer", help="enhancer model: detail | gfpgan_1.4")
@@ -75,7 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--max-batch", type=int, help="largest cross-session batch (default 8)")
     a("--max-queue-delay-ms", type=float, help="longest a frame waits for batch partners (default 4)")
     a("--budget-ms", type=float, help="per-frame latency budget; later frames are dropped (default 150)")
-    a("--workers", type=int, help="batches run concurrently (default 1)")
+    a(
+        "--workers",
+        type=int,
+        help="batches run concurrently (default: one per core with 1 ORT thread each on the CPU, 2 on a GPU)",
+    )
     a("--max-sessions", type=int, help="concurrent publishers; more get 503 + Retry-After (default 16)")
     a(
         "--late-policy",
@@ -121,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def _split(value: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
@@ -149,6 +161,12 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
     if token is None and get("token_file") is not None:
         token = Path(str(get("token_file"))).read_text().strip()
     processing = ProcessingConfig()
+    auto_workers, auto_threads = default_parallelism(
+        str(get("engine", processing.engine)), _split(get("providers")) or processing.providers, _cores()
+    )
+    asked_workers = get("workers")
+    if asked_workers is not None and get("intra_op_threads") is None and int(asked_workers) == 1:
+        auto_threads = 0  # one worker asked for: let ORT use every core
     processing = replace(
         processing,
         processors=_processors(get("processors"), processing.processors),
@@ -161,7 +179,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         device_id=int(get("device_id", processing.device_id)),
         fp16=bool(get("fp16", processing.fp16)),
         trt_cache_dir=Path(str(get("trt_cache_dir"))) if get("trt_cache_dir") else None,
-        intra_op_threads=int(get("intra_op_threads", processing.intra_op_threads)),
+        intra_op_threads=int(get("intra_op_threads", auto_threads)),
         contexts=int(get("contexts", processing.contexts)),
         # flag/TOML > $LIVEFUSE_MODEL_DIR > ~/.cache/livefuse/models, resolved here at the edge
         model_dir=Path(str(get("model_dir"))) if get("model_dir") else default_model_dir(os.environ),
@@ -170,7 +188,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
     scheduler = SchedulerConfig(
         max_batch=int(get("max_batch", sched.max_batch)),
         max_queue_delay_ms=float(get("max_queue_delay_ms", sched.max_queue_delay_ms)),
-        workers=int(get("workers", sched.workers)),
+        workers=int(get("workers", auto_workers)),
         budget_ms=float(get("budget_ms", sched.budget_ms)),
     )
     sess = SessionConfig()

@@ -49,6 +49,19 @@ class ProcessingConfig:
             raise ValueError(f"unknown processor(s) {', '.join(unknown)} (known: {known})")
 
 
+def default_parallelism(engine: str, providers: tuple[str, ...], cores: int) -> tuple[int, int]:
+    """(workers, ONNX Runtime intra-op threads) when the operator sets neither.
+
+    On the CPU, one single-threaded batch per core beats one batch spread over all cores: much of a batch is
+    Python and numpy work between engine calls (alignment, warps, paste) that one thread does anyway, and
+    parallel batches come from different sessions. Measured here (2 vCPU, 320x240@15): 4 streams p95 53 ms
+    vs 73 ms, 5 streams inside the 150 ms SLO vs not. On a GPU: two batches in flight (two CUDA streams).
+    """
+    if engine == "onnxruntime" and all(p == "cpu" for p in providers):
+        return max(1, min(cores, 8)), 1
+    return 2, 0
+
+
 @dataclass(frozen=True)
 class SessionConfig:
     max_sessions: int = 16

@@ -10,7 +10,7 @@ import pytest
 
 from engines.models.store import default_model_dir
 from gateway.cli import build_config, build_parser, main
-from gateway.config import GatewayConfig, ProcessingConfig
+from gateway.config import GatewayConfig, ProcessingConfig, default_parallelism
 from gateway.media.late import LatePolicy
 from gateway.rtc.ice import LOOPBACK
 
@@ -22,7 +22,9 @@ def _config(argv: list[str], file_values: dict[str, object] | None = None) -> Ga
 def test_defaults() -> None:
     config = _config([])
     assert config.host == "127.0.0.1" and config.port == 8080
-    assert replace(config.processing, model_dir=None) == ProcessingConfig()
+    workers, threads = default_parallelism("onnxruntime", ("cpu",), len(os.sched_getaffinity(0)))
+    assert replace(config.processing, model_dir=None, intra_op_threads=0) == ProcessingConfig()
+    assert config.processing.intra_op_threads == threads and config.scheduler.workers == workers
     assert config.processing.model_dir == default_model_dir(os.environ)  # resolved at the CLI edge
     assert config.ice.host_addresses == () and config.auth.token is None
     assert config.sessions.late_policy is LatePolicy.REPEAT
@@ -125,3 +127,15 @@ def test_engine_flags_reach_the_processing_config(tmp_path: Path) -> None:
     )
     p = config.processing
     assert (p.device_id, p.fp16, p.trt_cache_dir, p.intra_op_threads, p.contexts) == (1, True, tmp_path, 2, 3)
+
+
+def test_default_parallelism() -> None:
+    assert default_parallelism("onnxruntime", ("cpu",), 2) == (2, 1)  # one single-threaded batch per core
+    assert default_parallelism("onnxruntime", ("cpu",), 64) == (8, 1)
+    assert default_parallelism("onnxruntime", ("cuda", "cpu"), 16) == (2, 0)  # two CUDA streams
+    assert default_parallelism("tensorrt", ("cpu",), 16) == (2, 0)
+    # an explicit single worker gets ORT's own threading (all cores)
+    one = _config(["--workers", "1"])
+    assert one.scheduler.workers == 1 and one.processing.intra_op_threads == 0
+    both = _config(["--workers", "3", "--intra-op-threads", "2"])
+    assert both.scheduler.workers == 3 and both.processing.intra_op_threads == 2
