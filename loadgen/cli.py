@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", type=Path, help="per-frame samples CSV path")
     p.add_argument("--html", type=Path, help="HTML report with charts")
     p.add_argument("--find-capacity", action="store_true", help="search the largest N that meets the SLO")
+    p.add_argument("--keep-degradation", action="store_true",
+                   help="capacity search on an embedded gateway: leave its adaptive degradation on (default "
+                        "off, so the capacity is that of the full-quality pipeline)")
     p.add_argument("--capacity-start", type=int, default=1, help="capacity: first N")
     p.add_argument("--capacity-step", type=int, default=2, help="capacity: N step before bisecting")
     p.add_argument("--capacity-max-jobs", type=int, default=32, help="capacity: largest N tried")
@@ -205,7 +208,11 @@ async def _run_cells(args: argparse.Namespace, view: LiveView, console: Console
         if url is None:
             gateway = EmbeddedGateway(EmbeddedGatewayConfig(
                 budget_ms=args.budget_ms, max_batch=batch, engine=args.engine, providers=args.providers,
-                processors=args.processors, token=args.token, log_level=args.gateway_log_level))
+                processors=args.processors, token=args.token, log_level=args.gateway_log_level,
+                # a capacity search measures full quality, and must be able to open every job it tries
+                degradation=not args.find_capacity or args.keep_degradation,
+                max_sessions=max(args.concurrent_jobs, args.capacity_max_jobs if args.find_capacity else 0),
+            ))
             console.print(f"starting embedded gateway{'' if batch is None else f' (max batch {batch})'} ...")
             url = await gateway.start()
         try:

@@ -34,6 +34,7 @@ class EmbeddedGatewayConfig:
     processors: str | None = None
     token: str | None = None
     max_sessions: int | None = None
+    degradation: bool = True  # off for capacity searches: measure the full-quality pipeline
     log_level: str = "warning"
     ready_timeout_s: float = 90.0
     stop_timeout_s: float = 10.0
@@ -46,6 +47,8 @@ class EmbeddedGatewayConfig:
         optional = {"--max-batch": self.max_batch, "--engine": self.engine, "--providers": self.providers,
                     "--processors": self.processors, "--token": self.token,
                     "--max-sessions": self.max_sessions}
+        if not self.degradation:
+            args.append("--no-degradation")
         for flag, value in optional.items():
             if value is not None:
                 args += [flag, str(value)]
