@@ -16,6 +16,7 @@ import asyncio
 import logging
 import threading
 from fractions import Fraction
+from typing import cast
 
 import av
 import numpy as np
@@ -137,19 +138,24 @@ class FanoutEncoder:
         self.frames_encoded += 1
         return packets
 
-    def _open(self, width: int, height: int) -> av.video.codeccontext.VideoCodecContext:
-        if self.codec_name == "H264":
-            return self._open_h264(width, height)
-        codec = av.CodecContext.create("libvpx", "w")
+    def _context(self, name: str, width: int, height: int) -> av.video.codeccontext.VideoCodecContext:
+        """What both codecs share: size, constant bitrate, 4:2:0, 90 kHz clock, keyframes only on request."""
+        codec = cast(av.video.codeccontext.VideoCodecContext, av.CodecContext.create(name, "w"))
         codec.width = width
         codec.height = height
         codec.bit_rate = self._bitrate
         codec.pix_fmt = "yuv420p"
         codec.time_base = VIDEO_TIME_BASE
         codec.gop_size = 3000
+        codec.thread_count = 1
+        return codec
+
+    def _open(self, width: int, height: int) -> av.video.codeccontext.VideoCodecContext:
+        if self.codec_name == "H264":
+            return self._open_h264(width, height)
+        codec = self._context("libvpx", width, height)
         codec.qmin = 2
         codec.qmax = 56
-        codec.thread_count = 1
         codec.options = {  # aiortc's realtime VP8 settings (aiortc.codecs.vpx.Vp8Encoder)
             "bufsize": str(self._bitrate),
             "cpu-used": "-6",
@@ -170,15 +176,8 @@ class FanoutEncoder:
         """libx264 as aiortc's H264Encoder sets it up for WebRTC: constrained baseline (no B-frames, what
         every WebRTC H.264 decoder takes), zero-latency tuning, Annex B output that `H264Encoder.pack`
         splits into NAL units."""
-        codec = av.CodecContext.create("libx264", "w")
-        codec.width = width
-        codec.height = height
-        codec.bit_rate = self._bitrate
-        codec.pix_fmt = "yuv420p"
-        codec.time_base = VIDEO_TIME_BASE
+        codec = self._context("libx264", width, height)
         codec.framerate = Fraction(30, 1)
-        codec.gop_size = 3000
-        codec.thread_count = 1
         codec.options = {"level": "31", "tune": "zerolatency", "preset": "veryfast"}
         codec.profile = "Baseline"
         self._codec = codec  # type: ignore[assignment]
