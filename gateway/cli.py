@@ -299,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gateway: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if config.log_level != "DEBUG":  # aioice logs every ICE check at INFO: per-session noise, not news
+        logging.getLogger("aioice").setLevel(logging.WARNING)
     try:
         import uvloop
 
