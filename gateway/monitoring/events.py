@@ -11,6 +11,7 @@ gateway down.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -96,6 +97,10 @@ class JsonlRotatingWriter:
             self._closed = True
 
 
+log = logging.getLogger("gateway.events")
+_WARN_KINDS = frozenset({DROPS, DEADLINE_MISS, ENGINE_ERROR, OUT_OF_MEMORY, DEGRADATION})
+
+
 class EventLog:
     """Thread-safe ring of the last `capacity` events, mirrored to an optional JSONL writer."""
 
@@ -127,6 +132,8 @@ class EventLog:
             self.counts[kind] = self.counts.get(kind, 0) + 1
         if self._writer is not None:
             self._writer.write(ev.as_dict())
+        # Operators tailing the log see the same story as the dashboard's event list.
+        log.log(logging.WARNING if kind in _WARN_KINDS else logging.INFO, "%s: %s", kind, message)
         return ev
 
     def recent(self, limit: int | None = None) -> list[Event]:
