@@ -57,6 +57,31 @@ class Engine(Protocol):
         ...
 
 
+class DescribedEngine:
+    """What every backend exposes the same way: name, tensor specs and batch range, set in `__init__`."""
+
+    _name: str
+    _inputs: tuple[TensorSpec, ...]
+    _outputs: tuple[TensorSpec, ...]
+    _batch: BatchRange
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self._inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return self._outputs
+
+    @property
+    def batch(self) -> BatchRange:
+        return self._batch
+
+
 class EngineError(RuntimeError):
     """An engine failed to load or to run a batch."""
 

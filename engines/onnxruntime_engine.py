@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from engines.engine import BatchRange, EngineError, TensorSpec
+from engines.engine import BatchRange, DescribedEngine, EngineError, TensorSpec
 
 PROVIDER_NAMES: Mapping[str, str] = {
     "cpu": "CPUExecutionProvider",
@@ -161,7 +161,7 @@ def batch_range_of(inputs: Sequence[TensorSpec], max_batch: int) -> BatchRange:
     return BatchRange(fixed, fixed) if fixed else BatchRange(1, max_batch)
 
 
-class OrtEngine:
+class OrtEngine(DescribedEngine):
     def __init__(self, model: Path | bytes, config: OrtConfig = OrtConfig(), name: str | None = None) -> None:
         import onnxruntime as ort
 
@@ -193,22 +193,6 @@ class OrtEngine:
         self._outputs = tuple(TensorSpec(o.name, o.type, _dims(o.shape)) for o in session.get_outputs())
         self._batch = batch_range_of(self._inputs, config.max_batch)
         self._lock = threading.Lock()
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self._inputs
-
-    @property
-    def outputs(self) -> tuple[TensorSpec, ...]:
-        return self._outputs
-
-    @property
-    def batch(self) -> BatchRange:
-        return self._batch
 
     @property
     def providers(self) -> tuple[str, ...]:

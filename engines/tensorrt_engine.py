@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from engines.engine import BatchRange, EngineError, TensorSpec, batch_size_of
+from engines.engine import BatchRange, DescribedEngine, EngineError, TensorSpec, batch_size_of
 from engines.trt_planning import (
     BatchProfile,
     TensorLayout,
@@ -188,7 +188,7 @@ class _Slot:
         cudart.cudaStreamDestroy(self.stream)
 
 
-class TrtEngine:
+class TrtEngine(DescribedEngine):
     """Engine protocol over a TensorRT plan. Thread-safe: concurrent `infer` calls use different contexts."""
 
     def __init__(self, plan: Path | bytes, config: TrtConfig = TrtConfig(), name: str | None = None) -> None:
@@ -235,22 +235,6 @@ class TrtEngine:
         hi = min(s.profile.max for s in slots)
         self._batch = BatchRange(lo, hi)
         self._buckets = {s.index: graph_buckets(s.profile) for s in slots}
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self._inputs
-
-    @property
-    def outputs(self) -> tuple[TensorSpec, ...]:
-        return self._outputs
-
-    @property
-    def batch(self) -> BatchRange:
-        return self._batch
 
     @property
     def contexts(self) -> int:
