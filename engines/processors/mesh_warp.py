@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from engines.processors.paste import FacePatch, feathered_polygon_mask, translation
+from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, translation
 
 MARGIN = 2          # px around the target mesh's bounding box
 ERODE_FRAC = 0.04   # mask pulled in by this fraction of the face size...
@@ -126,15 +126,6 @@ def front_facing(tris_src: np.ndarray, tris_dst: np.ndarray, min_area_px: float 
     return (np.sign(src) == np.sign(dst)) & (np.abs(dst) > 2.0 * min_area_px)
 
 
-def _feathered(region: np.ndarray, erode: int, blur: float) -> np.ndarray:
-    mask = region.astype(np.uint8) * 255
-    if erode > 0:
-        kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * erode + 1, 2 * erode + 1))
-        mask = np.asarray(cv2.erode(mask, kernel), dtype=np.uint8)
-    out = mask.astype(np.float32) * (1.0 / 255.0)
-    return cv2.GaussianBlur(out, (0, 0), blur) if blur > 0 else out
-
-
 class MeshWarpSwapper:
     """Stateless: everything per call is local, the source's data is read-only. Safe across threads."""
 
@@ -181,7 +172,7 @@ class MeshWarpSwapper:
         erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
         mask = feathered_polygon_mask(h, w, hull, erode=erode, blur=blur)
         covered = ids > 0
-        mask *= _feathered(covered, erode, blur)  # fade out where triangles were culled, too
+        mask *= feather(covered, erode, blur)  # fade out where triangles were culled, too
         mask *= covered  # and never outside the warped triangles (remap has nothing there)
         roi = frame[y0:y1, x0:x1]
         matched = _match_colour(warped.astype(np.float32) * (1.0 / 255.0),

@@ -40,10 +40,16 @@ def feathered_polygon_mask(h: int, w: int, polygon: np.ndarray, erode: int, blur
     """A filled convex polygon, pulled in by `erode` px and blurred, so the seam fades out inside the face."""
     filled = np.zeros((h, w), dtype=np.uint8)
     cv2.fillConvexPoly(filled, np.round(polygon * 16).astype(np.int32), 255, lineType=cv2.LINE_8, shift=4)
+    return feather(filled, erode, blur)
+
+
+def feather(region: np.ndarray, erode: int, blur: float) -> np.ndarray:
+    """A 0/255 (or boolean) region, pulled in by `erode` px and blurred: a float mask in [0, 1]."""
+    mask = region.astype(np.uint8) * 255 if region.dtype == bool else region
     if erode > 0:
         kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * erode + 1, 2 * erode + 1))
-        filled = np.asarray(cv2.erode(filled, kernel), dtype=np.uint8)
-    out = filled.astype(np.float32) * (1.0 / 255.0)
+        mask = np.asarray(cv2.erode(mask, kernel), dtype=np.uint8)
+    out = mask.astype(np.float32) * (1.0 / 255.0)
     return cv2.GaussianBlur(out, (0, 0), blur) if blur > 0 else out
 
 

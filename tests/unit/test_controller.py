@@ -22,12 +22,14 @@ def _run(
     p95: float | None,
     vram: float | None = None,
     step: float = 0.5,
+    drops: float | None = None,
 ) -> list[tuple[float, int]]:
     """Feed constant stats from t0 to t1 (inclusive) and return (time, level) at every level change."""
     changes = []
     t = t0
     while t <= t1 + 1e-9:
-        d = ctl.update(ControllerInput(now=t, server_p95_ms=p95, vram_fraction=vram, budget_ms=BUDGET))
+        d = ctl.update(ControllerInput(now=t, server_p95_ms=p95, vram_fraction=vram, budget_ms=BUDGET,
+                                       drop_fraction=drops))
         if d.changed:
             changes.append((t, d.level))
             assert d.reason
@@ -122,16 +124,7 @@ def test_capacity_estimate() -> None:
 def _run_drops(
     ctl: DegradationController, t0: float, t1: float, drops: float, p95: float = 100.0
 ) -> list[int]:
-    levels = []
-    t = t0
-    while t <= t1 + 1e-9:
-        d = ctl.update(ControllerInput(now=t, server_p95_ms=p95, vram_fraction=None, budget_ms=BUDGET,
-                                       drop_fraction=drops))
-        if d.changed:
-            levels.append(d.level)
-            assert d.reason
-        t += 0.5
-    return levels
+    return [level for _, level in _run(ctl, t0, t1, p95=p95, drops=drops)]
 
 
 def test_shedding_frames_steps_down_even_when_processed_frames_meet_the_budget() -> None:
