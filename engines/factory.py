@@ -8,12 +8,13 @@ from pathlib import Path
 
 from engines.engine import Engine, EngineError
 from engines.onnxruntime_engine import OrtConfig, OrtEngine
+from engines.triton_engine import TritonConfig, TritonEngine
 from engines.trt_planning import parse_plan_filename, plan_model_name, select_plan
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    backend: str = "onnxruntime"            # "onnxruntime" | "tensorrt" (native plans)
+    backend: str = "onnxruntime"            # "onnxruntime" | "tensorrt" (native plans) | "triton" (remote)
     providers: tuple[str, ...] = ("cpu",)   # ORT providers: cpu | cuda | tensorrt
     intra_op_threads: int = 0
     ort_spinning: bool = False              # ORT intra-op threads spin-wait between jobs
@@ -28,6 +29,7 @@ class EngineConfig:
     opt_batch: int | None = None            # TensorRT profile opt batch (default max/2)
     # full shapes of inputs with dynamic non-batch dims (TensorRT profiles): (("input", (1, 3, 640, 640)),)
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    triton: TritonConfig | None = None      # backend "triton": server URL, model prefix, shm, timeouts
 
 
 def ort_config_of(config: EngineConfig) -> OrtConfig:
@@ -106,4 +108,7 @@ def create_engine(model_path: Path, config: EngineConfig, name: str | None = Non
         return TrtEngine(plan, TrtConfig(device_id=config.device_id, contexts=config.contexts,
                                          cuda_graphs=config.cuda_graphs),
                          name=name or plan_model_name(model_path))
-    raise EngineError(f"unknown engine backend {config.backend!r} (onnxruntime | tensorrt)")
+    if config.backend == "triton":
+        # the model runs on the server, under the pipeline's engine name: the local file is not read
+        return TritonEngine(name or model_path.name.split(".")[0], config.triton or TritonConfig())
+    raise EngineError(f"unknown engine backend {config.backend!r} (onnxruntime | tensorrt | triton)")

@@ -245,6 +245,10 @@ class Pipeline:
         if self.enhancer is not None:
             self.enhancer.enhance([(frame, fake)])
 
+    def not_ready_engines(self) -> list[str]:
+        """Engines whose server says they cannot run now (remote backends such as Triton; blocking)."""
+        return [e.name for e in self._engines if not getattr(e, "is_ready", lambda: True)()]
+
     def close(self) -> None:
         if self._closed:
             return

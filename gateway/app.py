@@ -21,6 +21,7 @@ from aiohttp import web
 from engines.frames import FrameItem, FrameOutput
 from gateway.auth import is_authorized
 from gateway.config import GatewayConfig
+from gateway.engine_watch import EngineWatch
 from gateway.errors import GatewayError, Unauthorized, Unavailable
 from gateway.http import health, sessions, sources, whep, whip
 from gateway.http.keys import CONFIG, MONITOR, STATE, AppState, PipelineLike
@@ -99,6 +100,7 @@ def _default_pipeline(config: GatewayConfig) -> PipelineLike:
             trt_cache_dir=proc.trt_cache_dir,
             intra_op_threads=proc.intra_op_threads,
             contexts=proc.contexts,
+            triton=proc.triton,
         ),
         **kwargs,
     )
@@ -163,6 +165,11 @@ def create_app(
         state.sessions = manager
         state.ready = True
         logger.info("ready: models loaded and warmed")
+        not_ready = getattr(the_pipeline, "not_ready_engines", None)
+        if config.processing.engine == "triton" and not_ready is not None:
+            watch = EngineWatch(not_ready, the_monitor.event)  # /readyz and events follow Triton
+            parts["engine_watch"] = state.extra["engine_watch"] = watch
+            watch.start()
 
     async def startup(app: web.Application) -> None:
         try:
@@ -193,6 +200,9 @@ def create_app(
             yield
         finally:
             state.ready = False
+            watch = parts.get("engine_watch")
+            if watch is not None:
+                await watch.close()
             # A model load runs in a thread that cannot be interrupted: let start-up finish, then undo it.
             await asyncio.shield(task)
             manager = parts.get("manager")

@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from aiohttp import web
 
 from engines.models.store import default_model_dir
+from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
 from gateway.media.late import LatePolicy
@@ -52,7 +53,15 @@ def build_parser() -> argparse.ArgumentParser:
     a("--config", type=Path, help="TOML file with the same keys as the flags (flags override it)")
     a("--host", help="address to listen on (default 127.0.0.1)")
     a("--port", type=int, help="HTTP port (default 8080)")
-    a("--engine", choices=["onnxruntime", "tensorrt"], help="inference backend (default onnxruntime)")
+    a("--engine", choices=["onnxruntime", "tensorrt", "triton"],
+      help="inference backend (default onnxruntime; triton = a Triton Inference Server at --triton-url)")
+    a("--triton-url", help="--engine triton: gRPC endpoint HOST:PORT (default 127.0.0.1:8001)")
+    a("--triton-model-prefix", help="--engine triton: prefix of the repository's model names (default none)")
+    a("--triton-shm", action="store_true", default=None,
+      help="--engine triton: pass tensors through system shared memory (server on the same host only)")
+    a("--triton-timeout-s", type=float, help="--engine triton: per-request deadline (default 10)")
+    a("--triton-connect-timeout-s", type=float,
+      help="--engine triton: at start-up, wait this long for the server and its models (default 60)")
     a("--providers", help="comma list of ONNX Runtime providers: cpu,cuda,tensorrt (default cpu)")
     a(
         "--processors",
@@ -149,6 +158,17 @@ def _processors(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(n for n in names if n.lower() != "none")
 
 
+def _triton_config(get: Any) -> TritonConfig:
+    base = TritonConfig()
+    return TritonConfig(
+        url=str(get("triton_url", base.url)),
+        model_prefix=str(get("triton_model_prefix", base.model_prefix)),
+        shm=bool(get("triton_shm", base.shm)),
+        timeout_s=float(get("triton_timeout_s", base.timeout_s)),
+        connect_timeout_s=float(get("triton_connect_timeout_s", base.connect_timeout_s)),
+    )
+
+
 def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = None) -> GatewayConfig:
     """Merge TOML values (keys like the flags, dashes or underscores) under the parsed flags."""
     merged: dict[str, Any] = {k.replace("-", "_"): v for k, v in (file_values or {}).items()}
@@ -181,6 +201,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         trt_cache_dir=Path(str(get("trt_cache_dir"))) if get("trt_cache_dir") else None,
         intra_op_threads=int(get("intra_op_threads", auto_threads)),
         contexts=int(get("contexts", processing.contexts)),
+        triton=_triton_config(get) if get("engine") == "triton" else None,
         # flag/TOML > $LIVEFUSE_MODEL_DIR > ~/.cache/livefuse/models, resolved here at the edge
         model_dir=Path(str(get("model_dir"))) if get("model_dir") else default_model_dir(os.environ),
     )

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from engines.frames import PROCESSORS
+from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.media.late import LatePolicy
 from gateway.rtc.ice import IceConfig
 from gateway.scheduler import SchedulerConfig
 
-ENGINES = ("onnxruntime", "tensorrt")
+ENGINES = ("onnxruntime", "tensorrt", "triton")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class ProcessingConfig:
     trt_cache_dir: Path | None = None  # native plans (--engine tensorrt); ORT-TRT engine + timing cache
     intra_op_threads: int = 0  # ONNX Runtime threads per engine; 0 = its default (all cores)
     contexts: int = 2  # native TensorRT: execution contexts, one CUDA stream each
+    triton: TritonConfig | None = None  # --engine triton: server URL, model prefix, shared memory, timeouts
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:

@@ -19,7 +19,11 @@ def check_processing(proc: ProcessingConfig) -> None:
     from engines.engine import EngineError
 
     try:
-        if proc.engine == "tensorrt":
+        if proc.engine == "triton":
+            from engines.triton_engine import import_client
+
+            import_client()  # the client library; the server's readiness is /readyz's business
+        elif proc.engine == "tensorrt":
             from engines.tensorrt_engine import device_compute_capability
 
             # imports TensorRT and cuda-python, asks the driver for the GPU

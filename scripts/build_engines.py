@@ -9,6 +9,13 @@ version and GPU architecture, so plans are built once per machine into the plan 
     build_engines.py retinaface_mnet025.onnx --shape input:1x3x640x640 --max-batch 16 --out-dir plans/
     build_engines.py inswapper_128.dyn.onnx --precision fp16 --timing-cache plans/timing.cache
 
+Triton model repository (one directory per pipeline model, config.pbtxt + model file; see
+engines/triton/repository.py for what each backend gets):
+
+    build_engines.py --triton-repository repo/ --backend python            (CPU; the nvidia-pytriton wheel)
+    build_engines.py --triton-repository repo/ --backend onnxruntime --instances 2 --kind KIND_GPU
+    build_engines.py --triton-repository repo/ --backend tensorrt --precision fp16 --shape input:1x3x640x640
+
 FP16: TensorRT 10 sets BuilderFlag.FP16 and picks FP16 kernels where they are faster. TensorRT >= 11 removed
 that flag (networks are strongly typed): the ONNX itself must be FP16 — `--to-fp16 IN OUT` converts one with
 onnxconverter-common (`pip install onnxconverter-common`), keeping FP32 inputs/outputs.
@@ -167,6 +174,60 @@ def build_plan(opts: BuildOptions) -> Path:
     return plan
 
 
+def build_triton_repository(args: argparse.Namespace) -> list[str]:
+    """Write the Triton repository; returns one line per model (written or skipped, and why)."""
+    import os
+
+    from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
+    from engines.processors.batching import dynamic_batch_model
+    from engines.triton.repository import PIPELINE_MODELS, RepositoryConfig, write_model
+
+    kind = args.kind or {"python": "KIND_CPU", "tensorrt": "KIND_GPU"}.get(args.backend, "KIND_AUTO")
+    preferred = tuple(args.preferred_batch) if args.preferred_batch is not None else tuple(
+        sorted({max(1, args.max_batch // 4), max(1, args.max_batch // 2)}))
+    try:
+        config = RepositoryConfig(args.backend, args.max_batch, preferred, args.max_queue_delay_us,
+                                  args.instances, kind, args.intra_op_threads)
+        shapes = dict(parse_shape_arg(s) for s in args.shape)
+    except ValueError as e:
+        raise BuildError(str(e)) from None
+    wanted = {m.strip() for m in args.models.split(",")} if args.models else None
+    known = {name for name, _, _ in PIPELINE_MODELS}
+    if wanted is not None and wanted - known:
+        raise BuildError(f"unknown model(s) {', '.join(sorted(wanted - known))} "
+                         f"(known: {', '.join(sorted(known))})")
+    store = ModelStore(args.model_dir or default_model_dir(os.environ))
+    lines: list[str] = []
+
+    def plan_builder(onnx_path: Path, plan_path: Path) -> None:
+        opt = args.opt_batch or max(args.min_batch, args.max_batch // 2)
+        opts = BuildOptions(onnx_path, plan_path.parent / "build", plan_path.parent.parent.name,
+                            BatchProfile(args.min_batch, opt, args.max_batch), max(1, args.instances),
+                            args.precision, args.workspace_gb, args.timing_cache, shapes, args.device)
+        built = build_plan(opts)
+        built.replace(plan_path)
+        built.parent.rmdir()
+
+    for name, model_id, dynbatch in PIPELINE_MODELS:
+        if wanted is not None and name not in wanted:
+            continue
+        try:
+            path = store.require(model_id)
+        except ModelUnavailable as e:
+            if wanted is not None:
+                raise BuildError(str(e)) from None
+            lines.append(f"{name}: skipped ({model_id} not in the cache)")
+            continue
+        if dynbatch:
+            path = dynamic_batch_model(path)
+        model_dir = write_model(args.triton_repository, name, path, config, plan_builder)
+        lines.append(f"{model_dir}: {args.backend} ({model_id}, max batch {args.max_batch}, "
+                     f"{args.instances} x {kind})")
+    if not any("skipped" not in line for line in lines):
+        raise BuildError("no model written: provision models first (`python -m engines.models provision`)")
+    return lines
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="build_engines.py",
@@ -193,13 +254,33 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", action="append", default=[], metavar="NAME:DxDxD",
                    help="fixed shape for an input with dynamic non-batch dims (batch value ignored)")
     p.add_argument("--device", type=int, default=0, help="CUDA device id")
+    t = p.add_argument_group("Triton model repository")
+    t.add_argument("--triton-repository", type=Path, metavar="DIR",
+                   help="write a Triton model repository for the pipeline's models (those in the cache)")
+    t.add_argument("--backend", choices=("python", "onnxruntime", "tensorrt"), default="python",
+                   help="Triton backend: python = ONNX Runtime inside Triton's Python backend (CPU builds); "
+                        "onnxruntime; tensorrt = plans built here (default python)")
+    t.add_argument("--models", help="comma list of pipeline engines (default: all whose model is present)")
+    t.add_argument("--model-dir", type=Path, help="model cache (default $LIVEFUSE_MODEL_DIR, ~/.cache/livefuse)")
+    t.add_argument("--instances", type=int, default=1, help="instance_group count per model (default 1)")
+    t.add_argument("--kind", choices=("KIND_CPU", "KIND_GPU", "KIND_AUTO"), default=None,
+                   help="instance kind (default KIND_CPU for python, KIND_GPU for tensorrt, KIND_AUTO else)")
+    t.add_argument("--preferred-batch", type=int, nargs="*", default=None,
+                   help="dynamic_batching preferred sizes (default: max/4 and max/2)")
+    t.add_argument("--max-queue-delay-us", type=int, default=2000,
+                   help="how long Triton holds a request for batch partners (default 2000)")
+    t.add_argument("--intra-op-threads", type=int, default=1, help="python backend: ORT threads per instance")
     return p
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if not args.onnx and not args.make_batch_dynamic and not args.to_fp16:
-        _parser().error("nothing to do: give ONNX files, --make-batch-dynamic IN OUT or --to-fp16 IN OUT")
+    if not args.onnx and not args.make_batch_dynamic and not args.to_fp16 and not args.triton_repository:
+        _parser().error("nothing to do: give ONNX files, --make-batch-dynamic IN OUT, --to-fp16 IN OUT "
+                        "or --triton-repository DIR")
+    if args.triton_repository:
+        for line in build_triton_repository(args):
+            print(line)
     if args.make_batch_dynamic:
         src, dst = args.make_batch_dynamic
         diff = make_batch_dynamic_file(src, dst, args.dim_name, not args.no_verify, args.verify_batches)

@@ -13,10 +13,13 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    ready = state.ready and not state.shutting_down
-    return web.json_response(
-        {"ready": ready, "shutting_down": state.shutting_down}, status=200 if ready else 503
-    )
+    watch = state.extra.get("engine_watch")
+    engines_down = list(watch.down) if watch is not None else []
+    ready = state.ready and not state.shutting_down and not engines_down
+    body: dict[str, object] = {"ready": ready, "shutting_down": state.shutting_down}
+    if engines_down:
+        body["engines_not_ready"] = engines_down
+    return web.json_response(body, status=200 if ready else 503)
 
 
 def add_routes(app: web.Application) -> None:
