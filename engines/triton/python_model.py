@@ -8,9 +8,10 @@ backend does not concatenate them, so this does: requests with equal non-batch s
 ONNX Runtime run and the outputs split back per request. That single run is one "execution" in Triton's
 `nv_inference_exec_count`, while `nv_inference_count` counts the items.
 
-Outputs go back through `pb_utils.Tensor.from_dlpack`, not `pb_utils.Tensor(name, array)`: the wheel's stub
-was built against numpy 1, and with numpy 2 (this project's) the array constructor serializes ZERO bytes
-(numpy 2 moved the dtype's item size in its C struct). DLPack is ABI-stable. Its only wart: the stub renames
+Tensors cross the stub boundary through DLPack (`np.from_dlpack(input)`, `pb_utils.Tensor.from_dlpack`), not
+`as_numpy()` / `pb_utils.Tensor(name, array)`: the wheel's stub was built against numpy 1, and with numpy 2
+(this project's) those return garbage inputs and serialize ZERO-byte outputs (numpy 2 changed the C layout
+they read). Found by the Triton-vs-in-process equality test; DLPack is ABI-stable. Its only wart: the stub renames
 the capsule it consumed, and numpy's capsule destructor then reports "PyCapsule_GetPointer called with
 incorrect name" as an unraisable error (harmless: measured no memory growth over 1,500 1-MB outputs), which
 `_quiet_capsule_rename` keeps out of Triton's log while letting every other unraisable error through.
@@ -61,7 +62,7 @@ class TritonPythonModel:
         responses: list[Any] = [None] * len(requests)
         groups: dict[tuple[tuple[int, ...], ...], list[tuple[int, dict[str, np.ndarray]]]] = {}
         for i, request in enumerate(requests):
-            feeds = {n: pb_utils.get_input_tensor_by_name(request, n).as_numpy() for n in self.inputs}
+            feeds = {n: np.from_dlpack(pb_utils.get_input_tensor_by_name(request, n)) for n in self.inputs}
             key = tuple(tuple(feeds[n].shape[1:]) for n in self.inputs)
             groups.setdefault(key, []).append((i, feeds))
         for members in groups.values():
