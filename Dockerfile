@@ -35,7 +35,7 @@ COPY engines ./engines
 COPY loadgen ./loadgen
 COPY scripts ./scripts
 RUN pip install --upgrade "pip>=24" \
- && pip install ".[gpu]" \
+ && pip install ".[gpu,triton]" \
         "tensorrt-cu13==${TENSORRT_VERSION}" \
         "onnxruntime-gpu==${ORT_GPU_VERSION}" \
         "cuda-python==${CUDA_PYTHON_VERSION}" \

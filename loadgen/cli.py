@@ -318,7 +318,36 @@ def _charts(results: list[tuple[str, RunResult]], budget_ms: float, fps: float,
     return out
 
 
+def merge_main(argv: list[str]) -> int:
+    """`loadgen merge r1.json r2.json ... --output-report all.json`: exact union statistics."""
+    import json
+
+    from loadgen.merge import MergeError, merge_reports
+
+    p = argparse.ArgumentParser(prog="loadgen merge",
+                                description="Merge reports of loadgens that ran at the same time.")
+    p.add_argument("reports", nargs="+", type=Path)
+    p.add_argument("--output-report", type=Path, required=True)
+    args = p.parse_args(argv)
+    err = Console(stderr=True)
+    try:
+        reports = [json.loads(path.read_text()) for path in args.reports]
+        merged = merge_reports(reports)
+    except (OSError, ValueError) as e:  # MergeError and JSONDecodeError are ValueErrors
+        known = isinstance(e, MergeError | OSError)
+        err.print(f"error: {e}" if known else f"error: not a JSON report: {e}")
+        return 2
+    write_json(merged, args.output_report)
+    console = Console()
+    console.print(result_table(merged["runs"], None))
+    console.print(f"report: {args.output_report} (merged {len(reports)} reports)")
+    return 0 if merged["slo_met"] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list and args_list[0] == "merge":
+        return merge_main(list(args_list[1:]))
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

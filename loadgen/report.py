@@ -9,7 +9,7 @@ A loadgen run:
     frames {sent, received, lost, repeated, unreadable}, received_ratio, fps_per_job {mean, min},
     jobs [{job, sent, received, lost, repeated, fps, p95_ms}], join_failures [{job, t_s, detail}],
     windows [{p95_ms, received_ratio}], gateway (its /api/stats view of the same window, or available=false),
-    slo_met
+    slo_met, latency_samples_ms [every returned frame's latency in the window, for `loadgen merge`]
 A benchmark run:
     name, test_case, resolution, batch_size, duration_s, frames, frames_per_s, latency_ms (whole pipeline per
     frame), stages_ms {stage: {mean, p50, p95}}, peak_rss_bytes, peak_vram_bytes, cpu_percent, cold_start_ms
@@ -76,6 +76,10 @@ def loadgen_run_entry(name: str, result: RunResult, meta: dict[str, Any]) -> dic
         "gateway": gw,
         "gateway_errors": result.gateway_errors,
         "slo_met": slo_met(s.latency.p95, s.budget_ms),
+        # every returned frame's latency in the measured window, full precision: what `loadgen merge` needs
+        # for exact percentiles over several loadgens (percentiles of percentiles would be wrong)
+        "latency_samples_ms": [smp.latency_ms for smp in
+                               result.collector.samples(result.measure_start, result.measure_end)],
     }
     return entry
 

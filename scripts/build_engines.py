@@ -261,7 +261,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="Triton backend: python = ONNX Runtime inside Triton's Python backend (CPU builds); "
                         "onnxruntime; tensorrt = plans built here (default python)")
     t.add_argument("--models", help="comma list of pipeline engines (default: all whose model is present)")
-    t.add_argument("--model-dir", type=Path, help="model cache (default $LIVEFUSE_MODEL_DIR, ~/.cache/livefuse)")
+    t.add_argument("--model-dir", type=Path, help="model cache (default: $LIVEFUSE_MODEL_DIR)")
     t.add_argument("--instances", type=int, default=1, help="instance_group count per model (default 1)")
     t.add_argument("--kind", choices=("KIND_CPU", "KIND_GPU", "KIND_AUTO"), default=None,
                    help="instance kind (default KIND_CPU for python, KIND_GPU for tensorrt, KIND_AUTO else)")

@@ -11,8 +11,8 @@ ONNX Runtime run and the outputs split back per request. That single run is one 
 Tensors cross the stub boundary through DLPack (`np.from_dlpack(input)`, `pb_utils.Tensor.from_dlpack`), not
 `as_numpy()` / `pb_utils.Tensor(name, array)`: the wheel's stub was built against numpy 1, and with numpy 2
 (this project's) those return garbage inputs and serialize ZERO-byte outputs (numpy 2 changed the C layout
-they read). Found by the Triton-vs-in-process equality test; DLPack is ABI-stable. Its only wart: the stub renames
-the capsule it consumed, and numpy's capsule destructor then reports "PyCapsule_GetPointer called with
+they read). Found by the Triton-vs-in-process equality test; DLPack is ABI-stable. Its only wart: the stub
+renames the capsule it consumed, and numpy's capsule destructor then reports "PyCapsule_GetPointer called with
 incorrect name" as an unraisable error (harmless: measured no memory growth over 1,500 1-MB outputs), which
 `_quiet_capsule_rename` keeps out of Triton's log while letting every other unraisable error through.
 

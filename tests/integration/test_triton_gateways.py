@@ -91,7 +91,8 @@ async def test_two_gateways_share_triton_batches(triton: TritonProcess, model_st
         model = "face_detector"
         requests = after[("nv_inference_request_success", model)] - before.get(
             ("nv_inference_request_success", model), 0.0)
-        execs = after[("nv_inference_exec_count", model)] - before.get(("nv_inference_exec_count", model), 0.0)
+        execs = after[("nv_inference_exec_count", model)] - before.get(
+            ("nv_inference_exec_count", model), 0.0)
         items = after[("nv_inference_count", model)] - before.get(("nv_inference_count", model), 0.0)
         print(f"triton face_detector: {requests=} {execs=} {items=}")
         assert requests >= 40, (requests, execs)
@@ -122,7 +123,8 @@ async def test_triton_killed_and_restarted_mid_stream(triton: TritonProcess, mod
 
             async def not_ready() -> bool:
                 async with http.get(gw.url + "/readyz") as r:
-                    return r.status == 503 and "face_detector" in (await r.json()).get("engines_not_ready", [])
+                    down = (await r.json()).get("engines_not_ready", [])
+                    return r.status == 503 and "face_detector" in down
 
             assert await _eventually(not_ready, 15), "/readyz must turn 503 while Triton is gone"
             # the session keeps streaming: late-policy frames still reach the publisher
