@@ -117,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="on SIGTERM/SIGINT: close every peer, then keep answering 503 this long before exiting "
         "(default 0; a second signal cuts it short)",
     )
+    a("--public-url", help="this replica's own reachable base URL (e.g. https://gw-3.media.example): "
+      "WHIP/WHEP Location headers become absolute so PATCH/DELETE reach this replica behind a balancer")
     a("--log-level", help="DEBUG | INFO | WARNING | ERROR (default INFO)")
     a(
         "--event-log",
@@ -248,6 +250,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False))),
         log_level=str(get("log_level", "INFO")).upper(),
         shutdown_grace_s=float(get("shutdown_grace_s", 0.0)),
+        public_url=str(get("public_url")) if get("public_url") else None,
         monitor=monitor,
     )
 

@@ -96,10 +96,15 @@ class GatewayConfig:
     max_sdp_bytes: int = 64 * 1024
     log_level: str = "INFO"
     shutdown_grace_s: float = 0.0  # after a stop signal: peers closed, 503s answered this long, then exit
+    public_url: str | None = None  # absolute base for WHIP/WHEP Location headers (one replica of many)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535, got {self.port}")
+        if self.public_url is not None:
+            from gateway.http.urls import check_public_url
+
+            object.__setattr__(self, "public_url", check_public_url(self.public_url))
         if self.shutdown_grace_s < 0:
             raise ValueError("shutdown_grace_s must be >= 0")
         if self.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):

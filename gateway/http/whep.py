@@ -10,6 +10,7 @@ from aiohttp import web
 
 from gateway.errors import BadRequest, NotFound
 from gateway.http.keys import CONFIG, sessions_of
+from gateway.http.urls import resource_url
 from gateway.http.whip import CORS, SDP_TYPE, read_offer
 from gateway.rtc.ice import link_headers
 from gateway.rtc.sdp import SdpError, check_offer
@@ -28,7 +29,7 @@ async def post_whep(request: web.Request) -> web.Response:
         status=201,
         text=answer,
         content_type=SDP_TYPE,
-        headers={"Location": f"/whep/{session.id}/{viewer_id}", **CORS},
+        headers={"Location": resource_url(config.public_url, f"/whep/{session.id}/{viewer_id}"), **CORS},
     )
     for link in link_headers(config.ice):
         response.headers.add("Link", link)

@@ -18,6 +18,7 @@ from gateway.errors import (
     UnsupportedMediaType,
 )
 from gateway.http.keys import CONFIG, STATE, sessions_of
+from gateway.http.urls import resource_url
 from gateway.rtc.ice import link_headers
 from gateway.rtc.sdp import SdpError, parse_trickle_fragment
 
@@ -92,7 +93,7 @@ async def post_whip(request: web.Request) -> web.Response:
         text=answer,
         content_type=SDP_TYPE,
         headers={
-            "Location": f"/whip/{session.id}",
+            "Location": resource_url(config.public_url, f"/whip/{session.id}"),
             "ETag": f'"{session.etag}"',
             "Accept-Patch": TRICKLE_TYPE,
             **CORS,
