@@ -26,6 +26,7 @@ from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
 from gateway.media.late import LatePolicy
+from gateway.monitoring.capacity import usable_cores
 from gateway.monitoring.controller import DegradationConfig
 from gateway.monitoring.monitor import MonitorConfig
 from gateway.preflight import PreflightError, check_processing
@@ -239,6 +240,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         event_log_max_bytes=int(float(get("event_log_max_mb", 5.0)) * 1_000_000),
         degradation=DegradationConfig(enabled=not get("no_degradation", False)),
         parallelism=float(scheduler.workers),
+        cpu_cores=usable_cores(),  # affinity and the cgroup quota (a pod's CPU limit), read here at the edge
     )
     return GatewayConfig(
         host=get("host", "127.0.0.1"),

@@ -22,12 +22,13 @@ from pathlib import Path
 from engines.frames import FrameOptions
 
 from . import events as ev
+from .capacity import CapacityEstimate, ResourceUse, usable_cores
+from .capacity import estimate as estimate_resources
 from .controller import (
     LEVEL_NAMES,
     ControllerInput,
     DegradationConfig,
     DegradationController,
-    estimate_capacity,
     options_for_level,
     recommend_max_batch,
 )
@@ -80,6 +81,9 @@ class MonitorConfig:
     series_points: int = 300
     max_closed_sessions: int = 20
     parallelism: float = 1.0  # frames the pipeline works on at once, for the capacity estimate
+    cpu_cores: float | None = None  # cores this process may use (None: affinity + cgroup quota, read once)
+    capacity_window_s: float = 10.0  # process CPU / GPU use averaged over this long for the capacity estimate
+    capacity_target: float = 0.9  # capacity = sessions at this use of the binding resource
 
 
 @dataclass
@@ -121,6 +125,10 @@ class Monitor:
         self._batch: dict[str, RollingWindow] = {}
         self._batch_points: dict[str, deque[tuple[int, float]]] = {}
         self._work = RollingWindow(w, 4096)
+        self._proc_cpu = RollingWindow(w, 1024)  # process CPU in cores, one value per sample
+        self._gpu_busy = RollingWindow(w, 1024)  # busiest GPU's utilisation fraction, one per sample
+        self._idle_cpu: float | None = None  # process CPU (cores) with no session open: the baseline
+        self._cpu_cores = config.cpu_cores if config.cpu_cores else usable_cores()
         self._shed = RollingWindow(w, 16384)  # per frame: 1.0 dropped (stale/deadline), 0.0 processed
         self._rate_in = RateCounter(FPS_WINDOW_S, 16384)
         self._rate_out = RateCounter(FPS_WINDOW_S, 16384)
@@ -367,6 +375,14 @@ class Monitor:
         out: list[tuple[str, str, dict[str, object]]] = []
         with self._lock:
             self._sample = sample
+            cores_used = sample.process_cpu_percent / 100.0
+            self._proc_cpu.add(now, cores_used)
+            utils = [d.util_percent for d in sample.gpu.devices if d.util_percent is not None]
+            if utils:
+                self._gpu_busy.add(now, max(utils) / 100.0)
+            if not any(x.closed is None for x in self._sessions.values()):
+                idle = self._idle_cpu
+                self._idle_cpu = cores_used if idle is None else idle + 0.2 * (cores_used - idle)
             self._rss_peak = max(self._rss_peak, sample.rss_bytes)
             vram_frac = sample.gpu.max_mem_fraction()
             for d in sample.gpu.devices:
@@ -474,6 +490,22 @@ class Monitor:
             close_reason=s.close_reason,
         )
 
+    def _capacity_locked(self, now: float, work_ms: float | None, sessions: int) -> CapacityEstimate:
+        """Everything a session costs (gateway.monitoring.capacity): process CPU, GPU, batch workers."""
+        cfg = self.config
+        within = cfg.capacity_window_s
+        resources: list[ResourceUse] = []
+        cpu = self._proc_cpu.values(now, within)
+        if cpu:
+            resources.append(ResourceUse("cpu", sum(cpu) / len(cpu), self._cpu_cores, self._idle_cpu or 0.0))
+        gpu = self._gpu_busy.values(now, within)
+        if gpu:
+            resources.append(ResourceUse("gpu", sum(gpu) / len(gpu), 1.0))
+        if work_ms:
+            busy = work_ms * self._rate_in.rate(now) / 1000.0  # worker-seconds per second
+            resources.append(ResourceUse("workers", busy, cfg.parallelism))
+        return estimate_resources(resources, sessions, cfg.capacity_target)
+
     def snapshot(self) -> StatsSnapshot:
         t0 = time.thread_time()
         now = self._clock()
@@ -487,7 +519,8 @@ class Monitor:
             fps_per_session = sum(fps_open) / len(fps_open) if fps_open else None
             work = self._work.summary(now)
             work_ms = work.mean if work.count else None
-            capacity = estimate_capacity(work_ms, fps_per_session, parallelism=cfg.parallelism)
+            cap = self._capacity_locked(now, work_ms, len(fps_open))
+            capacity = cap.capacity_sessions
             degradation = DegradationState(
                 enabled=cfg.degradation.enabled,
                 level=self._controller.level,
@@ -498,6 +531,9 @@ class Monitor:
                 work_ms_per_frame=work_ms,
                 fps_per_session=None if fps_per_session is None else round(fps_per_session, 3),
                 steps=self._controller.steps,
+                utilisation=round(cap.utilisation, 4),
+                capacity_binding=cap.binding,
+                capacity_by_resource=dict(cap.per_resource),
             )
             sample = self._sample
             uptime = now - self._started if self._started is not None else 0.0

@@ -162,6 +162,18 @@ class SnapshotCollector(Collector):
             "Largest batch that fits the budget",
             value=dg.recommended_max_batch,
         )
+        yield GaugeMetricFamily(
+            "livefuse_utilisation",
+            "Fraction of the binding resource (process CPU, GPU, batch workers) in use; autoscaling signal",
+            value=dg.utilisation,
+        )
+        by_resource = GaugeMetricFamily(
+            "livefuse_capacity_sessions_by_resource", "Sessions each resource alone could hold",
+            labels=["resource"],
+        )
+        for name, value in dg.capacity_by_resource.items():
+            by_resource.add_metric([name], value)
+        yield by_resource
         if dg.capacity_sessions is not None:
             yield GaugeMetricFamily(
                 "livefuse_capacity_sessions",

@@ -98,6 +98,9 @@ class DegradationState:
     work_ms_per_frame: float | None
     fps_per_session: float | None
     steps: int
+    utilisation: float = 0.0  # fraction of the binding resource in use (gateway.monitoring.capacity)
+    capacity_binding: str | None = None  # cpu | gpu | workers: what limits first
+    capacity_by_resource: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)

@@ -91,7 +91,7 @@ def test_frames_and_drops_are_counted_per_session() -> None:
 
 def test_schema_of_the_stats_snapshot() -> None:
     clock = FakeClock()
-    mon = Monitor(MonitorConfig(nvml=False), clock=clock)
+    mon = Monitor(MonitorConfig(nvml=False, cpu_cores=2.0), clock=clock)
     mon.session_opened("a", {})
     for i in range(20):
         clock.t += 0.1
@@ -156,7 +156,12 @@ def test_schema_of_the_stats_snapshot() -> None:
     assert dg["level"] == 0 and dg["level_name"] == "full" and dg["admits_new_sessions"] is True
     # batch-worker work per frame: detector 10 ms / batch 2 = 5 ms (decode and encode run on other threads,
     # queue_wait is waiting); 10 fps per session -> 50 ms of worker time per second; 900 ms usable
-    assert dg["work_ms_per_frame"] == 5.0 and dg["fps_per_session"] == 10.0 and dg["capacity_sessions"] == 18
+    assert dg["work_ms_per_frame"] == 5.0 and dg["fps_per_session"] == 10.0
+    # ... so the workers alone would hold 18 sessions; but the process uses 0.3 of its 2 cores for this one
+    # session (codecs and transport included): the CPU binds at floor(2 * 0.9 / 0.3) = 6
+    assert dg["capacity_by_resource"] == {"cpu": 6, "workers": 18}
+    assert dg["capacity_sessions"] == 6 and dg["capacity_binding"] == "cpu"
+    assert dg["utilisation"] == 0.15  # 0.3 of 2 cores; the workers are 5 % busy
     assert isinstance(dg["recommended_max_batch"], int) and dg["recommended_max_batch"] >= 1
     assert d["series"][-1]["cpu"] == 50.0 and d["series"][-1]["server_p95"] == 50.0
     assert {e["kind"] for e in d["events"]} == {"session_open"}
