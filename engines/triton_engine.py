@@ -43,7 +43,7 @@ NUMPY_DTYPES: Mapping[str, Any] = {
 
 @dataclass(frozen=True)
 class TritonConfig:
-    url: str = "127.0.0.1:8001"          # gRPC endpoint HOST:PORT
+    url: str = "127.0.0.1:8001"          # gRPC endpoint HOST:PORT (dns:///HOST:PORT = every address of HOST)
     model_prefix: str = ""               # model name = prefix + engine name
     model_version: str = ""              # "" = the server's policy (latest)
     timeout_s: float = 10.0              # per inference request (client deadline)
@@ -166,6 +166,8 @@ class TritonEngine(DescribedEngine):
                 ("grpc.initial_reconnect_backoff_ms", 100),
                 ("grpc.min_reconnect_backoff_ms", 100),
                 ("grpc.max_reconnect_backoff_ms", config.reconnect_max_ms),
+                # with `dns:///headless-service:8001` every Triton pod is a backend, used in turn
+                ("grpc.lb_policy_name", "round_robin"),
             ],
         )
         self._grpc = grpcclient

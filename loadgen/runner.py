@@ -129,6 +129,10 @@ def gateway_window(first: dict[str, Any] | None, last: dict[str, Any] | None) ->
                 if isinstance(v, dict) and isinstance(v.get("max"), int | float)]
     out["max_batch_observed"] = max(observed) if observed else None
     out["recommended_max_batch"] = _num(last, "degradation", "recommended_max_batch")
+    # the gateway's own capacity estimate and utilisation at the window's end (to hold against the measured)
+    out["capacity_sessions"] = _num(last, "degradation", "capacity_sessions")
+    out["utilisation"] = _num(last, "degradation", "utilisation")
+    out["capacity_binding"] = _num(last, "degradation", "capacity_binding")
     out["vram_peak_bytes"] = _num(last, "gpu", "vram_peak_bytes")
     out["rss_peak_bytes"] = _num(last, "system", "rss_peak_bytes")
     return out
