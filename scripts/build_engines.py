@@ -178,9 +178,8 @@ def build_triton_repository(args: argparse.Namespace) -> list[str]:
     """Write the Triton repository; returns one line per model (written or skipped, and why)."""
     import os
 
-    from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
-    from engines.processors.batching import dynamic_batch_model
-    from engines.triton.repository import PIPELINE_MODELS, RepositoryConfig, write_model
+    from engines.models.store import default_model_dir
+    from engines.triton.repository import RepositoryConfig, build_pipeline_repository
 
     kind = args.kind or {"python": "KIND_CPU", "tensorrt": "KIND_GPU"}.get(args.backend, "KIND_AUTO")
     preferred = tuple(args.preferred_batch) if args.preferred_batch is not None else tuple(
@@ -191,13 +190,6 @@ def build_triton_repository(args: argparse.Namespace) -> list[str]:
         shapes = dict(parse_shape_arg(s) for s in args.shape)
     except ValueError as e:
         raise BuildError(str(e)) from None
-    wanted = {m.strip() for m in args.models.split(",")} if args.models else None
-    known = {name for name, _, _ in PIPELINE_MODELS}
-    if wanted is not None and wanted - known:
-        raise BuildError(f"unknown model(s) {', '.join(sorted(wanted - known))} "
-                         f"(known: {', '.join(sorted(known))})")
-    store = ModelStore(args.model_dir or default_model_dir(os.environ))
-    lines: list[str] = []
 
     def plan_builder(onnx_path: Path, plan_path: Path) -> None:
         opt = args.opt_batch or max(args.min_batch, args.max_batch // 2)
@@ -208,24 +200,12 @@ def build_triton_repository(args: argparse.Namespace) -> list[str]:
         built.replace(plan_path)
         built.parent.rmdir()
 
-    for name, model_id, dynbatch in PIPELINE_MODELS:
-        if wanted is not None and name not in wanted:
-            continue
-        try:
-            path = store.require(model_id)
-        except ModelUnavailable as e:
-            if wanted is not None:
-                raise BuildError(str(e)) from None
-            lines.append(f"{name}: skipped ({model_id} not in the cache)")
-            continue
-        if dynbatch:
-            path = dynamic_batch_model(path)
-        model_dir = write_model(args.triton_repository, name, path, config, plan_builder)
-        lines.append(f"{model_dir}: {args.backend} ({model_id}, max batch {args.max_batch}, "
-                     f"{args.instances} x {kind})")
-    if not any("skipped" not in line for line in lines):
-        raise BuildError("no model written: provision models first (`python -m engines.models provision`)")
-    return lines
+    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
+    try:
+        model_dir = args.model_dir or default_model_dir(os.environ)
+        return build_pipeline_repository(args.triton_repository, model_dir, config, models, plan_builder)
+    except ValueError as e:
+        raise BuildError(str(e)) from None
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,16 +1,16 @@
 """A real Triton (the nvidia-pytriton wheel's tritonserver) on free 127.0.0.1 ports, for tests and benchmarks.
 
-The repository is written by scripts/build_engines.py's own function (python backend: ONNX Runtime inside
-Triton), from the provisioned models, so tests exercise exactly what a developer deploys.
+The repository is written by the function scripts/build_engines.py --triton-repository calls (python backend:
+ONNX Runtime inside Triton), from the provisioned models, so tests exercise exactly what a developer deploys.
 """
 
 from __future__ import annotations
 
-import argparse
 import socket
 import urllib.request
 from pathlib import Path
 
+from engines.triton.repository import RepositoryConfig, build_pipeline_repository
 from engines.triton.server import TritonProcess, TritonServerConfig
 
 
@@ -21,15 +21,11 @@ def free_port() -> int:
 
 
 def build_repository(repo: Path, model_dir: Path, max_batch: int = 8, preferred: tuple[int, ...] = (2, 4),
-                     delay_us: int = 2000, models: str = "face_detector,face_landmarker") -> Path:
-    from scripts.build_engines import build_triton_repository
-
-    args = argparse.Namespace(
-        triton_repository=repo, backend="python", models=models, model_dir=model_dir, instances=1,
-        kind=None, preferred_batch=list(preferred), max_queue_delay_us=delay_us, intra_op_threads=1,
-        max_batch=max_batch, min_batch=1, opt_batch=None, shape=[], precision="fp32", workspace_gb=1.0,
-        timing_cache=None, device=0)
-    build_triton_repository(args)
+                     delay_us: int = 2000,
+                     models: tuple[str, ...] = ("face_detector", "face_landmarker")) -> Path:
+    """The python-backend repository `build_engines.py --triton-repository` writes, for these models."""
+    config = RepositoryConfig("python", max_batch, preferred, delay_us, 1, "KIND_CPU", 1)
+    build_pipeline_repository(repo, model_dir, config, list(models))
     return repo
 
 

@@ -148,3 +148,40 @@ def write_model(repo: Path, name: str, onnx_path: Path, config: RepositoryConfig
             shutil.copyfile(Path(__file__).with_name("python_model.py"), version / "model.py")
     (model_dir / "config.pbtxt").write_text(render_config(name, inputs, outputs, config))
     return model_dir
+
+
+def build_pipeline_repository(repo: Path, model_dir: Path, config: RepositoryConfig,
+                              models: Sequence[str] | None = None,
+                              build_plan: Callable[[Path, Path], None] | None = None) -> list[str]:
+    """Every pipeline model present in the model cache (or exactly `models`) into `repo`; one line each.
+
+    Fixed-batch exports go in batch-dynamic (engines.processors.batching, verified item by item). A model
+    not in the cache is skipped with a line saying so, unless it was asked for by name (ValueError).
+    """
+    from engines.models.store import ModelStore, ModelUnavailable
+    from engines.processors.batching import dynamic_batch_model
+
+    known = [name for name, _, _ in PIPELINE_MODELS]
+    unknown = sorted(set(models or ()) - set(known))
+    if unknown:
+        raise ValueError(f"unknown model(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    store = ModelStore(model_dir)
+    lines: list[str] = []
+    for name, model_id, dynbatch in PIPELINE_MODELS:
+        if models is not None and name not in models:
+            continue
+        try:
+            path = store.require(model_id)
+        except ModelUnavailable as e:
+            if models is not None:
+                raise ValueError(str(e)) from None
+            lines.append(f"{name}: skipped ({model_id} not in the cache)")
+            continue
+        if dynbatch:
+            path = dynamic_batch_model(path)
+        model_dir_out = write_model(repo, name, path, config, build_plan)
+        lines.append(f"{model_dir_out}: {config.backend} ({model_id}, max batch {config.max_batch}, "
+                     f"{config.instances} x {config.kind})")
+    if not any("skipped" not in line for line in lines):
+        raise ValueError("no model written: provision models first (`python -m engines.models provision`)")
+    return lines

@@ -138,7 +138,8 @@ def test_server_killed_and_restarted(repo: Path, tmp_path: Path, shm: bool) -> N
 def test_dns_url_balances_over_every_address(triton: TritonProcess) -> None:
     """The form the Kubernetes manifests use for a headless Service (`dns:///name:port`, round robin)."""
     engine = TritonEngine("face_landmarker",
-                          TritonConfig(url=f"dns:///localhost:{triton.config.grpc_port}", connect_timeout_s=10))
+                          TritonConfig(url=f"dns:///localhost:{triton.config.grpc_port}",
+                                       connect_timeout_s=10))
     try:
         out = engine.infer({"input_1": np.zeros((1, 3, 192, 192), np.float32)})
         assert out["conv2d_20"].shape == (1, 1404, 1, 1)
