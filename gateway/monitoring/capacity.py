@@ -6,7 +6,9 @@ workers on the same cores. An estimate from worker time said 12-13 sessions wher
 resource a session consumes is a budget of its own, measured, not modelled:
 
 - cpu:     this process's CPU (all threads: decode, encode, transport, pipeline, event loop), in cores, over
-           the cores it may use (affinity and the cgroup quota, i.e. the pod's CPU limit);
+           the cores it may use: affinity and the cgroup quota (a pod's CPU limit), less what other
+           processes on the machine are using (measured on the shared 2-core box: with neighbours busy,
+           the latency limit came at 4 sessions while "2 cores" would have promised 6);
 - gpu:     the busiest GPU's utilisation (None without a GPU, or when inference runs remotely on Triton);
 - workers: the batch workers' busy time over `parallelism` workers (the latency-critical queue).
 

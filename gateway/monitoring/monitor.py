@@ -126,6 +126,7 @@ class Monitor:
         self._batch_points: dict[str, deque[tuple[int, float]]] = {}
         self._work = RollingWindow(w, 4096)
         self._proc_cpu = RollingWindow(w, 1024)  # process CPU in cores, one value per sample
+        self._free_cpu = RollingWindow(w, 1024)  # cores left to this process: the machine minus the others
         self._gpu_busy = RollingWindow(w, 1024)  # busiest GPU's utilisation fraction, one per sample
         self._idle_cpu: float | None = None  # process CPU (cores) with no session open: the baseline
         self._cpu_cores = config.cpu_cores if config.cpu_cores else usable_cores()
@@ -377,6 +378,10 @@ class Monitor:
             self._sample = sample
             cores_used = sample.process_cpu_percent / 100.0
             self._proc_cpu.add(now, cores_used)
+            if sample.cpu_per_core:  # other processes' CPU is not ours to plan with (a shared or busy node)
+                machine = float(len(sample.cpu_per_core))
+                others = max(0.0, sample.cpu_percent / 100.0 * machine - cores_used)
+                self._free_cpu.add(now, max(0.1, machine - others))
             utils = [d.util_percent for d in sample.gpu.devices if d.util_percent is not None]
             if utils:
                 self._gpu_busy.add(now, max(utils) / 100.0)
@@ -497,7 +502,9 @@ class Monitor:
         resources: list[ResourceUse] = []
         cpu = self._proc_cpu.values(now, within)
         if cpu:
-            resources.append(ResourceUse("cpu", sum(cpu) / len(cpu), self._cpu_cores, self._idle_cpu or 0.0))
+            free = self._free_cpu.values(now, within)
+            cores = min(self._cpu_cores, sum(free) / len(free)) if free else self._cpu_cores
+            resources.append(ResourceUse("cpu", sum(cpu) / len(cpu), cores, self._idle_cpu or 0.0))
         gpu = self._gpu_busy.values(now, within)
         if gpu:
             resources.append(ResourceUse("gpu", sum(gpu) / len(gpu), 1.0))
