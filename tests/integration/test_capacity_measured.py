@@ -6,7 +6,8 @@ the largest passing point must name that capacity within one session (or 25 %), 
 utilisation gauge must say the binding resource is (nearly) full. The old worker-only estimate said 12-13
 here where 6 was measured.
 
-    flock /tmp/livefuse-bench.lock python -m pytest tests/integration/test_capacity_measured.py -m benchmark -s
+    flock /tmp/livefuse-bench.lock \
+        python -m pytest tests/integration/test_capacity_measured.py -m benchmark -s
 """
 
 from __future__ import annotations
