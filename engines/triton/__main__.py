@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.start()
 
         def stop(signum: int, frame: FrameType | None) -> None:
-            server.stop()
+            server.terminate()  # the main thread's wait() returns when Triton has drained and exited
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)

@@ -217,6 +217,11 @@ class TritonProcess:
             return 0
         return self._proc.wait()
 
+    def terminate(self) -> None:
+        """Ask the server to stop (SIGTERM) without waiting: safe inside a signal handler."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+
     def kill(self) -> None:
         """SIGKILL at once: what a crashed or evicted server looks like to its clients."""
         if self._proc is not None and self._proc.poll() is None:
