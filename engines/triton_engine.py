@@ -278,6 +278,7 @@ class TritonEngine(DescribedEngine):
         out_bytes = sum(int(np.prod(sh)) * np.dtype(NUMPY_DTYPES[s.dtype]).itemsize
                         for s in self._outputs if (sh := shapes[s.name]) is not None)
         slot = self._take_slot(client, in_bytes, out_bytes)
+        healthy = True  # a slot goes back to the pool only after a call that worked
         try:
             requests, offset = [], 0
             for spec, arr in zip(self._inputs, arrays, strict=True):
@@ -299,9 +300,8 @@ class TritonEngine(DescribedEngine):
             try:
                 result = self._call(client, requests, outs)
             except EngineError:
+                healthy = False
                 self._drop_slots(client)  # registrations may be gone with the server: start afresh
-                slot.destroy(client, 1.0)
-                slot = None  # type: ignore[assignment]
                 raise
             outputs: dict[str, np.ndarray] = {}
             for spec in self._outputs:
@@ -313,7 +313,7 @@ class TritonEngine(DescribedEngine):
                     outputs[spec.name] = self._checked(result.as_numpy(spec.name), spec.name, n)
             return outputs
         finally:
-            if slot is not None:
+            if healthy:
                 self._slots.put(slot)
 
     def _take_slot(self, client: Any, in_bytes: int, out_bytes: int) -> _ShmSlot:
