@@ -1,7 +1,7 @@
 """Two gateways share one real Triton (nvidia-pytriton wheel) on 127.0.0.1, with real aiortc publishers.
 
-- Every frame is processed through Triton, and Triton's own counters show executions that merged requests
-  of BOTH gateways: each gateway runs one batch at a time (workers=1), so it never has two requests in flight
+- Every frame is processed through Triton (one gateway over gRPC, the other over system shared memory),
+  and Triton's own counters show executions that merged requests of BOTH gateways: each gateway runs one batch at a time (workers=1), so it never has two requests in flight
   for a model; an execution that served more requests than it ran (`nv_inference_request_success` >
   `nv_inference_exec_count`) therefore mixed the two gateways' frames.
 - Triton killed mid-stream: sessions keep streaming (late policy), /readyz turns 503 naming the engines,
@@ -46,12 +46,12 @@ def triton(repo: Path, tmp_path: Path) -> Iterator[TritonProcess]:
     server.stop()
 
 
-def _config(server: TritonProcess, model_dir: Path) -> Any:
+def _config(server: TritonProcess, model_dir: Path, shm: bool = False) -> Any:
     base = gw_config()
     return replace(
         base,
         processing=ProcessingConfig(engine="triton", model_dir=model_dir,
-                                    triton=TritonConfig(url=grpc_url(server), timeout_s=3.0)),
+                                    triton=TritonConfig(url=grpc_url(server), timeout_s=3.0, shm=shm)),
         # one batch at a time per gateway (see the module docstring); a generous budget: this test is about
         # where frames go, and the shared 2-core box must not turn it into a timing test
         scheduler=SchedulerConfig(workers=1, budget_ms=2000.0, max_batch=4),
@@ -67,7 +67,8 @@ async def _stats(http: aiohttp.ClientSession, url: str) -> dict[str, Any]:
 async def test_two_gateways_share_triton_batches(triton: TritonProcess, model_store: ModelStore,
                                                  media: dict[str, Path], astronaut: Any) -> None:
     images = carphone_frames(media["carphone_pristine.mp4"])
-    gws = [await start_gateway(_config(triton, model_store.root)) for _ in range(2)]
+    # one gateway sends tensors over gRPC, the other through system shared memory: both paths, one batcher
+    gws = [await start_gateway(_config(triton, model_store.root, shm=shm)) for shm in (False, True)]
     clients = []
     try:
         async with aiohttp.ClientSession() as http:
