@@ -1,8 +1,8 @@
 """Two gateways share one real Triton (nvidia-pytriton wheel) on 127.0.0.1, with real aiortc publishers.
 
 - Every frame is processed through Triton (one gateway over gRPC, the other over system shared memory),
-  and Triton's own counters show executions that merged requests of BOTH gateways: each gateway runs one batch at a time (workers=1), so it never has two requests in flight
-  for a model; an execution that served more requests than it ran (`nv_inference_request_success` >
+  and Triton's own counters show executions that merged requests of BOTH gateways: each gateway runs one
+  batch at a time (workers=1), so it never has two requests in flight for a model; an execution that served more requests than it ran (`nv_inference_request_success` >
   `nv_inference_exec_count`) therefore mixed the two gateways' frames.
 - Triton killed mid-stream: sessions keep streaming (late policy), /readyz turns 503 naming the engines,
   `engine_unavailable` is logged; restarted: /readyz 200, `engine_recovered`, frames are processed again.
