@@ -2,8 +2,9 @@
 
 - Every frame is processed through Triton (one gateway over gRPC, the other over system shared memory),
   and Triton's own counters show executions that merged requests of BOTH gateways: each gateway runs one
-  batch at a time (workers=1), so it never has two requests in flight for a model; an execution that served more requests than it ran (`nv_inference_request_success` >
-  `nv_inference_exec_count`) therefore mixed the two gateways' frames.
+  batch at a time (workers=1), so it never has two requests in flight for a model; an execution that
+  served more requests than it ran (`nv_inference_request_success` > `nv_inference_exec_count`) therefore
+  mixed the two gateways' frames.
 - Triton killed mid-stream: sessions keep streaming (late policy), /readyz turns 503 naming the engines,
   `engine_unavailable` is logged; restarted: /readyz 200, `engine_recovered`, frames are processed again.
 """
