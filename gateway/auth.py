@@ -46,4 +46,14 @@ def is_authorized(
     offered = bearer_token(headers)
     if offered is None and method in READ_METHODS:
         offered = query.get("token")
-    return offered is not None and hmac.compare_digest(offered.encode(), config.token.encode())
+    return offered is not None and _same(offered, config.token)
+
+
+def _same(offered: str, token: str) -> bool:
+    """Constant-time compare. aiohttp hands non-UTF-8 header bytes over as lone surrogates, which do not
+    encode: such a header is simply a wrong token (401), never an exception (it was a 500)."""
+    try:
+        raw = offered.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return hmac.compare_digest(raw, token.encode("utf-8"))

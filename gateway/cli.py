@@ -83,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--max-sessions", type=int, help="concurrent publishers; more get 503 + Retry-After (default 16)")
     a(
+        "--max-pending",
+        type=int,
+        help="sessions answered but not yet connected (also counted in --max-sessions); when full, the "
+        "oldest one past --pending-grace-s is evicted for a new offer, else 503 (default 4)",
+    )
+    a("--pending-grace-s", type=float, help="seconds a pending session may take to connect before eviction "
+      "(default 5)")
+    a(
         "--late-policy",
         choices=[p.value for p in LatePolicy],
         help="frame not processed in time: repeat the last processed one (default, never leaks an unswapped "
@@ -195,6 +203,8 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
     sessions = replace(
         sess,
         max_sessions=int(get("max_sessions", sess.max_sessions)),
+        max_pending=int(get("max_pending", sess.max_pending)),
+        pending_grace_s=float(get("pending_grace_s", sess.pending_grace_s)),
         late_policy=LatePolicy(get("late_policy", sess.late_policy)),
         default_source=Path(str(get("default_source"))) if get("default_source") else None,
         reap_after_s=float(get("reap_after_s", sess.reap_after_s)),

@@ -65,6 +65,9 @@ def default_parallelism(engine: str, providers: tuple[str, ...], cores: int) -> 
 @dataclass(frozen=True)
 class SessionConfig:
     max_sessions: int = 16
+    # answered but not yet connected sessions (also counted in max_sessions); see SessionManager.admit
+    max_pending: int = 4
+    pending_grace_s: float = 5.0  # a pending session this old may be evicted for a new offer
     late_policy: LatePolicy = LatePolicy.REPEAT
     default_source: Path | None = None
     reap_after_s: float = 10.0  # a session not connected (or silent) this long is closed
@@ -76,6 +79,10 @@ class SessionConfig:
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be >= 1")
+        if self.max_pending < 1:
+            raise ValueError("max_pending must be >= 1")
+        if self.pending_grace_s < 0:
+            raise ValueError("pending_grace_s must be >= 0")
         if self.reap_after_s <= 0 or self.connect_timeout_s <= 0:
             raise ValueError("reap_after_s and connect_timeout_s must be > 0")
 

@@ -23,7 +23,9 @@ async def list_sessions(request: web.Request) -> web.Response:
     manager = sessions_of(request.app)
     return web.json_response(
         {
-            "sessions": [_describe(request, sid) for sid in list(manager.sessions)],
+            "sessions": [
+                _describe(request, sid) for sid, s in list(manager.sessions.items()) if s.close_reason is None
+            ],
             "max_sessions": manager.config.max_sessions,
         }
     )
