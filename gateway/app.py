@@ -22,10 +22,11 @@ from engines.frames import FrameItem, FrameOutput
 from gateway.auth import is_authorized
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError, Unauthorized, Unavailable
-from gateway.http import health, sessions, sources, whep, whip
+from gateway.http import exposure, health, sessions, sources, whep, whip
 from gateway.http.keys import CONFIG, MONITOR, STATE, AppState, PipelineLike
 from gateway.scheduler import FrameScheduler
 from gateway.sessions import MonitorLike, SessionManager
+from gateway.source_store import SourceStore
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +130,7 @@ def create_app(
     """
     app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
     state = AppState()
+    state.sources = SourceStore(config.sources)
     app[CONFIG] = config
     app[STATE] = state
     the_monitor = monitor if monitor is not None else _default_monitor(config)
@@ -218,9 +220,11 @@ def create_app(
     sessions.add_routes(app)
     app.router.add_get("/demo", _demo)
     if monitor is None or hasattr(the_monitor, "snapshot_dict"):
-        from gateway.monitoring.routes import setup_monitoring_routes
+        from gateway.monitoring.routes import STATS_VIEWS, StatsView, setup_monitoring_routes
 
         setup_monitoring_routes(app, the_monitor)  # type: ignore[arg-type]
+        views: list[StatsView] = [exposure.stats_view]
+        app[STATS_VIEWS] = views
     return app
 
 

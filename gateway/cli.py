@@ -30,6 +30,7 @@ from gateway.monitoring.monitor import MonitorConfig
 from gateway.preflight import PreflightError, check_processing
 from gateway.rtc.ice import LOOPBACK, IceConfig, TurnServer
 from gateway.scheduler import SchedulerConfig
+from gateway.source_store import SourcesConfig
 
 
 class UsageError(ValueError):
@@ -99,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--token", help="bearer token required on every mutating endpoint")
     a("--token-file", type=Path, help="read the bearer token from this file")
     a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
+    a("--max-source-pixels", type=int, help="source uploads declaring more pixels get 413 (default 40e6)")
+    a("--max-sources", type=int, help="uploaded sources kept; least recently used go first (default 64)")
+    a("--source-ttl-s", type=float, help="forget a source this long after its last use; 0 = never (3600)")
     a("--default-source", type=Path, help="source face image used when WHIP gives no ?source=")
     a("--stun", action="append", help="STUN server URL advertised and used (repeatable)")
     a("--turn", action="append", help="TURN server as url[,username,credential] (repeatable)")
@@ -209,6 +213,13 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         default_source=Path(str(get("default_source"))) if get("default_source") else None,
         reap_after_s=float(get("reap_after_s", sess.reap_after_s)),
     )
+    src = SourcesConfig()
+    sources = replace(
+        src,
+        max_pixels=int(get("max_source_pixels", src.max_pixels)),
+        max_sources=int(get("max_sources", src.max_sources)),
+        ttl_s=float(get("source_ttl_s", src.ttl_s)),
+    )
     turns = []
     for spec in get("turn") or []:
         parts = (str(spec).split(",") + ["", ""])[:3]
@@ -233,6 +244,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         processing=processing,
         scheduler=scheduler,
         sessions=sessions,
+        sources=sources,
         ice=ice,
         auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False))),
         log_level=str(get("log_level", "INFO")).upper(),

@@ -15,6 +15,7 @@ from gateway.auth import AuthConfig
 from gateway.media.late import LatePolicy
 from gateway.rtc.ice import IceConfig
 from gateway.scheduler import SchedulerConfig
+from gateway.source_store import SourcesConfig
 
 ENGINES = ("onnxruntime", "tensorrt")
 
@@ -96,6 +97,7 @@ class GatewayConfig:
     sessions: SessionConfig = field(default_factory=SessionConfig)
     ice: IceConfig = field(default_factory=IceConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    sources: SourcesConfig = field(default_factory=SourcesConfig)
     monitor: Any = None  # gateway.monitoring.MonitorConfig; None = its defaults
     max_body_bytes: int = 8 * 1024 * 1024  # client_max_size: source images; SDP is checked far lower
     max_sdp_bytes: int = 64 * 1024

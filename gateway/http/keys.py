@@ -12,6 +12,7 @@ from engines.frames import FrameItem, FrameOutput, SourceFace
 from gateway.config import GatewayConfig
 from gateway.errors import Unavailable
 from gateway.sessions import MonitorLike, SessionManager
+from gateway.source_store import SourcesConfig, SourceStore
 
 
 class PipelineLike(Protocol):
@@ -30,7 +31,7 @@ class AppState:
     def __init__(self) -> None:
         self.ready = False
         self.shutting_down = False
-        self.sources: dict[str, SourceFace] = {}
+        self.sources = SourceStore(SourcesConfig())  # create_app replaces it with the configured one
         self.default_source_id: str | None = None
         # Set by the background start-up (after the app started, so they live here and not under AppKeys).
         self.pipeline: PipelineLike | None = None
