@@ -19,11 +19,11 @@ import cv2
 from aiohttp import web
 
 from engines.frames import FrameItem, FrameOutput
-from gateway.auth import is_authorized
+from gateway.auth import identify, is_authorized
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError, Unauthorized, Unavailable
 from gateway.http import exposure, health, sessions, sources, whep, whip
-from gateway.http.keys import CONFIG, MONITOR, STATE, AppState, PipelineLike
+from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
 from gateway.scheduler import FrameScheduler
 from gateway.sessions import MonitorLike, SessionManager
 from gateway.source_store import SourceStore
@@ -50,6 +50,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if not is_authorized(config.auth, request.method, request.path, request.headers, request.query):
             request.app[MONITOR].record_reject("auth")
             raise Unauthorized()
+        request[PRINCIPAL] = identify(config.auth, request.method, request.headers, request.query)
         state = request.app[STATE]
         if state.shutting_down and request.method in MUTATING_WHILE_SHUTTING_DOWN:
             raise Unavailable("gateway is shutting down", retry_after_s=30)

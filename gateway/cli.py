@@ -31,6 +31,7 @@ from gateway.preflight import PreflightError, check_processing
 from gateway.rtc.ice import LOOPBACK, IceConfig, TurnServer
 from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
+from gateway.tenants import load_tenants
 
 
 class UsageError(ValueError):
@@ -99,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--token", help="bearer token required on every mutating endpoint")
     a("--token-file", type=Path, help="read the bearer token from this file")
+    a(
+        "--tenants-file",
+        type=Path,
+        help="TOML file of named tenants ([tenants.NAME] token=, max_sessions=, admin=); each owns the "
+        "sessions and sources it creates (combines with --token, which is one admin tenant)",
+    )
+    a("--header-timeout-s", type=float, help="close connections without a complete request this long "
+      "(slowloris; also the idle keep-alive time), default 10")
     a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
     a("--max-source-pixels", type=int, help="source uploads declaring more pixels get 413 (default 40e6)")
     a("--max-sources", type=int, help="uploaded sources kept; least recently used go first (default 64)")
@@ -172,6 +181,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
     token = get("token")
     if token is None and get("token_file") is not None:
         token = Path(str(get("token_file"))).read_text().strip()
+    tenants = load_tenants(Path(str(get("tenants_file")))) if get("tenants_file") else ()
     processing = ProcessingConfig()
     auto_workers, auto_threads = default_parallelism(
         str(get("engine", processing.engine)), _split(get("providers")) or processing.providers, _cores()
@@ -246,7 +256,8 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         sessions=sessions,
         sources=sources,
         ice=ice,
-        auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False))),
+        auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False)), tenants=tenants),
+        header_timeout_s=float(get("header_timeout_s", 10.0)),
         log_level=str(get("log_level", "INFO")).upper(),
         shutdown_grace_s=float(get("shutdown_grace_s", 0.0)),
         monitor=monitor,
@@ -261,11 +272,12 @@ async def serve(config: GatewayConfig) -> int:
     A background start-up failure (a model missing, say) ends the process with code 1 and one log line.
     """
     from gateway.app import begin_shutdown, create_app
+    from gateway.http.access_log import runner_options
     from gateway.http.keys import STATE
 
     log = logging.getLogger("gateway")
     app = create_app(config)
-    runner = web.AppRunner(app, handle_signals=False)
+    runner = web.AppRunner(app, handle_signals=False, **runner_options(config.header_timeout_s))
     await runner.setup()
     try:
         site = web.TCPSite(runner, config.host, config.port)

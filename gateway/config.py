@@ -102,6 +102,7 @@ class GatewayConfig:
     max_body_bytes: int = 8 * 1024 * 1024  # client_max_size: source images; SDP is checked far lower
     max_sdp_bytes: int = 64 * 1024
     log_level: str = "INFO"
+    header_timeout_s: float = 10.0  # a connection without a complete request this long is closed
     shutdown_grace_s: float = 0.0  # after a stop signal: peers closed, 503s answered this long, then exit
 
     def __post_init__(self) -> None:

@@ -169,6 +169,8 @@ class Session:
         self._last_processed: np.ndarray | None = None
         self._closing: asyncio.Task[None] | None = None
         self.etag = secrets.token_hex(8)
+        self.owner: str | None = None  # the tenant that created it (gateway.tenants)
+        self.viewer_token = secrets.token_urlsafe(24)  # WHEP may watch this session with it, nothing else
 
     # --- wiring ---------------------------------------------------------------------------------------------
     def start_media(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
@@ -489,7 +491,7 @@ class SessionManager:
         waiting = [s for s in self.sessions.values() if s.connected_s is None and s.close_reason is None]
         return sorted(waiting, key=lambda s: s.created_s)
 
-    def admit(self) -> None:
+    def admit(self, owner: str | None = None, owner_limit: int | None = None) -> None:
         """Raise Unavailable when a new session cannot be taken now (shutting down, full, overloaded).
 
         Not-yet-connected sessions also count against the smaller `max_pending` budget: offers that never
@@ -511,16 +513,27 @@ class SessionManager:
         if len(self.sessions) >= self.config.max_sessions:
             self._monitor.record_reject("capacity")
             raise Unavailable(f"at capacity ({self.config.max_sessions} sessions)", retry_after_s=10)
+        if owner_limit is not None:
+            mine = sum(1 for s in self.sessions.values() if s.owner == owner and s.close_reason is None)
+            if mine >= owner_limit:
+                self._monitor.record_reject("tenant_limit")
+                raise Unavailable(f"tenant {owner} is at its limit ({owner_limit} sessions)", retry_after_s=5)
         if not self._monitor.admits_new_sessions():
             self._monitor.record_reject("capacity")
             raise Unavailable("overloaded: the monitor refuses new sessions for now", retry_after_s=10)
 
     async def create(
-        self, offer_sdp: str, *, source: SourceFace | None, processors: Sequence[str]
+        self,
+        offer_sdp: str,
+        *,
+        source: SourceFace | None,
+        processors: Sequence[str],
+        owner: str | None = None,
+        owner_limit: int | None = None,
     ) -> tuple[Session, str]:
         """Answer a WHIP offer: returns the session and the SDP answer (ICE candidates included)."""
         offer = check_offer(offer_sdp, need_send=True)  # a bad offer never costs a slot, or an eviction
-        self.admit()
+        self.admit(owner, owner_limit)
         session_id = secrets.token_urlsafe(12)
         pc = create_peer_connection(self.ice)
         session = Session(
@@ -535,6 +548,7 @@ class SessionManager:
             budget_ms=self._budget_ms,
             on_closed=self._forget,
         )
+        session.owner = owner
         self.sessions[session_id] = session
 
         @pc.on("track")

@@ -1,14 +1,47 @@
-"""What /api/stats (and its SSE stream) add to the monitor's snapshot: source memory (issue 13, item 3)."""
+"""What /api/stats (and its SSE stream) show to whom (issue 13, items 3, 5 and 6).
+
+The monitor's snapshot lists every session by id, with its source id. Ids are what DELETE, PATCH and WHEP act
+on, so only an admin (or, with no token configured, everyone) sees them all; a tenant sees its own; a caller
+without a token (reads are open unless --protect-reads) sees the numbers with every id replaced. Source
+memory (gateway.source_store) is added here: it is the gateway's figure, not the monitor's.
+"""
 
 from __future__ import annotations
 
+import json
+
 from aiohttp import web
 
-from gateway.http.keys import STATE
+from gateway.http.keys import STATE, principal_of
+
+REDACTED = "redacted"
 
 
 def stats_view(request: web.Request, data: dict[str, object]) -> dict[str, object]:
-    """Add the source table's count and bytes (bounded by gateway.source_store)."""
     state = request.app[STATE]
     state.sources.expire()
-    return {**data, "sources": state.sources.stats()}
+    out = {**data, "sources": state.sources.stats()}
+    principal = principal_of(request)
+    if principal.admin:
+        return out
+    owners = {sid: s.owner for sid, s in (state.sessions.sessions.items() if state.sessions else ())}
+    hidden = {sid for sid, owner in owners.items() if not principal.owns(owner)}
+    hidden |= {sid for sid in state.sources if not principal.owns(state.sources.owner(sid))}
+    sessions = out.get("sessions")
+    if isinstance(sessions, dict) and isinstance(sessions.get("list"), list):
+        for entry in sessions["list"]:
+            sid = entry.get("session_id") if isinstance(entry, dict) else None
+            if isinstance(sid, str) and not (sid in owners and principal.owns(owners[sid])):
+                hidden.add(sid)  # closed sessions' owners are no longer known: hidden from non-admins
+    return _scrub(out, hidden)
+
+
+def _scrub(data: dict[str, object], hidden: set[str]) -> dict[str, object]:
+    """Every occurrence of a hidden id (in the session list, in event messages and data) becomes REDACTED."""
+    if not hidden:
+        return data
+    text = json.dumps(data, default=str)
+    for secret in sorted(hidden, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    scrubbed: dict[str, object] = json.loads(text)
+    return scrubbed

@@ -13,6 +13,7 @@ from gateway.config import GatewayConfig
 from gateway.errors import Unavailable
 from gateway.sessions import MonitorLike, SessionManager
 from gateway.source_store import SourcesConfig, SourceStore
+from gateway.tenants import Principal
 
 
 class PipelineLike(Protocol):
@@ -44,6 +45,13 @@ class AppState:
 CONFIG = web.AppKey("config", GatewayConfig)
 MONITOR = web.AppKey("monitor", MonitorLike)  # type: ignore[type-abstract]
 STATE = web.AppKey("state", AppState)
+
+
+PRINCIPAL = web.RequestKey("livefuse_principal", Principal)  # set by the auth middleware
+
+
+def principal_of(request: web.Request) -> Principal:
+    return request.get(PRINCIPAL) or Principal(tenant=None)
 
 
 def sessions_of(app: web.Application) -> SessionManager:

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from engines.frames import NoFaceFound, SourceFace
 from gateway.errors import BadRequest, NotFound, PayloadTooLarge, Unprocessable, UnsupportedMediaType
-from gateway.http.keys import CONFIG, STATE, pipeline_of
+from gateway.http.keys import CONFIG, STATE, pipeline_of, principal_of
 from gateway.media.image_header import ImageHeaderError, image_size
 from gateway.source_store import SourcesConfig, prepare_bounded
 
@@ -85,15 +85,21 @@ async def post_source(request: web.Request) -> web.Response:
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge(f"image larger than {limit} bytes")
     body = await request.read()
-    face = await _decode_and_add(request, body, None)
+    face = await _decode_and_add(request, body, principal_of(request).tenant)
     return web.json_response(
         {"id": face.id, "faces": face.faces}, status=201, headers={"Location": f"/sources/{face.id}"}
     )
 
 
+def _visible(request: web.Request, sid: str) -> bool:
+    state = request.app[STATE]
+    return sid == state.default_source_id or principal_of(request).owns(state.sources.owner(sid))
+
+
 async def get_source(request: web.Request) -> web.Response:
-    face = request.app[STATE].sources.get(request.match_info["source_id"])
-    if face is None:
+    sid = request.match_info["source_id"]
+    face = request.app[STATE].sources.get(sid)
+    if face is None or not _visible(request, sid):
         raise NotFound("no such source")
     return web.json_response({"id": face.id, "faces": face.faces})
 
@@ -103,7 +109,7 @@ async def delete_source(request: web.Request) -> web.Response:
     sid = request.match_info["source_id"]
     if sid == state.default_source_id:
         raise BadRequest("the default source cannot be deleted")
-    if state.sources.pop(sid) is None:
+    if sid not in state.sources or not _visible(request, sid) or state.sources.pop(sid) is None:
         raise NotFound("no such source")
     return web.Response(status=204)
 
