@@ -24,6 +24,7 @@ from aiohttp import web
 from engines.models.store import default_model_dir
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
+from gateway.http.access_log import MalformedRequestFilter
 from gateway.media.late import LatePolicy
 from gateway.monitoring.controller import DegradationConfig
 from gateway.monitoring.monitor import MonitorConfig
@@ -335,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if config.log_level != "DEBUG":  # aioice logs every ICE check at INFO: per-session noise, not news
         logging.getLogger("aioice").setLevel(logging.WARNING)
+        logging.getLogger("aiohttp.server").addFilter(MalformedRequestFilter())
     try:
         import uvloop
 

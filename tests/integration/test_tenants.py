@@ -187,3 +187,18 @@ async def test_viewer_token_allows_watching_one_session(astronaut: np.ndarray) -
                 await pub.close()
     finally:
         await runner.cleanup()
+
+
+def test_malformed_request_tracebacks_stay_out_of_the_log() -> None:
+    from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
+
+    from gateway.http.access_log import MalformedRequestFilter
+
+    def record(exc: BaseException) -> logging.LogRecord:
+        return logging.LogRecord("aiohttp.server", logging.ERROR, "x", 1, "Error handling request", (),
+                                 (type(exc), exc, None))
+
+    flt = MalformedRequestFilter()
+    assert not flt.filter(record(LineTooLong(b"aaa", 8190)))
+    assert not flt.filter(record(BadHttpMessage("Invalid character in Content-Length")))
+    assert flt.filter(record(RuntimeError("a real bug")))  # real server errors still logged
