@@ -20,6 +20,7 @@ from aiohttp import web
 
 from engines.frames import FrameItem, FrameOutput
 from gateway.auth import identify, is_authorized
+from gateway.background import BackgroundPool
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError, Unauthorized, Unavailable
 from gateway.http import exposure, health, sessions, sources, whep, whip
@@ -132,6 +133,8 @@ def create_app(
     app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
     state = AppState()
     state.sources = SourceStore(config.sources)
+    state.background.close()
+    state.background = BackgroundPool(config.background)
     app[CONFIG] = config
     app[STATE] = state
     the_monitor = monitor if monitor is not None else _default_monitor(config)
@@ -204,6 +207,7 @@ def create_app(
             scheduler = parts.get("scheduler")
             if scheduler is not None:
                 await scheduler.close()
+            state.background.close()
             the_pipeline = parts.get("pipeline")
             if the_pipeline is not None:
                 await asyncio.get_running_loop().run_in_executor(None, the_pipeline.close)

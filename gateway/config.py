@@ -12,6 +12,7 @@ from typing import Any
 
 from engines.frames import PROCESSORS
 from gateway.auth import AuthConfig
+from gateway.background import BackgroundConfig
 from gateway.media.late import LatePolicy
 from gateway.rtc.ice import IceConfig
 from gateway.scheduler import SchedulerConfig
@@ -98,6 +99,7 @@ class GatewayConfig:
     ice: IceConfig = field(default_factory=IceConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     sources: SourcesConfig = field(default_factory=SourcesConfig)
+    background: BackgroundConfig = field(default_factory=BackgroundConfig)
     monitor: Any = None  # gateway.monitoring.MonitorConfig; None = its defaults
     max_body_bytes: int = 8 * 1024 * 1024  # client_max_size: source images; SDP is checked far lower
     max_sdp_bytes: int = 64 * 1024

@@ -9,6 +9,7 @@ import numpy as np
 from aiohttp import web
 
 from engines.frames import FrameItem, FrameOutput, SourceFace
+from gateway.background import BackgroundConfig, BackgroundPool
 from gateway.config import GatewayConfig
 from gateway.errors import Unavailable
 from gateway.sessions import MonitorLike, SessionManager
@@ -33,6 +34,7 @@ class AppState:
         self.ready = False
         self.shutting_down = False
         self.sources = SourceStore(SourcesConfig())  # create_app replaces it with the configured one
+        self.background = BackgroundPool(BackgroundConfig())  # create_app: the configured one
         self.default_source_id: str | None = None
         # Set by the background start-up (after the app started, so they live here and not under AppKeys).
         self.pipeline: PipelineLike | None = None

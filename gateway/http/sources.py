@@ -62,7 +62,7 @@ async def add_source(
     config: SourcesConfig = app[CONFIG].sources
     try:
         face = await asyncio.get_running_loop().run_in_executor(
-            None, prepare_bounded, pipeline.prepare_source, image_rgb, sid, config
+            app[STATE].background.executor, prepare_bounded, pipeline.prepare_source, image_rgb, sid, config
         )
     except NoFaceFound:
         raise Unprocessable("no face found in the image") from None
@@ -73,9 +73,12 @@ async def add_source(
 async def _decode_and_add(request: web.Request, body: bytes, owner: str | None) -> SourceFace:
     config = request.app[CONFIG]
     check_image_size(body, config.sources.max_pixels)  # cheap: before any thread or memory is spent
-    loop = asyncio.get_running_loop()
-    image = await loop.run_in_executor(None, decode_image, body, config.sources.max_pixels)
-    return await add_source(request.app, image, owner=owner)
+    background = request.app[STATE].background
+    with background.admit():  # live video first: uploads run on a small, lower-priority pool
+        image = await asyncio.get_running_loop().run_in_executor(
+            background.executor, decode_image, body, config.sources.max_pixels
+        )
+        return await add_source(request.app, image, owner=owner)
 
 
 async def post_source(request: web.Request) -> web.Response:
