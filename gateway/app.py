@@ -225,11 +225,19 @@ def create_app(
     sessions.add_routes(app)
     app.router.add_get("/demo", _demo)
     if monitor is None or hasattr(the_monitor, "snapshot_dict"):
-        from gateway.monitoring.routes import STATS_VIEWS, StatsView, setup_monitoring_routes
+        from gateway.monitoring.routes import (
+            METRICS_VIEWS,
+            STATS_VIEWS,
+            MetricsView,
+            StatsView,
+            setup_monitoring_routes,
+        )
 
         setup_monitoring_routes(app, the_monitor)  # type: ignore[arg-type]
         views: list[StatsView] = [exposure.stats_view]
         app[STATS_VIEWS] = views
+        metrics_views: list[MetricsView] = [exposure.metrics_view]
+        app[METRICS_VIEWS] = metrics_views
     return app
 
 

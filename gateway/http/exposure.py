@@ -8,11 +8,13 @@ memory (gateway.source_store) is added here: it is the gateway's figure, not the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from aiohttp import web
 
 from gateway.http.keys import STATE, principal_of
+from gateway.monitoring.snapshot import StatsSnapshot
 
 REDACTED = "redacted"
 
@@ -34,6 +36,23 @@ def stats_view(request: web.Request, data: dict[str, object]) -> dict[str, objec
             if isinstance(sid, str) and not (sid in owners and principal.owns(owners[sid])):
                 hidden.add(sid)  # closed sessions' owners are no longer known: hidden from non-admins
     return _scrub(out, hidden)
+
+
+def metrics_view(request: web.Request, snap: StatsSnapshot) -> StatsSnapshot:
+    """/metrics labels per-session series with the session id: callers who may not see an id get
+    `redacted-N` instead (distinct per series, the same count of sessions)."""
+    principal = principal_of(request)
+    if principal.admin:
+        return snap
+    state = request.app[STATE]
+    owners = {sid: s.owner for sid, s in (state.sessions.sessions.items() if state.sessions else ())}
+    shown = []
+    for n, stats in enumerate(snap.sessions, 1):
+        sid = stats.session_id
+        if not (sid in owners and principal.owns(owners[sid])):
+            stats = dataclasses.replace(stats, session_id=f"{REDACTED}-{n}", info={})
+        shown.append(stats)
+    return dataclasses.replace(snap, sessions=tuple(shown), events=())
 
 
 def _scrub(data: dict[str, object], hidden: set[str]) -> dict[str, object]:

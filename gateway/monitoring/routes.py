@@ -21,6 +21,7 @@ from aiohttp import web
 
 from .monitor import Monitor
 from .prometheus import CONTENT_TYPE, make_registry, render
+from .snapshot import StatsSnapshot
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 MONITOR_KEY = web.AppKey("livefuse_monitor", Monitor)
@@ -29,6 +30,9 @@ _STOP_KEY = web.AppKey("livefuse_monitor_sse_stop", asyncio.Event)
 # see, figures the monitor does not own such as source memory). Applied in order.
 StatsView = Callable[[web.Request, dict[str, object]], dict[str, object]]
 STATS_VIEWS = web.AppKey("livefuse_stats_views", list[StatsView])
+# The same for /metrics, on the snapshot object (its session labels are ids too).
+MetricsView = Callable[[web.Request, StatsSnapshot], StatsSnapshot]
+METRICS_VIEWS = web.AppKey("livefuse_metrics_views", list[MetricsView])
 
 
 def _monitor(request: web.Request) -> Monitor:
@@ -36,7 +40,15 @@ def _monitor(request: web.Request) -> Monitor:
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    registry = make_registry(_monitor(request).snapshot)
+    monitor = _monitor(request)
+
+    def snapshot() -> StatsSnapshot:
+        snap = monitor.snapshot()
+        for view in request.app.get(METRICS_VIEWS, ()):
+            snap = view(request, snap)
+        return snap
+
+    registry = make_registry(snapshot)
     body = await asyncio.to_thread(render, registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 

@@ -150,6 +150,11 @@ async def test_tenants_own_their_sessions_and_sources(astronaut: np.ndarray, tmp
                     assert r.status == 200 and sid not in text and source not in text
                 async with http.get(url + "/api/stats", headers=_bearer(A)) as r:
                     assert sid in await r.text()
+                async with http.get(url + "/metrics") as r:
+                    text = await r.text()
+                    assert r.status == 200 and sid not in text and "redacted-1" in text, text[-800:]
+                async with http.get(url + "/metrics", headers=_bearer(A)) as r:
+                    assert sid in await r.text()
             finally:
                 await pub.close()
     finally:
