@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--header-timeout-s", type=float, help="close connections without a complete request this long "
       "(slowloris; also the idle keep-alive time), default 10")
+    a("--body-timeout-s", type=float, help="a request body not complete this long gets 408 (default 30)")
     a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
     a("--max-source-pixels", type=int, help="source uploads declaring more pixels get 413 (default 40e6)")
     a("--max-sources", type=int, help="uploaded sources kept; least recently used go first (default 64)")
@@ -259,6 +260,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         ice=ice,
         auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False)), tenants=tenants),
         header_timeout_s=float(get("header_timeout_s", 10.0)),
+        body_timeout_s=float(get("body_timeout_s", 30.0)),
         log_level=str(get("log_level", "INFO")).upper(),
         shutdown_grace_s=float(get("shutdown_grace_s", 0.0)),
         monitor=monitor,

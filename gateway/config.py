@@ -105,6 +105,7 @@ class GatewayConfig:
     max_sdp_bytes: int = 64 * 1024
     log_level: str = "INFO"
     header_timeout_s: float = 10.0  # a connection without a complete request this long is closed
+    body_timeout_s: float = 30.0  # a request body not complete this long: 408
     shutdown_grace_s: float = 0.0  # after a stop signal: peers closed, 503s answered this long, then exit
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from engines.frames import NoFaceFound, SourceFace
 from gateway.errors import BadRequest, NotFound, PayloadTooLarge, Unprocessable, UnsupportedMediaType
+from gateway.http.body import read_body
 from gateway.http.keys import CONFIG, STATE, pipeline_of, principal_of
 from gateway.media.image_header import ImageHeaderError, image_size
 from gateway.source_store import SourcesConfig, prepare_bounded
@@ -84,10 +85,11 @@ async def _decode_and_add(request: web.Request, body: bytes, owner: str | None) 
 async def post_source(request: web.Request) -> web.Response:
     if request.content_type not in IMAGE_TYPES:
         raise UnsupportedMediaType(f"Content-Type must be one of {', '.join(sorted(IMAGE_TYPES))}")
-    limit = request.app[CONFIG].max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise PayloadTooLarge(f"image larger than {limit} bytes")
-    body = await request.read()
+    config = request.app[CONFIG]
+    limit = config.max_body_bytes
+    body = await read_body(
+        request, limit, config.body_timeout_s, PayloadTooLarge(f"image larger than {limit} bytes")
+    )
     face = await _decode_and_add(request, body, principal_of(request).tenant)
     return web.json_response(
         {"id": face.id, "faces": face.faces}, status=201, headers={"Location": f"/sources/{face.id}"}

@@ -17,6 +17,7 @@ from gateway.errors import (
     Unprocessable,
     UnsupportedMediaType,
 )
+from gateway.http.body import read_body
 from gateway.http.keys import CONFIG, STATE, principal_of, sessions_of
 from gateway.rtc.ice import link_headers
 from gateway.rtc.sdp import SdpError, parse_trickle_fragment
@@ -37,12 +38,11 @@ CORS = {
 async def read_offer(request: web.Request) -> str:
     if request.content_type != SDP_TYPE:
         raise UnsupportedMediaType(f"Content-Type must be {SDP_TYPE}")
-    limit = request.app[CONFIG].max_sdp_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise BadRequest(f"SDP offer larger than {limit} bytes")
-    body = await request.content.read(limit + 1)
-    if len(body) > limit:
-        raise BadRequest(f"SDP offer larger than {limit} bytes")
+    config = request.app[CONFIG]
+    limit = config.max_sdp_bytes
+    body = await read_body(
+        request, limit, config.body_timeout_s, BadRequest(f"SDP offer larger than {limit} bytes")
+    )
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError:
@@ -139,11 +139,12 @@ async def patch_whip(request: web.Request) -> web.Response:
         raise PreconditionRequired("If-Match with the session's ETag is required")
     if if_match.strip() not in ("*", f'"{session.etag}"'):
         raise PreconditionFailed("If-Match does not match the session's ETag")
-    limit = request.app[CONFIG].max_sdp_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise BadRequest(f"SDP fragment over {limit} bytes")
+    config = request.app[CONFIG]
+    limit = config.max_sdp_bytes
+    too_large = BadRequest(f"SDP fragment over {limit} bytes")
+    body = await read_body(request, limit, config.body_timeout_s, too_large)
     try:
-        fragment = parse_trickle_fragment((await request.read()).decode("utf-8", errors="strict"))
+        fragment = parse_trickle_fragment(body.decode("utf-8", errors="strict"))
     except UnicodeDecodeError:
         raise BadRequest("SDP fragment is not UTF-8") from None
     except SdpError as exc:

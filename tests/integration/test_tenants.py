@@ -56,7 +56,7 @@ async def _serve(config: object) -> tuple[web.AppRunner, str, web.Application]:
 
 
 async def test_token_is_redacted_in_access_log_and_slowloris_is_cut(caplog: pytest.LogCaptureFixture) -> None:
-    config = replace(gw_config(), auth=AuthConfig(token="legacy-secret-value"))
+    config = replace(gw_config(), auth=AuthConfig(token="legacy-secret-value"), body_timeout_s=1.0)
     runner, url, _ = await _serve(config)
     try:
         with caplog.at_level(logging.INFO, logger="aiohttp.access"):
@@ -88,6 +88,16 @@ async def test_token_is_redacted_in_access_log_and_slowloris_is_cut(caplog: pyte
                 break
         writer.close()
         assert closed_after is not None and closed_after < 5.0, closed_after
+
+        # a body dribbled in never completes: 408 after body_timeout_s (1 s here), not a handler held forever
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /whip HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer legacy-secret-value\r\n"
+                     b"Content-Type: application/sdp\r\nContent-Length: 5000\r\n\r\nv=0\r\n")
+        await writer.drain()
+        t0 = time.monotonic()
+        status_line = await asyncio.wait_for(reader.readline(), 10)
+        writer.close()
+        assert status_line.split()[1] == b"408" and time.monotonic() - t0 < 5.0, status_line
     finally:
         await runner.cleanup()
 
