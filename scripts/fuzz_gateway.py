@@ -111,9 +111,62 @@ class Rig:
         return self.gateway.proc is not None and self.gateway.proc.poll() is None
 
 
+async def _attack(
+    rig: Rig, args: argparse.Namespace, requests: int, rate: float | None, seed: int, tmp: Path
+) -> tuple[dict[str, Any], float, float]:
+    """Run the fuzzer in a child process at `--attacker-nice` (a real attacker is on another machine: here it
+    must not take the CPU the gateway and the live probe need). Returns its result and its attack window."""
+    out = tmp / f"attack-{seed}.json"
+    argv = [
+        sys.executable,
+        __file__,
+        "attack",
+        "--url",
+        rig.gateway.url,
+        "--token",
+        rig.fuzz_token,
+        "--live-session",
+        rig.live_session or "",
+        "--requests",
+        str(requests),
+        "--seed",
+        str(seed),
+        "--concurrency",
+        str(args.concurrency),
+        "--output",
+        str(out),
+    ]
+    if rate:
+        argv += ["--rate", str(rate)]
+    if args.kinds:
+        argv += ["--kinds", args.kinds]
+    nice = args.attacker_nice
+    proc = await asyncio.create_subprocess_exec(*argv, preexec_fn=(lambda: os.nice(nice)) if nice else None)
+    await proc.wait()
+    data = json.loads(out.read_text())
+    return data["fuzz"], data["t0"], data["t1"]
+
+
+async def cmd_attack(args: argparse.Namespace) -> dict[str, Any]:
+    """The attacker alone (spawned by fuzz and soak): build the cases, then send them."""
+    cases = _pick(
+        args,
+        generate_cases(
+            random.Random(args.seed),
+            await _offer(),
+            args.requests * (8 if args.kinds else 1),
+            bombs=Bombs.build(),
+            live_session=args.live_session or None,
+            token=args.token,
+            max_body_bytes=MAX_BODY,
+        ),
+    )
+    t0 = time.monotonic()  # CLOCK_MONOTONIC: the same clock in the parent process
+    result = await run_fuzz(args.url, cases, concurrency=args.concurrency, rate_per_s=args.rate)
+    return {"mode": "attack", "fuzz": result.to_dict(), "t0": t0, "t1": time.monotonic()}
+
+
 async def cmd_fuzz(args: argparse.Namespace) -> dict[str, Any]:
-    bombs = Bombs.build()
-    offer = await _offer()
     with tempfile.TemporaryDirectory(prefix="livefuse-fuzz-") as tmp:
         rig = Rig(args, Path(tmp))
         await rig.start()
@@ -124,24 +177,8 @@ async def cmd_fuzz(args: argparse.Namespace) -> dict[str, Any]:
             q1 = time.monotonic()
             rounds = []
             for n in range(args.rounds):
-                cases = _pick(
-                    args,
-                    generate_cases(
-                        random.Random(args.seed + n),
-                        offer,
-                        args.requests * (8 if args.kinds else 1),
-                        bombs=bombs,
-                        live_session=rig.live_session,
-                        token=rig.fuzz_token,
-                        max_body_bytes=MAX_BODY,
-                    )
-                )
-                a0 = time.monotonic()
-                result = await run_fuzz(
-                    rig.gateway.url, cases, concurrency=args.concurrency, rate_per_s=args.rate
-                )
-                a1 = time.monotonic()
-                rounds.append({"fuzz": result.to_dict(), "live": rig.probe.window(a0, a1 - 0.5).to_dict()})
+                result, a0, a1 = await _attack(rig, args, args.requests, args.rate, args.seed + n, Path(tmp))
+                rounds.append({"fuzz": result, "live": rig.probe.window(a0, a1 - 0.5).to_dict()})
             await asyncio.sleep(1.0)
             quiet = rig.probe.window(q0, q1).to_dict()
             alive = rig.alive()
@@ -160,30 +197,13 @@ async def cmd_fuzz(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def cmd_soak(args: argparse.Namespace) -> dict[str, Any]:
-    bombs = Bombs.build()
-    offer = await _offer()
     with tempfile.TemporaryDirectory(prefix="livefuse-soak-") as tmp:
         rig = Rig(args, Path(tmp))
         await rig.start()
         try:
             await asyncio.sleep(args.warmup)
-            start = time.monotonic()
             n = int(args.duration * args.rate)
-            cases = list(
-                generate_cases(
-                    random.Random(args.seed),
-                    offer,
-                    n,
-                    bombs=bombs,
-                    live_session=rig.live_session,
-                    token=rig.fuzz_token,
-                    max_body_bytes=MAX_BODY,
-                )
-            )
-            result = await run_fuzz(
-                rig.gateway.url, cases, concurrency=args.concurrency, rate_per_s=args.rate
-            )
-            end = time.monotonic()
+            result, start, end = await _attack(rig, args, n, args.rate, args.seed, Path(tmp))
             step = max(10.0, (end - start) / 10)
             windows = []
             t = start
@@ -197,7 +217,7 @@ async def cmd_soak(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "mode": "soak",
         "args": vars(args),
-        "fuzz": result.to_dict(),
+        "fuzz": result,
         "live_windows": windows,
         "process": trend,
         "gateway_alive_at_end": alive,
@@ -288,7 +308,7 @@ def _print(report: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["fuzz", "soak", "kill9"])
+    parser.add_argument("mode", choices=["fuzz", "soak", "kill9", "attack"])
     parser.add_argument("--requests", type=int, default=2000, help="fuzz: requests per round")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=4)
@@ -309,11 +329,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--kinds", default=None, help="only these kinds: sdp,trickle,image,raw,huge,endpoint")
     parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument(
+        "--attacker-nice",
+        type=int,
+        default=19,
+        help="nice level of the fuzzer's process (0 = as the gateway)",
+    )
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--token", help=argparse.SUPPRESS)
+    parser.add_argument("--live-session", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.mode == "soak" and args.rate is None:
         args.rate = 20.0
-    runner = {"fuzz": cmd_fuzz, "soak": cmd_soak, "kill9": cmd_kill9}[args.mode]
+    runner = {"fuzz": cmd_fuzz, "soak": cmd_soak, "kill9": cmd_kill9, "attack": cmd_attack}[args.mode]
     report = asyncio.run(runner(args))
+    if args.mode == "attack":  # a child of fuzz/soak: its parent reports
+        assert args.output is not None
+        args.output.write_text(json.dumps(report, default=str))
+        return 0
     report["problems"] = _verdict(report)
     _print(report)
     if args.output is not None:
