@@ -129,6 +129,14 @@ def test_engine_flags_reach_the_processing_config(tmp_path: Path) -> None:
     assert (p.device_id, p.fp16, p.trt_cache_dir, p.intra_op_threads, p.contexts) == (1, True, tmp_path, 2, 3)
 
 
+def test_batch_wait_flag_reaches_the_scheduler_config() -> None:
+    assert _config([]).scheduler.batch_wait == "cost"
+    assert _config(["--batch-wait", "window"]).scheduler.batch_wait == "window"
+    assert _config([], {"batch-wait": "window"}).scheduler.batch_wait == "window"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--batch-wait", "sometimes"])
+
+
 def test_default_parallelism() -> None:
     assert default_parallelism("onnxruntime", ("cpu",), 2) == (2, 1)  # one single-threaded batch per core
     assert default_parallelism("onnxruntime", ("cpu",), 64) == (8, 1)
