@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engines.models.store import default_model_dir
-from gateway.cli import build_config, build_parser, main
+from gateway.cli import UsageError, build_config, build_parser, main
 from gateway.config import GatewayConfig, ProcessingConfig, default_parallelism
 from gateway.media.late import LatePolicy
 from gateway.rtc.ice import LOOPBACK
@@ -133,7 +133,7 @@ def test_batch_wait_flag_reaches_the_scheduler_config() -> None:
     assert _config([]).scheduler.batch_wait == "cost"
     assert _config(["--batch-wait", "window"]).scheduler.batch_wait == "window"
     assert _config([], {"batch-wait": "window"}).scheduler.batch_wait == "window"
-    with pytest.raises(SystemExit):
+    with pytest.raises(UsageError, match="batch-wait"):
         build_parser().parse_args(["--batch-wait", "sometimes"])
 
 
