@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "bench_vs_stock.py"
 
 
-def _run(tmp_path: Path, *args: str, timeout: float) -> dict[str, object]:
+def _run(tmp_path: Path, *args: str, timeout: float) -> dict[str, Any]:
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--jobs", "1", "--window", "2",
                            "--warmup", "0.5", "--output", str(out), *args],
@@ -32,14 +33,14 @@ def _run(tmp_path: Path, *args: str, timeout: float) -> dict[str, object]:
 
 def test_stock_design_processes_frames_for_the_load_generator(tmp_path: Path) -> None:
     report = _run(tmp_path, "--designs", "stock-executor", timeout=120)
-    design = report["designs"]["stock-executor"]  # type: ignore[index]
+    design = report["designs"]["stock-executor"]
     assert design["error"] is None
     (point,) = design["points"]
     assert point["jobs"] == 1 and point["received_ratio"] > 0.5
     assert point["p50_ms"] > 0 and point["p95_ms"] >= point["p50_ms"]
     assert point["processed_fps"] > 5.0  # frames went through the real pipeline, not around it
     assert point["cpu_ms_per_frame"] > 1.0
-    (run,) = report["runs"]  # type: ignore[misc]
+    (run,) = report["runs"]
     assert run["frames"]["received"] > 0 and run["design"] == "stock-executor"
 
 
@@ -47,7 +48,7 @@ def test_stock_design_processes_frames_for_the_load_generator(tmp_path: Path) ->
 def test_gateway_and_stock_compared_at_one_point(tmp_path: Path) -> None:
     report = _run(tmp_path, "--designs", "gateway", "stock-executor", timeout=240)
     comparison = report["comparison"]
-    assert comparison["baseline"] == "stock-executor"  # type: ignore[index]
+    assert comparison["baseline"] == "stock-executor"
     for name in ("gateway", "stock-executor"):
-        (point,) = report["designs"][name]["points"]  # type: ignore[index]
+        (point,) = report["designs"][name]["points"]
         assert point["cpu_ms_per_frame"] > 0 and point["processed_fps"] > 5.0
