@@ -75,6 +75,8 @@ class ServerSample:
     t: float            # monotonic seconds
     cpu_s: float        # server process user+system CPU seconds (all threads)
     processed: int      # frames the server processed so far (its /api/stats counter)
+    scheduler: dict[str, Any] = field(default_factory=dict)  # the gateway's batcher counters ({} for stock)
+    queue_wait_p50_ms: float | None = None   # the gateway's rolling queue_wait p50 (None for stock)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,9 @@ class ServerWindow:
     seconds: float
     cpu_s: float
     processed: int
+    dispatch_reasons: dict[str, int] = field(default_factory=dict)  # batches started in the window, by reason
+    batches_waited: int | None = None
+    queue_wait_p50_ms: float | None = None
 
     @property
     def cpu_ms_per_frame(self) -> float | None:
@@ -102,7 +107,19 @@ def server_window(samples: Sequence[ServerSample], start: float, end: float) -> 
     if len(inside) < 2:
         return None
     a, b = inside[0], inside[-1]
-    return ServerWindow(b.t - a.t, max(0.0, b.cpu_s - a.cpu_s), max(0, b.processed - a.processed))
+    ra, rb = a.scheduler.get("dispatch_reasons") or {}, b.scheduler.get("dispatch_reasons") or {}
+    reasons = {k: int(v) - int(ra.get(k, 0)) for k, v in rb.items()} if isinstance(rb, dict) else {}
+    waited = None
+    if "batches_waited" in b.scheduler:
+        waited = int(b.scheduler["batches_waited"]) - int(a.scheduler.get("batches_waited", 0))
+    return ServerWindow(b.t - a.t, max(0.0, b.cpu_s - a.cpu_s), max(0, b.processed - a.processed),
+                        reasons, waited, b.queue_wait_p50_ms)
+
+
+def _get(d: Any, *path: str) -> Any:
+    for key in path:
+        d = d.get(key) if isinstance(d, dict) else None
+    return d
 
 
 def _processed(snapshot: dict[str, Any]) -> int | None:
@@ -123,13 +140,17 @@ class Point:
     stable: bool
     cpu_ms_per_frame: float | None
     processed_fps: float | None   # server-side processed frames per second over the window
+    server: ServerWindow | None = None
 
     def to_dict(self) -> dict[str, Any]:
         def r(v: float | None) -> float | None:
             return None if v is None else round(v, 3)
         return {"jobs": self.jobs, "p50_ms": r(self.p50_ms), "p95_ms": r(self.p95_ms),
                 "received_ratio": round(self.received_ratio, 4), "ok": self.ok, "stable": self.stable,
-                "cpu_ms_per_frame": r(self.cpu_ms_per_frame), "processed_fps": r(self.processed_fps)}
+                "cpu_ms_per_frame": r(self.cpu_ms_per_frame), "processed_fps": r(self.processed_fps),
+                "dispatch_reasons": self.server.dispatch_reasons if self.server else {},
+                "batches_waited": self.server.batches_waited if self.server else None,
+                "queue_wait_p50_ms": r(self.server.queue_wait_p50_ms) if self.server else None}
 
 
 @dataclass
@@ -271,7 +292,12 @@ async def _sample_server(url: str, pid: int, out: list[ServerSample], interval_s
                 except psutil.Error:
                     return
                 if processed is not None:
-                    out.append(ServerSample(time.monotonic(), t.user + t.system, processed))
+                    assert isinstance(snapshot, dict)
+                    sched = snapshot.get("scheduler")
+                    wait = _get(snapshot, "latency", "stages_ms", "queue_wait", "p50")
+                    out.append(ServerSample(time.monotonic(), t.user + t.system, processed,
+                                            sched if isinstance(sched, dict) else {},
+                                            float(wait) if isinstance(wait, int | float) else None))
             await asyncio.sleep(interval_s)
 
 
@@ -306,7 +332,7 @@ async def measure_point(url: str, pid: int, frames: FrameLoop, client: ClientCon
     if span is not None:
         cpu_ms, fps = span.cpu_ms_per_frame, span.processed_fps
     p = Point(jobs, sum(p50s) / len(p50s) if p50s else None, pr.p95_ms, pr.received_ratio, pr.ok, pr.stable,
-              cpu_ms, fps)
+              cpu_ms, fps, span)
     meta = {"test_case": config.test_case, "resolution": f"{config.width}x{config.height}", "fps": config.fps,
             "concurrent_jobs": jobs, "batch_size": None}
     entry = loadgen_run_entry(name, result, meta)
@@ -346,8 +372,12 @@ async def measure_design(design: str, config: BenchConfig, frames: FrameLoop, so
             res.points.append(p)
             if not config.jobs:
                 search.report(PointResult(p.jobs, p.p95_ms, p.received_ratio, p.stable, 0, p.ok))
+            extra = ""
+            if p.server is not None and p.server.dispatch_reasons:
+                extra = (f" queue_wait p50 {p.server.queue_wait_p50_ms} ms, batches by reason "
+                         f"{p.server.dispatch_reasons}, held for partners {p.server.batches_waited}")
             log(f"  {design} N={n}: p50 {p.p50_ms} p95 {p.p95_ms} back {p.received_ratio:.2f} "
-                f"cpu/frame {p.cpu_ms_per_frame} -> {'ok' if p.ok else 'miss'}")
+                f"cpu/frame {p.cpu_ms_per_frame} -> {'ok' if p.ok else 'miss'}{extra}")
         res.capacity = search.capacity if not config.jobs else max((p.jobs for p in res.points if p.ok),
                                                                     default=0)
     finally:

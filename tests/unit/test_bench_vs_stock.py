@@ -38,6 +38,7 @@ def test_server_window_uses_one_pair_of_samples_inside_the_window() -> None:
     assert w.cpu_ms_per_frame == pytest.approx(800.0 / 60)
     assert w.processed_fps == pytest.approx(30.0)
     assert bvs.server_window(samples, start=0.5, end=1.5) is None  # a single sample is no interval
+    assert w.dispatch_reasons == {} and w.batches_waited is None  # the stock design has no batcher
     idle = bvs.server_window([S(0.0, 1.0, 5), S(1.0, 1.1, 5)], 0.0, 1.0)
     assert idle is not None and idle.cpu_ms_per_frame is None  # nothing processed: no per-frame cost
 
@@ -107,3 +108,15 @@ def test_table_marks_the_capacity_point() -> None:
     ex = _design("stock-executor", 6, 140.0, 14.5)
     text = bvs.format_table([gw, ex], bvs.compare([gw, ex]), "title")
     assert "ok  <- capacity" in text and "gateway vs stock-executor: capacity x1.5" in text
+
+
+def test_server_window_counts_the_gateways_dispatch_reasons_in_the_window() -> None:
+    S = bvs.ServerSample
+    before = {"dispatch_reasons": {"full": 1, "partner_not_expected": 10}, "batches_waited": 2.0}
+    after = {"dispatch_reasons": {"full": 4, "partner_not_expected": 50}, "batches_waited": 2.0}
+    w = bvs.server_window([S(0.0, 0.0, 0, before, 3.0), S(5.0, 1.0, 80, after, 0.4)], 0.0, 5.0)
+    assert w is not None
+    assert w.dispatch_reasons == {"full": 3, "partner_not_expected": 40} and w.batches_waited == 0
+    assert w.queue_wait_p50_ms == 0.4
+    row = bvs.Point(4, 20.0, 40.0, 1.0, True, True, w.cpu_ms_per_frame, w.processed_fps, w).to_dict()
+    assert row["dispatch_reasons"]["full"] == 3 and row["cpu_ms_per_frame"] == 12.5
