@@ -23,6 +23,8 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCRtpSender
 from aiortc.mediastreams import MediaStreamError
 
+from gateway.media.colour import rgb_to_i420
+
 logger = logging.getLogger(__name__)
 
 VIDEO_TIME_BASE = Fraction(1, 90000)
@@ -119,9 +121,13 @@ class FanoutEncoder:
         if self.codec_name == "H264":  # 4:2:0 H.264 needs even dimensions
             h, w = image_rgb.shape[:2]
             image_rgb = image_rgb[: h - h % 2, : w - w % 2]
-        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image_rgb), format="rgb24").reformat(
-            format="yuv420p"
-        )
+        i420 = rgb_to_i420(image_rgb)  # 4-5x cheaper than libswscale from packed RGB (see media/colour.py)
+        if i420 is not None:
+            frame = av.VideoFrame.from_ndarray(i420, format="yuv420p")
+        else:  # odd size
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image_rgb), format="rgb24").reformat(
+                format="yuv420p"
+            )
         frame.pts = pts
         frame.time_base = VIDEO_TIME_BASE
         codec = self._codec
