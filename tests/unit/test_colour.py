@@ -69,8 +69,8 @@ def test_odd_sizes_and_other_inputs_are_left_to_the_caller() -> None:
     assert rgb_to_i420(strided) is not None
 
 
-def _vp8_round_trip(frames: list[np.ndarray]) -> list[np.ndarray]:
-    enc = FanoutEncoder(bitrate=1_000_000)
+def _vp8_round_trip(frames: list[np.ndarray], cpu_used: int = FanoutEncoder.VP8_CPU_USED) -> list[np.ndarray]:
+    enc = FanoutEncoder(bitrate=1_000_000, vp8_cpu_used=cpu_used)
     enc.subscribe()
     dec = av.CodecContext.create("libvpx", "r")
     out: list[np.ndarray] = []
@@ -94,6 +94,25 @@ def test_encoded_stream_quality_does_not_drop(astronaut: np.ndarray, size: tuple
     fast_psnr = np.mean([_psnr(f, s) for f, s in zip(fast, frames, strict=True)])
     slow_psnr = np.mean([_psnr(f, s) for f, s in zip(slow, frames, strict=True)])
     assert fast_psnr > 30.0 and fast_psnr >= slow_psnr - 0.2, (fast_psnr, slow_psnr)
+
+
+@pytest.mark.parametrize("size", [(320, 240), (640, 360)])
+def test_whole_encode_path_not_worse_than_before(astronaut: np.ndarray, size: tuple[int, int],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fast conversion + the faster VP8 setting vs what shipped before (libswscale + aiortc's cpu-used -6)."""
+    base = cv2.resize(astronaut, (size[0] + 60, size[1]), interpolation=cv2.INTER_AREA)
+    frames = [np.ascontiguousarray(base[:, 2 * k: 2 * k + size[0]]) for k in range(30)]
+    now = _vp8_round_trip(frames)
+    monkeypatch.setattr(fanout, "rgb_to_i420", lambda image: None)
+    before = _vp8_round_trip(frames, cpu_used=-6)
+    now_psnr = np.mean([_psnr(f, s) for f, s in zip(now, frames, strict=True)])
+    before_psnr = np.mean([_psnr(f, s) for f, s in zip(before, frames, strict=True)])
+    assert now_psnr >= before_psnr - 0.1, (now_psnr, before_psnr)
+
+
+def test_vp8_speed_is_validated() -> None:
+    with pytest.raises(ValueError, match="cpu_used"):
+        FanoutEncoder(vp8_cpu_used=17)
 
 
 def test_odd_sized_frames_still_encode() -> None:
