@@ -4,8 +4,8 @@
   none fails or misses its deadline; the only tolerated loss is the live-video policy replacing a waiting
   frame by a newer one when the shared box is busy (<= 5 %). Triton's own counters show executions that
   merged requests of BOTH gateways: each gateway runs one batch at a time (workers=1), so it never has two
-  requests in flight for a model; an execution that served more requests than it ran (`nv_inference_request_success` > `nv_inference_exec_count`) therefore
-  mixed the two gateways' frames.
+  requests in flight for a model; an execution that served more requests than it ran
+  (`nv_inference_request_success` > `nv_inference_exec_count`) therefore mixed the two gateways' frames.
 - Triton killed mid-stream: sessions keep streaming (late policy), /readyz turns 503 naming the engines,
   `engine_unavailable` is logged; restarted: /readyz 200, `engine_recovered`, frames are processed again.
 """
