@@ -1,0 +1,169 @@
+"""Per-face tracks across frames: box-overlap linking, One Euro landmark smoothing, when to run the detector.
+
+Pure policy and small numeric state; the pipeline runs the models, this module decides and filters. The state
+lives in each session's `engines.frames.FaceTrack` (one frame of a session in flight at a time), never here.
+
+- Detect only when needed (MediaPipe's face-mesh graph): the detector runs on a session's first frame, when a
+  tracked face's FaceMesh presence drops, after a resolution change, and every `detect_every_frames` frames or
+  `detect_every_ms` to find faces that entered. In between, FaceMesh on the previous frame's mesh gives the
+  next crop. The degradation controller's `detect_every` (2 under load) only ever lengthens the interval.
+- One point source: every frame's five points come from the (smoothed) mesh, detection frame or not, so the
+  aligned crops do not jump when the detector runs (RetinaFace's and FaceMesh's points differ by 1-13 px).
+- One Euro filter (Casiez et al. 2012; MediaPipe's landmark smoothing): a low-pass whose cutoff rises with
+  speed, so a still face does not shimmer and a moving one does not lag. Speed is measured in face sizes per
+  second, so one setting fits every face size.
+- A face whose mesh is lost is held (last landmarks) for `hold_frames` frames while the detector looks for it
+  again: one missed frame must not flicker between swapped and unswapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from engines.processors.face_detector import Face
+from engines.processors.face_landmarker import kps5_from_mesh
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    # Measured on carphone (scripts/quality_report.py): presence never dropped on a face in view; new faces
+    # are rare in a broadcast, so a 10-frame / 1 s rescan costs ~0.3 ms per frame and finds one in < 1 s.
+    detect_every_frames: int = 10
+    detect_every_ms: float = 1000.0
+    hold_frames: int = 2
+    link_iou: float = 0.3        # a detection within this box overlap continues an existing track
+    duplicate_iou: float = 0.6   # two tracks that converge on one face: the younger one goes
+    smoothing: bool = True
+    # One Euro, chosen on FaceMesh's raw points (see docs/BENCHMARKS.md "Temporal stability"): a still face
+    # through VP8 jitters 7.5 per mille of its size per frame raw, 0.6 with this; a 4 px/frame pan lags
+    # 0.5 px; the carphone clip's landmark acceleration drops 13.0 -> 8.1 per mille.
+    min_cutoff_hz: float = 0.05  # cutoff of a still face
+    beta: float = 20.0           # cutoff gain per face-size/s of speed
+    d_cutoff_hz: float = 1.0     # cutoff of the speed estimate
+
+    def __post_init__(self) -> None:
+        if self.detect_every_frames < 1 or self.detect_every_ms <= 0:
+            raise ValueError("detect_every_frames must be >= 1 and detect_every_ms > 0")
+        if self.hold_frames < 0:
+            raise ValueError("hold_frames must be >= 0")
+
+
+def _alpha(cutoff_hz: np.ndarray | float, dt: float) -> np.ndarray:
+    tau = 1.0 / (2.0 * np.pi * np.asarray(cutoff_hz, dtype=np.float64))
+    return np.asarray(1.0 / (1.0 + tau / dt))
+
+
+@dataclass
+class OneEuroFilter:
+    """One Euro filter over an (N, 2) point set; speed normalised by `scale` (the face's size in px)."""
+
+    min_cutoff_hz: float
+    beta: float
+    d_cutoff_hz: float
+    x: np.ndarray | None = None
+    dx: np.ndarray | None = None
+    t: float | None = None
+
+    def __call__(self, points: np.ndarray, t: float, scale: float) -> np.ndarray:
+        pts = points.astype(np.float64)
+        if self.x is None or self.t is None or self.x.shape != pts.shape:
+            self.x, self.dx, self.t = pts, np.zeros_like(pts), t
+            return points.astype(np.float32)
+        dt = min(max(t - self.t, 1e-3), 0.5)  # a stalled or repeated clock must not freeze or blow up
+        self.t = t
+        dx = (pts - self.x) / dt / max(scale, 1.0)
+        assert self.dx is not None
+        dx_hat = self.dx + _alpha(self.d_cutoff_hz, dt) * (dx - self.dx)
+        cutoff = self.min_cutoff_hz + self.beta * np.abs(dx_hat)
+        x_hat = self.x + _alpha(cutoff, dt) * (pts - self.x)
+        self.x, self.dx = x_hat, dx_hat
+        return x_hat.astype(np.float32)
+
+
+@dataclass
+class TrackedFace:
+    """One face followed across a session's frames."""
+
+    id: int
+    raw: Face        # the last mesh as measured: its crop seeds the next frame's FaceMesh
+    shown: Face      # smoothed landmarks and the five points derived from them: what is swapped
+    filter: OneEuroFilter
+    misses: int = 0  # consecutive frames with the mesh lost (held meanwhile)
+    age: int = 0
+    similarity: float | None = None  # cosine similarity to the session's reference face, when asked
+
+
+def iou(a: np.ndarray, b: np.ndarray) -> float:
+    w = max(0.0, float(min(a[2], b[2]) - max(a[0], b[0])))
+    h = max(0.0, float(min(a[3], b[3]) - max(a[1], b[1])))
+    inter = w * h
+    union = float((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1])) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def link(tracks: Sequence[TrackedFace], detections: Sequence[Face], min_iou: float) -> tuple[
+        dict[int, int], list[int]]:
+    """Greedy box-overlap matching: ({detection index: track index}, unmatched detection indices)."""
+    pairs = sorted(((iou(t.raw.box, d.box), ti, di) for ti, t in enumerate(tracks)
+                    for di, d in enumerate(detections)), reverse=True)
+    matched: dict[int, int] = {}
+    used: set[int] = set()
+    for overlap, ti, di in pairs:
+        if overlap < min_iou:
+            break
+        if di in matched or ti in used:
+            continue
+        matched[di] = ti
+        used.add(ti)
+    return matched, [di for di in range(len(detections)) if di not in matched]
+
+
+def detection_due(frames_since: int, last_detect_s: float | None, now_s: float, lost: bool, has_faces: bool,
+                  config: TrackingConfig, detect_every: int = 1) -> bool:
+    """Whether this frame of a tracked session runs the detector (see the module docstring)."""
+    if lost or not has_faces or last_detect_s is None:
+        return True
+    every = max(config.detect_every_frames, detect_every)
+    every_s = config.detect_every_ms / 1000.0 * max(detect_every, 1)
+    return frames_since + 1 >= every or now_s - last_detect_s >= every_s
+
+
+def face_size(face: Face) -> float:
+    return float(max(face.width, face.height, 1.0))
+
+
+def measured(face: Face, landmarks: np.ndarray, presence: float) -> Face:
+    """A face as its mesh puts it: box = the mesh's extent, five points from the mesh (one point source)."""
+    lo, hi = landmarks.min(0), landmarks.max(0)
+    return replace(face, box=np.array([lo[0], lo[1], hi[0], hi[1]], dtype=np.float32),
+                   kps5=kps5_from_mesh(landmarks), landmarks=landmarks, presence=presence)
+
+
+def new_track(track_id: int, face: Face, t: float, config: TrackingConfig) -> TrackedFace:
+    flt = OneEuroFilter(config.min_cutoff_hz, config.beta, config.d_cutoff_hz)
+    assert face.landmarks is not None
+    flt(face.landmarks, t, face_size(face))
+    return TrackedFace(id=track_id, raw=face, shown=face, filter=flt)
+
+
+def update(tf: TrackedFace, face: Face, t: float, config: TrackingConfig) -> None:
+    """A new measurement of a tracked face: smooth its landmarks, re-derive the five points from them."""
+    assert face.landmarks is not None
+    tf.raw, tf.misses, tf.age = face, 0, tf.age + 1
+    if config.smoothing:
+        smooth = tf.filter(face.landmarks, t, face_size(face))
+        tf.shown = measured(face, smooth, face.presence or 0.0)
+    else:
+        tf.shown = face
+
+
+def drop_duplicates(tracks: list[TrackedFace], min_iou: float) -> list[TrackedFace]:
+    """Two tracks on one face (a re-detection that did not link): keep the older."""
+    kept: list[TrackedFace] = []
+    for tf in sorted(tracks, key=lambda t: t.id):
+        if all(iou(tf.raw.box, k.raw.box) < min_iou for k in kept):
+            kept.append(tf)
+    return sorted(kept, key=lambda t: t.id)
