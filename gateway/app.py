@@ -90,6 +90,9 @@ def _default_pipeline(config: GatewayConfig) -> PipelineLike:
         # default "none" still loads the swapper: a session may ask for it with ?processors=face_swapper
         processors=proc.processors or ("face_swapper",),
         detector_size=proc.detector_size,
+        keep_regions=proc.mask_regions,
+        face_selector=proc.face_selector,
+        poisson=proc.poisson_blend,
         engine=EngineConfig(
             backend=proc.engine,
             providers=proc.providers,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines.frames import PROCESSORS
+from engines.frames import MASK_REGIONS, PROCESSORS
 from gateway.auth import AuthConfig
 from gateway.media.late import LatePolicy
 from gateway.rtc.ice import IceConfig
@@ -35,6 +35,9 @@ class ProcessingConfig:
     trt_cache_dir: Path | None = None  # native plans (--engine tensorrt); ORT-TRT engine + timing cache
     intra_op_threads: int = 0  # ONNX Runtime threads per engine; 0 = its default (all cores)
     contexts: int = 2  # native TensorRT: execution contexts, one CUDA stream each
+    mask_regions: tuple[str, ...] = MASK_REGIONS  # target regions kept from the frame (?mask= per session)
+    face_selector: str = "many"  # many | one (?faces= per session; reference needs ?reference=<source id>)
+    poisson_blend: bool = False  # mesh_warp: seamlessClone instead of colour transfer
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -47,6 +50,13 @@ class ProcessingConfig:
         if unknown:
             known = ", ".join((*PROCESSORS, "none"))
             raise ValueError(f"unknown processor(s) {', '.join(unknown)} (known: {known})")
+        bad = [r for r in self.mask_regions if r not in MASK_REGIONS]
+        if bad:
+            known = ", ".join((*MASK_REGIONS, "none"))
+            raise ValueError(f"unknown mask region(s) {', '.join(bad)} (known: {known})")
+        if self.face_selector not in ("many", "one"):
+            raise ValueError(f"face selector must be many or one, got {self.face_selector!r} (reference is "
+                             "per session: ?faces=reference&reference=<source id>)")
 
 
 def default_parallelism(engine: str, providers: tuple[str, ...], cores: int) -> tuple[int, int]:
