@@ -354,7 +354,7 @@ class Pipeline:
                 new = [dets[di] for di in unmatched]
             for ti, tf in enumerate(track.faces):
                 if tf.misses == 0 or ti in reseed:  # a held face waits for a detection to re-seed it
-                    jobs.append((i, reseed.get(ti, tf.raw), tf))
+                    jobs.append((i, reseed.get(ti, tf.crop), tf))
             jobs.extend((i, f, None) for f in new)
 
         meshed: dict[int, list[Face]] = {i: [] for i in active}

@@ -12,6 +12,10 @@ lives in each session's `engines.frames.FaceTrack` (one frame of a session in fl
 - One Euro filter (Casiez et al. 2012; MediaPipe's landmark smoothing): a low-pass whose cutoff rises with
   speed, so a still face does not shimmer and a moving one does not lag. Speed is measured in face sizes per
   second, so one setting fits every face size.
+- The next frame's FaceMesh crop comes from the last mesh, but only moves when the face moved more than
+  `crop_tolerance` (of its size, or ~2 degrees): re-centring on every mesh feeds FaceMesh's own noise back
+  into its next crop, and a still face then jitters by itself (measured: 7.5 per mille of its size per frame
+  on identical frames, 0 with the hysteresis).
 - A face whose mesh is lost is held (last landmarks) for `hold_frames` frames while the detector looks for it
   again: one missed frame must not flicker between swapped and unswapped.
 """
@@ -37,6 +41,7 @@ class TrackingConfig:
     link_iou: float = 0.3        # a detection within this box overlap continues an existing track
     duplicate_iou: float = 0.6   # two tracks that converge on one face: the younger one goes
     smoothing: bool = True
+    crop_tolerance: float = 0.03  # the FaceMesh crop follows the face only past this move (of its size)
     # One Euro, chosen on FaceMesh's raw points (see docs/BENCHMARKS.md "Temporal stability"): a still face
     # through VP8 jitters 7.5 per mille of its size per frame raw, 0.6 with this; a 4 px/frame pan lags
     # 0.5 px; the carphone clip's landmark acceleration drops 13.0 -> 8.1 per mille.
@@ -88,7 +93,8 @@ class TrackedFace:
     """One face followed across a session's frames."""
 
     id: int
-    raw: Face        # the last mesh as measured: its crop seeds the next frame's FaceMesh
+    raw: Face        # the last mesh as measured (box-overlap linking)
+    crop: Face       # the face whose crop seeds the next frame's FaceMesh (moves with hysteresis)
     shown: Face      # smoothed landmarks and the five points derived from them: what is swapped
     filter: OneEuroFilter
     misses: int = 0  # consecutive frames with the mesh lost (held meanwhile)
@@ -146,13 +152,33 @@ def new_track(track_id: int, face: Face, t: float, config: TrackingConfig) -> Tr
     flt = OneEuroFilter(config.min_cutoff_hz, config.beta, config.d_cutoff_hz)
     assert face.landmarks is not None
     flt(face.landmarks, t, face_size(face))
-    return TrackedFace(id=track_id, raw=face, shown=face, filter=flt)
+    return TrackedFace(id=track_id, raw=face, crop=face, shown=face, filter=flt)
+
+
+def crop_moved(old: Face, new: Face, tolerance: float) -> bool:
+    """Whether `new`'s mesh moved, grew or turned enough that the FaceMesh crop should follow it."""
+    if old.landmarks is None or new.landmarks is None:
+        return True
+    lo_a, hi_a = old.landmarks.min(0), old.landmarks.max(0)
+    lo_b, hi_b = new.landmarks.min(0), new.landmarks.max(0)
+    side = float(max(hi_a - lo_a))
+    shift = float(np.linalg.norm((lo_b + hi_b) / 2 - (lo_a + hi_a) / 2))
+    grow = abs(float(max(hi_b - lo_b)) - side)
+
+    def angle(f: Face) -> float:
+        eyes = f.kps5[:2]
+        return float(np.arctan2(eyes[1, 1] - eyes[0, 1], eyes[1, 0] - eyes[0, 0]))
+
+    turn = abs(angle(new) - angle(old))
+    return shift > tolerance * side or grow > tolerance * side or turn > tolerance * 1.2
 
 
 def update(tf: TrackedFace, face: Face, t: float, config: TrackingConfig) -> None:
     """A new measurement of a tracked face: smooth its landmarks, re-derive the five points from them."""
     assert face.landmarks is not None
     tf.raw, tf.misses, tf.age = face, 0, tf.age + 1
+    if crop_moved(tf.crop, face, config.crop_tolerance):
+        tf.crop = face
     if config.smoothing:
         smooth = tf.filter(face.landmarks, t, face_size(face))
         tf.shown = measured(face, smooth, face.presence or 0.0)
