@@ -128,10 +128,13 @@ class _Feeder:
         self.counter = 0
 
     def items(self) -> list[FrameItem]:
-        n = len(self.frames)
-        out = [FrameItem(self.frames[(self.counter + k) % n], self.source, self.options, track)
+        """Each session advances one frame per call (as a live session does), sessions spread over the loop.
+        (Advancing each session by B frames per call made every session's face move B times too fast, which
+        tracked sessions see as lost faces.)"""
+        n, b = len(self.frames), len(self.tracks)
+        out = [FrameItem(self.frames[(self.counter + k * n // b) % n], self.source, self.options, track)
                for k, track in enumerate(self.tracks)]
-        self.counter += len(self.tracks)
+        self.counter += 1
         return out
 
 
