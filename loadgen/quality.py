@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out_dir.mkdir(parents=True, exist_ok=True)
     png, js = args.out_dir / "quality.png", args.out_dir / "quality.json"
-    cv2.imwrite(str(png), cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR))
+    cv2.imwrite(str(png), cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_PNG_COMPRESSION, 9])
     js.write_text(json.dumps(metrics, indent=2) + "\n")
     print(json.dumps(metrics, indent=2))
     print(f"contact sheet: {png}\nmetrics: {js}")
