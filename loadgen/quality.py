@@ -47,6 +47,7 @@ from engines.processors.masks import (
     EYE_RIGHT,
     INNER_LIPS,
     BoxMaskConfig,
+    box_mask,
     full_strength_share,
     paste_mask,
     region_mask,
@@ -301,7 +302,7 @@ def mask_shares(study: Study, image: np.ndarray) -> dict[str, Any]:
         inv = cv2.invertAffineTransform(m)
         cell: dict[str, Any] = {}
         for name, mask in (("before", face_box_mask(detection.box, m, size, 0.15)),
-                           ("after", paste_mask(face.box, m, size, BoxMaskConfig()))):
+                           ("after", paste_mask(face.box, m, box_mask(size, BoxMaskConfig())))):
             back = cv2.warpAffine(mask, inv, image.shape[1::-1])
             in_box = float((back[y0:y1, x0:x1] >= 0.99).mean())
             cell[name] = {"crop_full_strength_share": round(full_strength_share(mask), 3),

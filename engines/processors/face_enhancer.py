@@ -5,7 +5,7 @@
   has an honest cost when no restoration weights are installed.
 - "gfpgan_1.4" (user-supplied ONNX): the face aligned to the 512 FFHQ template from its five points, RGB
   normalised to [-1, 1], (N, 3, 512, 512) in and out, batched across faces, pasted back through
-  FaceFusion's box mask of the aligned crop (built once per size: no per-face 512 erosion, which cost 27 ms).
+  FaceFusion's box mask of the aligned crop (built once: no per-face 512 erosion, which cost 27 ms).
 
 Both return `FacePatch`es whose masks already carry the blend factor (how much of the enhanced face to keep).
 """
@@ -20,7 +20,7 @@ import numpy as np
 from engines.engine import Engine, run_batched
 from engines.processors.alignment import FFHQ_512, estimate_affine, warp_crop
 from engines.processors.face_detector import Face
-from engines.processors.masks import BoxMaskConfig, paste_mask
+from engines.processors.masks import BoxMaskConfig, box_mask, paste_mask
 from engines.processors.paste import FacePatch, translation
 
 GFPGAN_SIZE = 512
@@ -64,6 +64,7 @@ class GfpganEnhancer:
         self.engine = engine
         self.blend = blend
         self.mask = mask or BoxMaskConfig()
+        self._box_mask = box_mask(GFPGAN_SIZE, self.mask)
         self._input = engine.inputs[0].name if engine.inputs else "input"
 
     def enhance(self, jobs: Sequence[tuple[np.ndarray, Face]]) -> list[FacePatch | None]:
@@ -78,6 +79,6 @@ class GfpganEnhancer:
         patches: list[FacePatch | None] = []
         for i, m in enumerate(matrices):
             image = (np.clip(out[i].transpose(1, 2, 0), -1.0, 1.0) + 1.0) * 127.5
-            mask = paste_mask(jobs[i][1].box, m, GFPGAN_SIZE, self.mask) * self.blend
+            mask = paste_mask(jobs[i][1].box, m, self._box_mask) * self.blend
             patches.append(FacePatch(image=image.astype(np.float32), mask=mask, matrix=m))
         return patches

@@ -20,7 +20,7 @@ from engines.engine import Engine, run_batched
 from engines.processors.alignment import ARCFACE_128_V2, estimate_affine, transform_points, warp_crop
 from engines.processors.arcface import ArcFaceEmbedder
 from engines.processors.face_detector import Face
-from engines.processors.masks import BoxMaskConfig, paste_mask, region_mask
+from engines.processors.masks import BoxMaskConfig, box_mask, paste_mask, region_mask
 from engines.processors.paste import FacePatch
 
 SIZE = 128
@@ -49,6 +49,7 @@ class InswapperSwapper:
         self.embedder = embedder
         self.emap = emap
         self.mask = mask or BoxMaskConfig()
+        self._box_mask = box_mask(SIZE, self.mask)
 
     def source_latent(self, image: np.ndarray, kps5: np.ndarray) -> np.ndarray:
         """(512,) identity latent of a source face, computed once per source."""
@@ -74,7 +75,7 @@ class InswapperSwapper:
             image = np.clip(faces[i].transpose(1, 2, 0), 0.0, 1.0) * 255.0
             face = jobs[i][1]
             regions = keep[i] if keep else ()
-            mask = keep_regions_out(paste_mask(face.box, m, SIZE, self.mask), face, m, regions)
+            mask = keep_regions_out(paste_mask(face.box, m, self._box_mask), face, m, regions)
             patches.append(FacePatch(image=image.astype(np.float32), mask=mask, matrix=m))
         return patches
 

@@ -96,7 +96,7 @@ def test_paste_masks_cover_the_face(pipeline: Pipeline, astronaut: np.ndarray) -
     x0, y0, x1, y1 = face.box.astype(int)
     for size, template in ((128, ARCFACE_128_V2), (512, FFHQ_512)):
         m = estimate_affine(face.kps5, template, size, robust=size == 512)
-        mask = paste_mask(face.box, m, size, BoxMaskConfig())
+        mask = paste_mask(face.box, m, box_mask(size, BoxMaskConfig()))
         back = cv2.warpAffine(mask, cv2.invertAffineTransform(m), astronaut.shape[1::-1])
         assert float((back[y0:y1, x0:x1] >= 0.99).mean()) > 0.7
         assert back[: max(y0 - int(0.25 * (y1 - y0)), 0)].max() < 0.01  # nothing far above the face
