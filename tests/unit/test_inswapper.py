@@ -107,3 +107,32 @@ def test_batched_swap_equals_single_swaps(pipeline: Pipeline, astronaut: np.ndar
     assert np.abs(both[1].image.astype(np.int16) - one.image.astype(np.int16)).max() <= 1
 
 
+
+
+def test_reference_selector_swaps_the_face_most_like_the_reference(swap_store: StandInStore,
+                                                                   group_photo: np.ndarray) -> None:
+    """With an embedder installed (the stand-in ArcFace: a projected colour layout), `?faces=reference`
+    swaps only the face of t1.jpg whose crop the reference is, and the track keeps its similarity."""
+    from engines.frames import FaceSettings, FaceTrack
+
+    p = Pipeline.from_config(PipelineConfig(), swap_store)  # mesh_warp, ArcFace loaded for the selector
+    try:
+        assert p.supports_reference
+        faces = p.detect([group_photo])[0]
+        target = sorted(faces, key=lambda f: f.box[0])[2]
+        x1, y1, x2, y2 = target.box.astype(int)
+        crop = np.ascontiguousarray(group_photo[y1 - 40:y2 + 40, x1 - 40:x2 + 40])
+        reference = p.prepare_source(crop, "ref")
+        source = p.prepare_source(group_photo, "src")
+        track = FaceTrack(settings=FaceSettings(selector="reference", reference=reference))
+        out = p.process([FrameItem(group_photo, source, track=track)])[0]
+        assert out.faces == 1
+        changed = np.any(out.image != group_photo, axis=2)
+        for f in faces:
+            bx1, by1, bx2, by2 = f.box.astype(int)
+            touched = changed[by1:by2, bx1:bx2].mean()
+            assert touched > 0.3 if f is target else touched == 0.0
+        sims = [tf.similarity for tf in track.faces]
+        assert all(s is not None for s in sims) and len(sims) == len(faces)
+    finally:
+        p.close()
