@@ -41,7 +41,6 @@ from engines.frames import (
     STAGE_PASTE,
     STAGE_SWAP,
     FaceSettings,
-    FaceTrack,
     FrameItem,
     FrameOutput,
     NoFaceFound,
@@ -59,15 +58,14 @@ from engines.processors.masks import BoxMaskConfig
 from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
 from engines.processors.mesh_warp import prepare as prepare_mesh
 from engines.processors.paste import FacePatch, paste_back
-from engines.processors.selection import select_one, select_reference
+from engines.processors.selection import FaceSelector
 from engines.processors.tracking import (
     TrackedFace,
     TrackingConfig,
-    detection_due,
-    drop_duplicates,
-    link,
+    advance,
     measured,
-    new_track,
+    needs_detection,
+    plan_meshes,
     update,
 )
 
@@ -161,6 +159,7 @@ class Pipeline:
         self._closed = False
         self._clock = clock
         self._defaults = FaceSettings(keep_regions=config.keep_regions, selector=config.face_selector)
+        self.selector = FaceSelector(embedder)
 
     @property
     def supports_reference(self) -> bool:
@@ -313,49 +312,30 @@ class Pipeline:
         track = item.track
         return track.settings if track is not None and track.settings is not None else self._defaults
 
-    def _needs_detection(self, item: FrameItem, now: float) -> bool:
-        track = item.track
-        if track is None:
-            return True
-        if track.frame_shape != item.image.shape[:2]:
-            return True  # first frame, or the resolution changed: the old tracks mean nothing here
-        return detection_due(track.frames_since_detect, track.last_detect_s, now, track.lost,
-                             bool(track.faces), self.config.tracking, item.options.detect_every)
-
     def _faces(self, items: Sequence[FrameItem], active: list[int], book: _Stages) -> list[list[Face]]:
-        """Detect where needed, mesh every face (tracked or new), update the tracks, select faces to swap."""
+        """Detect where needed, mesh every face (tracked or new), move the tracks on, select faces to swap."""
         now = self._clock()
+        cfg = self.config.tracking
         detections: dict[int, list[Face]] = {}
         by_size: dict[int, list[int]] = {}
         for i in active:
-            if self._needs_detection(items[i], now):
-                by_size.setdefault(items[i].options.detect_size or self.config.detector_size, []).append(i)
+            item = items[i]
+            if needs_detection(item.track, item.image.shape[:2], now, item.options.detect_every, cfg):
+                by_size.setdefault(item.options.detect_size or self.config.detector_size, []).append(i)
         for size, idxs in by_size.items():
             with book.time(STAGE_DETECT, idxs, len(idxs)):
                 found = self.detector.detect([items[i].image for i in idxs], size, self.config.detector_score)
             for i, f in zip(idxs, found, strict=True):
                 detections[i] = self._limit(f)
 
-        # Mesh jobs: (item, face whose crop to use, its track or None for a new face).
         jobs: list[tuple[int, Face, TrackedFace | None]] = []
         for i in active:
             track = items[i].track
-            dets = detections.get(i, [])
             if track is None:
-                jobs.extend((i, f, None) for f in dets)
-                continue
-            if track.frame_shape != items[i].image.shape[:2]:
-                track.faces, track.selected_id = [], None
-            reseed: dict[int, Face] = {}
-            new = dets
-            if i in detections:
-                matched, unmatched = link(track.faces, dets, self.config.tracking.link_iou)
-                reseed = {ti: dets[di] for di, ti in matched.items() if track.faces[ti].misses > 0}
-                new = [dets[di] for di in unmatched]
-            for ti, tf in enumerate(track.faces):
-                if tf.misses == 0 or ti in reseed:  # a held face waits for a detection to re-seed it
-                    jobs.append((i, reseed.get(ti, tf.crop), tf))
-            jobs.extend((i, f, None) for f in new)
+                jobs.extend((i, f, None) for f in detections.get(i, []))
+            else:
+                plan = plan_meshes(track, items[i].image.shape[:2], detections.get(i), cfg)
+                jobs.extend((i, f, tf) for f, tf in plan)
 
         meshed: dict[int, list[Face]] = {i: [] for i in active}
         updated: set[int] = set()
@@ -369,84 +349,28 @@ class Pipeline:
                 if tf is None:
                     meshed[i].append(face)
                 else:
-                    update(tf, face, self._time_of(items[i], now), self.config.tracking)
+                    update(tf, face, self._time_of(items[i], now), cfg)
                     updated.add(id(tf))
 
         out: list[list[Face]] = [[] for _ in items]
         for i in active:
-            track = items[i].track
+            item, track = items[i], items[i].track
+            settings = self.settings_of(item)
+            reference = (self.reference_embedding(settings.reference)
+                         if settings.selector == "reference" and settings.reference is not None
+                         and self.embedder is not None else None)
             if track is None:
-                out[i] = self._select(items[i], meshed[i], None)
+                out[i] = self.selector.select(item.image, settings, meshed[i], None, None, reference)
                 continue
-            out[i] = self._advance(items[i], track, meshed[i], updated, i in detections, now)
+            alive = advance(track, item.image.shape[:2], meshed[i], updated, i in detections, now,
+                            self._time_of(item, now), cfg, self.config.max_faces)
+            out[i] = self.selector.select(item.image, settings, [tf.shown for tf in alive], alive, track,
+                                          reference)
+            track.last_faces = out[i]
         return out
 
     def _time_of(self, item: FrameItem, now: float) -> float:
         return item.time_s if item.time_s is not None else now
-
-    def _advance(self, item: FrameItem, track: FaceTrack, new_faces: list[Face], updated: set[int],
-                 detected: bool, now: float) -> list[Face]:
-        """Move a session's track one frame on: hold or drop lost faces, start new tracks, select."""
-        cfg = self.config.tracking
-        alive: list[TrackedFace] = []
-        lost = False
-        for tf in track.faces:
-            if id(tf) in updated:
-                alive.append(tf)
-                continue
-            tf.misses += 1
-            lost = True
-            if tf.misses <= cfg.hold_frames:
-                alive.append(tf)  # held: last landmarks, so one missed frame does not flicker
-        t = self._time_of(item, now)
-        for face in new_faces:
-            alive.append(new_track(track.next_id, face, t, cfg))
-            track.next_id += 1
-        alive = drop_duplicates(alive, cfg.duplicate_iou)
-        if self.config.max_faces is not None and len(alive) > self.config.max_faces:
-            alive = sorted(alive, key=lambda tf: tf.shown.area, reverse=True)[: self.config.max_faces]
-            alive.sort(key=lambda tf: tf.id)
-        track.faces = alive
-        track.lost = lost
-        track.frame_shape = item.image.shape[:2]
-        if detected:
-            track.frames_since_detect, track.last_detect_s = 0, now
-        else:
-            track.frames_since_detect += 1
-        selected = self._select(item, [tf.shown for tf in alive], alive)
-        track.last_faces = selected
-        return selected
-
-    def _select(self, item: FrameItem, faces: list[Face], tracks: list[TrackedFace] | None) -> list[Face]:
-        settings = self.settings_of(item)
-        if settings.selector == "many" or not faces:
-            return faces
-        if settings.selector == "one":
-            ids: list[int | None] = [tf.id for tf in tracks] if tracks is not None else [None] * len(faces)
-            track = item.track
-            sticky = track.selected_id if track is not None else None
-            chosen = select_one([f.area for f in faces], ids, sticky)
-            if track is not None and chosen:
-                track.selected_id = ids[chosen[0]]
-            return [faces[k] for k in chosen]
-        return [faces[k] for k in select_reference(self._similarities(item, settings, faces, tracks))]
-
-    def _similarities(self, item: FrameItem, settings: FaceSettings, faces: list[Face],
-                      tracks: list[TrackedFace] | None) -> list[float]:
-        """Cosine similarity of each face to the session's reference; a track's is computed once, at birth."""
-        if self.embedder is None or settings.reference is None:
-            return [-1.0] * len(faces)  # no embedder: nothing matches (the gateway refuses such sessions)
-        ref = self.reference_embedding(settings.reference)
-        sims: list[float | None] = ([tf.similarity for tf in tracks] if tracks is not None
-                                    else [None] * len(faces))
-        todo = [k for k, sim in enumerate(sims) if sim is None]
-        if todo:
-            emb = self.embedder.embed([(item.image, faces[k].kps5) for k in todo])
-            for k, sim in zip(todo, emb @ ref, strict=True):
-                sims[k] = float(sim)
-                if tracks is not None:
-                    tracks[k].similarity = float(sim)
-        return [s if s is not None else -1.0 for s in sims]
 
     def reference_embedding(self, reference: SourceFace) -> np.ndarray:
         """(512,) ArcFace embedding of a reference face, computed once and kept with it."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from engines.frames import FaceTrack
 from engines.processors.face_detector import Face
 from engines.processors.face_landmarker import kps5_from_mesh
 
@@ -194,3 +195,68 @@ def drop_duplicates(tracks: list[TrackedFace], min_iou: float) -> list[TrackedFa
         if all(iou(tf.raw.box, k.raw.box) < min_iou for k in kept):
             kept.append(tf)
     return sorted(kept, key=lambda t: t.id)
+
+
+def needs_detection(track: FaceTrack | None, shape: tuple[int, ...], now_s: float, detect_every: int,
+                    config: TrackingConfig) -> bool:
+    """Whether a frame of this session (None = stateless) runs the detector."""
+    if track is None or track.frame_shape != shape:
+        return True  # stateless, the first frame, or the resolution changed: old tracks mean nothing here
+    return detection_due(track.frames_since_detect, track.last_detect_s, now_s, track.lost, bool(track.faces),
+                         config, detect_every)
+
+
+def plan_meshes(track: FaceTrack, shape: tuple[int, ...], detections: list[Face] | None,
+                config: TrackingConfig) -> list[tuple[Face, TrackedFace | None]]:
+    """This frame's FaceMesh jobs for one session: (face whose crop to use, its track or None for a new face).
+
+    Live tracks crop from their last mesh; a held (lost) track waits for a detection that overlaps it and
+    re-seeds its crop; detections that overlap no track start new ones. `detections` is None on frames that
+    did not run the detector.
+    """
+    if track.frame_shape != shape:
+        track.faces, track.selected_id = [], None
+    reseed: dict[int, Face] = {}
+    new = detections or []
+    if detections is not None:
+        matched, unmatched = link(track.faces, detections, config.link_iou)
+        reseed = {ti: detections[di] for di, ti in matched.items() if track.faces[ti].misses > 0}
+        new = [detections[di] for di in unmatched]
+    jobs: list[tuple[Face, TrackedFace | None]] = []
+    for ti, tf in enumerate(track.faces):
+        if tf.misses == 0 or ti in reseed:
+            jobs.append((reseed.get(ti, tf.crop), tf))
+    jobs.extend((f, None) for f in new)
+    return jobs
+
+
+def advance(track: FaceTrack, shape: tuple[int, ...], new_faces: list[Face], updated: set[int],
+            detected: bool, now_s: float, t: float, config: TrackingConfig,
+            max_faces: int | None = None) -> list[TrackedFace]:
+    """Move a session's track one frame on: hold or drop the faces whose mesh was lost (`updated` holds the
+    `id()`s of the tracks measured this frame), start tracks for new faces, book the detection."""
+    alive: list[TrackedFace] = []
+    lost = False
+    for tf in track.faces:
+        if id(tf) in updated:
+            alive.append(tf)
+            continue
+        tf.misses += 1
+        lost = True
+        if tf.misses <= config.hold_frames:
+            alive.append(tf)  # held: last landmarks, so one missed frame does not flicker
+    for face in new_faces:
+        alive.append(new_track(track.next_id, face, t, config))
+        track.next_id += 1
+    alive = drop_duplicates(alive, config.duplicate_iou)
+    if max_faces is not None and len(alive) > max_faces:
+        alive = sorted(alive, key=lambda tf: tf.shown.area, reverse=True)[:max_faces]
+        alive.sort(key=lambda tf: tf.id)
+    track.faces = alive
+    track.lost = lost
+    track.frame_shape = shape
+    if detected:
+        track.frames_since_detect, track.last_detect_s = 0, now_s
+    else:
+        track.frames_since_detect += 1
+    return alive
