@@ -223,10 +223,22 @@ class TritonProcess:
             self._proc.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
-        """SIGKILL at once: what a crashed or evicted server looks like to its clients."""
+        """SIGKILL at once: what a crashed or evicted server looks like to its clients.
+
+        The whole process group goes: the Python backend's stub processes do not notice a killed parent and
+        would stay behind as orphans (the server runs in its own session, so the group is exactly its own).
+        """
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
+            self._kill_group()
             self._proc.wait()
+
+    def _kill_group(self) -> None:
+        if self._proc is None:
+            return
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def stop(self, timeout_s: float = 15.0) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -234,8 +246,9 @@ class TritonProcess:
             try:
                 self._proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
+                self._kill_group()
                 self._proc.wait()
+        self._kill_group()  # stubs left behind by a server that exited on its own
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
