@@ -150,6 +150,23 @@ def port_in_use(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def stub_shm_regions(pgid: int) -> list[str]:
+    """Shared-memory region names used by the Python-backend stubs in process group `pgid`."""
+    import psutil
+
+    names: list[str] = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if os.getpgid(proc.pid) != pgid:
+                continue
+        except OSError:
+            continue
+        for arg in proc.info.get("cmdline") or []:
+            if arg.startswith("triton_python_backend_shm_region_") and "/" not in arg:
+                names.append(arg)
+    return names
+
+
 class TritonProcess:
     """One `tritonserver` child process: start, wait until ready, stop (SIGTERM, then SIGKILL; idempotent)."""
 
@@ -233,12 +250,20 @@ class TritonProcess:
             self._proc.wait()
 
     def _kill_group(self) -> None:
+        """SIGKILL the server's process group, then unlink the POSIX shared memory its Python-backend stubs
+        had open (a killed server cannot; each stub names its region on its command line)."""
         if self._proc is None:
             return
+        regions = stub_shm_regions(self._proc.pid)
         try:
             os.killpg(self._proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        for name in regions:
+            try:
+                os.unlink(os.path.join("/dev/shm", name))
+            except OSError:
+                pass
 
     def stop(self, timeout_s: float = 15.0) -> None:
         if self._proc is not None and self._proc.poll() is None:
