@@ -183,6 +183,18 @@ async def test_viewer_token_allows_watching_one_session(astronaut: np.ndarray) -
 
                 sid = pub.location.rsplit("/", 1)[-1]
                 token = app[STATE].sessions.get(sid).viewer_token  # type: ignore[union-attr]
+                # the publisher is told its session's viewer token with the 201
+                probe = create_peer_connection(LOOPBACK)
+                probe.addTransceiver("video", direction="sendrecv")
+                await probe.setLocalDescription(await probe.createOffer())
+                async with http.post(url + "/whip", data=probe.localDescription.sdp,
+                                     headers={**SDP, **_bearer(B)}) as r:
+                    assert r.status == 201
+                    other_token = r.headers["Livefuse-Viewer-Token"]
+                    assert len(other_token) >= 24 and other_token != token
+                    async with http.delete(url + r.headers["Location"], headers=_bearer(B)) as d:
+                        assert d.status == 200
+                await probe.close()
                 pc = create_peer_connection(LOOPBACK)
                 transceiver = pc.addTransceiver("video", direction="recvonly")
                 try:
