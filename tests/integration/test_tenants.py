@@ -229,3 +229,29 @@ def test_malformed_request_tracebacks_stay_out_of_the_log() -> None:
     assert not flt.filter(record(LineTooLong(b"aaa", 8190)))
     assert not flt.filter(record(BadHttpMessage("Invalid character in Content-Length")))
     assert flt.filter(record(RuntimeError("a real bug")))  # real server errors still logged
+
+
+def test_tenants_file_errors_and_cli(tmp_path: Path) -> None:
+    from gateway.cli import build_config, build_parser
+
+    bad = {
+        "short": '[tenants.a]\ntoken = "short"\n',
+        "shared": f'[tenants.a]\ntoken = "{A.token}"\n[tenants.b]\ntoken = "{A.token}"\n',
+        "unknown key": f'[tenants.a]\ntoken = "{A.token}"\nrole = "x"\n',
+        "no tenants": 'title = "x"\n',
+    }
+    for name, text in bad.items():
+        path = tmp_path / f"{name.replace(' ', '_')}.toml"
+        path.write_text(text)
+        with pytest.raises(ValueError):
+            load_tenants(path)
+    good = tmp_path / "good.toml"
+    good.write_text(f'[tenants.acme]\ntoken = "{A.token}"\nmax_sessions = 1\n[tenants.ops]\n'
+                    f'token = "{B.token}"\nadmin = true\n')
+    args = build_parser().parse_args(["--tenants-file", str(good), "--token", "legacy", "--max-pending", "2",
+                                      "--max-sources", "3", "--header-timeout-s", "4"])
+    config = build_config(args)
+    assert [t.name for t in config.auth.all_tenants] == ["default", "acme", "ops"]
+    assert config.auth.all_tenants[0].admin and config.auth.all_tenants[2].admin
+    assert config.sessions.max_pending == 2 and config.sources.max_sources == 3
+    assert config.header_timeout_s == 4.0
