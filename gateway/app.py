@@ -158,6 +158,9 @@ def create_app(
         scheduler = FrameScheduler(process or the_pipeline.process, config.scheduler)
         parts["scheduler"] = scheduler
         await scheduler.start()
+        watch = getattr(the_monitor, "watch_scheduler", None)
+        if watch is not None:
+            watch(scheduler.stats)
         manager = SessionManager(
             config.sessions, config.ice, scheduler, the_monitor, budget_ms=config.scheduler.budget_ms
         )

@@ -78,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--detector-size", type=int, help="face detector letterbox size, multiple of 32 (default 320)")
     a("--max-batch", type=int, help="largest cross-session batch (default 8)")
     a("--max-queue-delay-ms", type=float, help="longest a frame waits for batch partners (default 4)")
+    a(
+        "--batch-wait",
+        choices=("cost", "window"),
+        help="when to wait for batch partners: 'cost' = only for partners predicted to arrive, and only when "
+        "the measured batch costs say it pays (default); 'window' = whenever another session is active",
+    )
     a("--budget-ms", type=float, help="per-frame latency budget; later frames are dropped (default 150)")
     a(
         "--workers",
@@ -212,6 +218,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
     scheduler = SchedulerConfig(
         max_batch=int(get("max_batch", sched.max_batch)),
         max_queue_delay_ms=float(get("max_queue_delay_ms", sched.max_queue_delay_ms)),
+        batch_wait=str(get("batch_wait", sched.batch_wait)),
         workers=int(get("workers", auto_workers)),
         budget_ms=float(get("budget_ms", sched.budget_ms)),
     )
