@@ -38,6 +38,7 @@ from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output
+from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, Outcome
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from gateway.rtc.receive import frame_completed_at
@@ -158,6 +159,7 @@ class Session:
         self._frame_ids = itertools.count()
         self._last_processed: np.ndarray | None = None
         self._closing: asyncio.Task[None] | None = None
+        self.audio = SessionAudio(config.audio)  # Opus relay + the capture clock both streams' SRs use
         self.etag = secrets.token_hex(8)
 
     # --- wiring ---------------------------------------------------------------------------------------------
@@ -205,6 +207,7 @@ class Session:
                 self.last_frame_s = arrival
                 frame_id = self._next_frame_id()
                 completed = frame_completed_at(receiver, frame.pts)
+                self.audio.on_video_frame(int(frame.pts or 0), arrival if completed is None else completed)
                 image = await loop.run_in_executor(self._executor, _to_rgb, frame)
                 decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
                 options = self._monitor.frame_options(self.processors)
@@ -329,6 +332,7 @@ class Session:
         encoder = self.encoder_for(codec)
         sender = pc.addTrack(encoder.subscribe())
         encoder.bind_sender(sender)
+        self.audio.stamp_video(sender)
         _answer_with(pc, codec)
 
     # --- viewers --------------------------------------------------------------------------------------------
@@ -348,6 +352,7 @@ class Session:
         try:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
             self.subscribe(pc, codec)
+            self.audio.attach_viewer(pc)
             await pc.setLocalDescription(await pc.createAnswer())
         except Exception as exc:
             await self.remove_viewer(viewer_id)
@@ -382,6 +387,7 @@ class Session:
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
+        self.audio.close()
         for viewer_id in list(self.viewers):
             await self.remove_viewer(viewer_id)
         for encoder in self.encoders.values():
@@ -405,6 +411,7 @@ class Session:
             "frames_out": self.counters.frames_out,
             "drops": dict(self.counters.drops),
             "viewers": len(self.viewers),
+            "audio": self.audio.stats(),
         }
 
 
@@ -500,6 +507,7 @@ class SessionManager:
                 session.subscribe(pc, offer.codec)
             else:
                 _answer_with(pc, offer.codec)
+            session.audio.attach_publisher(pc)
             await pc.setLocalDescription(await pc.createAnswer())
         except Exception as exc:
             await session.close("bad offer")

@@ -1,0 +1,189 @@
+"""Audio: the publisher's Opus reaches WHEP viewers untouched and in sync with the delayed processed picture.
+
+The publisher sends a click every second and, at the same instants, a white flash frame (both tracks paced
+from one clock, `loadgen.avsync.MediaClock`). A viewer maps both streams through the gateway's RTCP sender
+reports, as a lip-syncing receiver would, and measures how far apart the click and the flash land.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+from typing import Any
+
+import aiohttp
+import cv2
+import numpy as np
+import pytest
+from aiortc import MediaStreamTrack, RTCRtpSender
+from aiortc.mediastreams import MediaStreamError
+from av import VideoFrame
+
+import gateway.media.session_audio as session_audio
+from gateway.http.keys import sessions_of
+from gateway.rtc.ice import create_peer_connection
+from loadgen.avsync import AvSyncProbe, ClickAudioTrack, MediaClock, wait_due
+from tests.integration.conftest import (
+    LOOPBACK,
+    FakePipeline,
+    RecordingMonitor,
+    _negotiate,
+    gw_config,
+    read_id,
+    running_gateway,
+    source_query,
+    stamp_rgb,
+    wait_for,
+)
+
+FPS = 15.0
+
+
+class FlashTrack(MediaStreamTrack):
+    """Stamped frames on the shared clock; frame k is white when k/FPS is a whole second (the click)."""
+
+    kind = "video"
+
+    def __init__(self, image: np.ndarray, clock: MediaClock) -> None:
+        super().__init__()
+        self._image = image
+        self._white = np.full_like(image, 255)
+        self._clock = clock
+        self._n = 0
+
+    async def recv(self) -> VideoFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        n = self._n
+        self._n += 1
+        await wait_due(self._clock, n / FPS)
+        image = self._white if n % int(FPS) == 0 else self._image
+        return stamp_rgb(image, n, int(n * 90000 / FPS))
+
+
+def _sdp_section(sdp: str, kind: str) -> str:
+    start = sdp.index(f"m={kind}")
+    end = sdp.find("\nm=", start + 1)
+    return sdp[start:] if end < 0 else sdp[start:end]
+
+
+async def _publisher(http: aiohttp.ClientSession, base: str, image: np.ndarray, query: str,
+                     audio_stop_s: float | None = None, audio_codec: str = "audio/opus") -> Any:
+    clock = MediaClock()
+    pc = create_peer_connection(LOOPBACK)
+    pc.addTransceiver(FlashTrack(image, clock), direction="sendonly")
+    audio = pc.addTransceiver(ClickAudioTrack(clock, stop_after_s=audio_stop_s), direction="sendonly")
+    caps = RTCRtpSender.getCapabilities("audio").codecs
+    audio.setCodecPreferences([c for c in caps if c.mimeType.lower() == audio_codec])
+    status, body, location = await _negotiate(http, f"{base}/whip{query}", pc, None)
+    assert status == 201, body
+    return pc, body, location
+
+
+async def _viewer(http: aiohttp.ClientSession, base: str, session_id: str) -> Any:
+    pc = create_peer_connection(LOOPBACK)
+    video = pc.addTransceiver("video", direction="recvonly")
+    audio = pc.addTransceiver("audio", direction="recvonly")
+    probe = AvSyncProbe(fps=FPS)
+    assert probe.attach(audio.receiver, video.receiver)
+    status, body, _ = await _negotiate(http, f"{base}/whep/{session_id}", pc, None)
+    assert status == 201, body
+
+    async def consume() -> None:
+        with contextlib.suppress(MediaStreamError, asyncio.CancelledError):
+            while True:
+                frame: VideoFrame = await video.receiver.track.recv()  # type: ignore[assignment]
+                bright = float(frame.to_ndarray(format="gray").mean()) > 200
+                probe.on_video_frame(read_id(frame), frame.pts, bright)
+
+    return pc, body, probe, asyncio.ensure_future(consume())
+
+
+async def _measure(astronaut: np.ndarray, delay_s: float, seconds: float = 9.0) -> tuple[AvSyncProbe, dict]:
+    image = cv2.resize(astronaut, (320, 240))
+    async with (
+        running_gateway(gw_config(), pipeline=FakePipeline(delay_s), monitor=RecordingMonitor()) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+        query = await source_query(http, gw.url, astronaut)
+        pub, answer, location = await _publisher(http, gw.url, image, query)
+        session_id = location.rsplit("/", 1)[-1]
+        vpc, vanswer, probe, task = await _viewer(http, gw.url, session_id)
+        try:
+            assert "a=recvonly" in _sdp_section(answer, "audio")  # the publisher gets no audio back
+            assert "opus/48000" in _sdp_section(answer, "audio")
+            assert "a=sendonly" in _sdp_section(vanswer, "audio")
+            assert await wait_for(lambda: len(probe.offsets_ms) >= 6, seconds + 10)
+            stats = sessions_of(gw.app).get(session_id).summary()["audio"]
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await vpc.close()
+            await pub.close()
+    return probe, stats
+
+
+async def test_audio_is_relayed_in_sync_with_the_delayed_picture(astronaut: np.ndarray) -> None:
+    """80 ms of processing: the click and the flash still land together at the viewer (±20 ms)."""
+    probe, stats = await _measure(astronaut, delay_s=0.08)
+    assert stats["audio"] and stats["audio_viewers"] == 1
+    assert stats["audio_packets_in"] > 100 and stats["audio_packets_relayed"] > 100
+    assert stats["sender_reports_stamped"] > 0
+    assert probe.flashes >= 3  # the white frames came through processing
+    settled = probe.offsets_ms[2:]  # the first reports come before the publisher's own SRs are known
+    median = statistics.median(settled)
+    assert -20.0 <= median <= 20.0, probe.offsets_ms
+    assert all(-45.0 <= o <= 125.0 for o in settled), probe.offsets_ms  # ITU-R BT.1359 window
+
+
+async def test_without_stamped_reports_the_audio_runs_ahead(
+    astronaut: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The measurement can fail: with aiortc's send-time sender reports the viewer would play the sound
+    ahead of the picture by about the processing delay (what the stamping corrects)."""
+    monkeypatch.setattr(session_audio, "stamp_sender_reports", lambda sender, capture_of: None)
+    probe, stats = await _measure(astronaut, delay_s=0.08)
+    assert stats["sender_reports_stamped"] == 0
+    assert statistics.median(probe.offsets_ms[2:]) < -50.0, probe.offsets_ms
+
+
+async def test_publisher_without_opus_and_audio_that_stops(astronaut: np.ndarray) -> None:
+    """PCMU-only audio is answered inactive (the video session works); Opus audio that stops after 1.5 s
+    leaves the session, its video and its viewer alone."""
+    image = cv2.resize(astronaut, (320, 240))
+    monitor = RecordingMonitor()
+    async with (
+        running_gateway(gw_config(reap_after_s=3.0), pipeline=FakePipeline(), monitor=monitor) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+        pcmu, answer, location = await _publisher(http, gw.url, image, "", audio_codec="audio/pcmu")
+        try:
+            assert "a=inactive" in _sdp_section(answer, "audio")
+            session = sessions_of(gw.app).get(location.rsplit("/", 1)[-1])
+            assert await wait_for(lambda: session.counters.frames_out >= 10, 20)
+            assert session.audio.relay is None
+        finally:
+            await pcmu.close()
+
+        pub, answer, location = await _publisher(http, gw.url, image, "", audio_stop_s=1.5)
+        session_id = location.rsplit("/", 1)[-1]
+        vpc, _, probe, task = await _viewer(http, gw.url, session_id)
+        try:
+            session = sessions_of(gw.app).get(session_id)
+            relay = session.audio.relay
+            assert relay is not None
+            assert await wait_for(lambda: relay.packets_in >= 50, 20)
+            await asyncio.sleep(5.0)  # longer than reap_after_s, with no audio for the last 3.5 s
+            assert sessions_of(gw.app).get(session_id) is session
+            before = session.counters.frames_out
+            assert await wait_for(lambda: session.counters.frames_out >= before + 10, 10)
+            assert relay.packets_relayed > 0 and probe.audio_packets > 0
+            packets = relay.packets_in
+            await asyncio.sleep(0.5)
+            assert relay.packets_in == packets  # the audio really stopped
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await vpc.close()
+            await pub.close()
