@@ -40,6 +40,7 @@ from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output
 from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, Outcome
+from gateway.rtc.audio_sdp import neutralize_unusable_audio
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from gateway.rtc.receive import frame_completed_at
 from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer
@@ -349,15 +350,16 @@ class Session:
             if pc.connectionState in ("failed", "closed"):
                 await self.remove_viewer(viewer_id)
 
+        unusable_audio = neutralize_unusable_audio(offer_sdp)
         try:
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=unusable_audio.for_aiortc, type="offer"))
             self.subscribe(pc, codec)
             self.audio.attach_viewer(pc)
             await pc.setLocalDescription(await pc.createAnswer())
         except Exception as exc:
             await self.remove_viewer(viewer_id)
             raise BadRequest(f"cannot answer WHEP offer: {exc}") from None
-        return viewer_id, pc.localDescription.sdp
+        return viewer_id, unusable_audio.fix_answer(pc.localDescription.sdp)
 
     async def remove_viewer(self, viewer_id: str) -> bool:
         pc = self.viewers.pop(viewer_id, None)
@@ -500,8 +502,9 @@ class SessionManager:
             elif pc.connectionState in ("failed", "closed"):
                 session.schedule_close(f"peer {pc.connectionState}")
 
+        unusable_audio = neutralize_unusable_audio(offer_sdp)
         try:
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=unusable_audio.for_aiortc, type="offer"))
             video = next(t for t in pc.getTransceivers() if t.kind == "video")
             if video.direction in ("sendrecv", "recvonly"):  # our view: we receive, and send back if asked
                 session.subscribe(pc, offer.codec)
@@ -515,7 +518,7 @@ class SessionManager:
         self._monitor.session_opened(
             session_id, {"source": source.id if source else None, "processors": list(processors)}
         )
-        return session, pc.localDescription.sdp
+        return session, unusable_audio.fix_answer(pc.localDescription.sdp)
 
     def _forget(self, session: Session) -> None:
         if self.sessions.get(session.id) is session:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import statistics
 from typing import Any
 
@@ -148,9 +149,23 @@ async def test_without_stamped_reports_the_audio_runs_ahead(
     assert statistics.median(probe.offsets_ms[2:]) < -50.0, probe.offsets_ms
 
 
+def _only_l16_audio(sdp: str) -> str:
+    out, audio = [], False
+    for line in sdp.split("\r\n"):
+        if line.startswith("m="):
+            audio = line.startswith("m=audio")
+            if audio:
+                out += ["m=audio 9 UDP/TLS/RTP/SAVPF 101", "a=rtpmap:101 L16/48000/2"]
+                continue
+        if audio and line.startswith(("a=rtpmap:", "a=fmtp:", "a=rtcp-fb:")):
+            continue
+        out.append(line)
+    return "\r\n".join(out)
+
+
 async def test_publisher_without_opus_and_audio_that_stops(astronaut: np.ndarray) -> None:
-    """PCMU-only audio is answered inactive (the video session works); Opus audio that stops after 1.5 s
-    leaves the session, its video and its viewer alone."""
+    """PCMU-only or L16-only audio is answered inactive (the video session works); Opus audio that
+    stops after 1.5 s leaves the session, its video and its viewer alone."""
     image = cv2.resize(astronaut, (320, 240))
     monitor = RecordingMonitor()
     async with (
@@ -165,6 +180,22 @@ async def test_publisher_without_opus_and_audio_that_stops(astronaut: np.ndarray
             assert session.audio.relay is None
         finally:
             await pcmu.close()
+
+        offer_pc = create_peer_connection(LOOPBACK)
+        offer_pc.addTransceiver("video", direction="sendonly")
+        offer_pc.addTransceiver("audio", direction="sendonly")
+        await offer_pc.setLocalDescription(await offer_pc.createOffer())
+        offer = _only_l16_audio(offer_pc.localDescription.sdp)
+        async with http.post(f"{gw.url}/whip", data=offer, headers={"Content-Type": "application/sdp"}) as r:
+            l16_answer = await r.text()
+            assert r.status == 201, l16_answer  # aiortc alone would refuse the whole offer
+            l16_location = r.headers["Location"]
+        audio_answer = _sdp_section(l16_answer, "audio")
+        assert re.match(r"m=audio \d+ UDP/TLS/RTP/SAVPF 101\r\n", audio_answer), audio_answer
+        assert "a=inactive" in audio_answer and "a=rtpmap:101 L16/48000/2" in audio_answer
+        async with http.delete(gw.url + l16_location) as r:
+            assert r.status == 200
+        await offer_pc.close()
 
         pub, answer, location = await _publisher(http, gw.url, image, "", audio_stop_s=1.5)
         session_id = location.rsplit("/", 1)[-1]

@@ -1,0 +1,58 @@
+"""The capture clock (pure): RTP unwrapping, arrival-based offsets, publisher-SR anchoring, NTP conversion;
+and the SDP rewrite that lets aiortc answer an offer whose audio it cannot take."""
+
+from __future__ import annotations
+
+from gateway.media.sync import AUDIO_RATE, VIDEO_RATE, CaptureClock, SyncConfig, Unwrapper, ntp64_to_seconds
+from gateway.rtc.audio_sdp import neutralize_unusable_audio
+from tests.unit.test_sdp import CHROMIUM_OFFER
+
+
+def test_unwrapper_crosses_the_32_bit_wrap_and_tolerates_reordering() -> None:
+    u = Unwrapper()
+    assert u.rel(0xFFFFFF00) == 0
+    assert u.rel(0x00000100) == 0x200  # wrapped
+    assert u.rel(0xFFFFFF80) == 0x80  # a late packet from before the wrap
+    assert u.last_rel == 0x200
+
+
+def test_offset_is_the_least_delayed_arrival_and_may_rise_slowly() -> None:
+    clock = CaptureClock(SyncConfig(leak_s_per_s=0.001))
+    for i, jitter in enumerate([0.030, 0.010, 0.050, 0.012]):
+        clock.audio.observe(i * 960, 100.0 + i * 0.02 + jitter)
+    assert abs(clock.audio.offset - 100.010) < 0.0002  # type: ignore[operator]
+    capture = clock.audio_capture(AUDIO_RATE)  # one second of media later
+    assert capture is not None and abs(capture - 101.010) < 0.0002
+    clock.audio.observe(100 * 960, 100.0 + 2.0 + 0.040)  # only late packets for 2 s: the estimate leaks up
+    assert 100.010 < clock.audio.offset < 100.013  # type: ignore[operator]
+
+
+def test_video_follows_the_publishers_stated_relation_once_both_reports_are_in() -> None:
+    clock = CaptureClock()
+    clock.audio.observe(0, 50.020)  # audio arrives 20 ms after capture (packetisation + network)
+    clock.video.observe(0, 50.045)  # video 45 ms (the publisher's encode took longer)
+    assert abs(clock.video_capture(0) - 50.045) < 1e-9  # type: ignore[operator]  # arrival only
+    clock.audio.publisher_report(ntp_s=1000.0, rel=AUDIO_RATE)  # both captured at publisher time 1000 s
+    clock.video.publisher_report(ntp_s=1000.0, rel=VIDEO_RATE)
+    assert abs(clock.video_capture(VIDEO_RATE) - clock.audio_capture(AUDIO_RATE)) < 1e-9  # type: ignore[operator]
+    assert abs(clock.publisher_skew_ms() - 25.0) < 1e-6  # type: ignore[operator]
+
+
+def test_ntp_conversion_keeps_differences() -> None:
+    clock = CaptureClock()
+    a, b = clock.ntp64(10.0), clock.ntp64(10.25)
+    assert abs(ntp64_to_seconds(b) - ntp64_to_seconds(a) - 0.25) < 1e-6
+
+
+def test_audio_without_a_known_codec_is_rewritten_and_answered_with_its_own_format() -> None:
+    assert neutralize_unusable_audio(CHROMIUM_OFFER).for_aiortc == CHROMIUM_OFFER  # opus: untouched
+    start = CHROMIUM_OFFER.index("m=audio")
+    end = CHROMIUM_OFFER.find("m=", start + 1)
+    section = "m=audio 9 UDP/TLS/RTP/SAVPF 101\r\na=mid:1\r\na=sendrecv\r\na=rtpmap:101 L16/48000/2\r\n"
+    offer = CHROMIUM_OFFER[:start] + section + (CHROMIUM_OFFER[end:] if end > 0 else "")
+    fix = neutralize_unusable_audio(offer)
+    assert "m=audio 9 UDP/TLS/RTP/SAVPF 0" in fix.for_aiortc and "a=rtpmap:0 PCMU/8000" in fix.for_aiortc
+    answer = fix.for_aiortc.replace("a=sendrecv", "a=inactive")
+    fixed = fix.fix_answer(answer)
+    assert "m=audio 9 UDP/TLS/RTP/SAVPF 101" in fixed and "a=rtpmap:101 L16/48000/2" in fixed
+    assert "PCMU" not in fixed
