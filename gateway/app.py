@@ -218,9 +218,16 @@ def create_app(
     sessions.add_routes(app)
     app.router.add_get("/demo", _demo)
     if monitor is None or hasattr(the_monitor, "snapshot_dict"):
-        from gateway.monitoring.routes import setup_monitoring_routes
+        from gateway.monitoring.audio_section import AudioSection
+        from gateway.monitoring.routes import SECTIONS_KEY, setup_monitoring_routes
 
         setup_monitoring_routes(app, the_monitor)  # type: ignore[arg-type]
+
+        def audio_rows() -> list[dict[str, object]]:
+            manager = state.sessions
+            return [] if manager is None else [s.audio.stats() for s in list(manager.sessions.values())]
+
+        app[SECTIONS_KEY] = [AudioSection(audio_rows)]
     return app
 
 

@@ -24,6 +24,7 @@ import asyncio
 import statistics
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -137,6 +138,7 @@ class AvSyncProbe:
     clicks: int = 0
     flashes: int = 0
     audio_packets: int = 0
+    on_offset: Callable[[float], None] | None = None
     _audio_sr: _Report | None = None
     _video_sr: _Report | None = None
     _video_receiver: RTCRtpReceiver | None = None
@@ -201,4 +203,7 @@ class AvSyncProbe:
         video_base = statistics.median(recent)
         ntp = self._audio_sr.ntp_of(timestamp)
         n = round((ntp - video_base) / self.period_s)
-        self.offsets_ms.append((ntp - n * self.period_s - video_base) * 1000.0)
+        offset = (ntp - n * self.period_s - video_base) * 1000.0
+        self.offsets_ms.append(offset)
+        if self.on_offset is not None:
+            self.on_offset(offset)

@@ -18,11 +18,15 @@ from pathlib import Path
 
 from aiohttp import web
 
+from .audio_section import AudioSection
 from .monitor import Monitor
 from .prometheus import CONTENT_TYPE, make_registry, render
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 MONITOR_KEY = web.AppKey("livefuse_monitor", Monitor)
+# Stats kept outside the monitor (the audio relay): each section adds `name` to /api/stats and its families
+# to /metrics. Optional: an app without the key serves the monitor's snapshot alone.
+SECTIONS_KEY = web.AppKey("livefuse_stats_sections", list[AudioSection])
 _STOP_KEY = web.AppKey("livefuse_monitor_sse_stop", asyncio.Event)
 
 
@@ -32,12 +36,20 @@ def _monitor(request: web.Request) -> Monitor:
 
 async def _metrics(request: web.Request) -> web.Response:
     registry = make_registry(_monitor(request).snapshot)
+    for section in request.app.get(SECTIONS_KEY, []):
+        registry.register(section.collector())
     body = await asyncio.to_thread(render, registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
 async def _stats(request: web.Request) -> web.Response:
-    return web.json_response(_monitor(request).snapshot_dict(), dumps=_dumps)
+    return web.json_response(_with_sections(request.app, _monitor(request).snapshot_dict()), dumps=_dumps)
+
+
+def _with_sections(app: web.Application, snapshot: dict[str, object]) -> dict[str, object]:
+    for section in app.get(SECTIONS_KEY, []):
+        snapshot[section.name] = section.data()
+    return snapshot
 
 
 def _dumps(obj: object) -> str:
@@ -79,7 +91,7 @@ async def _stream(request: web.Request) -> web.StreamResponse:
     with contextlib.suppress(ConnectionResetError):
         while not stop.is_set() and not monitor.closed:
             seq += 1
-            payload = _dumps(monitor.snapshot_dict())
+            payload = _dumps(_with_sections(request.app, monitor.snapshot_dict()))
             await resp.write(f"id: {seq}\nevent: stats\ndata: {payload}\n\n".encode())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), period)

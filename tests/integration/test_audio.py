@@ -23,6 +23,7 @@ from av import VideoFrame
 
 import gateway.media.session_audio as session_audio
 from gateway.http.keys import sessions_of
+from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.rtc.ice import create_peer_connection
 from loadgen.avsync import AvSyncProbe, ClickAudioTrack, MediaClock, wait_due
 from tests.integration.conftest import (
@@ -167,7 +168,7 @@ async def test_publisher_without_opus_and_audio_that_stops(astronaut: np.ndarray
     """PCMU-only or L16-only audio is answered inactive (the video session works); Opus audio that
     stops after 1.5 s leaves the session, its video and its viewer alone."""
     image = cv2.resize(astronaut, (320, 240))
-    monitor = RecordingMonitor()
+    monitor = Monitor(MonitorConfig(sample_interval_s=0.25))
     async with (
         running_gateway(gw_config(reap_after_s=3.0), pipeline=FakePipeline(), monitor=monitor) as gw,
         aiohttp.ClientSession() as http,
@@ -210,6 +211,14 @@ async def test_publisher_without_opus_and_audio_that_stops(astronaut: np.ndarray
             before = session.counters.frames_out
             assert await wait_for(lambda: session.counters.frames_out >= before + 10, 10)
             assert relay.packets_relayed > 0 and probe.audio_packets > 0
+            async with http.get(f"{gw.url}/api/stats") as r:
+                audio_stats = (await r.json())["audio"]
+            assert audio_stats["sessions_with_audio"] == 1 and audio_stats["viewers_with_audio"] == 1
+            assert audio_stats["packets_relayed"] == relay.packets_relayed
+            async with http.get(f"{gw.url}/metrics") as r:
+                metrics = await r.text()
+            assert f'livefuse_audio_packets_total{{fate="relayed"}} {float(relay.packets_relayed)}' in metrics
+            assert "livefuse_audio_viewers 1.0" in metrics
             packets = relay.packets_in
             await asyncio.sleep(0.5)
             assert relay.packets_in == packets  # the audio really stopped
