@@ -138,6 +138,8 @@ class AvSyncProbe:
     clicks: int = 0
     flashes: int = 0
     audio_packets: int = 0
+    repeats: int = 0  # frames whose stamp was seen before (the gateway's late policy repeated a picture)
+    _max_id: int = -1
     on_offset: Callable[[float], None] | None = None
     _audio_sr: _Report | None = None
     _video_sr: _Report | None = None
@@ -165,6 +167,12 @@ class AvSyncProbe:
         origin = decoded_pts_origin(self._video_receiver)
         if origin is None:
             return
+        if frame_id <= self._max_id:
+            # A repeated picture: it carries the timestamp of the input frame it stands in for, but its
+            # stamp names the older frame it shows, so it says nothing about the timeline. Skipped.
+            self.repeats += 1
+            return
+        self._max_id = frame_id
         media_s = (frame_id - self.first_frame_id) / self.fps
         if bright and round(media_s / self.period_s) * self.period_s == media_s:
             self.flashes += 1

@@ -143,7 +143,8 @@ class AudioRelay:
         """The publisher's SR for its audio: its own NTP <-> RTP mapping (see `CaptureClock`)."""
         if self._unwrap.first is None:
             return
-        self._clock.audio.publisher_report(ntp_s, self._unwrap.near(rtp_timestamp - self._unwrap.first))
+        rel = self._unwrap.near(rtp_timestamp - self._unwrap.first)
+        self._clock.audio.publisher_report(ntp_s, rel, time.monotonic())
 
     def capture_ntp(self, rel: int) -> int | None:
         """SR stamping for this relay's outgoing streams: capture NTP of media timestamp `rel`."""

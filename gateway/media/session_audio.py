@@ -9,6 +9,7 @@ streams' reports come from the one capture clock).
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 
 from aiortc import RTCPeerConnection, RTCRtpReceiver, RTCRtpSender
@@ -63,7 +64,7 @@ class SessionAudio:
         if origin is None:
             return
         pts = self._video_unwrap.near((rtp_timestamp - origin) & 0xFFFFFFFF)
-        self.clock.video.publisher_report(ntp_s, pts)
+        self.clock.video.publisher_report(ntp_s, pts, time.monotonic())
 
     # --- senders ----------------------------------------------------------------------------------------
     def stamp_video(self, sender: RTCRtpSender) -> None:

@@ -70,8 +70,9 @@ class StreamTimeline:
     rate: int
     config: SyncConfig = field(default_factory=SyncConfig)
     offset: float | None = None
-    publisher_offset: float | None = None  # publisher's NTP (s) - rel / rate, from its latest SR
+    publisher_offset: float | None = None  # publisher's NTP (s) - rel / rate, least over its SRs
     _updated: float = 0.0
+    _report_updated: float = 0.0
     samples: int = 0
 
     def observe(self, rel: int, arrival_s: float) -> None:
@@ -84,8 +85,17 @@ class StreamTimeline:
             self.offset = min(leaked, sample)
         self._updated = arrival_s
 
-    def publisher_report(self, ntp_s: float, rel: int) -> None:
-        self.publisher_offset = ntp_s - rel / self.rate
+    def publisher_report(self, ntp_s: float, rel: int, now_s: float) -> None:
+        """An SR of the publisher's. The least offset over its reports is kept (with the same slow rise):
+        a sender that stamps SRs with SEND time (aiortc) adds its own encode and scheduling delay to some
+        reports, never subtracts, and a capture-time sender (browsers) gives the same value every time."""
+        sample = ntp_s - rel / self.rate
+        if self.publisher_offset is None:
+            self.publisher_offset = sample
+        else:
+            leaked = self.publisher_offset + self.config.leak_s_per_s * max(0.0, now_s - self._report_updated)
+            self.publisher_offset = min(leaked, sample)
+        self._report_updated = now_s
 
 
 class CaptureClock:

@@ -22,6 +22,7 @@ from aiortc.mediastreams import MediaStreamError
 from av import VideoFrame
 
 import gateway.media.session_audio as session_audio
+from engines.frames import FrameItem, FrameOutput
 from gateway.http.keys import sessions_of
 from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.rtc.ice import create_peer_connection
@@ -102,10 +103,26 @@ async def _viewer(http: aiohttp.ClientSession, base: str, session_id: str) -> An
     return pc, body, probe, asyncio.ensure_future(consume())
 
 
-async def _measure(astronaut: np.ndarray, delay_s: float, seconds: float = 9.0) -> tuple[AvSyncProbe, dict]:
+class StallingPipeline(FakePipeline):
+    """50 ms per batch, but every 4th batch stalls 250 ms: its frames miss their deadline and the late
+    policy repeats the last processed picture in their place."""
+
+    def __init__(self) -> None:
+        super().__init__(delay_s=0.05)
+        self.calls = 0
+
+    def process(self, items: list[FrameItem]) -> list[FrameOutput]:
+        self.calls += 1
+        self.delay_s = 0.25 if self.calls % 4 == 0 else 0.05
+        return super().process(items)
+
+
+async def _measure(
+    astronaut: np.ndarray, pipeline: FakePipeline, seconds: float = 9.0
+) -> tuple[AvSyncProbe, dict[str, Any]]:
     image = cv2.resize(astronaut, (320, 240))
     async with (
-        running_gateway(gw_config(), pipeline=FakePipeline(delay_s), monitor=RecordingMonitor()) as gw,
+        running_gateway(gw_config(), pipeline=pipeline, monitor=RecordingMonitor()) as gw,
         aiohttp.ClientSession() as http,
     ):
         query = await source_query(http, gw.url, astronaut)
@@ -128,7 +145,7 @@ async def _measure(astronaut: np.ndarray, delay_s: float, seconds: float = 9.0) 
 
 async def test_audio_is_relayed_in_sync_with_the_delayed_picture(astronaut: np.ndarray) -> None:
     """80 ms of processing: the click and the flash still land together at the viewer (±20 ms)."""
-    probe, stats = await _measure(astronaut, delay_s=0.08)
+    probe, stats = await _measure(astronaut, FakePipeline(delay_s=0.08))
     assert stats["audio"] and stats["audio_viewers"] == 1
     assert stats["audio_packets_in"] > 100 and stats["audio_packets_relayed"] > 100
     assert stats["sender_reports_stamped"] > 0
@@ -139,13 +156,21 @@ async def test_audio_is_relayed_in_sync_with_the_delayed_picture(astronaut: np.n
     assert all(-45.0 <= o <= 125.0 for o in settled), probe.offsets_ms  # ITU-R BT.1359 window
 
 
+async def test_pictures_repeated_by_the_late_policy_do_not_shift_the_timeline(astronaut: np.ndarray) -> None:
+    probe, stats = await _measure(astronaut, StallingPipeline())
+    assert probe.repeats > 0  # the late policy did repeat pictures
+    settled = probe.offsets_ms[2:]
+    assert -20.0 <= statistics.median(settled) <= 20.0, probe.offsets_ms
+    assert all(-45.0 <= o <= 125.0 for o in settled), probe.offsets_ms
+
+
 async def test_without_stamped_reports_the_audio_runs_ahead(
     astronaut: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The measurement can fail: with aiortc's send-time sender reports the viewer would play the sound
     ahead of the picture by about the processing delay (what the stamping corrects)."""
     monkeypatch.setattr(session_audio, "stamp_sender_reports", lambda sender, capture_of: None)
-    probe, stats = await _measure(astronaut, delay_s=0.08)
+    probe, stats = await _measure(astronaut, FakePipeline(delay_s=0.08))
     assert stats["sender_reports_stamped"] == 0
     assert statistics.median(probe.offsets_ms[2:]) < -50.0, probe.offsets_ms
 

@@ -32,8 +32,9 @@ def test_video_follows_the_publishers_stated_relation_once_both_reports_are_in()
     clock.audio.observe(0, 50.020)  # audio arrives 20 ms after capture (packetisation + network)
     clock.video.observe(0, 50.045)  # video 45 ms (the publisher's encode took longer)
     assert abs(clock.video_capture(0) - 50.045) < 1e-9  # type: ignore[operator]  # arrival only
-    clock.audio.publisher_report(ntp_s=1000.0, rel=AUDIO_RATE)  # both captured at publisher time 1000 s
-    clock.video.publisher_report(ntp_s=1000.0, rel=VIDEO_RATE)
+    clock.audio.publisher_report(ntp_s=1000.0, rel=AUDIO_RATE, now_s=51.0)  # both captured at 1000 s
+    clock.video.publisher_report(ntp_s=1000.030, rel=VIDEO_RATE, now_s=51.0)  # (a send-time SR: +30 ms)
+    clock.video.publisher_report(ntp_s=1001.0, rel=2 * VIDEO_RATE, now_s=52.0)  # a prompt one
     assert abs(clock.video_capture(VIDEO_RATE) - clock.audio_capture(AUDIO_RATE)) < 1e-9  # type: ignore[operator]
     assert abs(clock.publisher_skew_ms() - 25.0) < 1e-6  # type: ignore[operator]
 
