@@ -24,6 +24,7 @@ from av import VideoFrame
 import gateway.media.session_audio as session_audio
 from engines.frames import FrameItem, FrameOutput
 from gateway.http.keys import sessions_of
+from gateway.media.audio import AudioConfig
 from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.rtc.ice import create_peer_connection
 from loadgen.avsync import AvSyncProbe, ClickAudioTrack, MediaClock, wait_due
@@ -247,6 +248,62 @@ async def test_publisher_without_opus_and_audio_that_stops(astronaut: np.ndarray
             packets = relay.packets_in
             await asyncio.sleep(0.5)
             assert relay.packets_in == packets  # the audio really stopped
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await vpc.close()
+            await pub.close()
+
+
+async def test_killed_publisher_with_audio_is_reaped_and_its_viewers_closed(astronaut: np.ndarray) -> None:
+    """A publisher that vanishes without a goodbye (video AND audio stop) is reaped as before; its audio
+    relay and its viewers go with it."""
+    image = cv2.resize(astronaut, (320, 240))
+    monitor = RecordingMonitor()
+    config = gw_config(reap_after_s=1.0, connect_timeout_s=5.0)
+    async with (
+        running_gateway(config, pipeline=FakePipeline(), monitor=monitor) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+        pub, _, location = await _publisher(http, gw.url, image, "")
+        session_id = location.rsplit("/", 1)[-1]
+        vpc, _, probe, task = await _viewer(http, gw.url, session_id)
+        try:
+            manager = sessions_of(gw.app)
+            session = manager.get(session_id)
+            relay = session.audio.relay
+            assert relay is not None
+            assert await wait_for(lambda: probe.audio_packets >= 20, 20)
+            for sender in pub.getSenders():  # no DTLS close, no DELETE: the tracks just stop
+                assert sender.track is not None
+                sender.track.stop()
+            assert await wait_for(lambda: manager.counts()["sessions"] == 0, 10)
+            assert manager.counts() == {"sessions": 0, "viewers": 0, "tasks": 0}
+            assert relay.closed and relay.subscribers == 0
+            assert monitor.closed and "no media" in monitor.closed[0][1]
+            assert await wait_for(lambda: vpc.connectionState in ("closed", "failed"), 15)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await vpc.close()
+            await pub.close()
+
+
+async def test_audio_relay_turned_off_answers_audio_inactive(astronaut: np.ndarray) -> None:
+    image = cv2.resize(astronaut, (320, 240))
+    config = gw_config(audio=AudioConfig(enabled=False))
+    async with (
+        running_gateway(config, pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+        pub, answer, location = await _publisher(http, gw.url, image, "")
+        vpc, vanswer, _, task = await _viewer(http, gw.url, location.rsplit("/", 1)[-1])
+        try:
+            assert "a=inactive" in _sdp_section(answer, "audio")
+            assert "a=inactive" in _sdp_section(vanswer, "audio")
+            session = sessions_of(gw.app).get(location.rsplit("/", 1)[-1])
+            assert session.audio.relay is None
+            assert await wait_for(lambda: session.counters.frames_out >= 5, 20)
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)

@@ -57,3 +57,10 @@ def test_audio_without_a_known_codec_is_rewritten_and_answered_with_its_own_form
     fixed = fix.fix_answer(answer)
     assert "m=audio 9 UDP/TLS/RTP/SAVPF 101" in fixed and "a=rtpmap:101 L16/48000/2" in fixed
     assert "PCMU" not in fixed
+
+
+def test_no_audio_flag_reaches_the_session_config() -> None:
+    from tests.unit.test_config import _config
+
+    assert _config([]).sessions.audio.enabled
+    assert not _config(["--no-audio"]).sessions.audio.enabled
