@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import re
 import statistics
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -28,6 +29,10 @@ from gateway.media.audio import AudioConfig
 from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.rtc.ice import create_peer_connection
 from loadgen.avsync import AvSyncProbe, ClickAudioTrack, MediaClock, wait_due
+from loadgen.client import ClientConfig
+from loadgen.report import loadgen_run_entry
+from loadgen.runner import RunConfig, run_point
+from loadgen.synth import SynthConfig, build_loop
 from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,
@@ -309,3 +314,25 @@ async def test_audio_relay_turned_off_answers_audio_inactive(astronaut: np.ndarr
             await asyncio.gather(task, return_exceptions=True)
             await vpc.close()
             await pub.close()
+
+
+async def test_loadgen_audio_jobs_report_their_av_offset(astronaut: np.ndarray, media_dir: Path) -> None:
+    """`loadgen --audio`: each job sends Opus beside its stamped video and a WHEP viewer per job measures the
+    offset; the report entry carries its distribution per job."""
+    async with (
+        running_gateway(gw_config(), pipeline=FakePipeline(delay_s=0.08), monitor=RecordingMonitor()) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+        source_id = (await source_query(http, gw.url, astronaut)).split("=", 1)[1]
+        frame_loop = build_loop(SynthConfig(320, 240, 15, "single_face", loop_frames=10), media_dir)
+        cfg = RunConfig(concurrent_jobs=2, fps=15, warmup_s=3.0, ramp_up_rate=10, window_s=6.0,
+                        max_measure_s=6.0, stats_interval_s=1.0)
+        client = ClientConfig(url=gw.url, source_id=source_id, audio=True)
+        result = await run_point(gw.url, frame_loop, cfg, client)
+    entry = loadgen_run_entry("audio", result, {"concurrent_jobs": 2})
+    assert len(entry["jobs"]) == 2
+    for job in entry["jobs"]:
+        offsets = job["av_offset_ms"]
+        assert offsets["count"] >= 3, job
+        assert -20.0 <= offsets["p50"] <= 20.0, job
+        assert -45.0 <= offsets["min"] and offsets["max"] <= 125.0, job

@@ -64,3 +64,19 @@ def test_no_audio_flag_reaches_the_session_config() -> None:
 
     assert _config([]).sessions.audio.enabled
     assert not _config(["--no-audio"]).sessions.audio.enabled
+
+
+def test_av_offsets_are_summarised_per_job_and_window() -> None:
+    from loadgen.stats import AvOffset, FrameSent, StatsCollector
+
+    collector = StatsCollector(budget_ms=150.0)
+    collector.record(FrameSent(0, 1, 0.5))
+    collector.record(FrameSent(1, 1, 0.5))
+    for i, ms in enumerate([4.0, 6.0, 5.0, 40.0]):
+        collector.record(AvOffset(0, 1.0 + i, ms))
+    window = collector.window(0.0, 3.5)  # the 40 ms click lies outside
+    by_job = {j.job: j for j in window.jobs}
+    offsets = by_job[0].av_offset_ms
+    assert offsets is not None and offsets.count == 3 and offsets.p50 == 5.0
+    assert offsets.min == 4.0 and offsets.max == 6.0
+    assert by_job[1].av_offset_ms is None  # a job without audio has no distribution
