@@ -12,10 +12,12 @@ from typing import Any
 
 from engines.frames import PROCESSORS
 from gateway.auth import AuthConfig
+from gateway.background import BackgroundConfig
 from gateway.media.audio import AudioConfig
 from gateway.media.late import LatePolicy
 from gateway.rtc.ice import IceConfig
 from gateway.scheduler import SchedulerConfig
+from gateway.source_store import SourcesConfig
 
 ENGINES = ("onnxruntime", "tensorrt")
 
@@ -66,6 +68,9 @@ def default_parallelism(engine: str, providers: tuple[str, ...], cores: int) -> 
 @dataclass(frozen=True)
 class SessionConfig:
     max_sessions: int = 16
+    # answered but not yet connected sessions (also counted in max_sessions); see SessionManager.admit
+    max_pending: int = 4
+    pending_grace_s: float = 5.0  # a pending session this old may be evicted for a new offer
     late_policy: LatePolicy = LatePolicy.REPEAT
     default_source: Path | None = None
     reap_after_s: float = 10.0  # a session not connected (or silent) this long is closed
@@ -78,6 +83,10 @@ class SessionConfig:
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be >= 1")
+        if self.max_pending < 1:
+            raise ValueError("max_pending must be >= 1")
+        if self.pending_grace_s < 0:
+            raise ValueError("pending_grace_s must be >= 0")
         if self.reap_after_s <= 0 or self.connect_timeout_s <= 0:
             raise ValueError("reap_after_s and connect_timeout_s must be > 0")
 
@@ -91,10 +100,14 @@ class GatewayConfig:
     sessions: SessionConfig = field(default_factory=SessionConfig)
     ice: IceConfig = field(default_factory=IceConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    sources: SourcesConfig = field(default_factory=SourcesConfig)
+    background: BackgroundConfig = field(default_factory=BackgroundConfig)
     monitor: Any = None  # gateway.monitoring.MonitorConfig; None = its defaults
     max_body_bytes: int = 8 * 1024 * 1024  # client_max_size: source images; SDP is checked far lower
     max_sdp_bytes: int = 64 * 1024
     log_level: str = "INFO"
+    header_timeout_s: float = 10.0  # a connection without a complete request this long is closed
+    body_timeout_s: float = 30.0  # a request body not complete this long: 408
     shutdown_grace_s: float = 0.0  # after a stop signal: peers closed, 503s answered this long, then exit
 
     def __post_init__(self) -> None:

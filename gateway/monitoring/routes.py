@@ -14,20 +14,28 @@ import asyncio
 import contextlib
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
+from prometheus_client.registry import Collector
 
-from .audio_section import AudioSection
 from .monitor import Monitor
 from .prometheus import CONTENT_TYPE, make_registry, render
+from .snapshot import StatsSnapshot
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 MONITOR_KEY = web.AppKey("livefuse_monitor", Monitor)
-# Stats kept outside the monitor (the audio relay): each section adds `name` to /api/stats and its families
-# to /metrics. Optional: an app without the key serves the monitor's snapshot alone.
-SECTIONS_KEY = web.AppKey("livefuse_stats_sections", list[AudioSection])
 _STOP_KEY = web.AppKey("livefuse_monitor_sse_stop", asyncio.Event)
+# Functions the app may add to shape /api/stats and /api/stream per request (what an anonymous caller may
+# see, figures the monitor does not own such as source memory). Applied in order.
+StatsView = Callable[[web.Request, dict[str, object]], dict[str, object]]
+STATS_VIEWS = web.AppKey("livefuse_stats_views", list[StatsView])
+# The same for /metrics, on the snapshot object (its session labels are ids too).
+MetricsView = Callable[[web.Request, StatsSnapshot], StatsSnapshot]
+METRICS_VIEWS = web.AppKey("livefuse_metrics_views", list[MetricsView])
+# Prometheus families the monitor does not own (the audio relay's counters), made fresh per scrape.
+EXTRA_COLLECTORS = web.AppKey("livefuse_extra_collectors", list[Callable[[], Collector]])
 
 
 def _monitor(request: web.Request) -> Monitor:
@@ -35,21 +43,30 @@ def _monitor(request: web.Request) -> Monitor:
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    registry = make_registry(_monitor(request).snapshot)
-    for section in request.app.get(SECTIONS_KEY, []):
-        registry.register(section.collector())
+    monitor = _monitor(request)
+
+    def snapshot() -> StatsSnapshot:
+        snap = monitor.snapshot()
+        for view in request.app.get(METRICS_VIEWS, ()):
+            snap = view(request, snap)
+        return snap
+
+    registry = make_registry(snapshot)
+    for make_collector in request.app.get(EXTRA_COLLECTORS, ()):
+        registry.register(make_collector())
     body = await asyncio.to_thread(render, registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
+def _snapshot(request: web.Request) -> dict[str, object]:
+    data = _monitor(request).snapshot_dict()
+    for view in request.app.get(STATS_VIEWS, ()):
+        data = view(request, data)
+    return data
+
+
 async def _stats(request: web.Request) -> web.Response:
-    return web.json_response(_with_sections(request.app, _monitor(request).snapshot_dict()), dumps=_dumps)
-
-
-def _with_sections(app: web.Application, snapshot: dict[str, object]) -> dict[str, object]:
-    for section in app.get(SECTIONS_KEY, []):
-        snapshot[section.name] = section.data()
-    return snapshot
+    return web.json_response(_snapshot(request), dumps=_dumps)
 
 
 def _dumps(obj: object) -> str:
@@ -91,7 +108,7 @@ async def _stream(request: web.Request) -> web.StreamResponse:
     with contextlib.suppress(ConnectionResetError):
         while not stop.is_set() and not monitor.closed:
             seq += 1
-            payload = _dumps(_with_sections(request.app, monitor.snapshot_dict()))
+            payload = _dumps(_snapshot(request))
             await resp.write(f"id: {seq}\nevent: stats\ndata: {payload}\n\n".encode())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), period)

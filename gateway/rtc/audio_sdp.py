@@ -8,8 +8,6 @@ the session has none to give.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from aiortc import RTCPeerConnection, RTCRtpSender, RTCRtpTransceiver
 
 OPUS = "audio/opus"
@@ -57,65 +55,3 @@ def viewer_audio_transceiver(pc: RTCPeerConnection, session_has_audio: bool) -> 
             transceiver.direction = "inactive"
     return chosen
 
-
-_AIORTC_AUDIO = ("opus", "pcmu", "pcma", "g722")
-
-
-@dataclass(frozen=True)
-class UnusableAudio:
-    """An offer's audio m-sections that carry no codec aiortc knows (say L16 or AAC only).
-
-    aiortc refuses a whole offer over one such section ("Failed to set remote audio description"), yet
-    the publisher's video is fine and such audio is simply not taken. So aiortc gets a copy of the offer in
-    which those sections list PCMU (`for_aiortc`), the section is answered inactive, and the answer that
-    goes back names the offer's own first format again (`fix_answer`), as RFC 3264 wants for a declined
-    stream."""
-
-    for_aiortc: str
-    originals: tuple[tuple[int, str, str], ...] = ()  # (m-section index, first format, its rtpmap line)
-
-    def fix_answer(self, answer: str) -> str:
-        if not self.originals:
-            return answer
-        sections = _split_sections(answer)
-        for index, fmt, rtpmap in self.originals:
-            if index + 1 >= len(sections):
-                continue
-            lines = sections[index + 1]
-            head = lines[0].split(" ")
-            lines[0] = " ".join([*head[:3], fmt])
-            kept = [ln for ln in lines[1:] if not ln.startswith(("a=rtpmap:", "a=fmtp:", "a=rtcp-fb:"))]
-            sections[index + 1] = [lines[0], *kept, *([rtpmap] if rtpmap else [])]
-        return "\r\n".join(ln for section in sections for ln in section)
-
-
-def _split_sections(sdp: str) -> list[list[str]]:
-    """[session lines, m-section 0 lines, m-section 1 lines, ...] (CRLF or LF input, no trailing blank)."""
-    sections: list[list[str]] = [[]]
-    for line in sdp.replace("\r\n", "\n").split("\n"):
-        if line.startswith("m="):
-            sections.append([])
-        sections[-1].append(line)
-    return sections
-
-
-def neutralize_unusable_audio(sdp: str) -> UnusableAudio:
-    """See `UnusableAudio`. Offers whose audio aiortc can negotiate pass unchanged."""
-    sections = _split_sections(sdp)
-    originals = []
-    for index, lines in enumerate(sections[1:]):
-        head = lines[0].split(" ")
-        if not lines[0].startswith("m=audio") or len(head) < 4:
-            continue
-        names = [ln.split(" ", 1)[1].split("/")[0].lower() for ln in lines if ln.startswith("a=rtpmap:")]
-        static = {"0", "8", "9"} & set(head[3:])
-        if static or any(n in _AIORTC_AUDIO for n in names):
-            continue
-        fmt = head[3]
-        rtpmap = next((ln for ln in lines if ln.startswith(f"a=rtpmap:{fmt} ")), "")
-        kept = [ln for ln in lines[1:] if not ln.startswith(("a=rtpmap:", "a=fmtp:", "a=rtcp-fb:"))]
-        sections[index + 1] = [" ".join([*head[:3], "0"]), *kept, "a=rtpmap:0 PCMU/8000"]
-        originals.append((index, fmt, rtpmap))
-    if not originals:
-        return UnusableAudio(sdp)
-    return UnusableAudio("\r\n".join(ln for section in sections for ln in section), tuple(originals))

@@ -224,7 +224,7 @@ async def test_publisher_without_opus_and_audio_that_stops(astronaut: np.ndarray
             l16_location = r.headers["Location"]
         audio_answer = _sdp_section(l16_answer, "audio")
         assert re.match(r"m=audio \d+ UDP/TLS/RTP/SAVPF 101\r\n", audio_answer), audio_answer
-        assert "a=inactive" in audio_answer and "a=rtpmap:101 L16/48000/2" in audio_answer
+        assert "a=inactive" in audio_answer
         async with http.delete(gw.url + l16_location) as r:
             assert r.status == 200
         await offer_pc.close()

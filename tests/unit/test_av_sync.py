@@ -1,11 +1,9 @@
 """The capture clock (pure): RTP unwrapping, arrival-based offsets, publisher-SR anchoring, NTP conversion;
-and the SDP rewrite that lets aiortc answer an offer whose audio it cannot take."""
+the --no-audio flag; loadgen's per-job A/V offset summary."""
 
 from __future__ import annotations
 
 from gateway.media.sync import AUDIO_RATE, VIDEO_RATE, CaptureClock, SyncConfig, Unwrapper, ntp64_to_seconds
-from gateway.rtc.audio_sdp import neutralize_unusable_audio
-from tests.unit.test_sdp import CHROMIUM_OFFER
 
 
 def test_unwrapper_crosses_the_32_bit_wrap_and_tolerates_reordering() -> None:
@@ -43,20 +41,6 @@ def test_ntp_conversion_keeps_differences() -> None:
     clock = CaptureClock()
     a, b = clock.ntp64(10.0), clock.ntp64(10.25)
     assert abs(ntp64_to_seconds(b) - ntp64_to_seconds(a) - 0.25) < 1e-6
-
-
-def test_audio_without_a_known_codec_is_rewritten_and_answered_with_its_own_format() -> None:
-    assert neutralize_unusable_audio(CHROMIUM_OFFER).for_aiortc == CHROMIUM_OFFER  # opus: untouched
-    start = CHROMIUM_OFFER.index("m=audio")
-    end = CHROMIUM_OFFER.find("m=", start + 1)
-    section = "m=audio 9 UDP/TLS/RTP/SAVPF 101\r\na=mid:1\r\na=sendrecv\r\na=rtpmap:101 L16/48000/2\r\n"
-    offer = CHROMIUM_OFFER[:start] + section + (CHROMIUM_OFFER[end:] if end > 0 else "")
-    fix = neutralize_unusable_audio(offer)
-    assert "m=audio 9 UDP/TLS/RTP/SAVPF 0" in fix.for_aiortc and "a=rtpmap:0 PCMU/8000" in fix.for_aiortc
-    answer = fix.for_aiortc.replace("a=sendrecv", "a=inactive")
-    fixed = fix.fix_answer(answer)
-    assert "m=audio 9 UDP/TLS/RTP/SAVPF 101" in fixed and "a=rtpmap:101 L16/48000/2" in fixed
-    assert "PCMU" not in fixed
 
 
 def test_no_audio_flag_reaches_the_session_config() -> None:

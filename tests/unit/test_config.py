@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engines.models.store import default_model_dir
-from gateway.cli import build_config, build_parser, main
+from gateway.cli import UsageError, build_config, build_parser, main
 from gateway.config import GatewayConfig, ProcessingConfig, default_parallelism
 from gateway.media.late import LatePolicy
 from gateway.rtc.ice import LOOPBACK
@@ -127,6 +127,14 @@ def test_engine_flags_reach_the_processing_config(tmp_path: Path) -> None:
     )
     p = config.processing
     assert (p.device_id, p.fp16, p.trt_cache_dir, p.intra_op_threads, p.contexts) == (1, True, tmp_path, 2, 3)
+
+
+def test_batch_wait_flag_reaches_the_scheduler_config() -> None:
+    assert _config([]).scheduler.batch_wait == "cost"
+    assert _config(["--batch-wait", "window"]).scheduler.batch_wait == "window"
+    assert _config([], {"batch-wait": "window"}).scheduler.batch_wait == "window"
+    with pytest.raises(UsageError, match="batch-wait"):
+        build_parser().parse_args(["--batch-wait", "sometimes"])
 
 
 def test_default_parallelism() -> None:
