@@ -82,6 +82,7 @@ def _default_pipeline(config: GatewayConfig) -> PipelineLike:
     from engines.factory import EngineConfig
     from engines.models.store import ModelStore, default_model_dir
     from engines.pipeline import Pipeline, PipelineConfig
+    from engines.processors.masks import BoxMaskConfig
 
     proc = config.processing
     kwargs: dict[str, Any] = {}
@@ -93,6 +94,10 @@ def _default_pipeline(config: GatewayConfig) -> PipelineLike:
         # default "none" still loads the swapper: a session may ask for it with ?processors=face_swapper
         processors=proc.processors or ("face_swapper",),
         detector_size=proc.detector_size,
+        keep_regions=proc.mask_regions,
+        face_selector=proc.face_selector,
+        poisson=proc.poisson_blend,
+        mask=BoxMaskConfig(blur=proc.mask_blur, padding=proc.mask_padding),
         engine=EngineConfig(
             backend=proc.engine,
             providers=proc.providers,

@@ -76,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     a("--swapper", help="swapper model: mesh_warp | inswapper_128")
     a("--enhancer", help="enhancer model: detail | gfpgan_1.4")
     a("--detector-size", type=int, help="face detector letterbox size, multiple of 32 (default 320)")
+    a("--mask-regions", help="target regions kept from the frame, not swapped: mouth,eyes (default), mouth, "
+      "eyes or none; a WHIP ?mask= overrides")
+    a("--face-selector", help="faces swapped: many (default) or one (the largest); a WHIP ?faces= overrides "
+      "(?faces=reference&reference=<source id>: the face most like an uploaded image, needs ArcFace)")
+    a("--poisson-blend", action="store_true", default=None, help="mesh_warp: Poisson (seamless) blending")
+    a("--mask-blur", type=float, help="inswapper/GFPGAN paste mask blur, 0..1 (default 0.3)")
+    a("--mask-padding", help="inswapper/GFPGAN paste mask padding in %%: top,right,bottom,left "
+      "(default 0,0,0,0)")
     a("--max-batch", type=int, help="largest cross-session batch (default 8)")
     a("--max-queue-delay-ms", type=float, help="longest a frame waits for batch partners (default 4)")
     a(
@@ -176,6 +184,16 @@ def _split(value: Any) -> tuple[str, ...] | None:
     return tuple(v.strip() for v in str(value).split(",") if v.strip())
 
 
+def _padding(value: Any, default: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    parts = _split(value)
+    if parts is None:
+        return default
+    if len(parts) != 4:
+        raise ValueError(f"mask padding needs 4 numbers (top,right,bottom,left), got {value!r}")
+    top, right, bottom, left = (float(p) for p in parts)
+    return top, right, bottom, left
+
+
 def _processors(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
     """`none` (or an empty list) = no processing: frames pass through the media path untouched."""
     names = _split(value)
@@ -217,6 +235,11 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         trt_cache_dir=Path(str(get("trt_cache_dir"))) if get("trt_cache_dir") else None,
         intra_op_threads=int(get("intra_op_threads", auto_threads)),
         contexts=int(get("contexts", processing.contexts)),
+        mask_regions=_processors(get("mask_regions"), processing.mask_regions),
+        face_selector=str(get("face_selector", processing.face_selector)),
+        poisson_blend=bool(get("poisson_blend", processing.poisson_blend)),
+        mask_blur=float(get("mask_blur", processing.mask_blur)),
+        mask_padding=_padding(get("mask_padding"), processing.mask_padding),
         # flag/TOML > $LIVEFUSE_MODEL_DIR > ~/.cache/livefuse/models, resolved here at the edge
         model_dir=Path(str(get("model_dir"))) if get("model_dir") else default_model_dir(os.environ),
     )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines.frames import PROCESSORS
+from engines.frames import MASK_REGIONS, PROCESSORS
 from gateway.auth import AuthConfig
 from gateway.background import BackgroundConfig
 from gateway.media.audio import AudioConfig
@@ -38,6 +38,11 @@ class ProcessingConfig:
     trt_cache_dir: Path | None = None  # native plans (--engine tensorrt); ORT-TRT engine + timing cache
     intra_op_threads: int = 0  # ONNX Runtime threads per engine; 0 = its default (all cores)
     contexts: int = 2  # native TensorRT: execution contexts, one CUDA stream each
+    mask_regions: tuple[str, ...] = MASK_REGIONS  # target regions kept from the frame (?mask= per session)
+    face_selector: str = "many"  # many | one (?faces= per session; reference needs ?reference=<source id>)
+    poisson_blend: bool = False  # mesh_warp: seamlessClone instead of colour transfer
+    mask_blur: float = 0.3  # inswapper/GFPGAN box mask blur (FaceFusion's face_mask_blur)
+    mask_padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # top, right, bottom, left in %
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -50,6 +55,16 @@ class ProcessingConfig:
         if unknown:
             known = ", ".join((*PROCESSORS, "none"))
             raise ValueError(f"unknown processor(s) {', '.join(unknown)} (known: {known})")
+        bad = [r for r in self.mask_regions if r not in MASK_REGIONS]
+        if bad:
+            known = ", ".join((*MASK_REGIONS, "none"))
+            raise ValueError(f"unknown mask region(s) {', '.join(bad)} (known: {known})")
+        if not 0.0 <= self.mask_blur <= 1.0 or any(not 0.0 <= p < 50.0 for p in self.mask_padding):
+            raise ValueError(f"mask blur must be 0..1 and padding 4 percentages in 0..50, got "
+                             f"{self.mask_blur}, {self.mask_padding}")
+        if self.face_selector not in ("many", "one"):
+            raise ValueError(f"face selector must be many or one, got {self.face_selector!r} (reference is "
+                             "per session: ?faces=reference&reference=<source id>)")
 
 
 def default_parallelism(engine: str, providers: tuple[str, ...], cores: int) -> tuple[int, int]:

@@ -33,7 +33,15 @@ from aiortc.mediastreams import MediaStreamError
 from aiortc.rtcrtpsender import RTCRtpSender
 from aiortc.sdp import candidate_from_sdp
 
-from engines.frames import STAGE_SWAP, FaceTrack, FrameItem, FrameOptions, FrameOutput, SourceFace
+from engines.frames import (
+    STAGE_SWAP,
+    FaceSettings,
+    FaceTrack,
+    FrameItem,
+    FrameOptions,
+    FrameOutput,
+    SourceFace,
+)
 from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
 from gateway.media.fanout import FanoutEncoder
@@ -142,6 +150,7 @@ class Session:
         executor: Executor | None,
         budget_ms: float,
         on_closed: Callable[[Session], None],
+        face_settings: FaceSettings | None = None,
     ) -> None:
         self.id = session_id
         self.pc = pc
@@ -163,7 +172,7 @@ class Session:
         self._budget_s = budget_ms / 1000.0
         self._encode_ewma_s = 0.0  # measured encode time, reserved out of every frame's deadline
         self._on_closed = on_closed
-        self._face_track = FaceTrack()
+        self._face_track = FaceTrack(settings=face_settings)  # None: the pipeline's defaults
         self._pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
         self._tasks: set[asyncio.Task[None]] = set()
         self._frame_ids = itertools.count()
@@ -537,6 +546,7 @@ class SessionManager:
         processors: Sequence[str],
         owner: str | None = None,
         owner_limit: int | None = None,
+        face_settings: FaceSettings | None = None,
     ) -> tuple[Session, str]:
         """Answer a WHIP offer: returns the session and the SDP answer (ICE candidates included)."""
         offer = check_offer(offer_sdp, need_send=True)  # a bad offer never costs a slot, or an eviction
@@ -554,6 +564,7 @@ class SessionManager:
             executor=self._executor,
             budget_ms=self._budget_ms,
             on_closed=self._forget,
+            face_settings=face_settings,
         )
         session.owner = owner
         self.sessions[session_id] = session

@@ -1,14 +1,15 @@
 """WHIP (RFC 9725): POST /whip creates a session from an SDP offer; DELETE /whip/{id} ends it.
 
 The publisher gets its processed video back on the same peer connection (sendrecv). Query: ?source=<id>
-(else the configured default source) and ?processors=face_swapper,face_enhancer (or none: pass-through).
+(else the configured default source) and ?processors=face_swapper,face_enhancer (or none: pass-through);
+?mask=mouth,eyes|mouth|eyes|none (target regions kept), ?faces=many|one|reference (&reference=<source id>).
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from engines.frames import PROCESSORS, SourceFace
+from engines.frames import FACE_SELECTORS, MASK_REGIONS, PROCESSORS, FaceSettings, SourceFace
 from gateway.errors import (
     BadRequest,
     NotFound,
@@ -80,6 +81,39 @@ def owned_session(request: web.Request) -> Session:
     return session
 
 
+def choose_face_settings(request: web.Request) -> FaceSettings | None:
+    """?mask= and ?faces= (with ?reference=): None when neither is given (the gateway's defaults apply)."""
+    q = request.query
+    if "mask" not in q and "faces" not in q:
+        return None
+    proc = request.app[CONFIG].processing
+    keep = proc.mask_regions
+    if "mask" in q:
+        keep = tuple(r.strip() for r in q["mask"].split(",") if r.strip() and r.strip().lower() != "none")
+        bad = [r for r in keep if r not in MASK_REGIONS]
+        if bad:
+            known = ", ".join((*MASK_REGIONS, "none"))
+            raise BadRequest(f"unknown mask region(s) {', '.join(bad)} (known: {known})")
+    selector = q.get("faces", proc.face_selector)
+    if selector not in FACE_SELECTORS:
+        raise BadRequest(f"unknown ?faces={selector} (known: {', '.join(FACE_SELECTORS)})")
+    reference = None
+    if selector == "reference":
+        pipeline = request.app[STATE].pipeline
+        if not getattr(pipeline, "supports_reference", False):
+            raise Unprocessable("?faces=reference needs the ArcFace embedder (arcface_w600k_r50), which is "
+                                "not installed here: see `python -m engines.models list`")
+        rid = q.get("reference")
+        if not rid:
+            raise BadRequest("?faces=reference needs ?reference=<source id> (upload it with POST /sources)")
+        state = request.app[STATE]
+        reference = state.sources.get(rid)
+        visible = rid == state.default_source_id or principal_of(request).owns(state.sources.owner(rid))
+        if reference is None or not visible:  # another tenant's image is as unknown as a missing one
+            raise NotFound(f"no source {rid!r} for ?reference= (upload one with POST /sources)")
+    return FaceSettings(keep_regions=keep, selector=selector, reference=reference)
+
+
 async def options_whip(request: web.Request) -> web.Response:
     headers = dict(CORS)
     headers["Accept-Post"] = SDP_TYPE
@@ -96,6 +130,7 @@ async def post_whip(request: web.Request) -> web.Response:
     processors = choose_processors(request.query.get("processors"), config.processing.processors)
     source = choose_source(request)
     owner = principal_of(request).tenant
+    face_settings = choose_face_settings(request)
     try:
         session, answer = await sessions_of(request.app).create(
             offer,
@@ -103,6 +138,7 @@ async def post_whip(request: web.Request) -> web.Response:
             processors=processors,
             owner=owner,
             owner_limit=tenant_limit(config.auth.all_tenants, owner),
+            face_settings=face_settings,
         )
     except SdpError as exc:
         raise BadRequest(str(exc)) from None
