@@ -46,6 +46,7 @@ from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output
+from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, Outcome
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from gateway.rtc.offer_rules import OfferStructure, make_answerable, restore_unusable_audio
@@ -177,6 +178,7 @@ class Session:
         self._frame_ids = itertools.count()
         self._last_processed: np.ndarray | None = None
         self._closing: asyncio.Task[None] | None = None
+        self.audio = SessionAudio(config.audio)  # Opus relay + the capture clock both streams' SRs use
         self.etag = secrets.token_hex(8)
         self.owner: str | None = None  # the tenant that created it (gateway.tenants)
         self.viewer_token = secrets.token_urlsafe(24)  # WHEP may watch this session with it, nothing else
@@ -226,6 +228,7 @@ class Session:
                 self.last_frame_s = arrival
                 frame_id = self._next_frame_id()
                 completed = frame_completed_at(receiver, frame.pts)
+                self.audio.on_video_frame(int(frame.pts or 0), arrival if completed is None else completed)
                 image = await loop.run_in_executor(self._executor, _to_rgb, frame)
                 decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
                 options = self._monitor.frame_options(self.processors)
@@ -350,6 +353,7 @@ class Session:
         encoder = self.encoder_for(codec)
         sender = pc.addTrack(encoder.subscribe())
         encoder.bind_sender(sender)
+        self.audio.stamp_video(sender)
         _answer_with(pc, codec)
 
     # --- viewers --------------------------------------------------------------------------------------------
@@ -373,6 +377,7 @@ class Session:
             )
             self.subscribe(pc, codec)
             _silence_unusable_audio(pc, offer.structure)
+            self.audio.attach_viewer(pc)
             await pc.setLocalDescription(await pc.createAnswer())
             answer = restore_unusable_audio(pc.localDescription.sdp, offer.structure)
         except BaseException as exc:
@@ -421,6 +426,7 @@ class Session:
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
+        self.audio.close()
         for viewer_id in list(self.viewers):
             with _logged_failure(f"session {self.id}: closing viewer {viewer_id}"):
                 await self.remove_viewer(viewer_id)
@@ -445,6 +451,7 @@ class Session:
             "frames_out": self.counters.frames_out,
             "drops": dict(self.counters.drops),
             "viewers": len(self.viewers),
+            "audio": self.audio.stats(),
         }
 
 
@@ -586,6 +593,7 @@ class SessionManager:
             else:
                 _answer_with(pc, offer.codec)
             _silence_unusable_audio(pc, offer.structure)
+            session.audio.attach_publisher(pc)
             await pc.setLocalDescription(await pc.createAnswer())
             answer = restore_unusable_audio(pc.localDescription.sdp, offer.structure)
         except BaseException as exc:

@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-sizes", type=int, nargs="+",
                    help="sweep: embedded gateway --max-batch values (remote: observed, reported)")
     p.add_argument("--fps", type=float, default=15.0, help="frames per second per job (default 15)")
+    p.add_argument("--audio", action="store_true",
+                   help="each job also sends Opus (a click a second) and a WHEP viewer per job measures the "
+                        "A/V offset the gateway's sender reports give (report: jobs[].av_offset_ms)")
     p.add_argument("--test-cases", type=parse_test_cases, default=["single_face"],
                    help="comma list: single_face, multi_face (each its own run)")
     p.add_argument("--source-video", type=Path, help="single_face: frames of this clip instead of the still")
@@ -153,6 +156,12 @@ def result_table(runs: list[dict[str, Any]], capacity: dict[str, Any] | None) ->
                   str(fr["lost"]),
                   str(fr["repeated"]), f"{r['fps_per_job']['mean']:.1f}",
                   "[green]ok[/]" if r["slo_met"] else "[red]MISS[/]")
+        for job in r.get("jobs", []):
+            av_ms = job.get("av_offset_ms")
+            if av_ms:
+                t.add_row(f"  job {job['job']} A/V ms", "", f"{av_ms['p50']:+.1f}", f"{av_ms['p95']:+.1f}",
+                          f"p5 {av_ms['p5']:+.1f}", f"n={av_ms['count']}", "", "", "", "", "",
+                          "[green]ok[/]" if -45 <= av_ms["p5"] and av_ms["p95"] <= 125 else "[red]off[/]")
     if capacity is not None:
         t.caption = (f"capacity: {capacity['capacity']} concurrent jobs "
                      f"within {capacity['budget_ms']:g} ms p95")
@@ -216,7 +225,8 @@ async def _run_cells(args: argparse.Namespace, view: LiveView, console: Console
             console.print(f"starting embedded gateway{'' if batch is None else f' (max batch {batch})'} ...")
             url = await gateway.start()
         try:
-            client = ClientConfig(url=url, token=args.token, processors=args.session_processors)
+            client = ClientConfig(url=url, token=args.token, processors=args.session_processors,
+                                  audio=args.audio)
             if not args.no_source:
                 image = args.source_image or media_path(media_root, "astronaut.png")
                 async with aiohttp.ClientSession() as http:
