@@ -39,6 +39,8 @@ from gateway.errors import BadRequest, NotFound, Unavailable
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output
 from gateway.monitoring.records import FrameRecord, Outcome
+from gateway.rtc.dtls import answer_as_dtls_server, watch_dtls
+from gateway.rtc.h264 import keep_offered_h264_profiles
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from gateway.rtc.receive import frame_completed_at
 from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer
@@ -338,6 +340,7 @@ class Session:
             raise Unavailable(f"session {self.id} already has {len(self.viewers)} viewers")
         viewer_id = secrets.token_urlsafe(12)
         pc = create_peer_connection(ice)
+        watch_dtls(pc, f"session {self.id} viewer {viewer_id}")
         self.viewers[viewer_id] = pc
 
         @pc.on("connectionstatechange")
@@ -347,6 +350,8 @@ class Session:
 
         try:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+            answer_as_dtls_server(pc)
+            keep_offered_h264_profiles(pc)
             self.subscribe(pc, codec)
             await pc.setLocalDescription(await pc.createAnswer())
         except Exception as exc:
@@ -465,6 +470,7 @@ class SessionManager:
         offer = check_offer(offer_sdp, need_send=True)
         session_id = secrets.token_urlsafe(12)
         pc = create_peer_connection(self.ice)
+        dtls = watch_dtls(pc, f"session {session_id}")
         session = Session(
             session_id,
             pc,
@@ -491,10 +497,12 @@ class SessionManager:
             if pc.connectionState == "connected" and session.connected_s is None:
                 session.connected_s = time.monotonic()
             elif pc.connectionState in ("failed", "closed"):
-                session.schedule_close(f"peer {pc.connectionState}")
+                session.schedule_close(dtls.close_reason(pc.connectionState))
 
         try:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+            answer_as_dtls_server(pc)
+            keep_offered_h264_profiles(pc)
             video = next(t for t in pc.getTransceivers() if t.kind == "video")
             if video.direction in ("sendrecv", "recvonly"):  # our view: we receive, and send back if asked
                 session.subscribe(pc, offer.codec)
