@@ -39,6 +39,7 @@ from gateway.errors import BadRequest, NotFound, Unavailable
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output
 from gateway.monitoring.records import FrameRecord, Outcome
+from gateway.rtc.codecs import answer_video_codec
 from gateway.rtc.dtls import answer_as_dtls_server, watch_dtls
 from gateway.rtc.h264 import keep_offered_h264_profiles
 from gateway.rtc.ice import IceConfig, create_peer_connection
@@ -352,6 +353,7 @@ class Session:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
             answer_as_dtls_server(pc)
             keep_offered_h264_profiles(pc)
+            answer_video_codec(pc, codec)
             self.subscribe(pc, codec)
             await pc.setLocalDescription(await pc.createAnswer())
         except Exception as exc:
@@ -503,6 +505,7 @@ class SessionManager:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
             answer_as_dtls_server(pc)
             keep_offered_h264_profiles(pc)
+            answer_video_codec(pc, offer.codec)
             video = next(t for t in pc.getTransceivers() if t.kind == "video")
             if video.direction in ("sendrecv", "recvonly"):  # our view: we receive, and send back if asked
                 session.subscribe(pc, offer.codec)

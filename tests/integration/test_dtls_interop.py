@@ -178,3 +178,23 @@ async def test_h264_answer_keeps_the_offered_profile(frames: list[np.ndarray]) -
         finally:
             track.stop()
             await pc.close()
+
+
+async def test_offer_listing_h264_before_vp8_gets_decodable_video_back(frames: list[np.ndarray]) -> None:
+    """Safari and many non-browser publishers list H.264 first. The fan-out encodes VP8 for them; the answer
+    must name VP8 alone, or aiortc's sender labels VP8 packets as H.264 (connected, nothing decodable)."""
+    async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
+        pc, track, transceiver = _foreign_publisher(None, frames)
+        caps = RTCRtpSender.getCapabilities("video").codecs
+        rank = {"video/h264": 0, "video/vp8": 1, "video/rtx": 2}
+        transceiver.setCodecPreferences(sorted(caps, key=lambda c: rank[c.mimeType.lower()]))
+        received = Received()
+        try:
+            answer, _ = await _whip(http, gw.url, pc, lambda sdp: sdp)
+            assert re.findall(r"^a=rtpmap:\d+ ([\w-]+)/", answer, re.M) == ["VP8", "rtx"], answer
+            task = asyncio.ensure_future(consume(transceiver.receiver.track, track.sent, received))
+            assert await wait_for(lambda: len(received.ids) >= 10, 30), pc.connectionState
+            task.cancel()
+        finally:
+            track.stop()
+            await pc.close()

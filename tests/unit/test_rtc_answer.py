@@ -8,6 +8,7 @@ import pytest
 from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from OpenSSL import SSL
 
+from gateway.rtc.codecs import only_codec
 from gateway.rtc.dtls import DTLS_CIPHERS, answer_as_dtls_server, ssl_error_reason, watch_dtls
 from gateway.rtc.h264 import answer_profile_level_id, keep_offered_h264_profiles
 
@@ -98,3 +99,21 @@ def test_client_context_offers_rsa_suites_too() -> None:
 def test_ssl_error_reason_reads_openssls_queue() -> None:
     assert ssl_error_reason(SSL.Error([("SSL routines", "", "no shared cipher")])) == "no shared cipher"
     assert ssl_error_reason(SSL.Error([])) == ""
+
+
+def test_only_codec_keeps_the_codec_and_its_rtx() -> None:
+    from aiortc.rtcrtpparameters import RTCRtpCodecParameters
+
+    def fmt(mime: str, pt: int, **params: object) -> RTCRtpCodecParameters:
+        return RTCRtpCodecParameters(mimeType=mime, clockRate=90000, payloadType=pt, parameters=dict(params))
+
+    offered = [
+        fmt("video/H264", 102, **{"profile-level-id": "42e01f"}),
+        fmt("video/rtx", 103, apt=102),
+        fmt("video/VP8", 96),
+        fmt("video/rtx", 97, apt=96),
+        fmt("video/H264", 104, **{"profile-level-id": "42001f"}),
+    ]
+    assert [c.payloadType for c in only_codec(offered, "VP8")] == [96, 97]
+    assert [c.payloadType for c in only_codec(offered, "H264")] == [102, 103, 104]
+    assert only_codec(offered, "AV1") == []
