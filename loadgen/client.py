@@ -30,6 +30,7 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 
 from gateway.rtc.ice import IceConfig, create_peer_connection
+from loadgen.impair import Impairment, impair_peer_connection
 from loadgen.stamp import read_stamp
 from loadgen.stats import Event, FrameReceived, FrameSent, JobJoined
 from loadgen.synth import FrameLoop
@@ -50,6 +51,7 @@ class ClientConfig:
     loopback_only: bool | None = None  # None: decide from the URL's host
     source_id: str | None = None       # ?source= (a face uploaded with POST /sources); None: gateway default
     processors: str | None = None      # ?processors=face_swapper,face_enhancer; None: gateway default
+    network: Impairment | None = None  # impair this job's link, both directions (loadgen.impair)
 
     def whip_url(self) -> str:
         base = urljoin(self.url.rstrip("/") + "/", self.whip_path.lstrip("/"))
@@ -170,6 +172,8 @@ class WhipJob:
     async def _join(self) -> None:
         pc = create_peer_connection(self.config.ice())
         self._pc = pc
+        if self.config.network is not None:
+            impair_peer_connection(pc, self.config.network, seed=self.job)
         pc.addTrack(StampedVideoTrack(self._loop, self._fps, self.job, self._emit))
 
         @pc.on("track")
