@@ -43,7 +43,7 @@ from gateway.rtc.codecs import answer_video_codec
 from gateway.rtc.dtls import answer_as_dtls_server, watch_dtls
 from gateway.rtc.h264 import keep_offered_h264_profiles
 from gateway.rtc.ice import IceConfig, create_peer_connection
-from gateway.rtc.receive import frame_completed_at
+from gateway.rtc.receive import frame_completed_at, recovery_counters
 from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer
 from gateway.scheduler import ScheduledFrame
 
@@ -412,6 +412,12 @@ class Session:
             "frames_out": self.counters.frames_out,
             "drops": dict(self.counters.drops),
             "viewers": len(self.viewers),
+            # network: what the receivers let the encoder send; how the publisher's stream was repaired
+            "send_bitrate": {codec: e.bitrate.snapshot(now) for codec, e in self.encoders.items()},
+            "receive_recovery": next(
+                (recovery_counters(r) for r in self.pc.getReceivers() if r.track and r.track.kind == "video"),
+                None,
+            ),
         }
 
 

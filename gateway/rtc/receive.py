@@ -17,6 +17,9 @@ Version guard: the receiver keeps its buffer in the name-mangled attribute
 On another aiortc version whose internals differ, nothing is changed and a warning is logged (the
 connection still works, with stock latency); `apply_low_latency_receive` returns False in that case.
 
+The buffer also repairs loss (gateway.rtc.recovery: NACKs repeated, a hole or a backlog skipped to the newest
+keyframe, PLI repeated until one arrives); stock aiortc NACKs once and then waits for 512 newer packets.
+
 The buffer also remembers when each frame was completed (`time.monotonic()`), keyed like the `pts` aiortc
 gives the decoded frame, so the gateway can time decode + hand-off (`frame_completed_at`).
 """
@@ -240,3 +243,11 @@ def frame_completed_at(receiver: RTCRtpReceiver, pts: int | None) -> float | Non
     if pts is None or not isinstance(buffer, MarkerJitterBuffer):
         return None
     return buffer.completed_at(pts)
+
+
+def recovery_counters(receiver: RTCRtpReceiver) -> dict[str, int] | None:
+    """NACKs repeated, gaps skipped, keyframes asked for, frames held here (None: stock buffer)."""
+    buffer = getattr(receiver, _RECEIVER_BUFFER_ATTR, None)
+    if not isinstance(buffer, MarkerJitterBuffer):
+        return None
+    return dict(vars(buffer.recovery.counters))
