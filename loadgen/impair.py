@@ -178,7 +178,7 @@ class ImpairedLink:
         return {"outgoing": self.outgoing.counters(), "incoming": self.incoming.counters()}
 
 
-def _impair_connection(connection: Any, link: ImpairedLink) -> None:
+def _impair_connection(connection: Any, link: ImpairedLink, directions: str) -> None:
     if getattr(connection, _MARK, None) is link:
         return
     setattr(connection, _MARK, link)
@@ -208,17 +208,24 @@ def _impair_connection(connection: Any, link: ImpairedLink) -> None:
         if at is not None:
             loop.call_at(at, receive, data, component)
 
-    connection.sendto = sendto
-    connection.data_received = data_received
+    if directions in ("both", "outgoing"):
+        connection.sendto = sendto
+    if directions in ("both", "incoming"):
+        connection.data_received = data_received
 
 
-def _impair_dtls(dtls_transport: Any, link: ImpairedLink) -> None:
-    _impair_connection(dtls_transport.transport.iceGatherer._connection, link)
+def _impair_dtls(dtls_transport: Any, link: ImpairedLink, directions: str) -> None:
+    _impair_connection(dtls_transport.transport.iceGatherer._connection, link, directions)
 
 
-def impair_peer_connection(pc: RTCPeerConnection, impairment: Impairment, seed: int = 0) -> ImpairedLink:
-    """Impair every datagram `pc` sends or receives (see the module docstring). Call before
-    `setLocalDescription`/`setRemoteDescription`, on the event loop. Returns the link (drop counters)."""
+def impair_peer_connection(
+    pc: RTCPeerConnection, impairment: Impairment, seed: int = 0, directions: str = "both"
+) -> ImpairedLink:
+    """Impair every datagram `pc` sends or receives (see the module docstring); `directions` "incoming" or
+    "outgoing" impairs one way only (a slow downlink, say). Call before `setLocalDescription` /
+    `setRemoteDescription`, on the event loop. Returns the link (drop counters)."""
+    if directions not in ("both", "incoming", "outgoing"):
+        raise ValueError(f"directions must be both, incoming or outgoing, got {directions!r}")
     if not hasattr(pc, _PC_DTLS_FACTORY):
         raise RuntimeError("this aiortc version has no per-connection transport hook; cannot impair")
     rng = random.Random(seed)
@@ -230,12 +237,12 @@ def impair_peer_connection(pc: RTCPeerConnection, impairment: Impairment, seed: 
     if impairment.is_clean:
         return link
     for transceiver in pc.getTransceivers():
-        _impair_dtls(transceiver.receiver.transport, link)
+        _impair_dtls(transceiver.receiver.transport, link, directions)
     original = getattr(pc, _PC_DTLS_FACTORY)
 
     def create_dtls_transport(*args: Any, **kwargs: Any) -> Any:
         transport = original(*args, **kwargs)
-        _impair_dtls(transport, link)
+        _impair_dtls(transport, link, directions)
         return transport
 
     setattr(pc, _PC_DTLS_FACTORY, create_dtls_transport)

@@ -106,16 +106,15 @@ class MarkerJitterBuffer(JitterBuffer):
         return self._packets[(self._origin + count) % self.capacity]  # type: ignore[operator]
 
     def _head_gap(self) -> int | None:
-        """Offset of the first missing packet from the origin that newer packets stand behind, else None."""
-        if self._origin is None:
+        """Offset of the first missing packet from the origin that newer packets stand behind, else None.
+        Cheap when nothing is missing (the common case): no scan at all."""
+        highest = self.recovery.highest
+        if self._origin is None or highest is None or not self.recovery.has_missing:
             return None
-        gap = None
-        for count in range(self.capacity):
+        span = min((highest - self._origin) & 0xFFFF, self.capacity - 1)
+        for count in range(span):
             if self._slot(count) is None:
-                if gap is None:
-                    gap = count
-            elif gap is not None:
-                return gap
+                return count
         return None
 
     def _backlog(self) -> int:
@@ -193,6 +192,13 @@ def _install_on_receiver(receiver: RTCRtpReceiver) -> bool:
     send_nack = getattr(receiver, "_send_rtcp_nack", None)
     if send_nack is not None:
         buffer.send_nack = _nack_sender(send_nack)
+
+        async def filtered_nack(ssrc: int, lost: list[int]) -> None:
+            wanted = buffer.recovery.filter_nack(lost, buffer._origin)
+            if wanted:
+                await send_nack(ssrc, wanted)
+
+        setattr(receiver, "_send_rtcp_nack", filtered_nack)  # noqa: B010 (instance-level, this receiver only)
     setattr(receiver, _RECEIVER_BUFFER_ATTR, buffer)
     return True
 

@@ -14,7 +14,7 @@ from aiortc import RTCSessionDescription
 
 from gateway.http.keys import sessions_of
 from gateway.rtc.ice import create_peer_connection
-from loadgen.impair import PROFILES, impair_peer_connection
+from loadgen.impair import PROFILES, Impairment, impair_peer_connection
 from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,
@@ -25,13 +25,21 @@ from tests.integration.conftest import (
     source_query,
 )
 
+# Tighter than the benchmark's 600 kbit/s, on the downlink only (aiortc's publisher never sends under 250
+# kbit/s): below the 500 kbit/s the encoder starts at, so it has to come down.
+# Its queue holds 500 ms: the sender has no pacer, so a keyframe leaves in one burst (see the README).
+BOTTLENECK = Impairment("bottleneck-250k", delay_ms=20, rate_kbps=250, queue_ms=500)
 
-async def _run(astronaut: np.ndarray, profile: str, seconds: float) -> dict[str, object]:
+
+async def _run(
+    astronaut: np.ndarray, profile: str | Impairment, seconds: float, directions: str = "both"
+) -> dict[str, object]:
     image = cv2.resize(astronaut, (320, 240))
     async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
         query = await source_query(http, gw.url, image)
         pc = create_peer_connection(LOOPBACK)
-        link = impair_peer_connection(pc, PROFILES[profile], seed=7)
+        impairment = profile if isinstance(profile, Impairment) else PROFILES[profile]
+        link = impair_peer_connection(pc, impairment, seed=7, directions=directions)
         track = StampedTrack([image], 15.0)
         transceiver = pc.addTransceiver(track, direction="sendrecv")
         await pc.setLocalDescription(await pc.createOffer())
@@ -93,10 +101,10 @@ async def test_stream_keeps_flowing_with_3_percent_loss_and_40ms_delay(astronaut
     assert result["frames_in"] >= 0.85 * result["sent"]  # the gateway's receive path recovered the uplink
 
 
-async def test_encoder_bitrate_follows_a_600kbit_bottleneck(astronaut: np.ndarray) -> None:
-    result = await _run(astronaut, "bottleneck-600k", 12.0)
+async def test_encoder_bitrate_follows_a_bottleneck(astronaut: np.ndarray) -> None:
+    result = await _run(astronaut, BOTTLENECK, 12.0, directions="incoming")
     bitrate = result["bitrate"]
-    assert bitrate["changes"] >= 1 and bitrate["target_bps"] <= 400_000, bitrate  # started at 500 kbit/s
+    assert bitrate["changes"] >= 1 and bitrate["target_bps"] <= 300_000, bitrate  # started at 500 kbit/s
     arrivals = result["arrivals"]
     late = [fid for t, fid in arrivals if t > result["start"] + 8.0]
-    assert len(late) >= 20, (len(late), bitrate, result["link"])  # flowing again at the lower rate
+    assert len(late) >= 15, (len(late), bitrate, result["link"])  # flowing again at the lower rate
