@@ -89,7 +89,7 @@ class MarkerJitterBuffer(JitterBuffer):
             if gap is not None and recovery.should_skip((self._origin + gap) & 0xFFFF, now):  # type: ignore[operator]
                 frame = self._jump_ahead(gap, now)
         elif self._backlog() > recovery.config.max_backlog_frames:
-            frame = self._jump_ahead(0, now) or frame
+            frame = self._jump_ahead(0, now, keyframe_only=True) or frame
         if self._origin is not None:
             recovery.forget_before(self._origin)
         if self.send_nack is not None:
@@ -129,9 +129,10 @@ class MarkerJitterBuffer(JitterBuffer):
             frames += packet.marker
         return frames
 
-    def _jump_ahead(self, after: int, now: float) -> JitterFrame | None:
-        """Drop everything before the newest keyframe start past offset `after`, else before the newest frame
-        start (a packet after a marker packet); tell the recovery which. Returns a frame now complete."""
+    def _jump_ahead(self, after: int, now: float, keyframe_only: bool = False) -> JitterFrame | None:
+        """Drop everything before the newest keyframe start past offset `after`, else (unless `keyframe_only`)
+        before the newest frame start (a packet after a marker packet); tell the recovery which. Returns a
+        frame now complete."""
         starts: list[tuple[int, bool]] = []
         previous = self._slot(after)
         for count in range(after + 1, self.capacity):
@@ -142,6 +143,8 @@ class MarkerJitterBuffer(JitterBuffer):
         if not starts:
             return None
         keyframes = [count for count, key in starts if key]
+        if keyframe_only and not keyframes:
+            return None
         self.remove(keyframes[-1] if keyframes else starts[-1][0])
         self.recovery.skipped(now, at_keyframe=bool(keyframes))
         return self._release_complete()

@@ -12,10 +12,11 @@ missing, so no timer task is needed):
 
 - NACK again every `nack_interval_s` for each packet still missing, at most `nack_retries` times (not
   while more than `max_nack_list` are missing);
-- a gap at the head of the buffer older than `give_up_s` is skipped, and so is a backlog of more than
+- a gap at the head of the buffer older than `give_up_s` is skipped: the buffer jumps to the newest keyframe
+  it holds, else to its newest frame start and then asks for a keyframe (PLI). A backlog of more than
   `max_backlog_frames` complete frames (aiortc takes one frame per arriving packet, so a backlog left by a
-  long gap would drain slowly and add seconds of latency): the buffer jumps to the newest keyframe it holds,
-  else to its newest frame start, and then asks for a keyframe (PLI);
+  long gap drains slowly) is skipped only when a keyframe is there to jump to: jumping to an inter frame
+  would freeze the picture until the next keyframe, measured worse than draining;
 - after a skip, frames are held back until a keyframe arrives (decoding inter frames against a missing
   reference would show corrupt pictures), and the PLI is repeated every `pli_interval_s` (it may be lost
   too).

@@ -65,6 +65,8 @@ async def _run(
         start = time.monotonic()
         await asyncio.sleep(seconds)
         reader.cancel()
+        async with http.get(gw.url + "/sessions") as resp:
+            (listed,) = (await resp.json())["sessions"]
         encoder = session.encoders["VP8"]
         gateway_buffer = session.pc.getReceivers()[0]._RTCRtpReceiver__jitter_buffer  # type: ignore[attr-defined]
         client_buffer = transceiver.receiver._RTCRtpReceiver__jitter_buffer  # type: ignore[attr-defined]
@@ -77,6 +79,7 @@ async def _run(
             "gateway_recovery": gateway_buffer.recovery.counters,
             "client_recovery": client_buffer.recovery.counters,
             "frames_in": session.counters.frames_in,
+            "listed": listed,
         }
         track.stop()
         await pc.close()
@@ -99,6 +102,8 @@ async def test_stream_keeps_flowing_with_3_percent_loss_and_40ms_delay(astronaut
     # never frozen longer than a NACK round or a keyframe round trip allow (was: 15-30 s, 1 run in 3)
     assert _longest_gap(arrivals, start + 1.5, start + 10.0) < 1.5, result
     assert result["frames_in"] >= 0.85 * result["sent"]  # the gateway's receive path recovered the uplink
+    recovery = result["listed"]["receive_recovery"]  # what GET /sessions tells the operator
+    assert set(recovery) == {"nacks_resent", "gaps_skipped", "keyframe_requests", "frames_held"}
 
 
 async def test_encoder_bitrate_follows_a_bottleneck(astronaut: np.ndarray) -> None:
@@ -108,3 +113,4 @@ async def test_encoder_bitrate_follows_a_bottleneck(astronaut: np.ndarray) -> No
     arrivals = result["arrivals"]
     late = [fid for t, fid in arrivals if t > result["start"] + 8.0]
     assert len(late) >= 15, (len(late), bitrate, result["link"])  # flowing again at the lower rate
+    assert result["listed"]["send_bitrate"]["VP8"]["target_bps"] == bitrate["target_bps"]
