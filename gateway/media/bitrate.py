@@ -22,7 +22,8 @@ Each receiver's estimate is the lower of
 Changing the rate of a libvpx/libx264 context opened through PyAV needs a new context (PyAV does not pass a
 new bit_rate to an open encoder; aiortc's own encoders re-create theirs for the same reason), and a new
 context starts with a keyframe. A session starts at `start_fraction` of max_bps (a keyframe at 1 Mbit/s
-overflows a 600 kbit/s link for seconds, measured) and climbs as the feedback allows. The target moves only
+overflows a 600 kbit/s link for seconds, measured) until its receivers' first reports: clean ones lift it to
+max_bps, lossy ones bring it down. The target moves only
 when it differs by at least `min_change` from the current rate: decreases at once (congestion), increases
 at most every `increase_hold_s`.
 

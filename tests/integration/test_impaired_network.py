@@ -114,3 +114,41 @@ async def test_encoder_bitrate_follows_a_bottleneck(astronaut: np.ndarray) -> No
     late = [fid for t, fid in arrivals if t > result["start"] + 8.0]
     assert len(late) >= 15, (len(late), bitrate, result["link"])  # flowing again at the lower rate
     assert result["listed"]["send_bitrate"]["VP8"]["target_bps"] == bitrate["target_bps"]
+
+
+async def test_pli_from_a_viewer_makes_the_next_encoded_frame_a_keyframe(astronaut: np.ndarray) -> None:
+    """Encode-once fan-out: the packets are encoded before any sender sees them, so a viewer's PLI must reach
+    the encoder (FanoutEncoder.bind_sender) or a viewer that lost a keyframe would never recover."""
+    import re
+
+    from tests.integration.conftest import publish, view, wait_for
+
+    image = cv2.resize(astronaut, (320, 240))
+    async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
+        publisher = await publish(http, gw.url, [image], query=await source_query(http, gw.url, image))
+        session_id = publisher.location.rsplit("/", 1)[-1]
+        viewer = await view(http, gw.url, session_id, publisher.sender_track.sent)  # type: ignore[union-attr]
+        try:
+            assert await wait_for(lambda: len(viewer.received.ids) >= 10, 20)
+            encoder = sessions_of(gw.app).get(session_id).encoders["VP8"]
+            # the first clean receiver reports lift the start rate to max (an encoder restart = a keyframe)
+            assert await wait_for(lambda: encoder.bitrate.current_bps == 1_000_000, 10)
+            await asyncio.sleep(0.5)
+            keyframes: list[bool] = []
+            publish_packets = encoder.publish
+
+            def recording(packets: list) -> None:  # type: ignore[type-arg]
+                keyframes.extend(p.is_keyframe for p in packets)
+                publish_packets(packets)
+
+            encoder.publish = recording  # type: ignore[method-assign]
+            await asyncio.sleep(1.0)
+            assert keyframes and not any(keyframes)  # steady state: inter frames only
+            ssrc = int(re.findall(r"^a=ssrc:(\d+)", viewer.pc.remoteDescription.sdp, re.M)[0])
+            keyframes.clear()
+            await viewer.pc.getTransceivers()[0].receiver._send_rtcp_pli(ssrc)  # type: ignore[attr-defined]
+            assert await wait_for(lambda: any(keyframes), 3.0), keyframes
+            assert keyframes.index(True) <= 2  # the next frame or the one after (one may be in flight)
+        finally:
+            await viewer.close()
+            await publisher.close()
