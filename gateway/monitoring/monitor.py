@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,6 +105,7 @@ class Monitor:
         self.config = config
         self._clock = clock
         self._lock = threading.Lock()
+        self._scheduler_stats: Callable[[], Mapping[str, float]] | None = None
         writer = (
             JsonlRotatingWriter(config.event_log, config.event_log_max_bytes, config.event_log_backups)
             if config.event_log is not None
@@ -474,8 +475,14 @@ class Monitor:
             close_reason=s.close_reason,
         )
 
+    def watch_scheduler(self, stats: Callable[[], Mapping[str, float]]) -> None:
+        """Include the batcher's counters (why batches left, sizes) in every snapshot. Snapshots must then be
+        taken on the scheduler's event loop thread (the HTTP handlers are)."""
+        self._scheduler_stats = stats
+
     def snapshot(self) -> StatsSnapshot:
         t0 = time.thread_time()
+        scheduler = dict(self._scheduler_stats()) if self._scheduler_stats is not None else {}
         now = self._clock()
         cfg = self.config
         with self._lock:
@@ -543,6 +550,7 @@ class Monitor:
                 events=tuple(e.as_dict() for e in self.events.recent(50)),
                 event_counts=self.events.counts_by_kind(),
                 monitor=cost,
+                scheduler=scheduler,
             )
             self._snapshot_s += time.thread_time() - t0
         return snap

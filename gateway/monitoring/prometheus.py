@@ -62,6 +62,13 @@ class SnapshotCollector(Collector):
         for reason, n in sorted(s.dropped.items()):
             drops.add_metric([reason], n)
         yield drops
+        dispatch = CounterMetricFamily(
+            "livefuse_batch_dispatch", "Batches started, by why they left the queue", labels=["reason"]
+        )
+        for key, count in sorted(s.scheduler.items()):
+            if key.startswith("dispatch_"):
+                dispatch.add_metric([key[len("dispatch_"):]], count)
+        yield dispatch
         rejects = CounterMetricFamily("livefuse_rejects", "Sessions refused, by reason", labels=["reason"])
         for reason, n in sorted(s.rejects.items()):
             rejects.add_metric([reason], n)

@@ -39,6 +39,9 @@ bytes;
     events           [{t, seq, kind, message, data}]  the latest 50;  event_counts: {kind: n}
     monitor          {cpu_fraction_of_core, sampler_cpu_s, record_cpu_s, snapshot_cpu_s, record_us_per_frame,
                       samples, sampler_errors, event_write_errors}   what the monitor itself costs
+    scheduler        {dispatch_reasons: {full, deadline, max_delay, partner_not_expected, wait_not_worth_it},
+                      batches_run, batches_waited, mean_batch_size, est_*_ms, ...}  the batcher's own counters
+                      (totals since start; {} before the scheduler exists); why each batch left
 """
 
 from __future__ import annotations
@@ -164,6 +167,7 @@ class StatsSnapshot:
     events: tuple[dict[str, object], ...] = ()
     event_counts: dict[str, int] = field(default_factory=dict)
     monitor: MonitorCost | None = None
+    scheduler: dict[str, float] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -222,4 +226,14 @@ class StatsSnapshot:
             "events": [dict(e) for e in self.events],
             "event_counts": dict(self.event_counts),
             "monitor": None if self.monitor is None else self.monitor.to_dict(),
+            "scheduler": _scheduler_dict(self.scheduler),
         }
+
+
+def _scheduler_dict(flat: dict[str, float]) -> dict[str, object]:
+    """The scheduler's flat counters, with `dispatch_<reason>` gathered under `dispatch_reasons`."""
+    prefix = "dispatch_"
+    out: dict[str, object] = {k: v for k, v in flat.items() if not k.startswith(prefix)}
+    if flat:
+        out["dispatch_reasons"] = {k[len(prefix):]: int(v) for k, v in flat.items() if k.startswith(prefix)}
+    return out

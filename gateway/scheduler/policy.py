@@ -10,10 +10,13 @@ Frames from every session meet here. The rules (DESIGN.md conventions 2-4):
 * **Fair.** Eligible frames are taken oldest-first (by submit time). With one pending frame per session, a
   batch never holds two frames of one session and a busy session cannot starve the others.
 * **When to flush.** Only while a worker is free. A batch leaves when (a) `max_batch` eligible frames wait,
-  (b) the oldest eligible frame has waited `max_queue_delay_ms`, (c) no other active session could add a frame
-  to it (every session that submitted within `active_horizon_s` already has a frame pending or in flight -- so
-  waiting would only add latency; a lone session never waits), or (d) waiting for (b) would make a frame miss
-  its deadline.
+  (b) the oldest eligible frame has waited `max_queue_delay_ms`, (c) no partner is worth waiting for, or
+  (d) waiting for (b) would make a frame miss its deadline. For (c), `batch_wait="cost"` (the default) waits
+  only for sessions whose next frame is predicted to arrive before the cap, and only when the estimator's
+  batch costs say waiting lowers the frames' summed latency (see `partners`: on the CPU it almost never
+  does); `batch_wait="window"` waits whenever any active session (submitted within `active_horizon_s`) is
+  neither pending nor in flight -- the fixed window, kept for comparison. A lone session never waits.
+  Each batch's reason is counted (`dispatch_<reason>` in `stats()`).
 * **Deadlines.** A frame is rejected (DROPPED_DEADLINE, never processed) when even a batch of one would finish
   after its deadline; `budget_ms` after arrival caps every deadline. A frame that could finish alone but
   not in the full batch is not rejected: the batch is shrunk (newest frames stay pending for the next
@@ -33,6 +36,17 @@ from dataclasses import dataclass
 from engines.frames import FrameItem, FrameOutput
 from gateway.monitoring.records import Outcome
 from gateway.scheduler.estimator import BatchTimeEstimator
+from gateway.scheduler.partners import (
+    DEADLINE,
+    DISPATCH_REASONS,
+    FULL,
+    MAX_DELAY,
+    PARTNER_NOT_EXPECTED,
+    ArrivalTracker,
+    WaitChoice,
+    choose_wait,
+    partner_arrivals,
+)
 
 # Timer wake-ups may land a hair before the instant they were armed for; treat that as "on time".
 _EPS_S = 1e-6
@@ -44,8 +58,11 @@ class SchedulerConfig:
     max_queue_delay_ms: float = 4.0
     workers: int = 1
     budget_ms: float = 150.0
+    batch_wait: str = "cost"   # "cost": wait for partners only when it pays; "window": the fixed window
 
     def __post_init__(self) -> None:
+        if self.batch_wait not in ("cost", "window"):
+            raise ValueError(f"batch_wait must be 'cost' or 'window', got {self.batch_wait!r}")
         if self.max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {self.max_batch}")
         if self.max_queue_delay_ms < 0:
@@ -89,6 +106,7 @@ class Plan:
     items: tuple[Pending, ...]
     dispatched_s: float
     predicted_ms: float
+    reason: str = FULL
 
     @property
     def frames(self) -> list[FrameItem]:
@@ -124,10 +142,13 @@ class BatchPolicy:
         self._last_submit: dict[str, float] = {}
         self._in_flight: dict[int, Plan] = {}
         self._busy_sessions: set[str] = set()
+        self._arrivals = ArrivalTracker()
+        self._held: set[int] = set()  # tickets a wait decision held back (counted once dispatched)
         self._tickets = itertools.count(1)
         self._batch_ids = itertools.count(1)
         self._counts: dict[str, int] = {"submitted": 0, "batches": 0, "batched_items": 0, "processed": 0,
-                                        "stale": 0, "deadline": 0, "errors": 0}
+                                        "stale": 0, "deadline": 0, "errors": 0, "waited": 0}
+        self._reasons: dict[str, int] = dict.fromkeys(DISPATCH_REASONS, 0)
 
     # --- inputs -------------------------------------------------------------------------------------------
 
@@ -154,12 +175,14 @@ class BatchPolicy:
             resolved.append(self._drop(old, Outcome.DROPPED_STALE, now))
         self._pending[session_id] = Pending(ticket, session_id, frame_id, item, arrival_s, deadline, now)
         self._last_submit[session_id] = now
+        self._arrivals.observe(session_id, now)
         self._counts["submitted"] += 1
         return ticket, resolved
 
     def remove_session(self, session_id: str, now: float) -> list[Resolution]:
         """Forget a session; its pending frame resolves stale. A frame in flight still completes normally."""
         self._last_submit.pop(session_id, None)
+        self._arrivals.forget(session_id)
         old = self._pending.get(session_id)
         return [self._drop(old, Outcome.DROPPED_STALE, now)] if old is not None else []
 
@@ -185,12 +208,19 @@ class BatchPolicy:
         flush_at = candidates[0].enqueued_s + self._config.max_queue_delay_ms / 1000.0
         predicted_s = self._estimator.predict_ms(len(candidates)) / 1000.0
         urgent_at = min(p.deadline_s for p in candidates) - predicted_s
-        ready = (len(candidates) >= limit
-                 or now + _EPS_S >= flush_at
-                 or now + _EPS_S >= urgent_at
-                 or not self._others_may_come(now))
-        if not ready:
-            return Decision(None, tuple(resolved), _earliest(wake, flush_at, urgent_at))
+        if len(candidates) >= limit:
+            reason = FULL
+        elif now + _EPS_S >= urgent_at:
+            reason = DEADLINE
+        elif now + _EPS_S >= flush_at:
+            reason = MAX_DELAY
+        else:
+            choice = self._wait_choice(now, len(candidates), limit, min(flush_at, urgent_at))
+            if choice.wait_until is not None:
+                self._held.add(candidates[0].ticket)
+                wake_at = _earliest(wake, choice.wait_until, flush_at, urgent_at)
+                return Decision(None, tuple(resolved), wake_at)
+            reason = choice.reason
 
         batch = candidates
         predicted_ms = self._estimator.predict_ms(len(batch))
@@ -198,8 +228,12 @@ class BatchPolicy:
             batch = batch[:-1]
             predicted_ms = self._estimator.predict_ms(len(batch))
 
-        plan = Plan(next(self._batch_ids), tuple(batch), now, predicted_ms)
+        plan = Plan(next(self._batch_ids), tuple(batch), now, predicted_ms, reason)
+        self._reasons[reason] += 1
+        if any(p.ticket in self._held for p in batch):
+            self._counts["waited"] += 1
         for p in batch:
+            self._held.discard(p.ticket)
             del self._pending[p.session_id]
             self._busy_sessions.add(p.session_id)
         self._in_flight[plan.batch_id] = plan
@@ -260,7 +294,9 @@ class BatchPolicy:
             "errors": float(c["errors"]),
             "est_batch_ms": self._estimator.predict_ms(self._max_batch),
             "est_single_ms": self._estimator.predict_ms(1),
+            "batches_waited": float(c["waited"]),
         }
+        out.update({f"dispatch_{r}": float(n) for r, n in self._reasons.items()})
         out.update(self._estimator.snapshot())
         return out
 
@@ -268,6 +304,7 @@ class BatchPolicy:
 
     def _drop(self, p: Pending, outcome: Outcome, now: float) -> Resolution:
         del self._pending[p.session_id]
+        self._held.discard(p.ticket)
         self._counts["stale" if outcome is Outcome.DROPPED_STALE else "deadline"] += 1
         return p.ticket, ScheduledFrame(outcome, None, max(0.0, (now - p.enqueued_s) * 1000.0), 0, 0.0)
 
@@ -285,11 +322,25 @@ class BatchPolicy:
         single_s = self._estimator.predict_ms(1) / 1000.0
         return min(p.deadline_s for p in self._pending.values()) - single_s + 2 * _EPS_S
 
+    def _wait_choice(self, now: float, present: int, limit: int, horizon: float) -> WaitChoice:
+        """Wait for partners (and until when), or why not: the configured `batch_wait` rule."""
+        if self._config.batch_wait == "window":
+            if self._others_may_come(now):
+                return WaitChoice(horizon, "")
+            return WaitChoice(None, PARTNER_NOT_EXPECTED)
+        if not self._others_may_come(now):  # also forgets sessions gone quiet
+            return WaitChoice(None, PARTNER_NOT_EXPECTED)
+        partners = [s for s in self._last_submit if s not in self._pending and s not in self._busy_sessions]
+        return choose_wait(now, present, limit - present, partner_arrivals(self._arrivals, partners, now),
+                           horizon, self._estimator.predict_ms,
+                           free_worker_after=len(self._in_flight) + 1 < self._config.workers)
+
     def _others_may_come(self, now: float) -> bool:
         """Could an active session not yet pending add a frame to the next batch?"""
         horizon = now - self._active_horizon_s
         for sid in [s for s, last in self._last_submit.items() if last < horizon]:
             del self._last_submit[sid]  # went quiet without remove_session: stop waiting for it
+            self._arrivals.forget(sid)
         return any(s not in self._pending and s not in self._busy_sessions for s in self._last_submit)
 
 

@@ -77,11 +77,15 @@ async def test_real_pipeline_swaps_faces_and_monitor_reports(
             assert snapshot["frames"]["processed"] > 0 and snapshot["latency"]["server_ms"]["count"] > 0
             assert "face_swapper" in snapshot["latency"]["stages_ms"]
             assert session_id in [s["session_id"] for s in snapshot["sessions"]["list"]]
+            sched = snapshot["scheduler"]  # why each batch left the queue: one counted reason per batch
+            assert sched["batches_run"] > 0
+            assert sum(sched["dispatch_reasons"].values()) == sched["batches_run"]
             async with http.get(gw.url + "/metrics") as r:
                 assert r.status == 200
                 metrics = await r.text()
             assert _sample(metrics, 'livefuse_frames_total{outcome="processed"}') > 0, metrics[:2000]
             assert _sample(metrics, "livefuse_server_latency_seconds_count") > 0
+            assert _sample(metrics, 'livefuse_batch_dispatch_total{reason="partner_not_expected"}') > 0
         finally:
             await client.close()
 

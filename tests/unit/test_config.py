@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engines.models.store import default_model_dir
-from gateway.cli import build_config, build_parser, main
+from gateway.cli import UsageError, build_config, build_parser, main
 from gateway.config import GatewayConfig, ProcessingConfig, default_parallelism
 from gateway.media.late import LatePolicy
 from gateway.rtc.ice import LOOPBACK
@@ -62,6 +62,16 @@ def test_main_reads_the_toml_file(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert err.count("\n") == 1 and "max_bach" in err
 
 
+def test_face_flags() -> None:
+    config = _config(["--mask-regions", "none", "--face-selector", "one", "--poisson-blend"])
+    assert config.processing.mask_regions == () and config.processing.face_selector == "one"
+    assert config.processing.poisson_blend
+    padded = _config(["--mask-blur", "0.2", "--mask-padding", "10,0,5,0"]).processing
+    assert padded.mask_blur == 0.2 and padded.mask_padding == (10.0, 0.0, 5.0, 0.0)
+    assert _config(["--mask-regions", "eyes"]).processing.mask_regions == ("eyes",)
+    assert _config([]).processing.mask_regions == ("mouth", "eyes")
+
+
 def test_token_file(tmp_path: Path) -> None:
     secret = tmp_path / "token"
     secret.write_text("s3cret\n")
@@ -85,6 +95,11 @@ def test_token_file(tmp_path: Path) -> None:
         (["--providers", "cuda"], "CUDAExecutionProvider"),
         (["--providers", "tensorrt,cpu"], "TensorrtExecutionProvider"),
         (["--providers", "npu"], "npu"),
+        (["--mask-regions", "mouth,nose"], "nose"),
+        (["--face-selector", "everyone"], "everyone"),
+        (["--face-selector", "reference"], "?faces=reference"),
+        (["--mask-padding", "1,2,3"], "padding"),
+        (["--mask-blur", "2"], "blur"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -127,6 +142,14 @@ def test_engine_flags_reach_the_processing_config(tmp_path: Path) -> None:
     )
     p = config.processing
     assert (p.device_id, p.fp16, p.trt_cache_dir, p.intra_op_threads, p.contexts) == (1, True, tmp_path, 2, 3)
+
+
+def test_batch_wait_flag_reaches_the_scheduler_config() -> None:
+    assert _config([]).scheduler.batch_wait == "cost"
+    assert _config(["--batch-wait", "window"]).scheduler.batch_wait == "window"
+    assert _config([], {"batch-wait": "window"}).scheduler.batch_wait == "window"
+    with pytest.raises(UsageError, match="batch-wait"):
+        build_parser().parse_args(["--batch-wait", "sometimes"])
 
 
 def test_default_parallelism() -> None:

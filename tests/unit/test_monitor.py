@@ -117,6 +117,7 @@ def test_schema_of_the_stats_snapshot() -> None:
         "events",
         "event_counts",
         "monitor",
+        "scheduler",
     }
     summary_keys = {"count", "mean", "p50", "p95", "p99", "max"}
     assert set(d["system"]) >= {

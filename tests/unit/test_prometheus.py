@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from engines.frames import FrameItem
 from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.monitoring.prometheus import make_registry, render
 from gateway.monitoring.records import FrameRecord, Outcome
 from gateway.monitoring.routes import setup_monitoring_routes
+from gateway.scheduler.partners import DISPATCH_REASONS
+from gateway.scheduler.policy import BatchPolicy, SchedulerConfig
 
 
 def _frames(mon: Monitor, n: int, session: str = "s1") -> None:
@@ -140,3 +144,23 @@ def test_grafana_dashboard_uses_only_exported_metrics() -> None:
     assert len(exprs) >= 20 and used
     missing = sorted(m for m in used if m not in exported)
     assert missing == [], f"dashboard queries metrics /metrics does not export: {missing}"
+
+
+def test_scheduler_dispatch_reasons_reach_the_snapshot_and_metrics() -> None:
+    """A watched scheduler's counters appear in /api/stats (grouped) and /metrics (one series per reason)."""
+    mon = Monitor(MonitorConfig(nvml=False))
+    assert mon.snapshot_dict()["scheduler"] == {}
+    pol = BatchPolicy(SchedulerConfig())
+    mon.watch_scheduler(pol.stats)
+    before = mon.snapshot_dict()["scheduler"]
+    assert isinstance(before, dict) and before["dispatch_reasons"] == dict.fromkeys(DISPATCH_REASONS, 0)
+    pol.submit("a", 1, FrameItem(image=np.zeros((2, 2, 3), np.uint8), source=None), 0.0, 1e9, 0.0)
+    plan = pol.schedule(0.0).plan
+    assert plan is not None and plan.reason == "partner_not_expected"  # a lone session never waits
+    snap = mon.snapshot_dict()["scheduler"]
+    assert isinstance(snap, dict)
+    assert snap["dispatch_reasons"]["partner_not_expected"] == 1 and snap["batches_run"] == 1.0
+    fams = _families(render(make_registry(mon.snapshot)).decode())
+    got = {s.labels["reason"]: s.value for s in fams["livefuse_batch_dispatch"].samples  # type: ignore[attr-defined]
+           if s.name.endswith("_total")}
+    assert got == {**dict.fromkeys(DISPATCH_REASONS, 0.0), "partner_not_expected": 1.0}

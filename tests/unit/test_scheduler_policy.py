@@ -22,9 +22,11 @@ def _outputs(plan: Plan) -> list[FrameOutput]:
 
 
 def _policy(max_batch: int = 4, delay_ms: float = 4.0, workers: int = 1, budget_ms: float = 1e9,
-            estimator: BatchTimeEstimator | None = None) -> BatchPolicy:
+            estimator: BatchTimeEstimator | None = None, batch_wait: str = "window") -> BatchPolicy:
+    """The fixed-window rule by default: these tests pin the window's mechanics; the cost rule has its own
+    tests in test_scheduler_partners.py."""
     return BatchPolicy(SchedulerConfig(max_batch=max_batch, max_queue_delay_ms=delay_ms, workers=workers,
-                                       budget_ms=budget_ms), estimator)
+                                       budget_ms=budget_ms, batch_wait=batch_wait), estimator)
 
 
 def _submit(pol: BatchPolicy, sid: str, fid: int, now: float, deadline: float = FAR) -> int:
@@ -221,7 +223,8 @@ def test_budget_caps_the_callers_deadline() -> None:
 def test_urgent_item_flushes_before_the_queue_delay() -> None:
     est = BatchTimeEstimator()
     est.observe(1, 10.0)
-    pol = BatchPolicy(SchedulerConfig(max_batch=4, max_queue_delay_ms=20.0, budget_ms=1e9), est)
+    pol = BatchPolicy(SchedulerConfig(max_batch=4, max_queue_delay_ms=20.0, budget_ms=1e9,
+                                      batch_wait="window"), est)
     _submit(pol, "a", 1, now=0.0)
     _submit(pol, "b", 1, now=0.0)
     plan = pol.schedule(0.0).plan

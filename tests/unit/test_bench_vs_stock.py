@@ -1,0 +1,122 @@
+"""scripts/bench_vs_stock.py's pure parts: the CPU/frame window, the point at capacity, the comparison."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_vs_stock", REPO / "scripts" / "bench_vs_stock.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_vs_stock"] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+bvs = _load()
+
+
+def _point(jobs: int, p95: float | None, ok: bool, cpu: float | None = 10.0, p50: float | None = 20.0
+           ) -> object:
+    return bvs.Point(jobs, p50, p95, 1.0 if ok else 0.7, ok, True, cpu, 15.0 * jobs)
+
+
+def test_server_window_uses_one_pair_of_samples_inside_the_window() -> None:
+    S = bvs.ServerSample
+    samples = [S(0.0, 1.0, 0), S(1.0, 1.5, 10), S(2.0, 2.0, 40), S(3.0, 2.3, 70), S(9.0, 9.0, 71)]
+    w = bvs.server_window(samples, start=0.5, end=3.5)
+    assert w is not None
+    assert w.seconds == pytest.approx(2.0) and w.processed == 60 and w.cpu_s == pytest.approx(0.8)
+    assert w.cpu_ms_per_frame == pytest.approx(800.0 / 60)
+    assert w.processed_fps == pytest.approx(30.0)
+    assert bvs.server_window(samples, start=0.5, end=1.5) is None  # a single sample is no interval
+    assert w.dispatch_reasons == {} and w.batches_waited is None  # the stock design has no batcher
+    idle = bvs.server_window([S(0.0, 1.0, 5), S(1.0, 1.1, 5)], 0.0, 1.0)
+    assert idle is not None and idle.cpu_ms_per_frame is None  # nothing processed: no per-frame cost
+
+
+def test_capacity_point_is_the_passing_one_at_capacity() -> None:
+    pts = [_point(2, 40.0, True), _point(4, 90.0, True), _point(6, 200.0, False), _point(5, 160.0, False)]
+    assert bvs.at_capacity(pts, 4).p95_ms == 90.0
+    assert bvs.at_capacity(pts, 0) is None
+    assert bvs.at_capacity(pts, 6) is None  # measured, but it failed
+
+
+def _design(name: str, capacity: int, p95: float, cpu: float) -> object:
+    r = bvs.DesignResult(name)
+    r.points = [_point(capacity, p95, True, cpu), _point(capacity + 1, 170.0, False)]
+    r.capacity = capacity
+    return r
+
+
+def test_compare_takes_the_best_stock_design_and_checks_the_targets() -> None:
+    gw = _design("gateway", 9, 60.0, 9.0)
+    ex = _design("stock-executor", 6, 140.0, 14.5)
+    inline = _design("stock-inline", 5, 130.0, 14.0)
+    c = bvs.compare([gw, ex, inline])
+    assert c["baseline"] == "stock-executor"
+    assert c["capacity_ratio"] == 1.5 and c["capacity_target_met"] is True
+    assert c["p95_ratio_at_capacity"] == pytest.approx(60 / 140, abs=1e-3) and c["p95_target_met"] is True
+    assert c["cpu_per_frame_ratio_at_capacity"] == pytest.approx(9.0 / 14.5, abs=1e-3)
+
+    same = bvs.compare([_design("gateway", 6, 100.0, 14.0), _design("stock-executor", 6, 140.0, 14.5)])
+    assert same["capacity_ratio"] == 1.0 and same["capacity_target_met"] is False
+    assert same["p95_target_met"] is False
+
+
+def test_compare_breaks_a_capacity_tie_on_p95_and_survives_missing_sides() -> None:
+    a = _design("stock-executor", 6, 140.0, 14.5)
+    b = _design("stock-inline", 6, 120.0, 14.0)
+    assert bvs.compare([_design("gateway", 6, 80.0, 12.0), a, b])["baseline"] == "stock-inline"
+    assert bvs.compare([a, b]) == {"baseline": None}
+    broken = bvs.DesignResult("stock-executor", error="did not start")
+    assert bvs.compare([_design("gateway", 6, 80.0, 12.0), broken]) == {"baseline": None}
+    zero = bvs.compare([_design("gateway", 3, 80.0, 12.0), bvs.DesignResult("stock-inline")])
+    assert zero["capacity_ratio"] is None and zero["capacity_target_met"] is None
+
+
+def test_quick_mode_and_fixed_points_from_the_command_line() -> None:
+    quick = bvs.config_from_args(bvs.build_parser().parse_args(["--quick"]))
+    assert quick.window_s == 3.0 and quick.capacity.stable_windows == 2 and quick.capacity.max_jobs == 10
+    assert quick.max_time_per_design_s == 150.0
+    fixed = bvs.config_from_args(bvs.build_parser().parse_args(
+        ["--jobs", "1", "4", "--resolution", "640x360", "--designs", "gateway",
+         "--gateway-arg=--batch-wait=window"]))
+    assert fixed.jobs == (1, 4) and (fixed.width, fixed.height) == (640, 360)
+    assert fixed.designs == ("gateway",)
+    gw = bvs.server_config("gateway", fixed)
+    argv = gw.argv(8123)
+    assert "--no-degradation" in argv and "--batch-wait=window" in argv and "--ice-loopback-only" in argv
+    stock = bvs.server_config("stock-inline", fixed).argv(8124)
+    assert stock[1].endswith("scripts/stock_server.py") and stock[-2:] == ["--mode", "inline"]
+    with pytest.raises(ValueError, match="resolution"):
+        bvs.config_from_args(bvs.build_parser().parse_args(["--resolution", "big"]))
+    with pytest.raises(ValueError, match="unknown design"):
+        bvs.server_config("nginx", fixed)
+
+
+def test_table_marks_the_capacity_point() -> None:
+    gw = _design("gateway", 9, 60.0, 9.0)
+    ex = _design("stock-executor", 6, 140.0, 14.5)
+    text = bvs.format_table([gw, ex], bvs.compare([gw, ex]), "title")
+    assert "ok  <- capacity" in text and "gateway vs stock-executor: capacity x1.5" in text
+
+
+def test_server_window_counts_the_gateways_dispatch_reasons_in_the_window() -> None:
+    S = bvs.ServerSample
+    before = {"dispatch_reasons": {"full": 1, "partner_not_expected": 10}, "batches_waited": 2.0}
+    after = {"dispatch_reasons": {"full": 4, "partner_not_expected": 50}, "batches_waited": 2.0}
+    w = bvs.server_window([S(0.0, 0.0, 0, before, 3.0), S(5.0, 1.0, 80, after, 0.4)], 0.0, 5.0)
+    assert w is not None
+    assert w.dispatch_reasons == {"full": 3, "partner_not_expected": 40} and w.batches_waited == 0
+    assert w.queue_wait_p50_ms == 0.4
+    row = bvs.Point(4, 20.0, 40.0, 1.0, True, True, w.cpu_ms_per_frame, w.processed_fps, w).to_dict()
+    assert row["dispatch_reasons"]["full"] == 3 and row["cpu_ms_per_frame"] == 12.5
