@@ -21,11 +21,10 @@ Each receiver's estimate is the lower of
 
 Changing the rate of a libvpx/libx264 context opened through PyAV needs a new context (PyAV does not pass a
 new bit_rate to an open encoder; aiortc's own encoders re-create theirs for the same reason), and a new
-context starts with a keyframe. A session starts at `start_fraction` of max_bps (a keyframe at 1 Mbit/s
-overflows a 600 kbit/s link for seconds, measured) until its receivers' first reports: clean ones lift it to
-max_bps, lossy ones bring it down. The target moves only
-when it differs by at least `min_change` from the current rate: decreases at once (congestion), increases
-at most every `increase_hold_s`.
+context starts with a keyframe. A session's first receiver starts it at `start_fraction` of max_bps (a
+keyframe at 1 Mbit/s overflows a 600 kbit/s link for seconds, measured) until its receivers' first reports:
+clean ones lift it to max_bps, lossy ones bring it down. The target moves only when it differs by at least
+`min_change` from the current rate: decreases at once (congestion), increases at most every `increase_hold_s`.
 
 REMB only counts when it is below what we actually sent over the last second (`remb_margin` of it) AND that
 receiver's latest report shows loss of at least `loss_low`: a delay-based estimate is capped near the
@@ -82,7 +81,10 @@ class BitratePolicy:
 
     def __post_init__(self) -> None:
         if not self.current_bps:
-            self.current_bps = max(self.config.min_bps, int(self.config.max_bps * self.config.start_fraction))
+            self.current_bps = self.config.max_bps  # no receiver yet: nothing to be careful for
+
+    def _start_rate(self) -> int:
+        return max(self.config.min_bps, int(self.config.max_bps * self.config.start_fraction))
 
     def _receiver(self, key: Hashable) -> _Receiver:
         receiver = self._receivers.get(key)
@@ -91,6 +93,10 @@ class BitratePolicy:
         return receiver
 
     def add(self, key: Hashable) -> None:
+        """A receiver joined. The first one of an encoder that never changed rate starts it at the start
+        rate (its link is unknown until it reports)."""
+        if not self._receivers and self.changes == 0:
+            self.current_bps = min(self.current_bps, self._start_rate())
         self._receiver(key)
 
     def remove(self, key: Hashable) -> None:

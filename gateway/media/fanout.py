@@ -139,6 +139,7 @@ class FanoutEncoder:
         sender._send_keyframe = self.request_keyframe  # type: ignore[method-assign]
         key = id(sender.track)
         self.bitrate.add(key)
+        self._target_bitrate = self.bitrate.current_bps
 
         def on_remb(bps: float, now: float) -> None:
             self.bitrate.on_remb(key, bps, now)

@@ -10,7 +10,10 @@ CONFIG = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, i
 
 
 def test_starts_at_the_start_fraction_and_holds_without_feedback() -> None:
-    assert BitratePolicy(BitrateConfig(max_bps=1_000_000)).current_bps == 500_000
+    unknown_link = BitratePolicy(BitrateConfig(max_bps=1_000_000))
+    assert unknown_link.current_bps == 1_000_000  # no receiver: an encoder used offline runs at its rate
+    unknown_link.add("first viewer")
+    assert unknown_link.current_bps == 500_000
     policy = BitratePolicy(CONFIG)
     policy.add("viewer")
     assert policy.update(10.0) is None and policy.current_bps == 1_000_000
