@@ -522,6 +522,11 @@ class SessionManager:
         offers delay a real publisher by at most one retry instead of locking it out."""
         if not self.accepting:
             raise Unavailable("gateway is shutting down", retry_after_s=30)
+        if owner_limit is not None:
+            mine = sum(1 for s in self.sessions.values() if s.owner == owner and s.close_reason is None)
+            if mine >= owner_limit:
+                self._monitor.record_reject("tenant_limit")
+                raise Unavailable(f"tenant {owner} is at its limit ({owner_limit} sessions)", retry_after_s=5)
         pending = self.pending()
         if len(pending) >= self.config.max_pending:
             oldest = pending[0]
@@ -535,11 +540,6 @@ class SessionManager:
         if len(self.sessions) >= self.config.max_sessions:
             self._monitor.record_reject("capacity")
             raise Unavailable(f"at capacity ({self.config.max_sessions} sessions)", retry_after_s=10)
-        if owner_limit is not None:
-            mine = sum(1 for s in self.sessions.values() if s.owner == owner and s.close_reason is None)
-            if mine >= owner_limit:
-                self._monitor.record_reject("tenant_limit")
-                raise Unavailable(f"tenant {owner} is at its limit ({owner_limit} sessions)", retry_after_s=5)
         if not self._monitor.admits_new_sessions():
             self._monitor.record_reject("capacity")
             raise Unavailable("overloaded: the monitor refuses new sessions for now", retry_after_s=10)
