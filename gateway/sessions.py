@@ -48,9 +48,12 @@ from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output
 from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, Outcome
+from gateway.rtc.codecs import answer_video_codec
+from gateway.rtc.dtls import answer_as_dtls_server, watch_dtls
+from gateway.rtc.h264 import keep_offered_h264_profiles
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from gateway.rtc.offer_rules import OfferStructure, make_answerable, restore_unusable_audio
-from gateway.rtc.receive import frame_completed_at
+from gateway.rtc.receive import frame_completed_at, recovery_counters
 from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer
 from gateway.scheduler import ScheduledFrame
 
@@ -364,6 +367,7 @@ class Session:
             raise Unavailable(f"session {self.id} already has {len(self.viewers)} viewers")
         viewer_id = secrets.token_urlsafe(12)
         pc = create_peer_connection(ice)
+        watch_dtls(pc, f"session {self.id} viewer {viewer_id}")
         self.viewers[viewer_id] = pc
 
         @pc.on("connectionstatechange")
@@ -375,6 +379,9 @@ class Session:
             await pc.setRemoteDescription(
                 RTCSessionDescription(sdp=make_answerable(offer_sdp, offer.structure), type="offer")
             )
+            answer_as_dtls_server(pc)
+            keep_offered_h264_profiles(pc)
+            answer_video_codec(pc, codec)
             self.subscribe(pc, codec)
             _silence_unusable_audio(pc, offer.structure)
             self.audio.attach_viewer(pc)
@@ -452,6 +459,12 @@ class Session:
             "drops": dict(self.counters.drops),
             "viewers": len(self.viewers),
             "audio": self.audio.stats(),
+            # network: what the receivers let the encoder send; how the publisher's stream was repaired
+            "send_bitrate": {codec: e.bitrate.snapshot(now) for codec, e in self.encoders.items()},
+            "receive_recovery": next(
+                (recovery_counters(r) for r in self.pc.getReceivers() if r.track and r.track.kind == "video"),
+                None,
+            ),
         }
 
 
@@ -553,6 +566,7 @@ class SessionManager:
         self.admit(owner, owner_limit)
         session_id = secrets.token_urlsafe(12)
         pc = create_peer_connection(self.ice)
+        dtls = watch_dtls(pc, f"session {session_id}")
         session = Session(
             session_id,
             pc,
@@ -581,12 +595,15 @@ class SessionManager:
             if pc.connectionState == "connected" and session.connected_s is None:
                 session.connected_s = time.monotonic()
             elif pc.connectionState in ("failed", "closed"):
-                session.schedule_close(f"peer {pc.connectionState}")
+                session.schedule_close(dtls.close_reason(pc.connectionState))
 
         try:
             await pc.setRemoteDescription(
                 RTCSessionDescription(sdp=make_answerable(offer_sdp, offer.structure), type="offer")
             )
+            answer_as_dtls_server(pc)
+            keep_offered_h264_profiles(pc)
+            answer_video_codec(pc, offer.codec)
             video = next(t for t in pc.getTransceivers() if t.kind == "video")
             if video.direction in ("sendrecv", "recvonly"):  # our view: we receive, and send back if asked
                 session.subscribe(pc, offer.codec)

@@ -25,6 +25,7 @@ from loadgen.capacity import CapacityConfig, CapacitySearch, PointMeasurement, W
 from loadgen.client import ClientConfig, JoinError, upload_source
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, GatewayStartError
 from loadgen.fingerprint import host_fingerprint
+from loadgen.impair import PROFILES, Impairment, parse_impairment
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.report import build_report, loadgen_run_entry, write_csv, write_html, write_json
 from loadgen.runner import Progress, RunConfig, RunResult, run_point
@@ -101,7 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gateway-log-level", default="warning", help="embedded gateway: --log-level")
     p.add_argument("--media-dir", type=Path, help="provisioned media (default ~/.cache/livefuse/media)")
     p.add_argument("--no-live", action="store_true", help="no live table (e.g. in CI logs)")
+    p.add_argument("--network", type=_network,
+                   help="impair each job's link, both directions: a profile "
+                        f"({', '.join(PROFILES)}) or delay=MS,jitter=MS,loss=PCT%%,rate=KBITS,queue=MS")
     return p
+
+
+def _network(spec: str) -> Impairment:
+    try:
+        return parse_impairment(spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass
@@ -226,7 +237,7 @@ async def _run_cells(args: argparse.Namespace, view: LiveView, console: Console
             url = await gateway.start()
         try:
             client = ClientConfig(url=url, token=args.token, processors=args.session_processors,
-                                  audio=args.audio)
+                                  audio=args.audio, network=args.network)
             if not args.no_source:
                 image = args.source_image or media_path(media_root, "astronaut.png")
                 async with aiohttp.ClientSession() as http:

@@ -31,6 +31,7 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from loadgen.avsync import AvSyncProbe, ClickAudioTrack, MediaClock, wait_due
+from loadgen.impair import Impairment, impair_peer_connection
 from loadgen.stamp import read_stamp
 from loadgen.stats import AvOffset, Event, FrameReceived, FrameSent, JobJoined
 from loadgen.synth import FrameLoop
@@ -52,6 +53,7 @@ class ClientConfig:
     source_id: str | None = None       # ?source= (a face uploaded with POST /sources); None: gateway default
     processors: str | None = None      # ?processors=face_swapper,face_enhancer; None: gateway default
     audio: bool = False                # also send Opus (clicks) and measure A/V sync at a WHEP viewer
+    network: Impairment | None = None  # impair this job's link, both directions (loadgen.impair)
 
     def whip_url(self) -> str:
         base = urljoin(self.url.rstrip("/") + "/", self.whip_path.lstrip("/"))
@@ -181,6 +183,8 @@ class WhipJob:
     async def _join(self) -> None:
         pc = create_peer_connection(self.config.ice())
         self._pc = pc
+        if self.config.network is not None:
+            impair_peer_connection(pc, self.config.network, seed=self.job)
         clock = MediaClock() if self.config.audio else None
         pc.addTrack(StampedVideoTrack(self._loop, self._fps, self.job, self._emit, clock))
         if clock is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import html
 import json
 import math
@@ -112,6 +113,8 @@ def _jsonable(o: Any) -> Any:
         return list(o)
     if isinstance(o, float) and o != o:
         return None
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):  # e.g. the --network impairment
+        return dataclasses.asdict(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
