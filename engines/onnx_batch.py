@@ -319,8 +319,15 @@ class _Rewriter:
             raise BatchRewriteError(f"Squeeze {node.name!r} removes the batch axis: not per-item")
 
 
+def _used_names(graph: onnx.GraphProto) -> set[str]:
+    return {i for n in graph.node for i in n.input} | {o.name for o in graph.output}
+
+
 def _prune_unused_initializers(graph: onnx.GraphProto, candidates: set[str]) -> None:
-    used = {i for n in graph.node for i in n.input} | {o.name for o in graph.output}
+    """Drop the initializers the rewrite orphaned (`candidates`: used before it). Initializers the graph never
+    used stay, in order: inswapper's `emap` is its last, unused initializer and is read from there, and an
+    export that also lists initializers as graph inputs would otherwise ask for them at run time."""
+    used = _used_names(graph)
     keep = [i for i in graph.initializer if i.name not in candidates or i.name in used]
     if len(keep) != len(graph.initializer):
         del graph.initializer[:]
@@ -332,7 +339,7 @@ def make_batch_dynamic(model: onnx.ModelProto, dim_name: str = "N") -> onnx.Mode
     out = onnx.ModelProto()
     out.CopyFrom(model)
     rw = _Rewriter(out, dim_name)
-    before = {i.name for i in out.graph.initializer}
+    before = {i.name for i in out.graph.initializer} & _used_names(out.graph)
     rw.run()
     g = out.graph
     input_names = set(_graph_input_names(g))
@@ -344,6 +351,16 @@ def make_batch_dynamic(model: onnx.ModelProto, dim_name: str = "N") -> onnx.Mode
     # Stale shapes would pin batch 1 again; shape inference re-derives them with the symbolic batch.
     del g.value_info[:]
     _prune_unused_initializers(g, before)
+    if model.graph.initializer:  # the original's last initializer stays last (how inswapper's emap is found)
+        last = model.graph.initializer[-1].name
+        order = sorted(range(len(g.initializer)), key=lambda k: g.initializer[k].name == last)
+        if order != list(range(len(g.initializer))):
+            moved = [g.initializer[k] for k in order]
+            copies = [onnx.TensorProto() for _ in moved]
+            for c, m in zip(copies, moved, strict=True):
+                c.CopyFrom(m)
+            del g.initializer[:]
+            g.initializer.extend(copies)
     try:
         inferred = shape_inference.infer_shapes(out, strict_mode=False)
         g.value_info.extend(v for v in inferred.graph.value_info if not _dim0_fixed_one(v))

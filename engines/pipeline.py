@@ -5,9 +5,14 @@ one detector batch per letterbox size, one landmarker batch over every face of e
 one enhancer batch over every face that asked for them. Each output carries the wall time of the batches it
 took part in (`timings_ms`) and their sizes (`batch_sizes`), under the stage names of `engines.frames`.
 
-Per-frame options (`FrameOptions`) pick processors (intersected with the ones this pipeline loaded),
-detect every N frames (the frame's `FaceTrack` carries the last faces; the landmarker still runs on every
-frame so the swap follows the face, and its mesh moves the track), and the detector size.
+Per-frame options (`FrameOptions`) pick processors (intersected with the ones this pipeline loaded) and the
+detector size. A frame that carries its session's `FaceTrack` is tracked (`processors.tracking`): the
+detector runs only when needed (first frame, a face lost, every K frames / T ms), FaceMesh runs on every
+frame from the previous mesh's crop, each face keeps a track id and a One Euro filter, and a lost face is
+held a couple of frames. Every frame's five points come from the (smoothed) mesh, so the aligned crops do not
+jump between detection and tracked frames. A frame without a track is detected from scratch (stateless).
+The session's `FaceSettings` (on its track) choose the target regions kept (mouth, eyes) and which faces
+are swapped (many, one, reference); the stages stay batched across every session's frames.
 
 Thread-safety: engines are shared and ONNX Runtime's `Run` is thread-safe; all per-call state is local, the
 prepared source data is read-only, and a `FaceTrack` belongs to one session (one frame in flight at a time).
@@ -17,9 +22,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,32 +32,52 @@ import numpy as np
 from engines.engine import Engine
 from engines.factory import EngineConfig, create_engine
 from engines.frames import (
+    FACE_SELECTORS,
+    MASK_REGIONS,
     PROCESSORS,
     STAGE_DETECT,
     STAGE_ENHANCE,
     STAGE_LANDMARK,
     STAGE_PASTE,
     STAGE_SWAP,
+    FaceSettings,
     FrameItem,
     FrameOutput,
     NoFaceFound,
     SourceFace,
 )
+from engines.models.registry import get_spec
 from engines.models.store import ModelStore
 from engines.processors.arcface import ArcFaceEmbedder
 from engines.processors.batching import dynamic_batch_model
 from engines.processors.face_detector import Face, FaceDetector
 from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
-from engines.processors.face_landmarker import FaceLandmarker, face_from_mesh
+from engines.processors.face_landmarker import FaceLandmarker
 from engines.processors.inswapper import InswapperSwapper, load_emap
+from engines.processors.masks import BoxMaskConfig
 from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
 from engines.processors.mesh_warp import prepare as prepare_mesh
 from engines.processors.paste import FacePatch, paste_back
+from engines.processors.selection import FaceSelector
+from engines.processors.tracking import (
+    TrackedFace,
+    TrackingConfig,
+    advance,
+    measured,
+    needs_detection,
+    plan_meshes,
+    update,
+)
 
 log = logging.getLogger(__name__)
 
 SWAPPERS: tuple[str, ...] = ("mesh_warp", "inswapper_128")
 ENHANCERS: tuple[str, ...] = ("detail", "gfpgan_1.4")
+SOURCE_DETECT_SIZE = 640  # a source is detected once: spend the time for better points
+
+
+class ReferenceUnavailable(ValueError):
+    """The `reference` face selector needs the ArcFace embedder, which is not installed."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +90,11 @@ class PipelineConfig:
     max_faces: int | None = None      # only the N largest faces of a frame
     enhancer_blend: float = 0.8
     presence_threshold: float = 0.5   # FaceMesh presence below this drops the face (false or lost face)
+    keep_regions: tuple[str, ...] = MASK_REGIONS  # target regions kept by default (mouth, eyes)
+    face_selector: str = "many"       # default for sessions that ask nothing: many | one
+    mask: BoxMaskConfig = field(default_factory=BoxMaskConfig)  # inswapper / GFPGAN paste mask
+    poisson: bool = False             # mesh_warp: Poisson (seamlessClone) blend instead of colour transfer
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
     def __post_init__(self) -> None:
@@ -79,6 +109,10 @@ class PipelineConfig:
             raise ValueError(f"detector_size must be a multiple of 32 (>= 32), got {self.detector_size}")
         if self.max_faces is not None and self.max_faces < 1:
             raise ValueError("max_faces must be >= 1 or None")
+        FaceSettings(keep_regions=self.keep_regions)  # validates the region names
+        if self.face_selector not in FACE_SELECTORS or self.face_selector == "reference":
+            raise ValueError(f"default face selector must be many or one, got {self.face_selector!r} "
+                             "(reference is chosen per session, with its reference face)")
 
 
 Swapper = MeshWarpSwapper | InswapperSwapper
@@ -112,14 +146,25 @@ class _Stages:
 
 class Pipeline:
     def __init__(self, config: PipelineConfig, detector: FaceDetector, landmarker: FaceLandmarker,
-                 swapper: Swapper, enhancer: Enhancer | None, engines: Sequence[Engine]) -> None:
+                 swapper: Swapper, enhancer: Enhancer | None, engines: Sequence[Engine],
+                 embedder: ArcFaceEmbedder | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.detector = detector
         self.landmarker = landmarker
         self.swapper = swapper
         self.enhancer = enhancer
+        self.embedder = embedder
         self._engines = list(engines)
         self._closed = False
+        self._clock = clock
+        self._defaults = FaceSettings(keep_regions=config.keep_regions, selector=config.face_selector)
+        self.selector = FaceSelector(embedder)
+
+    @property
+    def supports_reference(self) -> bool:
+        """Whether `?faces=reference` can work here (the ArcFace embedder is loaded)."""
+        return self.embedder is not None
 
     @classmethod
     def from_config(cls, config: PipelineConfig, store: ModelStore) -> Pipeline:
@@ -132,6 +177,10 @@ class Pipeline:
         mesh_path = store.require("facemesh_468")
         swap_paths = ((store.require("inswapper_128"), store.require("arcface_w600k_r50"))
                       if config.swapper == "inswapper_128" else None)
+        # ArcFace also serves the `reference` face selector: loaded whenever it is installed (and verified).
+        arcface_installed = store.status(get_spec("arcface_w600k_r50")).verified
+        arcface_path = (swap_paths[1] if swap_paths else
+                        store.require("arcface_w600k_r50") if arcface_installed else None)
         wants_gfpgan = STAGE_ENHANCE in config.processors and config.enhancer == "gfpgan_1.4"
         gfpgan_path = store.require("gfpgan_1.4") if wants_gfpgan else None
 
@@ -148,25 +197,26 @@ class Pipeline:
             landmarker = FaceLandmarker(make(dynamic_batch_model(mesh_path), "face_landmarker"),
                                         config.presence_threshold)
             swapper: Swapper
+            embedder = ArcFaceEmbedder(make(arcface_path, "arcface")) if arcface_path is not None else None
             if swap_paths is not None:
-                inswapper_path, arcface_path = swap_paths
-                embedder = ArcFaceEmbedder(make(arcface_path, "arcface"))
+                assert embedder is not None
+                inswapper_path = swap_paths[0]
                 swapper = InswapperSwapper(make(dynamic_batch_model(inswapper_path), "face_swapper"),
-                                           embedder, load_emap(inswapper_path))
+                                           embedder, load_emap(inswapper_path), config.mask)
             else:
-                swapper = MeshWarpSwapper()
+                swapper = MeshWarpSwapper(poisson=config.poisson)
             enhancer: Enhancer | None = None
             if STAGE_ENHANCE in config.processors:
                 if gfpgan_path is not None:
                     enhancer = GfpganEnhancer(make(dynamic_batch_model(gfpgan_path), "face_enhancer"),
-                                              config.enhancer_blend)
+                                              config.enhancer_blend, config.mask)
                 else:
                     enhancer = DetailEnhancer(config.enhancer_blend)
         except BaseException:
             for e in engines:
                 e.close()
             raise
-        return cls(config, detector, landmarker, swapper, enhancer, engines)
+        return cls(config, detector, landmarker, swapper, enhancer, engines, embedder)
 
     # -- public API ------------------------------------------------------------------------------------
     def detect(self, images: Sequence[np.ndarray], size: int | None = None) -> list[list[Face]]:
@@ -177,7 +227,8 @@ class Pipeline:
     def prepare_source(self, image_rgb: np.ndarray, source_id: str) -> SourceFace:
         """Detect the source's largest face once and precompute what the swapper needs for every frame."""
         image = np.ascontiguousarray(image_rgb)
-        faces = self.detector.detect([image], self.config.detector_size, self.config.detector_score)[0]
+        faces = self.detector.detect([image], max(SOURCE_DETECT_SIZE, self.config.detector_size),
+                                     self.config.detector_score)[0]
         if not faces:
             raise NoFaceFound(f"no face found in source image {source_id!r}")
         face = max(faces, key=lambda f: f.area)
@@ -185,7 +236,7 @@ class Pipeline:
         if not self.landmarker.is_face(mesh):
             raise NoFaceFound(f"source image {source_id!r}: the detected face is not a clear face "
                               f"(mesh presence {mesh.presence:.2f})")
-        face = replace(face, landmarks=mesh.landmarks, presence=mesh.presence)
+        face = measured(face, mesh.landmarks, mesh.presence)
         source = SourceFace(id=source_id, image=image, faces=len(faces), data={"face": face})
         self._source_data(source)
         return source
@@ -202,8 +253,7 @@ class Pipeline:
                       for item in items]
         active = [i for i in range(len(items)) if swap_on[i] or enhance_on[i]]
 
-        faces = self._find_faces(items, active, book)
-        faces = self._landmarks(items, active, faces, book)
+        faces = self._faces(items, active, book)
 
         working: dict[int, np.ndarray] = {}
         swap_jobs = [(i, f) for i in active if swap_on[i] for f in faces[i]]
@@ -258,55 +308,82 @@ class Pipeline:
             return faces
         return sorted(faces, key=lambda f: f.area, reverse=True)[: self.config.max_faces]
 
-    @staticmethod
-    def _needs_detection(item: FrameItem) -> bool:
+    def settings_of(self, item: FrameItem) -> FaceSettings:
         track = item.track
-        if track is None or track.last_faces is None or item.options.detect_every <= 1:
-            return True
-        if track.frame_shape != item.image.shape[:2]:
-            return True  # resolution changed: the old boxes mean nothing here
-        return track.frames_since_detect + 1 >= item.options.detect_every
+        return track.settings if track is not None and track.settings is not None else self._defaults
 
-    def _find_faces(self, items: Sequence[FrameItem], active: list[int], book: _Stages) -> list[list[Face]]:
-        faces: list[list[Face]] = [[] for _ in items]
+    def _faces(self, items: Sequence[FrameItem], active: list[int], book: _Stages) -> list[list[Face]]:
+        """Detect where needed, mesh every face (tracked or new), move the tracks on, select faces to swap."""
+        now = self._clock()
+        cfg = self.config.tracking
+        detections: dict[int, list[Face]] = {}
         by_size: dict[int, list[int]] = {}
         for i in active:
-            if self._needs_detection(items[i]):
-                by_size.setdefault(items[i].options.detect_size or self.config.detector_size, []).append(i)
-            else:
-                track = items[i].track
-                assert track is not None
-                faces[i] = list(track.last_faces)
+            item = items[i]
+            if needs_detection(item.track, item.image.shape[:2], now, item.options.detect_every, cfg):
+                by_size.setdefault(item.options.detect_size or self.config.detector_size, []).append(i)
         for size, idxs in by_size.items():
             with book.time(STAGE_DETECT, idxs, len(idxs)):
                 found = self.detector.detect([items[i].image for i in idxs], size, self.config.detector_score)
             for i, f in zip(idxs, found, strict=True):
-                faces[i] = self._limit(f)
-                track = items[i].track
-                if track is not None:
-                    track.frames_since_detect = -1  # incremented to 0 below
-        return faces
+                detections[i] = self._limit(f)
 
-    def _landmarks(self, items: Sequence[FrameItem], active: list[int], faces: list[list[Face]],
-                   book: _Stages) -> list[list[Face]]:
-        jobs = [(i, f) for i in active for f in faces[i]]
-        out: list[list[Face]] = [[] for _ in items]
-        if jobs:
-            with book.time(STAGE_LANDMARK, [i for i, _ in jobs], len(jobs)):
-                meshes = self.landmarker.run([(items[i].image, f) for i, f in jobs])
-            for (i, f), mesh in zip(jobs, meshes, strict=True):
-                if not self.landmarker.is_face(mesh):
-                    continue
-                tracked = f.landmarks is not None  # came from the track: the mesh is the new position
-                out[i].append(face_from_mesh(f, mesh) if tracked
-                              else replace(f, landmarks=mesh.landmarks, presence=mesh.presence))
+        jobs: list[tuple[int, Face, TrackedFace | None]] = []
         for i in active:
             track = items[i].track
-            if track is not None:
-                track.last_faces = out[i]
-                track.frames_since_detect += 1
-                track.frame_shape = items[i].image.shape[:2]
+            if track is None:
+                jobs.extend((i, f, None) for f in detections.get(i, []))
+            else:
+                plan = plan_meshes(track, items[i].image.shape[:2], detections.get(i), cfg)
+                jobs.extend((i, f, tf) for f, tf in plan)
+
+        meshed: dict[int, list[Face]] = {i: [] for i in active}
+        updated: set[int] = set()
+        if jobs:
+            with book.time(STAGE_LANDMARK, sorted({i for i, _, _ in jobs}), len(jobs)):
+                meshes = self.landmarker.run([(items[i].image, f) for i, f, _ in jobs])
+            for (i, crop, tf), mesh in zip(jobs, meshes, strict=True):
+                if not self.landmarker.is_face(mesh):
+                    continue
+                face = measured(crop, mesh.landmarks, mesh.presence)
+                if tf is None:
+                    meshed[i].append(face)
+                else:
+                    update(tf, face, self._time_of(items[i], now), cfg)
+                    updated.add(id(tf))
+
+        out: list[list[Face]] = [[] for _ in items]
+        for i in active:
+            item, track = items[i], items[i].track
+            settings = self.settings_of(item)
+            reference = (self.reference_embedding(settings.reference)
+                         if settings.selector == "reference" and settings.reference is not None
+                         and self.embedder is not None else None)
+            if track is None:
+                out[i] = self.selector.select(item.image, settings, meshed[i], None, None, reference)
+                continue
+            alive = advance(track, item.image.shape[:2], meshed[i], updated, i in detections, now,
+                            self._time_of(item, now), cfg, self.config.max_faces)
+            out[i] = self.selector.select(item.image, settings, [tf.shown for tf in alive], alive, track,
+                                          reference)
+            track.last_faces = out[i]
         return out
+
+    def _time_of(self, item: FrameItem, now: float) -> float:
+        return item.time_s if item.time_s is not None else now
+
+    def reference_embedding(self, reference: SourceFace) -> np.ndarray:
+        """(512,) ArcFace embedding of a reference face, computed once and kept with it."""
+        if self.embedder is None:
+            raise ReferenceUnavailable("face selector 'reference' needs the ArcFace embedder "
+                                       "(arcface_w600k_r50); see `python -m engines.models list`")
+        if "arcface" not in reference.data:
+            face = reference.data.get("face")
+            if not isinstance(face, Face):
+                face = self.prepare_source(reference.image, reference.id).data["face"]
+                reference.data["face"] = face
+            reference.data["arcface"] = self.embedder.embed([(reference.image, face.kps5)])[0]
+        return np.asarray(reference.data["arcface"], dtype=np.float32)
 
     def _source_data(self, source: SourceFace) -> object:
         """The swapper's per-source data, computed on first use (prepare_source does it up front)."""
@@ -325,6 +402,7 @@ class Pipeline:
 
     def _swap(self, items: Sequence[FrameItem], jobs: list[tuple[int, Face]]) -> list[FacePatch | None]:
         frames, data, faces = [], [], []
+        keep = [self.settings_of(items[i]).keep_regions for i, _ in jobs]
         for i, f in jobs:
             src = items[i].source
             assert src is not None
@@ -333,12 +411,12 @@ class Pipeline:
             faces.append(f)
         if isinstance(self.swapper, InswapperSwapper):
             latents = [np.asarray(d, dtype=np.float32) for d in data]
-            return list(self.swapper.swap(list(zip(frames, faces, latents, strict=True))))
+            return list(self.swapper.swap(list(zip(frames, faces, latents, strict=True)), keep))
         mesh_jobs = []
         for fr, f, d in zip(frames, faces, data, strict=True):
             assert isinstance(d, MeshSource) and f.landmarks is not None
             mesh_jobs.append((fr, f.landmarks, d))
-        return self.swapper.swap(mesh_jobs)
+        return self.swapper.swap(mesh_jobs, keep)
 
     def _paste(self, items: Sequence[FrameItem], working: dict[int, np.ndarray], jobs: list[tuple[int, Face]],
                patches: Sequence[FacePatch | None], book: _Stages) -> None:

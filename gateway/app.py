@@ -19,13 +19,15 @@ import cv2
 from aiohttp import web
 
 from engines.frames import FrameItem, FrameOutput
-from gateway.auth import is_authorized
+from gateway.auth import identify, is_authorized
+from gateway.background import BackgroundPool
 from gateway.config import GatewayConfig
 from gateway.errors import GatewayError, Unauthorized, Unavailable
-from gateway.http import health, sessions, sources, whep, whip
-from gateway.http.keys import CONFIG, MONITOR, STATE, AppState, PipelineLike
+from gateway.http import exposure, health, sessions, sources, whep, whip
+from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
 from gateway.scheduler import FrameScheduler
 from gateway.sessions import MonitorLike, SessionManager
+from gateway.source_store import SourceStore
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +51,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if not is_authorized(config.auth, request.method, request.path, request.headers, request.query):
             request.app[MONITOR].record_reject("auth")
             raise Unauthorized()
+        request[PRINCIPAL] = identify(config.auth, request.method, request.headers, request.query)
         state = request.app[STATE]
         if state.shutting_down and request.method in MUTATING_WHILE_SHUTTING_DOWN:
             raise Unavailable("gateway is shutting down", retry_after_s=30)
@@ -79,6 +82,7 @@ def _default_pipeline(config: GatewayConfig) -> PipelineLike:
     from engines.factory import EngineConfig
     from engines.models.store import ModelStore, default_model_dir
     from engines.pipeline import Pipeline, PipelineConfig
+    from engines.processors.masks import BoxMaskConfig
 
     proc = config.processing
     kwargs: dict[str, Any] = {}
@@ -90,6 +94,10 @@ def _default_pipeline(config: GatewayConfig) -> PipelineLike:
         # default "none" still loads the swapper: a session may ask for it with ?processors=face_swapper
         processors=proc.processors or ("face_swapper",),
         detector_size=proc.detector_size,
+        keep_regions=proc.mask_regions,
+        face_selector=proc.face_selector,
+        poisson=proc.poisson_blend,
+        mask=BoxMaskConfig(blur=proc.mask_blur, padding=proc.mask_padding),
         engine=EngineConfig(
             backend=proc.engine,
             providers=proc.providers,
@@ -129,6 +137,9 @@ def create_app(
     """
     app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
     state = AppState()
+    state.sources = SourceStore(config.sources)
+    state.background.close()
+    state.background = BackgroundPool(config.background)
     app[CONFIG] = config
     app[STATE] = state
     the_monitor = monitor if monitor is not None else _default_monitor(config)
@@ -204,6 +215,7 @@ def create_app(
             scheduler = parts.get("scheduler")
             if scheduler is not None:
                 await scheduler.close()
+            state.background.close()
             the_pipeline = parts.get("pipeline")
             if the_pipeline is not None:
                 await asyncio.get_running_loop().run_in_executor(None, the_pipeline.close)
@@ -221,9 +233,19 @@ def create_app(
     sessions.add_routes(app)
     app.router.add_get("/demo", _demo)
     if monitor is None or hasattr(the_monitor, "snapshot_dict"):
-        from gateway.monitoring.routes import setup_monitoring_routes
+        from gateway.monitoring.routes import (
+            METRICS_VIEWS,
+            STATS_VIEWS,
+            MetricsView,
+            StatsView,
+            setup_monitoring_routes,
+        )
 
         setup_monitoring_routes(app, the_monitor)  # type: ignore[arg-type]
+        views: list[StatsView] = [exposure.stats_view]
+        app[STATS_VIEWS] = views
+        metrics_views: list[MetricsView] = [exposure.metrics_view]
+        app[METRICS_VIEWS] = metrics_views
     return app
 
 

@@ -1,24 +1,37 @@
 """Bearer-token checks: pure functions so the middleware in gateway.app stays a thin adapter.
 
-Mutating requests (anything but GET/HEAD/OPTIONS) always need the token when one is configured; reads need it
+Mutating requests (anything but GET/HEAD/OPTIONS) always need a token when any is configured; reads need it
 only with `protect_reads`. GET also accepts `?token=` because EventSource (the dashboard's SSE) cannot set
-headers. Comparison is constant-time.
+headers. Comparison is constant-time. Who the token belongs to (tenants, the single legacy `token` = one
+admin tenant) is gateway.tenants' business; `identify` turns a request into a `Principal`.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gateway.tenants import OPEN, Principal, Tenant, find_tenant, offered_token
+
 READ_METHODS = frozenset({"GET", "HEAD"})
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+LEGACY_TENANT = "default"
 
 
 @dataclass(frozen=True)
 class AuthConfig:
     token: str | None = None
     protect_reads: bool = False
+    tenants: tuple[Tenant, ...] = ()
+
+    @property
+    def all_tenants(self) -> tuple[Tenant, ...]:
+        legacy = (Tenant(LEGACY_TENANT, self.token, admin=True),) if self.token else ()
+        return legacy + self.tenants
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.token or self.tenants)
 
 
 def bearer_token(headers: Mapping[str, str]) -> str | None:
@@ -30,11 +43,23 @@ def bearer_token(headers: Mapping[str, str]) -> str | None:
 
 
 def needs_auth(config: AuthConfig, method: str, path: str) -> bool:
-    if config.token is None or method == "OPTIONS" or path in OPEN_PATHS:
+    if not config.enabled or method == "OPTIONS" or path in OPEN_PATHS:
         return False
     if method in READ_METHODS:
         return config.protect_reads
     return True
+
+
+def identify(
+    config: AuthConfig, method: str, headers: Mapping[str, str], query: Mapping[str, str]
+) -> Principal:
+    """The caller: OPEN (an admin) when no token is configured, else its tenant, else anonymous."""
+    if not config.enabled:
+        return OPEN
+    tenant = find_tenant(config.all_tenants, offered_token(headers, query, method))
+    if tenant is None:
+        return Principal(tenant=None)
+    return Principal(tenant=tenant.name, admin=tenant.admin)
 
 
 def is_authorized(
@@ -42,8 +67,7 @@ def is_authorized(
 ) -> bool:
     if not needs_auth(config, method, path):
         return True
-    assert config.token is not None
-    offered = bearer_token(headers)
-    if offered is None and method in READ_METHODS:
-        offered = query.get("token")
-    return offered is not None and hmac.compare_digest(offered.encode(), config.token.encode())
+    if not identify(config, method, headers, query).anonymous:
+        return True
+    # a WHEP request may carry a session's viewer token instead: its handler checks it against the session
+    return path.startswith("/whep/") and bearer_token(headers) is not None

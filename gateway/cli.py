@@ -24,12 +24,15 @@ from aiohttp import web
 from engines.models.store import default_model_dir
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
+from gateway.http.access_log import MalformedRequestFilter
 from gateway.media.late import LatePolicy
 from gateway.monitoring.controller import DegradationConfig
 from gateway.monitoring.monitor import MonitorConfig
 from gateway.preflight import PreflightError, check_processing
 from gateway.rtc.ice import LOOPBACK, IceConfig, TurnServer
 from gateway.scheduler import SchedulerConfig
+from gateway.source_store import SourcesConfig
+from gateway.tenants import load_tenants
 
 
 class UsageError(ValueError):
@@ -73,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     a("--swapper", help="swapper model: mesh_warp | inswapper_128")
     a("--enhancer", help="enhancer model: detail | gfpgan_1.4")
     a("--detector-size", type=int, help="face detector letterbox size, multiple of 32 (default 320)")
+    a("--mask-regions", help="target regions kept from the frame, not swapped: mouth,eyes (default), mouth, "
+      "eyes or none; a WHIP ?mask= overrides")
+    a("--face-selector", help="faces swapped: many (default) or one (the largest); a WHIP ?faces= overrides "
+      "(?faces=reference&reference=<source id>: the face most like an uploaded image, needs ArcFace)")
+    a("--poisson-blend", action="store_true", default=None, help="mesh_warp: Poisson (seamless) blending")
+    a("--mask-blur", type=float, help="inswapper/GFPGAN paste mask blur, 0..1 (default 0.3)")
+    a("--mask-padding", help="inswapper/GFPGAN paste mask padding in %%: top,right,bottom,left "
+      "(default 0,0,0,0)")
     a("--max-batch", type=int, help="largest cross-session batch (default 8)")
     a("--max-queue-delay-ms", type=float, help="longest a frame waits for batch partners (default 4)")
     a(
@@ -89,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--max-sessions", type=int, help="concurrent publishers; more get 503 + Retry-After (default 16)")
     a(
+        "--max-pending",
+        type=int,
+        help="sessions answered but not yet connected (also counted in --max-sessions); when full, the "
+        "oldest one past --pending-grace-s is evicted for a new offer, else 503 (default 4)",
+    )
+    a("--pending-grace-s", type=float, help="seconds a pending session may take to connect before eviction "
+      "(default 5)")
+    a(
         "--late-policy",
         choices=[p.value for p in LatePolicy],
         help="frame not processed in time: repeat the last processed one (default, never leaks an unswapped "
@@ -96,7 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--token", help="bearer token required on every mutating endpoint")
     a("--token-file", type=Path, help="read the bearer token from this file")
+    a(
+        "--tenants-file",
+        type=Path,
+        help="TOML file of named tenants ([tenants.NAME] token=, max_sessions=, admin=); each owns the "
+        "sessions and sources it creates (combines with --token, which is one admin tenant)",
+    )
+    a("--header-timeout-s", type=float, help="close connections without a complete request this long "
+      "(slowloris; also the idle keep-alive time), default 10")
+    a("--body-timeout-s", type=float, help="a request body not complete this long gets 408 (default 30)")
     a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
+    a("--max-source-pixels", type=int, help="source uploads declaring more pixels get 413 (default 40e6)")
+    a("--max-sources", type=int, help="uploaded sources kept; least recently used go first (default 64)")
+    a("--source-ttl-s", type=float, help="forget a source this long after its last use; 0 = never (3600)")
     a("--default-source", type=Path, help="source face image used when WHIP gives no ?source=")
     a("--stun", action="append", help="STUN server URL advertised and used (repeatable)")
     a("--turn", action="append", help="TURN server as url[,username,credential] (repeatable)")
@@ -147,6 +178,16 @@ def _split(value: Any) -> tuple[str, ...] | None:
     return tuple(v.strip() for v in str(value).split(",") if v.strip())
 
 
+def _padding(value: Any, default: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    parts = _split(value)
+    if parts is None:
+        return default
+    if len(parts) != 4:
+        raise ValueError(f"mask padding needs 4 numbers (top,right,bottom,left), got {value!r}")
+    top, right, bottom, left = (float(p) for p in parts)
+    return top, right, bottom, left
+
+
 def _processors(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
     """`none` (or an empty list) = no processing: frames pass through the media path untouched."""
     names = _split(value)
@@ -166,6 +207,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
     token = get("token")
     if token is None and get("token_file") is not None:
         token = Path(str(get("token_file"))).read_text().strip()
+    tenants = load_tenants(Path(str(get("tenants_file")))) if get("tenants_file") else ()
     processing = ProcessingConfig()
     auto_workers, auto_threads = default_parallelism(
         str(get("engine", processing.engine)), _split(get("providers")) or processing.providers, _cores()
@@ -187,6 +229,11 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         trt_cache_dir=Path(str(get("trt_cache_dir"))) if get("trt_cache_dir") else None,
         intra_op_threads=int(get("intra_op_threads", auto_threads)),
         contexts=int(get("contexts", processing.contexts)),
+        mask_regions=_processors(get("mask_regions"), processing.mask_regions),
+        face_selector=str(get("face_selector", processing.face_selector)),
+        poisson_blend=bool(get("poisson_blend", processing.poisson_blend)),
+        mask_blur=float(get("mask_blur", processing.mask_blur)),
+        mask_padding=_padding(get("mask_padding"), processing.mask_padding),
         # flag/TOML > $LIVEFUSE_MODEL_DIR > ~/.cache/livefuse/models, resolved here at the edge
         model_dir=Path(str(get("model_dir"))) if get("model_dir") else default_model_dir(os.environ),
     )
@@ -202,9 +249,18 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
     sessions = replace(
         sess,
         max_sessions=int(get("max_sessions", sess.max_sessions)),
+        max_pending=int(get("max_pending", sess.max_pending)),
+        pending_grace_s=float(get("pending_grace_s", sess.pending_grace_s)),
         late_policy=LatePolicy(get("late_policy", sess.late_policy)),
         default_source=Path(str(get("default_source"))) if get("default_source") else None,
         reap_after_s=float(get("reap_after_s", sess.reap_after_s)),
+    )
+    src = SourcesConfig()
+    sources = replace(
+        src,
+        max_pixels=int(get("max_source_pixels", src.max_pixels)),
+        max_sources=int(get("max_sources", src.max_sources)),
+        ttl_s=float(get("source_ttl_s", src.ttl_s)),
     )
     turns = []
     for spec in get("turn") or []:
@@ -230,8 +286,11 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         processing=processing,
         scheduler=scheduler,
         sessions=sessions,
+        sources=sources,
         ice=ice,
-        auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False))),
+        auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False)), tenants=tenants),
+        header_timeout_s=float(get("header_timeout_s", 10.0)),
+        body_timeout_s=float(get("body_timeout_s", 30.0)),
         log_level=str(get("log_level", "INFO")).upper(),
         shutdown_grace_s=float(get("shutdown_grace_s", 0.0)),
         monitor=monitor,
@@ -246,11 +305,12 @@ async def serve(config: GatewayConfig) -> int:
     A background start-up failure (a model missing, say) ends the process with code 1 and one log line.
     """
     from gateway.app import begin_shutdown, create_app
+    from gateway.http.access_log import runner_options
     from gateway.http.keys import STATE
 
     log = logging.getLogger("gateway")
     app = create_app(config)
-    runner = web.AppRunner(app, handle_signals=False)
+    runner = web.AppRunner(app, handle_signals=False, **runner_options(config.header_timeout_s))
     await runner.setup()
     try:
         site = web.TCPSite(runner, config.host, config.port)
@@ -308,6 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if config.log_level != "DEBUG":  # aioice logs every ICE check at INFO: per-session noise, not news
         logging.getLogger("aioice").setLevel(logging.WARNING)
+        logging.getLogger("aiohttp.server").addFilter(MalformedRequestFilter())
     try:
         import uvloop
 

@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines.frames import PROCESSORS
+from engines.frames import MASK_REGIONS, PROCESSORS
 from gateway.auth import AuthConfig
+from gateway.background import BackgroundConfig
 from gateway.media.late import LatePolicy
 from gateway.rtc.ice import IceConfig
 from gateway.scheduler import SchedulerConfig
+from gateway.source_store import SourcesConfig
 
 ENGINES = ("onnxruntime", "tensorrt")
 
@@ -35,6 +37,11 @@ class ProcessingConfig:
     trt_cache_dir: Path | None = None  # native plans (--engine tensorrt); ORT-TRT engine + timing cache
     intra_op_threads: int = 0  # ONNX Runtime threads per engine; 0 = its default (all cores)
     contexts: int = 2  # native TensorRT: execution contexts, one CUDA stream each
+    mask_regions: tuple[str, ...] = MASK_REGIONS  # target regions kept from the frame (?mask= per session)
+    face_selector: str = "many"  # many | one (?faces= per session; reference needs ?reference=<source id>)
+    poisson_blend: bool = False  # mesh_warp: seamlessClone instead of colour transfer
+    mask_blur: float = 0.3  # inswapper/GFPGAN box mask blur (FaceFusion's face_mask_blur)
+    mask_padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # top, right, bottom, left in %
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -47,6 +54,16 @@ class ProcessingConfig:
         if unknown:
             known = ", ".join((*PROCESSORS, "none"))
             raise ValueError(f"unknown processor(s) {', '.join(unknown)} (known: {known})")
+        bad = [r for r in self.mask_regions if r not in MASK_REGIONS]
+        if bad:
+            known = ", ".join((*MASK_REGIONS, "none"))
+            raise ValueError(f"unknown mask region(s) {', '.join(bad)} (known: {known})")
+        if not 0.0 <= self.mask_blur <= 1.0 or any(not 0.0 <= p < 50.0 for p in self.mask_padding):
+            raise ValueError(f"mask blur must be 0..1 and padding 4 percentages in 0..50, got "
+                             f"{self.mask_blur}, {self.mask_padding}")
+        if self.face_selector not in ("many", "one"):
+            raise ValueError(f"face selector must be many or one, got {self.face_selector!r} (reference is "
+                             "per session: ?faces=reference&reference=<source id>)")
 
 
 def default_parallelism(engine: str, providers: tuple[str, ...], cores: int) -> tuple[int, int]:
@@ -65,6 +82,9 @@ def default_parallelism(engine: str, providers: tuple[str, ...], cores: int) -> 
 @dataclass(frozen=True)
 class SessionConfig:
     max_sessions: int = 16
+    # answered but not yet connected sessions (also counted in max_sessions); see SessionManager.admit
+    max_pending: int = 4
+    pending_grace_s: float = 5.0  # a pending session this old may be evicted for a new offer
     late_policy: LatePolicy = LatePolicy.REPEAT
     default_source: Path | None = None
     reap_after_s: float = 10.0  # a session not connected (or silent) this long is closed
@@ -76,6 +96,10 @@ class SessionConfig:
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be >= 1")
+        if self.max_pending < 1:
+            raise ValueError("max_pending must be >= 1")
+        if self.pending_grace_s < 0:
+            raise ValueError("pending_grace_s must be >= 0")
         if self.reap_after_s <= 0 or self.connect_timeout_s <= 0:
             raise ValueError("reap_after_s and connect_timeout_s must be > 0")
 
@@ -89,10 +113,14 @@ class GatewayConfig:
     sessions: SessionConfig = field(default_factory=SessionConfig)
     ice: IceConfig = field(default_factory=IceConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    sources: SourcesConfig = field(default_factory=SourcesConfig)
+    background: BackgroundConfig = field(default_factory=BackgroundConfig)
     monitor: Any = None  # gateway.monitoring.MonitorConfig; None = its defaults
     max_body_bytes: int = 8 * 1024 * 1024  # client_max_size: source images; SDP is checked far lower
     max_sdp_bytes: int = 64 * 1024
     log_level: str = "INFO"
+    header_timeout_s: float = 10.0  # a connection without a complete request this long is closed
+    body_timeout_s: float = 30.0  # a request body not complete this long: 408
     shutdown_grace_s: float = 0.0  # after a stop signal: peers closed, 503s answered this long, then exit
 
     def __post_init__(self) -> None:

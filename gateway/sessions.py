@@ -33,13 +33,22 @@ from aiortc.mediastreams import MediaStreamError
 from aiortc.rtcrtpsender import RTCRtpSender
 from aiortc.sdp import candidate_from_sdp
 
-from engines.frames import STAGE_SWAP, FaceTrack, FrameItem, FrameOptions, FrameOutput, SourceFace
+from engines.frames import (
+    STAGE_SWAP,
+    FaceSettings,
+    FaceTrack,
+    FrameItem,
+    FrameOptions,
+    FrameOutput,
+    SourceFace,
+)
 from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output
 from gateway.monitoring.records import FrameRecord, Outcome
 from gateway.rtc.ice import IceConfig, create_peer_connection
+from gateway.rtc.offer_rules import OfferStructure, make_answerable, restore_unusable_audio
 from gateway.rtc.receive import frame_completed_at
 from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer
 from gateway.scheduler import ScheduledFrame
@@ -104,6 +113,14 @@ def _answer_with(pc: RTCPeerConnection, codec: str) -> None:
             transceiver.direction = "inactive"  # audio is not processed; never let it pile up undecoded
 
 
+def _silence_unusable_audio(pc: RTCPeerConnection, structure: OfferStructure) -> None:
+    """Audio m-lines with no codec we speak are answered inactive (never refused: the video still works)."""
+    unusable = set(structure.unusable_audio_mids)
+    for transceiver in pc.getTransceivers():
+        if transceiver.mid in unusable:
+            transceiver.direction = "inactive"
+
+
 def _needs_pipeline(options: FrameOptions, source: SourceFace | None) -> bool:
     """Pass-through frames (no processors, or a swap with no source face) skip the batcher: waiting
     `max_queue_delay_ms` for batch partners would only add latency to a frame nobody works on."""
@@ -132,6 +149,7 @@ class Session:
         executor: Executor | None,
         budget_ms: float,
         on_closed: Callable[[Session], None],
+        face_settings: FaceSettings | None = None,
     ) -> None:
         self.id = session_id
         self.pc = pc
@@ -146,19 +164,22 @@ class Session:
         self.encoders: dict[str, FanoutEncoder] = {}
         self.viewers: dict[str, RTCPeerConnection] = {}
         self.close_reason: str | None = None
+        self.closed_s: float | None = None
         self._scheduler = scheduler
         self._monitor = monitor
         self._executor = executor
         self._budget_s = budget_ms / 1000.0
         self._encode_ewma_s = 0.0  # measured encode time, reserved out of every frame's deadline
         self._on_closed = on_closed
-        self._face_track = FaceTrack()
+        self._face_track = FaceTrack(settings=face_settings)  # None: the pipeline's defaults
         self._pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
         self._tasks: set[asyncio.Task[None]] = set()
         self._frame_ids = itertools.count()
         self._last_processed: np.ndarray | None = None
         self._closing: asyncio.Task[None] | None = None
         self.etag = secrets.token_hex(8)
+        self.owner: str | None = None  # the tenant that created it (gateway.tenants)
+        self.viewer_token = secrets.token_urlsafe(24)  # WHEP may watch this session with it, nothing else
 
     # --- wiring ---------------------------------------------------------------------------------------------
     def start_media(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
@@ -333,7 +354,8 @@ class Session:
 
     # --- viewers --------------------------------------------------------------------------------------------
     async def add_viewer(self, offer_sdp: str, ice: IceConfig) -> tuple[str, str]:
-        codec = check_offer(offer_sdp, need_send=False).codec
+        offer = check_offer(offer_sdp, need_send=False)
+        codec = offer.codec
         if len(self.viewers) >= self.config.max_viewers:
             raise Unavailable(f"session {self.id} already has {len(self.viewers)} viewers")
         viewer_id = secrets.token_urlsafe(12)
@@ -346,13 +368,20 @@ class Session:
                 await self.remove_viewer(viewer_id)
 
         try:
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+            await pc.setRemoteDescription(
+                RTCSessionDescription(sdp=make_answerable(offer_sdp, offer.structure), type="offer")
+            )
             self.subscribe(pc, codec)
+            _silence_unusable_audio(pc, offer.structure)
             await pc.setLocalDescription(await pc.createAnswer())
-        except Exception as exc:
-            await self.remove_viewer(viewer_id)
-            raise BadRequest(f"cannot answer WHEP offer: {exc}") from None
-        return viewer_id, pc.localDescription.sdp
+            answer = restore_unusable_audio(pc.localDescription.sdp, offer.structure)
+        except BaseException as exc:
+            with _logged_failure(f"session {self.id}: closing refused viewer"):
+                await asyncio.shield(self.remove_viewer(viewer_id))
+            if not isinstance(exc, Exception):
+                raise
+            raise BadRequest(f"cannot answer WHEP offer: {type(exc).__name__}: {exc}") from None
+        return viewer_id, answer
 
     async def remove_viewer(self, viewer_id: str) -> bool:
         pc = self.viewers.pop(viewer_id, None)
@@ -375,23 +404,34 @@ class Session:
                 await asyncio.shield(self._closing)
             return
         self.close_reason = reason
+        self.closed_s = time.monotonic()
         if self._closing is None:
             self._closing = asyncio.current_task()  # type: ignore[assignment]
+        try:
+            await self._release(reason)
+        finally:
+            # Whatever failed above (a half-built peer connection cannot always close cleanly), the session
+            # leaves the manager: a session that stays listed holds an admission slot forever.
+            self._on_closed(self)
+            self._monitor.session_closed(self.id, reason)
+
+    async def _release(self, reason: str) -> None:
         self._scheduler.remove_session(self.id)
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
         for viewer_id in list(self.viewers):
-            await self.remove_viewer(viewer_id)
+            with _logged_failure(f"session {self.id}: closing viewer {viewer_id}"):
+                await self.remove_viewer(viewer_id)
         for encoder in self.encoders.values():
-            encoder.close()
-        await self.pc.close()
+            with _logged_failure(f"session {self.id}: closing encoder"):
+                encoder.close()
+        with _logged_failure(f"session {self.id}: closing peer connection ({reason})"):
+            await self.pc.close()
         others = [t for t in self._tasks if t is not current]
         if others:
             await asyncio.gather(*others, return_exceptions=True)
-        self._on_closed(self)
-        self._monitor.session_closed(self.id, reason)
 
     def summary(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -406,6 +446,15 @@ class Session:
             "drops": dict(self.counters.drops),
             "viewers": len(self.viewers),
         }
+
+
+@contextlib.contextmanager
+def _logged_failure(what: str) -> Any:
+    """Closing goes on past a failing step (logged at WARNING with its cause, never raised)."""
+    try:
+        yield
+    except Exception as exc:
+        logger.warning("%s failed: %s: %s", what, type(exc).__name__, exc)
 
 
 def _to_rgb(frame: av.VideoFrame) -> np.ndarray:
@@ -446,23 +495,55 @@ class SessionManager:
             raise NotFound(f"no session {session_id!r}")
         return session
 
-    def admit(self) -> None:
-        """Raise Unavailable when a new session cannot be taken now (shutting down, full, overloaded)."""
+    def pending(self) -> list[Session]:
+        """Sessions answered but not (yet) connected, oldest first."""
+        waiting = [s for s in self.sessions.values() if s.connected_s is None and s.close_reason is None]
+        return sorted(waiting, key=lambda s: s.created_s)
+
+    def admit(self, owner: str | None = None, owner_limit: int | None = None) -> None:
+        """Raise Unavailable when a new session cannot be taken now (shutting down, full, overloaded).
+
+        Not-yet-connected sessions also count against the smaller `max_pending` budget: offers that never
+        connect (a scanner, a broken client) can hold at most that many slots. When it is full, the oldest
+        pending session that has had `pending_grace_s` to connect gives its slot to the newcomer, so such
+        offers delay a real publisher by at most one retry instead of locking it out."""
         if not self.accepting:
             raise Unavailable("gateway is shutting down", retry_after_s=30)
+        pending = self.pending()
+        if len(pending) >= self.config.max_pending:
+            oldest = pending[0]
+            if time.monotonic() - oldest.created_s < self.config.pending_grace_s:
+                self._monitor.record_reject("pending")
+                raise Unavailable(
+                    f"too many sessions still connecting ({self.config.max_pending})", retry_after_s=2
+                )
+            self._forget(oldest)  # its slot is free now; its peer connection closes in the background
+            oldest.schedule_close("evicted: never connected, pending budget full")
         if len(self.sessions) >= self.config.max_sessions:
             self._monitor.record_reject("capacity")
             raise Unavailable(f"at capacity ({self.config.max_sessions} sessions)", retry_after_s=10)
+        if owner_limit is not None:
+            mine = sum(1 for s in self.sessions.values() if s.owner == owner and s.close_reason is None)
+            if mine >= owner_limit:
+                self._monitor.record_reject("tenant_limit")
+                raise Unavailable(f"tenant {owner} is at its limit ({owner_limit} sessions)", retry_after_s=5)
         if not self._monitor.admits_new_sessions():
             self._monitor.record_reject("capacity")
             raise Unavailable("overloaded: the monitor refuses new sessions for now", retry_after_s=10)
 
     async def create(
-        self, offer_sdp: str, *, source: SourceFace | None, processors: Sequence[str]
+        self,
+        offer_sdp: str,
+        *,
+        source: SourceFace | None,
+        processors: Sequence[str],
+        owner: str | None = None,
+        owner_limit: int | None = None,
+        face_settings: FaceSettings | None = None,
     ) -> tuple[Session, str]:
         """Answer a WHIP offer: returns the session and the SDP answer (ICE candidates included)."""
-        self.admit()
-        offer = check_offer(offer_sdp, need_send=True)
+        offer = check_offer(offer_sdp, need_send=True)  # a bad offer never costs a slot, or an eviction
+        self.admit(owner, owner_limit)
         session_id = secrets.token_urlsafe(12)
         pc = create_peer_connection(self.ice)
         session = Session(
@@ -476,7 +557,9 @@ class SessionManager:
             executor=self._executor,
             budget_ms=self._budget_ms,
             on_closed=self._forget,
+            face_settings=face_settings,
         )
+        session.owner = owner
         self.sessions[session_id] = session
 
         @pc.on("track")
@@ -494,20 +577,28 @@ class SessionManager:
                 session.schedule_close(f"peer {pc.connectionState}")
 
         try:
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+            await pc.setRemoteDescription(
+                RTCSessionDescription(sdp=make_answerable(offer_sdp, offer.structure), type="offer")
+            )
             video = next(t for t in pc.getTransceivers() if t.kind == "video")
             if video.direction in ("sendrecv", "recvonly"):  # our view: we receive, and send back if asked
                 session.subscribe(pc, offer.codec)
             else:
                 _answer_with(pc, offer.codec)
+            _silence_unusable_audio(pc, offer.structure)
             await pc.setLocalDescription(await pc.createAnswer())
-        except Exception as exc:
-            await session.close("bad offer")
+            answer = restore_unusable_audio(pc.localDescription.sdp, offer.structure)
+        except BaseException as exc:
+            # every failure (a cancelled request included) gives the slot back before it propagates
+            await asyncio.shield(session.close("bad offer"))
+            if not isinstance(exc, Exception):
+                raise
+            logger.info("WHIP offer refused: %s: %s", type(exc).__name__, exc)
             raise BadRequest(f"cannot answer WHIP offer: {type(exc).__name__}: {exc}") from None
         self._monitor.session_opened(
             session_id, {"source": source.id if source else None, "processors": list(processors)}
         )
-        return session, pc.localDescription.sdp
+        return session, answer
 
     def _forget(self, session: Session) -> None:
         if self.sessions.get(session.id) is session:
@@ -518,11 +609,17 @@ class SessionManager:
         await session.close("deleted by client")
 
     def reap_once(self, now: float) -> list[str]:
-        """Close sessions whose peer vanished: never connected in time, or silent/disconnected too long."""
+        """Close sessions whose peer vanished: never connected in time, or silent/disconnected too long.
+        A session in ANY state past its deadline goes, and one whose close has hung past
+        `connect_timeout_s` is dropped from the table (its slot must not stay taken)."""
         victims = []
         for session in list(self.sessions.values()):
             state = session.pc.connectionState
             if session.close_reason is not None:
+                if session.closed_s is not None and now - session.closed_s > self.config.connect_timeout_s:
+                    logger.warning("session %s: close hung (%s); dropped", session.id, session.close_reason)
+                    self._forget(session)
+                    victims.append(session.id)
                 continue
             if state in ("failed", "closed"):
                 reason = f"peer {state}"

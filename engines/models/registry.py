@@ -145,10 +145,13 @@ _MODELS: tuple[ModelSpec, ...] = (
             "https://github.com/facefusion/facefusion-assets/releases/download/models-3.0.0/arcface_w600k_r50.onnx"
         ),
         sha256=None,
-        inputs=(Signature("input.1", ("N", 3, 112, 112)),),
-        outputs=(Signature("683", ("N", 512)),),
-        licence="non-commercial research only (InsightFace buffalo_l)",
-        notes="hash not pinned here: pin the file you trust with `python -m engines.models add`",
+        # The names are not pinned: "input.1"/"683" are buffalo_l's w600k_r50.onnx, and FaceFusion's re-export
+        # at this URL need not keep them. The embedder binds the file's own first input and output.
+        inputs=(Signature("<first input>", ("N", 3, 112, 112)),),
+        outputs=(Signature("<first output>", ("N", 512)),),
+        licence="non-commercial research only (InsightFace w600k_r50, as in buffalo_l)",
+        notes="also serves the `reference` face selector; tensor names read from the file; hash not pinned "
+              "here: pin the file you trust with `python -m engines.models add`",
     ),
     ModelSpec(
         id="gfpgan_1.4",

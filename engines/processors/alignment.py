@@ -22,19 +22,35 @@ FFHQ_512 = np.array(
      [0.39308822, 0.72541100], [0.61150205, 0.72490465]], dtype=np.float32)
 
 
-def estimate_affine(kps5: np.ndarray, template: np.ndarray, size: int) -> np.ndarray:
+def estimate_affine(kps5: np.ndarray, template: np.ndarray, size: int, robust: bool = False) -> np.ndarray:
     """Similarity transform (2x3, float32) taking frame points onto `template * size`.
 
-    Least squares rather than RANSAC: with five good points RANSAC only adds randomness between frames.
+    Least squares over all five points (closed form): LMEDS may drop a point as an outlier on one frame and
+    not the next, and the crop flips between two fits. `robust=True` keeps LMEDS where the reference
+    implementation uses it (FaceFusion's 512 FFHQ crop for GFPGAN).
     """
-    dst = (template * size).astype(np.float32)
-    matrix, _ = cv2.estimateAffinePartial2D(kps5.astype(np.float32), dst, method=cv2.LMEDS)
-    if matrix is None:  # collinear points: fall back to a pure scale + translation fit
-        src = kps5.astype(np.float32)
-        scale = float(np.ptp(dst[:, 0]) / max(np.ptp(src[:, 0]), 1e-3))
-        t = dst.mean(0) - scale * src.mean(0)
-        matrix = np.array([[scale, 0.0, t[0]], [0.0, scale, t[1]]])
-    return matrix.astype(np.float32)
+    dst = (template * size).astype(np.float64)
+    src = kps5.astype(np.float64)
+    if robust:
+        matrix, _ = cv2.estimateAffinePartial2D(src.astype(np.float32), dst.astype(np.float32),
+                                                method=cv2.LMEDS)
+        if matrix is not None:
+            return np.asarray(matrix, dtype=np.float32)
+    return similarity_lstsq(src, dst)
+
+
+def similarity_lstsq(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Least-squares similarity (rotation, uniform scale, translation) src -> dst, 2x3 float32."""
+    mu_s, mu_d = src.mean(0), dst.mean(0)
+    xs, xd = src - mu_s, dst - mu_d
+    norm = float((xs**2).sum())
+    if norm < 1e-9:  # all points in one place: translation only
+        return np.array([[1.0, 0.0, mu_d[0] - mu_s[0]], [0.0, 1.0, mu_d[1] - mu_s[1]]], dtype=np.float32)
+    a = float((xs[:, 0] * xd[:, 0] + xs[:, 1] * xd[:, 1]).sum()) / norm
+    b = float((xs[:, 0] * xd[:, 1] - xs[:, 1] * xd[:, 0]).sum()) / norm
+    rot = np.array([[a, -b], [b, a]])
+    t = mu_d - rot @ mu_s
+    return np.hstack([rot, t[:, None]]).astype(np.float32)
 
 
 def warp_crop(image: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarray:

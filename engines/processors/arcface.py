@@ -1,7 +1,8 @@
 """ArcFace (w600k_r50) identity embedding: the source vector inswapper conditions on.
 
 Faces are aligned to the 112 ArcFace template from their five points, RGB, (x - 127.5) / 127.5, NCHW; the
-output (N, 512) is L2-normalised (InsightFace's `normed_embedding`).
+output (N, 512) is L2-normalised (InsightFace's `normed_embedding`). Tensor names are read from the file
+(buffalo_l's export says "input.1"/"683"; re-exports rename them).
 """
 
 from __future__ import annotations

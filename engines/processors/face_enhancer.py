@@ -4,8 +4,8 @@
   feathered ellipse over the face. Real per-face work that visibly sharpens, so the pipeline's enhancer stage
   has an honest cost when no restoration weights are installed.
 - "gfpgan_1.4" (user-supplied ONNX): the face aligned to the 512 FFHQ template from its five points, RGB
-  normalised to [-1, 1], (N, 3, 512, 512) in and out, batched across faces, pasted back through the
-  face's box, feathered inwards.
+  normalised to [-1, 1], (N, 3, 512, 512) in and out, batched across faces, pasted back through
+  FaceFusion's box mask of the aligned crop (built once: no per-face 512 erosion, which cost 27 ms).
 
 Both return `FacePatch`es whose masks already carry the blend factor (how much of the enhanced face to keep).
 """
@@ -20,7 +20,8 @@ import numpy as np
 from engines.engine import Engine, run_batched
 from engines.processors.alignment import FFHQ_512, estimate_affine, warp_crop
 from engines.processors.face_detector import Face
-from engines.processors.paste import FacePatch, face_box_mask, translation
+from engines.processors.masks import BoxMaskConfig, box_mask, paste_mask
+from engines.processors.paste import FacePatch, translation
 
 GFPGAN_SIZE = 512
 
@@ -59,15 +60,17 @@ class DetailEnhancer:
 class GfpganEnhancer:
     name = "gfpgan_1.4"
 
-    def __init__(self, engine: Engine, blend: float = 0.8) -> None:
+    def __init__(self, engine: Engine, blend: float = 0.8, mask: BoxMaskConfig | None = None) -> None:
         self.engine = engine
         self.blend = blend
+        self.mask = mask or BoxMaskConfig()
+        self._box_mask = box_mask(GFPGAN_SIZE, self.mask)
         self._input = engine.inputs[0].name if engine.inputs else "input"
 
     def enhance(self, jobs: Sequence[tuple[np.ndarray, Face]]) -> list[FacePatch | None]:
         if not jobs:
             return []
-        matrices = [estimate_affine(face.kps5, FFHQ_512, GFPGAN_SIZE) for _, face in jobs]
+        matrices = [estimate_affine(face.kps5, FFHQ_512, GFPGAN_SIZE, robust=True) for _, face in jobs]
         batch = np.empty((len(jobs), 3, GFPGAN_SIZE, GFPGAN_SIZE), dtype=np.float32)
         for i, ((frame, _), m) in enumerate(zip(jobs, matrices, strict=True)):
             crop = warp_crop(frame, m, GFPGAN_SIZE).astype(np.float32)
@@ -76,6 +79,6 @@ class GfpganEnhancer:
         patches: list[FacePatch | None] = []
         for i, m in enumerate(matrices):
             image = (np.clip(out[i].transpose(1, 2, 0), -1.0, 1.0) + 1.0) * 127.5
-            mask = face_box_mask(jobs[i][1].box, m, GFPGAN_SIZE, 0.15) * self.blend
+            mask = paste_mask(jobs[i][1].box, m, self._box_mask) * self.blend
             patches.append(FacePatch(image=image.astype(np.float32), mask=mask, matrix=m))
         return patches

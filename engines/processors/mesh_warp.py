@@ -6,8 +6,14 @@ pose-following work out of the box. The source's mesh is triangulated once (Dela
 map target pixel -> source pixel. Instead of one `warpAffine` per triangle (~900 calls), every pixel of the
 target's bounding box gets its triangle id from one rasterisation pass, the per-triangle affines are applied
 vectorised, and a single `cv2.remap` samples the source. Colours are matched source -> target (mean/std in
-LAB inside the face) and the result is blended through a feathered convex-hull mask. No boundary points are
-added: the mask is the mesh's hull, so warping beyond it would be thrown away.
+LAB over the face's skin: lips and eyes excluded, so the statistics do not move when the mouth opens) and the
+result is blended through a feathered convex-hull mask. No boundary points are added: the mask is the mesh's
+hull, so warping beyond it would be thrown away.
+
+Mouth and eyes: the target's inner mouth (teeth, tongue, the dark opening) and eye openings are cut out of
+the mask (`masks.region_mask`), so a talking target keeps its mouth under a closed-mouth source and blinks
+stay the target's. Optional Poisson blending (`cv2.seamlessClone`) matches the seam's gradients instead of
+the face's mean colour; it costs a few ms per face, so it is off by default.
 
 Turned heads: on the side of a face turned away from the camera the 2-D mesh folds over itself, and those
 triangles come out mirrored (their signed area flips against the source's). They are back-facing: drawing them
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from engines.processors.masks import region_mask, skin_mask
 from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, translation
 
 MARGIN = 2          # px around the target mesh's bounding box
@@ -131,11 +138,18 @@ class MeshWarpSwapper:
 
     name = "mesh_warp"
 
-    def swap(self, jobs: Sequence[tuple[np.ndarray, np.ndarray, MeshSource]]) -> list[FacePatch | None]:
-        """One patch per (frame, target landmarks (468, 2), source) job; None where the face is off-frame."""
-        return [self.swap_one(frame, target, source) for frame, target, source in jobs]
+    def __init__(self, poisson: bool = False) -> None:
+        self.poisson = poisson
 
-    def swap_one(self, frame: np.ndarray, target: np.ndarray, source: MeshSource) -> FacePatch | None:
+    def swap(self, jobs: Sequence[tuple[np.ndarray, np.ndarray, MeshSource]],
+             keep: Sequence[tuple[str, ...]] | None = None) -> list[FacePatch | None]:
+        """One patch per (frame, target landmarks (468, 2), source) job; None where the face is off-frame.
+        `keep[i]`: the target regions job i keeps from the frame (mouth, eyes)."""
+        return [self.swap_one(frame, target, source, keep[i] if keep else ())
+                for i, (frame, target, source) in enumerate(jobs)]
+
+    def swap_one(self, frame: np.ndarray, target: np.ndarray, source: MeshSource,
+                 keep: tuple[str, ...] = ()) -> FacePatch | None:
         fh, fw = frame.shape[:2]
         lo = np.floor(target.min(0)).astype(int) - MARGIN
         hi = np.ceil(target.max(0)).astype(int) + MARGIN
@@ -175,6 +189,33 @@ class MeshWarpSwapper:
         mask *= feather(covered, erode, blur)  # fade out where triangles were culled, too
         mask *= covered  # and never outside the warped triangles (remap has nothing there)
         roi = frame[y0:y1, x0:x1]
+        if self.poisson:
+            cloned = _poisson(warped, roi, mask)
+            if cloned is not None:
+                if keep:
+                    mask *= 1.0 - region_mask((h, w), local, keep, size)
+                return FacePatch(image=cloned.astype(np.float32), mask=mask, matrix=translation(x0, y0))
+        skin = (mask > 0.5) & skin_mask((h, w), local, size)
         matched = _match_colour(warped.astype(np.float32) * (1.0 / 255.0),
-                                roi.astype(np.float32) * (1.0 / 255.0), mask > 0.5)
+                                roi.astype(np.float32) * (1.0 / 255.0), skin)
+        if keep:
+            mask *= 1.0 - region_mask((h, w), local, keep, size)
         return FacePatch(image=matched * 255.0, mask=mask, matrix=translation(x0, y0))
+
+
+def _poisson(warped: np.ndarray, roi: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
+    """The warped face cloned into the target region with matched gradients (None when OpenCV refuses: a
+    mask touching the region's edge)."""
+    binary = (mask > 0.05).astype(np.uint8) * 255
+    binary[[0, -1], :] = 0
+    binary[:, [0, -1]] = 0
+    ys, xs = np.nonzero(binary)
+    if ys.size < 16:
+        return None
+    x0, x1, y0, y1 = int(xs.min()), int(xs.max()), int(ys.min()), int(ys.max())
+    centre = ((x0 + x1 + 1) // 2, (y0 + y1 + 1) // 2)
+    try:
+        return np.asarray(cv2.seamlessClone(np.ascontiguousarray(warped), np.ascontiguousarray(roi), binary,
+                                            centre, cv2.NORMAL_CLONE))
+    except cv2.error:
+        return None

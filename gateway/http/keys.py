@@ -9,9 +9,12 @@ import numpy as np
 from aiohttp import web
 
 from engines.frames import FrameItem, FrameOutput, SourceFace
+from gateway.background import BackgroundConfig, BackgroundPool
 from gateway.config import GatewayConfig
 from gateway.errors import Unavailable
 from gateway.sessions import MonitorLike, SessionManager
+from gateway.source_store import SourcesConfig, SourceStore
+from gateway.tenants import Principal
 
 
 class PipelineLike(Protocol):
@@ -30,7 +33,8 @@ class AppState:
     def __init__(self) -> None:
         self.ready = False
         self.shutting_down = False
-        self.sources: dict[str, SourceFace] = {}
+        self.sources = SourceStore(SourcesConfig())  # create_app replaces it with the configured one
+        self.background = BackgroundPool(BackgroundConfig())  # create_app: the configured one
         self.default_source_id: str | None = None
         # Set by the background start-up (after the app started, so they live here and not under AppKeys).
         self.pipeline: PipelineLike | None = None
@@ -43,6 +47,13 @@ class AppState:
 CONFIG = web.AppKey("config", GatewayConfig)
 MONITOR = web.AppKey("monitor", MonitorLike)  # type: ignore[type-abstract]
 STATE = web.AppKey("state", AppState)
+
+
+PRINCIPAL = web.RequestKey("livefuse_principal", Principal)  # set by the auth middleware
+
+
+def principal_of(request: web.Request) -> Principal:
+    return request.get(PRINCIPAL) or Principal(tenant=None)
 
 
 def sessions_of(app: web.Application) -> SessionManager:

@@ -6,11 +6,15 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.http.keys import MONITOR, sessions_of
+from gateway.errors import NotFound
+from gateway.http.keys import MONITOR, principal_of, sessions_of
 
 
 def _describe(request: web.Request, session_id: str) -> dict[str, Any]:
+    """One session, for its owner (or an admin) only: anyone else gets 404, as for an unknown id."""
     session = sessions_of(request.app).get(session_id)
+    if not principal_of(request).owns(session.owner):
+        raise NotFound(f"no session {session_id!r}")
     info = session.summary()
     try:
         info["stats"] = request.app[MONITOR].session_stats(session_id)
@@ -20,10 +24,16 @@ def _describe(request: web.Request, session_id: str) -> dict[str, Any]:
 
 
 async def list_sessions(request: web.Request) -> web.Response:
+    """The caller's own sessions (an admin's: all). Callers without a token (reads left open without
+    --protect-reads) see only how many sessions are open: ids are what DELETE, PATCH and WHEP act on."""
     manager = sessions_of(request.app)
+    principal = principal_of(request)
+    open_sessions = [s for s in list(manager.sessions.values()) if s.close_reason is None]
+    mine = [s for s in open_sessions if principal.owns(s.owner)]
     return web.json_response(
         {
-            "sessions": [_describe(request, sid) for sid in list(manager.sessions)],
+            "sessions": [_describe(request, s.id) for s in mine],
+            "open": len(open_sessions),
             "max_sessions": manager.config.max_sessions,
         }
     )

@@ -1,4 +1,10 @@
-"""POST /sources: upload a source face image (jpeg/png/webp) -> 201 {"id", "faces"}."""
+"""POST /sources: upload a source face image (jpeg/png/webp) -> 201 {"id", "faces"}.
+
+An upload is checked before it costs anything: its declared size is read from the header and refused over
+`SourcesConfig.max_pixels` (413, the limit in the message); decoding, face detection and trimming run in a
+worker thread (never on the event loop), and every decoder error is a 4xx. What is kept is bounded by
+gateway.source_store.
+"""
 
 from __future__ import annotations
 
@@ -11,46 +17,94 @@ from aiohttp import web
 
 from engines.frames import NoFaceFound, SourceFace
 from gateway.errors import BadRequest, NotFound, PayloadTooLarge, Unprocessable, UnsupportedMediaType
-from gateway.http.keys import CONFIG, STATE, pipeline_of
+from gateway.http.body import read_body
+from gateway.http.keys import CONFIG, STATE, pipeline_of, principal_of
+from gateway.media.image_header import ImageHeaderError, image_size
+from gateway.source_store import SourcesConfig, prepare_bounded
 
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
 
 
-def decode_image(body: bytes) -> np.ndarray:
-    """Bytes -> HxWx3 RGB, or UnsupportedMediaType when they are not a decodable image."""
-    bgr = cv2.imdecode(np.frombuffer(body, dtype=np.uint8), cv2.IMREAD_COLOR) if body else None
+def check_image_size(body: bytes, max_pixels: int) -> tuple[int, int]:
+    """(width, height) from the header; UnsupportedMediaType when there is none, PayloadTooLarge over the
+    pixel limit."""
+    try:
+        width, height = image_size(body)
+    except ImageHeaderError as exc:
+        raise UnsupportedMediaType(f"body is not a decodable jpeg/png/webp image ({exc})") from None
+    if width < 1 or height < 1:
+        raise Unprocessable(f"image declares an empty size {width}x{height}")
+    if width * height > max_pixels:
+        raise PayloadTooLarge(
+            f"image is {width}x{height} = {width * height} pixels; the limit is {max_pixels} pixels"
+        )
+    return width, height
+
+
+def decode_image(body: bytes, max_pixels: int | None = None) -> np.ndarray:
+    """Bytes -> HxWx3 RGB (blocking: call it in a worker), or a 4xx GatewayError when they are not a
+    decodable image within the pixel limit."""
+    if max_pixels is not None:
+        check_image_size(body, max_pixels)
+    try:
+        bgr = cv2.imdecode(np.frombuffer(body, dtype=np.uint8), cv2.IMREAD_COLOR) if body else None
+    except (cv2.error, ValueError, MemoryError, OverflowError) as exc:
+        raise UnsupportedMediaType(f"image cannot be decoded: {type(exc).__name__}") from None
     if bgr is None:
         raise UnsupportedMediaType("body is not a decodable jpeg/png/webp image")
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
-async def add_source(app: web.Application, image_rgb: np.ndarray, source_id: str | None = None) -> SourceFace:
+async def add_source(
+    app: web.Application, image_rgb: np.ndarray, source_id: str | None = None, *, owner: str | None = None
+) -> SourceFace:
     pipeline = pipeline_of(app)
     sid = source_id or secrets.token_urlsafe(9)
+    config: SourcesConfig = app[CONFIG].sources
     try:
-        face = await asyncio.get_running_loop().run_in_executor(None, pipeline.prepare_source, image_rgb, sid)
+        face = await asyncio.get_running_loop().run_in_executor(
+            app[STATE].background.executor, prepare_bounded, pipeline.prepare_source, image_rgb, sid, config
+        )
     except NoFaceFound:
         raise Unprocessable("no face found in the image") from None
-    app[STATE].sources[face.id] = face
+    app[STATE].sources.put(face, owner, pinned=source_id == "default")
     return face
+
+
+async def _decode_and_add(request: web.Request, body: bytes, owner: str | None) -> SourceFace:
+    config = request.app[CONFIG]
+    check_image_size(body, config.sources.max_pixels)  # cheap: before any thread or memory is spent
+    background = request.app[STATE].background
+    with background.admit():  # live video first: uploads run on a small, lower-priority pool
+        image = await asyncio.get_running_loop().run_in_executor(
+            background.executor, decode_image, body, config.sources.max_pixels
+        )
+        return await add_source(request.app, image, owner=owner)
 
 
 async def post_source(request: web.Request) -> web.Response:
     if request.content_type not in IMAGE_TYPES:
         raise UnsupportedMediaType(f"Content-Type must be one of {', '.join(sorted(IMAGE_TYPES))}")
-    limit = request.app[CONFIG].max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise PayloadTooLarge(f"image larger than {limit} bytes")
-    body = await request.read()
-    face = await add_source(request.app, decode_image(body))
+    config = request.app[CONFIG]
+    limit = config.max_body_bytes
+    body = await read_body(
+        request, limit, config.body_timeout_s, PayloadTooLarge(f"image larger than {limit} bytes")
+    )
+    face = await _decode_and_add(request, body, principal_of(request).tenant)
     return web.json_response(
         {"id": face.id, "faces": face.faces}, status=201, headers={"Location": f"/sources/{face.id}"}
     )
 
 
+def _visible(request: web.Request, sid: str) -> bool:
+    state = request.app[STATE]
+    return sid == state.default_source_id or principal_of(request).owns(state.sources.owner(sid))
+
+
 async def get_source(request: web.Request) -> web.Response:
-    face = request.app[STATE].sources.get(request.match_info["source_id"])
-    if face is None:
+    sid = request.match_info["source_id"]
+    face = request.app[STATE].sources.get(sid)
+    if face is None or not _visible(request, sid):
         raise NotFound("no such source")
     return web.json_response({"id": face.id, "faces": face.faces})
 
@@ -60,7 +114,7 @@ async def delete_source(request: web.Request) -> web.Response:
     sid = request.match_info["source_id"]
     if sid == state.default_source_id:
         raise BadRequest("the default source cannot be deleted")
-    if state.sources.pop(sid, None) is None:
+    if sid not in state.sources or not _visible(request, sid) or state.sources.pop(sid) is None:
         raise NotFound("no such source")
     return web.Response(status=204)
 

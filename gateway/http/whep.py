@@ -8,16 +8,34 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from gateway.errors import BadRequest, NotFound
-from gateway.http.keys import CONFIG, sessions_of
+from gateway.auth import bearer_token
+from gateway.errors import BadRequest, NotFound, Unauthorized
+from gateway.http.keys import CONFIG, principal_of, sessions_of
 from gateway.http.whip import CORS, SDP_TYPE, read_offer
 from gateway.rtc.ice import link_headers
 from gateway.rtc.sdp import SdpError, check_offer
+from gateway.sessions import Session
+from gateway.tenants import same_secret
+
+
+def viewable_session(request: web.Request) -> Session:
+    """The session when the caller may watch it: its owner's or an admin token, or its own viewer token.
+    A caller with no valid token gets 401; a tenant that does not own it gets 404 (as if unknown)."""
+    session = sessions_of(request.app).get(request.match_info["session_id"])
+    principal = principal_of(request)
+    if principal.owns(session.owner):
+        return session
+    offered = bearer_token(request.headers)
+    if offered is not None and same_secret(offered, session.viewer_token):
+        return session
+    if principal.anonymous:
+        raise Unauthorized("a viewer token or the owner's token is required")
+    raise NotFound(f"no session {session.id!r}")
 
 
 async def post_whep(request: web.Request) -> web.Response:
+    session = viewable_session(request)
     offer = await read_offer(request)
-    session = sessions_of(request.app).get(request.match_info["session_id"])
     try:
         check_offer(offer, need_send=False)
     except SdpError as exc:
@@ -36,7 +54,7 @@ async def post_whep(request: web.Request) -> web.Response:
 
 
 async def delete_whep(request: web.Request) -> web.Response:
-    session = sessions_of(request.app).get(request.match_info["session_id"])
+    session = viewable_session(request)
     if not await session.remove_viewer(request.match_info["viewer_id"]):
         raise NotFound("no such viewer")
     return web.Response(status=200, headers=CORS)

@@ -1,14 +1,15 @@
 """WHIP (RFC 9725): POST /whip creates a session from an SDP offer; DELETE /whip/{id} ends it.
 
 The publisher gets its processed video back on the same peer connection (sendrecv). Query: ?source=<id>
-(else the configured default source) and ?processors=face_swapper,face_enhancer (or none: pass-through).
+(else the configured default source) and ?processors=face_swapper,face_enhancer (or none: pass-through);
+?mask=mouth,eyes|mouth|eyes|none (target regions kept), ?faces=many|one|reference (&reference=<source id>).
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from engines.frames import PROCESSORS, SourceFace
+from engines.frames import FACE_SELECTORS, MASK_REGIONS, PROCESSORS, FaceSettings, SourceFace
 from gateway.errors import (
     BadRequest,
     NotFound,
@@ -17,29 +18,32 @@ from gateway.errors import (
     Unprocessable,
     UnsupportedMediaType,
 )
-from gateway.http.keys import CONFIG, STATE, sessions_of
+from gateway.http.body import read_body
+from gateway.http.keys import CONFIG, STATE, principal_of, sessions_of
 from gateway.rtc.ice import link_headers
 from gateway.rtc.sdp import SdpError, parse_trickle_fragment
+from gateway.sessions import Session
+from gateway.tenants import tenant_limit
 
+VIEWER_TOKEN_HEADER = "Livefuse-Viewer-Token"  # WHEP may use it (as a bearer token) for this session only
 SDP_TYPE = "application/sdp"
 TRICKLE_TYPE = "application/trickle-ice-sdpfrag"
 CORS = {
     "Access-Control-Allow-Origin": "*",
     "Access-Control-Allow-Methods": "POST, DELETE, PATCH, OPTIONS",
     "Access-Control-Allow-Headers": "Authorization, Content-Type, If-Match",
-    "Access-Control-Expose-Headers": "Location, ETag, Link, Accept-Patch",
+    "Access-Control-Expose-Headers": "Location, ETag, Link, Accept-Patch, Livefuse-Viewer-Token",
 }
 
 
 async def read_offer(request: web.Request) -> str:
     if request.content_type != SDP_TYPE:
         raise UnsupportedMediaType(f"Content-Type must be {SDP_TYPE}")
-    limit = request.app[CONFIG].max_sdp_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise BadRequest(f"SDP offer larger than {limit} bytes")
-    body = await request.content.read(limit + 1)
-    if len(body) > limit:
-        raise BadRequest(f"SDP offer larger than {limit} bytes")
+    config = request.app[CONFIG]
+    limit = config.max_sdp_bytes
+    body = await read_body(
+        request, limit, config.body_timeout_s, BadRequest(f"SDP offer larger than {limit} bytes")
+    )
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError:
@@ -63,9 +67,51 @@ def choose_source(request: web.Request) -> SourceFace | None:
     if sid is None:
         return None
     face = state.sources.get(sid)
-    if face is None:
+    visible = sid == state.default_source_id or principal_of(request).owns(state.sources.owner(sid))
+    if face is None or not visible:
         raise NotFound(f"no source {sid!r} (upload one with POST /sources)")
     return face
+
+
+def owned_session(request: web.Request) -> Session:
+    """The session in the URL when the caller's tenant owns it (or is an admin); else 404, as if unknown."""
+    session = sessions_of(request.app).get(request.match_info["session_id"])
+    if not principal_of(request).owns(session.owner):
+        raise NotFound(f"no session {session.id!r}")
+    return session
+
+
+def choose_face_settings(request: web.Request) -> FaceSettings | None:
+    """?mask= and ?faces= (with ?reference=): None when neither is given (the gateway's defaults apply)."""
+    q = request.query
+    if "mask" not in q and "faces" not in q:
+        return None
+    proc = request.app[CONFIG].processing
+    keep = proc.mask_regions
+    if "mask" in q:
+        keep = tuple(r.strip() for r in q["mask"].split(",") if r.strip() and r.strip().lower() != "none")
+        bad = [r for r in keep if r not in MASK_REGIONS]
+        if bad:
+            known = ", ".join((*MASK_REGIONS, "none"))
+            raise BadRequest(f"unknown mask region(s) {', '.join(bad)} (known: {known})")
+    selector = q.get("faces", proc.face_selector)
+    if selector not in FACE_SELECTORS:
+        raise BadRequest(f"unknown ?faces={selector} (known: {', '.join(FACE_SELECTORS)})")
+    reference = None
+    if selector == "reference":
+        pipeline = request.app[STATE].pipeline
+        if not getattr(pipeline, "supports_reference", False):
+            raise Unprocessable("?faces=reference needs the ArcFace embedder (arcface_w600k_r50), which is "
+                                "not installed here: see `python -m engines.models list`")
+        rid = q.get("reference")
+        if not rid:
+            raise BadRequest("?faces=reference needs ?reference=<source id> (upload it with POST /sources)")
+        state = request.app[STATE]
+        reference = state.sources.get(rid)
+        visible = rid == state.default_source_id or principal_of(request).owns(state.sources.owner(rid))
+        if reference is None or not visible:  # another tenant's image is as unknown as a missing one
+            raise NotFound(f"no source {rid!r} for ?reference= (upload one with POST /sources)")
+    return FaceSettings(keep_regions=keep, selector=selector, reference=reference)
 
 
 async def options_whip(request: web.Request) -> web.Response:
@@ -83,8 +129,17 @@ async def post_whip(request: web.Request) -> web.Response:
     config = request.app[CONFIG]
     processors = choose_processors(request.query.get("processors"), config.processing.processors)
     source = choose_source(request)
+    owner = principal_of(request).tenant
+    face_settings = choose_face_settings(request)
     try:
-        session, answer = await sessions_of(request.app).create(offer, source=source, processors=processors)
+        session, answer = await sessions_of(request.app).create(
+            offer,
+            source=source,
+            processors=processors,
+            owner=owner,
+            owner_limit=tenant_limit(config.auth.all_tenants, owner),
+            face_settings=face_settings,
+        )
     except SdpError as exc:
         raise BadRequest(str(exc)) from None
     response = web.Response(
@@ -95,6 +150,7 @@ async def post_whip(request: web.Request) -> web.Response:
             "Location": f"/whip/{session.id}",
             "ETag": f'"{session.etag}"',
             "Accept-Patch": TRICKLE_TYPE,
+            VIEWER_TOKEN_HEADER: session.viewer_token,
             **CORS,
         },
     )
@@ -104,14 +160,14 @@ async def post_whip(request: web.Request) -> web.Response:
 
 
 async def delete_whip(request: web.Request) -> web.Response:
-    await sessions_of(request.app).delete(request.match_info["session_id"])
+    await owned_session(request).close("deleted by client")
     return web.Response(status=200, headers=CORS)
 
 
 async def patch_whip(request: web.Request) -> web.Response:
     """Trickle ICE (RFC 9725 §4.3.1): the client's late candidates. Our answer already carries all of ours,
     so the reply is 204. ICE restarts (a new ufrag) are refused: the client creates a new session."""
-    session = sessions_of(request.app).get(request.match_info["session_id"])  # 404 first
+    session = owned_session(request)  # 404 first
     if request.content_type != TRICKLE_TYPE:
         raise UnsupportedMediaType(f"Content-Type must be {TRICKLE_TYPE}")
     if_match = request.headers.get("If-Match")
@@ -119,11 +175,12 @@ async def patch_whip(request: web.Request) -> web.Response:
         raise PreconditionRequired("If-Match with the session's ETag is required")
     if if_match.strip() not in ("*", f'"{session.etag}"'):
         raise PreconditionFailed("If-Match does not match the session's ETag")
-    limit = request.app[CONFIG].max_sdp_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise BadRequest(f"SDP fragment over {limit} bytes")
+    config = request.app[CONFIG]
+    limit = config.max_sdp_bytes
+    too_large = BadRequest(f"SDP fragment over {limit} bytes")
+    body = await read_body(request, limit, config.body_timeout_s, too_large)
     try:
-        fragment = parse_trickle_fragment((await request.read()).decode("utf-8", errors="strict"))
+        fragment = parse_trickle_fragment(body.decode("utf-8", errors="strict"))
     except UnicodeDecodeError:
         raise BadRequest("SDP fragment is not UTF-8") from None
     except SdpError as exc:

@@ -14,16 +14,25 @@ import asyncio
 import contextlib
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
 
 from .monitor import Monitor
 from .prometheus import CONTENT_TYPE, make_registry, render
+from .snapshot import StatsSnapshot
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 MONITOR_KEY = web.AppKey("livefuse_monitor", Monitor)
 _STOP_KEY = web.AppKey("livefuse_monitor_sse_stop", asyncio.Event)
+# Functions the app may add to shape /api/stats and /api/stream per request (what an anonymous caller may
+# see, figures the monitor does not own such as source memory). Applied in order.
+StatsView = Callable[[web.Request, dict[str, object]], dict[str, object]]
+STATS_VIEWS = web.AppKey("livefuse_stats_views", list[StatsView])
+# The same for /metrics, on the snapshot object (its session labels are ids too).
+MetricsView = Callable[[web.Request, StatsSnapshot], StatsSnapshot]
+METRICS_VIEWS = web.AppKey("livefuse_metrics_views", list[MetricsView])
 
 
 def _monitor(request: web.Request) -> Monitor:
@@ -31,13 +40,28 @@ def _monitor(request: web.Request) -> Monitor:
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    registry = make_registry(_monitor(request).snapshot)
+    monitor = _monitor(request)
+
+    def snapshot() -> StatsSnapshot:
+        snap = monitor.snapshot()
+        for view in request.app.get(METRICS_VIEWS, ()):
+            snap = view(request, snap)
+        return snap
+
+    registry = make_registry(snapshot)
     body = await asyncio.to_thread(render, registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
+def _snapshot(request: web.Request) -> dict[str, object]:
+    data = _monitor(request).snapshot_dict()
+    for view in request.app.get(STATS_VIEWS, ()):
+        data = view(request, data)
+    return data
+
+
 async def _stats(request: web.Request) -> web.Response:
-    return web.json_response(_monitor(request).snapshot_dict(), dumps=_dumps)
+    return web.json_response(_snapshot(request), dumps=_dumps)
 
 
 def _dumps(obj: object) -> str:
@@ -79,7 +103,7 @@ async def _stream(request: web.Request) -> web.StreamResponse:
     with contextlib.suppress(ConnectionResetError):
         while not stop.is_set() and not monitor.closed:
             seq += 1
-            payload = _dumps(monitor.snapshot_dict())
+            payload = _dumps(_snapshot(request))
             await resp.write(f"id: {seq}\nevent: stats\ndata: {payload}\n\n".encode())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), period)

@@ -6,9 +6,11 @@ offers WHIP must refuse (no video, no BUNDLE). `check_offer` turns all of that i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiortc.sdp import SessionDescription
+
+from gateway.rtc.offer_rules import OfferRuleError, OfferStructure, check_structure
 
 MAX_SDP_BYTES = 64 * 1024
 
@@ -27,6 +29,7 @@ class OfferSummary:
     video_directions: tuple[str, ...]
     video_codecs: tuple[str, ...]
     has_audio: bool
+    structure: OfferStructure = field(default_factory=lambda: OfferStructure((), ()))
 
     @property
     def codec(self) -> str:
@@ -83,7 +86,12 @@ def check_offer(sdp: str, *, need_send: bool) -> OfferSummary:
     if not sdp.lstrip().startswith("v=0"):
         raise SdpError("not an SDP offer (must start with v=0)")
     try:
+        structure = check_structure(sdp)
+    except OfferRuleError as exc:
+        raise SdpError(str(exc)) from None
+    try:
         parsed = SessionDescription.parse(sdp)
+        str(parsed)  # aiortc writes the offer back later (remoteDescription): fail now, not on a PATCH
     except Exception as exc:  # aiortc's parser raises many types on garbage; all mean "malformed"
         raise SdpError(f"malformed SDP: {type(exc).__name__}") from None
     video = [m for m in parsed.media if m.kind == "video"]
@@ -110,4 +118,5 @@ def check_offer(sdp: str, *, need_send: bool) -> OfferSummary:
         video_directions=directions,
         video_codecs=codecs,
         has_audio=any(m.kind == "audio" for m in parsed.media),
+        structure=structure,
     )

@@ -62,6 +62,16 @@ def test_main_reads_the_toml_file(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert err.count("\n") == 1 and "max_bach" in err
 
 
+def test_face_flags() -> None:
+    config = _config(["--mask-regions", "none", "--face-selector", "one", "--poisson-blend"])
+    assert config.processing.mask_regions == () and config.processing.face_selector == "one"
+    assert config.processing.poisson_blend
+    padded = _config(["--mask-blur", "0.2", "--mask-padding", "10,0,5,0"]).processing
+    assert padded.mask_blur == 0.2 and padded.mask_padding == (10.0, 0.0, 5.0, 0.0)
+    assert _config(["--mask-regions", "eyes"]).processing.mask_regions == ("eyes",)
+    assert _config([]).processing.mask_regions == ("mouth", "eyes")
+
+
 def test_token_file(tmp_path: Path) -> None:
     secret = tmp_path / "token"
     secret.write_text("s3cret\n")
@@ -85,6 +95,11 @@ def test_token_file(tmp_path: Path) -> None:
         (["--providers", "cuda"], "CUDAExecutionProvider"),
         (["--providers", "tensorrt,cpu"], "TensorrtExecutionProvider"),
         (["--providers", "npu"], "npu"),
+        (["--mask-regions", "mouth,nose"], "nose"),
+        (["--face-selector", "everyone"], "everyone"),
+        (["--face-selector", "reference"], "?faces=reference"),
+        (["--mask-padding", "1,2,3"], "padding"),
+        (["--mask-blur", "2"], "blur"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from engines.frames import STAGE_ENHANCE, STAGE_SWAP, FrameItem, FrameOptions
+from engines.frames import STAGE_ENHANCE, STAGE_SWAP, FaceTrack, FrameItem, FrameOptions
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore, sha256_file
 from engines.pipeline import Pipeline, PipelineConfig
@@ -42,19 +42,22 @@ def gfpgan_pipeline(tmp_path_factory: pytest.TempPathFactory, model_store: Model
     p.close()
 
 
-def _outside_unchanged(out: np.ndarray, src: np.ndarray, boxes: list[np.ndarray]) -> bool:
+def _outside_unchanged(out: np.ndarray, src: np.ndarray, boxes: list[np.ndarray], grow: float = 0.0) -> bool:
     changed = np.any(out != src, axis=2)
     for b in boxes:
         x1, y1, x2, y2 = b
+        gx, gy = grow * (x2 - x1), grow * (y2 - y1)
+        x1, y1, x2, y2 = x1 - gx, y1 - gy, x2 + gx, y2 + gy
         changed[max(int(y1) - 1, 0):int(np.ceil(y2)) + 1, max(int(x1) - 1, 0):int(np.ceil(x2)) + 1] = False
     return not changed.any()
 
 
 def test_detail_sharpens_the_face_only(detail_pipeline: Pipeline, astronaut: np.ndarray) -> None:
     assert isinstance(detail_pipeline.enhancer, DetailEnhancer)
-    out = detail_pipeline.process([FrameItem(astronaut, None, ENHANCE_ONLY)])[0]
+    track = FaceTrack()
+    out = detail_pipeline.process([FrameItem(astronaut, None, ENHANCE_ONLY, track)])[0]
     assert out.faces == 1 and out.batch_sizes[STAGE_ENHANCE] == 1
-    face = detail_pipeline.detect([astronaut])[0][0]
+    face = track.last_faces[0]  # the box the enhancer worked on: the mesh's extent
     x1, y1, x2, y2 = face.box.astype(int)
     inner = (slice(y1 + 10, y2 - 10), slice(x1 + 10, x2 - 10))
     assert _sharpness(out.image[inner]) > 1.3 * _sharpness(astronaut[inner])
@@ -81,13 +84,15 @@ def test_enhancer_off_unless_asked(detail_pipeline: Pipeline, astronaut: np.ndar
 def test_gfpgan_runs_batched_over_every_face(gfpgan_pipeline: Pipeline, group_photo: np.ndarray,
                                              astronaut: np.ndarray) -> None:
     assert isinstance(gfpgan_pipeline.enhancer, GfpganEnhancer)
-    out = gfpgan_pipeline.process([FrameItem(group_photo, None, ENHANCE_ONLY),
-                                   FrameItem(astronaut, None, ENHANCE_ONLY)])
+    tracks = [FaceTrack(), FaceTrack()]
+    out = gfpgan_pipeline.process([FrameItem(group_photo, None, ENHANCE_ONLY, tracks[0]),
+                                   FrameItem(astronaut, None, ENHANCE_ONLY, tracks[1])])
     assert [o.faces for o in out] == [6, 1]
     assert out[0].batch_sizes[STAGE_ENHANCE] == 7
-    for o, src in zip(out, (group_photo, astronaut), strict=True):
-        faces = gfpgan_pipeline.detect([src])[0]
-        assert _outside_unchanged(o.image, src, [f.box for f in faces])
+    for o, src, track in zip(out, (group_photo, astronaut), tracks, strict=True):
+        faces = track.last_faces
+        # The paste mask reaches the face's mesh box grown by masks.REGION_GROW, no further.
+        assert _outside_unchanged(o.image, src, [f.box for f in faces], grow=0.12)
         for f in faces:
             # tanh(2x) stretches contrast: the face's pixel spread grows.
             x1, y1, x2, y2 = f.box.astype(int)

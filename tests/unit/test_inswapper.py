@@ -90,8 +90,10 @@ def test_swaps_every_face_in_one_batch(pipeline: Pipeline, astronaut: np.ndarray
     allowed = np.zeros_like(changed)
     for f in faces:
         w, h = f.width, f.height
-        x1, y1 = max(int(f.box[0] - 0.05 * w), 0), max(int(f.box[1] - 0.05 * h), 0)
-        allowed[y1:int(f.box[3] + 0.05 * h), x1:int(f.box[2] + 0.05 * w)] = True
+        # the face's region: its mesh's extent (up to ~0.1 past the detector's box on turned faces) grown by
+        # masks.REGION_GROW (0.1)
+        x1, y1 = max(int(f.box[0] - 0.22 * w), 0), max(int(f.box[1] - 0.22 * h), 0)
+        allowed[y1:int(f.box[3] + 0.22 * h), x1:int(f.box[2] + 0.22 * w)] = True
         cx, cy = f.kps5[2].astype(int)
         assert changed[cy - 3:cy + 4, cx - 3:cx + 4].all(), "the nose area should be swapped"
     assert not (changed & ~allowed).any(), "pixels changed away from every face"
@@ -103,3 +105,34 @@ def test_batched_swap_equals_single_swaps(pipeline: Pipeline, astronaut: np.ndar
     both = pipeline.process([FrameItem(group_photo, src), FrameItem(astronaut, src)])
     one = pipeline.process([FrameItem(astronaut, src)])[0]
     assert np.abs(both[1].image.astype(np.int16) - one.image.astype(np.int16)).max() <= 1
+
+
+
+
+def test_reference_selector_swaps_the_face_most_like_the_reference(swap_store: StandInStore,
+                                                                   group_photo: np.ndarray) -> None:
+    """With an embedder installed (the stand-in ArcFace: a projected colour layout), `?faces=reference`
+    swaps only the face of t1.jpg whose crop the reference is, and the track keeps its similarity."""
+    from engines.frames import FaceSettings, FaceTrack
+
+    p = Pipeline.from_config(PipelineConfig(), swap_store)  # mesh_warp, ArcFace loaded for the selector
+    try:
+        assert p.supports_reference
+        faces = p.detect([group_photo])[0]
+        target = sorted(faces, key=lambda f: f.box[0])[2]
+        x1, y1, x2, y2 = target.box.astype(int)
+        crop = np.ascontiguousarray(group_photo[y1 - 40:y2 + 40, x1 - 40:x2 + 40])
+        reference = p.prepare_source(crop, "ref")
+        source = p.prepare_source(group_photo, "src")
+        track = FaceTrack(settings=FaceSettings(selector="reference", reference=reference))
+        out = p.process([FrameItem(group_photo, source, track=track)])[0]
+        assert out.faces == 1
+        changed = np.any(out.image != group_photo, axis=2)
+        for f in faces:
+            bx1, by1, bx2, by2 = f.box.astype(int)
+            touched = changed[by1:by2, bx1:bx2].mean()
+            assert touched > 0.3 if f is target else touched == 0.0
+        sims = [tf.similarity for tf in track.faces]
+        assert all(s is not None for s in sims) and len(sims) == len(faces)
+    finally:
+        p.close()

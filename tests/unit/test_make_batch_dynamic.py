@@ -102,6 +102,24 @@ def test_generated_graph_becomes_batch_dynamic() -> None:
     assert diff < 1e-5
 
 
+def test_unused_initializers_are_kept_in_order() -> None:
+    """inswapper keeps its emap as the last, unused initializer (some exports also list initializers as
+    graph inputs): the rewrite must keep it there, or the emap is lost and the model asks for it as input."""
+    model = _fixed_batch_model()
+    emap = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4), "emap")
+    model.graph.initializer.append(emap)
+    model.graph.input.append(helper.make_tensor_value_info("emap", TensorProto.FLOAT, [4, 4]))
+    dyn = make_batch_dynamic(model, "N")
+    assert dyn.graph.initializer[-1].name == "emap"
+    kept = numpy_helper.to_array(dyn.graph.initializer[-1])
+    np.testing.assert_array_equal(kept, numpy_helper.to_array(emap))
+    sess = ort.InferenceSession(dyn.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    y, _ = sess.run(None, {"x": rng.standard_normal((3, 2, 4, 4)).astype(np.float32),
+                           "style": rng.standard_normal((3, 8)).astype(np.float32)})
+    assert y.shape[0] == 3
+
+
 def test_batched_outputs_are_per_item() -> None:
     """Item 2 of a batch equals item 2 run alone (a batch-mixing rewrite would fail this)."""
     model = _fixed_batch_model()

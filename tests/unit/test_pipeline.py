@@ -25,6 +25,7 @@ from engines.frames import (
 from engines.models.store import ModelStore
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.face_detector import Face
+from engines.processors.tracking import TrackingConfig
 
 SWAP_ENHANCE = (STAGE_SWAP, STAGE_ENHANCE)
 
@@ -90,25 +91,45 @@ def test_different_sources_give_different_faces(pipeline: Pipeline, sources: lis
     assert np.abs(a.image.astype(np.int16) - b.image.astype(np.int16)).mean() > 0.5
 
 
-def test_detect_every_two_reuses_the_track(pipeline: Pipeline, sources: list[SourceFace],
-                                           astronaut: np.ndarray) -> None:
+def test_tracking_detects_once_and_follows_the_face(pipeline: Pipeline, sources: list[SourceFace],
+                                                    astronaut: np.ndarray) -> None:
     track = FaceTrack()
-    opts = FrameOptions(detect_every=2)
     shifts = [0, 4, 8, 12]
     stages = []
-    for s in shifts:
+    for k, s in enumerate(shifts):
         frame = np.roll(astronaut, s, axis=1)
-        out = pipeline.process([FrameItem(frame, sources[0], opts, track)])[0]
+        out = pipeline.process([FrameItem(frame, sources[0], track=track, time_s=k / 15)])[0]
         stages.append(set(out.timings_ms))
         assert out.faces == 1
         faces = track.last_faces
         assert isinstance(faces, list) and len(faces) == 1 and isinstance(faces[0], Face)
-        # The track follows the face whether or not the detector ran on this frame.
+        # The track follows the face whether or not the detector ran on this frame (smoothing lags a little).
         assert faces[0].landmarks is not None
         assert abs(faces[0].kps5[:, 0].mean() - (226.0 + s)) < 6.0
-    assert [STAGE_DETECT in st for st in stages] == [True, False, True, False]
+    # Detect only when needed: the first frame; FaceMesh on the previous mesh's crop after that.
+    assert [STAGE_DETECT in st for st in stages] == [True, False, False, False]
     assert all(STAGE_LANDMARK in st and STAGE_SWAP in st for st in stages)
-    assert track.frames_since_detect == 1
+    assert track.frames_since_detect == 3 and len(track.faces) == 1 and track.faces[0].id == 0
+
+
+def test_degradation_detect_every_two_with_per_frame_detection(model_store: ModelStore, astronaut: np.ndarray,
+                                                               ) -> None:
+    """With the rescan interval at 1 frame (tracking's detection off), `detect_every=2` (the degradation
+    controller's level) still halves the detector runs."""
+    p = Pipeline.from_config(PipelineConfig(tracking=TrackingConfig(detect_every_frames=1)), model_store)
+    try:
+        src = p.prepare_source(astronaut, "a")
+        track = FaceTrack()
+        opts = FrameOptions(detect_every=2)
+        ran = [STAGE_DETECT in p.process([FrameItem(astronaut, src, opts, track, time_s=k / 15)])[0]
+               .timings_ms for k in range(4)]
+        assert ran == [True, False, True, False]
+        track = FaceTrack()
+        ran = [STAGE_DETECT in p.process([FrameItem(astronaut, src, track=track, time_s=k / 15)])[0]
+               .timings_ms for k in range(3)]
+        assert ran == [True, True, True]
+    finally:
+        p.close()
 
 
 def test_track_redetects_after_a_resolution_change(pipeline: Pipeline, sources: list[SourceFace],

@@ -1,0 +1,135 @@
+"""Small mask functions the swappers and enhancers compose: target regions kept, crop box masks.
+
+- Regions kept from the target (FaceFusion's mask regions, Deep-Live-Cam's mouth mask): the inner-lip ring
+  (teeth, tongue, the dark opening) and the eye rings (blinks, gaze) of the target's FaceMesh, filled,
+  grown a little and feathered, so a talking, blinking target stays alive under a closed-mouth source.
+  A closed mouth's inner ring has no area: the source's lips are swapped as before.
+- Box masks for aligned crops (inswapper 128, GFPGAN 512), FaceFusion's `create_static_box_mask`: the whole
+  crop with a blurred border and optional per-side padding (blur 0.3 keeps 47 % of the crop at >= 0.99).
+  It depends only on the crop size and settings, so each swapper/enhancer builds it once, in its
+  constructor (no per-face erosion). An aligned crop reaches past the face at its sides, so the paste mask
+  is that box mask times the face's box grown 10 % (`face_region_mask`): ~80 % of the face's box at full
+  strength (the old shrunk-and-blurred box: ~20 %), nothing far from the face touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+# MediaPipe FaceMesh contours (FACEMESH_LIPS inner ring, FACEMESH_LEFT_EYE / RIGHT_EYE, FACEMESH_LIPS outer).
+INNER_LIPS = (78, 95, 88, 178, 87, 14, 317, 402, 318, 324, 308, 415, 310, 311, 312, 13, 82, 81, 80, 191)
+OUTER_LIPS = (61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291, 409, 270, 269, 267, 0, 37, 39, 40, 185)
+EYE_RIGHT = (33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246)   # image left
+EYE_LEFT = (263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385, 386, 387, 388, 466)  # image right
+REGION_RINGS: dict[str, tuple[tuple[int, ...], ...]] = {"mouth": (INNER_LIPS,), "eyes": (EYE_RIGHT, EYE_LEFT)}
+# Grow each kept region by this fraction of the face size and feather it by this much: the target's lip
+# edge and lashes come along, and the seam is soft.
+GROW = {"mouth": 0.02, "eyes": 0.025}
+FEATHER = 0.012
+
+
+def _polys(landmarks: np.ndarray, rings: tuple[tuple[int, ...], ...]) -> list[np.ndarray]:
+    return [np.round(landmarks[list(r)] * 16).astype(np.int32) for r in rings]
+
+
+def region_mask(shape: tuple[int, int], landmarks: np.ndarray, regions: tuple[str, ...],
+                face_size: float) -> np.ndarray:
+    """Float mask in [0, 1] (h, w): 1 where the target's `regions` are kept. `landmarks` in the mask's
+    coordinates (468, 2)."""
+    h, w = shape
+    out = np.zeros((h, w), dtype=np.float32)
+    for region in regions:
+        filled = np.zeros((h, w), dtype=np.uint8)
+        cv2.fillPoly(filled, _polys(landmarks, REGION_RINGS[region]), 255, lineType=cv2.LINE_8, shift=4)
+        grow = int(round(face_size * GROW[region]))
+        if grow > 0:
+            filled = np.asarray(cv2.dilate(filled, cv2.getStructuringElement(cv2.MORPH_ELLIPSE,
+                                                                            (2 * grow + 1,) * 2)), np.uint8)
+        np.maximum(out, filled.astype(np.float32) * (1.0 / 255.0), out=out)
+    sigma = max(0.5, face_size * FEATHER)
+    return cv2.GaussianBlur(out, (0, 0), sigma) if out.any() else out
+
+
+def skin_mask(shape: tuple[int, int], landmarks: np.ndarray, face_size: float) -> np.ndarray:
+    """Boolean (h, w): True except on the lips (outer ring) and the eyes, grown; for colour statistics that do
+    not shift when the mouth opens or the eyes close."""
+    h, w = shape
+    out = np.zeros((h, w), dtype=np.uint8)
+    cv2.fillPoly(out, _polys(landmarks, (OUTER_LIPS, EYE_RIGHT, EYE_LEFT)), 255, lineType=cv2.LINE_8, shift=4)
+    grow = max(1, int(round(face_size * 0.03)))
+    grown = cv2.dilate(out, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1,) * 2))
+    return np.asarray(grown) == 0
+
+
+@dataclass(frozen=True)
+class BoxMaskConfig:
+    """FaceFusion's box mask: `blur` as a fraction of half the crop, `padding` (top, right, bottom, left) in
+    percent of the crop."""
+
+    blur: float = 0.3
+    padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.blur <= 1.0:
+            raise ValueError(f"mask blur must be in 0..1, got {self.blur}")
+        if len(self.padding) != 4 or any(not 0.0 <= p < 50.0 for p in self.padding):
+            raise ValueError(f"mask padding must be 4 percentages (top, right, bottom, left) in 0..50, "
+                             f"got {self.padding}")
+
+
+def box_mask(size: int, config: BoxMaskConfig) -> np.ndarray:
+    """The (size, size) float32 box mask (read-only: callers build it once and share it across faces)."""
+    blur_amount = int(size * 0.5 * config.blur)
+    blur_area = max(blur_amount // 2, 1)
+    top, right, bottom, left = (max(blur_area, int(size * p / 100.0)) for p in config.padding)
+    mask = np.ones((size, size), dtype=np.float32)
+    mask[:top, :] = 0.0
+    mask[size - bottom:, :] = 0.0
+    mask[:, :left] = 0.0
+    mask[:, size - right:] = 0.0
+    if blur_amount > 0:
+        mask = np.asarray(cv2.GaussianBlur(mask, (0, 0), blur_amount * 0.25), dtype=np.float32)
+    mask.setflags(write=False)
+    return mask
+
+
+REGION_GROW = 0.1   # the face's box grown by this fraction of its size per side (soft edge included)...
+REGION_BLUR = 0.02  # ...softened by this much of the crop, inwards from there (the box stays at full)
+
+
+def face_region_mask(box: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarray:
+    """The face's frame box, grown by `REGION_GROW` and softly edged, seen in an aligned `size` crop.
+
+    Multiplied into the box mask it keeps the promise that only the face's region is touched (an aligned crop
+    reaches past the face at its sides) while the face itself stays at full strength. Drawn at most 128 px
+    wide and resized: the 512 GFPGAN crop must not pay a 512 blur per face.
+    """
+    w, h = float(box[2] - box[0]), float(box[3] - box[1])
+    g = REGION_GROW
+    x0, y0, x1, y1 = box[0] - g * w, box[1] - g * h, box[2] + g * w, box[3] + g * h
+    corners = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], np.float32)
+    work = min(size, 128)
+    poly = (corners @ matrix[:, :2].T + matrix[:, 2]) * (work / size)
+    filled = np.zeros((work, work), dtype=np.float32)
+    cv2.fillConvexPoly(filled, np.round(poly * 16).astype(np.int32), 1.0, lineType=cv2.LINE_8, shift=4)
+    sigma = max(0.5, work * REGION_BLUR)
+    pull = int(round(2.0 * sigma))
+    if pull > 0:  # pull the edge in by 2 sigma, then blur: the box itself stays at full strength
+        filled = np.asarray(cv2.erode(filled, cv2.getStructuringElement(cv2.MORPH_RECT, (2 * pull + 1,) * 2)))
+    out = np.asarray(cv2.GaussianBlur(filled, (0, 0), sigma), dtype=np.float32)
+    if work != size:
+        out = np.asarray(cv2.resize(out, (size, size), interpolation=cv2.INTER_LINEAR), dtype=np.float32)
+    return out
+
+
+def paste_mask(box: np.ndarray, matrix: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """An aligned crop's paste mask: `base` (the crop's `box_mask`), limited to the face's (grown) region."""
+    return base * face_region_mask(box, matrix, base.shape[0])
+
+
+def full_strength_share(mask: np.ndarray, level: float = 0.99) -> float:
+    """Share of the mask's pixels at (near) full strength."""
+    return float((mask >= level).mean())

@@ -1,0 +1,262 @@
+"""Per-face tracks across frames: box-overlap linking, One Euro landmark smoothing, when to run the detector.
+
+Pure policy and small numeric state; the pipeline runs the models, this module decides and filters. The state
+lives in each session's `engines.frames.FaceTrack` (one frame of a session in flight at a time), never here.
+
+- Detect only when needed (MediaPipe's face-mesh graph): the detector runs on a session's first frame, when a
+  tracked face's FaceMesh presence drops, after a resolution change, and every `detect_every_frames` frames or
+  `detect_every_ms` to find faces that entered. In between, FaceMesh on the previous frame's mesh gives the
+  next crop. The degradation controller's `detect_every` (2 under load) only ever lengthens the interval.
+- One point source: every frame's five points come from the (smoothed) mesh, detection frame or not, so the
+  aligned crops do not jump when the detector runs (RetinaFace's and FaceMesh's points differ by 1-13 px).
+- One Euro filter (Casiez et al. 2012; MediaPipe's landmark smoothing): a low-pass whose cutoff rises with
+  speed, so a still face does not shimmer and a moving one does not lag. Speed is measured in face sizes per
+  second, so one setting fits every face size.
+- The next frame's FaceMesh crop comes from the last mesh, but only moves when the face moved more than
+  `crop_tolerance` (of its size, or ~2 degrees): re-centring on every mesh feeds FaceMesh's own noise back
+  into its next crop, and a still face then jitters by itself (measured: 7.5 per mille of its size per frame
+  on identical frames, 0 with the hysteresis).
+- A face whose mesh is lost is held (last landmarks) for `hold_frames` frames while the detector looks for it
+  again: one missed frame must not flicker between swapped and unswapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from engines.frames import FaceTrack
+from engines.processors.face_detector import Face
+from engines.processors.face_landmarker import kps5_from_mesh
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    # Measured on carphone at 320x240@15 (docs/BENCHMARKS.md "Detect only when needed"): FaceMesh's presence
+    # never dropped on the face in view; frame time 19.5 ms (K=1) -> 11.9 (K=5) -> 10.4 (K=10) -> 10.8
+    # (K=30, noise). Past K=10 nothing is saved, and a newcomer waits at most 10 frames / 1 s.
+    detect_every_frames: int = 10
+    detect_every_ms: float = 1000.0
+    hold_frames: int = 2
+    link_iou: float = 0.3        # a detection within this box overlap continues an existing track
+    duplicate_iou: float = 0.6   # two tracks that converge on one face: the younger one goes
+    smoothing: bool = True
+    crop_tolerance: float = 0.03  # the FaceMesh crop follows the face only past this move (of its size)
+    # One Euro, chosen on FaceMesh's raw points (see docs/BENCHMARKS.md "Temporal stability"): a still face
+    # through VP8 jitters 7.5 per mille of its size per frame raw, 0.6 with this; a 4 px/frame pan lags
+    # 0.5 px; the carphone clip's landmark acceleration drops 13.0 -> 8.1 per mille.
+    min_cutoff_hz: float = 0.05  # cutoff of a still face
+    beta: float = 20.0           # cutoff gain per face-size/s of speed
+    d_cutoff_hz: float = 1.0     # cutoff of the speed estimate
+
+    def __post_init__(self) -> None:
+        if self.detect_every_frames < 1 or self.detect_every_ms <= 0:
+            raise ValueError("detect_every_frames must be >= 1 and detect_every_ms > 0")
+        if self.hold_frames < 0:
+            raise ValueError("hold_frames must be >= 0")
+
+
+def _alpha(cutoff_hz: np.ndarray | float, dt: float) -> np.ndarray:
+    tau = 1.0 / (2.0 * np.pi * np.asarray(cutoff_hz, dtype=np.float64))
+    return np.asarray(1.0 / (1.0 + tau / dt))
+
+
+@dataclass
+class OneEuroFilter:
+    """One Euro filter over an (N, 2) point set; speed normalised by `scale` (the face's size in px)."""
+
+    min_cutoff_hz: float
+    beta: float
+    d_cutoff_hz: float
+    x: np.ndarray | None = None
+    dx: np.ndarray | None = None
+    t: float | None = None
+
+    def __call__(self, points: np.ndarray, t: float, scale: float) -> np.ndarray:
+        pts = points.astype(np.float64)
+        if self.x is None or self.t is None or self.x.shape != pts.shape:
+            self.x, self.dx, self.t = pts, np.zeros_like(pts), t
+            return points.astype(np.float32)
+        dt = min(max(t - self.t, 1e-3), 0.5)  # a stalled or repeated clock must not freeze or blow up
+        self.t = t
+        dx = (pts - self.x) / dt / max(scale, 1.0)
+        assert self.dx is not None
+        dx_hat = self.dx + _alpha(self.d_cutoff_hz, dt) * (dx - self.dx)
+        cutoff = self.min_cutoff_hz + self.beta * np.abs(dx_hat)
+        x_hat = self.x + _alpha(cutoff, dt) * (pts - self.x)
+        self.x, self.dx = x_hat, dx_hat
+        return x_hat.astype(np.float32)
+
+
+@dataclass
+class TrackedFace:
+    """One face followed across a session's frames."""
+
+    id: int
+    raw: Face        # the last mesh as measured (box-overlap linking)
+    crop: Face       # the face whose crop seeds the next frame's FaceMesh (moves with hysteresis)
+    shown: Face      # smoothed landmarks and the five points derived from them: what is swapped
+    filter: OneEuroFilter
+    misses: int = 0  # consecutive frames with the mesh lost (held meanwhile)
+    age: int = 0
+    similarity: float | None = None  # cosine similarity to the session's reference face, when asked
+
+
+def iou(a: np.ndarray, b: np.ndarray) -> float:
+    w = max(0.0, float(min(a[2], b[2]) - max(a[0], b[0])))
+    h = max(0.0, float(min(a[3], b[3]) - max(a[1], b[1])))
+    inter = w * h
+    union = float((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1])) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def link(tracks: Sequence[TrackedFace], detections: Sequence[Face], min_iou: float) -> tuple[
+        dict[int, int], list[int]]:
+    """Greedy box-overlap matching: ({detection index: track index}, unmatched detection indices)."""
+    pairs = sorted(((iou(t.raw.box, d.box), ti, di) for ti, t in enumerate(tracks)
+                    for di, d in enumerate(detections)), reverse=True)
+    matched: dict[int, int] = {}
+    used: set[int] = set()
+    for overlap, ti, di in pairs:
+        if overlap < min_iou:
+            break
+        if di in matched or ti in used:
+            continue
+        matched[di] = ti
+        used.add(ti)
+    return matched, [di for di in range(len(detections)) if di not in matched]
+
+
+def detection_due(frames_since: int, last_detect_s: float | None, now_s: float, lost: bool, has_faces: bool,
+                  config: TrackingConfig, detect_every: int = 1) -> bool:
+    """Whether this frame of a tracked session runs the detector (see the module docstring)."""
+    if lost or not has_faces or last_detect_s is None:
+        return True
+    every = max(config.detect_every_frames, detect_every)
+    every_s = config.detect_every_ms / 1000.0 * max(detect_every, 1)
+    return frames_since + 1 >= every or now_s - last_detect_s >= every_s
+
+
+def face_size(face: Face) -> float:
+    return float(max(face.width, face.height, 1.0))
+
+
+def measured(face: Face, landmarks: np.ndarray, presence: float) -> Face:
+    """A face as its mesh puts it: box = the mesh's extent, five points from the mesh (one point source)."""
+    lo, hi = landmarks.min(0), landmarks.max(0)
+    return replace(face, box=np.array([lo[0], lo[1], hi[0], hi[1]], dtype=np.float32),
+                   kps5=kps5_from_mesh(landmarks), landmarks=landmarks, presence=presence)
+
+
+def new_track(track_id: int, face: Face, t: float, config: TrackingConfig) -> TrackedFace:
+    flt = OneEuroFilter(config.min_cutoff_hz, config.beta, config.d_cutoff_hz)
+    assert face.landmarks is not None
+    flt(face.landmarks, t, face_size(face))
+    return TrackedFace(id=track_id, raw=face, crop=face, shown=face, filter=flt)
+
+
+def crop_moved(old: Face, new: Face, tolerance: float) -> bool:
+    """Whether `new`'s mesh moved, grew or turned enough that the FaceMesh crop should follow it."""
+    if old.landmarks is None or new.landmarks is None:
+        return True
+    lo_a, hi_a = old.landmarks.min(0), old.landmarks.max(0)
+    lo_b, hi_b = new.landmarks.min(0), new.landmarks.max(0)
+    side = float(max(hi_a - lo_a))
+    shift = float(np.linalg.norm((lo_b + hi_b) / 2 - (lo_a + hi_a) / 2))
+    grow = abs(float(max(hi_b - lo_b)) - side)
+
+    def angle(f: Face) -> float:
+        eyes = f.kps5[:2]
+        return float(np.arctan2(eyes[1, 1] - eyes[0, 1], eyes[1, 0] - eyes[0, 0]))
+
+    turn = abs(angle(new) - angle(old))
+    return shift > tolerance * side or grow > tolerance * side or turn > tolerance * 1.2
+
+
+def update(tf: TrackedFace, face: Face, t: float, config: TrackingConfig) -> None:
+    """A new measurement of a tracked face: smooth its landmarks, re-derive the five points from them."""
+    assert face.landmarks is not None
+    tf.raw, tf.misses, tf.age = face, 0, tf.age + 1
+    if crop_moved(tf.crop, face, config.crop_tolerance):
+        tf.crop = face
+    if config.smoothing:
+        smooth = tf.filter(face.landmarks, t, face_size(face))
+        tf.shown = measured(face, smooth, face.presence or 0.0)
+    else:
+        tf.shown = face
+
+
+def drop_duplicates(tracks: list[TrackedFace], min_iou: float) -> list[TrackedFace]:
+    """Two tracks on one face (a re-detection that did not link): keep the older."""
+    kept: list[TrackedFace] = []
+    for tf in sorted(tracks, key=lambda t: t.id):
+        if all(iou(tf.raw.box, k.raw.box) < min_iou for k in kept):
+            kept.append(tf)
+    return sorted(kept, key=lambda t: t.id)
+
+
+def needs_detection(track: FaceTrack | None, shape: tuple[int, ...], now_s: float, detect_every: int,
+                    config: TrackingConfig) -> bool:
+    """Whether a frame of this session (None = stateless) runs the detector."""
+    if track is None or track.frame_shape != shape:
+        return True  # stateless, the first frame, or the resolution changed: old tracks mean nothing here
+    return detection_due(track.frames_since_detect, track.last_detect_s, now_s, track.lost, bool(track.faces),
+                         config, detect_every)
+
+
+def plan_meshes(track: FaceTrack, shape: tuple[int, ...], detections: list[Face] | None,
+                config: TrackingConfig) -> list[tuple[Face, TrackedFace | None]]:
+    """This frame's FaceMesh jobs for one session: (face whose crop to use, its track or None for a new face).
+
+    Live tracks crop from their last mesh; a held (lost) track waits for a detection that overlaps it and
+    re-seeds its crop; detections that overlap no track start new ones. `detections` is None on frames that
+    did not run the detector.
+    """
+    if track.frame_shape != shape:
+        track.faces, track.selected_id = [], None
+    reseed: dict[int, Face] = {}
+    new = detections or []
+    if detections is not None:
+        matched, unmatched = link(track.faces, detections, config.link_iou)
+        reseed = {ti: detections[di] for di, ti in matched.items() if track.faces[ti].misses > 0}
+        new = [detections[di] for di in unmatched]
+    jobs: list[tuple[Face, TrackedFace | None]] = []
+    for ti, tf in enumerate(track.faces):
+        if tf.misses == 0 or ti in reseed:
+            jobs.append((reseed.get(ti, tf.crop), tf))
+    jobs.extend((f, None) for f in new)
+    return jobs
+
+
+def advance(track: FaceTrack, shape: tuple[int, ...], new_faces: list[Face], updated: set[int],
+            detected: bool, now_s: float, t: float, config: TrackingConfig,
+            max_faces: int | None = None) -> list[TrackedFace]:
+    """Move a session's track one frame on: hold or drop the faces whose mesh was lost (`updated` holds the
+    `id()`s of the tracks measured this frame), start tracks for new faces, book the detection."""
+    alive: list[TrackedFace] = []
+    lost = False
+    for tf in track.faces:
+        if id(tf) in updated:
+            alive.append(tf)
+            continue
+        tf.misses += 1
+        lost = True
+        if tf.misses <= config.hold_frames:
+            alive.append(tf)  # held: last landmarks, so one missed frame does not flicker
+    for face in new_faces:
+        alive.append(new_track(track.next_id, face, t, config))
+        track.next_id += 1
+    alive = drop_duplicates(alive, config.duplicate_iou)
+    if max_faces is not None and len(alive) > max_faces:
+        alive = sorted(alive, key=lambda tf: tf.shown.area, reverse=True)[:max_faces]
+        alive.sort(key=lambda tf: tf.id)
+    track.faces = alive
+    track.lost = lost
+    track.frame_shape = shape
+    if detected:
+        track.frames_since_detect, track.last_detect_s = 0, now_s
+    else:
+        track.frames_since_detect += 1
+    return alive

@@ -1,0 +1,41 @@
+"""Reading a request body with a size cap and a deadline (issue 13, item 5).
+
+The header-read timeout (gateway.http.access_log.runner_options) does not cover the body: a client that
+sends its headers and then dribbles the body would hold a handler forever. Every body is read here, whole
+(a single `content.read(n)` may return only the first chunk), within `body_timeout_s`, and refused past
+`limit` bytes without reading the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from gateway.errors import GatewayError
+
+
+class RequestTimeout(GatewayError):
+    status = 408
+
+
+async def read_body(request: web.Request, limit: int, timeout_s: float, too_large: GatewayError) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large
+
+    async def read() -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = await request.content.read(64 * 1024)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+
+    try:
+        return await asyncio.wait_for(read(), timeout_s)
+    except TimeoutError:
+        raise RequestTimeout(f"request body not received within {timeout_s:g} s") from None

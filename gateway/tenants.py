@@ -1,0 +1,123 @@
+"""Tenants: who a request is, and what it may touch (issue 13, items 5 and 6).
+
+A tenant is a name, a bearer token and an optional session limit, read from a TOML file at the edge
+(`--tenants-file`):
+
+    [tenants.acme]
+    token = "long-random-string"
+    max_sessions = 4          # optional; the gateway-wide --max-sessions still applies
+    [tenants.ops]
+    token = "another-one"
+    admin = true              # sees and may end every tenant's sessions
+
+Sessions and sources belong to the tenant that created them; another tenant gets 404 for them (not 403:
+an id must not be confirmed to someone who may not use it). WHEP viewing of a session is allowed with the
+owner's token, an admin token, or that session's own viewer token (returned when the session is created),
+which allows nothing else. The single `--token` of earlier versions is one admin tenant named "default":
+every holder may do everything, as before.
+
+With no token at all the gateway is open (every caller is an admin); that is meant for loopback and tests.
+Pure functions and frozen data; the middleware in gateway.app applies them.
+"""
+
+from __future__ import annotations
+
+import hmac
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+ANONYMOUS = "anonymous"
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    token: str
+    max_sessions: int | None = None
+    admin: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.token:
+            raise ValueError("a tenant needs a name and a token")
+        if self.max_sessions is not None and self.max_sessions < 1:
+            raise ValueError(f"tenant {self.name!r}: max_sessions must be >= 1")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller. `tenant` None = anonymous (no or a wrong token)."""
+
+    tenant: str | None
+    admin: bool = False
+    viewer_of: str | None = None  # a session's viewer token: may view that session only
+
+    @property
+    def anonymous(self) -> bool:
+        return self.tenant is None and self.viewer_of is None
+
+    def owns(self, owner: str | None) -> bool:
+        return self.admin or (self.tenant is not None and self.tenant == owner)
+
+
+OPEN = Principal(tenant=ANONYMOUS, admin=True)
+
+
+def load_tenants(path: Path) -> tuple[Tenant, ...]:
+    """Parse a tenants file; ValueError (one line) when it is malformed."""
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    table = data.get("tenants")
+    if not isinstance(table, dict) or not table:
+        raise ValueError(f"{path}: no [tenants.NAME] tables")
+    tenants = []
+    for name, spec in table.items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("token"), str):
+            raise ValueError(f"{path}: tenant {name!r} needs a token string")
+        unknown = set(spec) - {"token", "max_sessions", "admin"}
+        if unknown:
+            raise ValueError(f"{path}: tenant {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
+        limit = spec.get("max_sessions")
+        if len(spec["token"]) < 16:
+            raise ValueError(f"{path}: tenant {name!r}: the token must be at least 16 characters")
+        tenants.append(
+            Tenant(name, spec["token"], int(limit) if limit is not None else None, bool(spec.get("admin")))
+        )
+    tokens = [t.token for t in tenants]
+    if len(set(tokens)) != len(tokens):
+        raise ValueError(f"{path}: two tenants share a token")
+    return tuple(tenants)
+
+
+def same_secret(offered: str, secret: str) -> bool:
+    """Constant-time compare; a header that is not valid UTF-8 (surrogates from aiohttp) is just wrong."""
+    try:
+        raw = offered.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return hmac.compare_digest(raw, secret.encode("utf-8"))
+
+
+def find_tenant(tenants: tuple[Tenant, ...], offered: str | None) -> Tenant | None:
+    if offered is None:
+        return None
+    found = None
+    for tenant in tenants:  # compare with every one: the time taken does not say which matched
+        if same_secret(offered, tenant.token):
+            found = tenant
+    return found
+
+
+def tenant_limit(tenants: tuple[Tenant, ...], name: str | None) -> int | None:
+    return next((t.max_sessions for t in tenants if t.name == name), None)
+
+
+def offered_token(headers: Mapping[str, str], query: Mapping[str, str], method: str) -> str | None:
+    value = headers.get("Authorization", "")
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    if method in ("GET", "HEAD"):
+        return query.get("token")
+    return None

@@ -1,0 +1,362 @@
+"""Attack a gateway of our own on 127.0.0.1 and report what it felt (issue 13; `make fuzz`, `make soak`).
+
+    python scripts/fuzz_gateway.py fuzz  --requests 10000 --rounds 2 --output reports/fuzz.json
+    python scripts/fuzz_gateway.py soak  --duration 900 --rate 20 --output reports/soak.json
+    python scripts/fuzz_gateway.py kill9 --cycles 5 --output reports/kill9.json
+
+Every run starts its own gateway subprocess (loopback only, ICE on 127.0.0.1, two tenants from a temporary
+tenants file: "live" owns one real WHIP publisher, "fuzz" is the attacker's token), stops it at the end, and
+is bounded in requests and time. It prints requests, status counts, 5xx (must be 0; 503 "full" counted apart),
+the live session's fps / latency p50 / p95 / loss in a quiet window and during the attack, and the gateway's
+RSS / fd / thread trend. Exit code 1 when any 5xx was answered, the gateway died, or the live session broke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import random
+import secrets
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gateway.rtc.ice import IceConfig, create_peer_connection  # noqa: E402
+from loadgen.client import ClientConfig, WhipJob, upload_source  # noqa: E402
+from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig  # noqa: E402
+from loadgen.fuzz import Bombs, FuzzCase, LiveProbe, ProcessSampler, generate_cases, run_fuzz  # noqa: E402
+from loadgen.media import default_media_dir, media_path  # noqa: E402
+from loadgen.synth import SynthConfig, build_loop  # noqa: E402
+
+MAX_BODY = 8 * 1024 * 1024
+
+
+def _tenants_file(directory: Path) -> tuple[Path, str, str]:
+    live, fuzz = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    path = directory / "tenants.toml"
+    path.write_text(f'[tenants.live]\ntoken = "{live}"\n[tenants.fuzz]\ntoken = "{fuzz}"\nmax_sessions = 8\n')
+    return path, live, fuzz
+
+
+async def _offer() -> str:
+    pc = create_peer_connection(IceConfig.loopback_only())
+    pc.addTransceiver("audio", direction="sendrecv")
+    pc.addTransceiver("video", direction="sendrecv")
+    await pc.setLocalDescription(await pc.createOffer())
+    sdp = str(pc.localDescription.sdp)
+    await pc.close()
+    return sdp
+
+
+class Rig:
+    """A gateway subprocess, the live publisher and the process sampler."""
+
+    def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
+        self.args = args
+        tenants, self.live_token, self.fuzz_token = _tenants_file(tmp)
+        extra = ("--tenants-file", str(tenants), "--max-sessions", "16", "--log-level", "warning")
+        self.gateway = EmbeddedGateway(
+            EmbeddedGatewayConfig(processors=args.processors, extra_args=extra, log_level="warning")
+        )
+        self.probe = LiveProbe()
+        self.job: WhipJob | None = None
+        self.sampler: ProcessSampler | None = None
+        self.http: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        await self.gateway.start()
+        assert self.gateway.proc is not None
+        self.sampler = ProcessSampler(self.gateway.proc.pid, period_s=1.0)
+        self.sampler.start()
+        self.http = aiohttp.ClientSession()
+        config = ClientConfig(url=self.gateway.url, token=self.live_token, loopback_only=True)
+        media = default_media_dir(os.environ)
+        if self.args.source:
+            sid = await upload_source(self.http, config, media_path(media, "astronaut.png"))
+            config = ClientConfig(
+                url=self.gateway.url, token=self.live_token, loopback_only=True, source_id=sid
+            )
+        w, h = (int(v) for v in self.args.resolution.split("x"))
+        loop = build_loop(SynthConfig(w, h, self.args.fps), media)
+        self.job = WhipJob(1, config, loop, self.args.fps, self.probe.emit, self.http)
+        await self.job.start()
+
+    @property
+    def live_session(self) -> str | None:
+        location = self.job._location if self.job is not None else None  # noqa: SLF001
+        return location.rsplit("/", 1)[-1] if location else None
+
+    async def stop(self) -> int | None:
+        if self.job is not None:
+            await self.job.stop()
+        if self.sampler is not None:
+            await self.sampler.stop()
+        if self.http is not None:
+            await self.http.close()
+        return await self.gateway.stop()
+
+    def alive(self) -> bool:
+        return self.gateway.proc is not None and self.gateway.proc.poll() is None
+
+
+async def _attack(
+    rig: Rig, args: argparse.Namespace, requests: int, rate: float | None, seed: int, tmp: Path
+) -> tuple[dict[str, Any], float, float]:
+    """Run the fuzzer in a child process at `--attacker-nice` (a real attacker is on another machine: here it
+    must not take the CPU the gateway and the live probe need). Returns its result and its attack window."""
+    out = tmp / f"attack-{seed}.json"
+    argv = [
+        sys.executable,
+        __file__,
+        "attack",
+        "--url",
+        rig.gateway.url,
+        "--token",
+        rig.fuzz_token,
+        "--live-session",
+        rig.live_session or "",
+        "--requests",
+        str(requests),
+        "--seed",
+        str(seed),
+        "--concurrency",
+        str(args.concurrency),
+        "--output",
+        str(out),
+    ]
+    if rate:
+        argv += ["--rate", str(rate)]
+    if args.kinds:
+        argv += ["--kinds", args.kinds]
+    nice = args.attacker_nice
+    proc = await asyncio.create_subprocess_exec(*argv, preexec_fn=(lambda: os.nice(nice)) if nice else None)
+    await proc.wait()
+    data = json.loads(out.read_text())
+    return data["fuzz"], data["t0"], data["t1"]
+
+
+async def cmd_attack(args: argparse.Namespace) -> dict[str, Any]:
+    """The attacker alone (spawned by fuzz and soak): build the cases, then send them."""
+    cases = _pick(
+        args,
+        generate_cases(
+            random.Random(args.seed),
+            await _offer(),
+            args.requests * (8 if args.kinds else 1),
+            bombs=Bombs.build(),
+            live_session=args.live_session or None,
+            token=args.token,
+            max_body_bytes=MAX_BODY,
+        ),
+    )
+    t0 = time.monotonic()  # CLOCK_MONOTONIC: the same clock in the parent process
+    result = await run_fuzz(args.url, cases, concurrency=args.concurrency, rate_per_s=args.rate)
+    return {"mode": "attack", "fuzz": result.to_dict(), "t0": t0, "t1": time.monotonic()}
+
+
+async def cmd_fuzz(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="livefuse-fuzz-") as tmp:
+        rig = Rig(args, Path(tmp))
+        await rig.start()
+        try:
+            await asyncio.sleep(args.warmup)
+            q0 = time.monotonic()
+            await asyncio.sleep(args.quiet)
+            q1 = time.monotonic()
+            rounds = []
+            for n in range(args.rounds):
+                result, a0, a1 = await _attack(rig, args, args.requests, args.rate, args.seed + n, Path(tmp))
+                rounds.append({"fuzz": result, "live": rig.probe.window(a0, a1 - 0.5).to_dict()})
+            await asyncio.sleep(1.0)
+            quiet = rig.probe.window(q0, q1).to_dict()
+            alive = rig.alive()
+        finally:
+            trend = rig.sampler.trend() if rig.sampler else {}
+            code = await rig.stop()
+    return {
+        "mode": "fuzz",
+        "args": vars(args),
+        "quiet": quiet,
+        "rounds": rounds,
+        "process": trend,
+        "gateway_alive_at_end": alive,
+        "gateway_exit_code": code,
+    }
+
+
+async def cmd_soak(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="livefuse-soak-") as tmp:
+        rig = Rig(args, Path(tmp))
+        await rig.start()
+        try:
+            await asyncio.sleep(args.warmup)
+            n = int(args.duration * args.rate)
+            result, start, end = await _attack(rig, args, n, args.rate, args.seed, Path(tmp))
+            step = max(10.0, (end - start) / 10)
+            windows = []
+            t = start
+            while t + step <= end + 1e-6:
+                windows.append({"t_s": round(t - start, 1), **rig.probe.window(t, t + step).to_dict()})
+                t += step
+            alive = rig.alive()
+        finally:
+            trend = rig.sampler.trend() if rig.sampler else {}
+            code = await rig.stop()
+    return {
+        "mode": "soak",
+        "args": vars(args),
+        "fuzz": result,
+        "live_windows": windows,
+        "process": trend,
+        "gateway_alive_at_end": alive,
+        "gateway_exit_code": code,
+    }
+
+
+async def cmd_kill9(args: argparse.Namespace) -> dict[str, Any]:
+    cycles = []
+    with tempfile.TemporaryDirectory(prefix="livefuse-kill9-") as tmp:
+        for _ in range(args.cycles):
+            rig = Rig(args, Path(tmp))
+            t0 = time.monotonic()
+            await rig.start()
+            ready_s = time.monotonic() - t0
+            await asyncio.sleep(args.live_s)
+            frames = len(rig.probe.received)
+            proc = rig.gateway.proc
+            assert proc is not None
+            os.kill(proc.pid, signal.SIGKILL)
+            await asyncio.to_thread(proc.wait)
+            await rig.stop()
+            cycles.append(
+                {"ready_s": round(ready_s, 2), "frames_before_kill": frames, "exit": proc.returncode}
+            )
+    return {"mode": "kill9", "args": vars(args), "cycles": cycles}
+
+
+def _pick(args: argparse.Namespace, cases: Iterator[FuzzCase]) -> list[FuzzCase]:
+    """The first `args.requests` cases of the kinds asked for (all kinds when none were named)."""
+    kinds = set(args.kinds.split(",")) if args.kinds else None
+    return list(itertools.islice((c for c in cases if kinds is None or c.kind in kinds), args.requests))
+
+
+def _verdict(report: dict[str, Any]) -> list[str]:
+    problems = []
+    fuzz_results = [r["fuzz"] for r in report.get("rounds", [])] + (
+        [report["fuzz"]] if "fuzz" in report else []
+    )
+    for r in fuzz_results:
+        if r["five_xx"]:
+            problems.append(f"{r['five_xx']} server errors: {r['server_errors'][:3]}")
+    if report.get("gateway_alive_at_end") is False:
+        problems.append("the gateway died")
+    for c in report.get("cycles", []):
+        if c["frames_before_kill"] == 0:
+            problems.append("a restarted gateway carried no live frames")
+    return problems
+
+
+def _print(report: dict[str, Any]) -> None:
+    def live(w: dict[str, Any]) -> str:
+        return (
+            f"fps {w['fps']:.1f}  p50 {w['p50_ms'] or float('nan'):.1f} ms"
+            f"  p95 {w['p95_ms'] or float('nan'):.1f} ms  loss {100 * w['loss']:.1f} %"
+            f"  ({w['received']}/{w['sent']})"
+        )
+
+    if report["mode"] == "fuzz":
+        print(f"quiet      : {live(report['quiet'])}")
+        for i, r in enumerate(report["rounds"], 1):
+            f = r["fuzz"]
+            print(
+                f"round {i}    : {f['requests']} requests in {f['duration_s']} s, 5xx {f['five_xx']}, "
+                f"statuses {f['statuses']}, transport {f['transport_errors']}"
+            )
+            print(f"  attacked : {live(r['live'])}")
+    elif report["mode"] == "soak":
+        f = report["fuzz"]
+        print(
+            f"soak       : {f['requests']} requests in {f['duration_s']} s, 5xx {f['five_xx']}, "
+            f"statuses {f['statuses']}"
+        )
+        for w in report["live_windows"]:
+            print(f"  t={w['t_s']:>6}s {live(w)}")
+    else:
+        for i, c in enumerate(report["cycles"], 1):
+            print(
+                f"kill -9 cycle {i}: ready in {c['ready_s']} s, {c['frames_before_kill']} live frames, "
+                f"exit {c['exit']}"
+            )
+    proc = report.get("process") or {}
+    for name in ("rss_bytes", "fds", "threads"):
+        if name in proc:
+            p = proc[name]
+            print(f"{name:10} : start {p['start']}  end {p['end']}  max {p['max']}  per min {p['per_min']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["fuzz", "soak", "kill9", "attack"])
+    parser.add_argument("--requests", type=int, default=2000, help="fuzz: requests per round")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--rate", type=float, default=None, help="requests started per second (soak default 20)"
+    )
+    parser.add_argument("--duration", type=float, default=120.0, help="soak: seconds")
+    parser.add_argument("--cycles", type=int, default=3, help="kill9: cycles")
+    parser.add_argument("--live-s", type=float, default=4.0, help="kill9: seconds of live video per cycle")
+    parser.add_argument("--quiet", type=float, default=15.0, help="fuzz: seconds of quiet measurement")
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--resolution", default="320x240")
+    parser.add_argument("--fps", type=float, default=15.0)
+    parser.add_argument("--processors", default=None, help="gateway --processors (default: its own)")
+    parser.add_argument(
+        "--no-source", dest="source", action="store_false", help="live session without a source"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kinds", default=None, help="only these kinds: sdp,trickle,image,raw,huge,endpoint")
+    parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument(
+        "--attacker-nice",
+        type=int,
+        default=19,
+        help="nice level of the fuzzer's process (0 = as the gateway)",
+    )
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--token", help=argparse.SUPPRESS)
+    parser.add_argument("--live-session", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.mode == "soak" and args.rate is None:
+        args.rate = 20.0
+    runner = {"fuzz": cmd_fuzz, "soak": cmd_soak, "kill9": cmd_kill9, "attack": cmd_attack}[args.mode]
+    report = asyncio.run(runner(args))
+    if args.mode == "attack":  # a child of fuzz/soak: its parent reports
+        assert args.output is not None
+        args.output.write_text(json.dumps(report, default=str))
+        return 0
+    report["problems"] = _verdict(report)
+    _print(report)
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=2, default=str))
+        print(f"wrote {args.output}")
+    for problem in report["problems"]:
+        print(f"PROBLEM: {problem}")
+    return 1 if report["problems"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

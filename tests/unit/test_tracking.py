@@ -1,0 +1,67 @@
+"""Tracking policy without models: when to detect, box-overlap linking, holding and dropping lost faces."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engines.frames import FaceTrack
+from engines.processors.face_detector import Face
+from engines.processors.tracking import (
+    TrackingConfig,
+    advance,
+    detection_due,
+    link,
+    measured,
+    needs_detection,
+    plan_meshes,
+)
+
+CFG = TrackingConfig(detect_every_frames=10, detect_every_ms=1000.0, hold_frames=2)
+
+
+def _face(x: float, y: float, side: float = 60.0) -> Face:
+    """A face whose 'mesh' is a grid over its box (enough for boxes, crops and five points)."""
+    gx, gy = np.meshgrid(np.linspace(x, x + side, 22), np.linspace(y, y + side, 22))
+    pts = np.stack([gx.ravel(), gy.ravel()], 1)[:468].astype(np.float32)
+    base = Face(box=np.array([x, y, x + side, y + side], np.float32), score=1.0,
+                kps5=np.zeros((5, 2), np.float32))
+    return measured(base, pts, 0.9)
+
+
+def test_detection_schedule() -> None:
+    assert detection_due(0, None, 0.0, False, True, CFG)                 # never detected
+    assert detection_due(3, 0.0, 0.2, False, False, CFG)                # nothing tracked: look every frame
+    assert detection_due(3, 0.0, 0.2, True, True, CFG)                  # a face was lost
+    assert not detection_due(3, 0.0, 0.2, False, True, CFG)
+    assert detection_due(9, 0.0, 0.5, False, True, CFG)                 # K frames
+    assert detection_due(2, 0.0, 1.0, False, True, CFG)                 # T ms
+    assert not detection_due(9, 0.0, 0.5, False, True, CFG, detect_every=20)  # degradation: only longer
+    assert needs_detection(None, (240, 320), 0.0, 1, CFG)              # stateless
+    track = FaceTrack(frame_shape=(240, 320), faces=[object()], last_detect_s=0.0)
+    assert not needs_detection(track, (240, 320), 0.1, 1, CFG)
+    assert needs_detection(track, (360, 640), 0.1, 1, CFG)              # resolution changed
+
+
+def test_link_by_overlap() -> None:
+    track = FaceTrack()
+    advance(track, (240, 320), [_face(10, 10), _face(200, 10)], set(), True, 0.0, 0.0, CFG)
+    matched, new = link(track.faces, [_face(205, 12), _face(100, 150)], CFG.link_iou)
+    assert matched == {0: 1} and new == [1]
+
+
+def test_lost_face_is_held_then_dropped_and_reseeded_by_a_detection() -> None:
+    track = FaceTrack()
+    shape = (240, 320)
+    advance(track, shape, [_face(10, 10)], set(), True, 0.0, 0.0, CFG)
+    tf = track.faces[0]
+    assert [f is tf.crop for f, _ in plan_meshes(track, shape, None, CFG)] == [True]
+    advance(track, shape, [], set(), False, 0.1, 0.1, CFG)              # mesh lost: held, detect next
+    assert track.faces == [tf] and tf.misses == 1 and track.lost
+    assert plan_meshes(track, shape, None, CFG) == []                    # held: no crop to try alone
+    again = _face(14, 12)
+    jobs = plan_meshes(track, shape, [again], CFG)
+    assert jobs == [(again, tf)]                                         # re-seeded from the detection
+    advance(track, shape, [], set(), True, 0.2, 0.2, CFG)
+    advance(track, shape, [], set(), False, 0.3, 0.3, CFG)
+    assert track.faces == []                                             # gone after the hold
+    assert track.frames_since_detect == 1 and track.last_detect_s == 0.2
