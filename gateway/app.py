@@ -233,7 +233,9 @@ def create_app(
     sessions.add_routes(app)
     app.router.add_get("/demo", _demo)
     if monitor is None or hasattr(the_monitor, "snapshot_dict"):
+        from gateway.monitoring.audio_section import AudioSection
         from gateway.monitoring.routes import (
+            EXTRA_COLLECTORS,
             METRICS_VIEWS,
             STATS_VIEWS,
             MetricsView,
@@ -242,8 +244,20 @@ def create_app(
         )
 
         setup_monitoring_routes(app, the_monitor)  # type: ignore[arg-type]
-        views: list[StatsView] = [exposure.stats_view]
+
+        def audio_rows() -> list[dict[str, object]]:
+            manager = state.sessions
+            return [] if manager is None else [s.audio.stats() for s in list(manager.sessions.values())]
+
+        audio = AudioSection(audio_rows)  # the relay's totals: /api/stats "audio", livefuse_audio_* families
+
+        def audio_view(request: web.Request, data: dict[str, object]) -> dict[str, object]:
+            data[audio.name] = audio.data()
+            return data
+
+        views: list[StatsView] = [exposure.stats_view, audio_view]
         app[STATS_VIEWS] = views
+        app[EXTRA_COLLECTORS] = [audio.collector]
         metrics_views: list[MetricsView] = [exposure.metrics_view]
         app[METRICS_VIEWS] = metrics_views
     return app

@@ -138,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="gather ICE candidates on 127.0.0.1 only (tests, local load generation)",
     )
     a("--reap-after-s", type=float, help="close sessions silent/disconnected this long (default 10)")
+    a(
+        "--no-audio",
+        action="store_true",
+        default=None,
+        help="answer every audio m-line inactive instead of relaying the publisher's Opus to WHEP viewers",
+    )
     a("--model-dir", type=Path, help="model directory (default ~/.cache/livefuse/models)")
     a(
         "--shutdown-grace-s",
@@ -254,6 +260,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         late_policy=LatePolicy(get("late_policy", sess.late_policy)),
         default_source=Path(str(get("default_source"))) if get("default_source") else None,
         reap_after_s=float(get("reap_after_s", sess.reap_after_s)),
+        audio=replace(sess.audio, enabled=not get("no_audio", False)),
     )
     src = SourcesConfig()
     sources = replace(

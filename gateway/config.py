@@ -13,6 +13,7 @@ from typing import Any
 from engines.frames import MASK_REGIONS, PROCESSORS
 from gateway.auth import AuthConfig
 from gateway.background import BackgroundConfig
+from gateway.media.audio import AudioConfig
 from gateway.media.late import LatePolicy
 from gateway.rtc.ice import IceConfig
 from gateway.scheduler import SchedulerConfig
@@ -92,6 +93,7 @@ class SessionConfig:
     bitrate: int = 1_000_000  # VP8 target for the processed stream
     max_viewers: int = 32
     network_allowance_ms: float = 10.0  # kept back from the budget for the trip back to the client
+    audio: AudioConfig = field(default_factory=AudioConfig)  # the publisher's Opus, relayed to viewers
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:

@@ -46,10 +46,14 @@ from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output
+from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, Outcome
+from gateway.rtc.codecs import answer_video_codec
+from gateway.rtc.dtls import answer_as_dtls_server, watch_dtls
+from gateway.rtc.h264 import keep_offered_h264_profiles
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from gateway.rtc.offer_rules import OfferStructure, make_answerable, restore_unusable_audio
-from gateway.rtc.receive import frame_completed_at
+from gateway.rtc.receive import frame_completed_at, recovery_counters
 from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer
 from gateway.scheduler import ScheduledFrame
 
@@ -177,6 +181,7 @@ class Session:
         self._frame_ids = itertools.count()
         self._last_processed: np.ndarray | None = None
         self._closing: asyncio.Task[None] | None = None
+        self.audio = SessionAudio(config.audio)  # Opus relay + the capture clock both streams' SRs use
         self.etag = secrets.token_hex(8)
         self.owner: str | None = None  # the tenant that created it (gateway.tenants)
         self.viewer_token = secrets.token_urlsafe(24)  # WHEP may watch this session with it, nothing else
@@ -226,6 +231,7 @@ class Session:
                 self.last_frame_s = arrival
                 frame_id = self._next_frame_id()
                 completed = frame_completed_at(receiver, frame.pts)
+                self.audio.on_video_frame(int(frame.pts or 0), arrival if completed is None else completed)
                 image = await loop.run_in_executor(self._executor, _to_rgb, frame)
                 decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
                 options = self._monitor.frame_options(self.processors)
@@ -350,6 +356,7 @@ class Session:
         encoder = self.encoder_for(codec)
         sender = pc.addTrack(encoder.subscribe())
         encoder.bind_sender(sender)
+        self.audio.stamp_video(sender)
         _answer_with(pc, codec)
 
     # --- viewers --------------------------------------------------------------------------------------------
@@ -360,6 +367,7 @@ class Session:
             raise Unavailable(f"session {self.id} already has {len(self.viewers)} viewers")
         viewer_id = secrets.token_urlsafe(12)
         pc = create_peer_connection(ice)
+        watch_dtls(pc, f"session {self.id} viewer {viewer_id}")
         self.viewers[viewer_id] = pc
 
         @pc.on("connectionstatechange")
@@ -371,8 +379,12 @@ class Session:
             await pc.setRemoteDescription(
                 RTCSessionDescription(sdp=make_answerable(offer_sdp, offer.structure), type="offer")
             )
+            answer_as_dtls_server(pc)
+            keep_offered_h264_profiles(pc)
+            answer_video_codec(pc, codec)
             self.subscribe(pc, codec)
             _silence_unusable_audio(pc, offer.structure)
+            self.audio.attach_viewer(pc)
             await pc.setLocalDescription(await pc.createAnswer())
             answer = restore_unusable_audio(pc.localDescription.sdp, offer.structure)
         except BaseException as exc:
@@ -421,6 +433,7 @@ class Session:
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
+        self.audio.close()
         for viewer_id in list(self.viewers):
             with _logged_failure(f"session {self.id}: closing viewer {viewer_id}"):
                 await self.remove_viewer(viewer_id)
@@ -445,6 +458,13 @@ class Session:
             "frames_out": self.counters.frames_out,
             "drops": dict(self.counters.drops),
             "viewers": len(self.viewers),
+            "audio": self.audio.stats(),
+            # network: what the receivers let the encoder send; how the publisher's stream was repaired
+            "send_bitrate": {codec: e.bitrate.snapshot(now) for codec, e in self.encoders.items()},
+            "receive_recovery": next(
+                (recovery_counters(r) for r in self.pc.getReceivers() if r.track and r.track.kind == "video"),
+                None,
+            ),
         }
 
 
@@ -509,6 +529,11 @@ class SessionManager:
         offers delay a real publisher by at most one retry instead of locking it out."""
         if not self.accepting:
             raise Unavailable("gateway is shutting down", retry_after_s=30)
+        if owner_limit is not None:
+            mine = sum(1 for s in self.sessions.values() if s.owner == owner and s.close_reason is None)
+            if mine >= owner_limit:
+                self._monitor.record_reject("tenant_limit")
+                raise Unavailable(f"tenant {owner} is at its limit ({owner_limit} sessions)", retry_after_s=5)
         pending = self.pending()
         if len(pending) >= self.config.max_pending:
             oldest = pending[0]
@@ -522,11 +547,6 @@ class SessionManager:
         if len(self.sessions) >= self.config.max_sessions:
             self._monitor.record_reject("capacity")
             raise Unavailable(f"at capacity ({self.config.max_sessions} sessions)", retry_after_s=10)
-        if owner_limit is not None:
-            mine = sum(1 for s in self.sessions.values() if s.owner == owner and s.close_reason is None)
-            if mine >= owner_limit:
-                self._monitor.record_reject("tenant_limit")
-                raise Unavailable(f"tenant {owner} is at its limit ({owner_limit} sessions)", retry_after_s=5)
         if not self._monitor.admits_new_sessions():
             self._monitor.record_reject("capacity")
             raise Unavailable("overloaded: the monitor refuses new sessions for now", retry_after_s=10)
@@ -546,6 +566,7 @@ class SessionManager:
         self.admit(owner, owner_limit)
         session_id = secrets.token_urlsafe(12)
         pc = create_peer_connection(self.ice)
+        dtls = watch_dtls(pc, f"session {session_id}")
         session = Session(
             session_id,
             pc,
@@ -574,18 +595,22 @@ class SessionManager:
             if pc.connectionState == "connected" and session.connected_s is None:
                 session.connected_s = time.monotonic()
             elif pc.connectionState in ("failed", "closed"):
-                session.schedule_close(f"peer {pc.connectionState}")
+                session.schedule_close(dtls.close_reason(pc.connectionState))
 
         try:
             await pc.setRemoteDescription(
                 RTCSessionDescription(sdp=make_answerable(offer_sdp, offer.structure), type="offer")
             )
+            answer_as_dtls_server(pc)
+            keep_offered_h264_profiles(pc)
+            answer_video_codec(pc, offer.codec)
             video = next(t for t in pc.getTransceivers() if t.kind == "video")
             if video.direction in ("sendrecv", "recvonly"):  # our view: we receive, and send back if asked
                 session.subscribe(pc, offer.codec)
             else:
                 _answer_with(pc, offer.codec)
             _silence_unusable_audio(pc, offer.structure)
+            session.audio.attach_publisher(pc)
             await pc.setLocalDescription(await pc.createAnswer())
             answer = restore_unusable_audio(pc.localDescription.sdp, offer.structure)
         except BaseException as exc:

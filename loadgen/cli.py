@@ -25,6 +25,7 @@ from loadgen.capacity import CapacityConfig, CapacitySearch, PointMeasurement, W
 from loadgen.client import ClientConfig, JoinError, upload_source
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, GatewayStartError
 from loadgen.fingerprint import host_fingerprint
+from loadgen.impair import PROFILES, Impairment, parse_impairment
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.report import build_report, loadgen_run_entry, write_csv, write_html, write_json
 from loadgen.runner import Progress, RunConfig, RunResult, run_point
@@ -67,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-sizes", type=int, nargs="+",
                    help="sweep: embedded gateway --max-batch values (remote: observed, reported)")
     p.add_argument("--fps", type=float, default=15.0, help="frames per second per job (default 15)")
+    p.add_argument("--audio", action="store_true",
+                   help="each job also sends Opus (a click a second) and a WHEP viewer per job measures the "
+                        "A/V offset the gateway's sender reports give (report: jobs[].av_offset_ms)")
     p.add_argument("--test-cases", type=parse_test_cases, default=["single_face"],
                    help="comma list: single_face, multi_face (each its own run)")
     p.add_argument("--source-video", type=Path, help="single_face: frames of this clip instead of the still")
@@ -98,7 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gateway-log-level", default="warning", help="embedded gateway: --log-level")
     p.add_argument("--media-dir", type=Path, help="provisioned media (default ~/.cache/livefuse/media)")
     p.add_argument("--no-live", action="store_true", help="no live table (e.g. in CI logs)")
+    p.add_argument("--network", type=_network,
+                   help="impair each job's link, both directions: a profile "
+                        f"({', '.join(PROFILES)}) or delay=MS,jitter=MS,loss=PCT%%,rate=KBITS,queue=MS")
     return p
+
+
+def _network(spec: str) -> Impairment:
+    try:
+        return parse_impairment(spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 @dataclass
@@ -153,6 +167,12 @@ def result_table(runs: list[dict[str, Any]], capacity: dict[str, Any] | None) ->
                   str(fr["lost"]),
                   str(fr["repeated"]), f"{r['fps_per_job']['mean']:.1f}",
                   "[green]ok[/]" if r["slo_met"] else "[red]MISS[/]")
+        for job in r.get("jobs", []):
+            av_ms = job.get("av_offset_ms")
+            if av_ms:
+                t.add_row(f"  job {job['job']} A/V ms", "", f"{av_ms['p50']:+.1f}", f"{av_ms['p95']:+.1f}",
+                          f"p5 {av_ms['p5']:+.1f}", f"n={av_ms['count']}", "", "", "", "", "",
+                          "[green]ok[/]" if -45 <= av_ms["p5"] and av_ms["p95"] <= 125 else "[red]off[/]")
     if capacity is not None:
         t.caption = (f"capacity: {capacity['capacity']} concurrent jobs "
                      f"within {capacity['budget_ms']:g} ms p95")
@@ -216,7 +236,8 @@ async def _run_cells(args: argparse.Namespace, view: LiveView, console: Console
             console.print(f"starting embedded gateway{'' if batch is None else f' (max batch {batch})'} ...")
             url = await gateway.start()
         try:
-            client = ClientConfig(url=url, token=args.token, processors=args.session_processors)
+            client = ClientConfig(url=url, token=args.token, processors=args.session_processors,
+                                  audio=args.audio, network=args.network)
             if not args.no_source:
                 image = args.source_image or media_path(media_root, "astronaut.png")
                 async with aiohttp.ClientSession() as http:

@@ -30,8 +30,10 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 
 from gateway.rtc.ice import IceConfig, create_peer_connection
+from loadgen.avsync import AvSyncProbe, ClickAudioTrack, MediaClock, wait_due
+from loadgen.impair import Impairment, impair_peer_connection
 from loadgen.stamp import read_stamp
-from loadgen.stats import Event, FrameReceived, FrameSent, JobJoined
+from loadgen.stats import AvOffset, Event, FrameReceived, FrameSent, JobJoined
 from loadgen.synth import FrameLoop
 
 VIDEO_CLOCK = 90_000
@@ -50,6 +52,8 @@ class ClientConfig:
     loopback_only: bool | None = None  # None: decide from the URL's host
     source_id: str | None = None       # ?source= (a face uploaded with POST /sources); None: gateway default
     processors: str | None = None      # ?processors=face_swapper,face_enhancer; None: gateway default
+    audio: bool = False                # also send Opus (clicks) and measure A/V sync at a WHEP viewer
+    network: Impairment | None = None  # impair this job's link, both directions (loadgen.impair)
 
     def whip_url(self) -> str:
         base = urljoin(self.url.rstrip("/") + "/", self.whip_path.lstrip("/"))
@@ -111,8 +115,10 @@ class StampedVideoTrack(MediaStreamTrack):
 
     kind = "video"
 
-    def __init__(self, loop: FrameLoop, fps: float, job: int, emit: Callable[[Event], None]) -> None:
+    def __init__(self, loop: FrameLoop, fps: float, job: int, emit: Callable[[Event], None],
+                 clock: MediaClock | None = None) -> None:
         super().__init__()
+        self._clock = clock  # shared with the job's audio track (--audio): both paced from one start
         self._frames = loop  # not `_loop`: the track's event emitter owns that name
         self._fps = fps
         self._job = job
@@ -126,6 +132,10 @@ class StampedVideoTrack(MediaStreamTrack):
         self._next_id += 1
         frame = self._frames.frame(frame_id)
         now = time.monotonic()
+        if self._clock is not None:
+            await wait_due(self._clock, (frame_id - 1) / self._fps)
+            now = time.monotonic()
+            self._start = now - (frame_id - 1) / self._fps
         if self._start is None:
             self._start = now
         due = self._start + (frame_id - 1) / self._fps
@@ -155,6 +165,9 @@ class WhipJob:
         self._location: str | None = None
         self._reader: asyncio.Task[None] | None = None
         self._closed = False
+        self._viewer: RTCPeerConnection | None = None
+        self._viewer_reader: asyncio.Task[None] | None = None
+        self.av_probe: AvSyncProbe | None = None
         self.received_tracks = 0
 
     async def start(self) -> None:
@@ -170,7 +183,12 @@ class WhipJob:
     async def _join(self) -> None:
         pc = create_peer_connection(self.config.ice())
         self._pc = pc
-        pc.addTrack(StampedVideoTrack(self._loop, self._fps, self.job, self._emit))
+        if self.config.network is not None:
+            impair_peer_connection(pc, self.config.network, seed=self.job)
+        clock = MediaClock() if self.config.audio else None
+        pc.addTrack(StampedVideoTrack(self._loop, self._fps, self.job, self._emit, clock))
+        if clock is not None:
+            pc.addTrack(ClickAudioTrack(clock))
 
         @pc.on("track")
         def on_track(track: MediaStreamTrack) -> None:
@@ -190,6 +208,40 @@ class WhipJob:
                 raise JoinError("WHIP 201 without a Location header")
             self._location = urljoin(self.config.whip_url(), location)
         await pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
+        if self.config.audio:
+            await self._watch_sync()
+
+    async def _watch_sync(self) -> None:
+        """A WHEP viewer of this job's session with audio + video, measuring lip sync (loadgen.avsync). The
+        processed stream is encoded once per session, so this viewer costs the gateway packetization only."""
+        assert self._location is not None
+        session_id = self._location.rstrip("/").rsplit("/", 1)[-1]
+        url = urljoin(self.config.url.rstrip("/") + "/", f"whep/{session_id}")
+        pc = create_peer_connection(self.config.ice())
+        self._viewer = pc
+        video = pc.addTransceiver("video", direction="recvonly")
+        audio = pc.addTransceiver("audio", direction="recvonly")
+        probe = AvSyncProbe(fps=self._fps, first_frame_id=1)
+        probe.on_offset = lambda ms: self._emit(AvOffset(self.job, time.monotonic(), ms))
+        probe.attach(audio.receiver, video.receiver)
+        self.av_probe = probe
+        await pc.setLocalDescription(await pc.createOffer())
+        headers = {"Content-Type": "application/sdp", **self.config.headers()}
+        async with self._http.post(url, data=pc.localDescription.sdp, headers=headers) as r:
+            body = await r.text()
+            if r.status != 201:
+                raise JoinError(f"WHEP POST {r.status}: {body.strip()[:200]}")
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
+        self._viewer_reader = asyncio.ensure_future(self._read_viewer(video.receiver.track, probe))
+
+    async def _read_viewer(self, track: MediaStreamTrack, probe: AvSyncProbe) -> None:
+        while True:
+            try:
+                frame = await track.recv()
+            except Exception:  # MediaStreamError when the connection ends
+                return
+            if isinstance(frame, av.VideoFrame):
+                probe.on_video_frame(read_stamp(luma_of(frame)), frame.pts)
 
     async def _read(self, track: MediaStreamTrack) -> None:
         while True:
@@ -213,6 +265,12 @@ class WhipJob:
                     pass
         if self._pc is not None:
             await self._pc.close()
+        if self._viewer is not None:
+            await self._viewer.close()
+        if self._viewer_reader is not None:
+            self._viewer_reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._viewer_reader
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

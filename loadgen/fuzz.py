@@ -581,4 +581,15 @@ class ProcessSampler:
                 "max": int(v.max()),
                 "per_min": round(slope, 1),
             }
+        every = max(1, len(self.samples) // 30)  # about 30 points: enough to see a plateau or a climb
+        out["series"] = [
+            {
+                "t_s": round(float(t[i]), 1),
+                "rss_mb": round(x.rss_bytes / 2**20, 1),
+                "fds": x.fds,
+                "threads": x.threads,
+            }
+            for i, x in enumerate(self.samples)
+            if i % every == 0 or i == len(self.samples) - 1
+        ]
         return out

@@ -7,7 +7,8 @@ A loadgen run:
     name, test_case, resolution, fps, concurrent_jobs, batch_size {requested, observed}, duration_s,
     budget_ms, latency_ms {count, mean, p50, p90, p95, p99, max}, within_budget (fraction of returned frames),
     frames {sent, received, lost, repeated, unreadable}, received_ratio, fps_per_job {mean, min},
-    jobs [{job, sent, received, lost, repeated, fps, p95_ms}], join_failures [{job, t_s, detail}],
+    jobs [{job, sent, received, lost, repeated, fps, p95_ms, av_offset_ms {count, p5, p50, p95, min, max}
+    (with --audio only; + = audio late)}], join_failures [{job, t_s, detail}],
     windows [{p95_ms, received_ratio}], gateway (its /api/stats view of the same window, or available=false),
     slo_met
 A benchmark run:
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import html
 import json
 import math
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.runner import RunResult, gateway_window
-from loadgen.stats import LatencySummary
+from loadgen.stats import LatencySummary, OffsetSummary
 
 SCHEMA_VERSION = 1
 
@@ -69,7 +71,9 @@ def loadgen_run_entry(name: str, result: RunResult, meta: dict[str, Any]) -> dic
         "fps_per_job": {"mean": round(s.fps_per_job_mean, 3), "min": round(s.fps_per_job_min, 3)},
         "jobs": [{"job": j.job, "sent": j.sent, "received": j.received, "lost": j.lost,
                   "repeated": j.repeated,
-                  "fps": round(j.received_fps, 3), "p95_ms": j.latency.p95} for j in s.jobs],
+                  "fps": round(j.received_fps, 3), "p95_ms": j.latency.p95,
+                  **({"av_offset_ms": _offsets(j.av_offset_ms)} if j.av_offset_ms is not None else {})}
+                 for j in s.jobs],
         "join_failures": result.join_failures,
         "windows": [{"p95_ms": w.latency.p95, "received_ratio": round(w.received_ratio, 4)}
                     for w in result.windows],
@@ -78,6 +82,11 @@ def loadgen_run_entry(name: str, result: RunResult, meta: dict[str, Any]) -> dic
         "slo_met": slo_met(s.latency.p95, s.budget_ms),
     }
     return entry
+
+
+def _offsets(o: OffsetSummary) -> dict[str, Any]:
+    return {"count": o.count, "p5": round(o.p5, 1), "p50": round(o.p50, 1), "p95": round(o.p95, 1),
+            "min": round(o.min, 1), "max": round(o.max, 1)}
 
 
 def build_report(kind: str, host: dict[str, Any], config: dict[str, Any], runs: Sequence[dict[str, Any]],
@@ -104,6 +113,8 @@ def _jsonable(o: Any) -> Any:
         return list(o)
     if isinstance(o, float) and o != o:
         return None
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):  # e.g. the --network impairment
+        return dataclasses.asdict(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 

@@ -38,7 +38,17 @@ class JobJoined:
     detail: str = ""
 
 
-Event = FrameSent | FrameReceived | JobJoined
+@dataclass(frozen=True)
+class AvOffset:
+    """One click of a job's audio measured against its video at a WHEP viewer (loadgen.avsync): how much
+    later the gateway's sender reports place the audio than the picture captured with it."""
+
+    job: int
+    t: float
+    offset_ms: float
+
+
+Event = FrameSent | FrameReceived | JobJoined | AvOffset
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,27 @@ class JobSummary:
     sent_fps: float
     received_fps: float
     latency: LatencySummary
+    av_offset_ms: OffsetSummary | None = None  # None: the job carried no audio (or nothing measured)
+
+
+@dataclass(frozen=True)
+class OffsetSummary:
+    """A/V offsets of one job (ms, + = audio late): the spread a viewer would see over the window."""
+
+    count: int
+    p5: float
+    p50: float
+    p95: float
+    min: float
+    max: float
+
+    @staticmethod
+    def of(offsets_ms: Sequence[float]) -> OffsetSummary | None:
+        if not offsets_ms:
+            return None
+        a = np.asarray(offsets_ms, dtype=np.float64)
+        p5, p50, p95 = (float(x) for x in np.percentile(a, [5, 50, 95]))
+        return OffsetSummary(int(a.size), p5, p50, p95, float(a.min()), float(a.max()))
 
 
 @dataclass(frozen=True)
@@ -126,6 +157,7 @@ class _Job:
     first_recv: dict[int, float] = field(default_factory=dict)
     repeats: list[float] = field(default_factory=list)      # receive times of repeated IDs
     unreadable: list[float] = field(default_factory=list)   # receive times of unreadable stamps
+    av_offsets: list[tuple[float, float]] = field(default_factory=list)  # (t, offset ms)
     joined: JobJoined | None = None
 
 
@@ -156,6 +188,8 @@ class StatsCollector:
             else:
                 # An ID we never sent: a misread that slipped past the check code. Not a latency sample.
                 j.unreadable.append(event.t)
+        elif isinstance(event, AvOffset):
+            j.av_offsets.append((event.t, event.offset_ms))
         else:
             j.joined = event
 
@@ -199,6 +233,7 @@ class StatsCollector:
                 unreadable=sum(1 for t in j.unreadable if start <= t < end),
                 sent_fps=len(sent_ids) / duration, received_fps=len(lat) / duration,
                 latency=LatencySummary.of(lat, self.budget_ms),
+                av_offset_ms=OffsetSummary.of([o for t, o in j.av_offsets if start <= t < end]),
             ))
         per_job_fps = [js.received_fps for js in jobs]
         return WindowSummary(

@@ -4,7 +4,8 @@ aiortc's `RTCRtpSender` accepts `av.Packet` from its track and only packetizes i
 `H264Encoder.pack`), so N viewers cost one encode per codec in use (VP8 for browsers; H.264 only when
 a publisher or viewer offered nothing else). Two things the sender would do for raw frames must be done
 here instead: keyframes on request (a new viewer, or a PLI/FIR from any viewer: `bind_sender` routes the
-sender's keyframe request to this encoder), and bitrate (fixed here; REMB is ignored for packet tracks).
+sender's keyframe request to this encoder), and bitrate: each sender's REMB and receiver-report loss feed
+one `BitratePolicy` per encoder (gateway.media.bitrate: the minimum across receivers), applied between frames.
 
 A subscriber that falls behind has its queue cleared and waits for the next keyframe (which it requests):
 dropping single inter frames would corrupt its picture, and queueing would add latency.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from fractions import Fraction
 from typing import cast
 
@@ -23,7 +25,9 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCRtpSender
 from aiortc.mediastreams import MediaStreamError
 
+from gateway.media.bitrate import BitrateConfig, BitratePolicy
 from gateway.media.colour import rgb_to_i420
+from gateway.media.feedback import watch_sender_feedback
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +90,13 @@ class FanoutEncoder:
     # (PSNR 35.70 -> 35.67 dB at the same rate). Faster settings cost more quality (-12: -0.4 dB at 640x360).
     VP8_CPU_USED = -8
 
-    def __init__(self, bitrate: int = 1_000_000, codec: str = "VP8",
-                 vp8_cpu_used: int = VP8_CPU_USED) -> None:
+    def __init__(
+        self,
+        bitrate: int = 1_000_000,
+        codec: str = "VP8",
+        vp8_cpu_used: int = VP8_CPU_USED,
+        bitrate_config: BitrateConfig | None = None,
+    ) -> None:
         if codec not in ("VP8", "H264"):
             raise ValueError(f"unsupported codec {codec!r}")
         if not -16 <= vp8_cpu_used <= 16:
@@ -95,6 +104,11 @@ class FanoutEncoder:
         self.codec_name = codec
         self._bitrate = bitrate
         self._vp8_cpu_used = vp8_cpu_used
+        # Receivers' feedback (on the loop) -> target; encode() (a worker thread) re-opens at a new target.
+        self.bitrate = BitratePolicy(
+            bitrate_config or BitrateConfig(max_bps=bitrate, min_bps=min(100_000, bitrate))
+        )
+        self._target_bitrate = self.bitrate.current_bps
         self._codec: av.video.codeccontext.VideoCodecContext | None = None
         self._force_key = threading.Event()
         self._subscribers: list[PacketTrack] = []
@@ -114,6 +128,8 @@ class FanoutEncoder:
     def unsubscribe(self, track: PacketTrack) -> None:
         if track in self._subscribers:
             self._subscribers.remove(track)
+        self.bitrate.remove(id(track))
+        self._retarget()
 
     def request_keyframe(self) -> None:
         self._force_key.set()
@@ -121,6 +137,24 @@ class FanoutEncoder:
     def bind_sender(self, sender: RTCRtpSender) -> None:
         """Route the sender's PLI/FIR keyframe requests here (it cannot re-encode packets itself)."""
         sender._send_keyframe = self.request_keyframe  # type: ignore[method-assign]
+        key = id(sender.track)
+        self.bitrate.add(key)
+        self._target_bitrate = self.bitrate.current_bps
+
+        def on_remb(bps: float, now: float) -> None:
+            self.bitrate.on_remb(key, bps, now)
+            self._retarget(now)
+
+        def on_loss(fraction: float, now: float) -> None:
+            self.bitrate.on_loss(key, fraction, now)
+            self._retarget(now)
+
+        watch_sender_feedback(sender, on_remb, on_loss)
+
+    def _retarget(self, now: float | None = None) -> None:
+        target = self.bitrate.update(time.monotonic() if now is None else now)
+        if target is not None:
+            self._target_bitrate = target
 
     def encode(self, image_rgb: np.ndarray, pts: int) -> list[av.Packet]:
         """Encode one RGB frame (blocking; call from a worker thread). pts is in 1/90000 s and must grow."""
@@ -140,6 +174,9 @@ class FanoutEncoder:
         frame.pts = pts
         frame.time_base = VIDEO_TIME_BASE
         codec = self._codec
+        if self._target_bitrate != self._bitrate:  # a new context starts with a keyframe
+            self._bitrate = self._target_bitrate
+            codec = None
         if codec is None or codec.width != frame.width or codec.height != frame.height:
             codec = self._open(frame.width, frame.height)
         elif self._force_key.is_set():
@@ -200,6 +237,7 @@ class FanoutEncoder:
 
     def publish(self, packets: list[av.Packet]) -> None:
         """Hand packets to every subscriber (on the event loop)."""
+        self.bitrate.on_sent(sum(packet.size for packet in packets), time.monotonic())
         for track in list(self._subscribers):
             for packet in packets:
                 track.offer(packet)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
+from prometheus_client.registry import Collector
 
 from .monitor import Monitor
 from .prometheus import CONTENT_TYPE, make_registry, render
@@ -33,6 +34,8 @@ STATS_VIEWS = web.AppKey("livefuse_stats_views", list[StatsView])
 # The same for /metrics, on the snapshot object (its session labels are ids too).
 MetricsView = Callable[[web.Request, StatsSnapshot], StatsSnapshot]
 METRICS_VIEWS = web.AppKey("livefuse_metrics_views", list[MetricsView])
+# Prometheus families the monitor does not own (the audio relay's counters), made fresh per scrape.
+EXTRA_COLLECTORS = web.AppKey("livefuse_extra_collectors", list[Callable[[], Collector]])
 
 
 def _monitor(request: web.Request) -> Monitor:
@@ -49,6 +52,8 @@ async def _metrics(request: web.Request) -> web.Response:
         return snap
 
     registry = make_registry(snapshot)
+    for make_collector in request.app.get(EXTRA_COLLECTORS, ()):
+        registry.register(make_collector())
     body = await asyncio.to_thread(render, registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 AUDIO_CODECS = frozenset({"OPUS", "G722", "PCMU", "PCMA"})
 PLACEHOLDER_AUDIO = ("0", "PCMU/8000")
 _MID = re.compile(r"^[A-Za-z0-9_\-.~+]{1,32}$")
+_MDNS = re.compile(r"^[A-Za-z0-9\-]{1,63}\.local$")
 
 
 class OfferRuleError(ValueError):
@@ -78,6 +79,27 @@ def _check_address(line: str, what: str) -> None:
         raise OfferRuleError(f"{what} address {address[:40]!r} is not {parts[1]}")
 
 
+def check_candidate(value: str) -> None:
+    """An `a=candidate:` value (without the prefix) whose address the gateway may contact: an IP address or
+    an mDNS `.local` name (what browsers send to hide their addresses), a port in 1..65535, a numeric
+    component and priority. Any other host name would make the gateway resolve names an attacker chose."""
+    parts = value.split()
+    if len(parts) < 8 or parts[6] != "typ":
+        raise OfferRuleError(f"malformed candidate: {value[:60]!r}")
+    if not (parts[1].isdigit() and parts[3].isdigit() and parts[5].isdigit()):
+        raise OfferRuleError(f"malformed candidate (component, priority, port): {value[:60]!r}")
+    port = int(parts[5])
+    if not (1 <= port <= 65535 or (port == 0 and parts[2].lower() == "tcp")):  # active TCP may say 0
+        raise OfferRuleError(f"candidate port {port} out of range")
+    host = parts[4]
+    if host.endswith(".local") and _MDNS.match(host):
+        return
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise OfferRuleError(f"candidate address {host[:40]!r} is not an IP address or mDNS name") from None
+
+
 def check_structure(sdp: str) -> OfferStructure:
     """Mids present, unique and well-formed; BUNDLE names only existing mids and at least one; every `c=`
     and `a=rtcp:` address parseable. Raises OfferRuleError (one line)."""
@@ -121,6 +143,8 @@ def check_structure(sdp: str) -> OfferStructure:
             if not _MID.match(mid):
                 raise OfferRuleError(f"malformed a=mid value {mid[:40]!r}")
             current["mid"] = mid
+        elif line.startswith("a=candidate:"):
+            check_candidate(line[len("a=candidate:") :])
         elif current is not None and line.startswith("a=rtpmap:"):
             pt, _, codec = line[len("a=rtpmap:") :].partition(" ")
             current["rtpmap"][pt] = codec.strip()  # type: ignore[index]

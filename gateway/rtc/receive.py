@@ -17,21 +17,28 @@ Version guard: the receiver keeps its buffer in the name-mangled attribute
 On another aiortc version whose internals differ, nothing is changed and a warning is logged (the
 connection still works, with stock latency); `apply_low_latency_receive` returns False in that case.
 
+The buffer also repairs loss (gateway.rtc.recovery: NACKs repeated, a hole or a backlog skipped to the newest
+keyframe, PLI repeated until one arrives); stock aiortc NACKs once and then waits for 512 newer packets.
+
 The buffer also remembers when each frame was completed (`time.monotonic()`), keyed like the `pts` aiortc
 gives the decoded frame, so the gateway can time decode + hand-off (`frame_completed_at`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import aiortc
 from aiortc import RTCPeerConnection, RTCRtpReceiver
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.rtp import RtpPacket
+
+from gateway.rtc.recovery import LossRecovery, RecoveryConfig, is_keyframe
 
 logger = logging.getLogger(__name__)
 
@@ -58,18 +65,89 @@ class MarkerJitterBuffer(JitterBuffer):
     follows on the next packet, as it would have with stock aiortc.
     """
 
-    def __init__(self, capacity: int = 512, is_video: bool = True) -> None:
+    def __init__(
+        self, capacity: int = 512, is_video: bool = True, recovery: RecoveryConfig | None = None
+    ) -> None:
         super().__init__(capacity=capacity, prefetch=0, is_video=is_video)
         self._first_timestamp: int | None = None
         self._completed: OrderedDict[int, float] = OrderedDict()
+        self.recovery = LossRecovery(recovery or RecoveryConfig())
+        # Set by `_install_on_receiver`: NACK again (ssrc, sequence numbers); None = no repeats.
+        self.send_nack: Callable[[int, list[int]], None] | None = None
 
     def add(self, packet: RtpPacket) -> tuple[bool, JitterFrame | None]:
+        now = time.monotonic()
+        recovery = self.recovery
+        recovery.on_packet(packet.sequence_number, now)
         pli_flag, frame = super().add(packet)
+        if pli_flag:  # aiortc's buffer overflowed or the stream jumped: references are gone
+            recovery.need_keyframe(now)
         if frame is None:
             frame = self._release_complete()
+        if frame is None:
+            gap = self._head_gap()
+            if gap is not None and recovery.should_skip((self._origin + gap) & 0xFFFF, now):  # type: ignore[operator]
+                frame = self._jump_ahead(gap, now)
+        elif self._backlog() > recovery.config.max_backlog_frames:
+            frame = self._jump_ahead(0, now, keyframe_only=True) or frame
+        if self._origin is not None:
+            recovery.forget_before(self._origin)
+        if self.send_nack is not None:
+            due = recovery.nacks_due(now)
+            if due:
+                self.send_nack(packet.ssrc, due)
+        if frame is not None and not recovery.release(is_keyframe(frame.data), now):
+            frame = None
         if frame is not None:
             self._note_completed(frame.timestamp)
-        return pli_flag, frame
+        return recovery.pli_due(now), frame
+
+    def _slot(self, count: int) -> RtpPacket | None:
+        return self._packets[(self._origin + count) % self.capacity]  # type: ignore[operator]
+
+    def _head_gap(self) -> int | None:
+        """Offset of the first missing packet from the origin that newer packets stand behind, else None.
+        Cheap when nothing is missing (the common case): no scan at all."""
+        highest = self.recovery.highest
+        if self._origin is None or highest is None or not self.recovery.has_missing:
+            return None
+        span = min((highest - self._origin) & 0xFFFF, self.capacity - 1)
+        for count in range(span):
+            if self._slot(count) is None:
+                return count
+        return None
+
+    def _backlog(self) -> int:
+        """Complete frames waiting from the origin (contiguous packets ending in a marker)."""
+        if self._origin is None:
+            return 0
+        frames = 0
+        for count in range(self.capacity):
+            packet = self._slot(count)
+            if packet is None:
+                break
+            frames += packet.marker
+        return frames
+
+    def _jump_ahead(self, after: int, now: float, keyframe_only: bool = False) -> JitterFrame | None:
+        """Drop everything before the newest keyframe start past offset `after`, else (unless `keyframe_only`)
+        before the newest frame start (a packet after a marker packet); tell the recovery which. Returns a
+        frame now complete."""
+        starts: list[tuple[int, bool]] = []
+        previous = self._slot(after)
+        for count in range(after + 1, self.capacity):
+            packet = self._slot(count)
+            if packet is not None and previous is not None and previous.marker:
+                starts.append((count, is_keyframe(packet._data)))  # type: ignore[attr-defined]
+            previous = packet
+        if not starts:
+            return None
+        keyframes = [count for count, key in starts if key]
+        if keyframe_only and not keyframes:
+            return None
+        self.remove(keyframes[-1] if keyframes else starts[-1][0])
+        self.recovery.skipped(now, at_keyframe=bool(keyframes))
+        return self._release_complete()
 
     def _release_complete(self) -> JitterFrame | None:
         """Emit the oldest frame if its packets are all present: same timestamp from the origin to a marker.
@@ -113,8 +191,31 @@ def _install_on_receiver(receiver: RTCRtpReceiver) -> bool:
         return False  # unknown internals, or packets already buffered: leave it alone
     if not getattr(current, "_is_video", False):
         return False
-    setattr(receiver, _RECEIVER_BUFFER_ATTR, MarkerJitterBuffer(capacity=current.capacity))
+    buffer = MarkerJitterBuffer(capacity=current.capacity)
+    send_nack = getattr(receiver, "_send_rtcp_nack", None)
+    if send_nack is not None:
+        buffer.send_nack = _nack_sender(send_nack)
+
+        async def filtered_nack(ssrc: int, lost: list[int]) -> None:
+            wanted = buffer.recovery.filter_nack(lost, buffer._origin)
+            if wanted:
+                await send_nack(ssrc, wanted)
+
+        setattr(receiver, "_send_rtcp_nack", filtered_nack)  # noqa: B010 (instance-level, this receiver only)
+    setattr(receiver, _RECEIVER_BUFFER_ATTR, buffer)
     return True
+
+
+def _nack_sender(send: Callable[[int, list[int]], Any]) -> Callable[[int, list[int]], None]:
+    """The buffer runs inside aiortc's (async) packet handler but is synchronous: send the NACK as a task."""
+    tasks: set[asyncio.Future[Any]] = set()
+
+    def nack(ssrc: int, seqs: list[int]) -> None:
+        task = asyncio.ensure_future(send(ssrc, seqs))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    return nack
 
 
 def apply_low_latency_receive(pc: RTCPeerConnection) -> bool:
@@ -151,3 +252,11 @@ def frame_completed_at(receiver: RTCRtpReceiver, pts: int | None) -> float | Non
     if pts is None or not isinstance(buffer, MarkerJitterBuffer):
         return None
     return buffer.completed_at(pts)
+
+
+def recovery_counters(receiver: RTCRtpReceiver) -> dict[str, int] | None:
+    """NACKs repeated, gaps skipped, keyframes asked for, frames held here (None: stock buffer)."""
+    buffer = getattr(receiver, _RECEIVER_BUFFER_ATTR, None)
+    if not isinstance(buffer, MarkerJitterBuffer):
+        return None
+    return dict(vars(buffer.recovery.counters))

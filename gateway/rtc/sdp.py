@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from aiortc.sdp import SessionDescription
 
-from gateway.rtc.offer_rules import OfferRuleError, OfferStructure, check_structure
+from gateway.rtc.offer_rules import OfferRuleError, OfferStructure, check_candidate, check_structure
 
 MAX_SDP_BYTES = 64 * 1024
 
@@ -69,6 +69,10 @@ def parse_trickle_fragment(body: str) -> TrickleFragment:
             value = line.split(":", 1)[1]
             if len(value.split()) < 8:
                 raise SdpError(f"malformed candidate line: {line[:80]}")
+            try:
+                check_candidate(value)
+            except OfferRuleError as exc:
+                raise SdpError(str(exc)) from None
             candidates.append((mid, value))
         elif line == "a=end-of-candidates":
             end = True

@@ -176,6 +176,13 @@
       : "no GPU";
     $("gpu-status").title = s.gpu.reason || "";
     $("cost").textContent = s.monitor ? fmt(100 * s.monitor.cpu_fraction_of_core, 2) + "% of a core" : "–";
+    const au = s.audio;
+    $("audio").textContent = au
+      ? au.sessions_with_audio + " streams · " + au.viewers_with_audio + " viewers · " +
+        au.packets_relayed + " pkts relayed" + (au.packets_dropped ? " (" + au.packets_dropped + " dropped)" : "")
+      : "–";
+    $("audio").title = au ? "Opus relayed untouched; sender reports stamped to capture time: " +
+      au.sender_reports_stamped : "";
 
     timeLines($("chart-util"), [
       { color: C.a, points: state.util.map((p) => ({ t: p.t, v: p.cpu })) },

@@ -183,6 +183,18 @@ async def test_viewer_token_allows_watching_one_session(astronaut: np.ndarray) -
 
                 sid = pub.location.rsplit("/", 1)[-1]
                 token = app[STATE].sessions.get(sid).viewer_token  # type: ignore[union-attr]
+                # the publisher is told its session's viewer token with the 201
+                probe = create_peer_connection(LOOPBACK)
+                probe.addTransceiver("video", direction="sendrecv")
+                await probe.setLocalDescription(await probe.createOffer())
+                async with http.post(url + "/whip", data=probe.localDescription.sdp,
+                                     headers={**SDP, **_bearer(B)}) as r:
+                    assert r.status == 201
+                    other_token = r.headers["Livefuse-Viewer-Token"]
+                    assert len(other_token) >= 24 and other_token != token
+                    async with http.delete(url + r.headers["Location"], headers=_bearer(B)) as d:
+                        assert d.status == 200
+                await probe.close()
                 pc = create_peer_connection(LOOPBACK)
                 transceiver = pc.addTransceiver("video", direction="recvonly")
                 try:
@@ -217,3 +229,29 @@ def test_malformed_request_tracebacks_stay_out_of_the_log() -> None:
     assert not flt.filter(record(LineTooLong(b"aaa", 8190)))
     assert not flt.filter(record(BadHttpMessage("Invalid character in Content-Length")))
     assert flt.filter(record(RuntimeError("a real bug")))  # real server errors still logged
+
+
+def test_tenants_file_errors_and_cli(tmp_path: Path) -> None:
+    from gateway.cli import build_config, build_parser
+
+    bad = {
+        "short": '[tenants.a]\ntoken = "short"\n',
+        "shared": f'[tenants.a]\ntoken = "{A.token}"\n[tenants.b]\ntoken = "{A.token}"\n',
+        "unknown key": f'[tenants.a]\ntoken = "{A.token}"\nrole = "x"\n',
+        "no tenants": 'title = "x"\n',
+    }
+    for name, text in bad.items():
+        path = tmp_path / f"{name.replace(' ', '_')}.toml"
+        path.write_text(text)
+        with pytest.raises(ValueError):
+            load_tenants(path)
+    good = tmp_path / "good.toml"
+    good.write_text(f'[tenants.acme]\ntoken = "{A.token}"\nmax_sessions = 1\n[tenants.ops]\n'
+                    f'token = "{B.token}"\nadmin = true\n')
+    args = build_parser().parse_args(["--tenants-file", str(good), "--token", "legacy", "--max-pending", "2",
+                                      "--max-sources", "3", "--header-timeout-s", "4"])
+    config = build_config(args)
+    assert [t.name for t in config.auth.all_tenants] == ["default", "acme", "ops"]
+    assert config.auth.all_tenants[0].admin and config.auth.all_tenants[2].admin
+    assert config.sessions.max_pending == 2 and config.sources.max_sources == 3
+    assert config.header_timeout_s == 4.0

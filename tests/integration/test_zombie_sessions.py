@@ -65,6 +65,9 @@ async def test_unanswerable_offers_are_400_and_hold_no_slot(astronaut: np.ndarra
             "duplicate mid": av_offer.replace("a=mid:1\r\n", "a=mid:0\r\n"),
             "c= not an address": av_offer.replace("c=IN IP4 127.0.0.1", "c=IN IP6 zz"),
             "c= IP4 with IPv6 address": av_offer.replace("c=IN IP4 127.0.0.1", "c=IN IP4 ::1"),
+            "candidate with a DNS name": av_offer.replace(
+                "a=candidate:", "a=candidate:1 1 udp 1 evil.example 9 typ host\r\na=candidate:", 1
+            ),
         }
         assert "c=IN IP4 127.0.0.1" in av_offer
         for name, sdp in bad.items():
@@ -218,3 +221,26 @@ async def test_patch_after_odd_offer_and_bad_auth_header_are_4xx() -> None:
             writer.close()
             status = int(status_line.split()[1])
             assert status in (400, 401), (raw, status_line)
+
+
+async def test_trickle_candidates_must_be_addresses() -> None:
+    """A trickled candidate naming a host (the gateway would resolve it) or an impossible port is a 400."""
+    async with (
+        running_gateway(gw_config(), pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+        async with http.post(gw.url + "/whip", data=await _offer(False), headers=SDP) as r:
+            assert r.status == 201
+            location = r.headers["Location"]
+        trickle = {"Content-Type": "application/trickle-ice-sdpfrag", "If-Match": "*"}
+        cases = {
+            "1 1 udp 1 evil.example 9 typ host": 400,
+            "1 1 udp 1 127.0.0.1 70000 typ host": 400,
+            "1 1 udp 1 1.2.3.4.5 9 typ host": 400,
+            "1 1 udp 1 127.0.0.1 9 typ host": 204,
+            "1 1 udp 1 0a1b2c3d-aaaa.local 9 typ host": 204,
+        }
+        for candidate, expected in cases.items():
+            body = f"a=mid:0\r\na=candidate:{candidate}\r\n"
+            async with http.patch(gw.url + location, data=body, headers=trickle) as r:
+                assert r.status == expected, (candidate, r.status, await r.text())

@@ -1,0 +1,79 @@
+"""The fan-out encoder's bitrate policy (gateway.media.bitrate): pure, driven by explicit times."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.media.bitrate import BitrateConfig, BitratePolicy
+
+CONFIG = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, increase_hold_s=2.0)
+
+
+def test_starts_at_the_start_fraction_and_holds_without_feedback() -> None:
+    unknown_link = BitratePolicy(BitrateConfig(max_bps=1_000_000))
+    assert unknown_link.current_bps == 1_000_000  # no receiver: an encoder used offline runs at its rate
+    unknown_link.add("first viewer")
+    assert unknown_link.current_bps == 500_000
+    policy = BitratePolicy(CONFIG)
+    policy.add("viewer")
+    assert policy.update(10.0) is None and policy.current_bps == 1_000_000
+
+
+def test_heavy_loss_cuts_the_rate_at_once_and_clean_reports_climb_back_slowly() -> None:
+    policy = BitratePolicy(CONFIG)
+    policy.on_loss("viewer", 0.40, now=1.0)  # GCC: rate * (1 - 0.5 * loss)
+    assert policy.update(1.0) == 800_000
+    policy.on_loss("viewer", 0.40, now=2.0)
+    assert policy.update(2.0) == 640_000
+    for step in range(3, 30):
+        policy.on_loss("viewer", 0.0, now=float(step))  # < 2 %: +5 % per report
+        policy.update(float(step))
+    assert policy.current_bps == 1_000_000
+    policy.on_loss("viewer", 0.05, now=40.0)  # 2..10 %: hold
+    assert policy.update(40.0) is None
+
+
+def test_minimum_across_receivers_and_a_leaving_slow_viewer_releases_the_rest() -> None:
+    policy = BitratePolicy(CONFIG)
+    policy.add("fast")
+    for _ in range(6):
+        policy.on_loss("slow", 0.5, now=1.0)
+        policy.update(1.0)
+    assert policy.current_bps < 200_000
+    policy.remove("slow")
+    assert policy.update(1.5) is None  # increases wait for the hold time
+    assert policy.update(3.5) == 1_000_000
+
+
+def test_the_floor_bounds_what_one_hopeless_receiver_does_to_everyone() -> None:
+    policy = BitratePolicy(CONFIG)
+    for t in range(20):
+        policy.on_loss("hopeless", 0.9, now=float(t))
+        policy.update(float(t))
+    assert policy.current_bps == 100_000
+
+
+def test_remb_counts_only_below_what_was_sent_and_with_loss() -> None:
+    policy = BitratePolicy(CONFIG)
+    for i in range(15):
+        policy.on_sent(5_000, now=0.1 + i / 15)  # 600 kbit/s sent in the last second
+    policy.on_remb("viewer", 150_000, now=1.0)
+    assert policy.estimate(1.0) == 1_000_000  # no loss reported: an application-limited REMB, ignored
+    policy.on_loss("viewer", 0.05, now=1.0)
+    assert policy.estimate(1.0) == 150_000  # corroborated by loss and under the sent rate
+    policy.on_remb("viewer", 580_000, now=1.1)
+    assert policy.estimate(1.1) == 1_000_000  # at the sent rate: the link keeps up
+    assert policy.estimate(20.0) == 1_000_000  # stale
+
+
+def test_small_changes_do_not_restart_the_encoder() -> None:
+    policy = BitratePolicy(CONFIG)
+    policy.on_loss("viewer", 0.12, now=1.0)  # 1 - 0.06: a 6 % cut, under min_change
+    assert policy.update(1.0) is None
+
+
+def test_config_is_checked() -> None:
+    with pytest.raises(ValueError):
+        BitrateConfig(max_bps=100, min_bps=200)
+    with pytest.raises(ValueError):
+        BitrateConfig(loss_low=0.2, loss_high=0.1)

@@ -1,0 +1,119 @@
+"""The answer the gateway builds for foreign stacks: DTLS role (setup) and H.264 profile-level-id."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from OpenSSL import SSL
+
+from gateway.rtc.codecs import only_codec
+from gateway.rtc.dtls import DTLS_CIPHERS, answer_as_dtls_server, ssl_error_reason, watch_dtls
+from gateway.rtc.h264 import answer_profile_level_id, keep_offered_h264_profiles
+
+
+@pytest.mark.parametrize(
+    ("offered", "asymmetry", "expected"),
+    [
+        ("42c01f", True, "42c01f"),  # the issue's case: profile bytes kept (aiortc alone says 42e01f)
+        ("42e01f", True, "42e01f"),
+        ("42C01F", True, "42C01F"),  # spelling kept
+        ("42c034", True, "42c01f"),  # both allow asymmetry: the answer says what WE receive (3.1)
+        ("42c034", False, "42c01f"),  # no asymmetry: the lower level
+        ("42c016", False, "42c016"),  # offered 2.2 < 3.1
+        ("42f00b", False, "42f00b"),  # level 1b (constraint_set3 + idc 11) is below 3.1: kept as is
+        ("42f00b", True, "42e01f"),  # to 3.1: the set3 bit meant "1b" and is cleared
+        ("42001f", True, "42001f"),  # Baseline
+    ],
+)
+def test_answer_profile_level_id(offered: str, asymmetry: bool, expected: str) -> None:
+    assert answer_profile_level_id(offered, offer_allows_asymmetry=asymmetry) == expected
+
+
+def test_answer_profile_level_id_refuses_garbage() -> None:
+    with pytest.raises(ValueError, match="6 hex digits"):
+        answer_profile_level_id("42e0", offer_allows_asymmetry=True)
+
+
+async def _offer(codec: str | None = None) -> str:
+    pc = RTCPeerConnection()
+    transceiver = pc.addTransceiver("video", direction="sendrecv")
+    if codec is not None:
+        caps = RTCRtpSender.getCapabilities("video").codecs
+        transceiver.setCodecPreferences(
+            [c for c in caps if c.mimeType.lower() in (f"video/{codec}", "video/rtx")]
+        )
+    offer = (await pc.createOffer()).sdp
+    await pc.close()
+    return offer
+
+
+async def _answer(offer: str) -> str:
+    pc = RTCPeerConnection()
+    watch_dtls(pc, "test")
+    try:
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))
+        answer_as_dtls_server(pc)
+        keep_offered_h264_profiles(pc)
+        return (await pc.createAnswer()).sdp
+    finally:
+        await pc.close()
+
+
+@pytest.mark.parametrize(
+    ("offer_setup", "answer_setup"),
+    [("actpass", "passive"), ("active", "passive"), ("passive", "active")],
+)
+async def test_dtls_role_in_the_answer(offer_setup: str, answer_setup: str) -> None:
+    """actpass (browsers, webrtcbin, OBS): we serve with our ECDSA certificate; an explicit choice is kept."""
+    offer = (await _offer()).replace("a=setup:actpass", f"a=setup:{offer_setup}")
+    assert set(re.findall(r"^a=setup:(\w+)", await _answer(offer), re.M)) == {answer_setup}
+
+
+async def test_h264_answer_keeps_offered_profile_bytes() -> None:
+    offer = (await _offer("h264")).replace("profile-level-id=42e01f", "profile-level-id=42c01f")
+    answer = await _answer(offer)
+    assert re.findall(r"profile-level-id=(\w+)", answer) == ["42001f", "42c01f"]
+
+
+def test_client_context_offers_rsa_suites_too() -> None:
+    """The connection's SSL context (what a DTLS client sends in its ClientHello) carries ECDHE-RSA suites,
+    and stays as short as a browser's list."""
+    pc = RTCPeerConnection()
+    watch_dtls(pc, "test")
+    (certificate,) = pc._RTCPeerConnection__certificates  # type: ignore[attr-defined]
+    from aiortc.rtcdtlstransport import SRTP_AES128_CM_SHA1_80
+
+    ctx = certificate._create_ssl_context([SRTP_AES128_CM_SHA1_80])
+    names = [n for n in SSL.Connection(ctx).get_cipher_list() if not n.startswith("TLS_")]  # TLS 1.3 only
+    assert names == list(DTLS_CIPHERS)
+    assert any(n.startswith("ECDHE-RSA-") for n in names) and names[0] == "ECDHE-ECDSA-AES128-GCM-SHA256"
+    # another connection in the process keeps aiortc's stock list (no global patch)
+    other = RTCPeerConnection()
+    (stock,) = other._RTCPeerConnection__certificates  # type: ignore[attr-defined]
+    stock_names = SSL.Connection(stock._create_ssl_context([SRTP_AES128_CM_SHA1_80])).get_cipher_list()
+    assert not any(n.startswith("ECDHE-RSA-") for n in stock_names)
+
+
+def test_ssl_error_reason_reads_openssls_queue() -> None:
+    assert ssl_error_reason(SSL.Error([("SSL routines", "", "no shared cipher")])) == "no shared cipher"
+    assert ssl_error_reason(SSL.Error([])) == ""
+
+
+def test_only_codec_keeps_the_codec_and_its_rtx() -> None:
+    from aiortc.rtcrtpparameters import RTCRtpCodecParameters
+
+    def fmt(mime: str, pt: int, **params: object) -> RTCRtpCodecParameters:
+        return RTCRtpCodecParameters(mimeType=mime, clockRate=90000, payloadType=pt, parameters=dict(params))
+
+    offered = [
+        fmt("video/H264", 102, **{"profile-level-id": "42e01f"}),
+        fmt("video/rtx", 103, apt=102),
+        fmt("video/VP8", 96),
+        fmt("video/rtx", 97, apt=96),
+        fmt("video/H264", 104, **{"profile-level-id": "42001f"}),
+    ]
+    assert [c.payloadType for c in only_codec(offered, "VP8")] == [96, 97]
+    assert [c.payloadType for c in only_codec(offered, "H264")] == [102, 103, 104]
+    assert only_codec(offered, "AV1") == []
