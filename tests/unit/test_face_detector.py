@@ -12,7 +12,7 @@ import pytest
 
 from engines.factory import EngineConfig, create_engine
 from engines.models.store import ModelStore
-from engines.processors.face_detector import FaceDetector, canvas_for, letterbox, nms, priors
+from engines.processors.face_detector import MEAN_BGR, FaceDetector, canvas_for, letterbox, nms, priors
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +82,26 @@ def test_detector_size_changes_cost_not_answer(detector: FaceDetector, astronaut
     large = detector.detect([astronaut], size=640)[0]
     assert len(small) == len(large) == 1
     assert np.abs(small[0].box - large[0].box).max() < 0.1 * large[0].width
+
+
+def _letterbox_reference(images: list[np.ndarray], canvas: tuple[int, int]) -> np.ndarray:
+    """The straightforward formula the fast letterbox must reproduce bit for bit."""
+    ch, cw = canvas
+    batch = np.zeros((len(images), 3, ch, cw), dtype=np.float32)
+    for i, img in enumerate(images):
+        h, w = img.shape[:2]
+        scale = min(cw / w, ch / h)
+        nw, nh = max(1, min(cw, round(w * scale))), max(1, min(ch, round(h * scale)))
+        resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR) if (nw, nh) != (w, h) else img
+        batch[i, :, :nh, :nw] = (resized[:, :, ::-1].astype(np.float32) - MEAN_BGR).transpose(2, 0, 1)
+    return batch
+
+
+def test_letterbox_equals_the_reference_formula(astronaut: np.ndarray) -> None:
+    frames = [cv2.resize(astronaut, size) for size in ((320, 240), (640, 360), (200, 400), (320, 256))]
+    for canvas in ((256, 320), (192, 320), (320, 320)):
+        tensor, _ = letterbox(frames, canvas)
+        assert np.array_equal(tensor, _letterbox_reference(frames, canvas))
 
 
 def test_letterbox_keeps_aspect_and_pads_with_mean() -> None:
