@@ -16,16 +16,14 @@ loses the oldest ones (counted); a late packet is worth less than a gap the deco
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from fractions import Fraction
 
 import av
-from aiortc import MediaStreamTrack
-from aiortc.mediastreams import MediaStreamError
 from aiortc.rtp import RtpPacket
 
+from gateway.media.packet_track import QueuedPacketTrack
 from gateway.media.sync import AUDIO_RATE, CaptureClock, Unwrapper
 
 AUDIO_TIME_BASE = Fraction(1, AUDIO_RATE)
@@ -37,18 +35,14 @@ class AudioConfig:
     max_queue: int = 10  # packets per viewer (200 ms of Opus at 20 ms/packet)
 
 
-class OpusPacketTrack(MediaStreamTrack):
+class OpusPacketTrack(QueuedPacketTrack):
     """An audio track whose `recv()` yields the publisher's encoded Opus packets as `av.Packet`s."""
 
     kind = "audio"
 
     def __init__(self, relay: AudioRelay, max_queue: int) -> None:
-        super().__init__()
+        super().__init__(max_queue)
         self._relay = relay
-        self._queue: asyncio.Queue[av.Packet | None] = asyncio.Queue()
-        self._max_queue = max_queue
-        self.sent = 0
-        self.dropped = 0
 
     def offer(self, packet: av.Packet) -> None:
         if self.readyState != "live":
@@ -58,19 +52,7 @@ class OpusPacketTrack(MediaStreamTrack):
             self.dropped += 1
         self._queue.put_nowait(packet)
 
-    async def recv(self) -> av.Packet:  # type: ignore[override]
-        if self.readyState != "live":
-            raise MediaStreamError
-        packet = await self._queue.get()
-        if packet is None:
-            raise MediaStreamError
-        self.sent += 1
-        return packet
-
-    def stop(self) -> None:
-        if self.readyState == "live":
-            self._queue.put_nowait(None)
-        super().stop()
+    def _detach(self) -> None:
         self._relay.unsubscribe(self)
 
 

@@ -13,7 +13,6 @@ dropping single inter frames would corrupt its picture, and queueing would add l
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -22,30 +21,27 @@ from typing import cast
 
 import av
 import numpy as np
-from aiortc import MediaStreamTrack, RTCRtpSender
-from aiortc.mediastreams import MediaStreamError
+from aiortc import RTCRtpSender
 
 from gateway.media.bitrate import BitrateConfig, BitratePolicy
 from gateway.media.colour import rgb_to_i420
 from gateway.media.feedback import watch_sender_feedback
+from gateway.media.packet_track import QueuedPacketTrack
 
 logger = logging.getLogger(__name__)
 
 VIDEO_TIME_BASE = Fraction(1, 90000)
 
 
-class PacketTrack(MediaStreamTrack):
+class PacketTrack(QueuedPacketTrack):
     """A video track whose `recv()` yields encoded `av.Packet`s from a `FanoutEncoder`."""
 
     kind = "video"
 
     def __init__(self, encoder: FanoutEncoder, max_queue: int = 8) -> None:
-        super().__init__()
+        super().__init__(max_queue)
         self._encoder = encoder
-        self._queue: asyncio.Queue[av.Packet | None] = asyncio.Queue()
-        self._max_queue = max_queue
         self._awaiting_key = True
-        self.dropped = 0
 
     def offer(self, packet: av.Packet) -> None:
         """Called on the event loop by the encoder's publish step."""
@@ -66,18 +62,7 @@ class PacketTrack(MediaStreamTrack):
                 return
         self._queue.put_nowait(packet)
 
-    async def recv(self) -> av.Packet:  # type: ignore[override]
-        if self.readyState != "live":
-            raise MediaStreamError
-        packet = await self._queue.get()
-        if packet is None:
-            raise MediaStreamError
-        return packet
-
-    def stop(self) -> None:
-        if self.readyState == "live":
-            self._queue.put_nowait(None)
-        super().stop()
+    def _detach(self) -> None:
         self._encoder.unsubscribe(self)
 
 
