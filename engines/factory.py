@@ -110,5 +110,5 @@ def create_engine(model_path: Path, config: EngineConfig, name: str | None = Non
                          name=name or plan_model_name(model_path))
     if config.backend == "triton":
         # the model runs on the server, under the pipeline's engine name: the local file is not read
-        return TritonEngine(name or model_path.name.split(".")[0], config.triton or TritonConfig())
+        return TritonEngine(name or plan_model_name(model_path), config.triton or TritonConfig())
     raise EngineError(f"unknown engine backend {config.backend!r} (onnxruntime | tensorrt | triton)")

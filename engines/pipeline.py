@@ -178,9 +178,10 @@ class Pipeline:
         swap_paths = ((store.require("inswapper_128"), store.require("arcface_w600k_r50"))
                       if config.swapper == "inswapper_128" else None)
         # ArcFace also serves the `reference` face selector: loaded whenever it is installed (and verified).
-        arcface_installed = store.status(get_spec("arcface_w600k_r50")).verified
-        arcface_path = (swap_paths[1] if swap_paths else
-                        store.require("arcface_w600k_r50") if arcface_installed else None)
+        arcface_path: Path | None = swap_paths[1] if swap_paths else None
+        if swap_paths is None:  # one status check hashes the file; require() after it would hash it again
+            arcface = store.status(get_spec("arcface_w600k_r50"))
+            arcface_path = arcface.path if arcface.verified else None
         wants_gfpgan = STAGE_ENHANCE in config.processors and config.enhancer == "gfpgan_1.4"
         gfpgan_path = store.require("gfpgan_1.4") if wants_gfpgan else None
 

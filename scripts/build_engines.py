@@ -174,6 +174,12 @@ def build_plan(opts: BuildOptions) -> Path:
     return plan
 
 
+def batch_profile(args: argparse.Namespace) -> BatchProfile:
+    """--min-batch / --opt-batch (default max/2) / --max-batch as a profile (ValueError when out of order)."""
+    opt = args.opt_batch or max(args.min_batch, args.max_batch // 2)
+    return BatchProfile(args.min_batch, opt, args.max_batch)
+
+
 def build_triton_repository(args: argparse.Namespace) -> list[str]:
     """Write the Triton repository; returns one line per model (written or skipped, and why)."""
     import os
@@ -192,9 +198,8 @@ def build_triton_repository(args: argparse.Namespace) -> list[str]:
         raise BuildError(str(e)) from None
 
     def plan_builder(onnx_path: Path, plan_path: Path) -> None:
-        opt = args.opt_batch or max(args.min_batch, args.max_batch // 2)
         opts = BuildOptions(onnx_path, plan_path.parent / "build", plan_path.parent.parent.name,
-                            BatchProfile(args.min_batch, opt, args.max_batch), max(1, args.instances),
+                            batch_profile(args), max(1, args.instances),
                             args.precision, args.workspace_gb, args.timing_cache, shapes, args.device)
         built = build_plan(opts)
         built.replace(plan_path)
@@ -271,9 +276,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         convert_to_fp16(*args.to_fp16)
         print(f"{args.to_fp16[1]}: FP16 weights, FP32 inputs/outputs")
     if args.onnx:
-        opt = args.opt_batch or max(args.min_batch, args.max_batch // 2)
         try:
-            profile = BatchProfile(args.min_batch, opt, args.max_batch)
+            profile = batch_profile(args)
             shapes = dict(parse_shape_arg(s) for s in args.shape)
         except ValueError as e:
             raise BuildError(str(e)) from None

@@ -14,7 +14,7 @@ simply loops.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
@@ -59,14 +59,6 @@ def crop_matrix(face: Face) -> np.ndarray:
         center = np.array([(face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2])
         side = max(face.width, face.height) * BOX_SCALE
     return rotated_square(center, side, angle, INPUT_SIZE)
-
-
-def face_from_mesh(face: Face, mesh: MeshResult) -> Face:
-    """The face updated by its new mesh: box = the mesh's extent, kps5 from the mesh (for the next frame)."""
-    lo, hi = mesh.landmarks.min(0), mesh.landmarks.max(0)
-    box = np.array([lo[0], lo[1], hi[0], hi[1]], dtype=np.float32)
-    return replace(face, box=box, kps5=kps5_from_mesh(mesh.landmarks), landmarks=mesh.landmarks,
-                   presence=mesh.presence)
 
 
 class FaceLandmarker:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from engines.processors.alignment import transform_points
+
 # MediaPipe FaceMesh contours (FACEMESH_LIPS inner ring, FACEMESH_LEFT_EYE / RIGHT_EYE, FACEMESH_LIPS outer).
 INNER_LIPS = (78, 95, 88, 178, 87, 14, 317, 402, 318, 324, 308, 415, 310, 311, 312, 13, 82, 81, 80, 191)
 OUTER_LIPS = (61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291, 409, 270, 269, 267, 0, 37, 39, 40, 185)
@@ -112,7 +114,7 @@ def face_region_mask(box: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarr
     x0, y0, x1, y1 = box[0] - g * w, box[1] - g * h, box[2] + g * w, box[3] + g * h
     corners = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], np.float32)
     work = min(size, 128)
-    poly = (corners @ matrix[:, :2].T + matrix[:, 2]) * (work / size)
+    poly = transform_points(corners, matrix) * (work / size)
     filled = np.zeros((work, work), dtype=np.float32)
     cv2.fillConvexPoly(filled, np.round(poly * 16).astype(np.int32), 1.0, lineType=cv2.LINE_8, shift=4)
     sigma = max(0.5, work * REGION_BLUR)

@@ -189,18 +189,16 @@ class MeshWarpSwapper:
         mask *= feather(covered, erode, blur)  # fade out where triangles were culled, too
         mask *= covered  # and never outside the warped triangles (remap has nothing there)
         roi = frame[y0:y1, x0:x1]
-        if self.poisson:
-            cloned = _poisson(warped, roi, mask)
-            if cloned is not None:
-                if keep:
-                    mask *= 1.0 - region_mask((h, w), local, keep, size)
-                return FacePatch(image=cloned.astype(np.float32), mask=mask, matrix=translation(x0, y0))
-        skin = (mask > 0.5) & skin_mask((h, w), local, size)
-        matched = _match_colour(warped.astype(np.float32) * (1.0 / 255.0),
-                                roi.astype(np.float32) * (1.0 / 255.0), skin)
-        if keep:
+        cloned = _poisson(warped, roi, mask) if self.poisson else None
+        if cloned is not None:
+            image: np.ndarray = cloned.astype(np.float32)
+        else:
+            skin = (mask > 0.5) & skin_mask((h, w), local, size)
+            image = _match_colour(warped.astype(np.float32) * (1.0 / 255.0),
+                                  roi.astype(np.float32) * (1.0 / 255.0), skin) * 255.0
+        if keep:  # after blending: the clone and the colour statistics see the whole face
             mask *= 1.0 - region_mask((h, w), local, keep, size)
-        return FacePatch(image=matched * 255.0, mask=mask, matrix=translation(x0, y0))
+        return FacePatch(image=image, mask=mask, matrix=translation(x0, y0))
 
 
 def _poisson(warped: np.ndarray, roi: np.ndarray, mask: np.ndarray) -> np.ndarray | None:

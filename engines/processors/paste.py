@@ -27,15 +27,6 @@ def translation(x0: int, y0: int) -> np.ndarray:
     return np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0]], dtype=np.float32)
 
 
-def feathered_box_mask(h: int, w: int, feather: float, padding: float = 0.0) -> np.ndarray:
-    """Box mask for an aligned crop: `padding` (fraction) of zeros at the edges, blurred by `feather`."""
-    mask = np.zeros((h, w), dtype=np.float32)
-    blur = max(1, int(min(h, w) * feather))
-    pad = int(min(h, w) * padding) + blur // 2
-    mask[pad : h - pad, pad : w - pad] = 1.0
-    return cv2.GaussianBlur(mask, (0, 0), blur * 0.25)
-
-
 def feathered_polygon_mask(h: int, w: int, polygon: np.ndarray, erode: int, blur: float) -> np.ndarray:
     """A filled convex polygon, pulled in by `erode` px and blurred, so the seam fades out inside the face."""
     filled = np.zeros((h, w), dtype=np.uint8)

@@ -18,9 +18,9 @@ from engines.processors.face_landmarker import (
     EYE_B,
     FaceLandmarker,
     crop_matrix,
-    face_from_mesh,
     kps5_from_mesh,
 )
+from engines.processors.tracking import measured
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_tracking_from_the_mesh_follows_a_moved_face(detector: FaceDetector, lan
                                                      astronaut: np.ndarray) -> None:
     face = detector.detect([astronaut])[0][0]
     mesh = landmarker.run([(astronaut, face)])[0]
-    tracked = face_from_mesh(face, mesh)
+    tracked = measured(face, mesh.landmarks, mesh.presence)
     shifted = np.roll(astronaut, (12, -9), axis=(0, 1))  # the face moved 9 px left, 12 px down
     moved = landmarker.run([(shifted, tracked)])[0]
     assert landmarker.is_face(moved)
