@@ -4,11 +4,18 @@ Why Opus only: the relay forwards packets untouched, so the codec the publisher 
 viewer must take, and Opus is the one every WebRTC endpoint has (RFC 7874). A publisher that offers only
 other audio codecs keeps its video session; its audio is answered `inactive`, as is a viewer's audio when
 the session has none to give.
+
+The chosen transceiver's negotiated formats are cut to Opus the way `gateway.rtc.codecs` cuts video's (its
+`_codecs`, after `setRemoteDescription`): codec preferences set at that point no longer change the answer,
+so an offer listing PCMU before Opus was answered with both, and aiortc's sender labelled the relayed Opus
+as PCMU.
 """
 
 from __future__ import annotations
 
-from aiortc import RTCPeerConnection, RTCRtpSender, RTCRtpTransceiver
+from aiortc import RTCPeerConnection, RTCRtpTransceiver
+
+from gateway.rtc.codecs import only_codec
 
 OPUS = "audio/opus"
 
@@ -18,8 +25,7 @@ def _offers_opus(transceiver: RTCRtpTransceiver) -> bool:
 
 
 def _opus_only(transceiver: RTCRtpTransceiver) -> None:
-    caps = RTCRtpSender.getCapabilities("audio").codecs
-    transceiver.setCodecPreferences([c for c in caps if c.mimeType.lower() == OPUS])
+    transceiver._codecs = only_codec(transceiver._codecs, "opus", kind="audio")
 
 
 def audio_transceivers(pc: RTCPeerConnection) -> list[RTCRtpTransceiver]:

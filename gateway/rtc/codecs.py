@@ -18,13 +18,16 @@ from aiortc import RTCPeerConnection
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 
-def only_codec(codecs: list[RTCRtpCodecParameters], codec: str) -> list[RTCRtpCodecParameters]:
-    """`codecs` reduced to the formats of `codec` (e.g. "VP8") and their RTX formats, order kept."""
-    wanted = f"video/{codec.lower()}"
+def only_codec(
+    codecs: list[RTCRtpCodecParameters], codec: str, kind: str = "video"
+) -> list[RTCRtpCodecParameters]:
+    """`codecs` reduced to the formats of `codec` (e.g. "VP8", or "opus" with kind="audio") and their RTX
+    formats, order kept."""
+    wanted = f"{kind}/{codec.lower()}"
     payload_types = {c.payloadType for c in codecs if c.mimeType.lower() == wanted}
 
     def keep(c: RTCRtpCodecParameters) -> bool:
-        if c.mimeType.lower() == "video/rtx":
+        if c.mimeType.lower() == f"{kind}/rtx":
             return c.parameters.get("apt") in payload_types
         return c.mimeType.lower() == wanted
 

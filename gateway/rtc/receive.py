@@ -96,8 +96,10 @@ class MarkerJitterBuffer(JitterBuffer):
             due = recovery.nacks_due(now)
             if due:
                 self.send_nack(packet.ssrc, due)
-        if frame is not None and not recovery.release(is_keyframe(frame.data), now):
-            frame = None
+        # Its type matters only while a keyframe is awaited (release() is True otherwise): no scan per frame.
+        if frame is not None and recovery.awaiting_keyframe:
+            if not recovery.release(is_keyframe(frame.data), now):
+                frame = None
         if frame is not None:
             self._note_completed(frame.timestamp)
         return recovery.pli_due(now), frame

@@ -28,11 +28,10 @@ from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.rtp import RtcpSrPacket, RtpPacket
 
 from gateway.media.sync import ntp64_to_seconds
-from gateway.rtc.receive import TESTED_AIORTC, _aiortc_version
+from gateway.rtc.receive import _RECEIVER_BUFFER_ATTR, TESTED_AIORTC, _aiortc_version
 
 logger = logging.getLogger(__name__)
 
-_RECEIVER_BUFFER_ATTR = "_RTCRtpReceiver__jitter_buffer"
 _MAPPER_ATTR = "_RTCRtpReceiver__timestamp_mapper"
 _TAP_MARK = "_livefuse_sr_tap"
 

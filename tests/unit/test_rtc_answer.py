@@ -1,4 +1,4 @@
-"""The answer the gateway builds for foreign stacks: DTLS role (setup) and H.264 profile-level-id."""
+"""The answer the gateway builds for foreign stacks: DTLS role (setup), H.264 profile-level-id, codecs."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from OpenSSL import SSL
 
+from gateway.rtc.audio_sdp import accept_publisher_audio, viewer_audio_transceiver
 from gateway.rtc.codecs import only_codec
 from gateway.rtc.dtls import DTLS_CIPHERS, answer_as_dtls_server, ssl_error_reason, watch_dtls
 from gateway.rtc.h264 import answer_profile_level_id, keep_offered_h264_profiles
@@ -117,3 +118,25 @@ def test_only_codec_keeps_the_codec_and_its_rtx() -> None:
     assert [c.payloadType for c in only_codec(offered, "VP8")] == [96, 97]
     assert [c.payloadType for c in only_codec(offered, "H264")] == [102, 103, 104]
     assert only_codec(offered, "AV1") == []
+
+
+@pytest.mark.parametrize("role", ["publisher", "viewer"])
+async def test_audio_answer_names_only_opus_when_the_offer_lists_pcmu_first(role: str) -> None:
+    """The relay forwards Opus untouched: an answer that also named PCMU (first, in the offer's order) made
+    aiortc's sender label the relayed packets PCMU (and a publisher could send PCMU into the relay)."""
+    offerer = RTCPeerConnection()
+    audio = offerer.addTransceiver("audio", direction="sendonly" if role == "publisher" else "recvonly")
+    caps = RTCRtpSender.getCapabilities("audio").codecs
+    audio.setCodecPreferences(sorted(caps, key=lambda c: c.mimeType.lower() != "audio/pcmu"))
+    offer = (await offerer.createOffer()).sdp
+    pc = RTCPeerConnection()
+    try:
+        assert re.search(r"^m=audio \d+ \S+ 0 ", offer, re.M)  # PCMU first
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))
+        chosen = accept_publisher_audio(pc) if role == "publisher" else viewer_audio_transceiver(pc, True)
+        assert chosen is not None
+        answer = (await pc.createAnswer()).sdp
+    finally:
+        await pc.close()
+        await offerer.close()
+    assert re.findall(r"^a=rtpmap:\d+ ([^/]+)/", answer, re.M) == ["opus"]
