@@ -49,10 +49,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     """Auth, shutdown refusal and the ONE mapping from errors to HTTP status."""
     try:
         config = request.app[CONFIG]
-        if not is_authorized(config.auth, request.method, request.path, request.headers, request.query):
+        principal = identify(config.auth, request.method, request.headers, request.query)
+        if not is_authorized(config.auth, principal, request.method, request.path, request.headers):
             request.app[MONITOR].record_reject("auth")
             raise Unauthorized()
-        request[PRINCIPAL] = identify(config.auth, request.method, request.headers, request.query)
+        request[PRINCIPAL] = principal
         state = request.app[STATE]
         if state.shutting_down and request.method in MUTATING_WHILE_SHUTTING_DOWN:
             raise Unavailable("gateway is shutting down", retry_after_s=30)
