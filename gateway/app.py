@@ -20,7 +20,6 @@ from aiohttp import web
 
 from engines.frames import FrameItem, FrameOutput
 from gateway.auth import identify, is_authorized
-from gateway.background import BackgroundPool
 from gateway.config import GatewayConfig
 from gateway.engine_watch import EngineWatch
 from gateway.errors import GatewayError, Unauthorized, Unavailable
@@ -28,7 +27,6 @@ from gateway.http import exposure, health, sessions, sources, whep, whip
 from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
 from gateway.scheduler import FrameScheduler
 from gateway.sessions import MonitorLike, SessionManager
-from gateway.source_store import SourceStore
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +47,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     """Auth, shutdown refusal and the ONE mapping from errors to HTTP status."""
     try:
         config = request.app[CONFIG]
-        if not is_authorized(config.auth, request.method, request.path, request.headers, request.query):
+        principal = identify(config.auth, request.method, request.headers, request.query)
+        if not is_authorized(config.auth, principal, request.method, request.path, request.headers):
             request.app[MONITOR].record_reject("auth")
             raise Unauthorized()
-        request[PRINCIPAL] = identify(config.auth, request.method, request.headers, request.query)
+        request[PRINCIPAL] = principal
         state = request.app[STATE]
         if state.shutting_down and request.method in MUTATING_WHILE_SHUTTING_DOWN:
             raise Unavailable("gateway is shutting down", retry_after_s=30)
@@ -138,10 +137,7 @@ def create_app(
     A failed start-up is kept in `AppState.startup_error` (one line) for the CLI to report.
     """
     app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
-    state = AppState()
-    state.sources = SourceStore(config.sources)
-    state.background.close()
-    state.background = BackgroundPool(config.background)
+    state = AppState(config)
     app[CONFIG] = config
     app[STATE] = state
     the_monitor = monitor if monitor is not None else _default_monitor(config)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gateway.tenants import OPEN, Principal, Tenant, find_tenant, offered_token
+from gateway.tenants import OPEN, Principal, Tenant, find_tenant
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
@@ -56,18 +56,22 @@ def identify(
     """The caller: OPEN (an admin) when no token is configured, else its tenant, else anonymous."""
     if not config.enabled:
         return OPEN
-    tenant = find_tenant(config.all_tenants, offered_token(headers, query, method))
+    offered = bearer_token(headers)
+    if offered is None and method in READ_METHODS:
+        offered = query.get("token")
+    tenant = find_tenant(config.all_tenants, offered)
     if tenant is None:
         return Principal(tenant=None)
     return Principal(tenant=tenant.name, admin=tenant.admin)
 
 
 def is_authorized(
-    config: AuthConfig, method: str, path: str, headers: Mapping[str, str], query: Mapping[str, str]
+    config: AuthConfig, principal: Principal, method: str, path: str, headers: Mapping[str, str]
 ) -> bool:
+    """`principal` is `identify`'s answer for the same request (computed once, kept by the middleware)."""
     if not needs_auth(config, method, path):
         return True
-    if not identify(config, method, headers, query).anonymous:
+    if not principal.anonymous:
         return True
     # a WHEP request may carry a session's viewer token instead: its handler checks it against the session
     return path.startswith("/whep/") and bearer_token(headers) is not None

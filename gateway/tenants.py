@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hmac
 import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,12 +111,3 @@ def find_tenant(tenants: tuple[Tenant, ...], offered: str | None) -> Tenant | No
 def tenant_limit(tenants: tuple[Tenant, ...], name: str | None) -> int | None:
     return next((t.max_sessions for t in tenants if t.name == name), None)
 
-
-def offered_token(headers: Mapping[str, str], query: Mapping[str, str], method: str) -> str | None:
-    value = headers.get("Authorization", "")
-    scheme, _, token = value.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return token.strip()
-    if method in ("GET", "HEAD"):
-        return query.get("token")
-    return None

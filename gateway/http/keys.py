@@ -9,11 +9,11 @@ import numpy as np
 from aiohttp import web
 
 from engines.frames import FrameItem, FrameOutput, SourceFace
-from gateway.background import BackgroundConfig, BackgroundPool
+from gateway.background import BackgroundPool
 from gateway.config import GatewayConfig
 from gateway.errors import Unavailable
 from gateway.sessions import MonitorLike, SessionManager
-from gateway.source_store import SourcesConfig, SourceStore
+from gateway.source_store import SourceStore
 from gateway.tenants import Principal
 
 
@@ -30,11 +30,11 @@ class PipelineLike(Protocol):
 class AppState:
     """Mutable bits of the running app (readiness, sources); one per app, never module-global."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: GatewayConfig) -> None:
         self.ready = False
         self.shutting_down = False
-        self.sources = SourceStore(SourcesConfig())  # create_app replaces it with the configured one
-        self.background = BackgroundPool(BackgroundConfig())  # create_app: the configured one
+        self.sources = SourceStore(config.sources)
+        self.background = BackgroundPool(config.background)
         self.default_source_id: str | None = None
         # Set by the background start-up (after the app started, so they live here and not under AppKeys).
         self.pipeline: PipelineLike | None = None

@@ -6,18 +6,15 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.errors import NotFound
 from gateway.http.keys import MONITOR, principal_of, sessions_of
+from gateway.http.whip import owned_session
+from gateway.sessions import Session
 
 
-def _describe(request: web.Request, session_id: str) -> dict[str, Any]:
-    """One session, for its owner (or an admin) only: anyone else gets 404, as for an unknown id."""
-    session = sessions_of(request.app).get(session_id)
-    if not principal_of(request).owns(session.owner):
-        raise NotFound(f"no session {session_id!r}")
+def _describe(request: web.Request, session: Session) -> dict[str, Any]:
     info = session.summary()
     try:
-        info["stats"] = request.app[MONITOR].session_stats(session_id)
+        info["stats"] = request.app[MONITOR].session_stats(session.id)
     except KeyError:  # created but not yet announced to the monitor (its offer is still being answered)
         info["stats"] = {}
     return info
@@ -32,7 +29,7 @@ async def list_sessions(request: web.Request) -> web.Response:
     mine = [s for s in open_sessions if principal.owns(s.owner)]
     return web.json_response(
         {
-            "sessions": [_describe(request, s.id) for s in mine],
+            "sessions": [_describe(request, s) for s in mine],
             "open": len(open_sessions),
             "max_sessions": manager.config.max_sessions,
         }
@@ -40,7 +37,8 @@ async def list_sessions(request: web.Request) -> web.Response:
 
 
 async def get_session(request: web.Request) -> web.Response:
-    return web.json_response(_describe(request, request.match_info["session_id"]))
+    """One session, for its owner (or an admin) only: anyone else gets 404, as for an unknown id."""
+    return web.json_response(_describe(request, owned_session(request)))
 
 
 def add_routes(app: web.Application) -> None:

@@ -101,10 +101,16 @@ def _visible(request: web.Request, sid: str) -> bool:
     return sid == state.default_source_id or principal_of(request).owns(state.sources.owner(sid))
 
 
-async def get_source(request: web.Request) -> web.Response:
-    sid = request.match_info["source_id"]
+def visible_source(request: web.Request, sid: str) -> SourceFace | None:
+    """The source (marked as just used) when the caller may use it: the default one, its own, or any for an
+    admin. None otherwise: another tenant's source is as unknown as a missing one."""
     face = request.app[STATE].sources.get(sid)
-    if face is None or not _visible(request, sid):
+    return face if face is not None and _visible(request, sid) else None
+
+
+async def get_source(request: web.Request) -> web.Response:
+    face = visible_source(request, request.match_info["source_id"])
+    if face is None:
         raise NotFound("no such source")
     return web.json_response({"id": face.id, "faces": face.faces})
 

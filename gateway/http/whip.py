@@ -20,6 +20,7 @@ from gateway.errors import (
 )
 from gateway.http.body import read_body
 from gateway.http.keys import CONFIG, STATE, principal_of, sessions_of
+from gateway.http.sources import visible_source
 from gateway.http.urls import resource_url
 from gateway.rtc.ice import link_headers
 from gateway.rtc.sdp import SdpError, parse_trickle_fragment
@@ -67,9 +68,8 @@ def choose_source(request: web.Request) -> SourceFace | None:
     sid = request.query.get("source") or state.default_source_id
     if sid is None:
         return None
-    face = state.sources.get(sid)
-    visible = sid == state.default_source_id or principal_of(request).owns(state.sources.owner(sid))
-    if face is None or not visible:
+    face = visible_source(request, sid)
+    if face is None:
         raise NotFound(f"no source {sid!r} (upload one with POST /sources)")
     return face
 
@@ -107,10 +107,8 @@ def choose_face_settings(request: web.Request) -> FaceSettings | None:
         rid = q.get("reference")
         if not rid:
             raise BadRequest("?faces=reference needs ?reference=<source id> (upload it with POST /sources)")
-        state = request.app[STATE]
-        reference = state.sources.get(rid)
-        visible = rid == state.default_source_id or principal_of(request).owns(state.sources.owner(rid))
-        if reference is None or not visible:  # another tenant's image is as unknown as a missing one
+        reference = visible_source(request, rid)
+        if reference is None:  # another tenant's image is as unknown as a missing one
             raise NotFound(f"no source {rid!r} for ?reference= (upload one with POST /sources)")
     return FaceSettings(keep_regions=keep, selector=selector, reference=reference)
 

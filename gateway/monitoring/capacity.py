@@ -1,9 +1,10 @@
 """How many sessions this replica can hold, and how much of that it uses: the autoscaler's two numbers.
 
-Why not the batch workers alone (`controller.estimate_capacity`): on the CPU a frame's cost is half codecs
-and transport (VP8 decode + encode, aiortc's per-packet Python, RTP/SRTP), which run beside the batch
-workers on the same cores. An estimate from worker time said 12-13 sessions where 6 was measured. Here every
-resource a session consumes is a budget of its own, measured, not modelled:
+Why not the batch workers alone (the earlier `controller.estimate_capacity`, now the "workers" resource
+below): on the CPU a frame's cost is half codecs and transport (VP8 decode + encode, aiortc's per-packet
+Python, RTP/SRTP), which run beside the batch workers on the same cores. An estimate from worker time said
+12-13 sessions where 6 was measured. Here every resource a session consumes is a budget of its own,
+measured, not modelled:
 
 - cpu:     this process's CPU (all threads: decode, encode, transport, pipeline, event loop), in cores, over
            the cores it may use: affinity and the cgroup quota (a pod's CPU limit), less what other

@@ -193,24 +193,3 @@ def recommend_max_batch(
         return cap
     best = int((limit - max(a, 0.0)) // c)
     return max(1, min(cap, best))
-
-
-def estimate_capacity(
-    work_ms_per_frame: float | None,
-    fps_per_session: float | None,
-    *,
-    parallelism: float = 1.0,
-    target_utilisation: float = 0.9,
-) -> int | None:
-    """Sessions this machine can hold: batch-worker time available per second / worker time one session needs.
-
-    `work_ms_per_frame` is the amortised time one frame costs the batch workers (each pipeline stage's batch
-    time divided by its batch size, summed). Decode and encode are left out: they run per session on other
-    threads, beside the workers. `parallelism` is how many batches run at once (`--workers`). The batch
-    worker is the bottleneck the budget depends on; `loadgen --find-capacity` measures the real number.
-    None when there is no evidence yet.
-    """
-    if not work_ms_per_frame or not fps_per_session or work_ms_per_frame <= 0 or fps_per_session <= 0:
-        return None
-    per_session_ms_per_s = work_ms_per_frame * fps_per_session
-    return max(0, int(math.floor(1000.0 * parallelism * target_utilisation / per_session_ms_per_s)))

@@ -324,24 +324,22 @@ class BatchPolicy:
 
     def _wait_choice(self, now: float, present: int, limit: int, horizon: float) -> WaitChoice:
         """Wait for partners (and until when), or why not: the configured `batch_wait` rule."""
+        partners = self._partners(now)
+        if not partners:
+            return WaitChoice(None, PARTNER_NOT_EXPECTED)
         if self._config.batch_wait == "window":
-            if self._others_may_come(now):
-                return WaitChoice(horizon, "")
-            return WaitChoice(None, PARTNER_NOT_EXPECTED)
-        if not self._others_may_come(now):  # also forgets sessions gone quiet
-            return WaitChoice(None, PARTNER_NOT_EXPECTED)
-        partners = [s for s in self._last_submit if s not in self._pending and s not in self._busy_sessions]
+            return WaitChoice(horizon, "")
         return choose_wait(now, present, limit - present, partner_arrivals(self._arrivals, partners, now),
                            horizon, self._estimator.predict_ms,
                            free_worker_after=len(self._in_flight) + 1 < self._config.workers)
 
-    def _others_may_come(self, now: float) -> bool:
-        """Could an active session not yet pending add a frame to the next batch?"""
+    def _partners(self, now: float) -> list[str]:
+        """Active sessions not yet pending nor in flight: those that could add a frame to the next batch."""
         horizon = now - self._active_horizon_s
         for sid in [s for s, last in self._last_submit.items() if last < horizon]:
             del self._last_submit[sid]  # went quiet without remove_session: stop waiting for it
             self._arrivals.forget(sid)
-        return any(s not in self._pending and s not in self._busy_sessions for s in self._last_submit)
+        return [s for s in self._last_submit if s not in self._pending and s not in self._busy_sessions]
 
 
 def _earliest(*times: float | None) -> float | None:

@@ -7,7 +7,6 @@ from gateway.monitoring.controller import (
     DegradationConfig,
     DegradationController,
     admits_new_sessions,
-    estimate_capacity,
     options_for_level,
     recommend_max_batch,
 )
@@ -111,14 +110,6 @@ def test_recommend_max_batch_from_fixed_plus_per_item_cost() -> None:
     assert recommend_max_batch(same, budget_ms=150.0) == 7
     assert recommend_max_batch([(1, 3.0)], budget_ms=150.0, default=8) == 8
 
-
-def test_capacity_estimate() -> None:
-    assert estimate_capacity(5.0, 15.0) == 12  # 75 ms of work per second per session, 900 ms usable
-    assert estimate_capacity(20.0, 25.0) == 1
-    assert estimate_capacity(20.0, 25.0, parallelism=4.0) == 7
-    assert estimate_capacity(5.0, 15.0, target_utilisation=0.8) == 10
-    assert estimate_capacity(None, 15.0) is None
-    assert estimate_capacity(5.0, 0.0) is None
 
 
 def _run_drops(
