@@ -3,6 +3,7 @@ they land, and the gateway process's resources over time (issue 13's suite).
 
 Pieces (only scripts/fuzz_gateway.py prints or exits):
 
+* `real_offer()` -> the SDP of a real aiortc offer, for `generate_cases` to mutate.
 * `generate_cases(rng, offer, n, ...)` -> `FuzzCase`s, pure: malformed SDP offers (mutations of a real one),
   trickle fragments, image bombs and broken images, bad headers and request lines (sent on a raw socket, as
   a client library would refuse to), huge bodies, and every endpoint with every method.
@@ -30,6 +31,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
+from gateway.rtc.ice import IceConfig, create_peer_connection
 from loadgen.stats import Event, FrameReceived, FrameSent
 
 SDP = "application/sdp"
@@ -295,6 +297,18 @@ def _raw(rng: random.Random, path: str, token: str | None) -> bytes:
         + end
         + b"a=x"
     )
+
+
+async def real_offer(audio: bool = True) -> str:
+    """A real aiortc offer (audio if asked, then video; loopback candidates): what the SDP cases mutate."""
+    pc = create_peer_connection(IceConfig.loopback_only())
+    if audio:
+        pc.addTransceiver("audio", direction="sendrecv")
+    pc.addTransceiver("video", direction="sendrecv")
+    await pc.setLocalDescription(await pc.createOffer())
+    sdp = str(pc.localDescription.sdp)
+    await pc.close()
+    return sdp
 
 
 def generate_cases(
