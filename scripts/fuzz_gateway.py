@@ -231,7 +231,7 @@ async def cmd_kill9(args: argparse.Namespace) -> dict[str, Any]:
             await rig.start()
             ready_s = time.monotonic() - t0
             await asyncio.sleep(args.live_s)
-            frames = len(rig.probe.received)
+            frames = rig.probe.frames_received
             proc = rig.gateway.proc
             assert proc is not None
             os.kill(proc.pid, signal.SIGKILL)
