@@ -3,6 +3,7 @@ they land, and the gateway process's resources over time (issue 13's suite).
 
 Pieces (only scripts/fuzz_gateway.py prints or exits):
 
+* `real_offer()` -> the SDP of a real aiortc offer, for `generate_cases` to mutate.
 * `generate_cases(rng, offer, n, ...)` -> `FuzzCase`s, pure: malformed SDP offers (mutations of a real one),
   trickle fragments, image bombs and broken images, bad headers and request lines (sent on a raw socket, as
   a client library would refuse to), huge bodies, and every endpoint with every method.
@@ -30,7 +31,8 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from loadgen.stats import Event, FrameReceived, FrameSent
+from gateway.rtc.ice import IceConfig, create_peer_connection
+from loadgen.stats import Event, StatsCollector
 
 SDP = "application/sdp"
 TRICKLE = "application/trickle-ice-sdpfrag"
@@ -297,6 +299,18 @@ def _raw(rng: random.Random, path: str, token: str | None) -> bytes:
     )
 
 
+async def real_offer(audio: bool = True) -> str:
+    """A real aiortc offer (audio if asked, then video; loopback candidates): what the SDP cases mutate."""
+    pc = create_peer_connection(IceConfig.loopback_only())
+    if audio:
+        pc.addTransceiver("audio", direction="sendrecv")
+    pc.addTransceiver("video", direction="sendrecv")
+    await pc.setLocalDescription(await pc.createOffer())
+    sdp = str(pc.localDescription.sdp)
+    await pc.close()
+    return sdp
+
+
 def generate_cases(
     rng: random.Random,
     offer: str,
@@ -494,30 +508,29 @@ class LiveWindow:
 
 
 class LiveProbe:
-    """Collects a WhipJob's events (pass `emit` to it) and summarises any window of send times."""
+    """Collects a WhipJob's events (pass `emit` to it) in a loadgen StatsCollector and summarises any window
+    of send times."""
 
     def __init__(self) -> None:
-        self.sent: dict[int, float] = {}
-        self.received: dict[int, float] = {}
+        self.stats = StatsCollector(budget_ms=float("inf"))  # no budget here: latencies are reported as-is
 
     def emit(self, event: Event) -> None:
-        if isinstance(event, FrameSent):
-            self.sent[event.frame_id] = event.t
-        elif isinstance(event, FrameReceived) and event.frame_id is not None:
-            self.received.setdefault(event.frame_id, event.t)
+        self.stats.record(event)
+
+    @property
+    def frames_received(self) -> int:
+        return self.stats.window(float("-inf"), float("inf")).received
 
     def window(self, t0: float, t1: float) -> LiveWindow:
-        ids = [i for i, t in self.sent.items() if t0 <= t < t1]
-        got = [i for i in ids if i in self.received]
-        lat = np.array([self.received[i] - self.sent[i] for i in got]) * 1000.0
+        w = self.stats.window(t0, t1)
         span = max(t1 - t0, 1e-6)
         return LiveWindow(
-            sent=len(ids),
-            received=len(got),
-            fps=len(got) / span,
-            p50_ms=float(np.percentile(lat, 50)) if len(lat) else None,
-            p95_ms=float(np.percentile(lat, 95)) if len(lat) else None,
-            loss=1.0 - len(got) / len(ids) if ids else 0.0,
+            sent=w.sent,
+            received=w.received,
+            fps=w.received / span,
+            p50_ms=w.latency.p50,
+            p95_ms=w.latency.p95,
+            loss=1.0 - w.received / w.sent if w.sent else 0.0,
         )
 
 

@@ -22,6 +22,7 @@ docs/BENCHMARKS.md are marked as not measured.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import statistics
@@ -88,44 +89,30 @@ def bench_cost(repo: Path, url: str, batches: list[int], iterations: int,
 
 
 def bench_capacity(repo: Path, url: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from loadgen.embedded import free_port
+    from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
 
-    port = free_port()
-    log = open(work / "gateway.log", "wb")  # noqa: SIM115 - closed below
-    gateway = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "--engine", "triton", "--triton-url", url, "--port", str(port),
-         "--ice-loopback-only", "--max-sessions", "64", "--no-degradation", "--event-log", "none",
-         "--log-level", "WARNING"] + (["--triton-shm"] if args.shm else []),
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    config = EmbeddedGatewayConfig(
+        engine="triton", max_sessions=64, degradation=False, ready_timeout_s=120.0, stop_timeout_s=30.0,
+        extra_args=("--triton-url", url, "--event-log", "none") + (("--triton-shm",) if args.shm else ()))
     report = work / "capacity.json"
-    try:
-        import urllib.request
 
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.5)
-        cmd = [sys.executable, "-m", "loadgen.cli", "--url", f"http://127.0.0.1:{port}", "--find-capacity",
-               "--resolution", args.resolution, "--fps", "15", "--test-cases", "single_face",
-               "--capacity-start", "2", "--capacity-step", "2", "--capacity-max-jobs", "12", "--window", "5",
-               "--max-windows", "3", "--capacity-max-time", str(args.capacity_max_time), "--no-live",
-               "--output-report", str(report)]
-        subprocess.run(cmd, cwd=ROOT, check=False)
-        data = json.loads(report.read_text())
-        return {"capacity": data.get("capacity"),
-                "runs": [{"jobs": r["concurrent_jobs"], "p95_ms": r["latency_ms"]["p95"],
-                          "received_ratio": r["received_ratio"], "slo_met": r["slo_met"],
-                          "gateway_capacity_estimate": r["gateway"].get("capacity_sessions"),
-                          "gateway_utilisation": r["gateway"].get("utilisation"),
-                          "binding": r["gateway"].get("capacity_binding")} for r in data["runs"]]}
-    finally:
-        gateway.terminate()
-        gateway.wait(30)
-        log.close()
+    async def run_loadgen() -> None:
+        async with EmbeddedGateway(config, cwd=ROOT) as gateway:
+            cmd = [sys.executable, "-m", "loadgen.cli", "--url", gateway.url, "--find-capacity",
+                   "--resolution", args.resolution, "--fps", "15", "--test-cases", "single_face",
+                   "--capacity-start", "2", "--capacity-step", "2", "--capacity-max-jobs", "12",
+                   "--window", "5", "--max-windows", "3", "--capacity-max-time", str(args.capacity_max_time),
+                   "--no-live", "--output-report", str(report)]
+            await asyncio.to_thread(subprocess.run, cmd, cwd=ROOT, check=False)
+
+    asyncio.run(run_loadgen())
+    data = json.loads(report.read_text())
+    return {"capacity": data.get("capacity"),
+            "runs": [{"jobs": r["concurrent_jobs"], "p95_ms": r["latency_ms"]["p95"],
+                      "received_ratio": r["received_ratio"], "slo_met": r["slo_met"],
+                      "gateway_capacity_estimate": r["gateway"].get("capacity_sessions"),
+                      "gateway_utilisation": r["gateway"].get("utilisation"),
+                      "binding": r["gateway"].get("capacity_binding")} for r in data["runs"]]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,10 +33,17 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gateway.rtc.ice import IceConfig, create_peer_connection  # noqa: E402
 from loadgen.client import ClientConfig, WhipJob, upload_source  # noqa: E402
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig  # noqa: E402
-from loadgen.fuzz import Bombs, FuzzCase, LiveProbe, ProcessSampler, generate_cases, run_fuzz  # noqa: E402
+from loadgen.fuzz import (  # noqa: E402
+    Bombs,
+    FuzzCase,
+    LiveProbe,
+    ProcessSampler,
+    generate_cases,
+    real_offer,
+    run_fuzz,
+)
 from loadgen.media import default_media_dir, media_path  # noqa: E402
 from loadgen.synth import SynthConfig, build_loop  # noqa: E402
 
@@ -48,16 +55,6 @@ def _tenants_file(directory: Path) -> tuple[Path, str, str]:
     path = directory / "tenants.toml"
     path.write_text(f'[tenants.live]\ntoken = "{live}"\n[tenants.fuzz]\ntoken = "{fuzz}"\nmax_sessions = 8\n')
     return path, live, fuzz
-
-
-async def _offer() -> str:
-    pc = create_peer_connection(IceConfig.loopback_only())
-    pc.addTransceiver("audio", direction="sendrecv")
-    pc.addTransceiver("video", direction="sendrecv")
-    await pc.setLocalDescription(await pc.createOffer())
-    sdp = str(pc.localDescription.sdp)
-    await pc.close()
-    return sdp
 
 
 class Rig:
@@ -153,7 +150,7 @@ async def cmd_attack(args: argparse.Namespace) -> dict[str, Any]:
         args,
         generate_cases(
             random.Random(args.seed),
-            await _offer(),
+            await real_offer(),
             args.requests * (8 if args.kinds else 1),
             bombs=Bombs.build(),
             live_session=args.live_session or None,
@@ -234,7 +231,7 @@ async def cmd_kill9(args: argparse.Namespace) -> dict[str, Any]:
             await rig.start()
             ready_s = time.monotonic() - t0
             await asyncio.sleep(args.live_s)
-            frames = len(rig.probe.received)
+            frames = rig.probe.frames_received
             proc = rig.gateway.proc
             assert proc is not None
             os.kill(proc.pid, signal.SIGKILL)

@@ -6,18 +6,12 @@ ONNX Runtime inside Triton), from the provisioned models, so tests exercise exac
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from pathlib import Path
 
 from engines.triton.repository import RepositoryConfig, build_pipeline_repository
 from engines.triton.server import TritonProcess, TritonServerConfig
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from loadgen.embedded import free_port
 
 
 def build_repository(repo: Path, model_dir: Path, max_batch: int = 8, preferred: tuple[int, ...] = (2, 4),

@@ -83,6 +83,18 @@ async def _whip(
     return answer, location
 
 
+async def _video_comes_back(
+    pc: RTCPeerConnection, track: StampedTrack, transceiver: RTCRtpTransceiver
+) -> None:
+    """Ten of the publisher's stamped frames return on its own transceiver."""
+    received = Received()
+    task = asyncio.ensure_future(consume(transceiver.receiver.track, track.sent, received))
+    try:
+        assert await wait_for(lambda: len(received.ids) >= 10, 30), pc.connectionState
+    finally:
+        task.cancel()
+
+
 def _setup(sdp: str) -> set[str]:
     return set(re.findall(r"^a=setup:(\w+)", sdp, re.M))
 
@@ -98,13 +110,10 @@ async def test_actpass_offer_is_answered_passive_so_our_ecdsa_certificate_serves
     """An RSA-certificate publisher that leaves the role to us (webrtcbin, browsers): we are the server."""
     async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
         pc, track, transceiver = _foreign_publisher(_rsa_certificate(None), frames)
-        received = Received()
         try:
             answer, _ = await _whip(http, gw.url, pc, lambda sdp: sdp)
             assert _setup(answer) == {"passive"}
-            task = asyncio.ensure_future(consume(transceiver.receiver.track, track.sent, received))
-            assert await wait_for(lambda: len(received.ids) >= 10, 30), pc.connectionState
-            task.cancel()
+            await _video_comes_back(pc, track, transceiver)
         finally:
             track.stop()
             await pc.close()
@@ -115,15 +124,12 @@ async def test_rsa_publisher_insisting_on_dtls_server_connects(frames: list[np.n
     (stock aiortc offers ECDSA suites only: "no shared cipher")."""
     async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
         pc, track, transceiver = _foreign_publisher(_rsa_certificate(RSA_ONLY), frames)
-        received = Received()
         try:
             answer, _ = await _whip(
                 http, gw.url, pc, lambda sdp: sdp.replace("a=setup:actpass", "a=setup:passive")
             )
             assert _setup(answer) == {"active"}
-            task = asyncio.ensure_future(consume(transceiver.receiver.track, track.sent, received))
-            assert await wait_for(lambda: len(received.ids) >= 10, 30), pc.connectionState
-            task.cancel()
+            await _video_comes_back(pc, track, transceiver)
         finally:
             track.stop()
             await pc.close()
@@ -167,14 +173,11 @@ async def test_h264_answer_keeps_the_offered_profile(frames: list[np.ndarray]) -
 
     async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
         pc, track, transceiver = _foreign_publisher(None, frames, codec="H264")
-        received = Received()
         try:
             answer, _ = await _whip(http, gw.url, pc, to_42c0)
             profiles = re.findall(r"profile-level-id=([0-9a-fA-F]{6})", answer)
             assert "42c01f" in profiles and "42e01f" not in profiles, profiles
-            task = asyncio.ensure_future(consume(transceiver.receiver.track, track.sent, received))
-            assert await wait_for(lambda: len(received.ids) >= 10, 30), pc.connectionState
-            task.cancel()
+            await _video_comes_back(pc, track, transceiver)
         finally:
             track.stop()
             await pc.close()
@@ -188,13 +191,10 @@ async def test_offer_listing_h264_before_vp8_gets_decodable_video_back(frames: l
         caps = RTCRtpSender.getCapabilities("video").codecs
         rank = {"video/h264": 0, "video/vp8": 1, "video/rtx": 2}
         transceiver.setCodecPreferences(sorted(caps, key=lambda c: rank[c.mimeType.lower()]))
-        received = Received()
         try:
             answer, _ = await _whip(http, gw.url, pc, lambda sdp: sdp)
             assert re.findall(r"^a=rtpmap:\d+ ([\w-]+)/", answer, re.M) == ["VP8", "rtx"], answer
-            task = asyncio.ensure_future(consume(transceiver.receiver.track, track.sent, received))
-            assert await wait_for(lambda: len(received.ids) >= 10, 30), pc.connectionState
-            task.cancel()
+            await _video_comes_back(pc, track, transceiver)
         finally:
             track.stop()
             await pc.close()

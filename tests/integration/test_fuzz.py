@@ -14,23 +14,12 @@ import numpy as np
 
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
-from gateway.rtc.ice import create_peer_connection
 from gateway.tenants import Tenant
-from loadgen.fuzz import Bombs, generate_cases, run_fuzz
-from tests.integration.conftest import LOOPBACK, FakePipeline, gw_config, publish, running_gateway, wait_for
+from loadgen.fuzz import Bombs, generate_cases, real_offer, run_fuzz
+from tests.integration.conftest import FakePipeline, gw_config, publish, running_gateway, wait_for
 
 LIVE = Tenant("live", "live-token-0123456789")
 FUZZ = Tenant("fuzz", "fuzz-token-0123456789", max_sessions=6)
-
-
-async def _offer() -> str:
-    pc = create_peer_connection(LOOPBACK)
-    pc.addTransceiver("audio", direction="sendrecv")
-    pc.addTransceiver("video", direction="sendrecv")
-    await pc.setLocalDescription(await pc.createOffer())
-    sdp = pc.localDescription.sdp
-    await pc.close()
-    return sdp
 
 
 async def test_short_fuzz_no_5xx_and_live_session_unharmed(astronaut: np.ndarray) -> None:
@@ -48,7 +37,7 @@ async def test_short_fuzz_no_5xx_and_live_session_unharmed(astronaut: np.ndarray
             own = await publish(http, gw.url, [cv2.resize(astronaut, (160, 120))],
                                 headers={"Authorization": f"Bearer {FUZZ.token}"})
             own_sid = own.location.rsplit("/", 1)[-1]
-            cases = list(generate_cases(random.Random(13), await _offer(), 400, bombs=Bombs.build(),
+            cases = list(generate_cases(random.Random(13), await real_offer(), 400, bombs=Bombs.build(),
                                         live_session=sid, own_session=own_sid, token=FUZZ.token,
                                         max_body_bytes=1024 * 1024))
             before = len(pub.received.ids)

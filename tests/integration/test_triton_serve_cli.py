@@ -15,7 +15,8 @@ import pytest
 from engines.models.store import ModelStore
 from engines.triton import server as triton_server
 from engines.triton.server import TritonServerError, http_ready, locate_wheel
-from tests.triton_server import build_repository, free_port
+from loadgen.embedded import free_port
+from tests.triton_server import build_repository
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,9 +21,8 @@ from aiortc import RTCPeerConnection
 import gateway.sessions as sessions_module
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
-from gateway.rtc.ice import create_peer_connection
+from loadgen.fuzz import real_offer
 from tests.integration.conftest import (
-    LOOPBACK,
     FakePipeline,
     RecordingMonitor,
     gw_config,
@@ -33,17 +32,6 @@ from tests.integration.conftest import (
 )
 
 SDP = {"Content-Type": "application/sdp"}
-
-
-async def _offer(audio: bool = True) -> str:
-    pc = create_peer_connection(LOOPBACK)
-    if audio:
-        pc.addTransceiver("audio", direction="sendrecv")
-    pc.addTransceiver("video", direction="sendrecv")
-    await pc.setLocalDescription(await pc.createOffer())
-    sdp = pc.localDescription.sdp
-    await pc.close()
-    return sdp
 
 
 def _held(gw: Any) -> int:
@@ -56,8 +44,8 @@ async def test_unanswerable_offers_are_400_and_hold_no_slot(astronaut: np.ndarra
         running_gateway(config, pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,
         aiohttp.ClientSession() as http,
     ):
-        av_offer = await _offer()
-        video_only = await _offer(audio=False)
+        av_offer = await real_offer()
+        video_only = await real_offer(audio=False)
         bad = {
             "bundle names a missing mid": av_offer.replace("a=group:BUNDLE 0 1", "a=group:BUNDLE -1 1"),
             "audio m-line without mid": av_offer.replace("a=mid:0\r\n", ""),
@@ -92,7 +80,7 @@ async def test_audio_without_usable_codec_is_answered_inactive(astronaut: np.nda
         running_gateway(gw_config(), pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,
         aiohttp.ClientSession() as http,
     ):
-        offer = await _offer()
+        offer = await real_offer()
         audio_start = offer.index("m=audio")
         video_start = offer.index("m=video")
         audio = offer[audio_start:video_start]
@@ -138,7 +126,7 @@ async def test_failure_while_answering_releases_the_slot(
         aiohttp.ClientSession() as http,
     ):
         for _ in range(5):
-            async with http.post(gw.url + "/whip", data=await _offer(False), headers=SDP) as r:
+            async with http.post(gw.url + "/whip", data=await real_offer(False), headers=SDP) as r:
                 assert r.status == 400, await r.text()
         assert _held(gw) == 0
         broken["on"] = False
@@ -158,7 +146,7 @@ async def test_pending_budget_never_locks_out_a_real_publisher(astronaut: np.nda
     ):
         statuses = []
         for _ in range(16):  # never connect: the client closes its side at once
-            async with http.post(gw.url + "/whip", data=await _offer(False), headers=SDP) as r:
+            async with http.post(gw.url + "/whip", data=await real_offer(False), headers=SDP) as r:
                 statuses.append(r.status)
                 if r.status == 503:
                     assert "connecting" in await r.text() and r.headers["Retry-After"]
@@ -180,7 +168,7 @@ async def test_reaper_drops_a_session_whose_close_hangs() -> None:
     async with running_gateway(
         gw_config(connect_timeout_s=0.5), pipeline=FakePipeline(), monitor=RecordingMonitor()
     ) as gw, aiohttp.ClientSession() as http:
-        async with http.post(gw.url + "/whip", data=await _offer(False), headers=SDP) as r:
+        async with http.post(gw.url + "/whip", data=await real_offer(False), headers=SDP) as r:
             assert r.status == 201
         manager = gw.app[STATE].sessions
         (session,) = manager.sessions.values()
@@ -205,7 +193,7 @@ async def test_patch_after_odd_offer_and_bad_auth_header_are_4xx() -> None:
     config = replace(config, auth=AuthConfig(token="s3cret"))
     async with running_gateway(config, pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw:
         port = int(gw.url.rsplit(":", 1)[1])
-        offer = (await _offer(False)).replace("c=IN IP4 127.0.0.1", "c=IN IP6 zz")
+        offer = (await real_offer(False)).replace("c=IN IP4 127.0.0.1", "c=IN IP6 zz")
         async with aiohttp.ClientSession() as http:
             headers = {**SDP, "Authorization": "Bearer s3cret"}
             async with http.post(gw.url + "/whip", data=offer, headers=headers) as r:
@@ -229,7 +217,7 @@ async def test_trickle_candidates_must_be_addresses() -> None:
         running_gateway(gw_config(), pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,
         aiohttp.ClientSession() as http,
     ):
-        async with http.post(gw.url + "/whip", data=await _offer(False), headers=SDP) as r:
+        async with http.post(gw.url + "/whip", data=await real_offer(False), headers=SDP) as r:
             assert r.status == 201
             location = r.headers["Location"]
         trickle = {"Content-Type": "application/trickle-ice-sdpfrag", "If-Match": "*"}
