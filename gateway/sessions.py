@@ -30,7 +30,6 @@ import av
 import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpReceiver, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
-from aiortc.rtcrtpsender import RTCRtpSender
 from aiortc.sdp import candidate_from_sdp
 
 from engines.frames import (
@@ -52,7 +51,7 @@ from gateway.rtc.codecs import answer_video_codec
 from gateway.rtc.dtls import answer_as_dtls_server, watch_dtls
 from gateway.rtc.h264 import keep_offered_h264_profiles
 from gateway.rtc.ice import IceConfig, create_peer_connection
-from gateway.rtc.offer_rules import OfferStructure, make_answerable, restore_unusable_audio
+from gateway.rtc.offer_rules import make_answerable, restore_unusable_audio
 from gateway.rtc.receive import frame_completed_at, recovery_counters
 from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer
 from gateway.scheduler import ScheduledFrame
@@ -104,25 +103,6 @@ class SessionCounters:
 
     def drop(self, reason: str, n: int = 1) -> None:
         self.drops[reason] = self.drops.get(reason, 0) + n
-
-
-def _answer_with(pc: RTCPeerConnection, codec: str) -> None:
-    """Answer video with exactly one codec (plus RTX): the fan-out sends packets pre-encoded in it."""
-    caps = RTCRtpSender.getCapabilities("video")
-    chosen = [c for c in caps.codecs if c.mimeType.lower() in (f"video/{codec.lower()}", "video/rtx")]
-    for transceiver in pc.getTransceivers():
-        if transceiver.kind == "video":
-            transceiver.setCodecPreferences(chosen)
-        else:
-            transceiver.direction = "inactive"  # audio is not processed; never let it pile up undecoded
-
-
-def _silence_unusable_audio(pc: RTCPeerConnection, structure: OfferStructure) -> None:
-    """Audio m-lines with no codec we speak are answered inactive (never refused: the video still works)."""
-    unusable = set(structure.unusable_audio_mids)
-    for transceiver in pc.getTransceivers():
-        if transceiver.mid in unusable:
-            transceiver.direction = "inactive"
 
 
 def _needs_pipeline(options: FrameOptions, source: SourceFace | None) -> bool:
@@ -357,7 +337,6 @@ class Session:
         sender = pc.addTrack(encoder.subscribe())
         encoder.bind_sender(sender)
         self.audio.stamp_video(sender)
-        _answer_with(pc, codec)
 
     # --- viewers --------------------------------------------------------------------------------------------
     async def add_viewer(self, offer_sdp: str, ice: IceConfig) -> tuple[str, str]:
@@ -383,7 +362,6 @@ class Session:
             keep_offered_h264_profiles(pc)
             answer_video_codec(pc, codec)
             self.subscribe(pc, codec)
-            _silence_unusable_audio(pc, offer.structure)
             self.audio.attach_viewer(pc)
             await pc.setLocalDescription(await pc.createAnswer())
             answer = restore_unusable_audio(pc.localDescription.sdp, offer.structure)
@@ -607,9 +585,7 @@ class SessionManager:
             video = next(t for t in pc.getTransceivers() if t.kind == "video")
             if video.direction in ("sendrecv", "recvonly"):  # our view: we receive, and send back if asked
                 session.subscribe(pc, offer.codec)
-            else:
-                _answer_with(pc, offer.codec)
-            _silence_unusable_audio(pc, offer.structure)
+            # every audio m-line is answered by attach_publisher: Opus recvonly, anything else inactive
             session.audio.attach_publisher(pc)
             await pc.setLocalDescription(await pc.createAnswer())
             answer = restore_unusable_audio(pc.localDescription.sdp, offer.structure)
