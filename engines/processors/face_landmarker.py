@@ -61,6 +61,16 @@ def crop_matrix(face: Face) -> np.ndarray:
     return rotated_square(center, side, angle, INPUT_SIZE)
 
 
+def crop_batch(frames: Sequence[np.ndarray], matrices: Sequence[np.ndarray]) -> np.ndarray:
+    """The model's input: one 192 crop per (frame, frame -> crop affine), NCHW float32 in [0, 1]."""
+    batch = np.empty((len(frames), 3, INPUT_SIZE, INPUT_SIZE), dtype=np.float32)
+    for i, (frame, m) in enumerate(zip(frames, matrices, strict=True)):
+        crop = cv2.warpAffine(frame, m, (INPUT_SIZE, INPUT_SIZE), flags=cv2.INTER_LINEAR,
+                              borderMode=cv2.BORDER_CONSTANT)
+        batch[i] = crop.transpose(2, 0, 1).astype(np.float32) * (1.0 / 255.0)
+    return batch
+
+
 class FaceLandmarker:
     """468-point mesh for many faces at once. Stateless apart from the shared engine: safe across threads."""
 
@@ -77,11 +87,7 @@ class FaceLandmarker:
         if not jobs:
             return []
         matrices = [crop_matrix(face) for _, face in jobs]
-        batch = np.empty((len(jobs), 3, INPUT_SIZE, INPUT_SIZE), dtype=np.float32)
-        for i, ((frame, _), m) in enumerate(zip(jobs, matrices, strict=True)):
-            crop = cv2.warpAffine(frame, m, (INPUT_SIZE, INPUT_SIZE), flags=cv2.INTER_LINEAR,
-                                  borderMode=cv2.BORDER_CONSTANT)
-            batch[i] = crop.transpose(2, 0, 1).astype(np.float32) * (1.0 / 255.0)
+        batch = crop_batch([frame for frame, _ in jobs], matrices)
         out = run_batched(self.engine, {self._input: batch})
         pts = out[self._points_out].reshape(len(jobs), 468, 3)[:, :, :2]
         logits = out[self._presence_out].reshape(len(jobs))

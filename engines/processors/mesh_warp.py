@@ -107,18 +107,21 @@ def _affines(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
     return np.linalg.solve(a, src)
 
 
-def _match_colour(warped: np.ndarray, target: np.ndarray, inside: np.ndarray) -> np.ndarray:
-    """Shift the warped source's LAB mean/std onto the target's, measured inside the face."""
+def match_colour(warped: np.ndarray, target: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """Shift the warped source's LAB mean/std onto the target's, measured inside the face.
+
+    `warped`, `target`: (h, w, 3) uint8 RGB; returns float32 RGB in 0..255."""
+    w01 = warped.astype(np.float32) * (1.0 / 255.0)
     if inside.sum() < 16:
-        return warped
-    w_lab = cv2.cvtColor(warped, cv2.COLOR_RGB2LAB)
-    t_lab = cv2.cvtColor(target, cv2.COLOR_RGB2LAB)
+        return w01 * 255.0
+    w_lab = cv2.cvtColor(w01, cv2.COLOR_RGB2LAB)
+    t_lab = cv2.cvtColor(target.astype(np.float32) * (1.0 / 255.0), cv2.COLOR_RGB2LAB)
     ws, ts = w_lab[inside], t_lab[inside]
     w_mean, w_std = ws.mean(0), ws.std(0) + 1e-3
     t_mean, t_std = ts.mean(0), ts.std(0) + 1e-3
     ratio = np.clip(t_std / w_std, *STD_RATIO)
     out = (w_lab - w_mean) * ratio + t_mean
-    return cv2.cvtColor(out.astype(np.float32), cv2.COLOR_LAB2RGB)
+    return np.asarray(cv2.cvtColor(out.astype(np.float32), cv2.COLOR_LAB2RGB) * 255.0, dtype=np.float32)
 
 
 def signed_areas(tris: np.ndarray) -> np.ndarray:
@@ -131,6 +134,32 @@ def front_facing(tris_src: np.ndarray, tris_dst: np.ndarray, min_area_px: float 
     """Triangles whose orientation on the target matches the source's and that still cover some pixels."""
     src, dst = signed_areas(tris_src), signed_areas(tris_dst)
     return (np.sign(src) == np.sign(dst)) & (np.abs(dst) > 2.0 * min_area_px)
+
+
+def warp_maps(local: np.ndarray, source: MeshSource, h: int, w: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(map_x, map_y, covered) for an (h, w) box whose target mesh is `local`: the source pixel each
+    covered pixel samples, -1 elsewhere; None when no visible triangle covers a pixel."""
+    tris_dst = local[source.triangles]                        # (T, 3, 2)
+    tris_src = source.landmarks.astype(np.float64)[source.triangles]
+    affines = _affines(tris_dst, tris_src).astype(np.float32)  # (T, 3, 2)
+    visible = front_facing(tris_src, tris_dst)
+
+    # Triangle id per pixel (0 = none), one fill per visible triangle at 1/16 px precision.
+    ids = np.zeros((h, w), dtype=np.uint16)
+    fixed = np.round(tris_dst * 16).astype(np.int32)
+    for t in np.nonzero(visible)[0]:
+        cv2.fillConvexPoly(ids, fixed[t], int(t) + 1, lineType=cv2.LINE_8, shift=4)
+    ys, xs = np.nonzero(ids)
+    if ys.size == 0:
+        return None
+    m = affines[ids[ys, xs].astype(np.int64) - 1]  # (K, 3, 2)
+    xf, yf = xs.astype(np.float32), ys.astype(np.float32)
+    map_x = np.full((h, w), -1.0, dtype=np.float32)
+    map_y = np.full((h, w), -1.0, dtype=np.float32)
+    map_x[ys, xs] = xf * m[:, 0, 0] + yf * m[:, 1, 0] + m[:, 2, 0]
+    map_y[ys, xs] = xf * m[:, 0, 1] + yf * m[:, 1, 1] + m[:, 2, 1]
+    return map_x, map_y, ids > 0
 
 
 class MeshWarpSwapper:
@@ -159,25 +188,10 @@ class MeshWarpSwapper:
             return None
         h, w = y1 - y0, x1 - x0
         local = target.astype(np.float64) - (x0, y0)
-        tris_dst = local[source.triangles]                        # (T, 3, 2)
-        tris_src = source.landmarks.astype(np.float64)[source.triangles]
-        affines = _affines(tris_dst, tris_src).astype(np.float32)  # (T, 3, 2)
-        visible = front_facing(tris_src, tris_dst)
-
-        # Triangle id per pixel (0 = none), one fill per visible triangle at 1/16 px precision.
-        ids = np.zeros((h, w), dtype=np.uint16)
-        fixed = np.round(tris_dst * 16).astype(np.int32)
-        for t in np.nonzero(visible)[0]:
-            cv2.fillConvexPoly(ids, fixed[t], int(t) + 1, lineType=cv2.LINE_8, shift=4)
-        ys, xs = np.nonzero(ids)
-        if ys.size == 0:
+        maps = warp_maps(local, source, h, w)
+        if maps is None:
             return None
-        m = affines[ids[ys, xs].astype(np.int64) - 1]  # (K, 3, 2)
-        xf, yf = xs.astype(np.float32), ys.astype(np.float32)
-        map_x = np.full((h, w), -1.0, dtype=np.float32)
-        map_y = np.full((h, w), -1.0, dtype=np.float32)
-        map_x[ys, xs] = xf * m[:, 0, 0] + yf * m[:, 1, 0] + m[:, 2, 0]
-        map_y[ys, xs] = xf * m[:, 0, 1] + yf * m[:, 1, 1] + m[:, 2, 1]
+        map_x, map_y, covered = maps
         warped = cv2.remap(source.image, map_x, map_y, interpolation=cv2.INTER_LINEAR,
                            borderMode=cv2.BORDER_REPLICATE)
 
@@ -185,7 +199,6 @@ class MeshWarpSwapper:
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
         erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
         mask = feathered_polygon_mask(h, w, hull, erode=erode, blur=blur)
-        covered = ids > 0
         mask *= feather(covered, erode, blur)  # fade out where triangles were culled, too
         mask *= covered  # and never outside the warped triangles (remap has nothing there)
         roi = frame[y0:y1, x0:x1]
@@ -194,8 +207,7 @@ class MeshWarpSwapper:
             image: np.ndarray = cloned.astype(np.float32)
         else:
             skin = (mask > 0.5) & skin_mask((h, w), local, size)
-            image = _match_colour(warped.astype(np.float32) * (1.0 / 255.0),
-                                  roi.astype(np.float32) * (1.0 / 255.0), skin) * 255.0
+            image = match_colour(warped, roi, skin)
         if keep:  # after blending: the clone and the colour statistics see the whole face
             mask *= 1.0 - region_mask((h, w), local, keep, size)
         return FacePatch(image=image, mask=mask, matrix=translation(x0, y0))
