@@ -70,15 +70,16 @@ def carphone(path: Path, count: int) -> list[np.ndarray]:
     return frames
 
 
-def tracked_faces(pipeline: Pipeline, source: SourceFace, frames: list[np.ndarray]) -> list[tuple[np.ndarray,
-                                                                                                   Face]]:
-    """(frame, tracked face with its mesh) for every frame where the tracker holds a face."""
+def tracked_faces(pipeline: Pipeline, source: SourceFace,
+                  frames: list[np.ndarray]) -> list[tuple[np.ndarray, Face, np.ndarray]]:
+    """(frame, tracked face, its 468 points) for every frame where the tracker holds a face."""
     track = FaceTrack()
     out = []
     for k, frame in enumerate(frames):
         pipeline.process([FrameItem(frame, source, track=track, time_s=k / 15.0)])
-        if track.faces and track.faces[0].shown.landmarks is not None:
-            out.append((frame, track.faces[0].shown))
+        shown = track.faces[0].shown if track.faces else None
+        if shown is not None and shown.landmarks is not None:
+            out.append((frame, shown, shown.landmarks))
     return out
 
 
@@ -129,14 +130,14 @@ def run(store: ModelStore, media_root: Path, frames: int, rounds: int) -> dict[s
         mesh: MeshSource = source.data["mesh_warp"]
         faces = tracked_faces(pipeline, source, clip)
         faces += tracked_faces(pipeline, source, [still] * 3)[-1:]
-        boxes = [Box(f, face, mesh) for f, face in faces]
+        boxes = [Box(f, face, mesh) for f, face, _ in faces]
         swapper = MeshWarpSwapper()
-        patches = [swapper.swap_one(f, face.landmarks, mesh, KEEP) for f, face in faces]
-        canvases = [f.copy() for f, _ in faces]
+        patches = [p for p in (swapper.swap_one(f, lm, mesh, KEEP) for f, _, lm in faces) if p is not None]
+        canvases = [f.copy() for f, _, _ in faces]
         n = len(boxes)
-        matrices = [crop_matrix(face) for _, face in faces]
+        matrices = [crop_matrix(face) for _, face, _ in faces]
         stages = {
-            "swap_one": timed(lambda k: swapper.swap_one(faces[k][0], faces[k][1].landmarks, mesh, KEEP),
+            "swap_one": timed(lambda k: swapper.swap_one(faces[k][0], faces[k][2], mesh, KEEP),
                               n, rounds),
             "warp_maps": timed(lambda k: warp_maps(boxes[k].local, mesh, boxes[k].h, boxes[k].w), n, rounds),
             "remap": timed(lambda k: cv2.remap(mesh.image, boxes[k].map_x, boxes[k].map_y, cv2.INTER_LINEAR,
@@ -147,11 +148,10 @@ def run(store: ModelStore, media_root: Path, frames: int, rounds: int) -> dict[s
                                n, rounds),
             "region_mask": timed(lambda k: region_mask((boxes[k].h, boxes[k].w), boxes[k].local, KEEP,
                                                        boxes[k].size), n, rounds),
-            "paste_back": timed(lambda k: paste_back(canvases[k], patches[k]) if patches[k] else None,
-                                n, rounds),
+            "paste_back": timed(lambda k: paste_back(canvases[k], patches[k]), len(patches), rounds),
             "landmarker_crop_matrix": timed(lambda k: crop_matrix(faces[k][1]), n, rounds),
             "landmarker_crop_batch": timed(lambda k: crop_batch([faces[k][0]], [matrices[k]]), n, rounds),
-            "landmarker_run_incl_inference": timed(lambda k: pipeline.landmarker.run([faces[k]]), n,
+            "landmarker_run_incl_inference": timed(lambda k: pipeline.landmarker.run([faces[k][:2]]), n,
                                                    max(1, rounds // 4)),
         }
         box_px = [b.h * b.w for b in boxes]
@@ -187,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{result['faces']} faces at {result['frame_size']}, mean box {result['face_box_px_mean']:.0f} px")
     for name, s in result["stages_per_face"].items():
-        print(f"  {name:32s} median {s['median_ms']:8.3f} ms   mean {s['mean_ms']:8.3f}   p90 {s['p90_ms']:8.3f}")
+        print(f"  {name:32s} median {s['median_ms']:8.3f} ms   mean {s['mean_ms']:8.3f}   "
+              f"p90 {s['p90_ms']:8.3f}")
     print(f"report: {args.output}")
     return 0
 

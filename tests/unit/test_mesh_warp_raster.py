@@ -1,0 +1,135 @@
+"""The vectorised rasteriser (`warp_maps`) against the per-triangle OpenCV fill it replaced, on real faces.
+
+The reference below is the old algorithm, kept here (not in the product) so the comparison can fail: one
+`cv2.fillConvexPoly` per visible triangle into a triangle-id map (painter's order), per-triangle affines from
+`np.linalg.solve`, applied per pixel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from engines.frames import FaceTrack, FrameItem, SourceFace
+from engines.models.store import ModelStore
+from engines.pipeline import Pipeline, PipelineConfig
+from engines.processors.mesh_warp import MARGIN, MeshSource, MeshWarpSwapper, front_facing, warp_maps
+
+
+def reference_warp_maps(local: np.ndarray, source: MeshSource, h: int,
+                        w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    tris_dst = local[source.triangles]
+    tris_src = source.landmarks.astype(np.float64)[source.triangles]
+    a = np.concatenate([tris_dst, np.ones((*tris_dst.shape[:2], 1))], axis=2)
+    degenerate = np.abs(np.linalg.det(a)) < 1e-6
+    a[degenerate] += np.eye(3) * 1e-3
+    affines = np.linalg.solve(a, tris_src).astype(np.float32)
+    visible = front_facing(tris_src, tris_dst)
+    ids = np.zeros((h, w), dtype=np.uint16)
+    fixed = np.round(tris_dst * 16).astype(np.int32)
+    for t in np.nonzero(visible)[0]:
+        cv2.fillConvexPoly(ids, fixed[t], int(t) + 1, lineType=cv2.LINE_8, shift=4)
+    ys, xs = np.nonzero(ids)
+    if ys.size == 0:
+        return None
+    m = affines[ids[ys, xs].astype(np.int64) - 1]
+    xf, yf = xs.astype(np.float32), ys.astype(np.float32)
+    map_x = np.full((h, w), -1.0, dtype=np.float32)
+    map_y = np.full((h, w), -1.0, dtype=np.float32)
+    map_x[ys, xs] = xf * m[:, 0, 0] + yf * m[:, 1, 0] + m[:, 2, 0]
+    map_y[ys, xs] = xf * m[:, 0, 1] + yf * m[:, 1, 1] + m[:, 2, 1]
+    return map_x, map_y, ids > 0
+
+
+@pytest.fixture(scope="module")
+def pipeline(model_store: ModelStore) -> Iterator[Pipeline]:
+    p = Pipeline.from_config(PipelineConfig(), model_store)
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="module")
+def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
+    return pipeline.prepare_source(astronaut, "astronaut")
+
+
+@pytest.fixture(scope="module")
+def faces(pipeline: Pipeline, source: SourceFace, media: dict[str, object],
+          astronaut: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(frame, tracked 468-point mesh): the talking carphone head at 320x240 (every 6th of 60 frames) and
+    the astronaut portrait at two scales."""
+    frames: list[np.ndarray] = []
+    with av.open(str(media["carphone_pristine.mp4"])) as c:
+        for i, decoded in enumerate(c.decode(video=0)):
+            if i % 6 == 0:
+                rgb = np.asarray(decoded.to_ndarray(format="rgb24"), dtype=np.uint8)
+                frames.append(np.asarray(cv2.resize(rgb, (320, 240), interpolation=cv2.INTER_CUBIC)))
+            if i == 59:
+                break
+    frames += [np.ascontiguousarray(cv2.resize(astronaut, (320, 320))[40:280]), astronaut]
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+    for frame in frames:
+        track = FaceTrack()
+        pipeline.process([FrameItem(frame, source, track=track, time_s=0.0)])
+        assert track.faces, "the tracker should hold the face"
+        mesh = track.faces[0].shown.landmarks
+        assert mesh is not None
+        out.append((frame, mesh))
+    return out
+
+
+def _box(frame: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, int, int]:
+    lo = np.floor(target.min(0)).astype(int) - MARGIN
+    hi = np.ceil(target.max(0)).astype(int) + MARGIN
+    x0, y0 = max(int(lo[0]), 0), max(int(lo[1]), 0)
+    x1, y1 = min(int(hi[0]), frame.shape[1]), min(int(hi[1]), frame.shape[0])
+    return target.astype(np.float64) - (x0, y0), y1 - y0, x1 - x0
+
+
+def test_warp_maps_match_the_per_triangle_fill(source: SourceFace,
+                                                faces: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    mesh = source.data["mesh_warp"]
+    assert isinstance(mesh, MeshSource)
+    for frame, target in faces:
+        local, h, w = _box(frame, target)
+        new, old = warp_maps(local, mesh, h, w), reference_warp_maps(local, mesh, h, w)
+        assert new is not None and old is not None
+        (nx, ny, nc), (ox, oy, oc) = new, old
+        iou = (nc & oc).sum() / (nc | oc).sum()
+        assert iou > 0.99, f"coverage IoU {iou:.4f}"
+        assert (nx[~nc] == -1).all() and (ny[~nc] == -1).all()
+        both = nc & oc
+        # The same triangle's map almost everywhere; a pixel on a shared edge may take the neighbour's, whose
+        # map there differs by a fraction of a pixel (the piecewise-affine warp is continuous).
+        shift = np.hypot(nx - ox, ny - oy)[both]
+        assert (shift < 0.01).mean() > 0.9 and (shift < 0.5).mean() > 0.99
+        wn = cv2.remap(mesh.image, nx, ny, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        wo = cv2.remap(mesh.image, ox, oy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        mad = np.abs(wn.astype(np.int16) - wo.astype(np.int16))[both].mean()
+        assert mad < 0.5, f"warped image differs by {mad:.2f} grey levels on average"
+
+
+def test_swap_patch_matches_the_per_triangle_fill(source: SourceFace,
+                                                   faces: list[tuple[np.ndarray, np.ndarray]],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole patch (colour transfer, masks, kept mouth/eyes) through both rasterisers."""
+    import engines.processors.mesh_warp as mw
+
+    mesh = source.data["mesh_warp"]
+    swapper = MeshWarpSwapper()
+    keep = ("mouth", "eyes")
+    new = [swapper.swap_one(frame, target, mesh, keep) for frame, target in faces]
+    monkeypatch.setattr(mw, "warp_maps", reference_warp_maps)
+    old = [swapper.swap_one(frame, target, mesh, keep) for frame, target in faces]
+    for n, o in zip(new, old, strict=True):
+        assert n is not None and o is not None
+        assert n.image.shape == o.image.shape and (n.matrix == o.matrix).all()
+        weight = np.maximum(n.mask, o.mask)
+        assert np.abs(n.mask - o.mask).mean() < 0.01
+        # What would be pasted: image weighted by the mask (outside coverage the image is undefined).
+        diff = np.abs(n.image * n.mask[..., None] - o.image * o.mask[..., None])
+        assert diff[weight > 0].mean() < 1.0
