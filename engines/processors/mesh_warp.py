@@ -161,54 +161,70 @@ def warp_maps(local: np.ndarray, source: MeshSource, h: int, w: int
     if vis.size == 0:
         return None
     d, det = tris_dst[vis], area[vis]
-    a = d[:, 0]
-    e1, e2 = d[:, 1] - a, d[:, 2] - a
-    # Barycentrics (u, v) of a pixel p: p - a = u e1 + v e2; the source point is s0 + u f1 + v f2, so
-    # per triangle: src = s0 + (p - a) @ G with G = inverse([e1; e2]) @ [f1; f2]  (2x2 each).
-    inv = np.stack([np.stack([e2[:, 1], -e1[:, 1]], 1), np.stack([-e2[:, 0], e1[:, 0]], 1)], 1) / det[:, None,
-                                                                                                    None]
-    g = inv @ source.edges[vis]                               # (V, 2, 2): rows d src/dx, d src/dy
-    origin = source.tris[vis, 0] - a[:, 0:1] * g[:, 0] - a[:, 1:2] * g[:, 1]  # source point at (0, 0)
-    # Edge functions as signed distances (inside >= 0) for edges a->b, b->c, c->a: A x + B y + C >= 0.
-    e = np.roll(d, -1, axis=1) - d
-    k = np.sign(det)[:, None] / np.hypot(e[..., 0], e[..., 1])
-    ea, eb = -e[..., 1] * k, e[..., 0] * k
-    ec = (e[..., 1] * d[..., 0] - e[..., 0] * d[..., 1]) * k + EDGE_TOL
-    lo = d.min(1) - EDGE_TOL
-    hi = d.max(1) + EDGE_TOL
+    a, b, c = d[:, 0], d[:, 1], d[:, 2]
+    ax, ay = a[:, 0], a[:, 1]
+    e1x, e1y, e2x, e2y = b[:, 0] - ax, b[:, 1] - ay, c[:, 0] - ax, c[:, 1] - ay
+    # Barycentrics (u, v) of a pixel p: p - a = u e1 + v e2, and its source point is s_a + u f1 + v f2: an
+    # affine map per triangle, src = origin + x * gx + y * gy.
+    f = source.edges[vis]                                     # (V, 2, 2): f1, f2
+    f1, f2 = f[:, 0], f[:, 1]
+    inv = 1.0 / det
+    ux, uy, vx, vy = e2y * inv, -e2x * inv, -e1y * inv, e1x * inv   # du/dx, du/dy, dv/dx, dv/dy
+    gx = ux[:, None] * f1 + vx[:, None] * f2
+    gy = uy[:, None] * f1 + vy[:, None] * f2
+    origin = source.tris[vis, 0] - ax[:, None] * gx - ay[:, None] * gy
+    # Edges a->b, b->c, c->a as signed distances (inside >= 0): A x + B y + C >= -EDGE_TOL. Along a row
+    # that is x >= or <= (-EDGE_TOL - B y - C) / A, by the sign of A: a slope and an intercept per edge.
+    ex = np.stack([e1x, c[:, 0] - b[:, 0], -e2x], 1)          # (V, 3)
+    ey = np.stack([e1y, c[:, 1] - b[:, 1], -e2y], 1)
+    px, py = d[:, :, 0], d[:, :, 1]
+    k = np.sign(det)[:, None] / np.sqrt(ex * ex + ey * ey)
+    ea, eb, ec = -ey * k, ex * k, (ey * px - ex * py) * k + EDGE_TOL
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope, icept = -eb / ea, -ec / ea
+    # Horizontal edges (A = 0) bound nothing here: the row range already stops at them (+- EDGE_TOL).
+    left, right = ea > 0, ea < 0
+    lo = np.minimum(np.minimum(a, b), c) - EDGE_TOL
+    hi = np.maximum(np.maximum(a, b), c) + EDGE_TOL
+    table = np.concatenate([
+        np.where(left, slope, 0.0), np.where(left, icept, -np.inf),      # 0-2, 3-5: lower bounds on x
+        np.where(right, slope, 0.0), np.where(right, icept, np.inf),     # 6-8, 9-11: upper bounds on x
+        lo[:, :1], hi[:, :1], gx, gy, origin,                           # 12, 13, 14-15, 16-17, 18-19
+    ], axis=1)
     y0 = np.maximum(np.ceil(lo[:, 1]), 0).astype(np.int64)
     nrows = np.maximum(np.minimum(np.floor(hi[:, 1]), h - 1).astype(np.int64) - y0 + 1, 0)
     # One entry per (triangle, row).
     rt = np.repeat(np.arange(vis.size), nrows)
-    ry = (np.arange(rt.size) + np.repeat(y0 - (np.cumsum(nrows) - nrows), nrows)).astype(np.float64)
-    ar = ea[rt]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        bound = -(eb[rt] * ry[:, None] + ec[rt]) / ar         # x where each edge crosses the row
-    # Horizontal edges (A = 0) bound nothing here: the row range already stops at them (+- EDGE_TOL).
-    lower = np.where(ar > 0, bound, -np.inf)
-    upper = np.where(ar < 0, bound, np.inf)
-    lower = np.maximum(np.maximum(np.maximum(lower[:, 0], lower[:, 1]), lower[:, 2]), lo[rt, 0])
-    upper = np.minimum(np.minimum(np.minimum(upper[:, 0], upper[:, 1]), upper[:, 2]), hi[rt, 0])
+    yi = np.arange(rt.size) + np.repeat(y0 - (np.cumsum(nrows) - nrows), nrows)
+    y = yi.astype(np.float64)
+    r = table[rt]
+    lower = np.maximum(np.maximum(r[:, 0] * y + r[:, 3], r[:, 1] * y + r[:, 4]),
+                       np.maximum(r[:, 2] * y + r[:, 5], r[:, 12]))
+    upper = np.minimum(np.minimum(r[:, 6] * y + r[:, 9], r[:, 7] * y + r[:, 10]),
+                       np.minimum(r[:, 8] * y + r[:, 11], r[:, 13]))
     xl = np.maximum(np.ceil(lower), 0)
     n = np.maximum(np.minimum(np.floor(upper), w - 1) - xl + 1, 0).astype(np.int64)
-    # One entry per covered pixel (flat index into the box).
-    seg = np.repeat(np.arange(rt.size), n)
-    pix = np.arange(seg.size) + np.repeat((ry * w + xl).astype(np.int64) - (np.cumsum(n) - n), n)
-    if pix.size == 0:
+    total = int(n.sum())
+    if total == 0:
         return None
-    tid = rt[seg].astype(np.int32) + 1
+    # One entry per covered pixel: its row entry, x, and flat index into the box.
+    seg = np.repeat(np.arange(rt.size), n)
+    x = np.arange(total) + np.repeat(xl.astype(np.int64) - (np.cumsum(n) - n), n)
+    pix = x + np.repeat(yi * w, n)
+    tid = np.repeat((vis.astype(np.int32) + 1)[rt], n)
     ids = np.zeros(h * w, dtype=np.int32)
     ids[pix] = tid
-    win = ids[pix] == tid      # one writer per pixel, whatever order fancy assignment took
-    seg, pix = seg[win], pix[win]
-    x = (pix % w).astype(np.float32)
-    gx = g[:, 0].astype(np.float32)[rt[seg]]                   # (P, 2) d src / dx of each pixel's triangle
-    row = (origin[rt] + g[rt, 1] * ry[:, None]).astype(np.float32)[seg]  # source point at (0, y)
-    map_x = np.full(h * w, -1.0, dtype=np.float32)
-    map_y = np.full(h * w, -1.0, dtype=np.float32)
-    map_x[pix] = gx[:, 0] * x + row[:, 0]
-    map_y[pix] = gx[:, 1] * x + row[:, 1]
-    return map_x.reshape(h, w), map_y.reshape(h, w), (ids > 0).reshape(h, w)
+    # Exactly one writer per pixel, whatever order fancy assignment took: the entries that lost the id
+    # write into a spare slot past the box instead.
+    dst = np.where(ids[pix] == tid, pix, h * w)
+    xf = x.astype(np.float32)
+    row_x = (r[:, 18] + r[:, 16] * y).astype(np.float32)      # source point at (0, y), per row entry
+    row_y = (r[:, 19] + r[:, 17] * y).astype(np.float32)
+    map_x = np.full(h * w + 1, -1.0, dtype=np.float32)
+    map_y = np.full(h * w + 1, -1.0, dtype=np.float32)
+    map_x[dst] = r[:, 14].astype(np.float32)[seg] * xf + row_x[seg]
+    map_y[dst] = r[:, 15].astype(np.float32)[seg] * xf + row_y[seg]
+    return map_x[:-1].reshape(h, w), map_y[:-1].reshape(h, w), (ids > 0).reshape(h, w)
 
 
 class MeshWarpSwapper:
