@@ -67,7 +67,9 @@ def crop_batch(frames: Sequence[np.ndarray], matrices: Sequence[np.ndarray]) -> 
     for i, (frame, m) in enumerate(zip(frames, matrices, strict=True)):
         crop = cv2.warpAffine(frame, m, (INPUT_SIZE, INPUT_SIZE), flags=cv2.INTER_LINEAR,
                               borderMode=cv2.BORDER_CONSTANT)
-        batch[i] = crop.transpose(2, 0, 1).astype(np.float32) * (1.0 / 255.0)
+        for c, plane in enumerate(cv2.split(crop)):  # contiguous planes: no strided transpose copy
+            batch[i, c] = plane
+    batch *= np.float32(1.0 / 255.0)  # one pass over the whole batch
     return batch
 
 

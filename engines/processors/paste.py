@@ -87,7 +87,12 @@ def paste_back(frame: np.ndarray, patch: FacePatch) -> tuple[int, int, int, int]
                                borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
     region = frame[y0:y1, x0:x1]
     a = np.clip(alpha, 0.0, 1.0)[:, :, None]
-    blended = region.astype(np.float32) * (1.0 - a) + image.astype(np.float32) * a
-    np.clip(blended, 0, 255, out=blended)
-    region[:] = (blended + 0.5).astype(np.uint8)
+    # region + (image - region) * a, rounded: the same blend in fewer full-size temporaries.
+    r = region.astype(np.float32)
+    blended = np.subtract(image, r, dtype=np.float32)
+    blended *= a
+    blended += r
+    blended += np.float32(0.5)
+    np.clip(blended, 0.5, 255.5, out=blended)
+    region[:] = blended  # truncates: round half up, as before
     return x0, y0, x1, y1

@@ -6,6 +6,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -16,7 +17,9 @@ from engines.processors.face_detector import Face, FaceDetector
 from engines.processors.face_landmarker import (
     EYE_A,
     EYE_B,
+    INPUT_SIZE,
     FaceLandmarker,
+    crop_batch,
     crop_matrix,
     kps5_from_mesh,
 )
@@ -102,6 +105,21 @@ def test_tracking_from_the_mesh_follows_a_moved_face(detector: FaceDetector, lan
     assert landmarker.is_face(moved)
     shift = (moved.landmarks - mesh.landmarks).mean(0)
     assert np.abs(shift - (-9, 12)).max() < 2.0
+
+
+def test_crop_batch_is_the_models_nchw_input(detector: FaceDetector, astronaut: np.ndarray,
+                                            group_photo: np.ndarray) -> None:
+    """Plane-wise fill + one scaling pass gives exactly the warp -> transpose -> /255 input it replaced."""
+    jobs = [(astronaut, detector.detect([astronaut])[0][0])]
+    jobs += [(group_photo, f) for f in detector.detect([group_photo])[0][:2]]
+    matrices = [crop_matrix(f) for _, f in jobs]
+    batch = crop_batch([fr for fr, _ in jobs], matrices)
+    assert batch.shape == (3, 3, INPUT_SIZE, INPUT_SIZE) and batch.dtype == np.float32
+    for i, ((frame, _), m) in enumerate(zip(jobs, matrices, strict=True)):
+        crop = cv2.warpAffine(frame, m, (INPUT_SIZE, INPUT_SIZE), flags=cv2.INTER_LINEAR,
+                              borderMode=cv2.BORDER_CONSTANT)
+        np.testing.assert_array_equal(batch[i], crop.transpose(2, 0, 1).astype(np.float32) * (1.0 / 255.0))
+    assert 0.2 < float(batch.mean()) < 0.8
 
 
 def test_crop_levels_the_eyes(detector: FaceDetector, astronaut: np.ndarray) -> None:

@@ -28,6 +28,7 @@ from engines.processors.mesh_warp import (
     match_colour,
     warp_maps,
 )
+from engines.processors.paste import paste_back
 
 
 def reference_warp_maps(local: np.ndarray, source: MeshSource, h: int,
@@ -171,3 +172,22 @@ def test_colour_transfer_matches_the_whole_box_float_lab(source: SourceFace,
         assert np.abs(new - old).max() < 0.05
     blank = np.zeros((20, 20), dtype=bool)
     assert (match_colour(warped[:20, :20], roi[:20, :20], blank) == warped[:20, :20]).all()
+
+
+def test_paste_blend_matches_the_old_formula(source: SourceFace,
+                                             faces: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    mesh = source.data["mesh_warp"]
+    swapper = MeshWarpSwapper()
+    for frame, target in faces:
+        patch = swapper.swap_one(frame, target, mesh, ("mouth", "eyes"))
+        assert patch is not None
+        out = frame.copy()
+        box = paste_back(out, patch)
+        assert box is not None and (patch.matrix[:, :2] == np.eye(2)).all()
+        x0, y0, x1, y1 = box
+        a = np.clip(patch.mask, 0.0, 1.0)[:, :, None]
+        region = frame[y0:y1, x0:x1].astype(np.float32)
+        expected = np.clip(region * (1.0 - a) + patch.image * a, 0, 255) + 0.5
+        diff = np.abs(out[y0:y1, x0:x1].astype(np.int16) - expected.astype(np.uint8))
+        assert diff.max() <= 1 and (diff > 0).mean() < 1e-3  # float rounding at exact .5 only
+        assert (out[y0:y1, x0:x1] != frame[y0:y1, x0:x1]).any()
