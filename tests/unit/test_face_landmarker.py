@@ -122,6 +122,15 @@ def test_crop_batch_is_the_models_nchw_input(detector: FaceDetector, astronaut: 
     assert 0.2 < float(batch.mean()) < 0.8
 
 
+def test_kps5_from_mesh_is_the_eye_centres_nose_and_mouth_corners(astronaut: np.ndarray) -> None:
+    rng = np.random.default_rng(1)
+    for dtype in (np.float32, np.float64):
+        mesh = (rng.random((468, 2)) * 300).astype(dtype)
+        expected = np.stack([mesh[list(EYE_A)].mean(0), mesh[list(EYE_B)].mean(0), mesh[1], mesh[61],
+                             mesh[291]]).astype(np.float32)
+        np.testing.assert_array_equal(kps5_from_mesh(mesh), expected)
+
+
 def test_crop_levels_the_eyes(detector: FaceDetector, astronaut: np.ndarray) -> None:
     face = detector.detect([astronaut])[0][0]
     m = crop_matrix(face)

@@ -191,3 +191,19 @@ def test_paste_blend_matches_the_old_formula(source: SourceFace,
         diff = np.abs(out[y0:y1, x0:x1].astype(np.int16) - expected.astype(np.uint8))
         assert diff.max() <= 1 and (diff > 0).mean() < 1e-3  # float rounding at exact .5 only
         assert (out[y0:y1, x0:x1] != frame[y0:y1, x0:x1]).any()
+
+
+def test_integer_translation_check_matches_allclose() -> None:
+    from engines.processors.paste import _is_integer_translation, translation
+
+    rng = np.random.default_rng(3)
+    cases = [translation(20, 30), translation(-7, 0), np.array([[1, 0, 3.4], [0, 1, 2]], np.float32),
+             np.array([[1, 1e-9, 3], [0, 1, 2 + 1e-7]], np.float64),
+             np.array([[0.99, 0, 3], [0, 1, 2]], np.float32), np.array([[1, 0, 3], [0.01, 1, 2]], np.float32)]
+    cases += [np.hstack([np.eye(2) + rng.normal(0, s, (2, 2)), rng.integers(-50, 50, (2, 1))
+                         + rng.normal(0, s, (2, 1))]) for s in (0.0, 1e-9, 1e-6, 1e-3) for _ in range(5)]
+    for m in cases:
+        expected = bool(np.allclose(m[:, :2], np.eye(2)) and np.allclose(m[:, 2], np.round(m[:, 2])))
+        assert _is_integer_translation(m) == expected, m
+    assert _is_integer_translation(translation(20, 30))
+    assert not _is_integer_translation(cases[2])
