@@ -6,7 +6,9 @@ Media loop of a session (all blocking work in executor threads, never on the eve
     receive  : newest decoded frame from aiortc (older ones drained and counted as stale) -> to RGB ->
                scheduler.submit(...) -> (frame, future) into `_pending` (bounded by the scheduler: older
                pending frames resolve stale at once)
-    output   : futures awaited IN ORDER -> late policy -> encode once (FanoutEncoder) -> every subscriber
+    output   : futures awaited IN ORDER -> late policy -> I420 (the decoded planes with only the regions the
+               pipeline changed converted back: media.planes) -> encode once per codec (FanoutEncoder), one
+               executor hop for all -> every subscriber
                (the publisher's own sendrecv track and every WHEP viewer) -> FrameRecord to the monitor
 
 aiortc's decoded-frame queue (`RemoteStreamTrack._queue`) is unbounded; draining it to the newest frame on
@@ -43,8 +45,10 @@ from engines.frames import (
 )
 from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
+from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output
+from gateway.media.planes import Box, decoded_i420, patched_i420
 from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, Outcome
 from gateway.rtc.codecs import answer_video_codec
@@ -93,6 +97,7 @@ class _Pending:
     image: np.ndarray
     decode_ms: float
     future: asyncio.Future[ScheduledFrame]
+    i420: np.ndarray | None = None  # the decoded planes (None: odd size / not 4:2:0)
 
 
 @dataclass
@@ -113,7 +118,7 @@ def _needs_pipeline(options: FrameOptions, source: SourceFace | None) -> bool:
 
 
 def _passed_through(image: np.ndarray) -> ScheduledFrame:
-    output = FrameOutput(image=image, faces=0)
+    output = FrameOutput(image=image, faces=0, changed=())
     return ScheduledFrame(Outcome.PROCESSED, output, queue_wait_ms=0.0, batch_size=0, process_ms=0.0)
 
 
@@ -160,6 +165,7 @@ class Session:
         self._tasks: set[asyncio.Task[None]] = set()
         self._frame_ids = itertools.count()
         self._last_processed: np.ndarray | None = None
+        self._last_i420: np.ndarray | None = None  # _last_processed's I420, when it was encoded
         self._closing: asyncio.Task[None] | None = None
         self.audio = SessionAudio(config.audio)  # Opus relay + the capture clock both streams' SRs use
         self.etag = secrets.token_hex(8)
@@ -212,7 +218,7 @@ class Session:
                 frame_id = self._next_frame_id()
                 completed = frame_completed_at(receiver, frame.pts)
                 self.audio.on_video_frame(int(frame.pts or 0), arrival if completed is None else completed)
-                image = await loop.run_in_executor(self._executor, _to_rgb, frame)
+                image, i420 = await loop.run_in_executor(self._executor, _to_rgb, frame)
                 decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
                 options = self._monitor.frame_options(self.processors)
                 if _needs_pipeline(options, self.source):
@@ -225,7 +231,7 @@ class Session:
                     future.set_result(_passed_through(image))
                 self.counters.frames_in += 1
                 self._pending.put_nowait(
-                    _Pending(frame_id, arrival, int(frame.pts or 0), image, decode_ms, future)
+                    _Pending(frame_id, arrival, int(frame.pts or 0), image, decode_ms, future, i420)
                 )
                 if ended:
                     break
@@ -272,8 +278,9 @@ class Session:
                 self._last_processed,
                 self.config.late_policy,
             )
+            base, changed = _yuv_source(image, pending, output, self._last_processed, self._last_i420)
             if result.outcome is Outcome.PROCESSED and image is not None:
-                self._last_processed = image
+                self._last_processed, self._last_i420 = image, None
             else:
                 self.counters.drop(str(result.outcome))
             stages: dict[str, float] = {"decode": pending.decode_ms, "queue_wait": result.queue_wait_ms}
@@ -283,9 +290,11 @@ class Session:
             if image is not None:
                 t0 = time.monotonic()
                 encoders = [e for e in self.encoders.values() if e.subscribers]
-                encoded = [
-                    await loop.run_in_executor(self._executor, e.encode, image, pending.pts) for e in encoders
-                ]
+                i420, encoded = await loop.run_in_executor(
+                    self._executor, _encode, encoders, image, base, changed, pending.pts
+                )
+                if image is self._last_processed:
+                    self._last_i420 = i420
                 encode_s = time.monotonic() - t0
                 stages["encode"] = encode_s * 1000.0
                 self._encode_ewma_s += 0.1 * (encode_s - self._encode_ewma_s)
@@ -455,8 +464,50 @@ def _logged_failure(what: str) -> Any:
         logger.warning("%s failed: %s: %s", what, type(exc).__name__, exc)
 
 
-def _to_rgb(frame: av.VideoFrame) -> np.ndarray:
-    return frame.to_ndarray(format="rgb24")
+def _to_rgb(frame: av.VideoFrame) -> tuple[np.ndarray, np.ndarray | None]:
+    """The pipeline's RGB and the decoded I420 planes, kept so the output side converts back only what the
+    pipeline changed (media.planes). libswscale's rgb24 here (OpenCV's I420 -> RGB is no faster at these
+    sizes and differs by up to 4 levels)."""
+    return frame.to_ndarray(format="rgb24"), decoded_i420(frame)
+
+
+def _yuv_source(
+    image: np.ndarray | None,
+    pending: _Pending,
+    output: FrameOutput | None,
+    last_processed: np.ndarray | None,
+    last_i420: np.ndarray | None,
+) -> tuple[np.ndarray | None, tuple[Box, ...] | None]:
+    """What `image`'s I420 can be built from: (planes it was made from, boxes changed since) or (None, None)
+    for a whole-frame conversion. Only the pipeline's own word (`FrameOutput.changed`) marks a processed
+    image as unchanged: an image that is merely the same array may have been written in place."""
+    if image is None:
+        return None, None
+    if output is not None and image is output.image:  # processed (and not resized by `fit`)
+        return (pending.i420, output.changed) if output.changed is not None else (None, None)
+    if image is pending.image:  # late policy `original`: the input as decoded
+        return pending.i420, ()
+    if image is last_processed and last_i420 is not None:  # late policy `repeat`
+        return last_i420, ()
+    return None, None
+
+
+def _encode(
+    encoders: Sequence[FanoutEncoder],
+    image: np.ndarray,
+    base: np.ndarray | None,
+    changed: tuple[Box, ...] | None,
+    pts: int,
+) -> tuple[np.ndarray | None, list[list[av.Packet]]]:
+    """One worker-thread hop per frame: the I420 once (patched or whole), then every codec's encode."""
+    if not encoders:
+        return None, []
+    h, w = image.shape[:2]
+    if base is not None and changed is not None and base.shape == (h * 3 // 2, w):
+        i420: np.ndarray | None = patched_i420(base, image, changed)
+    else:
+        i420 = rgb_to_i420(image)  # None for odd sizes: each encoder converts from RGB itself
+    return i420, [e.encode(image, pts, i420) for e in encoders]
 
 
 class SessionManager:
