@@ -85,6 +85,7 @@ class FanoutEncoder:
         bitrate: int = 1_000_000,
         codec: str = "VP8",
         vp8_cpu_used: int = VP8_CPU_USED,
+        vp8_noise_sensitivity: int = VP8_NOISE_SENSITIVITY,
         bitrate_config: BitrateConfig | None = None,
     ) -> None:
         if codec not in ("VP8", "H264"):
@@ -94,6 +95,9 @@ class FanoutEncoder:
         self.codec_name = codec
         self._bitrate = bitrate
         self._vp8_cpu_used = vp8_cpu_used
+        if not 0 <= vp8_noise_sensitivity <= 6:
+            raise ValueError(f"vp8_noise_sensitivity must be in [0, 6], got {vp8_noise_sensitivity}")
+        self._vp8_noise_sensitivity = vp8_noise_sensitivity
         # Receivers' feedback (on the loop) -> target; encode() (a worker thread) re-opens at a new target.
         self.bitrate = BitratePolicy(
             bitrate_config or BitrateConfig(max_bps=bitrate, min_bps=min(100_000, bitrate))
@@ -213,7 +217,7 @@ class FanoutEncoder:
             "lag-in-frames": "0",
             "minrate": str(self._bitrate),
             "maxrate": str(self._bitrate),
-            "noise-sensitivity": str(self.VP8_NOISE_SENSITIVITY),
+            "noise-sensitivity": str(self._vp8_noise_sensitivity),
             "overshoot-pct": "15",
             "partitions": "0",
             "static-thresh": "1",

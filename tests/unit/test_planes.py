@@ -176,3 +176,26 @@ def test_session_builds_i420_from_what_it_knows(astronaut: np.ndarray) -> None:
     i420, _ = _encode([enc], resized, planes, boxes, 6000)  # planes of another size: whole conversion
     assert i420 is not None and np.array_equal(i420, rgb_to_i420(resized))  # type: ignore[arg-type]
     assert _encode([], edited, planes, boxes, 12000) == (None, [])
+
+
+def _round_trip_psnr(frames: list[np.ndarray], noise: int) -> float:
+    enc = FanoutEncoder(bitrate=1_000_000, vp8_noise_sensitivity=noise)
+    enc.subscribe()
+    dec = av.CodecContext.create("vp8", "r")
+    psnr = []
+    for i, img in enumerate(frames):
+        for packet in enc.encode(img, i * 6000):
+            for frame in dec.decode(av.Packet(bytes(packet))):
+                psnr.append(cv2.PSNR(frame.to_ndarray(format="rgb24"), img))
+    assert len(psnr) == len(frames)
+    return float(np.mean(psnr))
+
+
+def test_denoiser_off_keeps_the_picture_closer(astronaut: np.ndarray) -> None:
+    """The frames the gateway encodes were encoded once already: the denoiser only smears them."""
+    base = cv2.resize(astronaut, (380, 240), interpolation=cv2.INTER_AREA)
+    frames = [np.ascontiguousarray(base[:, 2 * k: 2 * k + 320]) for k in range(30)]
+    assert FanoutEncoder.VP8_NOISE_SENSITIVITY == 0
+    assert _round_trip_psnr(frames, 0) >= _round_trip_psnr(frames, 4)
+    with pytest.raises(ValueError, match="noise_sensitivity"):
+        FanoutEncoder(vp8_noise_sensitivity=7)
