@@ -6,9 +6,9 @@ Media loop of a session (all blocking work in executor threads, never on the eve
     receive  : newest decoded frame from aiortc (older ones drained and counted as stale) -> to RGB ->
                scheduler.submit(...) -> (frame, future) into `_pending` (bounded by the scheduler: older
                pending frames resolve stale at once)
-    output   : futures awaited IN ORDER -> late policy -> I420 (the decoded planes with only the regions the
-               pipeline changed converted back: media.planes) -> encode once per codec (FanoutEncoder), one
-               executor hop for all -> every subscriber
+    output   : futures awaited IN ORDER -> late policy -> YUV (the decoded frame itself, or its planes with
+               only the boxes the pipeline changed converted back: media.planes) -> encode once per codec
+               (FanoutEncoder), one executor hop for all -> every subscriber
                (the publisher's own sendrecv track and every WHEP viewer) -> FrameRecord to the monitor
 
 aiortc's decoded-frame queue (`RemoteStreamTrack._queue`) is unbounded; draining it to the newest frame on
@@ -48,7 +48,7 @@ from gateway.errors import BadRequest, NotFound, Unavailable
 from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output
-from gateway.media.planes import Box, decoded_i420, patched_i420
+from gateway.media.planes import Box, is_i420, patched_frame
 from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, Outcome
 from gateway.rtc.codecs import answer_video_codec
@@ -97,7 +97,7 @@ class _Pending:
     image: np.ndarray
     decode_ms: float
     future: asyncio.Future[ScheduledFrame]
-    i420: np.ndarray | None = None  # the decoded planes (None: odd size / not 4:2:0)
+    decoded: av.VideoFrame | None = None  # the frame as decoded, when its planes can be reused (is_i420)
 
 
 @dataclass
@@ -165,7 +165,7 @@ class Session:
         self._tasks: set[asyncio.Task[None]] = set()
         self._frame_ids = itertools.count()
         self._last_processed: np.ndarray | None = None
-        self._last_i420: np.ndarray | None = None  # _last_processed's I420, when it was encoded
+        self._last_yuv: av.VideoFrame | None = None  # what _last_processed was encoded from
         self._closing: asyncio.Task[None] | None = None
         self.audio = SessionAudio(config.audio)  # Opus relay + the capture clock both streams' SRs use
         self.etag = secrets.token_hex(8)
@@ -218,7 +218,7 @@ class Session:
                 frame_id = self._next_frame_id()
                 completed = frame_completed_at(receiver, frame.pts)
                 self.audio.on_video_frame(int(frame.pts or 0), arrival if completed is None else completed)
-                image, i420 = await loop.run_in_executor(self._executor, _to_rgb, frame)
+                image = await loop.run_in_executor(self._executor, _to_rgb, frame)
                 decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
                 options = self._monitor.frame_options(self.processors)
                 if _needs_pipeline(options, self.source):
@@ -231,7 +231,8 @@ class Session:
                     future.set_result(_passed_through(image))
                 self.counters.frames_in += 1
                 self._pending.put_nowait(
-                    _Pending(frame_id, arrival, int(frame.pts or 0), image, decode_ms, future, i420)
+                    _Pending(frame_id, arrival, int(frame.pts or 0), image, decode_ms, future,
+                             frame if is_i420(frame) else None)
                 )
                 if ended:
                     break
@@ -278,9 +279,9 @@ class Session:
                 self._last_processed,
                 self.config.late_policy,
             )
-            base, changed = _yuv_source(image, pending, output, self._last_processed, self._last_i420)
+            base, changed = _yuv_source(image, pending, output, self._last_processed, self._last_yuv)
             if result.outcome is Outcome.PROCESSED and image is not None:
-                self._last_processed, self._last_i420 = image, None
+                self._last_processed, self._last_yuv = image, None
             else:
                 self.counters.drop(str(result.outcome))
             stages: dict[str, float] = {"decode": pending.decode_ms, "queue_wait": result.queue_wait_ms}
@@ -290,11 +291,11 @@ class Session:
             if image is not None:
                 t0 = time.monotonic()
                 encoders = [e for e in self.encoders.values() if e.subscribers]
-                i420, encoded = await loop.run_in_executor(
+                yuv, encoded = await loop.run_in_executor(
                     self._executor, _encode, encoders, image, base, changed, pending.pts
                 )
                 if image is self._last_processed:
-                    self._last_i420 = i420
+                    self._last_yuv = yuv
                 encode_s = time.monotonic() - t0
                 stages["encode"] = encode_s * 1000.0
                 self._encode_ewma_s += 0.1 * (encode_s - self._encode_ewma_s)
@@ -464,11 +465,8 @@ def _logged_failure(what: str) -> Any:
         logger.warning("%s failed: %s: %s", what, type(exc).__name__, exc)
 
 
-def _to_rgb(frame: av.VideoFrame) -> tuple[np.ndarray, np.ndarray | None]:
-    """The pipeline's RGB and the decoded I420 planes, kept so the output side converts back only what the
-    pipeline changed (media.planes). libswscale's rgb24 here (OpenCV's I420 -> RGB is no faster at these
-    sizes and differs by up to 4 levels)."""
-    return frame.to_ndarray(format="rgb24"), decoded_i420(frame)
+def _to_rgb(frame: av.VideoFrame) -> np.ndarray:
+    return frame.to_ndarray(format="rgb24")
 
 
 def _yuv_source(
@@ -476,38 +474,41 @@ def _yuv_source(
     pending: _Pending,
     output: FrameOutput | None,
     last_processed: np.ndarray | None,
-    last_i420: np.ndarray | None,
-) -> tuple[np.ndarray | None, tuple[Box, ...] | None]:
-    """What `image`'s I420 can be built from: (planes it was made from, boxes changed since) or (None, None)
-    for a whole-frame conversion. Only the pipeline's own word (`FrameOutput.changed`) marks a processed
-    image as unchanged: an image that is merely the same array may have been written in place."""
+    last_yuv: av.VideoFrame | None,
+) -> tuple[av.VideoFrame | None, tuple[Box, ...] | None]:
+    """What `image`'s YUV can be built from: (the frame it was made from, boxes changed since), or
+    (None, None) for a whole-frame conversion. Only the pipeline's own word (`FrameOutput.changed`) marks a
+    processed image as unchanged: an image that is merely the same array may have been written in place."""
     if image is None:
         return None, None
     if output is not None and image is output.image:  # processed (and not resized by `fit`)
-        return (pending.i420, output.changed) if output.changed is not None else (None, None)
+        return (pending.decoded, output.changed) if output.changed is not None else (None, None)
     if image is pending.image:  # late policy `original`: the input as decoded
-        return pending.i420, ()
-    if image is last_processed and last_i420 is not None:  # late policy `repeat`
-        return last_i420, ()
+        return pending.decoded, ()
+    if image is last_processed and last_yuv is not None:  # late policy `repeat`
+        return last_yuv, ()
     return None, None
 
 
 def _encode(
     encoders: Sequence[FanoutEncoder],
     image: np.ndarray,
-    base: np.ndarray | None,
+    base: av.VideoFrame | None,
     changed: tuple[Box, ...] | None,
     pts: int,
-) -> tuple[np.ndarray | None, list[list[av.Packet]]]:
-    """One worker-thread hop per frame: the I420 once (patched or whole), then every codec's encode."""
+) -> tuple[av.VideoFrame | None, list[list[av.Packet]]]:
+    """One worker-thread hop per frame: the YUV frame once (reused, patched or converted whole), then every
+    codec's encode of it."""
     if not encoders:
         return None, []
     h, w = image.shape[:2]
-    if base is not None and changed is not None and base.shape == (h * 3 // 2, w):
-        i420: np.ndarray | None = patched_i420(base, image, changed)
+    yuv: av.VideoFrame | None = None
+    if base is not None and changed is not None and (base.height, base.width) == (h, w) and is_i420(base):
+        yuv = patched_frame(base, image, changed)
     else:
         i420 = rgb_to_i420(image)  # None for odd sizes: each encoder converts from RGB itself
-    return i420, [e.encode(image, pts, i420) for e in encoders]
+        yuv = av.VideoFrame.from_ndarray(i420, format="yuv420p") if i420 is not None else None
+    return yuv, [e.encode(image, pts, yuv) for e in encoders]
 
 
 class SessionManager:

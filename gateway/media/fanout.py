@@ -150,26 +150,25 @@ class FanoutEncoder:
         if target is not None:
             self._target_bitrate = target
 
-    def encode(self, image_rgb: np.ndarray, pts: int, i420: np.ndarray | None = None) -> list[av.Packet]:
+    def encode(self, image_rgb: np.ndarray, pts: int, yuv: av.VideoFrame | None = None) -> list[av.Packet]:
         """Encode one RGB frame (blocking; call from a worker thread). pts is in 1/90000 s and must grow.
 
-        `i420`, when given, is the same picture already in I420 (`media.planes`: the decoded planes with
-        only the changed regions converted), and `image_rgb` is then not converted at all."""
-        if self.codec_name == "H264":  # 4:2:0 H.264 needs even dimensions
-            h, w = image_rgb.shape[:2]
-            if h % 2 or w % 2:
-                image_rgb, i420 = image_rgb[: h - h % 2, : w - w % 2], None
-        if i420 is None:
+        `yuv`, when given, is the same picture as an even-sized yuv420p frame (`media.planes`: the decoded
+        frame, or its planes with only the changed boxes converted); `image_rgb` is then not converted, and
+        `yuv` is not modified beyond its pts, time base and picture type (several encoders may share it)."""
+        if yuv is not None and yuv.format.name == "yuv420p" and yuv.width % 2 == 0 and yuv.height % 2 == 0:
+            frame = yuv
+        else:
+            if self.codec_name == "H264":  # 4:2:0 H.264 needs even dimensions
+                h, w = image_rgb.shape[:2]
+                image_rgb = image_rgb[: h - h % 2, : w - w % 2]
             i420 = rgb_to_i420(image_rgb)  # 4-5x cheaper than libswscale from packed RGB (media/colour.py)
-        if i420 is not None:
-            frame = av.VideoFrame.from_ndarray(i420, format="yuv420p")
-        else:  # odd size
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image_rgb), format="rgb24").reformat(
-                format="yuv420p"
-            )
-        return self._encode_frame(frame, pts)
-
-    def _encode_frame(self, frame: av.VideoFrame, pts: int) -> list[av.Packet]:
+            if i420 is not None:
+                frame = av.VideoFrame.from_ndarray(i420, format="yuv420p")
+            else:  # odd size
+                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image_rgb), format="rgb24").reformat(
+                    format="yuv420p"
+                )
         if self._last_pts is not None and pts <= self._last_pts:
             pts = self._last_pts + 1
         self._last_pts = pts
@@ -179,6 +178,8 @@ class FanoutEncoder:
         if self._target_bitrate != self._bitrate:  # a new context starts with a keyframe
             self._bitrate = self._target_bitrate
             codec = None
+        # A decoded frame carries its own picture type (I for the publisher's keyframes): only ours counts.
+        frame.pict_type = av.video.frame.PictureType.NONE
         if codec is None or codec.width != frame.width or codec.height != frame.height:
             codec = self._open(frame.width, frame.height)
         elif self._force_key.is_set():

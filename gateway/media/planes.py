@@ -1,11 +1,12 @@
-"""Keep the decoded picture's own I420 planes and convert back to YUV only what the pipeline changed.
+"""Keep the decoded frame and convert back to YUV only what the pipeline changed.
 
 Why: the pipeline works in RGB, the encoder takes I420, and a face swap changes only the face's box (a few
 percent of a broadcast frame). Converting the whole processed frame RGB -> I420 again spends most of that
 conversion on pixels nobody touched, and it is not even lossless for them: decode -> RGB -> I420 rounds every
-pixel twice. So the session keeps the decoded frame's planes; for a frame the pipeline did not change (no
-face, pass-through, `original` late policy) they go to the encoder as they are, and for a swapped frame only
-the changed boxes (`FrameOutput.changed`, from `paste_back`) are converted and written over a copy of them.
+pixel twice. So the session keeps the decoded `av.VideoFrame`: a frame the pipeline did not change (no face,
+pass-through, the `original` late policy) goes to the encoder as it is, with no conversion and no copy; for a
+swapped frame the decoded planes are copied once into a new frame and only the changed boxes
+(`FrameOutput.changed`, from `paste_back`) are converted and written over them.
 
 Inside a changed box the result is exactly what the whole-frame conversion (`colour.rgb_to_i420`) gives: luma
 is per pixel and chroma per 2x2 block, and the boxes are widened to even coordinates so no chroma block is
@@ -24,21 +25,19 @@ from gateway.media.colour import rgb_to_i420
 Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (exclusive), pixels
 
 
-def decoded_i420(frame: av.VideoFrame) -> np.ndarray | None:
-    """The decoded frame's I420 planes as one (H*3/2)xW uint8 array (Y, then U, then V, as `rgb_to_i420`
-    lays them out), or None when the frame is not 4:2:0 or has an odd size (the caller converts from RGB)."""
-    if frame.format.name != "yuv420p" or frame.width % 2 or frame.height % 2:
-        return None
-    return frame.to_ndarray(format="yuv420p")
+def is_i420(frame: av.VideoFrame) -> bool:
+    """Whether the frame's planes can be reused: 4:2:0 at an even size (odd sizes are converted from RGB)."""
+    return frame.format.name == "yuv420p" and frame.width % 2 == 0 and frame.height % 2 == 0
 
 
-def _views(i420: np.ndarray, height: int, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Y (HxW), U and V (H/2 x W/2) views into a contiguous I420 array; writing them writes the array."""
-    flat = i420.reshape(-1)
-    n_y, n_c = height * width, (height // 2) * (width // 2)
-    y = flat[:n_y].reshape(height, width)
-    u = flat[n_y:n_y + n_c].reshape(height // 2, width // 2)
-    v = flat[n_y + n_c:n_y + 2 * n_c].reshape(height // 2, width // 2)
+def plane_views(frame: av.VideoFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Y (HxW), U and V (H/2 x W/2) numpy views of a yuv420p frame's own buffers (rows padded to the
+    plane's line size are cut to its width); writing them writes the frame."""
+    views = []
+    for plane in frame.planes:
+        rows = np.frombuffer(plane, np.uint8)[: plane.height * plane.line_size]  # type: ignore[call-overload]
+        views.append(rows.reshape(plane.height, plane.line_size)[:, : plane.width])
+    y, u, v = views
     return y, u, v
 
 
@@ -52,16 +51,21 @@ def even_box(box: Box, width: int, height: int) -> Box | None:
     return x0, y0, x1, y1
 
 
-def patched_i420(base: np.ndarray, image_rgb: np.ndarray, changed: Sequence[Box]) -> np.ndarray:
-    """I420 of `image_rgb`, given `base` = the I420 of the picture it was made from, and the boxes where
-    `image_rgb` differs from that picture. `base` is not modified (a decoded frame may be sent again)."""
+def patched_frame(decoded: av.VideoFrame, image_rgb: np.ndarray, changed: Sequence[Box]) -> av.VideoFrame:
+    """A yuv420p frame of `image_rgb`, given the decoded frame it was made from and the boxes where it
+    differs from that frame. Unchanged: `decoded` itself. `decoded` is never written (it may be sent again,
+    and its buffers belong to the decoder)."""
     height, width = image_rgb.shape[:2]
-    if base.shape != (height * 3 // 2, width) or height % 2 or width % 2:
-        raise ValueError(f"base planes {base.shape} do not fit a {width}x{height} image")
+    if not is_i420(decoded) or (decoded.height, decoded.width) != (height, width):
+        raise ValueError(f"decoded frame {decoded.width}x{decoded.height} {decoded.format.name} does not fit "
+                         f"a {width}x{height} image")
     if not changed:
-        return base
-    out = np.array(base, copy=True, order="C")
-    y, u, v = _views(out, height, width)
+        return decoded
+    out = av.VideoFrame(width, height, "yuv420p")
+    dst = plane_views(out)
+    for d, s in zip(dst, plane_views(decoded), strict=True):
+        np.copyto(d, s)
+    y, u, v = dst
     for box in changed:
         even = even_box(box, width, height)
         if even is None:
@@ -69,8 +73,9 @@ def patched_i420(base: np.ndarray, image_rgb: np.ndarray, changed: Sequence[Box]
         x0, y0, x1, y1 = even
         region = rgb_to_i420(np.ascontiguousarray(image_rgb[y0:y1, x0:x1]))
         assert region is not None  # even size, uint8 RGB
-        ry, ru, rv = _views(region, y1 - y0, x1 - x0)
-        y[y0:y1, x0:x1] = ry
-        u[y0 // 2:y1 // 2, x0 // 2:x1 // 2] = ru
-        v[y0 // 2:y1 // 2, x0 // 2:x1 // 2] = rv
+        rh, rw = y1 - y0, x1 - x0
+        flat, n_c = region.reshape(-1), (rh // 2) * (rw // 2)
+        y[y0:y1, x0:x1] = region[:rh]
+        u[y0 // 2:y1 // 2, x0 // 2:x1 // 2] = flat[rh * rw:rh * rw + n_c].reshape(rh // 2, rw // 2)
+        v[y0 // 2:y1 // 2, x0 // 2:x1 // 2] = flat[rh * rw + n_c:].reshape(rh // 2, rw // 2)
     return out

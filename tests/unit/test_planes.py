@@ -20,7 +20,7 @@ from engines.models.store import ModelStore
 from engines.pipeline import Pipeline, PipelineConfig
 from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
-from gateway.media.planes import decoded_i420, even_box, patched_i420
+from gateway.media.planes import even_box, is_i420, patched_frame, plane_views
 from gateway.sessions import _encode, _Pending, _yuv_source
 
 SIZES = [(320, 240), (480, 270), (322, 242), (640, 360)]
@@ -40,7 +40,11 @@ def _decoded(rgb: np.ndarray) -> av.VideoFrame:
     return out[0]  # type: ignore[no-any-return]
 
 
-def _plane_arrays(i420: np.ndarray, w: int, h: int) -> list[np.ndarray]:
+def _planes(frame: av.VideoFrame) -> list[np.ndarray]:
+    return [p.astype(np.int16) for p in plane_views(frame)]
+
+
+def _split(i420: np.ndarray, w: int, h: int) -> list[np.ndarray]:
     flat = i420.reshape(-1).astype(np.int16)
     n_y, n_c = w * h, (w // 2) * (h // 2)
     return [flat[:n_y].reshape(h, w), flat[n_y:n_y + n_c].reshape(h // 2, w // 2),
@@ -48,19 +52,19 @@ def _plane_arrays(i420: np.ndarray, w: int, h: int) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_decoded_planes_are_the_frames_own(astronaut: np.ndarray, size: tuple[int, int]) -> None:
+def test_plane_views_are_the_frames_own_planes(astronaut: np.ndarray, size: tuple[int, int]) -> None:
     frame = _decoded(cv2.resize(astronaut, size, interpolation=cv2.INTER_AREA))
-    i420 = decoded_i420(frame)
-    assert i420 is not None and i420.shape == (size[1] * 3 // 2, size[0]) and i420.dtype == np.uint8
-    for mine, plane in zip(_plane_arrays(i420, *size), frame.planes, strict=True):
-        theirs = np.frombuffer(memoryview(plane), np.uint8).reshape(plane.height, plane.line_size)
-        assert np.array_equal(mine, theirs[:, : plane.width])
+    assert is_i420(frame)
+    views = plane_views(frame)
+    assert [v.shape for v in views] == [(size[1], size[0])] + [(size[1] // 2, size[0] // 2)] * 2
+    for mine, theirs in zip(views, _split(frame.to_ndarray(format="yuv420p"), *size), strict=True):
+        assert np.array_equal(mine, theirs)
 
 
-def test_odd_sizes_and_other_formats_have_no_planes() -> None:
-    assert decoded_i420(av.VideoFrame(321, 240, "yuv420p")) is None
-    assert decoded_i420(av.VideoFrame(320, 241, "yuv420p")) is None
-    assert decoded_i420(av.VideoFrame(320, 240, "rgb24")) is None
+def test_odd_sizes_and_other_formats_are_not_reused() -> None:
+    assert not is_i420(av.VideoFrame(321, 240, "yuv420p"))
+    assert not is_i420(av.VideoFrame(320, 241, "yuv420p"))
+    assert not is_i420(av.VideoFrame(320, 240, "rgb24"))
 
 
 def test_even_box_takes_whole_chroma_blocks() -> None:
@@ -75,52 +79,55 @@ def test_changed_boxes_are_converted_the_rest_is_the_decoded_picture(astronaut: 
                                                                      size: tuple[int, int]) -> None:
     w, h = size
     frame = _decoded(cv2.resize(astronaut, size, interpolation=cv2.INTER_AREA))
-    base = decoded_i420(frame)
-    assert base is not None
-    kept = base.copy()
+    kept = _planes(frame)
     rgb = frame.to_ndarray(format="rgb24")
     edited = rgb.copy()
     boxes = [(33, 21, 97, 140), (90, 101, w - 7, h - 3)]  # odd corners, overlapping, touching the edge
     for x0, y0, x1, y1 in boxes:
         edited[y0:y1, x0:x1] = 255 - edited[y0:y1, x0:x1]
 
-    out = patched_i420(base, edited, boxes)
-    assert np.array_equal(base, kept)  # the decoded planes may be sent again: never written
-    whole = _plane_arrays(rgb_to_i420(edited), w, h)  # type: ignore[arg-type]
-    got, before = _plane_arrays(out, w, h), _plane_arrays(base, w, h)
+    out = patched_frame(frame, edited, boxes)
+    assert out is not frame and (out.width, out.height, out.format.name) == (w, h, "yuv420p")
+    assert all(np.array_equal(a, b) for a, b in zip(_planes(frame), kept, strict=True))  # never written
+    whole = _split(rgb_to_i420(edited), w, h)  # type: ignore[arg-type]
+    got = _planes(out)
     inside = np.zeros((h, w), bool)
     for box in boxes:
         x0, y0, x1, y1 = even_box(box, w, h)  # type: ignore[misc]
         inside[y0:y1, x0:x1] = True
-    inside_c = inside[::2, ::2]
-    for plane, (g, whole_p, b) in enumerate(zip(got, whole, before, strict=True)):
-        mask = inside if plane == 0 else inside_c
+    for plane, (g, whole_p, b) in enumerate(zip(got, whole, kept, strict=True)):
+        mask = inside if plane == 0 else inside[::2, ::2]
         assert np.array_equal(g[mask], whole_p[mask]), plane  # exactly the whole-frame conversion
         assert np.array_equal(g[~mask], b[~mask]), plane      # bit for bit the decoded picture
-    # and the picture is the edited one: back in RGB it is as close to `edited` as the whole conversion
-    back = av.VideoFrame.from_ndarray(out, format="yuv420p").to_ndarray(format="rgb24")
-    assert cv2.PSNR(back, edited) > 35.0
+    # and the picture is the edited one
+    assert cv2.PSNR(out.to_ndarray(format="rgb24"), edited) > 35.0
 
 
-def test_nothing_changed_is_the_base_itself(astronaut: np.ndarray) -> None:
+def test_nothing_changed_is_the_decoded_frame_itself(astronaut: np.ndarray) -> None:
     frame = _decoded(cv2.resize(astronaut, (320, 240), interpolation=cv2.INTER_AREA))
-    base = decoded_i420(frame)
-    assert base is not None
-    assert patched_i420(base, frame.to_ndarray(format="rgb24"), ()) is base
-    with pytest.raises(ValueError, match="do not fit"):
-        patched_i420(base, np.zeros((360, 640, 3), np.uint8), [(0, 0, 10, 10)])
+    assert patched_frame(frame, frame.to_ndarray(format="rgb24"), ()) is frame
+    with pytest.raises(ValueError, match="does not fit"):
+        patched_frame(frame, np.zeros((360, 640, 3), np.uint8), [(0, 0, 10, 10)])
 
 
-def test_encoder_sends_the_planes_it_is_given() -> None:
-    """With `i420` the encoder encodes those planes and never looks at the RGB (no second conversion)."""
+def test_encoder_sends_the_frame_it_is_given(astronaut: np.ndarray) -> None:
+    """With `yuv` the encoder encodes that frame and never looks at the RGB (no second conversion); a
+    decoded keyframe's own picture type does not force keyframes."""
     enc = FanoutEncoder()
     enc.subscribe()
     grey = np.full((240, 320, 3), 128, np.uint8)
-    white = rgb_to_i420(np.full((240, 320, 3), 235, np.uint8))
+    white = av.VideoFrame.from_ndarray(rgb_to_i420(np.full((240, 320, 3), 235, np.uint8)),  # type: ignore[arg-type]
+                                       format="yuv420p")
     dec = av.CodecContext.create("vp8", "r")
-    frames = [f for p in enc.encode(grey, 0, white) for f in dec.decode(av.Packet(bytes(p)))]
-    assert len(frames) == 1
+    first = enc.encode(grey, 0, white)
+    frames = [f for p in first for f in dec.decode(av.Packet(bytes(p)))]
+    assert len(frames) == 1 and first[0].is_keyframe
     assert abs(float(frames[0].to_ndarray(format="rgb24").mean()) - 235.0) < 3.0
+    keyframe = _decoded(cv2.resize(astronaut, (320, 240), interpolation=cv2.INTER_AREA))
+    assert keyframe.pict_type == av.video.frame.PictureType.I
+    assert not any(p.is_keyframe for p in enc.encode(grey, 6000, keyframe))
+    enc.request_keyframe()
+    assert any(p.is_keyframe for p in enc.encode(grey, 12000, keyframe))
 
 
 @pytest.fixture(scope="module")
@@ -147,35 +154,39 @@ def test_pipeline_reports_where_it_changed_the_frame(swap_pipeline: Pipeline, as
     assert untouched.changed == () and untouched.image is small
 
 
-def test_session_builds_i420_from_what_it_knows(astronaut: np.ndarray) -> None:
-    """Which planes the output loop starts from, for each thing the late policy can send."""
+def test_session_builds_yuv_from_what_it_knows(astronaut: np.ndarray) -> None:
+    """Which frame the output loop starts from, for each thing the late policy can send."""
     frame = _decoded(cv2.resize(astronaut, (320, 240), interpolation=cv2.INTER_AREA))
-    rgb, planes = frame.to_ndarray(format="rgb24"), decoded_i420(frame)
+    rgb = frame.to_ndarray(format="rgb24")
     loop = asyncio.new_event_loop()
     try:
-        pending = _Pending(0, 0.0, 0, rgb, 1.0, loop.create_future(), planes)
+        pending = _Pending(0, 0.0, 0, rgb, 1.0, loop.create_future(), frame)
     finally:
         loop.close()
     edited = rgb.copy()
     edited[10:20, 10:20] = 0
     boxes = ((10, 10, 20, 20),)
-    last, last_planes = rgb.copy(), rgb_to_i420(rgb)
-    assert _yuv_source(edited, pending, FrameOutput(edited, 1, changed=boxes), None, None) == (planes, boxes)
+    last = rgb.copy()
+    last_yuv = av.VideoFrame.from_ndarray(rgb_to_i420(last), format="yuv420p")  # type: ignore[arg-type]
+
+    assert _yuv_source(edited, pending, FrameOutput(edited, 1, changed=boxes), None, None) == (frame, boxes)
     assert _yuv_source(edited, pending, FrameOutput(edited, 1), None, None) == (None, None)  # not known
-    assert _yuv_source(rgb, pending, None, last, last_planes) == (planes, ())               # `original`
-    assert _yuv_source(last, pending, None, last, last_planes) == (last_planes, ())         # `repeat`
+    assert _yuv_source(rgb, pending, None, last, last_yuv) == (frame, ())                   # `original`
+    assert _yuv_source(last, pending, None, last, last_yuv) == (last_yuv, ())               # `repeat`
     assert _yuv_source(last, pending, None, last, None) == (None, None)
-    assert _yuv_source(None, pending, None, last, last_planes) == (None, None)
+    assert _yuv_source(None, pending, None, last, last_yuv) == (None, None)
 
     enc = FanoutEncoder()
     enc.subscribe()
-    i420, packets = _encode([enc], edited, planes, boxes, 0)
-    assert i420 is not None and len(packets) == 1 and packets[0]
-    assert np.array_equal(i420, patched_i420(planes, edited, boxes))  # type: ignore[arg-type]
+    yuv, packets = _encode([enc], edited, frame, boxes, 0)
+    assert yuv is not None and len(packets) == 1 and packets[0]
+    expected = patched_frame(frame, edited, boxes)
+    assert all(np.array_equal(a, b) for a, b in zip(plane_views(yuv), plane_views(expected), strict=True))
+    assert _encode([enc], rgb, frame, (), 3000)[0] is frame  # unchanged: the decoded frame, no copy
     resized = cv2.resize(edited, (640, 480))
-    i420, _ = _encode([enc], resized, planes, boxes, 6000)  # planes of another size: whole conversion
-    assert i420 is not None and np.array_equal(i420, rgb_to_i420(resized))  # type: ignore[arg-type]
-    assert _encode([], edited, planes, boxes, 12000) == (None, [])
+    yuv, _ = _encode([enc], resized, frame, boxes, 6000)  # a frame of another size: whole conversion
+    assert yuv is not None and np.array_equal(yuv.to_ndarray(format="yuv420p"), rgb_to_i420(resized))  # type: ignore[arg-type]
+    assert _encode([], edited, frame, boxes, 12000) == (None, [])
 
 
 def _round_trip_psnr(frames: list[np.ndarray], noise: int) -> float:
