@@ -75,9 +75,10 @@ class FanoutEncoder:
     # (PSNR 35.70 -> 35.67 dB at the same rate). Faster settings cost more quality (-12: -0.4 dB at 640x360).
     VP8_CPU_USED = -8
     # libvpx's temporal denoiser (aiortc sets 4) is meant for camera noise; what reaches this encoder was
-    # already encoded once by the publisher, so it only smears detail. Off (0), measured here (carphone,
-    # 1 Mbit/s, 150 frames): encode 1.77 -> 1.37 ms at 320x240 and 3.5 -> 2.9 ms at 640x360, and PSNR
-    # against the source +2.2 dB / +1.1 dB at the same rate (scripts/bench_encoder_settings.py).
+    # already encoded once by the publisher, so it only smears detail. Off (0), measured here (carphone after
+    # one VP8 round trip, 1 Mbit/s, 150 frames, best of 3): encode 1.83 -> 1.60 ms at 320x240 and 2.95 ->
+    # 2.59 ms at 640x360, PSNR against those frames +2.9 dB / +1.6 dB at the same rate
+    # (scripts/bench_encoder_settings.py).
     VP8_NOISE_SENSITIVITY = 0
 
     def __init__(
