@@ -107,3 +107,6 @@ class FrameOutput:
     faces: int
     timings_ms: dict[str, float] = field(default_factory=dict)  # stage -> ms (that stage's batch time)
     batch_sizes: dict[str, int] = field(default_factory=dict)   # stage -> items in the batch that ran it
+    # Where `image` differs from the input: (x0, y0, x1, y1) boxes, () = the input itself, unchanged; None =
+    # not known (treat the whole frame as changed). Lets the gateway convert only these regions back to YUV.
+    changed: tuple[tuple[int, int, int, int], ...] | None = None

@@ -257,11 +257,12 @@ class Pipeline:
         faces = self._faces(items, active, book)
 
         working: dict[int, np.ndarray] = {}
+        touched: dict[int, list[tuple[int, int, int, int]]] = {}
         swap_jobs = [(i, f) for i in active if swap_on[i] for f in faces[i]]
         if swap_jobs:
             with book.time(STAGE_SWAP, [i for i, _ in swap_jobs], len(swap_jobs)):
                 patches = self._swap(items, swap_jobs)
-            self._paste(items, working, swap_jobs, patches, book)
+            self._paste(items, working, swap_jobs, patches, book, touched)
 
         enhance_jobs = [(i, f) for i in active if enhance_on[i] for f in faces[i]]
         if enhance_jobs and self.enhancer is not None:
@@ -269,13 +270,14 @@ class Pipeline:
                 frames = [working.get(i, items[i].image) for i, _ in enhance_jobs]
                 e_patches = self.enhancer.enhance([(fr, f) for fr, (_, f) in zip(frames, enhance_jobs,
                                                                                     strict=True)])
-            self._paste(items, working, enhance_jobs, e_patches, book)
+            self._paste(items, working, enhance_jobs, e_patches, book, touched)
 
         outputs = []
         for i, item in enumerate(items):
             timings, sizes = book.for_item(i)
             outputs.append(FrameOutput(image=working.get(i, item.image), faces=len(faces[i]),
-                                       timings_ms=timings, batch_sizes=sizes))
+                                       timings_ms=timings, batch_sizes=sizes,
+                                       changed=tuple(touched.get(i, ()))))
         return outputs
 
     def warmup(self) -> None:
@@ -424,7 +426,8 @@ class Pipeline:
         return self.swapper.swap(mesh_jobs, keep)
 
     def _paste(self, items: Sequence[FrameItem], working: dict[int, np.ndarray], jobs: list[tuple[int, Face]],
-               patches: Sequence[FacePatch | None], book: _Stages) -> None:
+               patches: Sequence[FacePatch | None], book: _Stages,
+               touched: dict[int, list[tuple[int, int, int, int]]]) -> None:
         pairs = [(i, p) for (i, _), p in zip(jobs, patches, strict=True) if p is not None]
         if not pairs:
             return
@@ -432,5 +435,7 @@ class Pipeline:
             for i, patch in pairs:
                 if i not in working:
                     working[i] = np.array(items[i].image, dtype=np.uint8, copy=True)
-                paste_back(working[i], patch)
+                box = paste_back(working[i], patch)
+                if box is not None:  # paste_back writes nothing outside the box it returns
+                    touched.setdefault(i, []).append(box)
 

@@ -6,7 +6,9 @@ Media loop of a session (all blocking work in executor threads, never on the eve
     receive  : newest decoded frame from aiortc (older ones drained and counted as stale) -> to RGB ->
                scheduler.submit(...) -> (frame, future) into `_pending` (bounded by the scheduler: older
                pending frames resolve stale at once)
-    output   : futures awaited IN ORDER -> late policy -> encode once (FanoutEncoder) -> every subscriber
+    output   : futures awaited IN ORDER -> late policy -> YUV (the decoded frame itself, or its planes with
+               only the boxes the pipeline changed converted back: media.planes) -> encode once per codec
+               (FanoutEncoder), one executor hop for all -> every subscriber
                (the publisher's own sendrecv track and every WHEP viewer) -> FrameRecord to the monitor
 
 aiortc's decoded-frame queue (`RemoteStreamTrack._queue`) is unbounded; draining it to the newest frame on
@@ -43,8 +45,10 @@ from engines.frames import (
 )
 from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
+from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output
+from gateway.media.planes import Box, is_i420, patched_frame
 from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, Outcome
 from gateway.rtc.codecs import answer_video_codec
@@ -93,6 +97,7 @@ class _Pending:
     image: np.ndarray
     decode_ms: float
     future: asyncio.Future[ScheduledFrame]
+    decoded: av.VideoFrame | None = None  # the frame as decoded, when its planes can be reused (is_i420)
 
 
 @dataclass
@@ -113,7 +118,7 @@ def _needs_pipeline(options: FrameOptions, source: SourceFace | None) -> bool:
 
 
 def _passed_through(image: np.ndarray) -> ScheduledFrame:
-    output = FrameOutput(image=image, faces=0)
+    output = FrameOutput(image=image, faces=0, changed=())
     return ScheduledFrame(Outcome.PROCESSED, output, queue_wait_ms=0.0, batch_size=0, process_ms=0.0)
 
 
@@ -160,6 +165,7 @@ class Session:
         self._tasks: set[asyncio.Task[None]] = set()
         self._frame_ids = itertools.count()
         self._last_processed: np.ndarray | None = None
+        self._last_yuv: av.VideoFrame | None = None  # what _last_processed was encoded from
         self._closing: asyncio.Task[None] | None = None
         self.audio = SessionAudio(config.audio)  # Opus relay + the capture clock both streams' SRs use
         self.etag = secrets.token_hex(8)
@@ -225,7 +231,8 @@ class Session:
                     future.set_result(_passed_through(image))
                 self.counters.frames_in += 1
                 self._pending.put_nowait(
-                    _Pending(frame_id, arrival, int(frame.pts or 0), image, decode_ms, future)
+                    _Pending(frame_id, arrival, int(frame.pts or 0), image, decode_ms, future,
+                             frame if is_i420(frame) else None)
                 )
                 if ended:
                     break
@@ -272,8 +279,9 @@ class Session:
                 self._last_processed,
                 self.config.late_policy,
             )
+            base, changed = _yuv_source(image, pending, output, self._last_processed, self._last_yuv)
             if result.outcome is Outcome.PROCESSED and image is not None:
-                self._last_processed = image
+                self._last_processed, self._last_yuv = image, None
             else:
                 self.counters.drop(str(result.outcome))
             stages: dict[str, float] = {"decode": pending.decode_ms, "queue_wait": result.queue_wait_ms}
@@ -283,9 +291,11 @@ class Session:
             if image is not None:
                 t0 = time.monotonic()
                 encoders = [e for e in self.encoders.values() if e.subscribers]
-                encoded = [
-                    await loop.run_in_executor(self._executor, e.encode, image, pending.pts) for e in encoders
-                ]
+                yuv, encoded = await loop.run_in_executor(
+                    self._executor, _encode, encoders, image, base, changed, pending.pts
+                )
+                if image is self._last_processed:
+                    self._last_yuv = yuv
                 encode_s = time.monotonic() - t0
                 stages["encode"] = encode_s * 1000.0
                 self._encode_ewma_s += 0.1 * (encode_s - self._encode_ewma_s)
@@ -457,6 +467,48 @@ def _logged_failure(what: str) -> Any:
 
 def _to_rgb(frame: av.VideoFrame) -> np.ndarray:
     return frame.to_ndarray(format="rgb24")
+
+
+def _yuv_source(
+    image: np.ndarray | None,
+    pending: _Pending,
+    output: FrameOutput | None,
+    last_processed: np.ndarray | None,
+    last_yuv: av.VideoFrame | None,
+) -> tuple[av.VideoFrame | None, tuple[Box, ...] | None]:
+    """What `image`'s YUV can be built from: (the frame it was made from, boxes changed since), or
+    (None, None) for a whole-frame conversion. Only the pipeline's own word (`FrameOutput.changed`) marks a
+    processed image as unchanged: an image that is merely the same array may have been written in place."""
+    if image is None:
+        return None, None
+    if output is not None and image is output.image:  # processed (and not resized by `fit`)
+        return (pending.decoded, output.changed) if output.changed is not None else (None, None)
+    if image is pending.image:  # late policy `original`: the input as decoded
+        return pending.decoded, ()
+    if image is last_processed and last_yuv is not None:  # late policy `repeat`
+        return last_yuv, ()
+    return None, None
+
+
+def _encode(
+    encoders: Sequence[FanoutEncoder],
+    image: np.ndarray,
+    base: av.VideoFrame | None,
+    changed: tuple[Box, ...] | None,
+    pts: int,
+) -> tuple[av.VideoFrame | None, list[list[av.Packet]]]:
+    """One worker-thread hop per frame: the YUV frame once (reused, patched or converted whole), then every
+    codec's encode of it."""
+    if not encoders:
+        return None, []
+    h, w = image.shape[:2]
+    yuv: av.VideoFrame | None = None
+    if base is not None and changed is not None and (base.height, base.width) == (h, w) and is_i420(base):
+        yuv = patched_frame(base, image, changed)
+    else:
+        i420 = rgb_to_i420(image)  # None for odd sizes: each encoder converts from RGB itself
+        yuv = av.VideoFrame.from_ndarray(i420, format="yuv420p") if i420 is not None else None
+    return yuv, [e.encode(image, pts, yuv) for e in encoders]
 
 
 class SessionManager:

@@ -74,12 +74,19 @@ class FanoutEncoder:
     # 1.97 -> 1.61 ms at 320x240 (PSNR 35.59 -> 35.40 dB at 27 % fewer bits), 4.63 -> 2.96 ms at 640x360
     # (PSNR 35.70 -> 35.67 dB at the same rate). Faster settings cost more quality (-12: -0.4 dB at 640x360).
     VP8_CPU_USED = -8
+    # libvpx's temporal denoiser (aiortc sets 4) is meant for camera noise; what reaches this encoder was
+    # already encoded once by the publisher, so it only smears detail. Off (0), measured here (carphone after
+    # one VP8 round trip, 1 Mbit/s, 150 frames, best of 3): encode 1.83 -> 1.60 ms at 320x240 and 2.95 ->
+    # 2.59 ms at 640x360, PSNR against those frames +2.9 dB / +1.6 dB at the same rate
+    # (scripts/bench_encoder_settings.py).
+    VP8_NOISE_SENSITIVITY = 0
 
     def __init__(
         self,
         bitrate: int = 1_000_000,
         codec: str = "VP8",
         vp8_cpu_used: int = VP8_CPU_USED,
+        vp8_noise_sensitivity: int = VP8_NOISE_SENSITIVITY,
         bitrate_config: BitrateConfig | None = None,
     ) -> None:
         if codec not in ("VP8", "H264"):
@@ -89,6 +96,9 @@ class FanoutEncoder:
         self.codec_name = codec
         self._bitrate = bitrate
         self._vp8_cpu_used = vp8_cpu_used
+        if not 0 <= vp8_noise_sensitivity <= 6:
+            raise ValueError(f"vp8_noise_sensitivity must be in [0, 6], got {vp8_noise_sensitivity}")
+        self._vp8_noise_sensitivity = vp8_noise_sensitivity
         # Receivers' feedback (on the loop) -> target; encode() (a worker thread) re-opens at a new target.
         self.bitrate = BitratePolicy(
             bitrate_config or BitrateConfig(max_bps=bitrate, min_bps=min(100_000, bitrate))
@@ -141,27 +151,36 @@ class FanoutEncoder:
         if target is not None:
             self._target_bitrate = target
 
-    def encode(self, image_rgb: np.ndarray, pts: int) -> list[av.Packet]:
-        """Encode one RGB frame (blocking; call from a worker thread). pts is in 1/90000 s and must grow."""
+    def encode(self, image_rgb: np.ndarray, pts: int, yuv: av.VideoFrame | None = None) -> list[av.Packet]:
+        """Encode one RGB frame (blocking; call from a worker thread). pts is in 1/90000 s and must grow.
+
+        `yuv`, when given, is the same picture as an even-sized yuv420p frame (`media.planes`: the decoded
+        frame, or its planes with only the changed boxes converted); `image_rgb` is then not converted, and
+        `yuv` is not modified beyond its pts, time base and picture type (several encoders may share it)."""
+        if yuv is not None and yuv.format.name == "yuv420p" and yuv.width % 2 == 0 and yuv.height % 2 == 0:
+            frame = yuv
+        else:
+            if self.codec_name == "H264":  # 4:2:0 H.264 needs even dimensions
+                h, w = image_rgb.shape[:2]
+                image_rgb = image_rgb[: h - h % 2, : w - w % 2]
+            i420 = rgb_to_i420(image_rgb)  # 4-5x cheaper than libswscale from packed RGB (media/colour.py)
+            if i420 is not None:
+                frame = av.VideoFrame.from_ndarray(i420, format="yuv420p")
+            else:  # odd size
+                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image_rgb), format="rgb24").reformat(
+                    format="yuv420p"
+                )
         if self._last_pts is not None and pts <= self._last_pts:
             pts = self._last_pts + 1
         self._last_pts = pts
-        if self.codec_name == "H264":  # 4:2:0 H.264 needs even dimensions
-            h, w = image_rgb.shape[:2]
-            image_rgb = image_rgb[: h - h % 2, : w - w % 2]
-        i420 = rgb_to_i420(image_rgb)  # 4-5x cheaper than libswscale from packed RGB (see media/colour.py)
-        if i420 is not None:
-            frame = av.VideoFrame.from_ndarray(i420, format="yuv420p")
-        else:  # odd size
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image_rgb), format="rgb24").reformat(
-                format="yuv420p"
-            )
         frame.pts = pts
         frame.time_base = VIDEO_TIME_BASE
         codec = self._codec
         if self._target_bitrate != self._bitrate:  # a new context starts with a keyframe
             self._bitrate = self._target_bitrate
             codec = None
+        # A decoded frame carries its own picture type (I for the publisher's keyframes): only ours counts.
+        frame.pict_type = av.video.frame.PictureType.NONE
         if codec is None or codec.width != frame.width or codec.height != frame.height:
             codec = self._open(frame.width, frame.height)
         elif self._force_key.is_set():
@@ -200,7 +219,7 @@ class FanoutEncoder:
             "lag-in-frames": "0",
             "minrate": str(self._bitrate),
             "maxrate": str(self._bitrate),
-            "noise-sensitivity": "4",
+            "noise-sensitivity": str(self._vp8_noise_sensitivity),
             "overshoot-pct": "15",
             "partitions": "0",
             "static-thresh": "1",

@@ -21,6 +21,11 @@ Frames from every session meet here. The rules (DESIGN.md conventions 2-4):
   after its deadline; `budget_ms` after arrival caps every deadline. A frame that could finish alone but
   not in the full batch is not rejected: the batch is shrunk (newest frames stay pending for the next
   worker) until the estimator's predicted batch time lets every frame in it finish in time.
+  **Probes.** A prediction that rejects every frame is never corrected (no frame runs, nothing is measured):
+  one slow first batch on a loaded machine, or a budget close to the real batch time, then drops a session's
+  every frame for good. So when no batch has completed for `probe_after_ms` and no worker is busy, the
+  newest frame the prediction would reject runs anyway: its measured time corrects the estimate, and it
+  costs nothing the workers were doing (they were idle). Counted as `deadline_probes`.
 * **One future per item.** `complete` maps a batch result to its items; a failure, or an output count that
   differs from the item count, fails every item of the batch with ERROR.
 
@@ -59,6 +64,7 @@ class SchedulerConfig:
     workers: int = 1
     budget_ms: float = 150.0
     batch_wait: str = "cost"   # "cost": wait for partners only when it pays; "window": the fixed window
+    probe_after_ms: float = 250.0  # no batch completed for this long, workers idle: run one "late" frame
 
     def __post_init__(self) -> None:
         if self.batch_wait not in ("cost", "window"):
@@ -71,6 +77,8 @@ class SchedulerConfig:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.budget_ms <= 0:
             raise ValueError(f"budget_ms must be > 0, got {self.budget_ms}")
+        if self.probe_after_ms <= 0:
+            raise ValueError(f"probe_after_ms must be > 0, got {self.probe_after_ms}")
 
 
 @dataclass
@@ -147,7 +155,8 @@ class BatchPolicy:
         self._tickets = itertools.count(1)
         self._batch_ids = itertools.count(1)
         self._counts: dict[str, int] = {"submitted": 0, "batches": 0, "batched_items": 0, "processed": 0,
-                                        "stale": 0, "deadline": 0, "errors": 0, "waited": 0}
+                                        "stale": 0, "deadline": 0, "errors": 0, "waited": 0, "probes": 0}
+        self._confirmed_s: float | None = None  # last successful completion (or when rejecting began)
         self._reasons: dict[str, int] = dict.fromkeys(DISPATCH_REASONS, 0)
 
     # --- inputs -------------------------------------------------------------------------------------------
@@ -263,6 +272,7 @@ class BatchPolicy:
             return out
         assert not isinstance(result, BaseException)
         self._estimator.observe(n, process_ms)
+        self._confirmed_s = now
         self._counts["processed"] += n
         for p, output in zip(plan.items, result, strict=True):
             wait = (plan.dispatched_s - p.enqueued_s) * 1000.0
@@ -295,6 +305,7 @@ class BatchPolicy:
             "est_batch_ms": self._estimator.predict_ms(self._max_batch),
             "est_single_ms": self._estimator.predict_ms(1),
             "batches_waited": float(c["waited"]),
+            "deadline_probes": float(c["probes"]),
         }
         out.update({f"dispatch_{r}": float(n) for r, n in self._reasons.items()})
         out.update(self._estimator.snapshot())
@@ -314,7 +325,19 @@ class BatchPolicy:
         # Finishing exactly at the deadline is in time (that is when an urgent batch starts); `_next_expiry`
         # wakes us just past that instant.
         late = [p for p in self._pending.values() if now + single_s > p.deadline_s + _EPS_S]
+        if late and not self._in_flight and self._probe_due(now):
+            probe = max(late, key=lambda p: (p.deadline_s, p.ticket))
+            late.remove(probe)
+            self._counts["probes"] += 1
         return [self._drop(p, Outcome.DROPPED_DEADLINE, now) for p in late]
+
+    def _probe_due(self, now: float) -> bool:
+        """Whether the estimate has gone unconfirmed for `probe_after_ms` (its clock starts at the first
+        rejection when nothing has completed yet, e.g. with an estimator fed elsewhere)."""
+        if self._confirmed_s is None:
+            self._confirmed_s = now
+            return False
+        return now - self._confirmed_s >= self._config.probe_after_ms / 1000.0
 
     def _next_expiry(self) -> float | None:
         if not self._pending:

@@ -316,3 +316,46 @@ def test_config_validation() -> None:
         SchedulerConfig(workers=0)
     with pytest.raises(ValueError):
         SchedulerConfig(budget_ms=0)
+
+
+def _periodic_run(probe_after_ms: float, seconds: float = 5.0) -> tuple[list[int], BatchPolicy]:
+    """One 15 fps session whose frames have 60 ms to finish, after a cold first batch of 200 ms; the real
+    batch time is 20 ms. Returns the frame ids processed, in order."""
+    pol = BatchPolicy(SchedulerConfig(max_batch=4, budget_ms=60.0, probe_after_ms=probe_after_ms))
+    _submit(pol, "a", 0, now=0.0)
+    cold = pol.schedule(0.0).plan
+    assert cold is not None
+    pol.complete(cold, _outputs(cold), 0.200)  # the estimate is now 200 ms: every frame "cannot make it"
+    done: list[int] = []
+    for k in range(1, int(seconds * 15)):
+        t = 0.2 + k / 15.0
+        pol.submit("a", k, _item(k % 255), arrival_s=t, deadline_s=t + 0.060, now=t)
+        d = pol.schedule(t)
+        if d.plan is not None:
+            pol.complete(d.plan, _outputs(d.plan), t + 0.020)
+            done.extend(p.frame_id for p in d.plan.items)
+    return done, pol
+
+
+def test_a_wrong_estimate_is_corrected_by_probes_not_kept_forever() -> None:
+    stuck, _ = _periodic_run(probe_after_ms=1e9)
+    assert stuck == []  # without probes the 200 ms estimate rejects every frame, for good
+    done, pol = _periodic_run(probe_after_ms=250.0)
+    probes = int(pol.stats()["deadline_probes"])
+    assert 1 <= probes <= 5 * 4  # at most one per 250 ms
+    assert pol.estimator.predict_ms(1) < 40.0  # measured back down towards the real 20 ms
+    last = list(range(75 - 15, 75))
+    assert done[-15:] == last  # the last second: every frame processed, in time, no probe needed
+    assert probes < len(done)
+
+
+def test_no_probe_while_a_worker_is_busy() -> None:
+    est = BatchTimeEstimator()
+    est.observe(1, 500.0)
+    pol = BatchPolicy(SchedulerConfig(max_batch=4, budget_ms=1e9, probe_after_ms=10.0), est)
+    _submit(pol, "a", 1, now=0.0, deadline=1.0)
+    busy = pol.schedule(0.0).plan
+    assert busy is not None
+    t = _submit(pol, "b", 1, now=1.0, deadline=1.1)  # late, the estimate unconfirmed for 1 s: but busy
+    assert _outcomes(pol.schedule(1.0).resolved) == {t: Outcome.DROPPED_DEADLINE}
+    assert pol.stats()["deadline_probes"] == 0.0

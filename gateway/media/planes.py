@@ -1,0 +1,81 @@
+"""Keep the decoded frame and convert back to YUV only what the pipeline changed.
+
+Why: the pipeline works in RGB, the encoder takes I420, and a face swap changes only the face's box (a few
+percent of a broadcast frame). Converting the whole processed frame RGB -> I420 again spends most of that
+conversion on pixels nobody touched, and it is not even lossless for them: decode -> RGB -> I420 rounds every
+pixel twice. So the session keeps the decoded `av.VideoFrame`: a frame the pipeline did not change (no face,
+pass-through, the `original` late policy) goes to the encoder as it is, with no conversion and no copy; for a
+swapped frame the decoded planes are copied once into a new frame and only the changed boxes
+(`FrameOutput.changed`, from `paste_back`) are converted and written over them.
+
+Inside a changed box the result is exactly what the whole-frame conversion (`colour.rgb_to_i420`) gives: luma
+is per pixel and chroma per 2x2 block, and the boxes are widened to even coordinates so no chroma block is
+split. Outside the boxes it is the decoded picture, bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import av
+import numpy as np
+
+from gateway.media.colour import rgb_to_i420
+
+Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (exclusive), pixels
+
+
+def is_i420(frame: av.VideoFrame) -> bool:
+    """Whether the frame's planes can be reused: 4:2:0 at an even size (odd sizes are converted from RGB)."""
+    return frame.format.name == "yuv420p" and frame.width % 2 == 0 and frame.height % 2 == 0
+
+
+def plane_views(frame: av.VideoFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Y (HxW), U and V (H/2 x W/2) numpy views of a yuv420p frame's own buffers (rows padded to the
+    plane's line size are cut to its width); writing them writes the frame."""
+    views = []
+    for plane in frame.planes:
+        rows = np.frombuffer(plane, np.uint8)[: plane.height * plane.line_size]  # type: ignore[call-overload]
+        views.append(rows.reshape(plane.height, plane.line_size)[:, : plane.width])
+    y, u, v = views
+    return y, u, v
+
+
+def even_box(box: Box, width: int, height: int) -> Box | None:
+    """`box` clipped to the frame and widened to even corners (whole chroma blocks); None when empty."""
+    x0, y0, x1, y1 = box
+    x0, y0 = max(0, x0 - x0 % 2), max(0, y0 - y0 % 2)
+    x1, y1 = min(width, x1 + x1 % 2), min(height, y1 + y1 % 2)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    return x0, y0, x1, y1
+
+
+def patched_frame(decoded: av.VideoFrame, image_rgb: np.ndarray, changed: Sequence[Box]) -> av.VideoFrame:
+    """A yuv420p frame of `image_rgb`, given the decoded frame it was made from and the boxes where it
+    differs from that frame. Unchanged: `decoded` itself. `decoded` is never written (it may be sent again,
+    and its buffers belong to the decoder)."""
+    height, width = image_rgb.shape[:2]
+    if not is_i420(decoded) or (decoded.height, decoded.width) != (height, width):
+        raise ValueError(f"decoded frame {decoded.width}x{decoded.height} {decoded.format.name} does not fit "
+                         f"a {width}x{height} image")
+    if not changed:
+        return decoded
+    out = av.VideoFrame(width, height, "yuv420p")
+    dst = plane_views(out)
+    for d, s in zip(dst, plane_views(decoded), strict=True):
+        np.copyto(d, s)
+    y, u, v = dst
+    for box in changed:
+        even = even_box(box, width, height)
+        if even is None:
+            continue
+        x0, y0, x1, y1 = even
+        region = rgb_to_i420(np.ascontiguousarray(image_rgb[y0:y1, x0:x1]))
+        assert region is not None  # even size, uint8 RGB
+        rh, rw = y1 - y0, x1 - x0
+        flat, n_c = region.reshape(-1), (rh // 2) * (rw // 2)
+        y[y0:y1, x0:x1] = region[:rh]
+        u[y0 // 2:y1 // 2, x0 // 2:x1 // 2] = flat[rh * rw:rh * rw + n_c].reshape(rh // 2, rw // 2)
+        v[y0 // 2:y1 // 2, x0 // 2:x1 // 2] = flat[rh * rw + n_c:].reshape(rh // 2, rw // 2)
+    return out
