@@ -372,8 +372,8 @@ def _print(report: dict[str, Any]) -> None:
         return (
             f"fps {w['fps']:.1f}  p50 {w['p50_ms'] or float('nan'):.1f} ms"
             f"  p95 {w['p95_ms'] or float('nan'):.1f} ms  loss {100 * w['loss']:.1f} %"
-            f"  ({w['received']}/{w['sent']}; of the rest {w.get('unreadable', 0)} came back with an unreadable"
-            f" stamp, {w.get('missing', 0)} never came back)"
+            f"  ({w['received']}/{w['sent']}; of the rest {w.get('unreadable', 0)} came back unreadable,"
+            f" {w.get('missing', 0)} never came back)"
         )
 
     if report["mode"] == "fuzz":
