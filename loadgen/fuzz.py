@@ -512,6 +512,7 @@ class KindCost:
     statuses: dict[str, int]
     after_cpu_pct: float  # gateway CPU in the `settle_s` after the last request (sessions left to reap, ...)
     cpu_ms_by_status: dict[str, float] = field(default_factory=dict)  # per request, by the answer's status
+    cpu_ms_top: dict[str, float] = field(default_factory=dict)  # the costliest "METHOD path status" (n >= 3)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
@@ -535,6 +536,7 @@ async def cost_by_kind(
         result = FuzzResult()
         walls = []
         per_status: dict[str, list[float]] = {}
+        per_target: dict[str, list[float]] = {}
         start, cpu0 = time.monotonic(), process_cpu_s(pid)
         for case in group:
             w0, r0 = time.monotonic(), process_cpu_s(pid)
@@ -545,6 +547,7 @@ async def cost_by_kind(
             status = next(iter(result.statuses - before), "none")
             spent = (process_cpu_s(pid) - r0 - idle_rate * wall) * 1000.0  # in clock ticks: right on average
             per_status.setdefault(str(status), []).append(spent)
+            per_target.setdefault(f"{case.method} {case.path.split('?')[0][:40]} {status}", []).append(spent)
         span, cpu = time.monotonic() - start, process_cpu_s(pid) - cpu0
         a0, ac0 = time.monotonic(), process_cpu_s(pid)
         await asyncio.sleep(settle_s)
@@ -558,6 +561,12 @@ async def cost_by_kind(
                 wall_ms_max=max(walls),
                 statuses={str(k): v for k, v in sorted(result.statuses.items())},
                 after_cpu_pct=100.0 * after,
+                cpu_ms_top=dict(
+                    sorted(
+                        ((k, round(sum(v) / len(v), 2)) for k, v in per_target.items() if len(v) >= 3),
+                        key=lambda kv: -kv[1],
+                    )[:6]
+                ),
                 cpu_ms_by_status={
                     k: round(max(0.0, sum(v) / len(v)), 2) for k, v in sorted(per_status.items())
                 },

@@ -68,7 +68,16 @@ class Rig:
     def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
         self.args = args
         tenants, self.live_token, self.fuzz_token = _tenants_file(tmp)
-        extra = ("--tenants-file", str(tenants), "--max-sessions", "16", "--log-level", "warning")
+        extra: tuple[str, ...] = (
+            "--tenants-file",
+            str(tenants),
+            "--max-sessions",
+            "16",
+            "--log-level",
+            "warning",
+        )
+        if args.gateway_rate_limit is not None:  # else the gateway's default per-address limit
+            extra += ("--rate-limit", str(args.gateway_rate_limit))
         self.gateway = EmbeddedGateway(
             EmbeddedGatewayConfig(processors=args.processors, extra_args=extra, log_level="warning")
         )
@@ -115,15 +124,21 @@ class Rig:
         sid = self.live_session
         if sid is None or self.http is None:
             return {}
-        try:
-            async with self.http.get(
-                f"{self.gateway.url}/sessions/{sid}",
-                headers={"Authorization": f"Bearer {self.live_token}"},
-                timeout=aiohttp.ClientTimeout(total=10),
-            ) as r:
-                info = await r.json() if r.status == 200 else {}
-        except (aiohttp.ClientError, TimeoutError, ValueError):
-            return {}
+        info: dict[str, Any] = {}
+        for _ in range(10):  # the probe shares 127.0.0.1 with the attacker: wait out a 429
+            try:
+                async with self.http.get(
+                    f"{self.gateway.url}/sessions/{sid}",
+                    headers={"Authorization": f"Bearer {self.live_token}"},
+                    timeout=aiohttp.ClientTimeout(total=10),
+                ) as r:
+                    if r.status == 429:
+                        await asyncio.sleep(float(r.headers.get("Retry-After", "1")))
+                        continue
+                    info = await r.json() if r.status == 200 else {}
+                    break
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                return {}
         keys = ("frames_in", "frames_out", "drops", "receive_recovery")
         out = {k: info[k] for k in keys if k in info}
         bitrate = (info.get("send_bitrate") or {}).get("VP8") or {}
@@ -402,7 +417,7 @@ def _print(report: dict[str, Any]) -> None:
                 f"{k['kind']:9}: {k['requests']:5} requests, gateway CPU "
                 f"{k['cpu_ms_per_request']:6.2f} ms/request, answer p50 {k['wall_ms_p50']:.1f} ms "
                 f"max {k['wall_ms_max']:.0f} ms, after {k['after_cpu_pct']:.0f} % CPU; "
-                f"by status {k['cpu_ms_by_status']}"
+                f"by status {k['cpu_ms_by_status']}; costliest {k['cpu_ms_top']}"
             )
     else:
         for i, c in enumerate(report["cycles"], 1):
@@ -445,6 +460,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=19,
         help="nice level of the fuzzer's process (0 = as the gateway)",
+    )
+    parser.add_argument(
+        "--gateway-rate-limit",
+        type=float,
+        default=None,
+        help="the gateway's --rate-limit (requests/s per address; default: its own default; 0 = off)",
     )
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
