@@ -323,7 +323,7 @@ def _delta(after: Any, before: Any) -> Any:
     """after - before, key by key, for nested dicts of counters (what a window added)."""
     if isinstance(after, dict):
         base = before if isinstance(before, dict) else {}
-        return {k: _delta(v, base.get(k)) for k, v in after.items()}
+        return {k: v if k.startswith("loop_lag") else _delta(v, base.get(k)) for k, v in after.items()}
     if isinstance(after, int | float) and not isinstance(after, bool):
         return after - (before if isinstance(before, int | float) else 0)
     return after

@@ -14,9 +14,8 @@ from tests.integration.conftest import FakePipeline, RecordingMonitor, gw_config
 
 
 async def test_past_the_burst_every_request_gets_429_with_retry_after() -> None:
-    config = replace(
-        gw_config(), rate_limit=RateLimitConfig(rate_per_s=0.5, burst=3), auth=AuthConfig(token="secret-token")
-    )
+    limit = RateLimitConfig(rate_per_s=0.5, burst=3)
+    config = replace(gw_config(), rate_limit=limit, auth=AuthConfig(token="secret-token"))
     monitor = RecordingMonitor()
     async with running_gateway(config, pipeline=FakePipeline(), monitor=monitor) as gw:
         async with aiohttp.ClientSession() as http:

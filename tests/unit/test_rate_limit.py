@@ -1,4 +1,4 @@
-"""The per-client-address token buckets of the HTTP control plane (gateway.http.rate_limit), on a fake clock."""
+"""The per-client-address token buckets of the HTTP control plane (gateway.http.rate_limit), fake clock."""
 
 from __future__ import annotations
 
