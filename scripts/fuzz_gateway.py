@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from gateway.rtc.receive import recovery_counters  # noqa: E402
 from loadgen.client import ClientConfig, WhipJob, upload_source  # noqa: E402
-from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig  # noqa: E402
+from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, free_port  # noqa: E402
 from loadgen.fuzz import (  # noqa: E402
     Bombs,
     FuzzCase,
@@ -170,18 +170,46 @@ class Rig:
         return self.gateway.proc is not None and self.gateway.proc.poll() is None
 
 
+DECOY = """
+import sys
+from aiohttp import web
+async def anything(request):
+    return web.Response(status=404, text="decoy\\n")
+app = web.Application(client_max_size=2**30)
+app.router.add_route("*", "/{tail:.*}", anything)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None)
+"""
+
+
+async def _start_decoy() -> tuple[asyncio.subprocess.Process, str]:
+    """A bare aiohttp server that answers 404 to everything: the control run's target. The attacker, its
+    traffic and a server parsing it load the same two cores; only the gateway's own work is missing."""
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", DECOY, str(port))
+    for _ in range(100):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            await asyncio.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the decoy server did not start")
+
+
 async def _attack(
     rig: Rig, args: argparse.Namespace, requests: int, rate: float | None, seed: int, tmp: Path
 ) -> tuple[dict[str, Any], float, float]:
     """Run the fuzzer in a child process at `--attacker-nice` (a real attacker is on another machine: here it
     must not take the CPU the gateway and the live probe need). Returns its result and its attack window."""
     out = tmp / f"attack-{seed}.json"
+    decoy = await _start_decoy() if args.decoy else None
     argv = [
         sys.executable,
         __file__,
         "attack",
         "--url",
-        rig.gateway.url,
+        decoy[1] if decoy is not None else rig.gateway.url,
         "--token",
         rig.fuzz_token,
         "--live-session",
@@ -202,6 +230,9 @@ async def _attack(
     nice = args.attacker_nice
     proc = await asyncio.create_subprocess_exec(*argv, preexec_fn=(lambda: os.nice(nice)) if nice else None)
     await proc.wait()
+    if decoy is not None:
+        decoy[0].terminate()
+        await decoy[0].wait()
     data = json.loads(out.read_text())
     return data["fuzz"], data["t0"], data["t1"]
 
@@ -466,6 +497,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         help="the gateway's --rate-limit (requests/s per address; default: its own default; 0 = off)",
+    )
+    parser.add_argument(
+        "--decoy",
+        action="store_true",
+        help="control run: the same attack against a bare 404 server on this box, not the gateway (what "
+        "sharing the cores with the attacker costs the live session by itself)",
     )
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
