@@ -10,6 +10,10 @@ What makes it "stock", kept on purpose so `scripts/bench_vs_stock.py` compares d
   (the usual first fix), so sessions run in parallel threads but every frame is its own batch of one;
 * no deadlines, no drops, no batching, no degradation.
 
+The processing itself is the gateway's, face tracking included: each transform track carries its own
+`FaceTrack`, as a gateway session does, so both designs detect only when needed and smooth the same way
+(the stock design is not charged for a detector run on every frame, and its picture is the same).
+
 What is not stock, only so the same load generator can drive it: WHIP signalling (POST /whip with an SDP
 offer, 201 + Location, DELETE to leave) instead of the example's JSON /offer; POST /sources for the face to
 swap in; /readyz; /api/stats with frame counters. ICE gathers on 127.0.0.1 only. The same `Pipeline` (same
@@ -44,7 +48,7 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription  #
 from aiortc.contrib.media import MediaRelay  # noqa: E402
 
 from engines.factory import EngineConfig  # noqa: E402
-from engines.frames import FrameItem, NoFaceFound, SourceFace  # noqa: E402
+from engines.frames import FaceTrack, FrameItem, NoFaceFound, SourceFace  # noqa: E402
 from engines.models.store import ModelStore, default_model_dir  # noqa: E402
 from engines.pipeline import Pipeline, PipelineConfig  # noqa: E402
 from gateway.rtc.ice import IceConfig, create_peer_connection  # noqa: E402
@@ -76,6 +80,7 @@ class VideoTransformTrack(MediaStreamTrack):
         self.track = track
         self._state = state
         self._source = source
+        self._face_track = FaceTrack()  # one per stream, as the gateway keeps one per session
 
     async def recv(self) -> av.VideoFrame:
         frame = await self.track.recv()
@@ -86,7 +91,7 @@ class VideoTransformTrack(MediaStreamTrack):
         if pipeline is None or self._source is None:
             return frame
         img = frame.to_ndarray(format="rgb24")
-        item = FrameItem(image=img, source=self._source)
+        item = FrameItem(image=img, source=self._source, track=self._face_track)
         if state.mode == "inline":
             out = pipeline.process([item])[0]
         else:
