@@ -11,7 +11,9 @@ jitter and loss need `sch_netem`, and where the kernel lacks it (this project's 
 keeps that part in-process (said in the row's `shaper`), and a profile that is only delay/jitter/loss is
 refused with a one-line reason (never run unshaped). On `lo` one tbf shapes both directions TOGETHER (every
 packet leaves through lo), unlike the in-process link, which limits each direction on its own. The kernel's
-own count of bytes and drops at the qdisc (`tc -s qdisc`) is kept per run. Traffic stays on 127.0.0.1.
+own count of bytes and drops at the qdisc (`tc -s qdisc`) is kept per run, and the gateway runs inside the
+namespace under this script (`--inside-namespace`, loadgen pointed at it with `--url`) so that its sender's
+bitrate is sampled from GET /sessions (`gateway_bitrate`). Traffic stays on 127.0.0.1.
 
     flock /tmp/livefuse-bench.lock python scripts/bench_network.py --duration 20 --output reports/network.json
     flock /tmp/livefuse-bench.lock python scripts/bench_network.py --shaper tc --profiles bottleneck-600k \
@@ -29,6 +31,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -120,10 +123,70 @@ def _loadgen_args(args: argparse.Namespace, report: Path, samples: Path) -> list
     ]  # fmt: skip
 
 
+async def _inside(loadgen: list[str], samples_out: Path, period_s: float = 0.5) -> int:
+    """Run in the namespace (tc shaper): a gateway of our own, so that its sender's bitrate can be sampled
+    from GET /sessions while loadgen (pointed at it with --url) runs; the samples go to `samples_out`."""
+    import asyncio
+
+    import aiohttp
+
+    from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
+
+    samples: list[dict[str, Any]] = []
+    async with EmbeddedGateway(EmbeddedGatewayConfig()) as gateway, aiohttp.ClientSession() as http:
+        proc = await asyncio.create_subprocess_exec(*loadgen, "--url", gateway.url, cwd=ROOT)
+        t0 = time.monotonic()
+        while proc.returncode is None:
+            try:
+                async with http.get(gateway.url + "/sessions", timeout=aiohttp.ClientTimeout(total=5)) as r:
+                    data = await r.json() if r.status == 200 else {}
+                for session in data.get("sessions", []):
+                    for codec, bitrate in (session.get("send_bitrate") or {}).items():
+                        samples.append({"t_s": round(time.monotonic() - t0, 2), "codec": codec, **bitrate})
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                pass
+            try:
+                await asyncio.wait_for(proc.wait(), period_s)
+            except TimeoutError:
+                pass
+        samples_out.write_text(json.dumps(samples))
+        return proc.returncode
+
+
+def bitrate_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The gateway sender's target and sent bitrate over the run, and the receiver's REMB (kbit/s)."""
+    if not samples:
+        return None
+    targets = [s["target_bps"] / 1000 for s in samples if s.get("target_bps")]
+    sent = [s["sent_bps"] / 1000 for s in samples if s.get("sent_bps")]
+    remb = [r["remb_bps"] / 1000 for s in samples for r in s.get("receivers", []) if r.get("remb_bps")]
+
+    def spread(values: list[float]) -> dict[str, float] | None:
+        if not values:
+            return None
+        ordered = sorted(values)
+        middle = ordered[len(ordered) // 2]
+        return {
+            "first": round(values[0]),
+            "min": round(ordered[0]),
+            "median": round(middle),
+            "last": round(values[-1]),
+        }
+
+    return {
+        "samples": len(samples),
+        "target_kbps": spread(targets),
+        "sent_kbps": spread(sent),
+        "remb_kbps": spread(remb),
+        "changes": samples[-1].get("changes"),
+    }
+
+
 def run_profile(
     name: str, args: argparse.Namespace, work: Path, qdiscs: dict[str, str | None] | None = None
 ) -> dict[str, Any]:
     report, samples, tc_stats = work / f"{name}.json", work / f"{name}.csv", work / f"{name}.tc"
+    bitrate_file = work / f"{name}.bitrate.json"
     command = _loadgen_args(args, report, samples)
     impairment = PROFILES[name]
     shaper = "in-process"
@@ -136,13 +199,17 @@ def run_profile(
             return {"profile": name, "error": str(exc)}
         if rest:
             command += ["--network", rest]
+        command = [sys.executable, str(Path(__file__).resolve()), "--inside-namespace", str(bitrate_file),
+                   "--", *command]  # fmt: skip
         tc = " && ".join(shlex.join(c) for c in tc_commands) or "true"
         script = (
             f"{LO_UP} && {tc} && {{ {shlex.join(command)}; rc=$?; "
             f"tc -s qdisc show dev lo > {shlex.quote(str(tc_stats))}; exit $rc; }}"
         )
         command = [*namespace_prefix(), "sh", "-c", script]
+    started = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=args.duration + 180)
+    elapsed = time.monotonic() - started
     if not report.exists():
         return {"profile": name, "error": (done.stderr or done.stdout)[-600:]}
     run = json.loads(report.read_text())["runs"][0]
@@ -167,6 +234,11 @@ def run_profile(
         "gateway_cpu": gateway.get("cpu_percent"),
         # tc: the kernel's count at lo's root qdisc over the whole run (start-up and signalling included)
         "qdisc": qdisc_counters(tc_stats.read_text()) if tc_stats.exists() else None,
+        "elapsed_s": round(elapsed, 1),  # the whole run in the namespace: gateway start-up, join, stop
+        # tc: the gateway's VP8 sender, sampled from GET /sessions every 0.5 s (gateway.media.bitrate)
+        "gateway_bitrate": (
+            bitrate_summary(json.loads(bitrate_file.read_text())) if bitrate_file.exists() else None
+        ),
     }
 
 
@@ -187,6 +259,10 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == "--inside-namespace":  # the tc shaper's child, see _inside
+        import asyncio
+
+        return asyncio.run(_inside(sys.argv[sys.argv.index("--") + 1 :], Path(sys.argv[2])))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--profiles", default=",".join(PROFILES), help="comma list of loadgen.impair profiles"

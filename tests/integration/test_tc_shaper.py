@@ -35,6 +35,8 @@ def test_bottleneck_runs_through_kernel_tbf(tmp_path: Path) -> None:
     assert "error" not in bottleneck, bottleneck
     assert bottleneck["shaper"].startswith("kernel tc") or bottleneck["shaper"].startswith("kernel tbf")
     assert bottleneck["sent"] > 0
+    bitrate = bottleneck["gateway_bitrate"]  # the gateway's sender, sampled inside the namespace
+    assert bitrate and bitrate["samples"] > 0 and bitrate["target_kbps"], bitrate
     counters = bottleneck["qdisc"]
     assert counters and counters["packets"] > 100 and counters["bytes"] > 50_000, counters
     if qdiscs["netem"] is not None:
