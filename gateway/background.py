@@ -53,7 +53,7 @@ class BackgroundPool:
             initializer=_lower_priority,
             initargs=(config.nice,),
         )
-        self.processes: ProcessPoolExecutor = decode_pool(config.nice, config.workers)  # started on first use
+        self._processes: ProcessPoolExecutor | None = None  # made on first use: its queues and locks too
         self._busy = 0
 
     @contextlib.contextmanager
@@ -67,11 +67,20 @@ class BackgroundPool:
         finally:
             self._busy -= 1
 
+    @property
+    def processes(self) -> ProcessPoolExecutor:
+        """The image decoder's child processes (gateway.image_decode)."""
+        if self._processes is None:
+            self._processes = decode_pool(self.config.nice, self.config.workers)
+        return self._processes
+
     def restart_processes(self) -> None:
         """A fresh decoder pool after the old one broke (its child was killed)."""
-        self.processes.shutdown(wait=False, cancel_futures=True)
-        self.processes = decode_pool(self.config.nice, self.config.workers)
+        if self._processes is not None:
+            self._processes.shutdown(wait=False, cancel_futures=True)
+        self._processes = None
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
-        self.processes.shutdown(wait=False, cancel_futures=True)
+        if self._processes is not None:
+            self._processes.shutdown(wait=False, cancel_futures=True)
