@@ -85,6 +85,8 @@ class Rig:
         self.job: WhipJob | None = None
         self.sampler: ProcessSampler | None = None
         self.http: aiohttp.ClientSession | None = None
+        self.uplink_bps: list[tuple[float, int]] = []  # the publisher's VP8 target (aiortc follows our REMB)
+        self._uplink_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self.gateway.start()
@@ -103,6 +105,25 @@ class Rig:
         loop = build_loop(SynthConfig(w, h, self.args.fps), media)
         self.job = WhipJob(1, config, loop, self.args.fps, self.probe.emit, self.http)
         await self.job.start()
+        self._uplink_task = asyncio.ensure_future(self._sample_uplink())
+
+    async def _sample_uplink(self) -> None:
+        """Every 0.25 s: the live publisher's encoder target (aiortc sets it from the gateway's REMB)."""
+        while True:
+            pc = self.job._pc if self.job is not None else None  # noqa: SLF001
+            for sender in pc.getSenders() if pc is not None else []:
+                encoder = getattr(sender, "_RTCRtpSender__encoder", None)
+                if sender.track is not None and sender.track.kind == "video" and encoder is not None:
+                    self.uplink_bps.append((time.monotonic(), int(getattr(encoder, "target_bitrate", 0))))
+            await asyncio.sleep(0.25)
+
+    def uplink_window(self, t0: float, t1: float) -> dict[str, int] | None:
+        """The publisher's encoder target over [t0, t1): min / median / max, kbit/s."""
+        values = sorted(bps for t, bps in self.uplink_bps if t0 <= t < t1 and bps)
+        if not values:
+            return None
+        middle = values[len(values) // 2]
+        return {"min": values[0] // 1000, "median": middle // 1000, "max": values[-1] // 1000}
 
     @property
     def live_session(self) -> str | None:
@@ -110,6 +131,8 @@ class Rig:
         return location.rsplit("/", 1)[-1] if location else None
 
     async def stop(self) -> int | None:
+        if self._uplink_task is not None:
+            self._uplink_task.cancel()
         if self.job is not None:
             await self.job.stop()
         if self.sampler is not None:
@@ -278,12 +301,13 @@ async def cmd_fuzz(args: argparse.Namespace) -> dict[str, Any]:
                 rounds.append(
                     {
                         "fuzz": result,
-                        "live": rig.probe.window(a0, a1 - 0.5).to_dict(),
+                        "live": rig.probe.window(a0, a1 - 0.5).to_dict()
+                        | {"uplink_target_kbps": rig.uplink_window(a0, a1)},
                         "gateway_counters": _delta(await rig.live_counters(), before),
                     }
                 )
             await asyncio.sleep(1.0)
-            quiet = rig.probe.window(q0, q1).to_dict()
+            quiet = rig.probe.window(q0, q1).to_dict() | {"uplink_target_kbps": rig.uplink_window(q0, q1)}
             alive = rig.alive()
         finally:
             trend = rig.sampler.trend() if rig.sampler else {}
@@ -419,7 +443,8 @@ def _print(report: dict[str, Any]) -> None:
             f"fps {w['fps']:.1f}  p50 {w['p50_ms'] or float('nan'):.1f} ms"
             f"  p95 {w['p95_ms'] or float('nan'):.1f} ms  loss {100 * w['loss']:.1f} %"
             f"  ({w['received']}/{w['sent']}; of the rest {w.get('unreadable', 0)} came back unreadable,"
-            f" {w.get('missing', 0)} never came back)"
+            f" {w.get('missing', 0)} never came back; publisher's encoder target kbit/s"
+            f" {w.get('uplink_target_kbps')})"
         )
 
     if report["mode"] == "fuzz":
