@@ -387,6 +387,8 @@ def _delta(after: Any, before: Any) -> Any:
 async def cmd_cost(args: argparse.Namespace) -> dict[str, Any]:
     """What each kind of request costs the gateway: its cases one at a time, no live session, CPU charged
     per kind (loadgen.fuzz.cost_by_kind). SDP last: the sessions it opens keep costing until reaped."""
+    if args.gateway_rate_limit is None:
+        args.gateway_rate_limit = 0.0  # the handlers' own cost: no 429 in the way unless asked for
     with tempfile.TemporaryDirectory(prefix="livefuse-cost-") as tmp:
         rig = Rig(args, Path(tmp))
         await rig.gateway.start()
