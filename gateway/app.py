@@ -25,6 +25,7 @@ from gateway.engine_watch import EngineWatch
 from gateway.errors import GatewayError, Unauthorized, Unavailable
 from gateway.http import exposure, health, sessions, sources, whep, whip
 from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
+from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
 from gateway.scheduler import FrameScheduler
 from gateway.sessions import MonitorLike, SessionManager
 
@@ -136,8 +137,17 @@ def create_app(
     /readyz turns 200 when the media path is up; until then the media endpoints answer 503 + Retry-After.
     A failed start-up is kept in `AppState.startup_error` (one line) for the CLI to report.
     """
-    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
+    limiter = TokenBuckets(config.rate_limit)  # first: a client out of tokens costs nothing further
+
+    def limited() -> None:
+        the_monitor.record_reject("rate_limit")
+
+    app = web.Application(
+        middlewares=[rate_limit_middleware(limiter, limited), error_middleware],
+        client_max_size=config.max_body_bytes,
+    )
     state = AppState(config)
+    state.extra["rate_limit"] = limiter
     app[CONFIG] = config
     app[STATE] = state
     the_monitor = monitor if monitor is not None else _default_monitor(config)

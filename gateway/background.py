@@ -5,6 +5,8 @@ Why: on a small machine every core an upload takes is taken from the live sessio
 sending valid photos could otherwise slow every stream down. Linux schedules threads individually, so each
 worker lowers its own priority (`nice`) when it starts; a live frame then wins the CPU whenever both wait.
 `admit()` bounds how many requests may wait for the pool (the rest get 503), so queued bodies cannot pile up.
+Image decoding goes further, to a child process (`processes`, gateway.image_decode): OpenCV's own threads and
+the GIL would otherwise carry its cost back to the live frames.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from gateway.errors import Unavailable
+from gateway.image_decode import decode_pool
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +53,7 @@ class BackgroundPool:
             initializer=_lower_priority,
             initargs=(config.nice,),
         )
+        self._processes: ProcessPoolExecutor | None = None  # made on first use: its queues and locks too
         self._busy = 0
 
     @contextlib.contextmanager
@@ -63,5 +67,20 @@ class BackgroundPool:
         finally:
             self._busy -= 1
 
+    @property
+    def processes(self) -> ProcessPoolExecutor:
+        """The image decoder's child processes (gateway.image_decode)."""
+        if self._processes is None:
+            self._processes = decode_pool(self.config.nice, self.config.workers)
+        return self._processes
+
+    def restart_processes(self) -> None:
+        """A fresh decoder pool after the old one broke (its child was killed)."""
+        if self._processes is not None:
+            self._processes.shutdown(wait=False, cancel_futures=True)
+        self._processes = None
+
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+        if self._processes is not None:
+            self._processes.shutdown(wait=False, cancel_futures=True)

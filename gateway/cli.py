@@ -26,6 +26,7 @@ from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
 from gateway.http.access_log import MalformedRequestFilter
+from gateway.http.rate_limit import RateLimitConfig
 from gateway.media.late import LatePolicy
 from gateway.monitoring.capacity import usable_cores
 from gateway.monitoring.controller import DegradationConfig
@@ -134,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--header-timeout-s", type=float, help="close connections without a complete request this long "
       "(slowloris; also the idle keep-alive time), default 10")
     a("--body-timeout-s", type=float, help="a request body not complete this long gets 408 (default 30)")
+    a("--rate-limit", type=float, help="HTTP requests per second per client address, sustained; more get 429 "
+      "+ Retry-After before any other work (default 20; 0 = off; media is never limited)")
+    a("--rate-burst", type=int, help="HTTP requests a client address may send at once (default 60)")
     a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
     a("--max-source-pixels", type=int, help="source uploads declaring more pixels get 413 (default 40e6)")
     a("--max-sources", type=int, help="uploaded sources kept; least recently used go first (default 64)")
@@ -323,6 +327,10 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False)), tenants=tenants),
         header_timeout_s=float(get("header_timeout_s", 10.0)),
         body_timeout_s=float(get("body_timeout_s", 30.0)),
+        rate_limit=RateLimitConfig(
+            rate_per_s=float(get("rate_limit", RateLimitConfig.rate_per_s)),
+            burst=int(get("rate_burst", RateLimitConfig.burst)),
+        ),
         log_level=str(get("log_level", "INFO")).upper(),
         shutdown_grace_s=float(get("shutdown_grace_s", 0.0)),
         public_url=str(get("public_url")) if get("public_url") else None,

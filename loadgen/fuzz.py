@@ -12,12 +12,15 @@ Pieces (only scripts/fuzz_gateway.py prints or exits):
 * `LiveProbe`: one real WHIP publisher (loadgen.client.WhipJob); `window(t0, t1)` gives fps, latency p50/p95
   and loss for the frames sent in that window, so a quiet and an attacked window compare directly.
 * `ProcessSampler`: RSS, open fds and threads of a pid from /proc, sampled on a period.
+* `cost_by_kind(url, pid, cases)`: each kind's cases sent one at a time, with the gateway process's CPU time
+  per request (idle CPU subtracted) and its answer time: which kind of attack costs the gateway most.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import struct
 import time
@@ -493,6 +496,116 @@ async def run_fuzz(
     return result
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of every thread of `pid` so far (/proc/pid/stat)."""
+    fields_ = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields_[11]) + int(fields_[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class KindCost:
+    kind: str
+    requests: int
+    cpu_ms_per_request: float  # the gateway's CPU (all threads), idle rate subtracted
+    wall_ms_p50: float
+    wall_ms_max: float
+    statuses: dict[str, int]
+    after_cpu_pct: float  # gateway CPU in the `settle_s` after the last request (sessions left to reap, ...)
+    cpu_ms_by_status: dict[str, float] = field(default_factory=dict)  # per request, by the answer's status
+    cpu_ms_top: dict[str, float] = field(default_factory=dict)  # the costliest "METHOD path status" (n >= 3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+
+
+async def cost_by_kind(
+    url: str, pid: int, cases: list[FuzzCase], *, settle_s: float = 3.0, timeout_s: float = 20.0
+) -> list[KindCost]:
+    """Send each kind's cases sequentially (one connection at a time, no overlap) and charge the gateway's
+    CPU time over that span to the kind. Kinds run in the order they first appear; `settle_s` of quiet
+    follows each kind (measured as `after_cpu_pct`) so that work a kind leaves behind (pending sessions'
+    ICE checks) does not land on the next one."""
+    t0, c0 = time.monotonic(), process_cpu_s(pid)
+    await asyncio.sleep(settle_s)
+    idle_rate = (process_cpu_s(pid) - c0) / (time.monotonic() - t0)
+    by_kind: dict[str, list[FuzzCase]] = {}
+    for case in cases:
+        by_kind.setdefault(case.kind, []).append(case)
+    costs = []
+    for kind, group in by_kind.items():
+        result = FuzzResult()
+        walls = []
+        per_status: dict[str, list[float]] = {}
+        per_target: dict[str, list[float]] = {}
+        start, cpu0 = time.monotonic(), process_cpu_s(pid)
+        for case in group:
+            w0, r0 = time.monotonic(), process_cpu_s(pid)
+            before = Counter(result.statuses)
+            await _send_one(url, case, result, timeout_s)
+            wall = time.monotonic() - w0
+            walls.append(wall * 1000.0)
+            status = next(iter(result.statuses - before), "none")
+            spent = (process_cpu_s(pid) - r0 - idle_rate * wall) * 1000.0  # in clock ticks: right on average
+            per_status.setdefault(str(status), []).append(spent)
+            per_target.setdefault(f"{case.method} {case.path.split('?')[0][:40]} {status}", []).append(spent)
+        span, cpu = time.monotonic() - start, process_cpu_s(pid) - cpu0
+        a0, ac0 = time.monotonic(), process_cpu_s(pid)
+        await asyncio.sleep(settle_s)
+        after = (process_cpu_s(pid) - ac0) / (time.monotonic() - a0)
+        costs.append(
+            KindCost(
+                kind=kind,
+                requests=len(group),
+                cpu_ms_per_request=1000.0 * max(0.0, cpu - idle_rate * span) / len(group),
+                wall_ms_p50=float(np.percentile(walls, 50)),
+                wall_ms_max=max(walls),
+                statuses={str(k): v for k, v in sorted(result.statuses.items())},
+                after_cpu_pct=100.0 * after,
+                cpu_ms_top=dict(
+                    sorted(
+                        ((k, round(sum(v) / len(v), 2)) for k, v in per_target.items() if len(v) >= 3),
+                        key=lambda kv: -kv[1],
+                    )[:6]
+                ),
+                cpu_ms_by_status={
+                    k: round(max(0.0, sum(v) / len(v)), 2) for k, v in sorted(per_status.items())
+                },
+            )
+        )
+    return costs
+
+
+async def _send_one(url: str, case: FuzzCase, result: FuzzResult, timeout_s: float) -> None:
+    host, port = url.split("//", 1)[1].split(":")
+    try:
+        if case.raw is not None:
+            status, text = await _send_raw(host, int(port), case.raw, timeout_s)
+            if status is None:
+                result.transport_errors[f"raw {text}"] += 1
+            else:
+                result.add(case, status, text)
+            return
+        connector = aiohttp.TCPConnector(force_close=True)
+        async with (
+            aiohttp.ClientSession(connector=connector, auto_decompress=False) as http,
+            http.request(
+                case.method,
+                url + case.path,
+                data=case.body or None,
+                headers=dict(case.headers),
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            ) as r,
+        ):
+            text = (
+                ""
+                if r.headers.get("Content-Type", "").startswith("text/event-stream")
+                else (await r.read())[:200].decode("utf-8", "replace")
+            )
+            result.add(case, r.status, text)
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        result.transport_errors[f"{case.kind} {type(exc).__name__}"] += 1
+
+
 # --- the live session ---
 @dataclass
 class LiveWindow:
@@ -501,7 +614,9 @@ class LiveWindow:
     fps: float
     p50_ms: float | None
     p95_ms: float | None
-    loss: float
+    loss: float  # frames sent that did not come back with a readable stamp
+    unreadable: int = 0  # came back in the window, stamp unreadable (picture damaged where the stamp is)
+    missing: int = 0  # never came back at all (dropped by the gateway or lost on the way)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
@@ -531,6 +646,8 @@ class LiveProbe:
             p50_ms=w.latency.p50,
             p95_ms=w.latency.p95,
             loss=1.0 - w.received / w.sent if w.sent else 0.0,
+            unreadable=w.unreadable,
+            missing=max(0, w.sent - w.received - w.unreadable),
         )
 
 

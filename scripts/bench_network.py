@@ -5,10 +5,19 @@ freeze definition), written as JSON and printed as a Markdown table.
 
 Shapers: `udp` (default) impairs every datagram of each loadgen job's connection in-process (loadgen.impair:
 netem's loss/delay/jitter model, tbf's bottleneck); `tc` runs each run inside a private network namespace
-(`unshare -n`, root) with `tc netem` / `tbf` on its `lo` instead — for kernels that have sch_netem
-(this project's VMs do not). Traffic stays on 127.0.0.1 either way.
+(`unshare -n` as root, `unshare -rn` otherwise) with the kernel's qdiscs on its `lo` instead. Which qdiscs
+exist is probed first: a profile's bottleneck runs in the kernel's `tbf` wherever tbf exists; its delay,
+jitter and loss need `sch_netem`, and where the kernel lacks it (this project's VMs) a bottleneck profile
+keeps that part in-process (said in the row's `shaper`), and a profile that is only delay/jitter/loss is
+refused with a one-line reason (never run unshaped). On `lo` one tbf shapes both directions TOGETHER (every
+packet leaves through lo), unlike the in-process link, which limits each direction on its own. The kernel's
+own count of bytes and drops at the qdisc (`tc -s qdisc`) is kept per run, and the gateway runs inside the
+namespace under this script (`--inside-namespace`, loadgen pointed at it with `--url`) so that its sender's
+bitrate is sampled from GET /sessions (`gateway_bitrate`). Traffic stays on 127.0.0.1.
 
     flock /tmp/livefuse-bench.lock python scripts/bench_network.py --duration 20 --output reports/network.json
+    flock /tmp/livefuse-bench.lock python scripts/bench_network.py --shaper tc --profiles bottleneck-600k \
+        --output reports/network-tc.json
 """
 
 from __future__ import annotations
@@ -16,17 +25,86 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
+import re
 import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from loadgen.impair import PROFILES  # noqa: E402
+from loadgen.impair import PROFILES, Impairment  # noqa: E402
+
+QDISC_PROBES = {
+    "netem": ["netem", "delay", "1ms"],
+    "tbf": ["tbf", "rate", "1mbit", "burst", "1600", "latency", "50ms"],
+}
+
+# lo's 64 KB MTU: tbf drops every packet larger than its burst, so a bottleneck on lo would stall TCP (the
+# signalling) outright; a real path's MTU is 1500.
+LO_UP = "ip link set lo mtu 1500 up"
+
+
+def namespace_prefix() -> list[str]:
+    """A private network namespace: plain `unshare -n` for root, with a user namespace (-r) otherwise."""
+    return ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-rn"]
+
+
+def probe_qdiscs() -> dict[str, str | None]:
+    """For netem and tbf: None when `tc qdisc add dev lo root <kind>` works in a private namespace, else why
+    not (one line: the kernel's or unshare's message)."""
+    found: dict[str, str | None] = {}
+    for kind, args in QDISC_PROBES.items():
+        script = f"{LO_UP} && tc qdisc add dev lo root {shlex.join(args)}"
+        try:
+            done = subprocess.run([*namespace_prefix(), "sh", "-c", script], capture_output=True, text=True,
+                                  timeout=20)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            found[kind] = f"{type(exc).__name__}: {exc}"
+            continue
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        found[kind] = None if done.returncode == 0 else (lines[-1] if lines else f"exit {done.returncode}")
+    return found
+
+
+def plan_tc(impairment: Impairment, qdiscs: dict[str, str | None]) -> tuple[list[list[str]], str | None, str]:
+    """(tc commands, the part left to the in-process shaper as a loadgen --network spec or None, how it is
+    shaped). Raises ValueError(one line) when the kernel cannot shape this profile at all."""
+    needs_netem = bool(impairment.delay_ms or impairment.jitter_ms or impairment.loss)
+    if impairment.rate_kbps is not None and qdiscs.get("tbf") is not None:
+        raise ValueError(f"{impairment.name}: the kernel has no tbf ({qdiscs['tbf']}); use --shaper udp")
+    if not needs_netem or qdiscs.get("netem") is None:
+        return impairment.netem_args(), None, "kernel tc " + ("netem+tbf" if needs_netem else "tbf")
+    if impairment.rate_kbps is None:
+        raise ValueError(
+            f"{impairment.name} needs sch_netem (delay/jitter/loss), which this kernel lacks "
+            f"({qdiscs['netem']}); use --shaper udp"
+        )
+    rest = [f"delay={impairment.delay_ms:g}"] if impairment.delay_ms else []
+    rest += [f"jitter={impairment.jitter_ms:g}"] if impairment.jitter_ms else []
+    rest += [f"loss={impairment.loss * 100:g}%"] if impairment.loss else []
+    return [tbf_args(impairment)], ",".join(rest), "kernel tbf; delay/jitter/loss in-process (no sch_netem)"
+
+
+def tbf_args(impairment: Impairment) -> list[str]:
+    """The bottleneck alone as the root qdisc of lo (what `netem_args` hangs under netem)."""
+    assert impairment.rate_kbps is not None
+    tbf = impairment.netem_args()[-1]
+    return ["tc", "qdisc", "add", "dev", "lo", "root", *tbf[tbf.index("tbf") :]]
+
+
+def qdisc_counters(text: str) -> dict[str, int]:
+    """Bytes, packets and drops of the root qdisc from `tc -s qdisc show dev lo`."""
+    match = re.search(r"Sent (\d+) bytes (\d+) pkt \(dropped (\d+), overlimits (\d+)", text)
+    if match is None:
+        return {}
+    sent, pkts, dropped, over = (int(g) for g in match.groups())
+    return {"bytes": sent, "packets": pkts, "dropped": dropped, "overlimits": over}
 
 
 def freezes(recv_times: list[float], fps: float) -> tuple[int, float]:
@@ -45,16 +123,93 @@ def _loadgen_args(args: argparse.Namespace, report: Path, samples: Path) -> list
     ]  # fmt: skip
 
 
-def run_profile(name: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    report, samples = work / f"{name}.json", work / f"{name}.csv"
+async def _inside(loadgen: list[str], samples_out: Path, period_s: float = 0.5) -> int:
+    """Run in the namespace (tc shaper): a gateway of our own, so that its sender's bitrate can be sampled
+    from GET /sessions while loadgen (pointed at it with --url) runs; the samples go to `samples_out`."""
+    import asyncio
+
+    import aiohttp
+
+    from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
+
+    samples: list[dict[str, Any]] = []
+    async with EmbeddedGateway(EmbeddedGatewayConfig()) as gateway, aiohttp.ClientSession() as http:
+        proc = await asyncio.create_subprocess_exec(*loadgen, "--url", gateway.url, cwd=ROOT)
+        t0 = time.monotonic()
+        while proc.returncode is None:
+            try:
+                async with http.get(gateway.url + "/sessions", timeout=aiohttp.ClientTimeout(total=5)) as r:
+                    data = await r.json() if r.status == 200 else {}
+                for session in data.get("sessions", []):
+                    for codec, bitrate in (session.get("send_bitrate") or {}).items():
+                        samples.append({"t_s": round(time.monotonic() - t0, 2), "codec": codec, **bitrate})
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                pass
+            try:
+                await asyncio.wait_for(proc.wait(), period_s)
+            except TimeoutError:
+                pass
+        samples_out.write_text(json.dumps(samples))
+        return proc.returncode
+
+
+def bitrate_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The gateway sender's target and sent bitrate over the run, and the receiver's REMB (kbit/s)."""
+    if not samples:
+        return None
+    targets = [s["target_bps"] / 1000 for s in samples if s.get("target_bps")]
+    sent = [s["sent_bps"] / 1000 for s in samples if s.get("sent_bps")]
+    remb = [r["remb_bps"] / 1000 for s in samples for r in s.get("receivers", []) if r.get("remb_bps")]
+
+    def spread(values: list[float]) -> dict[str, float] | None:
+        if not values:
+            return None
+        ordered = sorted(values)
+        middle = ordered[len(ordered) // 2]
+        return {
+            "first": round(values[0]),
+            "min": round(ordered[0]),
+            "median": round(middle),
+            "last": round(values[-1]),
+        }
+
+    return {
+        "samples": len(samples),
+        "target_kbps": spread(targets),
+        "sent_kbps": spread(sent),
+        "remb_kbps": spread(remb),
+        "changes": samples[-1].get("changes"),
+    }
+
+
+def run_profile(
+    name: str, args: argparse.Namespace, work: Path, qdiscs: dict[str, str | None] | None = None
+) -> dict[str, Any]:
+    report, samples, tc_stats = work / f"{name}.json", work / f"{name}.csv", work / f"{name}.tc"
+    bitrate_file = work / f"{name}.bitrate.json"
     command = _loadgen_args(args, report, samples)
     impairment = PROFILES[name]
+    shaper = "in-process"
     if args.shaper == "udp":
         command += ["--network", name]
     else:
-        tc = " && ".join(shlex.join(c) for c in impairment.netem_args()) or "true"
-        command = ["unshare", "-n", "sh", "-c", f"ip link set lo up && {tc} && exec {shlex.join(command)}"]
+        try:
+            tc_commands, rest, shaper = plan_tc(impairment, qdiscs if qdiscs is not None else probe_qdiscs())
+        except ValueError as exc:
+            return {"profile": name, "error": str(exc)}
+        if rest:
+            command += ["--network", rest]
+        command = [sys.executable, str(Path(__file__).resolve()), "--inside-namespace", str(bitrate_file),
+                   "--", *command]  # fmt: skip
+        tc = " && ".join(shlex.join(c) for c in tc_commands) or "true"
+        script = (
+            f"{LO_UP} && {tc} && {{ {shlex.join(command)}; rc=$?; "
+            f"tc -s qdisc show dev lo > {shlex.quote(str(tc_stats))}; exit $rc; }}"
+        )
+        command = [*namespace_prefix(), "sh", "-c", script]
+    started = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=args.duration + 180)
+    elapsed = time.monotonic() - started
     if not report.exists():
         return {"profile": name, "error": (done.stderr or done.stdout)[-600:]}
     run = json.loads(report.read_text())["runs"][0]
@@ -67,7 +222,7 @@ def run_profile(name: str, args: argparse.Namespace, work: Path) -> dict[str, An
     return {
         "profile": name,
         "impairment": impairment.describe(),
-        "shaper": args.shaper,
+        "shaper": shaper,
         "fps_per_job": run["fps_per_job"]["mean"],
         "sent": run["frames"]["sent"],
         "received": run["frames"]["received"],
@@ -77,6 +232,13 @@ def run_profile(name: str, args: argparse.Namespace, work: Path) -> dict[str, An
         "freezes": sum(n for n, _ in frozen),
         "frozen_s": round(sum(s for _, s in frozen), 2),
         "gateway_cpu": gateway.get("cpu_percent"),
+        # tc: the kernel's count at lo's root qdisc over the whole run (start-up and signalling included)
+        "qdisc": qdisc_counters(tc_stats.read_text()) if tc_stats.exists() else None,
+        "elapsed_s": round(elapsed, 1),  # the whole run in the namespace: gateway start-up, join, stop
+        # tc: the gateway's VP8 sender, sampled from GET /sessions every 0.5 s (gateway.media.bitrate)
+        "gateway_bitrate": (
+            bitrate_summary(json.loads(bitrate_file.read_text())) if bitrate_file.exists() else None
+        ),
     }
 
 
@@ -97,6 +259,10 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == "--inside-namespace":  # the tc shaper's child, see _inside
+        import asyncio
+
+        return asyncio.run(_inside(sys.argv[sys.argv.index("--") + 1 :], Path(sys.argv[2])))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--profiles", default=",".join(PROFILES), help="comma list of loadgen.impair profiles"
@@ -113,9 +279,13 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown profile(s) {', '.join(unknown)} (known: {', '.join(PROFILES)})")
     rows = []
+    qdiscs = probe_qdiscs() if args.shaper == "tc" else None
+    if qdiscs is not None:
+        for kind, why in qdiscs.items():
+            print(f"kernel qdisc {kind}: " + ("available" if why is None else f"NOT available ({why})"))
     with tempfile.TemporaryDirectory(prefix="livefuse-net-") as tmp:
         for name in names:
-            rows.append(run_profile(name, args, Path(tmp)))
+            rows.append(run_profile(name, args, Path(tmp), qdiscs))
             print(json.dumps(rows[-1]), flush=True)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps({"kind": "network", "config": vars(args) | {"output": str(args.output)},

@@ -3,6 +3,7 @@
     python scripts/fuzz_gateway.py fuzz  --requests 10000 --rounds 2 --output reports/fuzz.json
     python scripts/fuzz_gateway.py soak  --duration 900 --rate 20 --output reports/soak.json
     python scripts/fuzz_gateway.py kill9 --cycles 5 --output reports/kill9.json
+    python scripts/fuzz_gateway.py cost  --requests 1500 --output reports/fuzz-cost.json
 
 Every run starts its own gateway subprocess (loopback only, ICE on 127.0.0.1, two tenants from a temporary
 tenants file: "live" owns one real WHIP publisher, "fuzz" is the attacker's token), stops it at the end, and
@@ -19,6 +20,7 @@ import itertools
 import json
 import os
 import random
+import resource
 import secrets
 import signal
 import sys
@@ -33,14 +35,17 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gateway.rtc.receive import recovery_counters  # noqa: E402
 from loadgen.client import ClientConfig, WhipJob, upload_source  # noqa: E402
-from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig  # noqa: E402
+from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, free_port  # noqa: E402
 from loadgen.fuzz import (  # noqa: E402
     Bombs,
     FuzzCase,
     LiveProbe,
     ProcessSampler,
+    cost_by_kind,
     generate_cases,
+    process_cpu_s,
     real_offer,
     run_fuzz,
 )
@@ -63,7 +68,16 @@ class Rig:
     def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
         self.args = args
         tenants, self.live_token, self.fuzz_token = _tenants_file(tmp)
-        extra = ("--tenants-file", str(tenants), "--max-sessions", "16", "--log-level", "warning")
+        extra: tuple[str, ...] = (
+            "--tenants-file",
+            str(tenants),
+            "--max-sessions",
+            "16",
+            "--log-level",
+            "warning",
+        )
+        if args.gateway_rate_limit is not None:  # else the gateway's default per-address limit
+            extra += ("--rate-limit", str(args.gateway_rate_limit))
         self.gateway = EmbeddedGateway(
             EmbeddedGatewayConfig(processors=args.processors, extra_args=extra, log_level="warning")
         )
@@ -71,6 +85,8 @@ class Rig:
         self.job: WhipJob | None = None
         self.sampler: ProcessSampler | None = None
         self.http: aiohttp.ClientSession | None = None
+        self.uplink_bps: list[tuple[float, int]] = []  # the publisher's VP8 target (aiortc follows our REMB)
+        self._uplink_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self.gateway.start()
@@ -89,6 +105,25 @@ class Rig:
         loop = build_loop(SynthConfig(w, h, self.args.fps), media)
         self.job = WhipJob(1, config, loop, self.args.fps, self.probe.emit, self.http)
         await self.job.start()
+        self._uplink_task = asyncio.ensure_future(self._sample_uplink())
+
+    async def _sample_uplink(self) -> None:
+        """Every 0.25 s: the live publisher's encoder target (aiortc sets it from the gateway's REMB)."""
+        while True:
+            pc = self.job._pc if self.job is not None else None  # noqa: SLF001
+            for sender in pc.getSenders() if pc is not None else []:
+                encoder = getattr(sender, "_RTCRtpSender__encoder", None)
+                if sender.track is not None and sender.track.kind == "video" and encoder is not None:
+                    self.uplink_bps.append((time.monotonic(), int(getattr(encoder, "target_bitrate", 0))))
+            await asyncio.sleep(0.25)
+
+    def uplink_window(self, t0: float, t1: float) -> dict[str, int] | None:
+        """The publisher's encoder target over [t0, t1): min / median / max, kbit/s."""
+        values = sorted(bps for t, bps in self.uplink_bps if t0 <= t < t1 and bps)
+        if not values:
+            return None
+        middle = values[len(values) // 2]
+        return {"min": values[0] // 1000, "median": middle // 1000, "max": values[-1] // 1000}
 
     @property
     def live_session(self) -> str | None:
@@ -96,6 +131,8 @@ class Rig:
         return location.rsplit("/", 1)[-1] if location else None
 
     async def stop(self) -> int | None:
+        if self._uplink_task is not None:
+            self._uplink_task.cancel()
         if self.job is not None:
             await self.job.stop()
         if self.sampler is not None:
@@ -104,8 +141,83 @@ class Rig:
             await self.http.close()
         return await self.gateway.stop()
 
+    async def live_counters(self) -> dict[str, Any]:
+        """The gateway's view of the live session (frames in/out, drops by outcome, RTP recovery): where the
+        frames the probe misses were lost. Empty when the session cannot be read."""
+        sid = self.live_session
+        if sid is None or self.http is None:
+            return {}
+        info: dict[str, Any] = {}
+        for _ in range(10):  # the probe shares 127.0.0.1 with the attacker: wait out a 429
+            try:
+                async with self.http.get(
+                    f"{self.gateway.url}/sessions/{sid}",
+                    headers={"Authorization": f"Bearer {self.live_token}"},
+                    timeout=aiohttp.ClientTimeout(total=10),
+                ) as r:
+                    if r.status == 429:
+                        await asyncio.sleep(float(r.headers.get("Retry-After", "1")))
+                        continue
+                    info = await r.json() if r.status == 200 else {}
+                    break
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                return {}
+        keys = ("frames_in", "frames_out", "drops", "receive_recovery")
+        out = {k: info[k] for k in keys if k in info}
+        bitrate = (info.get("send_bitrate") or {}).get("VP8") or {}
+        out["encoder_restarts"] = bitrate.get(
+            "changes"
+        )  # each bitrate change opens a new context: a keyframe
+        pc = self.job._pc if self.job is not None else None  # noqa: SLF001
+        receiver = (
+            next((r for r in pc.getReceivers() if r.track and r.track.kind == "video"), None) if pc else None
+        )
+        out["client_receive_recovery"] = recovery_counters(receiver) if receiver is not None else None
+        job = self.probe.stats._jobs.get(1)  # noqa: SLF001
+        out["client_unreadable"] = len(job.unreadable) if job is not None else 0
+        out["client_repeats"] = len(job.repeats) if job is not None else 0
+        try:
+            async with self.http.get(
+                f"{self.gateway.url}/api/stats", timeout=aiohttp.ClientTimeout(total=10)
+            ) as r:
+                stats = await r.json() if r.status == 200 else {}
+            out["loop_lag_ms_last_window"] = (stats.get("system") or {}).get("loop_lag_ms")
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            pass
+        if self.gateway.proc is not None:
+            out["gateway_cpu_s"] = process_cpu_s(self.gateway.proc.pid)
+        out["probe_process_cpu_s"] = time.process_time()  # the live client's own process
+        return out
+
     def alive(self) -> bool:
         return self.gateway.proc is not None and self.gateway.proc.poll() is None
+
+
+DECOY = """
+import sys
+from aiohttp import web
+async def anything(request):
+    return web.Response(status=404, text="decoy\\n")
+app = web.Application(client_max_size=2**30)
+app.router.add_route("*", "/{tail:.*}", anything)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None)
+"""
+
+
+async def _start_decoy() -> tuple[asyncio.subprocess.Process, str]:
+    """A bare aiohttp server that answers 404 to everything: the control run's target. The attacker, its
+    traffic and a server parsing it load the same two cores; only the gateway's own work is missing."""
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", DECOY, str(port))
+    for _ in range(100):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            await asyncio.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the decoy server did not start")
 
 
 async def _attack(
@@ -114,12 +226,13 @@ async def _attack(
     """Run the fuzzer in a child process at `--attacker-nice` (a real attacker is on another machine: here it
     must not take the CPU the gateway and the live probe need). Returns its result and its attack window."""
     out = tmp / f"attack-{seed}.json"
+    decoy = await _start_decoy() if args.decoy else None
     argv = [
         sys.executable,
         __file__,
         "attack",
         "--url",
-        rig.gateway.url,
+        decoy[1] if decoy is not None else rig.gateway.url,
         "--token",
         rig.fuzz_token,
         "--live-session",
@@ -140,6 +253,9 @@ async def _attack(
     nice = args.attacker_nice
     proc = await asyncio.create_subprocess_exec(*argv, preexec_fn=(lambda: os.nice(nice)) if nice else None)
     await proc.wait()
+    if decoy is not None:
+        decoy[0].terminate()
+        await decoy[0].wait()
     data = json.loads(out.read_text())
     return data["fuzz"], data["t0"], data["t1"]
 
@@ -160,7 +276,13 @@ async def cmd_attack(args: argparse.Namespace) -> dict[str, Any]:
     )
     t0 = time.monotonic()  # CLOCK_MONOTONIC: the same clock in the parent process
     result = await run_fuzz(args.url, cases, concurrency=args.concurrency, rate_per_s=args.rate)
-    return {"mode": "attack", "fuzz": result.to_dict(), "t0": t0, "t1": time.monotonic()}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "mode": "attack",
+        "fuzz": result.to_dict() | {"attacker_cpu_s": round(usage.ru_utime + usage.ru_stime, 2)},
+        "t0": t0,
+        "t1": time.monotonic(),
+    }
 
 
 async def cmd_fuzz(args: argparse.Namespace) -> dict[str, Any]:
@@ -169,15 +291,23 @@ async def cmd_fuzz(args: argparse.Namespace) -> dict[str, Any]:
         await rig.start()
         try:
             await asyncio.sleep(args.warmup)
-            q0 = time.monotonic()
+            q0, before = time.monotonic(), await rig.live_counters()
             await asyncio.sleep(args.quiet)
-            q1 = time.monotonic()
+            q1, quiet_counters = time.monotonic(), _delta(await rig.live_counters(), before)
             rounds = []
             for n in range(args.rounds):
+                before = await rig.live_counters()
                 result, a0, a1 = await _attack(rig, args, args.requests, args.rate, args.seed + n, Path(tmp))
-                rounds.append({"fuzz": result, "live": rig.probe.window(a0, a1 - 0.5).to_dict()})
+                rounds.append(
+                    {
+                        "fuzz": result,
+                        "live": rig.probe.window(a0, a1 - 0.5).to_dict()
+                        | {"uplink_target_kbps": rig.uplink_window(a0, a1)},
+                        "gateway_counters": _delta(await rig.live_counters(), before),
+                    }
+                )
             await asyncio.sleep(1.0)
-            quiet = rig.probe.window(q0, q1).to_dict()
+            quiet = rig.probe.window(q0, q1).to_dict() | {"uplink_target_kbps": rig.uplink_window(q0, q1)}
             alive = rig.alive()
         finally:
             trend = rig.sampler.trend() if rig.sampler else {}
@@ -186,6 +316,7 @@ async def cmd_fuzz(args: argparse.Namespace) -> dict[str, Any]:
         "mode": "fuzz",
         "args": vars(args),
         "quiet": quiet,
+        "quiet_gateway_counters": quiet_counters,
         "rounds": rounds,
         "process": trend,
         "gateway_alive_at_end": alive,
@@ -243,6 +374,49 @@ async def cmd_kill9(args: argparse.Namespace) -> dict[str, Any]:
     return {"mode": "kill9", "args": vars(args), "cycles": cycles}
 
 
+def _delta(after: Any, before: Any) -> Any:
+    """after - before, key by key, for nested dicts of counters (what a window added)."""
+    if isinstance(after, dict):
+        base = before if isinstance(before, dict) else {}
+        return {k: v if k.startswith("loop_lag") else _delta(v, base.get(k)) for k, v in after.items()}
+    if isinstance(after, int | float) and not isinstance(after, bool):
+        return after - (before if isinstance(before, int | float) else 0)
+    return after
+
+
+async def cmd_cost(args: argparse.Namespace) -> dict[str, Any]:
+    """What each kind of request costs the gateway: its cases one at a time, no live session, CPU charged
+    per kind (loadgen.fuzz.cost_by_kind). SDP last: the sessions it opens keep costing until reaped."""
+    if args.gateway_rate_limit is None:
+        args.gateway_rate_limit = 0.0  # the handlers' own cost: no 429 in the way unless asked for
+    with tempfile.TemporaryDirectory(prefix="livefuse-cost-") as tmp:
+        rig = Rig(args, Path(tmp))
+        await rig.gateway.start()
+        try:
+            assert rig.gateway.proc is not None
+            cases = _pick(
+                args,
+                generate_cases(
+                    random.Random(args.seed),
+                    await real_offer(),
+                    args.requests * (8 if args.kinds else 1),
+                    bombs=Bombs.build(),
+                    token=rig.fuzz_token,
+                    max_body_bytes=MAX_BODY,
+                ),
+            )
+            cases.sort(key=lambda c: c.kind == "sdp")
+            costs = await cost_by_kind(rig.gateway.url, rig.gateway.proc.pid, cases)
+        finally:
+            code = await rig.gateway.stop()
+    return {
+        "mode": "cost",
+        "args": vars(args),
+        "kinds": [c.to_dict() for c in costs],
+        "gateway_exit_code": code,
+    }
+
+
 def _pick(args: argparse.Namespace, cases: Iterator[FuzzCase]) -> list[FuzzCase]:
     """The first `args.requests` cases of the kinds asked for (all kinds when none were named)."""
     kinds = set(args.kinds.split(",")) if args.kinds else None
@@ -270,7 +444,9 @@ def _print(report: dict[str, Any]) -> None:
         return (
             f"fps {w['fps']:.1f}  p50 {w['p50_ms'] or float('nan'):.1f} ms"
             f"  p95 {w['p95_ms'] or float('nan'):.1f} ms  loss {100 * w['loss']:.1f} %"
-            f"  ({w['received']}/{w['sent']})"
+            f"  ({w['received']}/{w['sent']}; of the rest {w.get('unreadable', 0)} came back unreadable,"
+            f" {w.get('missing', 0)} never came back; publisher's encoder target kbit/s"
+            f" {w.get('uplink_target_kbps')})"
         )
 
     if report["mode"] == "fuzz":
@@ -279,9 +455,12 @@ def _print(report: dict[str, Any]) -> None:
             f = r["fuzz"]
             print(
                 f"round {i}    : {f['requests']} requests in {f['duration_s']} s, 5xx {f['five_xx']}, "
-                f"statuses {f['statuses']}, transport {f['transport_errors']}"
+                f"statuses {f['statuses']}, transport {f['transport_errors']}, "
+                f"attacker CPU {f.get('attacker_cpu_s')} s"
             )
             print(f"  attacked : {live(r['live'])}")
+            print(f"  gateway  : quiet {report.get('quiet_gateway_counters')}")
+            print(f"             attacked {r.get('gateway_counters')}")
     elif report["mode"] == "soak":
         f = report["fuzz"]
         print(
@@ -290,6 +469,14 @@ def _print(report: dict[str, Any]) -> None:
         )
         for w in report["live_windows"]:
             print(f"  t={w['t_s']:>6}s {live(w)}")
+    elif report["mode"] == "cost":
+        for k in report["kinds"]:
+            print(
+                f"{k['kind']:9}: {k['requests']:5} requests, gateway CPU "
+                f"{k['cpu_ms_per_request']:6.2f} ms/request, answer p50 {k['wall_ms_p50']:.1f} ms "
+                f"max {k['wall_ms_max']:.0f} ms, after {k['after_cpu_pct']:.0f} % CPU; "
+                f"by status {k['cpu_ms_by_status']}; costliest {k['cpu_ms_top']}"
+            )
     else:
         for i, c in enumerate(report["cycles"], 1):
             print(
@@ -305,7 +492,7 @@ def _print(report: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["fuzz", "soak", "kill9", "attack"])
+    parser.add_argument("mode", choices=["fuzz", "soak", "kill9", "attack", "cost"])
     parser.add_argument("--requests", type=int, default=2000, help="fuzz: requests per round")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=4)
@@ -332,13 +519,27 @@ def main(argv: list[str] | None = None) -> int:
         default=19,
         help="nice level of the fuzzer's process (0 = as the gateway)",
     )
+    parser.add_argument(
+        "--gateway-rate-limit",
+        type=float,
+        default=None,
+        help="the gateway's --rate-limit (requests/s per address; default: its own default; 0 = off)",
+    )
+    parser.add_argument(
+        "--decoy",
+        action="store_true",
+        help="control run: the same attack against a bare 404 server on this box, not the gateway (what "
+        "sharing the cores with the attacker costs the live session by itself)",
+    )
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
     parser.add_argument("--live-session", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.mode == "soak" and args.rate is None:
         args.rate = 20.0
-    runner = {"fuzz": cmd_fuzz, "soak": cmd_soak, "kill9": cmd_kill9, "attack": cmd_attack}[args.mode]
+    runner = {"fuzz": cmd_fuzz, "soak": cmd_soak, "kill9": cmd_kill9, "attack": cmd_attack, "cost": cmd_cost}[
+        args.mode
+    ]
     report = asyncio.run(runner(args))
     if args.mode == "attack":  # a child of fuzz/soak: its parent reports
         assert args.output is not None

@@ -1,8 +1,9 @@
 """POST /sources: upload a source face image (jpeg/png/webp) -> 201 {"id", "faces"}.
 
 An upload is checked before it costs anything: its declared size is read from the header and refused over
-`SourcesConfig.max_pixels` (413, the limit in the message); decoding, face detection and trimming run in a
-worker thread (never on the event loop), and every decoder error is a 4xx. What is kept is bounded by
+`SourcesConfig.max_pixels` (413, the limit in the message); decoding and shrinking run in a child process
+(gateway.image_decode), face detection and trimming in a worker thread (never on the event loop), and every
+decoder error is a 4xx. What is kept is bounded by
 gateway.source_store.
 """
 
@@ -10,15 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from concurrent.futures.process import BrokenProcessPool
 
-import cv2
 import numpy as np
 from aiohttp import web
 
 from engines.frames import NoFaceFound, SourceFace
-from gateway.errors import BadRequest, NotFound, PayloadTooLarge, Unprocessable, UnsupportedMediaType
+from gateway.errors import (
+    BadRequest,
+    NotFound,
+    PayloadTooLarge,
+    Unavailable,
+    Unprocessable,
+    UnsupportedMediaType,
+)
 from gateway.http.body import read_body
 from gateway.http.keys import CONFIG, STATE, pipeline_of, principal_of
+from gateway.image_decode import decode_for_source
 from gateway.media.image_header import ImageHeaderError, image_size
 from gateway.source_store import SourcesConfig, prepare_bounded
 
@@ -39,20 +48,6 @@ def check_image_size(body: bytes, max_pixels: int) -> tuple[int, int]:
             f"image is {width}x{height} = {width * height} pixels; the limit is {max_pixels} pixels"
         )
     return width, height
-
-
-def decode_image(body: bytes, max_pixels: int | None = None) -> np.ndarray:
-    """Bytes -> HxWx3 RGB (blocking: call it in a worker), or a 4xx GatewayError when they are not a
-    decodable image within the pixel limit."""
-    if max_pixels is not None:
-        check_image_size(body, max_pixels)
-    try:
-        bgr = cv2.imdecode(np.frombuffer(body, dtype=np.uint8), cv2.IMREAD_COLOR) if body else None
-    except (cv2.error, ValueError, MemoryError, OverflowError) as exc:
-        raise UnsupportedMediaType(f"image cannot be decoded: {type(exc).__name__}") from None
-    if bgr is None:
-        raise UnsupportedMediaType("body is not a decodable jpeg/png/webp image")
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
 async def add_source(
@@ -76,10 +71,22 @@ async def _decode_and_add(request: web.Request, body: bytes, owner: str | None) 
     check_image_size(body, config.sources.max_pixels)  # cheap: before any thread or memory is spent
     background = request.app[STATE].background
     with background.admit():  # live video first: uploads run on a small, lower-priority pool
-        image = await asyncio.get_running_loop().run_in_executor(
-            background.executor, decode_image, body, config.sources.max_pixels
-        )
-        return await add_source(request.app, image, owner=owner)
+        try:
+            kind, value = await asyncio.get_running_loop().run_in_executor(
+                background.processes,
+                decode_for_source,
+                body,
+                config.sources.max_pixels,
+                config.sources.max_side,
+            )
+        except BrokenProcessPool:  # the child died (killed, out of memory): the next upload gets a new one
+            background.restart_processes()
+            raise Unavailable("image decoder restarting", retry_after_s=1) from None
+        if kind != "ok":
+            raise {"too_large": PayloadTooLarge, "empty": Unprocessable}.get(kind, UnsupportedMediaType)(
+                value
+            )
+        return await add_source(request.app, value, owner=owner)
 
 
 async def post_source(request: web.Request) -> web.Response:

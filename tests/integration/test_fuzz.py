@@ -14,6 +14,7 @@ import numpy as np
 
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
+from gateway.http.rate_limit import RateLimitConfig
 from gateway.tenants import Tenant
 from loadgen.fuzz import Bombs, generate_cases, real_offer, run_fuzz
 from tests.integration.conftest import FakePipeline, gw_config, publish, running_gateway, wait_for
@@ -27,6 +28,9 @@ async def test_short_fuzz_no_5xx_and_live_session_unharmed(astronaut: np.ndarray
         gw_config(max_sessions=16, max_pending=4, connect_timeout_s=5.0),
         auth=AuthConfig(tenants=(LIVE, FUZZ)),
         max_body_bytes=1024 * 1024,
+        # raised so that the fuzz reaches every endpoint (one address, no pacing); the limit itself is
+        # tested in test_rate_limit.py
+        rate_limit=RateLimitConfig(rate_per_s=10_000.0, burst=10_000),
     )
     async with running_gateway(config, pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
         pub = await publish(http, gw.url, [cv2.resize(astronaut, (160, 120))],

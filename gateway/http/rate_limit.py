@@ -1,0 +1,110 @@
+"""A per-client-address request rate limit on the HTTP control plane (issue 13, item 9).
+
+Why: measured under the fuzz (scripts/fuzz_gateway.py `cost` and per-kind runs, docs/BENCHMARKS.md), the
+requests that cost the gateway most are ones any client can send as often as it likes: a valid image with
+no face (~45 ms of CPU decoding and detecting), a new peer connection (~7 ms: DTLS key, ICE sockets), a body
+of megabytes that has to be read and thrown away (~5 ms). Every check behind them (header before decode,
+offer validation before the peer connection) already refuses what is malformed; what is well-formed can only
+be bounded by how often one client may ask. So every request first takes a token from its client address's
+bucket (`TokenBuckets`, pure: refill `rate_per_s`, hold at most `burst`); without one it gets 429 with
+Retry-After before auth, routing or any body is read. Media (RTP/RTCP over UDP) never passes through here.
+
+The key is the TCP peer address, never X-Forwarded-For (a client would choose its own bucket). Loopback is
+not special: a load balancer or a proxy in front of the gateway should get its own higher limit from the
+operator (`--rate-limit`), not a silent exemption. The table of buckets is bounded (`max_clients`; the least
+recently seen address goes first, which only ever gives that client a fresh, full bucket).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class RateLimitConfig:
+    rate_per_s: float = 20.0  # sustained requests per second per client address; 0 = no limit
+    burst: int = 60  # requests a client may send at once after being idle (a WHIP join, a page load)
+    max_clients: int = 10_000  # addresses remembered; the least recently seen is forgotten first
+
+    def __post_init__(self) -> None:
+        if self.rate_per_s < 0 or not math.isfinite(self.rate_per_s):
+            raise ValueError(f"rate limit must be a finite number >= 0 (0 = off), got {self.rate_per_s}")
+        if self.burst < 1 or self.max_clients < 1:
+            raise ValueError("rate limit burst and max_clients must be >= 1")
+
+    @property
+    def enabled(self) -> bool:
+        return self.rate_per_s > 0
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+
+class TokenBuckets:
+    """One token bucket per key. Event-loop only (no locks); `clock` is injectable for tests."""
+
+    def __init__(self, config: RateLimitConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self._clock = clock
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+        self.limited = 0  # requests refused so far
+
+    def take(self, key: str) -> float:
+        """0.0 when `key` may go now (a token is spent), else the seconds until it will have a token."""
+        if not self.config.enabled:
+            return 0.0
+        now = self._clock()
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = _Bucket(float(self.config.burst), now)
+            while len(self._buckets) > self.config.max_clients:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(key)
+            elapsed = max(0.0, now - bucket.at)
+            bucket.tokens = min(float(self.config.burst), bucket.tokens + elapsed * self.config.rate_per_s)
+            bucket.at = now
+        if bucket.tokens >= 1.0:
+            bucket.tokens -= 1.0
+            return 0.0
+        self.limited += 1
+        return (1.0 - bucket.tokens) / self.config.rate_per_s
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+
+def client_key(request: web.Request) -> str:
+    """The TCP peer's address (no port: one host, one bucket)."""
+    return request.remote or "unknown"
+
+
+def rate_limit_middleware(buckets: TokenBuckets, on_limited: Callable[[], None] | None = None) -> Middleware:
+    """The first middleware: 429 + Retry-After (whole seconds, at least 1) when the client has no token."""
+
+    @web.middleware
+    async def rate_limit(request: web.Request, handler: Handler) -> web.StreamResponse:
+        wait_s = buckets.take(client_key(request))
+        if wait_s > 0.0:
+            if on_limited is not None:
+                on_limited()
+            return web.Response(
+                status=429,
+                text="too many requests from this address\n",
+                headers={"Retry-After": str(max(1, math.ceil(wait_s)))},
+            )
+        return await handler(request)
+
+    return rate_limit

@@ -1,0 +1,70 @@
+"""The HTTP rate limit per client address (issue 13, item 9), on a real gateway: a client past its burst gets
+429 with Retry-After before auth or any body is read, every endpoint included; 0 turns it off. And the
+image decoder's child process, the other item-9 change, surviving its own death."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from dataclasses import replace
+
+import aiohttp
+import cv2
+import numpy as np
+
+from gateway.auth import AuthConfig
+from gateway.http.keys import STATE
+from gateway.http.rate_limit import RateLimitConfig
+from tests.integration.conftest import FakePipeline, RecordingMonitor, gw_config, running_gateway
+
+
+async def test_past_the_burst_every_request_gets_429_with_retry_after() -> None:
+    limit = RateLimitConfig(rate_per_s=0.5, burst=3)
+    config = replace(gw_config(), rate_limit=limit, auth=AuthConfig(token="secret-token"))
+    monitor = RecordingMonitor()
+    async with running_gateway(config, pipeline=FakePipeline(), monitor=monitor) as gw:
+        async with aiohttp.ClientSession() as http:
+            for _ in range(3):
+                async with http.get(gw.url + "/healthz") as r:
+                    assert r.status == 200
+            async with http.get(gw.url + "/healthz") as r:
+                assert r.status == 429
+                assert 1 <= int(r.headers["Retry-After"]) <= 2
+                assert "too many requests" in await r.text()
+            # refused before auth and before the body: a big unauthenticated upload is not even looked at
+            async with http.post(
+                gw.url + "/sources", data=b"\x89PNG" + b"\0" * 100_000, headers={"Content-Type": "image/png"}
+            ) as r:
+                assert r.status == 429
+        assert "rate_limit" in monitor.rejects
+        assert "auth" not in monitor.rejects
+        assert len(gw.app[STATE].sources) == 0
+
+
+async def test_zero_turns_the_limit_off() -> None:
+    config = replace(gw_config(), rate_limit=RateLimitConfig(rate_per_s=0.0))
+    async with running_gateway(config, pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
+        for _ in range(200):
+            async with http.get(gw.url + "/healthz") as r:
+                assert r.status == 200
+
+
+async def test_a_killed_image_decoder_costs_one_503_and_is_replaced(astronaut: np.ndarray) -> None:
+    """Uploads are decoded in a child process (gateway.image_decode); if it dies (killed, out of memory),
+    the upload in flight gets 503 + Retry-After and the next one gets a new decoder."""
+    ok, png = cv2.imencode(".png", cv2.cvtColor(cv2.resize(astronaut, (128, 128)), cv2.COLOR_RGB2BGR))
+    assert ok
+    headers = {"Content-Type": "image/png"}
+    async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
+        async with http.post(gw.url + "/sources", data=png.tobytes(), headers=headers) as r:
+            assert r.status == 201, await r.text()
+        pool = gw.app[STATE].background.processes
+        (pid,) = list(pool._processes)  # type: ignore[attr-defined]
+        assert pid != os.getpid()
+        os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(0.5)
+        async with http.post(gw.url + "/sources", data=png.tobytes(), headers=headers) as r:
+            assert r.status == 503 and r.headers["Retry-After"] == "1", await r.text()
+        async with http.post(gw.url + "/sources", data=png.tobytes(), headers=headers) as r:
+            assert r.status == 201, await r.text()

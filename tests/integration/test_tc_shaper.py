@@ -1,0 +1,46 @@
+"""The `--shaper tc` path of scripts/bench_network.py on the real kernel (issue 13, item 8): a private network
+namespace, the 600 kbit/s bottleneck as a real `tbf` on its `lo`, a real gateway and publisher inside it.
+Asserts that the media really crossed the kernel's qdisc (its own byte/packet counters) and that a profile
+the kernel cannot shape is refused in one line instead of running unshaped. Skips, saying why, where
+`unshare` or tbf is not available."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_bench_network_tc import REPO, load_bench_network
+
+
+def test_bottleneck_runs_through_kernel_tbf(tmp_path: Path) -> None:
+    bench = load_bench_network()
+    if shutil.which("unshare") is None or shutil.which("tc") is None:
+        pytest.skip("needs unshare (util-linux) and tc (iproute2)")
+    qdiscs = bench.probe_qdiscs()
+    if qdiscs["tbf"] is not None:
+        pytest.skip(f"no tbf in a private network namespace here: {qdiscs['tbf']}")
+    out = tmp_path / "network.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_network.py"), "--shaper", "tc",
+         "--profiles", "bottleneck-600k,loss1", "--duration", "5", "--output", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    rows = {r["profile"]: r for r in json.loads(out.read_text())["profiles"]}
+    bottleneck = rows["bottleneck-600k"]
+    assert "error" not in bottleneck, bottleneck
+    assert bottleneck["shaper"].startswith("kernel tc") or bottleneck["shaper"].startswith("kernel tbf")
+    assert bottleneck["sent"] > 0
+    bitrate = bottleneck["gateway_bitrate"]  # the gateway's sender, sampled inside the namespace
+    assert bitrate and bitrate["samples"] > 0 and bitrate["target_kbps"], bitrate
+    counters = bottleneck["qdisc"]
+    assert counters and counters["packets"] > 100 and counters["bytes"] > 50_000, counters
+    if qdiscs["netem"] is not None:
+        assert "needs sch_netem" in rows["loss1"]["error"], rows["loss1"]
+        assert done.returncode == 1  # a refused profile is a failed row, never a silent unshaped run
+    else:
+        assert "error" not in rows["loss1"], rows["loss1"]

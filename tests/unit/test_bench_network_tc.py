@@ -1,0 +1,68 @@
+"""scripts/bench_network.py --shaper tc: how a profile is split between the kernel's qdiscs and the in-process
+shaper, given which qdiscs the kernel has (pure; the real run is tests/integration/test_tc_shaper.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+NO_NETEM = {"netem": "Error: Specified qdisc kind is unknown.", "tbf": None}
+BOTH = {"netem": None, "tbf": None}
+
+
+def load_bench_network() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_network", REPO / "scripts" / "bench_network.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_network"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return load_bench_network()
+
+
+def test_bottleneck_without_netem_is_kernel_tbf_plus_in_process_delay(bench: ModuleType) -> None:
+    commands, rest, shaper = bench.plan_tc(bench.PROFILES["bottleneck-600k"], NO_NETEM)
+    tbf = ["tbf", "rate", "600kbit", "burst", "1600", "latency", "200ms"]
+    assert commands == [["tc", "qdisc", "add", "dev", "lo", "root", *tbf]]
+    assert rest == "delay=20"
+    assert "kernel tbf" in shaper and "in-process" in shaper
+
+
+def test_netem_only_profile_is_refused_in_one_line_when_the_kernel_lacks_netem(bench: ModuleType) -> None:
+    with pytest.raises(ValueError) as info:
+        bench.plan_tc(bench.PROFILES["loss1"], NO_NETEM)
+    message = str(info.value)
+    assert "needs sch_netem" in message and "Specified qdisc kind is unknown" in message
+    assert "--shaper udp" in message and "\n" not in message
+
+
+def test_with_netem_everything_runs_in_the_kernel(bench: ModuleType) -> None:
+    commands, rest, shaper = bench.plan_tc(bench.PROFILES["bottleneck-600k"], BOTH)
+    assert rest is None and shaper == "kernel tc netem+tbf"
+    assert commands[0][-3:] == ["netem", "delay", "20ms"]
+    assert "tbf" in commands[1]
+    _, rest, _ = bench.plan_tc(bench.PROFILES["loss1"], BOTH)
+    assert rest is None
+
+
+def test_no_tbf_refuses_a_bottleneck(bench: ModuleType) -> None:
+    with pytest.raises(ValueError, match="no tbf"):
+        bench.plan_tc(bench.PROFILES["bottleneck-600k"], {"netem": None, "tbf": "Error: unknown"})
+
+
+def test_qdisc_counters_are_read_from_tc_s(bench: ModuleType) -> None:
+    text = (
+        "qdisc tbf 8006: root refcnt 2 rate 600Kbit burst 1599b lat 200ms \n"
+        " Sent 255004 bytes 324 pkt (dropped 1008, overlimits 835 requeues 0) \n"
+    )
+    assert bench.qdisc_counters(text) == {"bytes": 255004, "packets": 324, "dropped": 1008, "overlimits": 835}
+    assert bench.qdisc_counters("nothing") == {}
