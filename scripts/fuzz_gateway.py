@@ -194,8 +194,10 @@ class Rig:
 
 
 DECOY = """
-import sys
+import logging, sys
 from aiohttp import web
+from gateway.http.access_log import MalformedRequestFilter
+logging.getLogger("aiohttp.server").addFilter(MalformedRequestFilter())  # as the gateway: no tracebacks
 async def anything(request):
     return web.Response(status=404, text="decoy\\n")
 app = web.Application(client_max_size=2**30)
@@ -208,7 +210,7 @@ async def _start_decoy() -> tuple[asyncio.subprocess.Process, str]:
     """A bare aiohttp server that answers 404 to everything: the control run's target. The attacker, its
     traffic and a server parsing it load the same two cores; only the gateway's own work is missing."""
     port = free_port()
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", DECOY, str(port))
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", DECOY, str(port), cwd=str(ROOT))
     for _ in range(100):
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
