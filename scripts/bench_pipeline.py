@@ -32,18 +32,12 @@ from engines.frames import PIPELINE_STAGES, PROCESSORS, FrameItem, FrameOptions 
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir  # noqa: E402
 from engines.pipeline import Pipeline, PipelineConfig  # noqa: E402
 from loadgen.media import MediaUnavailable, default_media_dir, media_path  # noqa: E402
+from loadgen.quality import read_rgb  # noqa: E402
 
 
 def parse_resolution(text: str) -> tuple[int, int]:
     w, _, h = text.lower().partition("x")
     return int(w), int(h)
-
-
-def read_rgb(path: Path) -> np.ndarray:
-    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if bgr is None:
-        raise MediaUnavailable(f"cannot read {path}")
-    return np.asarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
 
 
 def carphone_frames(path: Path, count: int) -> list[np.ndarray]:

@@ -47,16 +47,10 @@ from engines.processors.mesh_warp import (  # noqa: E402
 )
 from engines.processors.paste import paste_back  # noqa: E402
 from loadgen.media import MediaUnavailable, default_media_dir, media_path  # noqa: E402
+from loadgen.quality import read_rgb  # noqa: E402
 
 SIZE = (320, 240)
 KEEP = ("mouth", "eyes")
-
-
-def read_rgb(path: Path) -> np.ndarray:
-    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if bgr is None:
-        raise MediaUnavailable(f"cannot read {path}")
-    return np.asarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
 
 
 def carphone(path: Path, count: int) -> list[np.ndarray]:

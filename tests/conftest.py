@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore, default_model_dir
+from engines.pipeline import Pipeline, PipelineConfig
 from loadgen.media import MEDIA, default_media_dir
 
 
@@ -68,3 +70,11 @@ def pytest_runtest_makereport(  # type: ignore[no-untyped-def]
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.longrepr = f"browser test skipped in CI: {reason}"
+
+
+@pytest.fixture(scope="module")
+def pipeline(model_store: ModelStore) -> Iterator[Pipeline]:
+    """The default CPU pipeline on the provisioned models, one per test module (a module may have its own)."""
+    p = Pipeline.from_config(PipelineConfig(), model_store)
+    yield p
+    p.close()

@@ -3,7 +3,6 @@ tracks that do not jitter or flicker, the face selector. Real images (astronaut,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import av
@@ -12,8 +11,7 @@ import numpy as np
 import pytest
 
 from engines.frames import STAGE_DETECT, FaceSettings, FaceTrack, FrameItem, SourceFace
-from engines.models.store import ModelStore
-from engines.pipeline import Pipeline, PipelineConfig, ReferenceUnavailable
+from engines.pipeline import Pipeline, ReferenceUnavailable
 from engines.processors.alignment import ARCFACE_128_V2, FFHQ_512, estimate_affine
 from engines.processors.masks import (
     EYE_RIGHT,
@@ -24,13 +22,6 @@ from engines.processors.masks import (
     paste_mask,
 )
 from engines.processors.tracking import OneEuroFilter
-
-
-@pytest.fixture(scope="module")
-def pipeline(model_store: ModelStore) -> Iterator[Pipeline]:
-    p = Pipeline.from_config(PipelineConfig(), model_store)
-    yield p
-    p.close()
 
 
 @pytest.fixture(scope="module")

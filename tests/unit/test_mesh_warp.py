@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import av
@@ -10,17 +9,9 @@ import numpy as np
 import pytest
 
 from engines.frames import FrameItem, SourceFace
-from engines.models.store import ModelStore
-from engines.pipeline import Pipeline, PipelineConfig
+from engines.pipeline import Pipeline
 from engines.processors.mesh_warp import MeshSource, triangulate
 from engines.processors.paste import FacePatch, paste_back, translation
-
-
-@pytest.fixture(scope="module")
-def pipeline(model_store: ModelStore) -> Iterator[Pipeline]:
-    p = Pipeline.from_config(PipelineConfig(), model_store)
-    yield p
-    p.close()
 
 
 @pytest.fixture(scope="module")

@@ -8,16 +8,13 @@ The references below are the old algorithms, kept here (not in the product) so t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import av
 import cv2
 import numpy as np
 import pytest
 
 from engines.frames import FaceTrack, FrameItem, SourceFace
-from engines.models.store import ModelStore
-from engines.pipeline import Pipeline, PipelineConfig
+from engines.pipeline import Pipeline
 from engines.processors.masks import skin_mask
 from engines.processors.mesh_warp import (
     MARGIN,
@@ -63,13 +60,6 @@ def reference_match_colour(warped: np.ndarray, target: np.ndarray, inside: np.nd
     ratio = np.clip((ts.std(0) + 1e-3) / (ws.std(0) + 1e-3), *STD_RATIO)
     out = (w_lab - ws.mean(0)) * ratio + ts.mean(0)
     return np.asarray(cv2.cvtColor(out.astype(np.float32), cv2.COLOR_LAB2RGB), dtype=np.float32) * 255.0
-
-
-@pytest.fixture(scope="module")
-def pipeline(model_store: ModelStore) -> Iterator[Pipeline]:
-    p = Pipeline.from_config(PipelineConfig(), model_store)
-    yield p
-    p.close()
 
 
 @pytest.fixture(scope="module")
