@@ -152,7 +152,9 @@ def progress_table(title: str, p: Progress, budget_ms: float) -> Table:
 def result_table(runs: list[dict[str, Any]], capacity: dict[str, Any] | None) -> Table:
     t = Table(title="loadgen result")
     t.add_column("run", no_wrap=True)
-    for col in ("jobs", "p50 ms", "p95 ms", "p99 ms", "in budget", "sent", "recv", "lost", "rep",
+    # "lost" counts every frame not identified on return; "unread" is the part of it that did come back but
+    # whose stamp band no longer reads (e.g. macroblocks the publisher's own encoder left stale)
+    for col in ("jobs", "p50 ms", "p95 ms", "p99 ms", "in budget", "sent", "recv", "lost", "unread", "rep",
                 "fps/job", "SLO"):
         t.add_column(col, justify="right")
     for r in runs:
@@ -164,14 +166,14 @@ def result_table(runs: list[dict[str, Any]], capacity: dict[str, Any] | None) ->
         fr = r["frames"]
         t.add_row(r["name"], str(r["concurrent_jobs"]), ms(lat["p50"]), ms(lat["p95"]), ms(lat["p99"]),
                   "-" if wb is None else f"{wb * 100:.1f}%", str(fr["sent"]), str(fr["received"]),
-                  str(fr["lost"]),
+                  str(fr["lost"]), str(fr.get("unreadable", 0)),
                   str(fr["repeated"]), f"{r['fps_per_job']['mean']:.1f}",
                   "[green]ok[/]" if r["slo_met"] else "[red]MISS[/]")
         for job in r.get("jobs", []):
             av_ms = job.get("av_offset_ms")
             if av_ms:
                 t.add_row(f"  job {job['job']} A/V ms", "", f"{av_ms['p50']:+.1f}", f"{av_ms['p95']:+.1f}",
-                          f"p5 {av_ms['p5']:+.1f}", f"n={av_ms['count']}", "", "", "", "", "",
+                          f"p5 {av_ms['p5']:+.1f}", f"n={av_ms['count']}", "", "", "", "", "", "",
                           "[green]ok[/]" if -45 <= av_ms["p5"] and av_ms["p95"] <= 125 else "[red]off[/]")
     if capacity is not None:
         t.caption = (f"capacity: {capacity['capacity']} concurrent jobs "
