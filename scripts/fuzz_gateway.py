@@ -264,18 +264,7 @@ async def _attack(
 
 async def cmd_attack(args: argparse.Namespace) -> dict[str, Any]:
     """The attacker alone (spawned by fuzz and soak): build the cases, then send them."""
-    cases = _pick(
-        args,
-        generate_cases(
-            random.Random(args.seed),
-            await real_offer(),
-            args.requests * (8 if args.kinds else 1),
-            bombs=Bombs.build(),
-            live_session=args.live_session or None,
-            token=args.token,
-            max_body_bytes=MAX_BODY,
-        ),
-    )
+    cases = await _cases(args, args.token, live_session=args.live_session or None)
     t0 = time.monotonic()  # CLOCK_MONOTONIC: the same clock in the parent process
     result = await run_fuzz(args.url, cases, concurrency=args.concurrency, rate_per_s=args.rate)
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -396,17 +385,7 @@ async def cmd_cost(args: argparse.Namespace) -> dict[str, Any]:
         await rig.gateway.start()
         try:
             assert rig.gateway.proc is not None
-            cases = _pick(
-                args,
-                generate_cases(
-                    random.Random(args.seed),
-                    await real_offer(),
-                    args.requests * (8 if args.kinds else 1),
-                    bombs=Bombs.build(),
-                    token=rig.fuzz_token,
-                    max_body_bytes=MAX_BODY,
-                ),
-            )
+            cases = await _cases(args, rig.fuzz_token)
             cases.sort(key=lambda c: c.kind == "sdp")
             costs = await cost_by_kind(rig.gateway.url, rig.gateway.proc.pid, cases)
         finally:
@@ -417,6 +396,24 @@ async def cmd_cost(args: argparse.Namespace) -> dict[str, Any]:
         "kinds": [c.to_dict() for c in costs],
         "gateway_exit_code": code,
     }
+
+
+async def _cases(
+    args: argparse.Namespace, token: str | None, live_session: str | None = None
+) -> list[FuzzCase]:
+    """This run's cases: the seeded generator (a real offer to mutate, the image bombs), the kinds asked."""
+    return _pick(
+        args,
+        generate_cases(
+            random.Random(args.seed),
+            await real_offer(),
+            args.requests * (8 if args.kinds else 1),
+            bombs=Bombs.build(),
+            live_session=live_session,
+            token=token,
+            max_body_bytes=MAX_BODY,
+        ),
+    )
 
 
 def _pick(args: argparse.Namespace, cases: Iterator[FuzzCase]) -> list[FuzzCase]:
