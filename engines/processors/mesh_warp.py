@@ -140,10 +140,17 @@ def signed_areas(tris: np.ndarray) -> np.ndarray:
     return (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
 
 
+def visible_triangles(
+    src_orientation: np.ndarray, dst_areas: np.ndarray, min_area_px: float = 0.5
+) -> np.ndarray:
+    """Which triangles to draw: same orientation as on the source (sign of its signed area) and still
+    covering some pixels on the target (`dst_areas`: twice the signed areas, as `signed_areas` gives)."""
+    return (np.sign(dst_areas) == src_orientation) & (np.abs(dst_areas) > 2.0 * min_area_px)
+
+
 def front_facing(tris_src: np.ndarray, tris_dst: np.ndarray, min_area_px: float = 0.5) -> np.ndarray:
     """Triangles whose orientation on the target matches the source's and that still cover some pixels."""
-    src, dst = signed_areas(tris_src), signed_areas(tris_dst)
-    return (np.sign(src) == np.sign(dst)) & (np.abs(dst) > 2.0 * min_area_px)
+    return visible_triangles(np.sign(signed_areas(tris_src)), signed_areas(tris_dst), min_area_px)
 
 
 EDGE_TOL = 0.5  # px: a pixel centre this close outside a triangle still belongs to it (see warp_maps)
@@ -164,7 +171,7 @@ def warp_maps(local: np.ndarray, source: MeshSource, h: int, w: int
     """
     tris_dst = local[source.triangles]                        # (T, 3, 2)
     area = signed_areas(tris_dst)
-    vis = np.nonzero((np.sign(area) == source.orientation) & (np.abs(area) > 1.0))[0]  # = front_facing
+    vis = np.nonzero(visible_triangles(source.orientation, area))[0]
     if vis.size == 0:
         return None
     d, det = tris_dst[vis], area[vis]
