@@ -27,6 +27,7 @@ from gateway.media.bitrate import BitrateConfig, BitratePolicy
 from gateway.media.colour import rgb_to_i420
 from gateway.media.feedback import watch_sender_feedback
 from gateway.media.packet_track import QueuedPacketTrack
+from gateway.media.planes import is_i420
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ class FanoutEncoder:
         `yuv`, when given, is the same picture as an even-sized yuv420p frame (`media.planes`: the decoded
         frame, or its planes with only the changed boxes converted); `image_rgb` is then not converted, and
         `yuv` is not modified beyond its pts, time base and picture type (several encoders may share it)."""
-        if yuv is not None and yuv.format.name == "yuv420p" and yuv.width % 2 == 0 and yuv.height % 2 == 0:
+        if yuv is not None and is_i420(yuv):
             frame = yuv
         else:
             if self.codec_name == "H264":  # 4:2:0 H.264 needs even dimensions
