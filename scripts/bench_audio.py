@@ -40,6 +40,7 @@ from av import VideoFrame  # noqa: E402
 from gateway.rtc.ice import IceConfig, create_peer_connection  # noqa: E402
 from loadgen.avsync import ClickAudioTrack, MediaClock, wait_due  # noqa: E402
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig  # noqa: E402
+from loadgen.fuzz import process_cpu_s  # noqa: E402
 
 FPS = 5.0
 LOOPBACK = IceConfig.loopback_only()
@@ -64,11 +65,6 @@ class SmallVideo(MediaStreamTrack):
         frame.pts = int(n * 90000 / FPS)
         frame.time_base = Fraction(1, 90000)
         return frame
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _offer(http: aiohttp.ClientSession, url: str, pc: RTCPeerConnection) -> str:
@@ -110,9 +106,9 @@ async def run_case(base: str, pid: int, publishers: int, viewers: int, audio: bo
                     await _offer(http, f"{base}/whep/{session_id}", vpc)
                     tasks += [asyncio.ensure_future(_drain(r.track)) for r in receivers]
             await asyncio.sleep(warmup)
-            c0, t0 = cpu_seconds(pid), time.monotonic()
+            c0, t0 = process_cpu_s(pid), time.monotonic()
             await asyncio.sleep(duration)
-            c1, t1 = cpu_seconds(pid), time.monotonic()
+            c1, t1 = process_cpu_s(pid), time.monotonic()
             async with http.get(f"{base}/sessions") as r:
                 sessions = await r.json() if r.status == 200 else None
         finally:
