@@ -49,7 +49,7 @@ from engines.frames import (
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore
 from engines.processors.arcface import ArcFaceEmbedder
-from engines.processors.batching import dynamic_batch_model
+from engines.processors.batching import serving_model
 from engines.processors.face_detector import Face, FaceDetector
 from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
 from engines.processors.face_landmarker import FaceLandmarker
@@ -195,21 +195,22 @@ class Pipeline:
         try:
             detector = FaceDetector(make(det_path, "face_detector"), config.detector_size,
                                     config.detector_score)
-            landmarker = FaceLandmarker(make(dynamic_batch_model(mesh_path), "face_landmarker"),
+            landmarker = FaceLandmarker(make(serving_model(mesh_path), "face_landmarker"),
                                         config.presence_threshold)
             swapper: Swapper
-            embedder = ArcFaceEmbedder(make(arcface_path, "arcface")) if arcface_path is not None else None
+            embedder = (ArcFaceEmbedder(make(serving_model(arcface_path), "arcface"))
+                        if arcface_path is not None else None)
             if swap_paths is not None:
                 assert embedder is not None
                 inswapper_path = swap_paths[0]
-                swapper = InswapperSwapper(make(dynamic_batch_model(inswapper_path), "face_swapper"),
+                swapper = InswapperSwapper(make(serving_model(inswapper_path), "face_swapper"),
                                            embedder, load_emap(inswapper_path), config.mask)
             else:
                 swapper = MeshWarpSwapper(poisson=config.poisson)
             enhancer: Enhancer | None = None
             if STAGE_ENHANCE in config.processors:
                 if gfpgan_path is not None:
-                    enhancer = GfpganEnhancer(make(dynamic_batch_model(gfpgan_path), "face_enhancer"),
+                    enhancer = GfpganEnhancer(make(serving_model(gfpgan_path), "face_enhancer"),
                                               config.enhancer_blend, config.mask)
                 else:
                     enhancer = DetailEnhancer(config.enhancer_blend)

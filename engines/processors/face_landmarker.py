@@ -5,7 +5,7 @@ resized to 192, RGB in [0, 1]. When a face is being tracked (no detection this f
 previous frame's mesh instead, so the mesh follows the face between detections. The presence logit
 (`conv2d_30`) tells a real face from a false detection or a face that left the tracked crop.
 
-The converted model has a fixed batch of 1; `batching.dynamic_batch_model` rewrites it once
+The converted model has a fixed batch of 1; `batching.serving_model` rewrites it once
 (engines.onnx_batch), checks the rewrite item-by-item, and caches it beside the original keyed by the
 source's sha256, so every face of every frame runs as one engine call. Without the rewrite `run_batched`
 simply loops.

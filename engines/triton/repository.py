@@ -30,13 +30,13 @@ TRITON_DTYPES = {
     "INT32": "TYPE_INT32", "INT8": "TYPE_INT8", "UINT8": "TYPE_UINT8", "BOOL": "TYPE_BOOL",
 }
 
-# the pipeline's engine name -> model id in the store; "dynbatch" = needs the batch-dynamic rewrite
-PIPELINE_MODELS: tuple[tuple[str, str, bool], ...] = (
-    ("face_detector", "retinaface_mnet025", False),
-    ("face_landmarker", "facemesh_468", True),
-    ("face_swapper", "inswapper_128", True),
-    ("arcface", "arcface_w600k_r50", False),
-    ("face_enhancer", "gfpgan_1.4", True),
+# the pipeline's engine name -> model id in the store
+PIPELINE_MODELS: tuple[tuple[str, str], ...] = (
+    ("face_detector", "retinaface_mnet025"),
+    ("face_landmarker", "facemesh_468"),
+    ("face_swapper", "inswapper_128"),
+    ("arcface", "arcface_w600k_r50"),
+    ("face_enhancer", "gfpgan_1.4"),
 )
 
 
@@ -155,19 +155,20 @@ def build_pipeline_repository(repo: Path, model_dir: Path, config: RepositoryCon
                               build_plan: Callable[[Path, Path], None] | None = None) -> list[str]:
     """Every pipeline model present in the model cache (or exactly `models`) into `repo`; one line each.
 
-    Fixed-batch exports go in batch-dynamic (engines.processors.batching, verified item by item). A model
-    not in the cache is skipped with a line saying so, unless it was asked for by name (ValueError).
+    Each goes in as its serving copy (engines.processors.batching: fixed batch made dynamic, PRelu made cheap,
+    verified item by item). A model not in the cache is skipped with a line saying so, unless it was asked for
+    by name (ValueError).
     """
     from engines.models.store import ModelStore, ModelUnavailable
-    from engines.processors.batching import dynamic_batch_model
+    from engines.processors.batching import serving_model
 
-    known = [name for name, _, _ in PIPELINE_MODELS]
+    known = [name for name, _ in PIPELINE_MODELS]
     unknown = sorted(set(models or ()) - set(known))
     if unknown:
         raise ValueError(f"unknown model(s) {', '.join(unknown)} (known: {', '.join(known)})")
     store = ModelStore(model_dir)
     lines: list[str] = []
-    for name, model_id, dynbatch in PIPELINE_MODELS:
+    for name, model_id in PIPELINE_MODELS:
         if models is not None and name not in models:
             continue
         try:
@@ -177,8 +178,7 @@ def build_pipeline_repository(repo: Path, model_dir: Path, config: RepositoryCon
                 raise ValueError(str(e)) from None
             lines.append(f"{name}: skipped ({model_id} not in the cache)")
             continue
-        if dynbatch:
-            path = dynamic_batch_model(path)
+        path = serving_model(path)
         model_dir_out = write_model(repo, name, path, config, build_plan)
         lines.append(f"{model_dir_out}: {config.backend} ({model_id}, max batch {config.max_batch}, "
                      f"{config.instances} x {config.kind})")

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import onnx
 import pytest
 
 from engines.factory import EngineConfig, create_engine
 from engines.models.store import ModelStore
-from engines.processors.batching import dynamic_batch_model
+from engines.processors.batching import serving_model
 from engines.processors.face_detector import Face, FaceDetector
 from engines.processors.face_landmarker import (
     EYE_A,
@@ -35,7 +36,7 @@ def detector(model_store: ModelStore) -> Iterator[FaceDetector]:
 
 @pytest.fixture(scope="module")
 def landmarker(model_store: ModelStore) -> Iterator[FaceLandmarker]:
-    engine = create_engine(dynamic_batch_model(model_store.require("facemesh_468")), EngineConfig())
+    engine = create_engine(serving_model(model_store.require("facemesh_468")), EngineConfig())
     yield FaceLandmarker(engine)
     engine.close()
 
@@ -139,13 +140,15 @@ def test_crop_levels_the_eyes(detector: FaceDetector, astronaut: np.ndarray) -> 
     assert 40 < eyes[0, 0] < eyes[1, 0] < 152
 
 
-def test_dynamic_batch_model_is_cached_by_hash(model_store: ModelStore, tmp_path: Path) -> None:
+def test_serving_model_is_cached_by_hash(model_store: ModelStore, tmp_path: Path) -> None:
     src = tmp_path / "face_landmark_468.onnx"
     shutil.copyfile(model_store.require("facemesh_468"), src)
-    first = dynamic_batch_model(src)
-    assert first != src and first.parent == tmp_path and "dynbatch-" in first.name
+    first = serving_model(src)
+    assert first != src and first.parent == tmp_path and ".serve" in first.name
     mtime = first.stat().st_mtime_ns
-    assert dynamic_batch_model(src) == first and first.stat().st_mtime_ns == mtime
+    assert serving_model(src) == first and first.stat().st_mtime_ns == mtime
+    served = onnx.load(str(first))
+    assert not [n for n in served.graph.node if n.op_type == "PRelu"]  # all 23 spelled as Relu arithmetic
     engine = create_engine(first, EngineConfig())
     try:
         assert engine.batch.max > 1
