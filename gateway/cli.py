@@ -153,6 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--reap-after-s", type=float, help="close sessions silent/disconnected this long (default 10)")
     a(
+        "--no-uplink-loss-cap",
+        action="store_true",
+        default=None,
+        help="send publishers aiortc's delay-based REMB only, without the cap from the loss seen on their "
+             "stream (gateway.media.uplink_rate)",
+    )
+    a(
         "--no-audio",
         action="store_true",
         default=None,
@@ -289,6 +296,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         default_source=Path(str(get("default_source"))) if get("default_source") else None,
         reap_after_s=float(get("reap_after_s", sess.reap_after_s)),
         audio=replace(sess.audio, enabled=not get("no_audio", False)),
+        uplink=replace(sess.uplink, enabled=not get("no_uplink_loss_cap", False)),
     )
     src = SourcesConfig()
     sources = replace(

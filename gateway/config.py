@@ -17,6 +17,7 @@ from gateway.background import BackgroundConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.media.audio import AudioConfig
 from gateway.media.late import LatePolicy
+from gateway.media.uplink_rate import UplinkRateConfig
 from gateway.rtc.ice import IceConfig
 from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
@@ -97,6 +98,7 @@ class SessionConfig:
     max_viewers: int = 32
     network_allowance_ms: float = 10.0  # kept back from the budget for the trip back to the client
     audio: AudioConfig = field(default_factory=AudioConfig)  # the publisher's Opus, relayed to viewers
+    uplink: UplinkRateConfig = field(default_factory=UplinkRateConfig)  # loss-based cap on REMB to publishers
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:

@@ -51,6 +51,7 @@ from gateway.media.late import choose_output
 from gateway.media.planes import Box, is_i420, patched_frame
 from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, Outcome
+from gateway.rtc import uplink_feedback
 from gateway.rtc.codecs import answer_video_codec
 from gateway.rtc.dtls import answer_as_dtls_server, watch_dtls
 from gateway.rtc.h264 import keep_offered_h264_profiles
@@ -171,6 +172,7 @@ class Session:
         self.etag = secrets.token_hex(8)
         self.owner: str | None = None  # the tenant that created it (gateway.tenants)
         self.viewer_token = secrets.token_urlsafe(24)  # WHEP may watch this session with it, nothing else
+        self.uplink: uplink_feedback.UplinkFeedback | None = None  # loss-based REMB cap, once media flows
 
     # --- wiring ---------------------------------------------------------------------------------------------
     def start_media(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
@@ -178,6 +180,9 @@ class Session:
             return
         self._spawn(self._receive_loop(track, receiver), "receive")
         self._spawn(self._output_loop(), "output")
+        self.uplink = uplink_feedback.install(receiver, self.config.uplink)
+        if self.uplink is not None:
+            self._spawn(self.uplink.run(), "uplink-rate")
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=f"session-{self.id}-{name}")
@@ -449,6 +454,7 @@ class Session:
             "audio": self.audio.stats(),
             # network: what the receivers let the encoder send; how the publisher's stream was repaired
             "send_bitrate": {codec: e.bitrate.snapshot(now) for codec, e in self.encoders.items()},
+            "uplink": self.uplink.stats() if self.uplink is not None else None,
             "receive_recovery": next(
                 (recovery_counters(r) for r in self.pc.getReceivers() if r.track and r.track.kind == "video"),
                 None,

@@ -13,7 +13,10 @@ refused with a one-line reason (never run unshaped). On `lo` one tbf shapes both
 packet leaves through lo), unlike the in-process link, which limits each direction on its own. The kernel's
 own count of bytes and drops at the qdisc (`tc -s qdisc`) is kept per run, and the gateway runs inside the
 namespace under this script (`--inside-namespace`, loadgen pointed at it with `--url`) so that its sender's
-bitrate is sampled from GET /sessions (`gateway_bitrate`). Traffic stays on 127.0.0.1.
+bitrate (`gateway_bitrate`) and what it saw of the publisher's stream and asked it for (`gateway_uplink`: loss
+per window, the loss-based REMB cap of gateway.media.uplink_rate) are sampled from GET /sessions;
+`--gateway-arg` passes flags to that gateway (`--gateway-arg=--no-uplink-loss-cap` for the run without the
+cap). Traffic stays on 127.0.0.1.
 
     flock /tmp/livefuse-bench.lock python scripts/bench_network.py --duration 20 --output reports/network.json
     flock /tmp/livefuse-bench.lock python scripts/bench_network.py --shaper tc --profiles bottleneck-600k \
@@ -123,9 +126,11 @@ def _loadgen_args(args: argparse.Namespace, report: Path, samples: Path) -> list
     ]  # fmt: skip
 
 
-async def _inside(loadgen: list[str], samples_out: Path, period_s: float = 0.5) -> int:
-    """Run in the namespace (tc shaper): a gateway of our own, so that its sender's bitrate can be sampled
-    from GET /sessions while loadgen (pointed at it with --url) runs; the samples go to `samples_out`."""
+async def _inside(loadgen: list[str], samples_out: Path, gateway_args: list[str],
+                  period_s: float = 0.5) -> int:
+    """Run in the namespace (tc shaper): a gateway of our own, so that its sender's bitrate and what it asks
+    the publisher for (the uplink REMB cap) can be sampled from GET /sessions while loadgen (pointed at it
+    with --url) runs; the samples go to `samples_out`."""
     import asyncio
 
     import aiohttp
@@ -133,7 +138,9 @@ async def _inside(loadgen: list[str], samples_out: Path, period_s: float = 0.5) 
     from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
 
     samples: list[dict[str, Any]] = []
-    async with EmbeddedGateway(EmbeddedGatewayConfig()) as gateway, aiohttp.ClientSession() as http:
+    uplink: list[dict[str, Any]] = []
+    config = EmbeddedGatewayConfig(extra_args=tuple(gateway_args))
+    async with EmbeddedGateway(config) as gateway, aiohttp.ClientSession() as http:
         proc = await asyncio.create_subprocess_exec(*loadgen, "--url", gateway.url, cwd=ROOT)
         t0 = time.monotonic()
         while proc.returncode is None:
@@ -141,16 +148,32 @@ async def _inside(loadgen: list[str], samples_out: Path, period_s: float = 0.5) 
                 async with http.get(gateway.url + "/sessions", timeout=aiohttp.ClientTimeout(total=5)) as r:
                     data = await r.json() if r.status == 200 else {}
                 for session in data.get("sessions", []):
+                    t_s = round(time.monotonic() - t0, 2)
                     for codec, bitrate in (session.get("send_bitrate") or {}).items():
-                        samples.append({"t_s": round(time.monotonic() - t0, 2), "codec": codec, **bitrate})
+                        samples.append({"t_s": t_s, "codec": codec, **bitrate})
+                    if session.get("uplink"):
+                        uplink.append({"t_s": t_s, **session["uplink"]})
             except (aiohttp.ClientError, TimeoutError, ValueError):
                 pass
             try:
                 await asyncio.wait_for(proc.wait(), period_s)
             except TimeoutError:
                 pass
-        samples_out.write_text(json.dumps(samples))
+        samples_out.write_text(json.dumps({"send": samples, "uplink": uplink}))
         return proc.returncode
+
+
+def _spread(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    middle = ordered[len(ordered) // 2]
+    return {
+        "first": round(values[0], 3),
+        "min": round(ordered[0], 3),
+        "median": round(middle, 3),
+        "last": round(values[-1], 3),
+    }
 
 
 def bitrate_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -160,25 +183,33 @@ def bitrate_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
     targets = [s["target_bps"] / 1000 for s in samples if s.get("target_bps")]
     sent = [s["sent_bps"] / 1000 for s in samples if s.get("sent_bps")]
     remb = [r["remb_bps"] / 1000 for s in samples for r in s.get("receivers", []) if r.get("remb_bps")]
-
-    def spread(values: list[float]) -> dict[str, float] | None:
-        if not values:
-            return None
-        ordered = sorted(values)
-        middle = ordered[len(ordered) // 2]
-        return {
-            "first": round(values[0]),
-            "min": round(ordered[0]),
-            "median": round(middle),
-            "last": round(values[-1]),
-        }
-
+    spread = _spread
     return {
         "samples": len(samples),
         "target_kbps": spread(targets),
         "sent_kbps": spread(sent),
         "remb_kbps": spread(remb),
         "changes": samples[-1].get("changes"),
+    }
+
+
+def uplink_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the gateway saw of the publisher's stream and asked it for (gateway.media.uplink_rate):
+    loss per window, received kbit/s, the REMB cap (kbit/s; None = uncapped) and aiortc's own estimate."""
+    if not samples:
+        return None
+    windows = [s["last_window"] for s in samples if s.get("last_window")]
+    caps = [s["cap_kbps"] for s in samples if s.get("cap_kbps") is not None]
+    return {
+        "samples": len(samples),
+        "loss": _spread([w["loss"] for w in windows]),
+        "received_kbps": _spread([w["received_kbps"] for w in windows]),
+        "cap_kbps": _spread(caps),
+        "capped_share": round(len(caps) / len(samples), 3),
+        "delay_based_kbps": _spread([s["delay_based_kbps"] for s in samples if s.get("delay_based_kbps")]),
+        "decreases": samples[-1].get("decreases"),
+        "rembs_sent": samples[-1].get("rembs_sent"),
+        "rembs_capped": samples[-1].get("rembs_capped"),
     }
 
 
@@ -200,7 +231,7 @@ def run_profile(
         if rest:
             command += ["--network", rest]
         command = [sys.executable, str(Path(__file__).resolve()), "--inside-namespace", str(bitrate_file),
-                   "--", *command]  # fmt: skip
+                   *args.gateway_arg, "--", *command]  # fmt: skip
         tc = " && ".join(shlex.join(c) for c in tc_commands) or "true"
         script = (
             f"{LO_UP} && {tc} && {{ {shlex.join(command)}; rc=$?; "
@@ -219,6 +250,9 @@ def run_profile(
             by_job.setdefault(row["job"], []).append(float(row["recv_s"]))
     frozen = [freezes(sorted(times), args.fps) for times in by_job.values()]
     gateway = run.get("gateway") or {}
+    sampled = json.loads(bitrate_file.read_text()) if bitrate_file.exists() else {}
+    if isinstance(sampled, list):  # the format before uplink sampling: sender samples only
+        sampled = {"send": sampled}
     return {
         "profile": name,
         "impairment": impairment.describe(),
@@ -236,9 +270,9 @@ def run_profile(
         "qdisc": qdisc_counters(tc_stats.read_text()) if tc_stats.exists() else None,
         "elapsed_s": round(elapsed, 1),  # the whole run in the namespace: gateway start-up, join, stop
         # tc: the gateway's VP8 sender, sampled from GET /sessions every 0.5 s (gateway.media.bitrate)
-        "gateway_bitrate": (
-            bitrate_summary(json.loads(bitrate_file.read_text())) if bitrate_file.exists() else None
-        ),
+        "gateway_bitrate": bitrate_summary(sampled.get("send") or []),
+        # tc: what the gateway saw of the publisher's stream and the REMB cap it sent back
+        "gateway_uplink": uplink_summary(sampled.get("uplink") or []),
     }
 
 
@@ -262,7 +296,8 @@ def main() -> int:
     if len(sys.argv) > 2 and sys.argv[1] == "--inside-namespace":  # the tc shaper's child, see _inside
         import asyncio
 
-        return asyncio.run(_inside(sys.argv[sys.argv.index("--") + 1 :], Path(sys.argv[2])))
+        sep = sys.argv.index("--")
+        return asyncio.run(_inside(sys.argv[sep + 1 :], Path(sys.argv[2]), sys.argv[3:sep]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--profiles", default=",".join(PROFILES), help="comma list of loadgen.impair profiles"
@@ -272,6 +307,9 @@ def main() -> int:
     parser.add_argument("--resolution", default="320x240")
     parser.add_argument("--fps", type=float, default=15.0)
     parser.add_argument("--shaper", choices=("udp", "tc"), default="udp")
+    parser.add_argument("--gateway-arg", action="append", default=[],
+                        help="extra argument for the gateway the tc shaper runs (repeatable), e.g. "
+                             "--gateway-arg=--no-uplink-loss-cap")
     parser.add_argument("--output", type=Path, default=ROOT / "reports" / "network.json")
     args = parser.parse_args()
     names = [n.strip() for n in args.profiles.split(",") if n.strip()]

@@ -74,8 +74,12 @@ class MarkerJitterBuffer(JitterBuffer):
         self.recovery = LossRecovery(recovery or RecoveryConfig())
         # Set by `_install_on_receiver`: NACK again (ssrc, sequence numbers); None = no repeats.
         self.send_nack: Callable[[int, list[int]], None] | None = None
+        # Set by gateway.rtc.uplink_feedback: sees every packet first (loss counting); None = nobody.
+        self.packet_observer: Callable[[RtpPacket], None] | None = None
 
     def add(self, packet: RtpPacket) -> tuple[bool, JitterFrame | None]:
+        if self.packet_observer is not None:
+            self.packet_observer(packet)
         now = time.monotonic()
         recovery = self.recovery
         recovery.on_packet(packet.sequence_number, now)

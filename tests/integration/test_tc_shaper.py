@@ -37,6 +37,8 @@ def test_bottleneck_runs_through_kernel_tbf(tmp_path: Path) -> None:
     assert bottleneck["sent"] > 0
     bitrate = bottleneck["gateway_bitrate"]  # the gateway's sender, sampled inside the namespace
     assert bitrate and bitrate["samples"] > 0 and bitrate["target_kbps"], bitrate
+    uplink = bottleneck["gateway_uplink"]  # the publisher's stream as the gateway saw it, and the REMB cap
+    assert uplink and uplink["samples"] > 0 and uplink["loss"] is not None, uplink
     counters = bottleneck["qdisc"]
     assert counters and counters["packets"] > 100 and counters["bytes"] > 50_000, counters
     if qdiscs["netem"] is not None:
