@@ -51,7 +51,7 @@ class EmbeddedGatewayConfig:
             args.append("--no-degradation")
         for flag, value in optional.items():
             if value is not None:
-                args += [flag, str(value)]
+                args.append(f"{flag}={value}")  # one word: a token may start with "-"
         return args + list(self.extra_args)
 
 

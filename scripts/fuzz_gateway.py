@@ -235,10 +235,9 @@ async def _attack(
         "attack",
         "--url",
         decoy[1] if decoy is not None else rig.gateway.url,
-        "--token",
-        rig.fuzz_token,
-        "--live-session",
-        rig.live_session or "",
+        # "--flag=value": a token or session id may start with "-", which argparse would take for a flag
+        f"--token={rig.fuzz_token}",
+        f"--live-session={rig.live_session or ''}",
         "--requests",
         str(requests),
         "--seed",
