@@ -68,3 +68,31 @@ async def test_a_killed_image_decoder_costs_one_503_and_is_replaced(astronaut: n
             assert r.status == 503 and r.headers["Retry-After"] == "1", await r.text()
         async with http.post(gw.url + "/sources", data=png.tobytes(), headers=headers) as r:
             assert r.status == 201, await r.text()
+
+
+async def test_a_refused_big_body_is_answered_and_the_connection_closed_not_drained() -> None:
+    """A client past its rate that is still sending a big body gets its 429 (Connection: close) and the
+    connection is closed at once: without this aiohttp reads and discards the body for up to 10 s."""
+    config = replace(gw_config(), rate_limit=RateLimitConfig(rate_per_s=0.1, burst=1))
+    async with running_gateway(config, pipeline=FakePipeline()) as gw:
+        async with aiohttp.ClientSession() as http, http.get(gw.url + "/healthz") as r:
+            assert r.status == 200  # the burst is spent
+        host, port = gw.url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(b"POST /sources HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+                         b"Content-Length: 50000000\r\n\r\n" + b"\0" * 256_000)
+            await writer.drain()  # and then nothing more: a lingering server would wait 10 s for the rest
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
+            assert head.startswith(b"HTTP/1.1 429") and b"connection: close" in head.lower()
+
+            async def until_closed() -> None:
+                try:
+                    while await reader.read(65536):
+                        pass
+                except ConnectionResetError:  # unread bytes in the server's buffer: the kernel answers RST
+                    pass
+
+            await asyncio.wait_for(until_closed(), 3.0)
+        finally:
+            writer.close()
