@@ -32,6 +32,7 @@ from gateway.monitoring.capacity import usable_cores
 from gateway.monitoring.controller import DegradationConfig
 from gateway.monitoring.monitor import MonitorConfig
 from gateway.preflight import PreflightError, check_processing
+from gateway.rtc.dscp import parse_dscp
 from gateway.rtc.ice import LOOPBACK, IceConfig, TurnServer
 from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
@@ -151,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="gather ICE candidates on 127.0.0.1 only (tests, local load generation)",
     )
+    a("--media-dscp", help="DSCP mark on every media packet the gateway sends: a name (af41 for video per "
+                           "RFC 8837, ef, cs1, ...) or 0-63 (default: unmarked)")
     a("--reap-after-s", type=float, help="close sessions silent/disconnected this long (default 10)")
     a(
         "--no-uplink-loss-cap",
@@ -313,6 +316,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         stun=_split(get("stun")) or (),
         turn=tuple(turns),
         host_addresses=LOOPBACK if get("ice_loopback_only") else (),
+        dscp=None if get("media_dscp") is None else parse_dscp(str(get("media_dscp"))),
     )
     event_log = get("event_log", DEFAULT_EVENT_LOG)
     monitor = MonitorConfig(

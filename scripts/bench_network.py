@@ -18,9 +18,18 @@ per window, the loss-based REMB cap of gateway.media.uplink_rate) are sampled fr
 `--gateway-arg` passes flags to that gateway (`--gateway-arg=--no-uplink-loss-cap` for the run without the
 cap). Traffic stays on 127.0.0.1.
 
+`--per-direction` (tc): a bottleneck of its own for each direction, as on a real access link, where the
+shared tbf above puts both directions through one. The gateway marks its media with DSCP AF41
+(`--media-dscp af41`, gateway.rtc.dscp); lo's root becomes an htb whose u32 filters send the marked packets
+(gateway -> publisher) through one tbf and every other UDP packet (publisher -> gateway) through another,
+each at the profile's rate and queue; TCP (signalling, the /sessions sampling) goes unshaped. Delay, jitter
+and loss stay in-process. The qdisc counters are then kept per direction (`qdisc_by_direction`).
+
     flock /tmp/livefuse-bench.lock python scripts/bench_network.py --duration 20 --output reports/network.json
     flock /tmp/livefuse-bench.lock python scripts/bench_network.py --shaper tc --profiles bottleneck-600k \
         --output reports/network-tc.json
+    python scripts/bench_network.py --shaper tc --per-direction --profiles bottleneck-600k \
+        --output reports/network-tc-split.json
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gateway.rtc.dscp import parse_dscp  # noqa: E402
 from loadgen.impair import PROFILES, Impairment  # noqa: E402
 
 QDISC_PROBES = {
@@ -88,10 +98,16 @@ def plan_tc(impairment: Impairment, qdiscs: dict[str, str | None]) -> tuple[list
             f"{impairment.name} needs sch_netem (delay/jitter/loss), which this kernel lacks "
             f"({qdiscs['netem']}); use --shaper udp"
         )
+    shaper = "kernel tbf; delay/jitter/loss in-process (no sch_netem)"
+    return [tbf_args(impairment)], impairment_rest(impairment), shaper
+
+
+def impairment_rest(impairment: Impairment) -> str | None:
+    """A profile's delay/jitter/loss as a loadgen --network spec (the in-process part), None if none."""
     rest = [f"delay={impairment.delay_ms:g}"] if impairment.delay_ms else []
     rest += [f"jitter={impairment.jitter_ms:g}"] if impairment.jitter_ms else []
     rest += [f"loss={impairment.loss * 100:g}%"] if impairment.loss else []
-    return [tbf_args(impairment)], ",".join(rest), "kernel tbf; delay/jitter/loss in-process (no sch_netem)"
+    return ",".join(rest) or None
 
 
 def tbf_args(impairment: Impairment) -> list[str]:
@@ -99,6 +115,51 @@ def tbf_args(impairment: Impairment) -> list[str]:
     assert impairment.rate_kbps is not None
     tbf = impairment.netem_args()[-1]
     return ["tc", "qdisc", "add", "dev", "lo", "root", *tbf[tbf.index("tbf") :]]
+
+
+GATEWAY_DSCP = "af41"
+GATEWAY_TOS = parse_dscp(GATEWAY_DSCP) << 2  # 0x88: what u32 matches in the IP header's TOS byte
+DIRECTIONS = {"10:": "publisher_to_gateway", "20:": "gateway_to_publisher"}
+
+
+def per_direction_tc(impairment: Impairment) -> list[list[str]]:
+    """tc commands for one bottleneck per direction on lo (see the module's doc): htb root, a tbf leaf per
+    direction with the profile's rate and queue, u32 filters on the gateway's DSCP and on TCP."""
+    if impairment.rate_kbps is None:
+        raise ValueError(f"{impairment.name}: --per-direction needs a profile with a bottleneck rate")
+    tbf = tbf_args(impairment)[tbf_args(impairment).index("tbf"):]
+    lo = ["tc", "qdisc", "add", "dev", "lo"]
+    cls = ["tc", "class", "add", "dev", "lo", "parent", "1:"]
+    flt = ["tc", "filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip"]
+    return [
+        [*lo, "root", "handle", "1:", "htb", "default", "10"],
+        [*cls, "classid", "1:10", "htb", "rate", "10gbit"],  # the leaves limit, not the classes
+        [*cls, "classid", "1:20", "htb", "rate", "10gbit"],
+        [*cls, "classid", "1:30", "htb", "rate", "10gbit"],
+        [*lo, "parent", "1:10", "handle", "10:", *tbf],
+        [*lo, "parent", "1:20", "handle", "20:", *tbf],
+        [*flt, "prio", "1", "u32", "match", "ip", "protocol", "6", "0xff", "flowid", "1:30"],
+        [*flt, "prio", "2", "u32", "match", "ip", "tos", hex(GATEWAY_TOS), "0xfc", "flowid", "1:20"],
+    ]  # fmt: skip
+
+
+def qdisc_counters_by_handle(text: str) -> dict[str, dict[str, int]]:
+    """Per qdisc handle ("10:", ...) of `tc -s qdisc show dev lo`: bytes, packets, drops."""
+    out: dict[str, dict[str, int]] = {}
+    for block in re.split(r"(?m)^(?=qdisc )", text):
+        head = re.match(r"qdisc \S+ (\S+)", block)
+        if head:
+            counters = qdisc_counters(block)
+            if counters:
+                out[head.group(1)] = counters
+    return out
+
+
+def by_direction(tc_stats: Path) -> dict[str, dict[str, int]] | None:
+    if not tc_stats.exists():
+        return None
+    counters = qdisc_counters_by_handle(tc_stats.read_text())
+    return {DIRECTIONS[h]: c for h, c in counters.items() if h in DIRECTIONS}
 
 
 def qdisc_counters(text: str) -> dict[str, int]:
@@ -228,10 +289,19 @@ def run_profile(
             tc_commands, rest, shaper = plan_tc(impairment, qdiscs if qdiscs is not None else probe_qdiscs())
         except ValueError as exc:
             return {"profile": name, "error": str(exc)}
+        gateway_args = list(args.gateway_arg)
+        if args.per_direction:
+            try:
+                tc_commands = per_direction_tc(impairment)
+            except ValueError as exc:
+                return {"profile": name, "error": str(exc)}
+            rest = impairment_rest(impairment)
+            shaper = "kernel tbf per direction (htb, u32 on the gateway's DSCP); delay/jitter/loss in-process"
+            gateway_args.append(f"--media-dscp={GATEWAY_DSCP}")
         if rest:
             command += ["--network", rest]
         command = [sys.executable, str(Path(__file__).resolve()), "--inside-namespace", str(bitrate_file),
-                   *args.gateway_arg, "--", *command]  # fmt: skip
+                   *gateway_args, "--", *command]  # fmt: skip
         tc = " && ".join(shlex.join(c) for c in tc_commands) or "true"
         script = (
             f"{LO_UP} && {tc} && {{ {shlex.join(command)}; rc=$?; "
@@ -268,6 +338,8 @@ def run_profile(
         "gateway_cpu": gateway.get("cpu_percent"),
         # tc: the kernel's count at lo's root qdisc over the whole run (start-up and signalling included)
         "qdisc": qdisc_counters(tc_stats.read_text()) if tc_stats.exists() else None,
+        # --per-direction: each direction's tbf on its own
+        "qdisc_by_direction": by_direction(tc_stats) if args.per_direction else None,
         "elapsed_s": round(elapsed, 1),  # the whole run in the namespace: gateway start-up, join, stop
         # tc: the gateway's VP8 sender, sampled from GET /sessions every 0.5 s (gateway.media.bitrate)
         "gateway_bitrate": bitrate_summary(sampled.get("send") or []),
@@ -310,8 +382,12 @@ def main() -> int:
     parser.add_argument("--gateway-arg", action="append", default=[],
                         help="extra argument for the gateway the tc shaper runs (repeatable), e.g. "
                              "--gateway-arg=--no-uplink-loss-cap")
+    parser.add_argument("--per-direction", action="store_true",
+                        help="tc: one bottleneck per direction (htb + u32 on the gateway's DSCP mark)")
     parser.add_argument("--output", type=Path, default=ROOT / "reports" / "network.json")
     args = parser.parse_args()
+    if args.per_direction and args.shaper != "tc":
+        parser.error("--per-direction shapes with the kernel: add --shaper tc")
     names = [n.strip() for n in args.profiles.split(",") if n.strip()]
     unknown = [n for n in names if n not in PROFILES]
     if unknown:

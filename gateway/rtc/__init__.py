@@ -3,6 +3,7 @@
 from gateway.rtc.ice import (
     IceConfig,
     TurnServer,
+    configure_gathering,
     create_peer_connection,
     restrict_host_addresses,
     rtc_configuration,
@@ -14,6 +15,7 @@ __all__ = [
     "MarkerJitterBuffer",
     "TurnServer",
     "apply_low_latency_receive",
+    "configure_gathering",
     "create_peer_connection",
     "frame_completed_at",
     "restrict_host_addresses",

@@ -4,13 +4,14 @@ Why per connection: aioice gathers host candidates from every interface EXCEPT l
 `get_host_addresses` skips 127.0.0.1), so a test or a load generator that must keep media on 127.0.0.1 has to
 choose the addresses itself. `restrict_host_addresses(pc, ("127.0.0.1",))` wraps, on that one connection's ICE
 connections only, aioice's `Connection.get_component_candidates` so it gathers exactly the given
-addresses. Other connections in the process are untouched (no global monkeypatch).
+addresses. Other connections in the process are untouched (no global monkeypatch). The same hook marks the
+gathered sockets with a DSCP code point when one is configured (`configure_gathering`, gateway.rtc.dscp).
 
 Also: aiortc falls back to Google's public STUN server when `iceServers` is None; `rtc_configuration` always
 passes an explicit (possibly empty) list, so nothing is contacted unless configured.
 
 Version guard: the hook relies on aiortc's private `_RTCPeerConnection__createDtlsTransport` and the ICE
-gatherer's `_connection` (aiortc 1.14-1.16, aioice 0.9-0.13). When they are missing, `restrict_host_addresses`
+gatherer's `_connection` (aiortc 1.14-1.16, aioice 0.9-0.13). When they are missing, `configure_gathering`
 raises `RuntimeError` instead of silently gathering on every interface.
 """
 
@@ -22,11 +23,12 @@ from typing import Any
 
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
 
+from gateway.rtc.dscp import mark_socket
 from gateway.rtc.receive import apply_low_latency_receive
 
 LOOPBACK: tuple[str, ...] = ("127.0.0.1",)
 _PC_DTLS_FACTORY = "_RTCPeerConnection__createDtlsTransport"
-_PC_MARK = "_livefuse_host_addresses"
+_PC_MARK = "_livefuse_gathering"
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class IceConfig:
     stun: tuple[str, ...] = ()
     turn: tuple[TurnServer, ...] = ()
     host_addresses: tuple[str, ...] = ()
+    dscp: int | None = None  # DSCP code point on every media socket (gateway.rtc.dscp); None = unmarked
 
     @classmethod
     def loopback_only(cls) -> IceConfig:
@@ -81,45 +84,62 @@ def link_headers(config: IceConfig) -> list[str]:
     return links
 
 
-def _restrict_connection(connection: Any, wanted: tuple[str, ...]) -> None:
+def _mark_connection_sockets(connection: Any, dscp: int) -> None:
+    """DSCP on every socket `connection` gathered (host and relay): media, STUN and DTLS alike."""
+    for protocol in getattr(connection, "_protocols", ()):
+        transport = getattr(protocol, "transport", None)
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is not None:
+            mark_socket(sock, dscp)
+
+
+def _hook_connection(connection: Any, wanted: tuple[tuple[str, ...], int | None]) -> None:
     if getattr(connection, _PC_MARK, None) == wanted:
         return
+    only, dscp = wanted
     original = getattr(connection, "_livefuse_original_gcc", None) or connection.get_component_candidates
 
     async def get_component_candidates(
         component: int, addresses: list[str] | None = None, timeout: int = 5
     ) -> Any:
-        return await original(component=component, addresses=list(wanted), timeout=timeout)
+        candidates = await original(component=component, addresses=list(only or addresses or []),
+                                    timeout=timeout)
+        if dscp is not None:
+            _mark_connection_sockets(connection, dscp)
+        return candidates
 
     connection._livefuse_original_gcc = original
     connection.get_component_candidates = get_component_candidates
     setattr(connection, _PC_MARK, wanted)
 
 
-def _restrict_dtls(dtls_transport: Any, addresses: tuple[str, ...]) -> None:
+def _hook_dtls(dtls_transport: Any, wanted: tuple[tuple[str, ...], int | None]) -> None:
     connection = dtls_transport.transport.iceGatherer._connection
-    _restrict_connection(connection, addresses)
+    _hook_connection(connection, wanted)
 
 
-def restrict_host_addresses(pc: RTCPeerConnection, addresses: Sequence[str]) -> None:
-    """Gather host candidates of `pc` on exactly `addresses` (before `setLocalDescription`). Idempotent."""
-    wanted = tuple(addresses)
+def configure_gathering(
+    pc: RTCPeerConnection, addresses: Sequence[str] = (), dscp: int | None = None
+) -> None:
+    """Gather host candidates of `pc` on exactly `addresses` (empty: aioice's own choice) and mark every
+    gathered socket with `dscp` (None: unmarked). Before `setLocalDescription`. Idempotent."""
+    wanted = (tuple(addresses), dscp)
     if not hasattr(pc, _PC_DTLS_FACTORY):
         raise RuntimeError(
-            "this aiortc version has no per-connection ICE hook; cannot restrict host addresses"
+            "this aiortc version has no per-connection ICE hook; cannot restrict host addresses or mark DSCP"
         )
     for transceiver in pc.getTransceivers():
-        _restrict_dtls(transceiver.receiver.transport, wanted)
+        _hook_dtls(transceiver.receiver.transport, wanted)
     sctp = pc.sctp
     if sctp is not None:
-        _restrict_dtls(sctp.transport, wanted)
+        _hook_dtls(sctp.transport, wanted)
     if getattr(pc, _PC_MARK, None) == wanted:
         return
     original = getattr(pc, "_livefuse_original_dtls", None) or getattr(pc, _PC_DTLS_FACTORY)
 
     def create_dtls_transport() -> Any:
         transport = original()
-        _restrict_dtls(transport, wanted)
+        _hook_dtls(transport, wanted)
         return transport
 
     pc._livefuse_original_dtls = original  # type: ignore[attr-defined]
@@ -127,11 +147,16 @@ def restrict_host_addresses(pc: RTCPeerConnection, addresses: Sequence[str]) -> 
     setattr(pc, _PC_MARK, wanted)
 
 
+def restrict_host_addresses(pc: RTCPeerConnection, addresses: Sequence[str]) -> None:
+    """Gather host candidates of `pc` on exactly `addresses` (before `setLocalDescription`). Idempotent."""
+    configure_gathering(pc, addresses)
+
+
 def create_peer_connection(config: IceConfig, *, low_latency_receive: bool = True) -> RTCPeerConnection:
     """A peer connection with explicit ICE servers, the configured host addresses, marker-release receive."""
     pc = RTCPeerConnection(configuration=rtc_configuration(config))
-    if config.host_addresses:
-        restrict_host_addresses(pc, config.host_addresses)
+    if config.host_addresses or config.dscp is not None:
+        configure_gathering(pc, config.host_addresses, config.dscp)
     if low_latency_receive:
         apply_low_latency_receive(pc)
     return pc

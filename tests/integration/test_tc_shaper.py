@@ -46,3 +46,28 @@ def test_bottleneck_runs_through_kernel_tbf(tmp_path: Path) -> None:
         assert done.returncode == 1  # a refused profile is a failed row, never a silent unshaped run
     else:
         assert "error" not in rows["loss1"], rows["loss1"]
+
+
+def test_per_direction_bottlenecks_split_by_the_gateways_dscp_mark(tmp_path: Path) -> None:
+    """--per-direction: the gateway marks its media AF41 (--media-dscp), u32 sends the marked packets
+    through one tbf and the publisher's through the other. Both leaves must have carried media: the mark
+    really is on the gateway's packets, and only on them (the publisher's stream fills the other)."""
+    bench = load_bench_network()
+    if shutil.which("unshare") is None or shutil.which("tc") is None:
+        pytest.skip("needs unshare (util-linux) and tc (iproute2)")
+    qdiscs = bench.probe_qdiscs()
+    if qdiscs["tbf"] is not None:
+        pytest.skip(f"no tbf in a private network namespace here: {qdiscs['tbf']}")
+    out = tmp_path / "network.json"
+    subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench_network.py"), "--shaper", "tc", "--per-direction",
+         "--profiles", "bottleneck-600k", "--duration", "5", "--output", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    row = json.loads(out.read_text())["profiles"][0]
+    assert "error" not in row, row
+    assert row["shaper"].startswith("kernel tbf per direction") and row["received"] > 0, row
+    split = row["qdisc_by_direction"]
+    assert split is not None, row
+    for direction in ("publisher_to_gateway", "gateway_to_publisher"):
+        assert split[direction]["packets"] > 50 and split[direction]["bytes"] > 20_000, split

@@ -66,3 +66,30 @@ def test_qdisc_counters_are_read_from_tc_s(bench: ModuleType) -> None:
     )
     assert bench.qdisc_counters(text) == {"bytes": 255004, "packets": 324, "dropped": 1008, "overlimits": 835}
     assert bench.qdisc_counters("nothing") == {}
+
+
+def test_per_direction_puts_the_gateways_mark_and_the_rest_through_their_own_tbf(bench: ModuleType) -> None:
+    commands = [" ".join(c) for c in bench.per_direction_tc(bench.PROFILES["bottleneck-600k"])]
+    leaves = [c for c in commands if " tbf " in c]
+    assert len(leaves) == 2 and all("rate 600kbit" in c and "latency 200ms" in c for c in leaves)
+    assert any("parent 1:10 handle 10:" in c for c in leaves)
+    assert any("parent 1:20 handle 20:" in c for c in leaves)
+    assert any("match ip tos 0x88 0xfc flowid 1:20" in c for c in commands)  # AF41 << 2: gateway -> publisher
+    assert any("match ip protocol 6 0xff flowid 1:30" in c for c in commands)  # TCP signalling unshaped
+    assert "htb default 10" in commands[0]  # everything else: publisher -> gateway
+    assert bench.GATEWAY_TOS == bench.parse_dscp(bench.GATEWAY_DSCP) << 2
+    with pytest.raises(ValueError, match="bottleneck rate"):
+        bench.per_direction_tc(bench.PROFILES["loss1"])
+
+
+def test_qdisc_counters_per_handle(bench: ModuleType) -> None:
+    text = (
+        "qdisc htb 1: root refcnt 2 r2q 10 default 0x10 direct_packets_stat 0 direct_qlen 1000\n"
+        " Sent 900 bytes 9 pkt (dropped 3, overlimits 0 requeues 0) \n"
+        "qdisc tbf 10: parent 1:10 rate 600Kbit burst 1599b lat 200ms \n"
+        " Sent 500 bytes 5 pkt (dropped 2, overlimits 7 requeues 0) \n"
+        "qdisc tbf 20: parent 1:20 rate 600Kbit burst 1599b lat 200ms \n"
+        " Sent 400 bytes 4 pkt (dropped 1, overlimits 1 requeues 0) \n"
+    )
+    by = bench.qdisc_counters_by_handle(text)
+    assert by["1:"]["bytes"] == 900 and by["10:"]["dropped"] == 2 and by["20:"]["packets"] == 4
