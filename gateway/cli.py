@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the measured batch costs say it pays (default); 'window' = whenever another session is active",
     )
     a("--budget-ms", type=float, help="per-frame latency budget; later frames are dropped (default 150)")
+    a("--interval-deadline-batches", type=float,
+      help="also drop a frame that cannot be processed before its session's next frame is due, or within "
+           "this many single-frame batch times if longer (default 3; 0 = the budget alone)")
     a(
         "--workers",
         type=int,
@@ -286,6 +289,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         max_batch=int(get("max_batch", sched.max_batch)),
         max_queue_delay_ms=float(get("max_queue_delay_ms", sched.max_queue_delay_ms)),
         batch_wait=str(get("batch_wait", sched.batch_wait)),
+        interval_deadline_batches=float(get("interval_deadline_batches", sched.interval_deadline_batches)),
         workers=int(get("workers", auto_workers)),
         budget_ms=float(get("budget_ms", sched.budget_ms)),
     )

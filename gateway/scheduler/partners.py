@@ -114,6 +114,14 @@ class ArrivalTracker:
         h = self._sessions.get(session_id)
         return h.period_s if h is not None and h.intervals > 0 else None
 
+    def steady_interval(self, session_id: str) -> float | None:
+        """The session's frame interval with its jitter allowance (period + 2 deviations), once it has been
+        seen for `min_intervals` intervals; None before that or for an unknown session."""
+        h = self._sessions.get(session_id)
+        if h is None or h.intervals < self._config.min_intervals or h.period_s <= 0.0:
+            return None
+        return h.period_s + 2.0 * h.dev_s
+
 
 @dataclass(frozen=True)
 class WaitChoice:

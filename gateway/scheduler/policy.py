@@ -18,9 +18,11 @@ Frames from every session meet here. The rules (DESIGN.md conventions 2-4):
   neither pending nor in flight -- the fixed window, kept for comparison. A lone session never waits.
   Each batch's reason is counted (`dispatch_<reason>` in `stats()`).
 * **Deadlines.** A frame is rejected (DROPPED_DEADLINE, never processed) when even a batch of one would finish
-  after its deadline; `budget_ms` after arrival caps every deadline. A frame that could finish alone but
-  not in the full batch is not rejected: the batch is shrunk (newest frames stay pending for the next
-  worker) until the estimator's predicted batch time lets every frame in it finish in time.
+  after its deadline; `budget_ms` after arrival caps every deadline, and so does the session's frame
+  interval (or `interval_deadline_batches` single-frame times, if longer; `_interval_cap_s`). A frame that
+  could finish alone but not in the full batch is not rejected: the batch is shrunk (newest frames stay
+  pending for the next worker) until the estimator's predicted batch time lets every frame in it finish in
+  time.
   **Probes.** A prediction that rejects every frame is never corrected (no frame runs, nothing is measured):
   one slow first batch on a loaded machine, or a budget close to the real batch time, then drops a session's
   every frame for good. So when no batch has completed for `probe_after_ms` and no worker is busy, the
@@ -65,6 +67,9 @@ class SchedulerConfig:
     budget_ms: float = 150.0
     batch_wait: str = "cost"   # "cost": wait for partners only when it pays; "window": the fixed window
     probe_after_ms: float = 250.0  # no batch completed for this long, workers idle: run one "late" frame
+    # A frame's deadline is also its session's frame interval after arrival (its successor is due then), or
+    # this many single-frame batch times if that is longer; 0 = off (the budget alone).
+    interval_deadline_batches: float = 3.0
 
     def __post_init__(self) -> None:
         if self.batch_wait not in ("cost", "window"):
@@ -79,6 +84,8 @@ class SchedulerConfig:
             raise ValueError(f"budget_ms must be > 0, got {self.budget_ms}")
         if self.probe_after_ms <= 0:
             raise ValueError(f"probe_after_ms must be > 0, got {self.probe_after_ms}")
+        if self.interval_deadline_batches < 0:
+            raise ValueError(f"interval_deadline_batches must be >= 0, got {self.interval_deadline_batches}")
 
 
 @dataclass
@@ -176,7 +183,11 @@ class BatchPolicy:
     def submit(self, session_id: str, frame_id: int, item: FrameItem, arrival_s: float, deadline_s: float,
                now: float) -> tuple[int, list[Resolution]]:
         """Queue a frame; returns its ticket and the older pending frame it replaced (resolved stale)."""
+        self._arrivals.observe(session_id, now)
         deadline = min(deadline_s, arrival_s + self._config.budget_ms / 1000.0)
+        interval_cap = self._interval_cap_s(session_id)
+        if interval_cap is not None:
+            deadline = min(deadline, arrival_s + interval_cap)
         ticket = next(self._tickets)
         resolved: list[Resolution] = []
         old = self._pending.get(session_id)
@@ -184,9 +195,21 @@ class BatchPolicy:
             resolved.append(self._drop(old, Outcome.DROPPED_STALE, now))
         self._pending[session_id] = Pending(ticket, session_id, frame_id, item, arrival_s, deadline, now)
         self._last_submit[session_id] = now
-        self._arrivals.observe(session_id, now)
         self._counts["submitted"] += 1
         return ticket, resolved
+
+    def _interval_cap_s(self, session_id: str) -> float | None:
+        """How long after its arrival a frame of this session is still worth processing: until its successor
+        is due (the session's frame interval, with its jitter), or `interval_deadline_batches` single-frame
+        batch times if that is longer, so a frame that costs more than the interval still runs. A frame that
+        would finish later is rejected up front (or its batch shrunk) rather than making every later frame
+        of the machine wait behind it: near capacity this is what keeps p95 low (docs/BENCHMARKS.md, fourth
+        round). None when off or while the session's interval is still unknown (the budget alone)."""
+        factor = self._config.interval_deadline_batches
+        interval = self._arrivals.steady_interval(session_id) if factor > 0 else None
+        if interval is None:
+            return None
+        return max(interval, factor * self._estimator.predict_ms(1) / 1000.0)
 
     def remove_session(self, session_id: str, now: float) -> list[Resolution]:
         """Forget a session; its pending frame resolves stale. A frame in flight still completes normally."""

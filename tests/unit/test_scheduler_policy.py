@@ -22,11 +22,14 @@ def _outputs(plan: Plan) -> list[FrameOutput]:
 
 
 def _policy(max_batch: int = 4, delay_ms: float = 4.0, workers: int = 1, budget_ms: float = 1e9,
-            estimator: BatchTimeEstimator | None = None, batch_wait: str = "window") -> BatchPolicy:
+            estimator: BatchTimeEstimator | None = None, batch_wait: str = "window",
+            interval_batches: float = 0.0) -> BatchPolicy:
     """The fixed-window rule by default: these tests pin the window's mechanics; the cost rule has its own
-    tests in test_scheduler_partners.py."""
+    tests in test_scheduler_partners.py. The frame-interval deadline is off unless asked for (its own tests
+    below): these tests submit frames milliseconds apart, which would make that interval milliseconds."""
     return BatchPolicy(SchedulerConfig(max_batch=max_batch, max_queue_delay_ms=delay_ms, workers=workers,
-                                       budget_ms=budget_ms, batch_wait=batch_wait), estimator)
+                                       budget_ms=budget_ms, batch_wait=batch_wait,
+                                       interval_deadline_batches=interval_batches), estimator)
 
 
 def _submit(pol: BatchPolicy, sid: str, fid: int, now: float, deadline: float = FAR) -> int:
@@ -359,3 +362,55 @@ def test_no_probe_while_a_worker_is_busy() -> None:
     t = _submit(pol, "b", 1, now=1.0, deadline=1.1)  # late, the estimate unconfirmed for 1 s: but busy
     assert _outcomes(pol.schedule(1.0).resolved) == {t: Outcome.DROPPED_DEADLINE}
     assert pol.stats()["deadline_probes"] == 0.0
+
+
+def _interval_setup(single_ms: float, interval_batches: float) -> tuple[BatchPolicy, float]:
+    """One worker kept busy by session "busy"; session "a" has sent three frames at 15 fps (its interval is
+    known). Returns the policy and the arrival time of a's next frame, which must wait for the worker."""
+    est = BatchTimeEstimator()
+    est.observe(1, single_ms)
+    pol = BatchPolicy(SchedulerConfig(max_batch=1, budget_ms=1e9, workers=1, probe_after_ms=1e9,
+                                      interval_deadline_batches=interval_batches), est)
+    period = 1.0 / 15.0
+    for k in range(3):
+        _submit(pol, "a", k, now=k * period)
+        plan = pol.schedule(k * period).plan
+        assert plan is not None
+        pol.complete(plan, _outputs(plan), now=k * period + single_ms / 1000.0)
+    _submit(pol, "busy", 0, now=3 * period)
+    assert pol.schedule(3 * period).plan is not None  # the only worker is now busy, and stays so
+    return pol, 3 * period
+
+
+def test_a_frame_that_cannot_finish_before_its_successor_is_due_is_dropped() -> None:
+    pol, t0 = _interval_setup(single_ms=10.0, interval_batches=3.0)
+    ticket = _submit(pol, "a", 3, now=t0)
+    # waited 50 ms: 50 + 10 < one interval (66.7 ms): still worth running
+    assert pol.schedule(t0 + 0.050).resolved == ()
+    # waited 60 ms: it would finish at 70 ms, after its successor is due
+    assert _outcomes(pol.schedule(t0 + 0.060).resolved) == {ticket: Outcome.DROPPED_DEADLINE}
+
+
+def test_off_the_budget_alone_decides() -> None:
+    pol, t0 = _interval_setup(single_ms=10.0, interval_batches=0.0)
+    _submit(pol, "a", 3, now=t0)
+    assert pol.schedule(t0 + 0.500).resolved == ()  # half a second late, budget 1e9: kept
+
+
+def test_a_frame_that_costs_more_than_the_interval_gets_several_single_frame_times() -> None:
+    """40 ms frames at 15 fps: three single-frame times (120 ms) is longer than the interval, so a frame
+    may wait 70 ms and still run (70 + 40 < 120), where the interval alone would have dropped it."""
+    pol, t0 = _interval_setup(single_ms=40.0, interval_batches=3.0)
+    ticket = _submit(pol, "a", 3, now=t0)
+    assert pol.schedule(t0 + 0.070).resolved == ()
+    assert _outcomes(pol.schedule(t0 + 0.085).resolved) == {ticket: Outcome.DROPPED_DEADLINE}
+
+
+def test_no_interval_cap_before_the_interval_is_known() -> None:
+    est = BatchTimeEstimator()
+    est.observe(1, 10.0)
+    pol = BatchPolicy(SchedulerConfig(max_batch=1, budget_ms=1e9, workers=1), est)
+    _submit(pol, "busy", 0, now=0.0)
+    assert pol.schedule(0.0).plan is not None
+    _submit(pol, "new", 0, now=0.0)  # a session's first frame: no interval yet
+    assert pol.schedule(0.300).resolved == ()
