@@ -50,7 +50,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gateway.rtc.dscp import parse_dscp  # noqa: E402
+from gateway.rtc.dscp import parse_dscp, tos_byte  # noqa: E402
 from loadgen.impair import PROFILES, Impairment  # noqa: E402
 
 QDISC_PROBES = {
@@ -110,16 +110,31 @@ def impairment_rest(impairment: Impairment) -> str | None:
     return ",".join(rest) or None
 
 
-def tbf_args(impairment: Impairment) -> list[str]:
-    """The bottleneck alone as the root qdisc of lo (what `netem_args` hangs under netem)."""
+def tbf_spec(impairment: Impairment) -> list[str]:
+    """The profile's bottleneck as a tbf qdisc spec (`tbf rate ... burst ... latency ...`)."""
     assert impairment.rate_kbps is not None
     tbf = impairment.netem_args()[-1]
-    return ["tc", "qdisc", "add", "dev", "lo", "root", *tbf[tbf.index("tbf") :]]
+    return tbf[tbf.index("tbf") :]
+
+
+def tbf_args(impairment: Impairment) -> list[str]:
+    """The bottleneck alone as the root qdisc of lo (what `netem_args` hangs under netem)."""
+    return ["tc", "qdisc", "add", "dev", "lo", "root", *tbf_spec(impairment)]
 
 
 GATEWAY_DSCP = "af41"
-GATEWAY_TOS = parse_dscp(GATEWAY_DSCP) << 2  # 0x88: what u32 matches in the IP header's TOS byte
+GATEWAY_TOS = tos_byte(parse_dscp(GATEWAY_DSCP))  # 0x88: what u32 matches in the IP header's TOS byte
 DIRECTIONS = {"10:": "publisher_to_gateway", "20:": "gateway_to_publisher"}
+
+
+def plan_per_direction(
+    impairment: Impairment, qdiscs: dict[str, str | None]
+) -> tuple[list[list[str]], str | None, str]:
+    """`plan_tc` for `--per-direction`: (tc commands, the in-process part, how it is shaped)."""
+    if qdiscs.get("tbf") is not None:
+        raise ValueError(f"{impairment.name}: the kernel has no tbf ({qdiscs['tbf']}); use --shaper udp")
+    shaper = "kernel tbf per direction (htb, u32 on the gateway's DSCP); delay/jitter/loss in-process"
+    return per_direction_tc(impairment), impairment_rest(impairment), shaper
 
 
 def per_direction_tc(impairment: Impairment) -> list[list[str]]:
@@ -127,7 +142,7 @@ def per_direction_tc(impairment: Impairment) -> list[list[str]]:
     direction with the profile's rate and queue, u32 filters on the gateway's DSCP and on TCP."""
     if impairment.rate_kbps is None:
         raise ValueError(f"{impairment.name}: --per-direction needs a profile with a bottleneck rate")
-    tbf = tbf_args(impairment)[tbf_args(impairment).index("tbf"):]
+    tbf = tbf_spec(impairment)
     lo = ["tc", "qdisc", "add", "dev", "lo"]
     cls = ["tc", "class", "add", "dev", "lo", "parent", "1:"]
     flt = ["tc", "filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip"]
@@ -285,18 +300,13 @@ def run_profile(
     if args.shaper == "udp":
         command += ["--network", name]
     else:
+        plan = plan_per_direction if args.per_direction else plan_tc
         try:
-            tc_commands, rest, shaper = plan_tc(impairment, qdiscs if qdiscs is not None else probe_qdiscs())
+            tc_commands, rest, shaper = plan(impairment, qdiscs if qdiscs is not None else probe_qdiscs())
         except ValueError as exc:
             return {"profile": name, "error": str(exc)}
         gateway_args = list(args.gateway_arg)
         if args.per_direction:
-            try:
-                tc_commands = per_direction_tc(impairment)
-            except ValueError as exc:
-                return {"profile": name, "error": str(exc)}
-            rest = impairment_rest(impairment)
-            shaper = "kernel tbf per direction (htb, u32 on the gateway's DSCP); delay/jitter/loss in-process"
             gateway_args.append(f"--media-dscp={GATEWAY_DSCP}")
         if rest:
             command += ["--network", rest]

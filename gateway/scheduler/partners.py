@@ -98,11 +98,9 @@ class ArrivalTracker:
         A frame overdue by more than its slack is taken as skipped: the prediction rolls forward by whole
         periods, so a session that lost one frame is still expected at its next slot.
         """
-        h = self._sessions.get(session_id)
+        h = self._steady(session_id)
         c = self._config
-        if h is None or h.intervals < c.min_intervals or h.period_s <= 0.0:
-            return None
-        if now - h.last_s > c.max_interval_s:
+        if h is None or now - h.last_s > c.max_interval_s:
             return None
         slack = max(c.min_slack_s, 2.0 * h.dev_s)
         nxt = h.last_s + h.period_s
@@ -117,10 +115,15 @@ class ArrivalTracker:
     def steady_interval(self, session_id: str) -> float | None:
         """The session's frame interval with its jitter allowance (period + 2 deviations), once it has been
         seen for `min_intervals` intervals; None before that or for an unknown session."""
+        h = self._steady(session_id)
+        return None if h is None else h.period_s + 2.0 * h.dev_s
+
+    def _steady(self, session_id: str) -> _History | None:
+        """The session's history once its period is known (`min_intervals` intervals seen), else None."""
         h = self._sessions.get(session_id)
         if h is None or h.intervals < self._config.min_intervals or h.period_s <= 0.0:
             return None
-        return h.period_s + 2.0 * h.dev_s
+        return h
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,18 @@ import pytest
 from tests.unit.test_bench_network_tc import REPO, load_bench_network
 
 
-def test_bottleneck_runs_through_kernel_tbf(tmp_path: Path) -> None:
-    bench = load_bench_network()
+def _qdiscs_or_skip() -> dict[str, str | None]:
+    """The kernel's qdiscs as bench_network probes them; skips, saying why, without unshare, tc or tbf."""
     if shutil.which("unshare") is None or shutil.which("tc") is None:
         pytest.skip("needs unshare (util-linux) and tc (iproute2)")
-    qdiscs = bench.probe_qdiscs()
+    qdiscs: dict[str, str | None] = load_bench_network().probe_qdiscs()
     if qdiscs["tbf"] is not None:
         pytest.skip(f"no tbf in a private network namespace here: {qdiscs['tbf']}")
+    return qdiscs
+
+
+def test_bottleneck_runs_through_kernel_tbf(tmp_path: Path) -> None:
+    qdiscs = _qdiscs_or_skip()
     out = tmp_path / "network.json"
     done = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "bench_network.py"), "--shaper", "tc",
@@ -52,12 +57,7 @@ def test_per_direction_bottlenecks_split_by_the_gateways_dscp_mark(tmp_path: Pat
     """--per-direction: the gateway marks its media AF41 (--media-dscp), u32 sends the marked packets
     through one tbf and the publisher's through the other. Both leaves must have carried media: the mark
     really is on the gateway's packets, and only on them (the publisher's stream fills the other)."""
-    bench = load_bench_network()
-    if shutil.which("unshare") is None or shutil.which("tc") is None:
-        pytest.skip("needs unshare (util-linux) and tc (iproute2)")
-    qdiscs = bench.probe_qdiscs()
-    if qdiscs["tbf"] is not None:
-        pytest.skip(f"no tbf in a private network namespace here: {qdiscs['tbf']}")
+    _qdiscs_or_skip()
     out = tmp_path / "network.json"
     subprocess.run(
         [sys.executable, str(REPO / "scripts" / "bench_network.py"), "--shaper", "tc", "--per-direction",

@@ -93,3 +93,11 @@ def test_qdisc_counters_per_handle(bench: ModuleType) -> None:
     )
     by = bench.qdisc_counters_by_handle(text)
     assert by["1:"]["bytes"] == 900 and by["10:"]["dropped"] == 2 and by["20:"]["packets"] == 4
+
+
+def test_per_direction_plan_needs_tbf_and_keeps_delay_in_process(bench: ModuleType) -> None:
+    commands, rest, shaper = bench.plan_per_direction(bench.PROFILES["bottleneck-600k"], NO_NETEM)
+    assert commands == bench.per_direction_tc(bench.PROFILES["bottleneck-600k"])
+    assert rest == "delay=20" and shaper.startswith("kernel tbf per direction")
+    with pytest.raises(ValueError, match="no tbf"):
+        bench.plan_per_direction(bench.PROFILES["bottleneck-600k"], {"netem": None, "tbf": "Error: unknown"})
