@@ -342,7 +342,8 @@ class Pipeline:
             if track is None:
                 jobs.extend((i, f, None) for f in detections.get(i, []))
             else:
-                plan = plan_meshes(track, items[i].image.shape[:2], detections.get(i), cfg)
+                plan = plan_meshes(track, items[i].image.shape[:2], detections.get(i), cfg,
+                                   self._time_of(items[i], now))
                 jobs.extend((i, f, tf) for f, tf in plan)
 
         meshed: dict[int, list[Face]] = {i: [] for i in active}

@@ -227,7 +227,10 @@ class Session:
                 decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
                 options = self._monitor.frame_options(self.processors)
                 if _needs_pipeline(options, self.source):
-                    item = FrameItem(image=image, source=self.source, options=options, track=self._face_track)
+                    # capture time ~ when its last packet came (before decode): smoothing and the crop's lead
+                    # measure motion between frames as they were filmed, not as they happened to be scheduled
+                    item = FrameItem(image=image, source=self.source, options=options, track=self._face_track,
+                                     time_s=completed if completed is not None else arrival)
                     future = self._scheduler.submit(
                         self.id, frame_id, item, arrival, self._deadline(arrival, completed)
                     )

@@ -16,6 +16,13 @@ lives in each session's `engines.frames.FaceTrack` (one frame of a session in fl
   `crop_tolerance` (of its size, or ~2 degrees): re-centring on every mesh feeds FaceMesh's own noise back
   into its next crop, and a still face then jitters by itself (measured: 7.5 per mille of its size per frame
   on identical frames, 0 with the hysteresis).
+- The crop leads a moving face: each track keeps the velocity of its mesh (px/s, from the last two
+  measurements and their capture times), and the next crop is the last mesh moved by velocity x elapsed
+  time once that move passes the hysteresis. Without it the crop waits where the face was: a face moving
+  a fifth of its size between processed frames (a quick head turn, or any motion once the gateway drops
+  frames under load) left the crop, FaceMesh lost it, and every such frame paid for the detector too, so
+  dropping frames made the remaining ones dearer (measured on loadgen's gliding face, 640x360, every 2nd
+  frame processed: the detector ran on 85 % of frames and the frame cost doubled; docs/BENCHMARKS.md).
 - A face whose mesh is lost is held (last landmarks) for `hold_frames` frames while the detector looks for it
   again: one missed frame must not flicker between swapped and unswapped.
 """
@@ -44,6 +51,9 @@ class TrackingConfig:
     duplicate_iou: float = 0.6   # two tracks that converge on one face: the younger one goes
     smoothing: bool = True
     crop_tolerance: float = 0.03  # the FaceMesh crop follows the face only past this move (of its size)
+    predict: bool = True          # lead the crop by the face's velocity (off: it stays at the last mesh)
+    predict_max_s: float = 0.5    # never extrapolate further than this (a stalled stream, a long gap)
+    velocity_gain: float = 0.7    # weight of the newest measured velocity against the previous estimate
     # One Euro, chosen on FaceMesh's raw points (see docs/BENCHMARKS.md "Temporal stability"): a still face
     # through VP8 jitters 7.5 per mille of its size per frame raw, 0.6 with this; a 4 px/frame pan lags
     # 0.5 px; the carphone clip's landmark acceleration drops 13.0 -> 8.1 per mille.
@@ -56,6 +66,8 @@ class TrackingConfig:
             raise ValueError("detect_every_frames must be >= 1 and detect_every_ms > 0")
         if self.hold_frames < 0:
             raise ValueError("hold_frames must be >= 0")
+        if self.predict_max_s < 0 or not 0.0 < self.velocity_gain <= 1.0:
+            raise ValueError("predict_max_s must be >= 0 and velocity_gain in (0, 1]")
 
 
 def _alpha(cutoff_hz: np.ndarray | float, dt: float) -> np.ndarray:
@@ -102,6 +114,8 @@ class TrackedFace:
     misses: int = 0  # consecutive frames with the mesh lost (held meanwhile)
     age: int = 0
     similarity: float | None = None  # cosine similarity to the session's reference face, when asked
+    raw_t: float | None = None        # capture time of `raw`
+    velocity: np.ndarray | None = None  # (2,) px/s of the mesh's centre; None until two measurements
 
 
 def iou(a: np.ndarray, b: np.ndarray) -> float:
@@ -112,10 +126,11 @@ def iou(a: np.ndarray, b: np.ndarray) -> float:
     return inter / union if union > 0 else 0.0
 
 
-def link(tracks: Sequence[TrackedFace], detections: Sequence[Face], min_iou: float) -> tuple[
+def link(track_boxes: Sequence[np.ndarray], detections: Sequence[Face], min_iou: float) -> tuple[
         dict[int, int], list[int]]:
-    """Greedy box-overlap matching: ({detection index: track index}, unmatched detection indices)."""
-    pairs = sorted(((iou(t.raw.box, d.box), ti, di) for ti, t in enumerate(tracks)
+    """Greedy box-overlap matching of detections to tracks (each track's box where it is expected now):
+    ({detection index: track index}, unmatched detection indices)."""
+    pairs = sorted(((iou(box, d.box), ti, di) for ti, box in enumerate(track_boxes)
                     for di, d in enumerate(detections)), reverse=True)
     matched: dict[int, int] = {}
     used: set[int] = set()
@@ -154,7 +169,59 @@ def new_track(track_id: int, face: Face, t: float, config: TrackingConfig) -> Tr
     flt = OneEuroFilter(config.min_cutoff_hz, config.beta, config.d_cutoff_hz)
     assert face.landmarks is not None
     flt(face.landmarks, t, face_size(face))
-    return TrackedFace(id=track_id, raw=face, crop=face, shown=face, filter=flt)
+    return TrackedFace(id=track_id, raw=face, crop=face, shown=face, filter=flt, raw_t=t)
+
+
+def mesh_center(face: Face) -> np.ndarray:
+    """Centre of the mesh's extent (of the box for a face without one), as float64 (2,)."""
+    if face.landmarks is None:
+        return np.array([(face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2], dtype=np.float64)
+    lo, hi = face.landmarks.min(0), face.landmarks.max(0)
+    return ((lo + hi) / 2).astype(np.float64)
+
+
+def shifted(face: Face, offset: np.ndarray) -> Face:
+    """`face` moved by `offset` px (box, five points and mesh alike)."""
+    d = offset.astype(np.float32)
+    return replace(face, box=face.box + np.concatenate([d, d]), kps5=face.kps5 + d,
+                   landmarks=None if face.landmarks is None else face.landmarks + d)
+
+
+def _lead(tf: TrackedFace, t: float | None, config: TrackingConfig) -> np.ndarray | None:
+    """How far the face moved since its last measurement, at capture time `t` (px); None when unknown."""
+    if not config.predict or t is None or tf.velocity is None or tf.raw_t is None:
+        return None
+    return tf.velocity * min(max(t - tf.raw_t, 0.0), config.predict_max_s)
+
+
+def expected_box(tf: TrackedFace, t: float | None, config: TrackingConfig) -> np.ndarray:
+    """Where the track's face box is expected at capture time `t` (what a detection is linked against: a
+    face that moved more than its own width since its last mesh still links to its track)."""
+    offset = _lead(tf, t, config)
+    return tf.raw.box if offset is None else tf.raw.box + np.concatenate([offset, offset]).astype(np.float32)
+
+
+def predicted_crop(tf: TrackedFace, t: float | None, config: TrackingConfig) -> Face:
+    """The face whose crop seeds FaceMesh at capture time `t`: the last mesh moved by the track's velocity,
+    once that move passes the crop hysteresis; otherwise the hysteresis crop itself (a still face keeps its
+    crop, so FaceMesh's own noise is not fed back)."""
+    offset = _lead(tf, t, config)
+    if offset is None or float(np.hypot(offset[0], offset[1])) <= config.crop_tolerance * face_size(tf.raw):
+        return tf.crop
+    return shifted(tf.raw, offset)
+
+
+def _learn_velocity(tf: TrackedFace, face: Face, t: float, config: TrackingConfig) -> None:
+    """Update the track's velocity from its previous measurement (`tf.raw` at `tf.raw_t`) and `face` at `t`.
+    A gap longer than `predict_max_s` (or a clock that did not move) forgets it: motion so old says little."""
+    dt = None if tf.raw_t is None else t - tf.raw_t
+    if dt is None or dt <= 0.0 or dt > config.predict_max_s:
+        tf.velocity = None
+    else:
+        measured_v = (mesh_center(face) - mesh_center(tf.raw)) / dt
+        g = config.velocity_gain
+        tf.velocity = measured_v if tf.velocity is None else g * measured_v + (1.0 - g) * tf.velocity
+    tf.raw_t = t
 
 
 def crop_moved(old: Face, new: Face, tolerance: float) -> bool:
@@ -178,6 +245,7 @@ def crop_moved(old: Face, new: Face, tolerance: float) -> bool:
 def update(tf: TrackedFace, face: Face, t: float, config: TrackingConfig) -> None:
     """A new measurement of a tracked face: smooth its landmarks, re-derive the five points from them."""
     assert face.landmarks is not None
+    _learn_velocity(tf, face, t, config)
     tf.raw, tf.misses, tf.age = face, 0, tf.age + 1
     if crop_moved(tf.crop, face, config.crop_tolerance):
         tf.crop = face
@@ -207,25 +275,26 @@ def needs_detection(track: FaceTrack | None, shape: tuple[int, ...], now_s: floa
 
 
 def plan_meshes(track: FaceTrack, shape: tuple[int, ...], detections: list[Face] | None,
-                config: TrackingConfig) -> list[tuple[Face, TrackedFace | None]]:
+                config: TrackingConfig, t: float | None = None) -> list[tuple[Face, TrackedFace | None]]:
     """This frame's FaceMesh jobs for one session: (face whose crop to use, its track or None for a new face).
 
-    Live tracks crop from their last mesh; a held (lost) track waits for a detection that overlaps it and
-    re-seeds its crop; detections that overlap no track start new ones. `detections` is None on frames that
-    did not run the detector.
+    Live tracks crop from their last mesh, led by their velocity to capture time `t` (None: not led); a held
+    (lost) track waits for a detection that overlaps it and re-seeds its crop; detections that overlap no
+    track start new ones. `detections` is None on frames that did not run the detector.
     """
     if track.frame_shape != shape:
         track.faces, track.selected_id = [], None
     reseed: dict[int, Face] = {}
     new = detections or []
     if detections is not None:
-        matched, unmatched = link(track.faces, detections, config.link_iou)
+        matched, unmatched = link([expected_box(tf, t, config) for tf in track.faces], detections,
+                                  config.link_iou)
         reseed = {ti: detections[di] for di, ti in matched.items() if track.faces[ti].misses > 0}
         new = [detections[di] for di in unmatched]
     jobs: list[tuple[Face, TrackedFace | None]] = []
     for ti, tf in enumerate(track.faces):
         if tf.misses == 0 or ti in reseed:
-            jobs.append((reseed.get(ti, tf.crop), tf))
+            jobs.append((reseed[ti] if ti in reseed else predicted_crop(tf, t, config), tf))
     jobs.extend((f, None) for f in new)
     return jobs
 

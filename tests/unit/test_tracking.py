@@ -12,8 +12,10 @@ from engines.processors.tracking import (
     detection_due,
     link,
     measured,
+    mesh_center,
     needs_detection,
     plan_meshes,
+    update,
 )
 
 CFG = TrackingConfig(detect_every_frames=10, detect_every_ms=1000.0, hold_frames=2)
@@ -45,7 +47,7 @@ def test_detection_schedule() -> None:
 def test_link_by_overlap() -> None:
     track = FaceTrack()
     advance(track, (240, 320), [_face(10, 10), _face(200, 10)], set(), True, 0.0, 0.0, CFG)
-    matched, new = link(track.faces, [_face(205, 12), _face(100, 150)], CFG.link_iou)
+    matched, new = link([tf.raw.box for tf in track.faces], [_face(205, 12), _face(100, 150)], CFG.link_iou)
     assert matched == {0: 1} and new == [1]
 
 
@@ -65,3 +67,54 @@ def test_lost_face_is_held_then_dropped_and_reseeded_by_a_detection() -> None:
     advance(track, shape, [], set(), False, 0.3, 0.3, CFG)
     assert track.faces == []                                             # gone after the hold
     assert track.frames_since_detect == 1 and track.last_detect_s == 0.2
+
+
+def _moving_track(speed_px_s: float, config: TrackingConfig = CFG) -> FaceTrack:
+    """One face measured at x=10 (t=0) and x=10+speed/10 (t=0.1)."""
+    track = FaceTrack()
+    shape = (240, 640)
+    advance(track, shape, [_face(10, 10)], set(), True, 0.0, 0.0, config)
+    tf = track.faces[0]
+    update(tf, _face(10 + speed_px_s * 0.1, 10), 0.1, config)
+    advance(track, shape, [], {id(tf)}, False, 0.1, 0.1, config)
+    return track
+
+
+def test_crop_leads_a_moving_face_and_stays_put_for_a_still_one() -> None:
+    track = _moving_track(300.0)                                        # 30 px per 0.1 s
+    tf = track.faces[0]
+    assert tf.velocity is not None and np.allclose(tf.velocity, [300.0, 0.0])
+    (crop, owner), = plan_meshes(track, (240, 640), None, CFG, t=0.2)
+    assert owner is tf
+    assert np.allclose(mesh_center(crop), mesh_center(tf.raw) + [30.0, 0.0], atol=1e-3)   # led by v * dt
+    (crop, _), = plan_meshes(track, (240, 640), None, CFG)               # no capture time: not led
+    assert crop is tf.crop
+    off = TrackingConfig(detect_every_frames=10, detect_every_ms=1000.0, hold_frames=2, predict=False)
+    (crop, _), = plan_meshes(_moving_track(300.0, off), (240, 640), None, off, t=0.2)
+    assert np.allclose(mesh_center(crop), mesh_center(_face(40, 10)), atol=1e-3)        # the last mesh
+
+    still = _moving_track(5.0)                                          # 0.5 px per 0.1 s: noise, not motion
+    (crop, _), = plan_meshes(still, (240, 640), None, CFG, t=0.2)
+    assert crop is still.faces[0].crop                                  # the hysteresis crop, untouched
+
+
+def test_a_lost_fast_face_relinks_to_its_own_track_where_it_is_expected() -> None:
+    track = _moving_track(600.0)                                        # 60 px (a face width) per 0.1 s
+    tf = track.faces[0]
+    advance(track, (240, 640), [], set(), False, 0.2, 0.2, CFG)         # mesh lost at t=0.2: held
+    assert tf.misses == 1 and track.lost
+    found = _face(10 + 600.0 * 0.3, 10)                                 # the detector finds it at t=0.3
+    assert link([tf.raw.box], [found], CFG.link_iou) == ({}, [0])       # no overlap with its last mesh
+    jobs = plan_meshes(track, (240, 640), [found], CFG, t=0.3)
+    assert jobs == [(found, tf)]                                        # same track, same filter and id
+    off = TrackingConfig(detect_every_frames=10, detect_every_ms=1000.0, hold_frames=2, predict=False)
+    assert plan_meshes(track, (240, 640), [found], off, t=0.3) == [(found, None)]    # a new track
+
+
+def test_velocity_is_forgotten_after_a_long_gap() -> None:
+    track = _moving_track(300.0)
+    tf = track.faces[0]
+    update(tf, _face(200, 10), 0.1 + CFG.predict_max_s + 0.1, CFG)     # next measurement after a stall
+    assert tf.velocity is None
+    (crop, _), = plan_meshes(track, (240, 640), None, CFG, t=2.0)
+    assert crop is tf.crop
