@@ -128,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="frame not processed in time: repeat the last processed one (default, never leaks an unswapped "
         "face) or pass the original through",
     )
+    a("--repeat-gap-ms", type=float, help="--late-policy repeat: re-send the last picture only after this "
+      "long without a frame (default 200; 0 = for every frame not processed)")
     a("--token", help="bearer token required on every mutating endpoint")
     a("--token-file", type=Path, help="read the bearer token from this file")
     a(
@@ -300,6 +302,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         max_pending=int(get("max_pending", sess.max_pending)),
         pending_grace_s=float(get("pending_grace_s", sess.pending_grace_s)),
         late_policy=LatePolicy(get("late_policy", sess.late_policy)),
+        repeat_gap_ms=float(get("repeat_gap_ms", sess.repeat_gap_ms)),
         default_source=Path(str(get("default_source"))) if get("default_source") else None,
         reap_after_s=float(get("reap_after_s", sess.reap_after_s)),
         audio=replace(sess.audio, enabled=not get("no_audio", False)),

@@ -91,6 +91,9 @@ class SessionConfig:
     max_pending: int = 4
     pending_grace_s: float = 5.0  # a pending session this old may be evicted for a new offer
     late_policy: LatePolicy = LatePolicy.REPEAT
+    # `repeat` re-sends the last picture only after this long without a frame (media.late.repeat_due); 0 = for
+    # every frame not processed. Under Chrome's freeze threshold at 15 fps (max(3 x 67, 67 + 150) ms).
+    repeat_gap_ms: float = 200.0
     default_source: Path | None = None
     reap_after_s: float = 10.0  # a session not connected (or silent) this long is closed
     connect_timeout_s: float = 20.0  # from the answer to ICE/DTLS connected
@@ -107,6 +110,8 @@ class SessionConfig:
             raise ValueError("max_pending must be >= 1")
         if self.pending_grace_s < 0:
             raise ValueError("pending_grace_s must be >= 0")
+        if self.repeat_gap_ms < 0:
+            raise ValueError("repeat_gap_ms must be >= 0")
         if self.reap_after_s <= 0 or self.connect_timeout_s <= 0:
             raise ValueError("reap_after_s and connect_timeout_s must be > 0")
 

@@ -47,7 +47,7 @@ from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
 from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
-from gateway.media.late import choose_output
+from gateway.media.late import choose_output, repeat_due
 from gateway.media.planes import Box, is_i420, patched_frame
 from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, Outcome
@@ -167,6 +167,7 @@ class Session:
         self._frame_ids = itertools.count()
         self._last_processed: np.ndarray | None = None
         self._last_yuv: av.VideoFrame | None = None  # what _last_processed was encoded from
+        self._last_sent_s: float | None = None  # when a picture last went to the encoders
         self._closing: asyncio.Task[None] | None = None
         self.audio = SessionAudio(config.audio)  # Opus relay + the capture clock both streams' SRs use
         self.etag = secrets.token_hex(8)
@@ -287,6 +288,11 @@ class Session:
                 self._last_processed,
                 self.config.late_policy,
             )
+            since_sent = None if self._last_sent_s is None else time.monotonic() - self._last_sent_s
+            if image is self._last_processed and not repeat_due(
+                result.outcome, since_sent, self.config.repeat_gap_ms / 1000.0
+            ):
+                image = None  # the viewer still holds this picture: a repeat now would cost CPU for nothing
             base, changed = _yuv_source(image, pending, output, self._last_processed, self._last_yuv)
             if result.outcome is Outcome.PROCESSED and image is not None:
                 self._last_processed, self._last_yuv = image, None
@@ -310,6 +316,7 @@ class Session:
                 for encoder, packets in zip(encoders, encoded, strict=True):
                     encoder.publish(packets)
                 self.counters.frames_out += 1
+                self._last_sent_s = time.monotonic()
             height, width = pending.image.shape[:2]
             self._monitor.record_frame(
                 FrameRecord(

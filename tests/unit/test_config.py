@@ -10,8 +10,9 @@ import pytest
 
 from engines.models.store import default_model_dir
 from gateway.cli import UsageError, build_config, build_parser, main
-from gateway.config import GatewayConfig, ProcessingConfig, default_parallelism
-from gateway.media.late import LatePolicy
+from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
+from gateway.media.late import LatePolicy, repeat_due
+from gateway.monitoring.records import Outcome
 from gateway.rtc.ice import LOOPBACK
 
 
@@ -162,3 +163,18 @@ def test_default_parallelism() -> None:
     assert one.scheduler.workers == 1 and one.processing.intra_op_threads == 0
     both = _config(["--workers", "3", "--intra-op-threads", "2"])
     assert both.scheduler.workers == 3 and both.processing.intra_op_threads == 2
+
+
+def test_repeat_gap_flag_and_its_bounds() -> None:
+    assert _config(["--repeat-gap-ms", "0"], {}).sessions.repeat_gap_ms == 0.0
+    assert _config([], {}).sessions.repeat_gap_ms == 200.0
+    with pytest.raises(ValueError, match="repeat_gap_ms"):
+        SessionConfig(repeat_gap_ms=-1)
+
+
+def test_a_repeat_waits_for_the_gap_a_processed_frame_never_does() -> None:
+    assert repeat_due(Outcome.PROCESSED, 0.0, 0.2)
+    assert repeat_due(Outcome.DROPPED_DEADLINE, None, 0.2)        # nothing sent yet
+    assert not repeat_due(Outcome.DROPPED_DEADLINE, 0.067, 0.2)   # the viewer holds the last picture anyway
+    assert repeat_due(Outcome.DROPPED_DEADLINE, 0.2, 0.2)         # a stall: keep frames coming
+    assert repeat_due(Outcome.ERROR, 0.01, 0.0)                   # 0 = repeat every frame not processed
