@@ -63,6 +63,7 @@ from engines.processors.tracking import (
     TrackedFace,
     TrackingConfig,
     advance,
+    displayed,
     measured,
     needs_detection,
     plan_meshes,
@@ -373,7 +374,8 @@ class Pipeline:
                 continue
             alive = advance(track, item.image.shape[:2], meshed[i], updated, i in detections, now,
                             self._time_of(item, now), cfg, self.config.max_faces)
-            out[i] = self.selector.select(item.image, settings, [tf.shown for tf in alive], alive, track,
+            shown = [displayed(tf, self._time_of(item, now), cfg) for tf in alive]
+            out[i] = self.selector.select(item.image, settings, shown, alive, track,
                                           reference)
             track.last_faces = out[i]
         return out

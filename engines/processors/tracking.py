@@ -23,8 +23,8 @@ lives in each session's `engines.frames.FaceTrack` (one frame of a session in fl
   frames under load) left the crop, FaceMesh lost it, and every such frame paid for the detector too, so
   dropping frames made the remaining ones dearer (measured on loadgen's gliding face, 640x360, every 2nd
   frame processed: the detector ran on 85 % of frames and the frame cost doubled; docs/BENCHMARKS.md).
-- A face whose mesh is lost is held (last landmarks) for `hold_frames` frames while the detector looks for it
-  again: one missed frame must not flicker between swapped and unswapped.
+- A face whose mesh is lost is held (last landmarks, moved on by its velocity) for `hold_frames` frames while
+  the detector looks for it again: one missed frame must not flicker between swapped and unswapped.
 """
 
 from __future__ import annotations
@@ -209,6 +209,14 @@ def predicted_crop(tf: TrackedFace, t: float | None, config: TrackingConfig) -> 
     if offset is None or float(np.hypot(offset[0], offset[1])) <= config.crop_tolerance * face_size(tf.raw):
         return tf.crop
     return shifted(tf.raw, offset)
+
+
+def displayed(tf: TrackedFace, t: float | None, config: TrackingConfig) -> Face:
+    """The face to swap at capture time `t`: its smoothed landmarks, or, for a held face (mesh lost this
+    frame), the last ones moved on by its velocity: holding a face that moves a face-width per frame in place
+    pastes the swap beside the real face."""
+    offset = _lead(tf, t, config) if tf.misses else None
+    return tf.shown if offset is None else shifted(tf.shown, offset)
 
 
 def _learn_velocity(tf: TrackedFace, face: Face, t: float, config: TrackingConfig) -> None:

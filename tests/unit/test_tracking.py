@@ -10,6 +10,7 @@ from engines.processors.tracking import (
     TrackingConfig,
     advance,
     detection_due,
+    displayed,
     link,
     measured,
     mesh_center,
@@ -118,3 +119,14 @@ def test_velocity_is_forgotten_after_a_long_gap() -> None:
     assert tf.velocity is None
     (crop, _), = plan_meshes(track, (240, 640), None, CFG, t=2.0)
     assert crop is tf.crop
+
+
+def test_a_held_face_is_shown_where_it_is_expected_not_where_it_was() -> None:
+    track = _moving_track(300.0)
+    tf = track.faces[0]
+    assert displayed(tf, 0.2, CFG) is tf.shown                          # measured this frame: as smoothed
+    advance(track, (240, 640), [], set(), False, 0.2, 0.2, CFG)         # mesh lost at t=0.2: held
+    held = displayed(tf, 0.2, CFG)
+    assert np.allclose(mesh_center(held), mesh_center(tf.shown) + [30.0, 0.0], atol=1e-3)
+    off = TrackingConfig(detect_every_frames=10, detect_every_ms=1000.0, hold_frames=2, predict=False)
+    assert displayed(tf, 0.2, off) is tf.shown                          # not led: held in place

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Tracking when frames are dropped: detector runs, lost faces and pipeline ms per processed frame.
+
+Under load the gateway processes only some of a session's frames, so the face moves further between two
+processed frames. If FaceMesh's crop does not follow, the mesh is lost, the face is held at its old place and
+the detector runs on the next frame: dropping frames then makes the remaining ones dearer. This runs the real
+pipeline (RetinaFace + FaceMesh + mesh_warp, one session, one frame at a time) over loadgen's synthetic clips,
+processing every k-th frame with its capture time, with the crop led by the face's velocity
+(`TrackingConfig.predict`, the default) and without it, and counts per processed frame. It also measures
+where the swap is pasted: the distance between the centre of the face the pipeline swapped and the centre of
+the face a fresh detection + FaceMesh finds in that frame, in per cent of the face's size (mean and p95).
+
+    python scripts/bench_tracking.py --output reports/bench_tracking.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a file from a checkout
+    sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+from engines.frames import STAGE_DETECT, FaceTrack, FrameItem  # noqa: E402
+from engines.models.store import ModelStore, ModelUnavailable, default_model_dir  # noqa: E402
+from engines.pipeline import Pipeline, PipelineConfig  # noqa: E402
+from engines.processors.tracking import TrackingConfig, face_size, mesh_center  # noqa: E402
+from loadgen.media import MediaUnavailable, default_media_dir, media_path  # noqa: E402
+from loadgen.quality import read_rgb  # noqa: E402
+from loadgen.synth import SynthConfig, build_loop  # noqa: E402
+
+
+def reference_faces(pipeline: Pipeline, frames: list[np.ndarray]) -> list[list[tuple[np.ndarray, float]]]:
+    """Per frame, (centre, size) of every face a fresh detection + FaceMesh finds (no tracking)."""
+    out: list[list[tuple[np.ndarray, float]]] = []
+    for frame in frames:
+        faces = pipeline.detect([frame])[0]
+        found = []
+        for m in pipeline.landmarker.run([(frame, f) for f in faces]):
+            if pipeline.landmarker.is_face(m):
+                lo, hi = m.landmarks.min(0), m.landmarks.max(0)
+                found.append((((lo + hi) / 2).astype(np.float64), float(max(hi - lo))))
+        out.append(found)
+    return out
+
+
+def run_clip(pipeline: Pipeline, frames: list[np.ndarray], source: Any, stride: int, count: int,
+             fps: float, reference: list[list[tuple[np.ndarray, float]]]) -> dict[str, float]:
+    """Process frames 0, stride, 2*stride, ... (< count) of the looping clip as one session."""
+    track = FaceTrack()
+    detected = lost = without_face = processed = 0
+    total_ms = 0.0
+    errors: list[float] = []
+    for i in range(0, count, stride):
+        item = FrameItem(image=frames[i % len(frames)], source=source, track=track, time_s=i / fps)
+        t0 = time.perf_counter()
+        out = pipeline.process([item])[0]
+        total_ms += (time.perf_counter() - t0) * 1000.0
+        processed += 1
+        detected += STAGE_DETECT in out.timings_ms
+        lost += track.lost
+        without_face += out.faces == 0
+        truth = reference[i % len(frames)]
+        for face in track.last_faces or []:
+            if truth:
+                c = mesh_center(face)
+                centre, size = min(truth, key=lambda r: float(np.linalg.norm(r[0] - c)))
+                errors.append(100.0 * float(np.linalg.norm(centre - c)) / max(size, face_size(face), 1.0))
+    return {"processed": processed, "detector_share": round(detected / processed, 3),
+            "lost_share": round(lost / processed, 3), "no_face_share": round(without_face / processed, 3),
+            "ms_per_frame": round(total_ms / processed, 2),
+            "paste_error_pct_mean": round(float(np.mean(errors)), 1) if errors else None,
+            "paste_error_pct_p95": round(float(np.percentile(errors, 95)), 1) if errors else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--strides", type=int, nargs="+", default=[1, 2, 3, 4],
+                   help="process every k-th frame (1 = all; 2 = half dropped, ...)")
+    p.add_argument("--frames", type=int, default=300, help="clip frames per run (at 15 fps)")
+    p.add_argument("--fps", type=float, default=15.0)
+    p.add_argument("--model-dir", type=Path, default=None)
+    p.add_argument("--media-dir", type=Path, default=None)
+    p.add_argument("--output", type=Path, default=None, help="write the results as JSON here")
+    args = p.parse_args(argv)
+    store = ModelStore(args.model_dir or default_model_dir(os.environ))
+    media = args.media_dir or default_media_dir(os.environ)
+    try:
+        astronaut = read_rgb(media_path(media, "astronaut.png"))
+        carphone = media_path(media, "carphone_pristine.mp4")
+        clips = {
+            "glide 640x360": build_loop(SynthConfig(640, 360, args.fps), media),
+            "glide 320x240": build_loop(SynthConfig(320, 240, args.fps), media),
+            "carphone 640x360": build_loop(SynthConfig(640, 360, args.fps, source_video=carphone,
+                                                       loop_frames=60), media),
+        }
+        pipelines = {}
+        for mode in ("led", "not led"):
+            tracking = TrackingConfig(predict=mode == "led")
+            pipelines[mode] = Pipeline.from_config(PipelineConfig(tracking=tracking), store)
+    except (ModelUnavailable, MediaUnavailable, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    results: list[dict[str, Any]] = []
+    try:
+        for pipe in pipelines.values():
+            pipe.warmup()
+        source = pipelines["led"].prepare_source(astronaut, "astronaut")
+        print(f"{'clip':18} {'k':>2} {'crop':8} {'detector':>9} {'lost':>6} {'ms/frame':>9} "
+              f"{'paste error % mean / p95':>25}")
+        for name, loop in clips.items():
+            frames = [loop.rgb(i) for i in range(len(loop))]
+            reference = reference_faces(pipelines["led"], frames)
+            for stride in args.strides:
+                for mode, pipe in pipelines.items():
+                    row = {"clip": name, "stride": stride, "crop": mode,
+                           **run_clip(pipe, frames, source, stride, args.frames, args.fps, reference)}
+                    results.append(row)
+                    print(f"{name:18} {stride:>2} {mode:8} {row['detector_share']:>8.0%} "
+                          f"{row['lost_share']:>6.0%} {row['ms_per_frame']:>9.2f} "
+                          f"{row['paste_error_pct_mean']!s:>15} / {row['paste_error_pct_p95']!s}", flush=True)
+    finally:
+        for pipe in pipelines.values():
+            pipe.close()
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps({"kind": "bench_tracking", "frames": args.frames, "fps": args.fps,
+                                           "results": results}, indent=2) + "\n")
+        print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
