@@ -67,6 +67,7 @@ from engines.processors.tracking import (
     measured,
     needs_detection,
     plan_meshes,
+    relink_lost,
     update,
 )
 
@@ -325,17 +326,9 @@ class Pipeline:
         """Detect where needed, mesh every face (tracked or new), move the tracks on, select faces to swap."""
         now = self._clock()
         cfg = self.config.tracking
-        detections: dict[int, list[Face]] = {}
-        by_size: dict[int, list[int]] = {}
-        for i in active:
-            item = items[i]
-            if needs_detection(item.track, item.image.shape[:2], now, item.options.detect_every, cfg):
-                by_size.setdefault(item.options.detect_size or self.config.detector_size, []).append(i)
-        for size, idxs in by_size.items():
-            with book.time(STAGE_DETECT, idxs, len(idxs)):
-                found = self.detector.detect([items[i].image for i in idxs], size, self.config.detector_score)
-            for i, f in zip(idxs, found, strict=True):
-                detections[i] = self._limit(f)
+        due = [i for i in active if needs_detection(items[i].track, items[i].image.shape[:2], now,
+                                                    items[i].options.detect_every, cfg)]
+        detections = self._detect_items(items, due, book)
 
         jobs: list[tuple[int, Face, TrackedFace | None]] = []
         for i in active:
@@ -346,21 +339,22 @@ class Pipeline:
                 plan = plan_meshes(track, items[i].image.shape[:2], detections.get(i), cfg,
                                    self._time_of(items[i], now))
                 jobs.extend((i, f, tf) for f, tf in plan)
-
         meshed: dict[int, list[Face]] = {i: [] for i in active}
         updated: set[int] = set()
-        if jobs:
-            with book.time(STAGE_LANDMARK, sorted({i for i, _, _ in jobs}), len(jobs)):
-                meshes = self.landmarker.run([(items[i].image, f) for i, f, _ in jobs])
-            for (i, crop, tf), mesh in zip(jobs, meshes, strict=True):
-                if not self.landmarker.is_face(mesh):
-                    continue
-                face = measured(crop, mesh.landmarks, mesh.presence)
-                if tf is None:
-                    meshed[i].append(face)
-                else:
-                    update(tf, face, self._time_of(items[i], now), cfg)
-                    updated.add(id(tf))
+        self._mesh_jobs(items, jobs, book, now, meshed, updated)
+
+        if cfg.redetect_lost:  # a tracked face lost on a frame that did not detect: look for it in this frame
+            retry = [i for i in active if i not in detections and (track := items[i].track) is not None
+                     and any(id(tf) not in updated for tf in track.faces)]
+            found = self._detect_items(items, retry, book)
+            detections.update(found)
+            jobs = []
+            for i, faces in found.items():
+                track = items[i].track
+                assert track is not None
+                jobs.extend((i, f, tf) for f, tf in relink_lost(track, faces, updated, cfg,
+                                                                  self._time_of(items[i], now)))
+            self._mesh_jobs(items, jobs, book, now, meshed, updated)
 
         out: list[list[Face]] = [[] for _ in items]
         for i in active:
@@ -379,6 +373,39 @@ class Pipeline:
                                           reference)
             track.last_faces = out[i]
         return out
+
+    def _detect_items(self, items: Sequence[FrameItem], idxs: Sequence[int],
+                      book: _Stages) -> dict[int, list[Face]]:
+        """Run the detector on these items (one batch per detector size); item index -> faces."""
+        by_size: dict[int, list[int]] = {}
+        for i in idxs:
+            by_size.setdefault(items[i].options.detect_size or self.config.detector_size, []).append(i)
+        detections: dict[int, list[Face]] = {}
+        for size, group in by_size.items():
+            with book.time(STAGE_DETECT, group, len(group)):
+                found = self.detector.detect([items[i].image for i in group], size,
+                                             self.config.detector_score)
+            for i, f in zip(group, found, strict=True):
+                detections[i] = self._limit(f)
+        return detections
+
+    def _mesh_jobs(self, items: Sequence[FrameItem], jobs: Sequence[tuple[int, Face, TrackedFace | None]],
+                   book: _Stages, now: float, meshed: dict[int, list[Face]], updated: set[int]) -> None:
+        """FaceMesh on every (item, crop face, track) job as one batch: a tracked face is updated (and its
+        `id()` added to `updated`), a new one appended to `meshed[item]`; crops without a face are dropped."""
+        if not jobs:
+            return
+        with book.time(STAGE_LANDMARK, sorted({i for i, _, _ in jobs}), len(jobs)):
+            meshes = self.landmarker.run([(items[i].image, f) for i, f, _ in jobs])
+        for (i, crop, tf), mesh in zip(jobs, meshes, strict=True):
+            if not self.landmarker.is_face(mesh):
+                continue
+            face = measured(crop, mesh.landmarks, mesh.presence)
+            if tf is None:
+                meshed[i].append(face)
+            else:
+                update(tf, face, self._time_of(items[i], now), self.config.tracking)
+                updated.add(id(tf))
 
     def _time_of(self, item: FrameItem, now: float) -> float:
         return item.time_s if item.time_s is not None else now

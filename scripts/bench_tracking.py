@@ -5,10 +5,11 @@ Under load the gateway processes only some of a session's frames, so the face mo
 processed frames. If FaceMesh's crop does not follow, the mesh is lost, the face is held at its old place and
 the detector runs on the next frame: dropping frames then makes the remaining ones dearer. This runs the real
 pipeline (RetinaFace + FaceMesh + mesh_warp, one session, one frame at a time) over loadgen's synthetic clips,
-processing every k-th frame with its capture time, with the crop led by the face's velocity
-(`TrackingConfig.predict`, the default) and without it, and counts per processed frame. It also measures
-where the swap is pasted: the distance between the centre of the face the pipeline swapped and the centre of
-the face a fresh detection + FaceMesh finds in that frame, in per cent of the face's size (mean and p95).
+processing every k-th frame with its capture time, in three tracking modes (`MODES` below: the default,
+the default without the same-frame second look, and the tracking before), and counts per processed frame.
+It also measures where the swap is pasted: the distance between the centre of the face the pipeline
+swapped and the centre of the face a fresh detection + FaceMesh finds in that frame, in per cent of the
+face's size (mean and p95).
 
     python scripts/bench_tracking.py --output reports/bench_tracking.json
 """
@@ -36,6 +37,15 @@ from engines.processors.tracking import TrackingConfig, face_size, mesh_center  
 from loadgen.media import MediaUnavailable, default_media_dir, media_path  # noqa: E402
 from loadgen.quality import read_rgb  # noqa: E402
 from loadgen.synth import SynthConfig, build_loop  # noqa: E402
+
+# "default" = the crop led by the face's velocity, a lost face relinked to the nearest detection and looked
+# for again on the same frame; "no 2nd look" = all but the same-frame look; "before" = none of the three
+# (the tracking before 2026-12-01's sixth session: a lost face held where it was, relinked by overlap only).
+MODES: dict[str, TrackingConfig] = {
+    "default": TrackingConfig(),
+    "no 2nd look": TrackingConfig(redetect_lost=False),
+    "before": TrackingConfig(predict=False, redetect_lost=False, relink_radius=0.0),
+}
 
 
 def reference_faces(pipeline: Pipeline, frames: list[np.ndarray]) -> list[list[tuple[np.ndarray, float]]]:
@@ -103,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                                                        loop_frames=60), media),
         }
         pipelines = {}
-        for mode in ("led", "not led"):
-            tracking = TrackingConfig(predict=mode == "led")
+        for mode, tracking in MODES.items():
             pipelines[mode] = Pipeline.from_config(PipelineConfig(tracking=tracking), store)
     except (ModelUnavailable, MediaUnavailable, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -113,18 +122,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for pipe in pipelines.values():
             pipe.warmup()
-        source = pipelines["led"].prepare_source(astronaut, "astronaut")
-        print(f"{'clip':18} {'k':>2} {'crop':8} {'detector':>9} {'lost':>6} {'ms/frame':>9} "
+        source = pipelines["default"].prepare_source(astronaut, "astronaut")
+        print(f"{'clip':18} {'k':>2} {'tracking':11} {'detector':>9} {'lost':>6} {'ms/frame':>9} "
               f"{'paste error % mean / p95':>25}")
         for name, loop in clips.items():
             frames = [loop.rgb(i) for i in range(len(loop))]
-            reference = reference_faces(pipelines["led"], frames)
+            reference = reference_faces(pipelines["default"], frames)
             for stride in args.strides:
                 for mode, pipe in pipelines.items():
                     row = {"clip": name, "stride": stride, "crop": mode,
                            **run_clip(pipe, frames, source, stride, args.frames, args.fps, reference)}
                     results.append(row)
-                    print(f"{name:18} {stride:>2} {mode:8} {row['detector_share']:>8.0%} "
+                    print(f"{name:18} {stride:>2} {mode:11} {row['detector_share']:>8.0%} "
                           f"{row['lost_share']:>6.0%} {row['ms_per_frame']:>9.2f} "
                           f"{row['paste_error_pct_mean']!s:>15} / {row['paste_error_pct_p95']!s}", flush=True)
     finally:

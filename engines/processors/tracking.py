@@ -23,8 +23,14 @@ lives in each session's `engines.frames.FaceTrack` (one frame of a session in fl
   frames under load) left the crop, FaceMesh lost it, and every such frame paid for the detector too, so
   dropping frames made the remaining ones dearer (measured on loadgen's gliding face, 640x360, every 2nd
   frame processed: the detector ran on 85 % of frames and the frame cost doubled; docs/BENCHMARKS.md).
-- A face whose mesh is lost is held (last landmarks, moved on by its velocity) for `hold_frames` frames while
-  the detector looks for it again: one missed frame must not flicker between swapped and unswapped.
+- A lost face that no detection overlaps takes the nearest detection nothing else linked to, within
+  `relink_radius` face sizes and a factor 2 in size (a face that turned round while lost is no longer where
+  its velocity put it): the same track, filter and id go on instead of a new track beside a held one.
+- A face whose mesh is lost on a frame that did not run the detector is looked for again in that same frame
+  (`redetect_lost`): the detector runs now instead of on the next frame, so a loss costs no more detector runs
+  than before, and the swap lands on the face instead of where the face was.
+- A face that is still not found is held (last landmarks, moved on by its velocity) for `hold_frames` frames
+  while the detector looks for it: one missed frame must not flicker between swapped and unswapped.
 """
 
 from __future__ import annotations
@@ -54,6 +60,9 @@ class TrackingConfig:
     predict: bool = True          # lead the crop by the face's velocity (off: it stays at the last mesh)
     predict_max_s: float = 0.5    # never extrapolate further than this (a stalled stream, a long gap)
     velocity_gain: float = 0.7    # weight of the newest measured velocity against the previous estimate
+    redetect_lost: bool = True    # a face lost on a frame that did not detect: detect on that same frame
+    relink_radius: float = 2.0    # a lost face takes the nearest unlinked detection this close (face sizes;
+                                  # 0 = box overlap alone)
     # One Euro, chosen on FaceMesh's raw points (see docs/BENCHMARKS.md "Temporal stability"): a still face
     # through VP8 jitters 7.5 per mille of its size per frame raw, 0.6 with this; a 4 px/frame pan lags
     # 0.5 px; the carphone clip's landmark acceleration drops 13.0 -> 8.1 per mille.
@@ -66,8 +75,8 @@ class TrackingConfig:
             raise ValueError("detect_every_frames must be >= 1 and detect_every_ms > 0")
         if self.hold_frames < 0:
             raise ValueError("hold_frames must be >= 0")
-        if self.predict_max_s < 0 or not 0.0 < self.velocity_gain <= 1.0:
-            raise ValueError("predict_max_s must be >= 0 and velocity_gain in (0, 1]")
+        if self.predict_max_s < 0 or not 0.0 < self.velocity_gain <= 1.0 or self.relink_radius < 0:
+            raise ValueError("predict_max_s and relink_radius must be >= 0 and velocity_gain in (0, 1]")
 
 
 def _alpha(cutoff_hz: np.ndarray | float, dt: float) -> np.ndarray:
@@ -142,6 +151,37 @@ def link(track_boxes: Sequence[np.ndarray], detections: Sequence[Face], min_iou:
         matched[di] = ti
         used.add(ti)
     return matched, [di for di in range(len(detections)) if di not in matched]
+
+
+def link_lost_nearby(track_boxes: Sequence[np.ndarray], lost: Sequence[int], detections: Sequence[Face],
+                     matched: dict[int, int], unmatched: list[int], radius: float) -> list[int]:
+    """Second pass for lost tracks that no detection overlapped (a fast face, or one that turned round while
+    it was lost, is no longer where its velocity put it): each takes the nearest detection that linked to
+    nothing, if that detection's centre is within `radius` face sizes of where the track was expected and
+    its size is within a factor of 2. Adds to `matched` in place; returns the detections still unmatched."""
+    taken = set(matched.values())
+    pairs: list[tuple[float, int, int]] = []
+    for ti in lost:
+        if ti in taken:
+            continue
+        box = track_boxes[ti]
+        side = float(max(box[2] - box[0], box[3] - box[1], 1.0))
+        centre = np.array([(box[0] + box[2]) / 2, (box[1] + box[3]) / 2])
+        for di in unmatched:
+            d = detections[di]
+            size = max(d.width, d.height, 1.0)
+            dx, dy = (d.box[0] + d.box[2]) / 2 - centre[0], (d.box[1] + d.box[3]) / 2 - centre[1]
+            dist = float(np.hypot(dx, dy))
+            if dist <= radius * side and 0.5 <= size / side <= 2.0:
+                pairs.append((dist, ti, di))
+    left = list(unmatched)
+    for _, ti, di in sorted(pairs):
+        if ti in taken or di not in left:
+            continue
+        matched[di] = ti
+        taken.add(ti)
+        left.remove(di)
+    return left
 
 
 def detection_due(frames_since: int, last_detect_s: float | None, now_s: float, lost: bool, has_faces: bool,
@@ -295,8 +335,10 @@ def plan_meshes(track: FaceTrack, shape: tuple[int, ...], detections: list[Face]
     reseed: dict[int, Face] = {}
     new = detections or []
     if detections is not None:
-        matched, unmatched = link([expected_box(tf, t, config) for tf in track.faces], detections,
-                                  config.link_iou)
+        expected = [expected_box(tf, t, config) for tf in track.faces]
+        matched, unmatched = link(expected, detections, config.link_iou)
+        held = [ti for ti, tf in enumerate(track.faces) if tf.misses > 0]
+        unmatched = link_lost_nearby(expected, held, detections, matched, unmatched, config.relink_radius)
         reseed = {ti: detections[di] for di, ti in matched.items() if track.faces[ti].misses > 0}
         new = [detections[di] for di in unmatched]
     jobs: list[tuple[Face, TrackedFace | None]] = []
@@ -304,6 +346,23 @@ def plan_meshes(track: FaceTrack, shape: tuple[int, ...], detections: list[Face]
         if tf.misses == 0 or ti in reseed:
             jobs.append((reseed[ti] if ti in reseed else predicted_crop(tf, t, config), tf))
     jobs.extend((f, None) for f in new)
+    return jobs
+
+
+def relink_lost(track: FaceTrack, detections: list[Face], updated: set[int], config: TrackingConfig,
+                t: float | None = None) -> list[tuple[Face, TrackedFace | None]]:
+    """FaceMesh jobs after a second-chance detection on the frame where a tracked face was lost: detections
+    linked to a track not measured this frame (its `id()` not in `updated`) re-seed it; detections linked to
+    a face measured this frame are that face again (no job); the rest are new faces."""
+    expected = [expected_box(tf, t, config) for tf in track.faces]
+    matched, unmatched = link(expected, detections, config.link_iou)
+    lost = [ti for ti, tf in enumerate(track.faces) if id(tf) not in updated]
+    unmatched = link_lost_nearby(expected, lost, detections, matched, unmatched, config.relink_radius)
+    jobs: list[tuple[Face, TrackedFace | None]] = [
+        (detections[di], track.faces[ti]) for di, ti in sorted(matched.items())
+        if id(track.faces[ti]) not in updated
+    ]
+    jobs.extend((detections[di], None) for di in unmatched)
     return jobs
 
 

@@ -173,8 +173,9 @@ def test_one_euro_follows_motion_and_calms_noise() -> None:
 
 def test_a_missed_frame_does_not_flicker(pipeline: Pipeline, source: SourceFace,
                                          astronaut: np.ndarray) -> None:
-    """The face hidden for one frame (its mesh lost): the track is held, the swap stays, the same track
-    continues, and the detector runs on the next frame to confirm it."""
+    """The face hidden for one frame (its mesh lost): the detector looks for it on that frame (a second
+    look), finds nothing, the track is held, the swap stays, the same track continues, and the detector runs
+    on the next frame to confirm it."""
     track = FaceTrack()
     hidden = astronaut.copy()
     hidden[100:330, 120:340] = 128
@@ -182,7 +183,7 @@ def test_a_missed_frame_does_not_flicker(pipeline: Pipeline, source: SourceFace,
     outs = [pipeline.process([FrameItem(fr, source, track=track, time_s=k / 15)])[0]
             for k, fr in enumerate(frames)]
     assert [o.faces for o in outs] == [1, 1, 1, 1, 1]
-    assert [STAGE_DETECT in o.timings_ms for o in outs] == [True, False, False, True, False]
+    assert [STAGE_DETECT in o.timings_ms for o in outs] == [True, False, True, True, False]
     assert [tf.id for tf in track.faces] == [0]
     empty = np.full_like(astronaut, 128)
     for k in range(4):  # gone for good: dropped after the hold
@@ -221,29 +222,34 @@ def test_reference_selector_needs_arcface(pipeline: Pipeline, source: SourceFace
 
 def test_a_fast_gliding_face_stays_tracked_without_the_detector(model_store: ModelStore,
                                                                media_dir: Path) -> None:
-    """loadgen's gliding face at 640x360 moves up to half its width per frame. Without the crop leading the
-    face, FaceMesh lost it 27 times in 300 frames and each loss paid for a detector run; with it, never, and
-    the detector runs on its schedule alone (every 10 frames)."""
+    """loadgen's gliding face at 640x360 moves up to half its width per frame, a face width when every 2nd
+    frame is dropped. The tracking before (crop at the last mesh, a lost face held where it was, relinked by
+    box overlap only) lost it on 9 % of frames, and on half of them with every 2nd frame processed, each loss
+    paying for a detector run. Now it is never lost, and the detector runs on its schedule (every 10 frames
+    or 1 s) plus a second look where the turn at either end of the glide outruns the crop."""
     from loadgen.synth import SynthConfig, build_loop
 
     loop = build_loop(SynthConfig(640, 360, 15.0), media_dir)
     frames = [loop.rgb(i) for i in range(len(loop))]
 
-    def run(tracking: TrackingConfig) -> tuple[int, int]:
+    def run(tracking: TrackingConfig, stride: int) -> tuple[int, int, int]:
         p = Pipeline.from_config(PipelineConfig(tracking=tracking), model_store)
         try:
             src = p.prepare_source(frames[0], "glide")
-            track, lost, detected = FaceTrack(), 0, 0
-            for i in range(2 * len(frames) + 1):
+            track, lost, detected, n = FaceTrack(), 0, 0, 0
+            for i in range(0, 4 * len(frames), stride):
                 out = p.process([FrameItem(image=frames[i % len(frames)], source=src, track=track,
                                            time_s=i / 15.0)])[0]
                 lost += track.lost
                 detected += STAGE_DETECT in out.timings_ms
-            return lost, detected
+                n += 1
+            return lost, detected, n
         finally:
             p.close()
 
-    lost, detected = run(TrackingConfig())
-    assert lost == 0 and detected == 7                                  # frames 0, 10, ..., 60
-    lost_off, detected_off = run(TrackingConfig(predict=False))
-    assert lost_off > 0 and detected_off > detected                     # the same clip, the crop not led
+    before = TrackingConfig(predict=False, redetect_lost=False, relink_radius=0.0)
+    for stride in (1, 2):
+        lost, detected, n = run(TrackingConfig(), stride)
+        lost_before, detected_before, _ = run(before, stride)
+        assert lost == 0 and detected <= n // 4, (stride, lost, detected, n)
+        assert lost_before > 0 and detected_before > detected, (stride, lost_before, detected_before)

@@ -11,11 +11,14 @@ from engines.processors.tracking import (
     advance,
     detection_due,
     displayed,
+    expected_box,
     link,
+    link_lost_nearby,
     measured,
     mesh_center,
     needs_detection,
     plan_meshes,
+    relink_lost,
     update,
 )
 
@@ -108,8 +111,35 @@ def test_a_lost_fast_face_relinks_to_its_own_track_where_it_is_expected() -> Non
     assert link([tf.raw.box], [found], CFG.link_iou) == ({}, [0])       # no overlap with its last mesh
     jobs = plan_meshes(track, (240, 640), [found], CFG, t=0.3)
     assert jobs == [(found, tf)]                                        # same track, same filter and id
-    off = TrackingConfig(detect_every_frames=10, detect_every_ms=1000.0, hold_frames=2, predict=False)
+    off = TrackingConfig(detect_every_frames=10, detect_every_ms=1000.0, hold_frames=2, predict=False,
+                         relink_radius=0.0)
     assert plan_meshes(track, (240, 640), [found], off, t=0.3) == [(found, None)]    # a new track
+
+
+def test_a_lost_face_that_turned_round_takes_the_nearest_free_detection() -> None:
+    track = _moving_track(600.0)                                        # expected further right...
+    tf = track.faces[0]
+    advance(track, (240, 640), [], set(), False, 0.2, 0.2, CFG)
+    back = _face(100, 14)                                               # ...but it turned back left
+    other = _face(400, 10)                                              # someone else, far away
+    small = _face(90, 10, side=20.0)                                    # near, but a third of its size
+    assert plan_meshes(track, (240, 640), [other, small, back], CFG, t=0.3) == [
+        (back, tf), (other, None), (small, None)]
+    boxes = [expected_box(tf, 0.3, CFG)]
+    matched, left = link(boxes, [back], CFG.link_iou)
+    assert matched == {}
+    assert link_lost_nearby(boxes, [0], [back], matched, left, radius=1.0) == [0]   # too far for 1 size
+    assert link_lost_nearby(boxes, [0], [back], matched, left, radius=CFG.relink_radius) == []
+    assert matched == {0: 0}
+
+
+def test_second_look_reseeds_only_faces_not_measured_this_frame() -> None:
+    track = FaceTrack()
+    advance(track, (240, 640), [_face(10, 10), _face(300, 10)], set(), True, 0.0, 0.0, CFG)
+    lost, measured_now = track.faces                                    # the mesh found only the second
+    again, newcomer = _face(16, 12), _face(500, 100)
+    jobs = relink_lost(track, [_face(302, 10), again, newcomer], {id(measured_now)}, CFG, 0.1)
+    assert jobs == [(again, lost), (newcomer, None)]                     # the measured face is not redone
 
 
 def test_velocity_is_forgotten_after_a_long_gap() -> None:
