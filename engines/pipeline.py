@@ -66,6 +66,7 @@ from engines.processors.tracking import (
     displayed,
     measured,
     needs_detection,
+    off_centre,
     plan_meshes,
     relink_lost,
     update,
@@ -391,16 +392,29 @@ class Pipeline:
 
     def _mesh_jobs(self, items: Sequence[FrameItem], jobs: Sequence[tuple[int, Face, TrackedFace | None]],
                    book: _Stages, now: float, meshed: dict[int, list[Face]], updated: set[int]) -> None:
-        """FaceMesh on every (item, crop face, track) job as one batch: a tracked face is updated (and its
-        `id()` added to `updated`), a new one appended to `meshed[item]`; crops without a face are dropped."""
+        """FaceMesh on every (item, crop face, track) job as one batch (and once more, as a second batch, for
+        meshes far off their crop's centre: `TrackingConfig.refine_offset`): a tracked face is updated (and
+        its `id()` added to `updated`), a new one appended to `meshed[item]`; crops without a face are
+        dropped."""
         if not jobs:
             return
         with book.time(STAGE_LANDMARK, sorted({i for i, _, _ in jobs}), len(jobs)):
             meshes = self.landmarker.run([(items[i].image, f) for i, f, _ in jobs])
-        for (i, crop, tf), mesh in zip(jobs, meshes, strict=True):
-            if not self.landmarker.is_face(mesh):
+        faces = [measured(crop, m.landmarks, m.presence) if self.landmarker.is_face(m) else None
+                 for (_, crop, _), m in zip(jobs, meshes, strict=True)]
+        limit = self.config.tracking.refine_offset
+        again = [k for k, f in enumerate(faces)
+                 if f is not None and limit > 0 and off_centre(jobs[k][1], f) > limit]
+        if again:  # off its crop's centre: once more from its own crop
+            seeds = [(k, face) for k in again if (face := faces[k]) is not None]
+            with book.time(STAGE_LANDMARK, sorted({jobs[k][0] for k in again}), len(again)):
+                second = self.landmarker.run([(items[jobs[k][0]].image, seed) for k, seed in seeds])
+            for (k, seed), m in zip(seeds, second, strict=True):
+                if self.landmarker.is_face(m):
+                    faces[k] = measured(seed, m.landmarks, m.presence)
+        for (i, _crop, tf), face in zip(jobs, faces, strict=True):
+            if face is None:
                 continue
-            face = measured(crop, mesh.landmarks, mesh.presence)
             if tf is None:
                 meshed[i].append(face)
             else:

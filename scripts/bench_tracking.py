@@ -11,7 +11,11 @@ It also measures where the swap is pasted: the distance between the centre of th
 swapped and the centre of the face a fresh detection + FaceMesh finds in that frame, in per cent of the
 face's size (mean and p95).
 
-    python scripts/bench_tracking.py --output reports/bench_tracking.json
+    python scripts/bench_tracking.py --output reports/bench_tracking.json \
+        --contact-sheet reports/bench_tracking.png
+
+The contact sheet shows 8 consecutive processed frames of the 640x360 glide with every 2nd frame processed,
+one row per tracking mode, the face's area enlarged: where the swap lands is visible at a glance.
 """
 
 from __future__ import annotations
@@ -38,13 +42,14 @@ from loadgen.media import MediaUnavailable, default_media_dir, media_path  # noq
 from loadgen.quality import read_rgb  # noqa: E402
 from loadgen.synth import SynthConfig, build_loop  # noqa: E402
 
-# "default" = the crop led by the face's velocity, a lost face relinked to the nearest detection and looked
-# for again on the same frame; "no 2nd look" = all but the same-frame look; "before" = none of the three
-# (the tracking before 2026-12-01's sixth session: a lost face held where it was, relinked by overlap only).
+# "default" = the crop led by the face's velocity, an off-centre mesh run again from its own crop, a lost face
+# relinked to the nearest detection and looked for again on the same frame; "no 2nd look" = all but the
+# same-frame look; "before" = none of them (the tracking before 2026-12-01's sixth session: the crop at the
+# last mesh, a lost face held where it was and relinked by box overlap only).
 MODES: dict[str, TrackingConfig] = {
     "default": TrackingConfig(),
     "no 2nd look": TrackingConfig(redetect_lost=False),
-    "before": TrackingConfig(predict=False, redetect_lost=False, relink_radius=0.0),
+    "before": TrackingConfig(predict=False, redetect_lost=False, relink_radius=0.0, refine_offset=0.0),
 }
 
 
@@ -63,8 +68,10 @@ def reference_faces(pipeline: Pipeline, frames: list[np.ndarray]) -> list[list[t
 
 
 def run_clip(pipeline: Pipeline, frames: list[np.ndarray], source: Any, stride: int, count: int,
-             fps: float, reference: list[list[tuple[np.ndarray, float]]]) -> dict[str, float]:
-    """Process frames 0, stride, 2*stride, ... (< count) of the looping clip as one session."""
+             fps: float, reference: list[list[tuple[np.ndarray, float]]],
+             keep: list[tuple[np.ndarray, np.ndarray | None]] | None = None) -> dict[str, float]:
+    """Process frames 0, stride, 2*stride, ... (< count) of the looping clip as one session (the output
+    images are appended to `keep` when given, with the centre of the face a fresh detection finds)."""
     track = FaceTrack()
     detected = lost = without_face = processed = 0
     total_ms = 0.0
@@ -75,6 +82,9 @@ def run_clip(pipeline: Pipeline, frames: list[np.ndarray], source: Any, stride: 
         out = pipeline.process([item])[0]
         total_ms += (time.perf_counter() - t0) * 1000.0
         processed += 1
+        if keep is not None:
+            truth_now = reference[i % len(frames)]
+            keep.append((out.image, truth_now[0][0] if truth_now else None))
         detected += STAGE_DETECT in out.timings_ms
         lost += track.lost
         without_face += out.faces == 0
@@ -91,6 +101,35 @@ def run_clip(pipeline: Pipeline, frames: list[np.ndarray], source: Any, stride: 
             "paste_error_pct_p95": round(float(np.percentile(errors, 95)), 1) if errors else None}
 
 
+SHEET_CASE = ("glide 640x360", 2)
+
+
+def write_contact_sheet(path: Path, rows: dict[str, list[tuple[np.ndarray, np.ndarray | None]]],
+                        start: int = 20, count: int = 8, half: int = 60, scale: int = 3) -> None:
+    """One row per mode: `count` consecutive processed frames from `start`, each a window of 2*`half` px
+    around where a fresh detection finds the face (so the face should sit in the middle), enlarged `scale`x
+    and labelled with the mode."""
+    import cv2
+
+    tiles = []
+    for mode, images in rows.items():
+        row = []
+        for img, centre in images[start:start + count]:
+            h, w = img.shape[:2]
+            cx, cy = (w // 2, h // 2) if centre is None else (int(centre[0]), int(centre[1]))
+            padded = cv2.copyMakeBorder(img, half, half, half, half, cv2.BORDER_CONSTANT, value=(0, 0, 0))
+            window = padded[cy:cy + 2 * half, cx:cx + 2 * half]
+            tile = cv2.resize(window, (2 * half * scale, 2 * half * scale), interpolation=cv2.INTER_NEAREST)
+            row.append(cv2.copyMakeBorder(tile, 2, 2, 2, 2, cv2.BORDER_CONSTANT, value=(255, 255, 255)))
+        strip = np.concatenate(row, axis=1)
+        label = np.full((26, strip.shape[1], 3), 255, np.uint8)
+        cv2.putText(label, mode, (6, 19), cv2.FONT_HERSHEY_SIMPLEX, 0.6, (0, 0, 0), 1, cv2.LINE_AA)
+        tiles.append(np.concatenate([label, strip], axis=0))
+    sheet = np.concatenate(tiles, axis=0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--strides", type=int, nargs="+", default=[1, 2, 3, 4],
@@ -100,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model-dir", type=Path, default=None)
     p.add_argument("--media-dir", type=Path, default=None)
     p.add_argument("--output", type=Path, default=None, help="write the results as JSON here")
+    p.add_argument("--contact-sheet", type=Path, default=None,
+                   help="write a PNG of processed frames per tracking mode (640x360 glide, every 2nd frame)")
     args = p.parse_args(argv)
     store = ModelStore(args.model_dir or default_model_dir(os.environ))
     media = args.media_dir or default_media_dir(os.environ)
@@ -119,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     results: list[dict[str, Any]] = []
+    sheet_rows: dict[str, list[tuple[np.ndarray, np.ndarray | None]]] = {}
     try:
         for pipe in pipelines.values():
             pipe.warmup()
@@ -130,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
             reference = reference_faces(pipelines["default"], frames)
             for stride in args.strides:
                 for mode, pipe in pipelines.items():
-                    row = {"clip": name, "stride": stride, "crop": mode,
-                           **run_clip(pipe, frames, source, stride, args.frames, args.fps, reference)}
+                    keep = sheet_rows.setdefault(mode, []) if (name, stride) == SHEET_CASE else None
+                    row = {"clip": name, "stride": stride, "tracking": mode,
+                           **run_clip(pipe, frames, source, stride, args.frames, args.fps, reference, keep)}
                     results.append(row)
                     print(f"{name:18} {stride:>2} {mode:11} {row['detector_share']:>8.0%} "
                           f"{row['lost_share']:>6.0%} {row['ms_per_frame']:>9.2f} "
@@ -139,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for pipe in pipelines.values():
             pipe.close()
+    if args.contact_sheet is not None and sheet_rows:
+        write_contact_sheet(args.contact_sheet, sheet_rows)
+        print(f"wrote {args.contact_sheet}")
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps({"kind": "bench_tracking", "frames": args.frames, "fps": args.fps,

@@ -29,6 +29,9 @@ lives in each session's `engines.frames.FaceTrack` (one frame of a session in fl
 - A face whose mesh is lost on a frame that did not run the detector is looked for again in that same frame
   (`redetect_lost`): the detector runs now instead of on the next frame, so a loss costs no more detector runs
   than before, and the swap lands on the face instead of where the face was.
+- A mesh found far from its crop's centre (`refine_offset`: the crop led past a face that turned, or a
+  detection box that sits loosely) is run once more from its own crop: FaceMesh is accurate on a centred
+  face, and a face half out of its crop gives a distorted mesh that still passes the presence test.
 - A face that is still not found is held (last landmarks, moved on by its velocity) for `hold_frames` frames
   while the detector looks for it: one missed frame must not flicker between swapped and unswapped.
 """
@@ -63,6 +66,8 @@ class TrackingConfig:
     redetect_lost: bool = True    # a face lost on a frame that did not detect: detect on that same frame
     relink_radius: float = 2.0    # a lost face takes the nearest unlinked detection this close (face sizes;
                                   # 0 = box overlap alone)
+    refine_offset: float = 0.25   # a mesh this far off its crop's centre (of its size) is run once more
+                                  # from its own crop (0 = never)
     # One Euro, chosen on FaceMesh's raw points (see docs/BENCHMARKS.md "Temporal stability"): a still face
     # through VP8 jitters 7.5 per mille of its size per frame raw, 0.6 with this; a 4 px/frame pan lags
     # 0.5 px; the carphone clip's landmark acceleration drops 13.0 -> 8.1 per mille.
@@ -75,8 +80,10 @@ class TrackingConfig:
             raise ValueError("detect_every_frames must be >= 1 and detect_every_ms > 0")
         if self.hold_frames < 0:
             raise ValueError("hold_frames must be >= 0")
-        if self.predict_max_s < 0 or not 0.0 < self.velocity_gain <= 1.0 or self.relink_radius < 0:
-            raise ValueError("predict_max_s and relink_radius must be >= 0 and velocity_gain in (0, 1]")
+        if (self.predict_max_s < 0 or not 0.0 < self.velocity_gain <= 1.0 or self.relink_radius < 0
+                or self.refine_offset < 0):
+            raise ValueError("predict_max_s, relink_radius and refine_offset must be >= 0 and velocity_gain "
+                             "in (0, 1]")
 
 
 def _alpha(cutoff_hz: np.ndarray | float, dt: float) -> np.ndarray:
@@ -249,6 +256,11 @@ def predicted_crop(tf: TrackedFace, t: float | None, config: TrackingConfig) -> 
     if offset is None or float(np.hypot(offset[0], offset[1])) <= config.crop_tolerance * face_size(tf.raw):
         return tf.crop
     return shifted(tf.raw, offset)
+
+
+def off_centre(crop: Face, mesh: Face) -> float:
+    """How far `mesh` lies from the centre of the face its crop came from, in `mesh` sizes."""
+    return float(np.linalg.norm(mesh_center(mesh) - mesh_center(crop))) / face_size(mesh)
 
 
 def displayed(tf: TrackedFace, t: float | None, config: TrackingConfig) -> Face:

@@ -247,7 +247,7 @@ def test_a_fast_gliding_face_stays_tracked_without_the_detector(model_store: Mod
         finally:
             p.close()
 
-    before = TrackingConfig(predict=False, redetect_lost=False, relink_radius=0.0)
+    before = TrackingConfig(predict=False, redetect_lost=False, relink_radius=0.0, refine_offset=0.0)
     for stride in (1, 2):
         lost, detected, n = run(TrackingConfig(), stride)
         lost_before, detected_before, _ = run(before, stride)
