@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="process every k-th frame (1 = all; 2 = half dropped, ...)")
     p.add_argument("--frames", type=int, default=300, help="clip frames per run (at 15 fps)")
     p.add_argument("--fps", type=float, default=15.0)
+    p.add_argument("--clips", nargs="+", default=None, help="only these clips (e.g. 'glide 640x360')")
     p.add_argument("--model-dir", type=Path, default=None)
     p.add_argument("--media-dir", type=Path, default=None)
     p.add_argument("--output", type=Path, default=None, help="write the results as JSON here")
@@ -168,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'clip':18} {'k':>2} {'tracking':11} {'detector':>9} {'lost':>6} {'ms/frame':>9} "
               f"{'paste error % mean / p95':>25}")
         for name, loop in clips.items():
+            if args.clips and name not in args.clips:
+                continue
             frames = [loop.rgb(i) for i in range(len(loop))]
             reference = reference_faces(pipelines["default"], frames)
             for stride in args.strides:

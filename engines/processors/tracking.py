@@ -161,24 +161,25 @@ def link(track_boxes: Sequence[np.ndarray], detections: Sequence[Face], min_iou:
 
 
 def link_lost_nearby(track_boxes: Sequence[np.ndarray], lost: Sequence[int], detections: Sequence[Face],
-                     matched: dict[int, int], unmatched: list[int], radius: float) -> list[int]:
-    """Second pass for lost tracks that no detection overlapped (a fast face, or one that turned round while
-    it was lost, is no longer where its velocity put it): each takes the nearest detection that linked to
-    nothing, if that detection's centre is within `radius` face sizes of where the track was expected and
-    its size is within a factor of 2. Adds to `matched` in place; returns the detections still unmatched."""
+                     matched: dict[int, int], unmatched: list[int], radius: float,
+                     last_boxes: Sequence[np.ndarray] | None = None) -> list[int]:
+    """Second pass for tracks that no detection overlapped (a fast face, or one that turned round, is no
+    longer where its velocity put it): each of `lost` takes the nearest detection that linked to nothing, if
+    that detection's centre is within `radius` face sizes of where the track was expected (`track_boxes`) or
+    last measured (`last_boxes`) and its size is within a factor of 2. Adds to `matched` in place; returns
+    the detections still unmatched."""
     taken = set(matched.values())
     pairs: list[tuple[float, int, int]] = []
     for ti in lost:
         if ti in taken:
             continue
-        box = track_boxes[ti]
-        side = float(max(box[2] - box[0], box[3] - box[1], 1.0))
-        centre = np.array([(box[0] + box[2]) / 2, (box[1] + box[3]) / 2])
+        boxes = [track_boxes[ti]] if last_boxes is None else [track_boxes[ti], last_boxes[ti]]
+        side = float(max(boxes[0][2] - boxes[0][0], boxes[0][3] - boxes[0][1], 1.0))
         for di in unmatched:
             d = detections[di]
             size = max(d.width, d.height, 1.0)
-            dx, dy = (d.box[0] + d.box[2]) / 2 - centre[0], (d.box[1] + d.box[3]) / 2 - centre[1]
-            dist = float(np.hypot(dx, dy))
+            cx, cy = (d.box[0] + d.box[2]) / 2, (d.box[1] + d.box[3]) / 2
+            dist = min(float(np.hypot(cx - (b[0] + b[2]) / 2, cy - (b[1] + b[3]) / 2)) for b in boxes)
             if dist <= radius * side and 0.5 <= size / side <= 2.0:
                 pairs.append((dist, ti, di))
     left = list(unmatched)
@@ -349,9 +350,14 @@ def plan_meshes(track: FaceTrack, shape: tuple[int, ...], detections: list[Face]
     if detections is not None:
         expected = [expected_box(tf, t, config) for tf in track.faces]
         matched, unmatched = link(expected, detections, config.link_iou)
-        held = [ti for ti, tf in enumerate(track.faces) if tf.misses > 0]
-        unmatched = link_lost_nearby(expected, held, detections, matched, unmatched, config.relink_radius)
-        reseed = {ti: detections[di] for di, ti in matched.items() if track.faces[ti].misses > 0}
+        overlapped = dict(matched)
+        unlinked = [ti for ti in range(len(track.faces)) if ti not in matched.values()]
+        unmatched = link_lost_nearby(expected, unlinked, detections, matched, unmatched, config.relink_radius,
+                                     [tf.raw.box for tf in track.faces])
+        # held faces restart from their detection; so does a live one no detection overlapped but one near it
+        # did (it moved off its crop: its own crop would miss it)
+        reseed = {ti: detections[di] for di, ti in matched.items()
+                  if track.faces[ti].misses > 0 or di not in overlapped}
         new = [detections[di] for di in unmatched]
     jobs: list[tuple[Face, TrackedFace | None]] = []
     for ti, tf in enumerate(track.faces):
@@ -369,7 +375,8 @@ def relink_lost(track: FaceTrack, detections: list[Face], updated: set[int], con
     expected = [expected_box(tf, t, config) for tf in track.faces]
     matched, unmatched = link(expected, detections, config.link_iou)
     lost = [ti for ti, tf in enumerate(track.faces) if id(tf) not in updated]
-    unmatched = link_lost_nearby(expected, lost, detections, matched, unmatched, config.relink_radius)
+    unmatched = link_lost_nearby(expected, lost, detections, matched, unmatched, config.relink_radius,
+                                 [tf.raw.box for tf in track.faces])
     jobs: list[tuple[Face, TrackedFace | None]] = [
         (detections[di], track.faces[ti]) for di, ti in sorted(matched.items())
         if id(track.faces[ti]) not in updated

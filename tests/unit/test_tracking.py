@@ -160,3 +160,20 @@ def test_a_held_face_is_shown_where_it_is_expected_not_where_it_was() -> None:
     assert np.allclose(mesh_center(held), mesh_center(tf.shown) + [30.0, 0.0], atol=1e-3)
     off = TrackingConfig(detect_every_frames=10, detect_every_ms=1000.0, hold_frames=2, predict=False)
     assert displayed(tf, 0.2, off) is tf.shown                          # not led: held in place
+
+
+def test_a_face_that_reversed_is_relinked_near_where_it_was_last_measured() -> None:
+    track = _moving_track(600.0)                                        # last mesh at x=70, expected at 190
+    tf = track.faces[0]
+    advance(track, (240, 640), [], set(), False, 0.2, 0.2, CFG)
+    reversed_face = _face(60, 12)                                       # 130 px from where it was expected
+    assert plan_meshes(track, (240, 640), [reversed_face], CFG, t=0.3) == [(reversed_face, tf)]
+
+
+def test_a_live_face_that_left_its_crop_restarts_from_the_detection_near_it() -> None:
+    track = _moving_track(0.0)                                          # still at x=10: no lead
+    tf = track.faces[0]
+    moved = _face(80, 10)                                               # the detector finds it 70 px on
+    assert plan_meshes(track, (240, 640), [moved], CFG, t=0.2) == [(moved, tf)]      # re-seeded, same track
+    overlapping = _face(14, 10)
+    assert plan_meshes(track, (240, 640), [overlapping], CFG, t=0.2) == [(tf.crop, tf)]  # its own crop
