@@ -54,7 +54,8 @@ def crop_matrix(face: Face) -> np.ndarray:
     eyes = face.kps5[:2]
     angle = float(np.arctan2(eyes[1, 1] - eyes[0, 1], eyes[1, 0] - eyes[0, 0]))
     if face.landmarks is not None:
-        lo, hi = face.landmarks.min(0), face.landmarks.max(0)
+        xs, ys = face.landmarks[:, 0], face.landmarks[:, 1]  # per column: `min(0)` is a strided reduction
+        lo, hi = np.array([xs.min(), ys.min()]), np.array([xs.max(), ys.max()])
         center = (lo + hi) / 2
         side = float(max(hi - lo)) * MESH_SCALE
     else:

@@ -206,11 +206,19 @@ def face_size(face: Face) -> float:
     return float(max(face.width, face.height, 1.0))
 
 
+def extent(points: np.ndarray) -> np.ndarray:
+    """(x0, y0, x1, y1) float32 of an (N, 2) point set. Per column: `points.min(0)` on a (468, 2) array is
+    a strided reduction that cost 9 us here, this 2 us, and tracking took several per face and frame."""
+    xs, ys = points[:, 0], points[:, 1]
+    return np.array([xs.min(), ys.min(), xs.max(), ys.max()], dtype=np.float32)
+
+
 def measured(face: Face, landmarks: np.ndarray, presence: float) -> Face:
-    """A face as its mesh puts it: box = the mesh's extent, five points from the mesh (one point source)."""
-    lo, hi = landmarks.min(0), landmarks.max(0)
-    return replace(face, box=np.array([lo[0], lo[1], hi[0], hi[1]], dtype=np.float32),
-                   kps5=kps5_from_mesh(landmarks), landmarks=landmarks, presence=presence)
+    """A face as its mesh puts it: box = the mesh's extent, five points from the mesh (one point source).
+    Every face with landmarks is made here or by `shifted`, so its box IS its mesh's extent: the extent is
+    read from the box from then on."""
+    return replace(face, box=extent(landmarks), kps5=kps5_from_mesh(landmarks), landmarks=landmarks,
+                   presence=presence)
 
 
 def new_track(track_id: int, face: Face, t: float, config: TrackingConfig) -> TrackedFace:
@@ -221,11 +229,10 @@ def new_track(track_id: int, face: Face, t: float, config: TrackingConfig) -> Tr
 
 
 def mesh_center(face: Face) -> np.ndarray:
-    """Centre of the mesh's extent (of the box for a face without one), as float64 (2,)."""
-    if face.landmarks is None:
-        return np.array([(face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2], dtype=np.float64)
-    lo, hi = face.landmarks.min(0), face.landmarks.max(0)
-    return ((lo + hi) / 2).astype(np.float64)
+    """Centre of the mesh's extent (= its box, see `measured`; the detection box for a face without a mesh),
+    as float64 (2,)."""
+    b = face.box
+    return np.array([(b[0] + b[2]) / 2, (b[1] + b[3]) / 2], dtype=np.float64)
 
 
 def shifted(face: Face, offset: np.ndarray) -> Face:
@@ -289,8 +296,8 @@ def crop_moved(old: Face, new: Face, tolerance: float) -> bool:
     """Whether `new`'s mesh moved, grew or turned enough that the FaceMesh crop should follow it."""
     if old.landmarks is None or new.landmarks is None:
         return True
-    lo_a, hi_a = old.landmarks.min(0), old.landmarks.max(0)
-    lo_b, hi_b = new.landmarks.min(0), new.landmarks.max(0)
+    lo_a, hi_a = old.box[:2], old.box[2:]   # = the meshes' extents (see `measured`)
+    lo_b, hi_b = new.box[:2], new.box[2:]
     side = float(max(hi_a - lo_a))
     shift = float(np.linalg.norm((lo_b + hi_b) / 2 - (lo_a + hi_a) / 2))
     grow = abs(float(max(hi_b - lo_b)) - side)

@@ -19,6 +19,7 @@ from engines.processors.tracking import (
     needs_detection,
     plan_meshes,
     relink_lost,
+    shifted,
     update,
 )
 
@@ -177,3 +178,16 @@ def test_a_live_face_that_left_its_crop_restarts_from_the_detection_near_it() ->
     assert plan_meshes(track, (240, 640), [moved], CFG, t=0.2) == [(moved, tf)]      # re-seeded, same track
     overlapping = _face(14, 10)
     assert plan_meshes(track, (240, 640), [overlapping], CFG, t=0.2) == [(tf.crop, tf)]  # its own crop
+
+
+def test_a_meshed_face_box_is_its_mesh_extent_also_when_moved() -> None:
+    """mesh_center and crop_moved read a mesh's extent from its box: measured() and shifted() keep it so."""
+    rng = np.random.default_rng(0)
+    pts = (rng.random((468, 2)) * 80 + 20).astype(np.float32)
+    base = Face(box=np.zeros(4, np.float32), score=1.0, kps5=np.zeros((5, 2), np.float32))
+    face = measured(base, pts, 0.9)
+    assert np.array_equal(face.box, [*pts.min(0), *pts.max(0)])
+    moved = shifted(face, np.array([12.5, -3.0]))
+    assert moved.landmarks is not None
+    assert np.allclose(moved.box, [*moved.landmarks.min(0), *moved.landmarks.max(0)], atol=1e-4)
+    assert np.allclose(mesh_center(moved), (moved.landmarks.min(0) + moved.landmarks.max(0)) / 2, atol=1e-4)
