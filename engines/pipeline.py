@@ -403,13 +403,12 @@ class Pipeline:
         faces = [measured(crop, m.landmarks, m.presence) if self.landmarker.is_face(m) else None
                  for (_, crop, _), m in zip(jobs, meshes, strict=True)]
         limit = self.config.tracking.refine_offset
-        again = [k for k, f in enumerate(faces)
+        again = [(k, f) for k, f in enumerate(faces)
                  if f is not None and limit > 0 and off_centre(jobs[k][1], f) > limit]
         if again:  # off its crop's centre: once more from its own crop
-            seeds = [(k, face) for k in again if (face := faces[k]) is not None]
-            with book.time(STAGE_LANDMARK, sorted({jobs[k][0] for k in again}), len(again)):
-                second = self.landmarker.run([(items[jobs[k][0]].image, seed) for k, seed in seeds])
-            for (k, seed), m in zip(seeds, second, strict=True):
+            with book.time(STAGE_LANDMARK, sorted({jobs[k][0] for k, _ in again}), len(again)):
+                second = self.landmarker.run([(items[jobs[k][0]].image, seed) for k, seed in again])
+            for (k, seed), m in zip(again, second, strict=True):
                 if self.landmarker.is_face(m):
                     faces[k] = measured(seed, m.landmarks, m.presence)
         for (i, _crop, tf), face in zip(jobs, faces, strict=True):

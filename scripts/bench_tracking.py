@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 from engines.frames import STAGE_DETECT, FaceTrack, FrameItem  # noqa: E402
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir  # noqa: E402
 from engines.pipeline import Pipeline, PipelineConfig  # noqa: E402
-from engines.processors.tracking import TrackingConfig, face_size, mesh_center  # noqa: E402
+from engines.processors.tracking import TrackingConfig, face_size, measured, mesh_center  # noqa: E402
 from loadgen.media import MediaUnavailable, default_media_dir, media_path  # noqa: E402
 from loadgen.quality import read_rgb  # noqa: E402
 from loadgen.synth import SynthConfig, build_loop  # noqa: E402
@@ -59,10 +59,10 @@ def reference_faces(pipeline: Pipeline, frames: list[np.ndarray]) -> list[list[t
     for frame in frames:
         faces = pipeline.detect([frame])[0]
         found = []
-        for m in pipeline.landmarker.run([(frame, f) for f in faces]):
+        for f, m in zip(faces, pipeline.landmarker.run([(frame, f) for f in faces]), strict=True):
             if pipeline.landmarker.is_face(m):
-                lo, hi = m.landmarks.min(0), m.landmarks.max(0)
-                found.append((((lo + hi) / 2).astype(np.float64), float(max(hi - lo))))
+                face = measured(f, m.landmarks, m.presence)
+                found.append((mesh_center(face), face_size(face)))
         out.append(found)
     return out
 
@@ -82,13 +82,12 @@ def run_clip(pipeline: Pipeline, frames: list[np.ndarray], source: Any, stride: 
         out = pipeline.process([item])[0]
         total_ms += (time.perf_counter() - t0) * 1000.0
         processed += 1
+        truth = reference[i % len(frames)]
         if keep is not None:
-            truth_now = reference[i % len(frames)]
-            keep.append((out.image, truth_now[0][0] if truth_now else None))
+            keep.append((out.image, truth[0][0] if truth else None))
         detected += STAGE_DETECT in out.timings_ms
         lost += track.lost
         without_face += out.faces == 0
-        truth = reference[i % len(frames)]
         for face in track.last_faces or []:
             if truth:
                 c = mesh_center(face)

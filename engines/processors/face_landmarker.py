@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from engines.engine import Engine, run_batched
-from engines.processors.alignment import invert_affine, rotated_square, transform_points
+from engines.processors.alignment import extent, invert_affine, rotated_square, transform_points
 from engines.processors.face_detector import Face
 
 INPUT_SIZE = 192
@@ -54,8 +54,8 @@ def crop_matrix(face: Face) -> np.ndarray:
     eyes = face.kps5[:2]
     angle = float(np.arctan2(eyes[1, 1] - eyes[0, 1], eyes[1, 0] - eyes[0, 0]))
     if face.landmarks is not None:
-        xs, ys = face.landmarks[:, 0], face.landmarks[:, 1]  # per column: `min(0)` is a strided reduction
-        lo, hi = np.array([xs.min(), ys.min()]), np.array([xs.max(), ys.max()])
+        box = extent(face.landmarks)
+        lo, hi = box[:2], box[2:]
         center = (lo + hi) / 2
         side = float(max(hi - lo)) * MESH_SCALE
     else:

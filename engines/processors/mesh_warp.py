@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from engines.processors.alignment import extent
 from engines.processors.masks import region_mask, skin_mask
 from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, translation
 
@@ -259,9 +260,9 @@ class MeshWarpSwapper:
     def swap_one(self, frame: np.ndarray, target: np.ndarray, source: MeshSource,
                  keep: tuple[str, ...] = ()) -> FacePatch | None:
         fh, fw = frame.shape[:2]
-        xs, ys = target[:, 0], target[:, 1]  # per column: `target.min(0)` is a slow strided reduction
-        lo = np.floor(np.array([xs.min(), ys.min()])).astype(int) - MARGIN
-        hi = np.ceil(np.array([xs.max(), ys.max()])).astype(int) + MARGIN
+        box = extent(target)
+        lo = np.floor(box[:2]).astype(int) - MARGIN
+        hi = np.ceil(box[2:]).astype(int) + MARGIN
         x0, y0 = max(int(lo[0]), 0), max(int(lo[1]), 0)
         x1, y1 = min(int(hi[0]), fw), min(int(hi[1]), fh)
         if x1 - x0 < 4 or y1 - y0 < 4:

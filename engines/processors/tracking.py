@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from engines.frames import FaceTrack
+from engines.processors.alignment import extent
 from engines.processors.face_detector import Face
 from engines.processors.face_landmarker import kps5_from_mesh
 
@@ -162,7 +163,7 @@ def link(track_boxes: Sequence[np.ndarray], detections: Sequence[Face], min_iou:
 
 def link_lost_nearby(track_boxes: Sequence[np.ndarray], lost: Sequence[int], detections: Sequence[Face],
                      matched: dict[int, int], unmatched: list[int], radius: float,
-                     last_boxes: Sequence[np.ndarray] | None = None) -> list[int]:
+                     last_boxes: Sequence[np.ndarray]) -> list[int]:
     """Second pass for tracks that no detection overlapped (a fast face, or one that turned round, is no
     longer where its velocity put it): each of `lost` takes the nearest detection that linked to nothing, if
     that detection's centre is within `radius` face sizes of where the track was expected (`track_boxes`) or
@@ -173,7 +174,7 @@ def link_lost_nearby(track_boxes: Sequence[np.ndarray], lost: Sequence[int], det
     for ti in lost:
         if ti in taken:
             continue
-        boxes = [track_boxes[ti]] if last_boxes is None else [track_boxes[ti], last_boxes[ti]]
+        boxes = (track_boxes[ti], last_boxes[ti])
         side = float(max(boxes[0][2] - boxes[0][0], boxes[0][3] - boxes[0][1], 1.0))
         for di in unmatched:
             d = detections[di]
@@ -204,13 +205,6 @@ def detection_due(frames_since: int, last_detect_s: float | None, now_s: float, 
 
 def face_size(face: Face) -> float:
     return float(max(face.width, face.height, 1.0))
-
-
-def extent(points: np.ndarray) -> np.ndarray:
-    """(x0, y0, x1, y1) float32 of an (N, 2) point set. Per column: `points.min(0)` on a (468, 2) array is
-    a strided reduction that cost 9 us here, this 2 us, and tracking took several per face and frame."""
-    xs, ys = points[:, 0], points[:, 1]
-    return np.array([xs.min(), ys.min(), xs.max(), ys.max()], dtype=np.float32)
 
 
 def measured(face: Face, landmarks: np.ndarray, presence: float) -> Face:
@@ -355,12 +349,8 @@ def plan_meshes(track: FaceTrack, shape: tuple[int, ...], detections: list[Face]
     reseed: dict[int, Face] = {}
     new = detections or []
     if detections is not None:
-        expected = [expected_box(tf, t, config) for tf in track.faces]
-        matched, unmatched = link(expected, detections, config.link_iou)
-        overlapped = dict(matched)
-        unlinked = [ti for ti in range(len(track.faces)) if ti not in matched.values()]
-        unmatched = link_lost_nearby(expected, unlinked, detections, matched, unmatched, config.relink_radius,
-                                     [tf.raw.box for tf in track.faces])
+        everyone = range(len(track.faces))
+        matched, overlapped, unmatched = _link_to_tracks(track, detections, everyone, t, config)
         # held faces restart from their detection; so does a live one no detection overlapped but one near it
         # did (it moved off its crop: its own crop would miss it)
         reseed = {ti: detections[di] for di, ti in matched.items()
@@ -374,16 +364,26 @@ def plan_meshes(track: FaceTrack, shape: tuple[int, ...], detections: list[Face]
     return jobs
 
 
+def _link_to_tracks(track: FaceTrack, detections: list[Face], searching: Sequence[int], t: float | None,
+                    config: TrackingConfig) -> tuple[dict[int, int], dict[int, int], list[int]]:
+    """Detections to tracks: by overlap with where each track is expected at `t`, then each track of
+    `searching` that no detection overlapped takes the nearest free one (`link_lost_nearby`). Returns
+    ({detection: track}, the overlap links alone, unlinked detections)."""
+    expected = [expected_box(tf, t, config) for tf in track.faces]
+    matched, unmatched = link(expected, detections, config.link_iou)
+    overlapped = dict(matched)
+    unmatched = link_lost_nearby(expected, searching, detections, matched, unmatched, config.relink_radius,
+                                 [tf.raw.box for tf in track.faces])
+    return matched, overlapped, unmatched
+
+
 def relink_lost(track: FaceTrack, detections: list[Face], updated: set[int], config: TrackingConfig,
                 t: float | None = None) -> list[tuple[Face, TrackedFace | None]]:
     """FaceMesh jobs after a second-chance detection on the frame where a tracked face was lost: detections
     linked to a track not measured this frame (its `id()` not in `updated`) re-seed it; detections linked to
     a face measured this frame are that face again (no job); the rest are new faces."""
-    expected = [expected_box(tf, t, config) for tf in track.faces]
-    matched, unmatched = link(expected, detections, config.link_iou)
     lost = [ti for ti, tf in enumerate(track.faces) if id(tf) not in updated]
-    unmatched = link_lost_nearby(expected, lost, detections, matched, unmatched, config.relink_radius,
-                                 [tf.raw.box for tf in track.faces])
+    matched, _, unmatched = _link_to_tracks(track, detections, lost, t, config)
     jobs: list[tuple[Face, TrackedFace | None]] = [
         (detections[di], track.faces[ti]) for di, ti in sorted(matched.items())
         if id(track.faces[ti]) not in updated

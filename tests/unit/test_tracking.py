@@ -129,8 +129,9 @@ def test_a_lost_face_that_turned_round_takes_the_nearest_free_detection() -> Non
     boxes = [expected_box(tf, 0.3, CFG)]
     matched, left = link(boxes, [back], CFG.link_iou)
     assert matched == {}
-    assert link_lost_nearby(boxes, [0], [back], matched, left, radius=1.0) == [0]   # too far for 1 size
-    assert link_lost_nearby(boxes, [0], [back], matched, left, radius=CFG.relink_radius) == []
+    # measured from the expected box alone here (it is also the "last" box): 90 px away
+    assert link_lost_nearby(boxes, [0], [back], matched, left, 1.0, boxes) == [0]   # too far for 1 size
+    assert link_lost_nearby(boxes, [0], [back], matched, left, CFG.relink_radius, boxes) == []
     assert matched == {0: 0}
 
 
