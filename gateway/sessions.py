@@ -49,6 +49,7 @@ from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output, repeat_due
 from gateway.media.planes import Box, is_i420, patched_frame
+from gateway.media.queue_delay import OneWayDelay
 from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, Outcome
 from gateway.rtc import uplink_feedback
@@ -57,7 +58,7 @@ from gateway.rtc.dtls import answer_as_dtls_server, watch_dtls
 from gateway.rtc.h264 import keep_offered_h264_profiles
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from gateway.rtc.offer_rules import make_answerable, restore_unusable_audio
-from gateway.rtc.receive import frame_completed_at, recovery_counters
+from gateway.rtc.receive import frame_completed_at, measure_transit, recovery_counters
 from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer
 from gateway.scheduler import ScheduledFrame
 
@@ -174,6 +175,7 @@ class Session:
         self.owner: str | None = None  # the tenant that created it (gateway.tenants)
         self.viewer_token = secrets.token_urlsafe(24)  # WHEP may watch this session with it, nothing else
         self.uplink: uplink_feedback.UplinkFeedback | None = None  # loss-based REMB cap, once media flows
+        self.uplink_delay = OneWayDelay()  # the publisher's uplink queue, from its frames' arrival times
 
     # --- wiring ---------------------------------------------------------------------------------------------
     def start_media(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
@@ -181,6 +183,7 @@ class Session:
             return
         self._spawn(self._receive_loop(track, receiver), "receive")
         self._spawn(self._output_loop(), "output")
+        measure_transit(receiver, self.uplink_delay)
         self.uplink = uplink_feedback.install(receiver, self.config.uplink)
         if self.uplink is not None:
             self._spawn(self.uplink.run(), "uplink-rate")
@@ -356,11 +359,13 @@ class Session:
             encoder = self.encoders[codec] = FanoutEncoder(bitrate=self.config.bitrate, codec=codec)
         return encoder
 
-    def subscribe(self, pc: RTCPeerConnection, codec: str) -> None:
-        """Send this session's processed stream on `pc`'s video transceiver, encoded in `codec`."""
+    def subscribe(self, pc: RTCPeerConnection, codec: str, *, publisher: bool = False) -> None:
+        """Send this session's processed stream on `pc`'s video transceiver, encoded in `codec`. The
+        publisher's receiver reports come back through its own uplink, behind its media: its bitrate
+        feedback is corrected by the queue measured there."""
         encoder = self.encoder_for(codec)
         sender = pc.addTrack(encoder.subscribe())
-        encoder.bind_sender(sender)
+        encoder.bind_sender(sender, self.uplink_delay.standing if publisher else None)
         self.audio.stamp_video(sender)
 
     # --- viewers --------------------------------------------------------------------------------------------
@@ -652,7 +657,7 @@ class SessionManager:
             answer_video_codec(pc, offer.codec)
             video = next(t for t in pc.getTransceivers() if t.kind == "video")
             if video.direction in ("sendrecv", "recvonly"):  # our view: we receive, and send back if asked
-                session.subscribe(pc, offer.codec)
+                session.subscribe(pc, offer.codec, publisher=True)
             # every audio m-line is answered by attach_publisher: Opus recvonly, anything else inactive
             session.audio.attach_publisher(pc)
             await pc.setLocalDescription(await pc.createAnswer())

@@ -253,20 +253,42 @@ def _spread(values: list[float]) -> dict[str, float] | None:
 
 
 def bitrate_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The gateway sender's target and sent bitrate over the run, and the receiver's REMB (kbit/s)."""
+    """The gateway sender's target and sent bitrate over the run, the receiver's REMB and the delay-based
+    rate (kbit/s), and the round trip and queueing delay its receiver reports gave (ms)."""
     if not samples:
         return None
     targets = [s["target_bps"] / 1000 for s in samples if s.get("target_bps")]
     sent = [s["sent_bps"] / 1000 for s in samples if s.get("sent_bps")]
-    remb = [r["remb_bps"] / 1000 for s in samples for r in s.get("receivers", []) if r.get("remb_bps")]
+    receivers = [r for s in samples for r in s.get("receivers", [])]
+    remb = [r["remb_bps"] / 1000 for r in receivers if r.get("remb_bps")]
+    delay_based = [r["delay_based_bps"] / 1000 for r in receivers if r.get("delay_based_bps")]
     spread = _spread
     return {
         "samples": len(samples),
         "target_kbps": spread(targets),
         "sent_kbps": spread(sent),
         "remb_kbps": spread(remb),
+        "delay_based_kbps": spread(delay_based),
+        "rtt_ms": spread([r["rtt_ms"] for r in receivers if r.get("rtt_ms") is not None]),
+        "queue_ms": spread([r["queue_ms"] for r in receivers if r.get("queue_ms") is not None]),
         "changes": samples[-1].get("changes"),
+        "series": bitrate_series(samples),
     }
+
+
+def bitrate_series(samples: list[dict[str, Any]]) -> list[list[float | None]]:
+    """Per sample: [t_s, target, sent, delay-based (kbit/s), rtt, queue (ms), loss] of the first receiver:
+    how the sender's rate followed the path over the run."""
+    rows: list[list[float | None]] = []
+    for s in samples:
+        receiver = (s.get("receivers") or [{}])[0]
+        delay_based = receiver.get("delay_based_bps")
+        rows.append([
+            s.get("t_s"), round(s.get("target_bps", 0) / 1000), round(s.get("sent_bps", 0) / 1000),
+            round(delay_based / 1000) if delay_based else None,
+            receiver.get("rtt_ms"), receiver.get("queue_ms"), receiver.get("loss"),
+        ])
+    return rows
 
 
 def uplink_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -1,5 +1,5 @@
 """The processed stream's encoder bitrate, following what its receivers can take. Pure policy: feedback in
-(REMB and receiver-report loss per receiver), one target out; `FanoutEncoder` applies it.
+(REMB, receiver-report loss and round trips per receiver), one target out; `FanoutEncoder` applies it.
 
 Why: the fan-out encodes each session's processed stream once and sends the same packets to the publisher's
 return path and to every WHEP viewer. With a fixed bitrate a viewer on a slow link drowns in loss (and its
@@ -12,19 +12,31 @@ of a session that also has a slow one gets the slow one's quality. (The alternat
 rate: a second encoder per bandwidth class, or simulcast/SVC layers; worth it on a GPU box, not on 2 cores.)
 `min_bps` bounds what one hopeless receiver can do to everyone else: below it, that receiver sees loss.
 
-Each receiver's estimate is the lower of
+Each receiver's estimate is the lowest of
 - its latest REMB (the receiver's delay-based estimate, RFC draft-alvestrand-rmcat-remb; aiortc and
-  Chrome send it), ignored once older than `stale_after_s`, and
+  Chrome send it), ignored once older than `stale_after_s`,
 - a loss-based rate, as in Google Congestion Control's sender side (draft-ietf-rmcat-gcc-02 section 6):
   from each receiver report's fraction lost, above 10 % the rate drops to current * (1 - 0.5 * loss), below
-  2 % it grows 5 %, in between it holds.
+  2 % it grows 5 %, in between it holds, and
+- a delay-based rate from the round trips its receiver reports give (below).
 
 Changing the rate of a libvpx/libx264 context opened through PyAV needs a new context (PyAV does not pass a
 new bit_rate to an open encoder; aiortc's own encoders re-create theirs for the same reason), and a new
 context starts with a keyframe. A session's first receiver starts it at `start_fraction` of max_bps (a
 keyframe at 1 Mbit/s overflows a 600 kbit/s link for seconds, measured) until its receivers' first reports:
 clean ones lift it to max_bps, lossy ones bring it down. The target moves only when it differs by at least
-`min_change` from the current rate: decreases at once (congestion), increases at most every `increase_hold_s`.
+`min_change` from the current rate: decreases at once (congestion), increases at most every `increase_hold_s`
+and by at most `max_step_up`, and not while a receiver's latest round trip shows a queue above
+`delay_low_s` (jumping from 500 kbit/s to 1 Mbit/s on the first clean report overflowed a
+600 kbit/s link's queue in one step and lost 50-70 % of the packets of the next two seconds, measured).
+
+A delay-based rate (`gateway.media.queue_delay`): each receiver report's LSR/DLSR gives the round trip;
+above the lowest round trip of the last `base_window_s` it is the path's queueing delay. Above `delay_high_s`
+in two reports in a row (one keyframe alone queues ~90 ms at 600 kbit/s: a burst, not a trend) and not
+already draining by `drain_s`, the bottleneck is filling: that receiver's delay-based rate drops
+to `delay_decrease` times what was sent over the last second (GCC's 0.85 x incoming rate); below
+`delay_low_s` with no loss it grows by `delay_increase` per report; in between it holds. This acts while the
+queue fills, before the loss-based rule sees any loss, so no retransmissions and keyframe requests pile on.
 
 REMB only counts when it is below what we actually sent over the last second (`remb_margin` of it) AND that
 receiver's latest report shows loss of at least `loss_low`: a delay-based estimate is capped near the
@@ -38,6 +50,8 @@ from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
+from gateway.media.queue_delay import QueueDelay
+
 
 @dataclass(frozen=True)
 class BitrateConfig:
@@ -49,7 +63,14 @@ class BitrateConfig:
     loss_low: float = 0.02
     min_change: float = 0.15
     increase_hold_s: float = 2.0
+    max_step_up: float = 1.25  # an increase moves at most this factor: a link is only known up to its rate
     remb_margin: float = 0.85
+    delay_high_s: float = 0.08  # queueing delay that means the bottleneck is filling
+    delay_low_s: float = 0.03  # below it (and no loss) the delay-based rate may grow
+    drain_s: float = 0.02  # a queue shrinking by more than this per report is already draining
+    delay_decrease: float = 0.85
+    delay_increase: float = 1.08
+    base_window_s: float = 30.0
 
     def __post_init__(self) -> None:
         if not 0 < self.min_bps <= self.max_bps:
@@ -60,11 +81,20 @@ class BitrateConfig:
             raise ValueError("need 0 <= loss_low < loss_high <= 1")
         if self.min_change <= 0 or self.stale_after_s <= 0 or self.increase_hold_s < 0:
             raise ValueError("min_change and stale_after_s must be > 0, increase_hold_s >= 0")
+        if not 0 <= self.delay_low_s < self.delay_high_s or self.base_window_s <= 0:
+            raise ValueError("need 0 <= delay_low_s < delay_high_s and base_window_s > 0")
+        if self.max_step_up < 1 + self.min_change:
+            raise ValueError("max_step_up must be at least 1 + min_change")
+        if not 0 < self.delay_decrease < 1 <= self.delay_increase:
+            raise ValueError("need 0 < delay_decrease < 1 <= delay_increase")
 
 
 @dataclass
 class _Receiver:
     loss_based_bps: float
+    delay_based_bps: float
+    queue: QueueDelay
+    reverse_queue_s: float | None = None
     remb_bps: float | None = None
     remb_at: float = float("-inf")
     last_loss: float | None = None
@@ -89,7 +119,9 @@ class BitratePolicy:
     def _receiver(self, key: Hashable) -> _Receiver:
         receiver = self._receivers.get(key)
         if receiver is None:
-            receiver = self._receivers[key] = _Receiver(loss_based_bps=float(self.config.max_bps))
+            top = float(self.config.max_bps)
+            queue = QueueDelay(window_s=self.config.base_window_s)
+            receiver = self._receivers[key] = _Receiver(loss_based_bps=top, delay_based_bps=top, queue=queue)
         return receiver
 
     def add(self, key: Hashable) -> None:
@@ -118,6 +150,26 @@ class BitratePolicy:
         elif fraction_lost < self.config.loss_low:
             receiver.loss_based_bps = min(receiver.loss_based_bps * 1.05, float(self.config.max_bps))
 
+    def on_rtt(self, key: Hashable, rtt_s: float, now: float, reverse_queue_s: float = 0.0) -> None:
+        """One round trip measured from a receiver report (LSR/DLSR) of this receiver. `reverse_queue_s`: what
+        the report itself queued on its way back (`queue_delay.OneWayDelay`: a publisher's own uplink); the
+        rest is our direction's. A sample the correction takes below zero is an artefact and is skipped."""
+        receiver = self._receiver(key)
+        config = self.config
+        receiver.reverse_queue_s = reverse_queue_s
+        if rtt_s - reverse_queue_s < 0:
+            return
+        queue_s = receiver.queue.add(rtt_s - reverse_queue_s, now)
+        if receiver.queue.filling(config.delay_high_s, config.drain_s):
+            sent = self.sent_bps(now) or float(self.current_bps)
+            receiver.delay_based_bps = max(
+                float(config.min_bps), min(receiver.delay_based_bps, sent * config.delay_decrease)
+            )
+        elif queue_s < config.delay_low_s and (receiver.last_loss or 0.0) < config.loss_low:
+            receiver.delay_based_bps = min(
+                receiver.delay_based_bps * config.delay_increase, float(config.max_bps)
+            )
+
     def on_sent(self, nbytes: int, now: float) -> None:
         """Bytes of one encoded frame handed to the senders."""
         self._sent.append((now, nbytes))
@@ -133,7 +185,7 @@ class BitratePolicy:
         estimates = []
         sent = self.sent_bps(now)
         for receiver in self._receivers.values():
-            value = receiver.loss_based_bps
+            value = min(receiver.loss_based_bps, receiver.delay_based_bps)
             remb = receiver.remb_bps
             fresh = remb is not None and now - receiver.remb_at <= self.config.stale_after_s
             lossy = receiver.last_loss is not None and receiver.last_loss >= self.config.loss_low
@@ -152,14 +204,24 @@ class BitratePolicy:
         elif wanted >= current * (1 + self.config.min_change) or (
             wanted == self.config.max_bps and wanted > current
         ):
-            if now - self._last_change < self.config.increase_hold_s:
+            if now - self._last_change < self.config.increase_hold_s or self._queue_above_low(now):
                 return None
+            wanted = min(wanted, int(current * self.config.max_step_up))
         else:
             return None
         self.current_bps = wanted
         self._last_change = now
         self.changes += 1
         return wanted
+
+    def _queue_above_low(self, now: float) -> bool:
+        """A receiver's latest round trip (within `stale_after_s`) shows a queue: no increase into it."""
+        for receiver in self._receivers.values():
+            queue = receiver.queue
+            if queue.queue_s is not None and queue.queue_s > self.config.delay_low_s:
+                if now - queue.last_at <= self.config.stale_after_s:
+                    return True
+        return False
 
     def snapshot(self, now: float) -> dict[str, object]:
         """For /sessions: the target and each receiver's inputs."""
@@ -173,7 +235,15 @@ class BitratePolicy:
                     "remb_age_s": round(now - r.remb_at, 2) if r.remb_bps is not None else None,
                     "loss": r.last_loss,
                     "loss_based_bps": int(r.loss_based_bps),
+                    "delay_based_bps": int(r.delay_based_bps),
+                    "rtt_ms": _ms(r.queue.last_rtt_s),
+                    "queue_ms": _ms(r.queue.queue_s),
+                    "reverse_queue_ms": _ms(r.reverse_queue_s),
                 }
                 for r in self._receivers.values()
             ],
         }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000.0, 1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from fractions import Fraction
 from typing import cast
 
@@ -130,8 +131,12 @@ class FanoutEncoder:
     def request_keyframe(self) -> None:
         self._force_key.set()
 
-    def bind_sender(self, sender: RTCRtpSender) -> None:
-        """Route the sender's PLI/FIR keyframe requests here (it cannot re-encode packets itself)."""
+    def bind_sender(
+        self, sender: RTCRtpSender, reverse_queue: Callable[[float], float] | None = None
+    ) -> None:
+        """Route the sender's PLI/FIR keyframe requests here (it cannot re-encode packets itself), and its
+        receiver's feedback to the bitrate policy. `reverse_queue(now)`: the queue this receiver's reports
+        wait in on their way back (a publisher's own uplink, `queue_delay.OneWayDelay.standing`)."""
         sender._send_keyframe = self.request_keyframe  # type: ignore[method-assign]
         key = id(sender.track)
         self.bitrate.add(key)
@@ -145,7 +150,11 @@ class FanoutEncoder:
             self.bitrate.on_loss(key, fraction, now)
             self._retarget(now)
 
-        watch_sender_feedback(sender, on_remb, on_loss)
+        def on_rtt(rtt_s: float, now: float) -> None:
+            self.bitrate.on_rtt(key, rtt_s, now, reverse_queue(now) if reverse_queue is not None else 0.0)
+            self._retarget(now)
+
+        watch_sender_feedback(sender, on_remb, on_loss, on_rtt)
 
     def _retarget(self, now: float | None = None) -> None:
         target = self.bitrate.update(time.monotonic() if now is None else now)

@@ -1,10 +1,17 @@
 """Read the bandwidth feedback a receiver sends back to one of our `RTCRtpSender`s (REMB, receiver-report
-loss) and hand it to a callback. aiortc handles these RTCP packets itself (REMB only for encoders it runs;
-we send pre-encoded packets), so this wraps that one sender's `_handle_rtcp_packet` (an instance attribute;
-other senders are untouched), calls the original first, then reports.
+loss, and the round trip each receiver report's LSR/DLSR gives) and hand it to callbacks. aiortc handles
+these RTCP packets itself (REMB only for encoders it runs; we send pre-encoded packets), so this wraps that
+one sender's `_handle_rtcp_packet` (an instance attribute; other senders are untouched), calls the original
+first, then reports.
 
-Version guard: aiortc 1.14-1.16 (`RTCRtpSender._handle_rtcp_packet`, `_ssrc`, the RTCP packet types and
-`unpack_remb_fci` in `aiortc.rtp`).
+Round trips: aiortc keeps only its latest sender report's LSR, so a receiver report answering the one
+before (reports cross in flight about half the time at one a second each way) gives it no sample. This
+also wraps the sender's `_send_rtcp` and remembers when each of its last `SR_HISTORY` sender reports left,
+keyed by the LSR value the receiver echoes (read after the inner send, so an SR whose NTP time another
+wrapper rewrites, `gateway.rtc.sender_clock`, is keyed as it went out).
+
+Version guard: aiortc 1.14-1.16 (`RTCRtpSender._handle_rtcp_packet`, `_send_rtcp`, `_ssrc`, the RTCP packet
+types and `unpack_remb_fci` in `aiortc.rtp`).
 Without them nothing is wrapped and `watch_sender_feedback` returns False: the encoder keeps its bitrate.
 """
 
@@ -20,15 +27,18 @@ from aiortc import RTCRtpSender
 logger = logging.getLogger(__name__)
 
 RTCP_PSFB_APP = 15  # payload-specific feedback, application layer: REMB
+SR_HISTORY = 16
 
 
 def watch_sender_feedback(
     sender: RTCRtpSender,
     on_remb: Callable[[float, float], None],
     on_loss: Callable[[float, float], None],
+    on_rtt: Callable[[float, float], None] | None = None,
 ) -> bool:
-    """Call `on_remb(bps, now)` for each REMB naming this sender's SSRC and `on_loss(fraction, now)` for each
-    receiver report block about it (now = time.monotonic())."""
+    """Call `on_remb(bps, now)` for each REMB naming this sender's SSRC, `on_loss(fraction, now)` for each
+    receiver report block about it and `on_rtt(seconds, now)` for each such block that answers one of our
+    recent sender reports (now = time.monotonic())."""
     try:
         from aiortc.rtp import RtcpPsfbPacket, RtcpRrPacket, RtcpSrPacket, unpack_remb_fci
     except ImportError:
@@ -39,6 +49,21 @@ def watch_sender_feedback(
         logger.warning("this aiortc's RTCP handling is unknown: the encoder keeps a fixed bitrate")
         return False
 
+    sent_at: dict[int, float] = {}  # LSR value -> when that sender report left
+    send_rtcp = getattr(sender, "_send_rtcp", None)
+    if on_rtt is not None and send_rtcp is not None:
+
+        async def send(packets: Any) -> None:
+            await send_rtcp(packets)
+            now = time.monotonic()
+            for packet in packets if isinstance(packets, list) else ():
+                if isinstance(packet, RtcpSrPacket) and packet.ssrc == sender._ssrc:
+                    sent_at[(packet.sender_info.ntp_timestamp >> 16) & 0xFFFFFFFF] = now
+                    while len(sent_at) > SR_HISTORY:
+                        del sent_at[next(iter(sent_at))]
+
+        sender._send_rtcp = send  # type: ignore[method-assign]
+
     async def handle_rtcp_packet(packet: Any) -> None:
         await original(packet)
         now = time.monotonic()
@@ -46,6 +71,11 @@ def watch_sender_feedback(
             for report in packet.reports:
                 if report.ssrc == sender._ssrc:
                     on_loss(report.fraction_lost / 256.0, now)
+                    left = sent_at.get(report.lsr) if report.lsr else None
+                    if on_rtt is not None and left is not None:
+                        rtt = now - left - report.dlsr / 65536.0
+                        if rtt >= 0:
+                            on_rtt(rtt, now)
         elif isinstance(packet, RtcpPsfbPacket) and packet.fmt == RTCP_PSFB_APP:
             try:
                 bitrate, ssrcs = unpack_remb_fci(packet.fci)

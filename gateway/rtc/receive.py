@@ -21,7 +21,10 @@ The buffer also repairs loss (gateway.rtc.recovery: NACKs repeated, a hole or a 
 keyframe, PLI repeated until one arrives); stock aiortc NACKs once and then waits for 512 newer packets.
 
 The buffer also remembers when each frame was completed (`time.monotonic()`), keyed like the `pts` aiortc
-gives the decoded frame, so the gateway can time decode + hand-off (`frame_completed_at`).
+gives the decoded frame, so the gateway can time decode + hand-off (`frame_completed_at`), and, once
+`measure_transit` gives it a `OneWayDelay`, hands it each frame's first packet's arrival against the frame's
+RTP timestamp: the queue on the publisher's uplink (the first packet of a frame waits only for what was
+queued before it, not for its own frame's serialisation).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from aiortc import RTCPeerConnection, RTCRtpReceiver
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.rtp import RtpPacket
 
+from gateway.media.queue_delay import OneWayDelay
 from gateway.rtc.recovery import LossRecovery, RecoveryConfig, is_keyframe
 
 logger = logging.getLogger(__name__)
@@ -47,6 +51,7 @@ _PC_FACTORY_ATTR = "_RTCPeerConnection__createTransceiver"
 _PC_MARK = "_livefuse_low_latency"
 TESTED_AIORTC = ((1, 14), (1, 16))
 _COMPLETION_HISTORY = 128
+_VIDEO_CLOCK_HZ = 90_000  # RTP clock of every video payload (RFC 7741 VP8, RFC 6184 H.264)
 
 
 def _aiortc_version() -> tuple[int, int]:
@@ -76,11 +81,17 @@ class MarkerJitterBuffer(JitterBuffer):
         self.send_nack: Callable[[int, list[int]], None] | None = None
         # Set by gateway.rtc.uplink_feedback: sees every packet first (loss counting); None = nobody.
         self.packet_observer: Callable[[RtpPacket], None] | None = None
+        # Set by `measure_transit`: each frame's first packet's transit; None = not measured.
+        self.transit: OneWayDelay | None = None
+        self._transit_timestamp: int | None = None
 
     def add(self, packet: RtpPacket) -> tuple[bool, JitterFrame | None]:
         if self.packet_observer is not None:
             self.packet_observer(packet)
         now = time.monotonic()
+        if self.transit is not None and packet.timestamp != self._transit_timestamp:
+            self._transit_timestamp = packet.timestamp
+            self.transit.add(packet.timestamp / _VIDEO_CLOCK_HZ, now)
         recovery = self.recovery
         recovery.on_packet(packet.sequence_number, now)
         pli_flag, frame = super().add(packet)
@@ -249,6 +260,15 @@ def apply_low_latency_receive(pc: RTCPeerConnection) -> bool:
 
     setattr(pc, _PC_FACTORY_ATTR, create_transceiver)
     setattr(pc, _PC_MARK, True)
+    return True
+
+
+def measure_transit(receiver: RTCRtpReceiver, transit: OneWayDelay) -> bool:
+    """Feed `transit` from this receiver's packets (False: stock buffer, nothing measured)."""
+    buffer = getattr(receiver, _RECEIVER_BUFFER_ATTR, None)
+    if not isinstance(buffer, MarkerJitterBuffer):
+        return False
+    buffer.transit = transit
     return True
 
 

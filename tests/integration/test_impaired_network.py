@@ -152,3 +152,18 @@ async def test_pli_from_a_viewer_makes_the_next_encoded_frame_a_keyframe(astrona
         finally:
             await viewer.close()
             await publisher.close()
+
+
+async def test_a_filling_queue_brings_the_rate_down_before_anything_is_lost(astronaut: np.ndarray) -> None:
+    """A bottleneck with a deep buffer (2 s at 350 kbit/s) drops nothing for seconds while its queue grows:
+    the loss-based rule alone would keep sending 500 kbit/s into it until the buffer overflowed. The
+    round trips in the client's receiver reports (LSR/DLSR) show the queue, and the rate comes down first."""
+    deep = Impairment("deep-buffer-350k", delay_ms=10, rate_kbps=350, queue_ms=2000)
+    result = await _run(astronaut, deep, 10.0, directions="incoming")
+    bitrate = result["bitrate"]
+    (receiver,) = bitrate["receivers"]  # type: ignore[index]
+    assert receiver["rtt_ms"] is not None and receiver["queue_ms"] is not None, bitrate
+    assert receiver["delay_based_bps"] < 350_000, bitrate  # the queue cut it below the link's rate
+    assert bitrate["target_bps"] < 350_000, bitrate
+    assert result["link"]["incoming"]["dropped_queue"] == 0, result["link"]  # before any loss
+    assert receiver["reverse_queue_ms"] is not None  # the publisher's uplink was measured too

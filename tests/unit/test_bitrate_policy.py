@@ -42,7 +42,13 @@ def test_minimum_across_receivers_and_a_leaving_slow_viewer_releases_the_rest() 
     assert policy.current_bps < 200_000
     policy.remove("slow")
     assert policy.update(1.5) is None  # increases wait for the hold time
-    assert policy.update(3.5) == 1_000_000
+    low = policy.current_bps
+    assert policy.update(3.5) == int(low * 1.25)  # and climb by at most 25 % a step: the link is unknown
+    t = 3.5
+    while policy.current_bps < 1_000_000 and t < 30:
+        t += 2.0
+        policy.update(t)
+    assert policy.current_bps == 1_000_000
 
 
 def test_the_floor_bounds_what_one_hopeless_receiver_does_to_everyone() -> None:

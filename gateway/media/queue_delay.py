@@ -1,0 +1,92 @@
+"""How much queueing one receiver's path holds, from the round-trip times its RTCP receiver reports give.
+Pure: samples in (explicit times), queueing delay out.
+
+Why: a bottleneck queues before it drops. A sender that only reacts to loss (GCC's loss-based rule) fills
+the queue, then loses packets, then retransmits them (more load) and sends keyframes for what could not be
+repaired (more load): on a 600 kbit/s link a sender at a median of 450 kbit/s lost 30 % of its packets
+(docs/BENCHMARKS.md). GCC's delay-based half reads the queue from per-packet arrival times (transport-cc),
+which aiortc does not send or receive. Every receiver does send receiver reports (RFC 3550 6.4.1) with
+LSR/DLSR, from which the sender measures the round trip about once a second. The round trip above the
+lowest one seen recently is the path's queueing delay: the same signal, coarser in time.
+
+A round trip crosses both directions. A viewer's reverse direction carries only its RTCP, but a publisher's
+carries its own media: its receiver reports queue behind its frames at the publisher's bottleneck, and
+cutting our rate cannot empty that queue (measured: the return stream cut to its 100 kbit/s floor while the
+publisher's uplink queued 140-190 ms). `OneWayDelay` measures that reverse queue where we receive the
+media: each frame's arrival time minus its own media timestamp, above the lowest of the window, the lowest
+over the last `recent_s` (a standing queue, not one frame's burst). The sender subtracts it from the round
+trip.
+
+The base is the minimum over `window_s`, so a path whose propagation delay grows (a route change) is
+re-learned within the window, and a queue that never empties would be learned as base after the window
+(the controller cuts the rate long before that).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass
+class QueueDelay:
+    window_s: float = 30.0
+    last_rtt_s: float | None = None
+    last_at: float = float("-inf")
+    queue_s: float | None = None  # the latest sample's round trip above the base
+    previous_queue_s: float | None = None
+    _samples: deque[tuple[float, float]] = field(default_factory=deque)
+
+    def add(self, rtt_s: float, now: float) -> float:
+        """One round-trip sample at `now`; returns its queueing delay (>= 0)."""
+        self._samples.append((now, rtt_s))
+        while len(self._samples) > 1 and now - self._samples[0][0] > self.window_s:
+            self._samples.popleft()
+        base = min(rtt for _, rtt in self._samples)
+        self.last_rtt_s = rtt_s
+        self.last_at = now
+        self.previous_queue_s = self.queue_s
+        self.queue_s = rtt_s - base
+        return self.queue_s
+
+    @property
+    def base_s(self) -> float | None:
+        return min(rtt for _, rtt in self._samples) if self._samples else None
+
+    def draining(self, by_s: float) -> bool:
+        """The queue shrank by more than `by_s` since the previous sample (a cut is already taking hold)."""
+        if self.queue_s is None or self.previous_queue_s is None:
+            return False
+        return self.queue_s < self.previous_queue_s - by_s
+
+    def filling(self, high_s: float, drain_s: float) -> bool:
+        """The last two samples both queued more than `high_s` and the latest is not draining: a standing
+        queue, not one frame's burst."""
+        if self.queue_s is None or self.previous_queue_s is None:
+            return False
+        return min(self.queue_s, self.previous_queue_s) > high_s and not self.draining(drain_s)
+
+
+@dataclass
+class OneWayDelay:
+    """The standing queue on a path media arrives over, from (media timestamp, arrival time) per frame."""
+
+    window_s: float = 30.0
+    recent_s: float = 0.5
+    jump_s: float = 10.0  # a transit change larger than this is a new clock (RTP wrap, new stream): restart
+    _samples: deque[tuple[float, float]] = field(default_factory=deque)  # (arrival, transit)
+
+    def add(self, media_s: float, arrival_s: float) -> None:
+        transit = arrival_s - media_s
+        if self._samples and abs(transit - self._samples[-1][1]) > self.jump_s:
+            self._samples.clear()
+        self._samples.append((arrival_s, transit))
+        while len(self._samples) > 1 and arrival_s - self._samples[0][0] > self.window_s:
+            self._samples.popleft()
+
+    def standing(self, now: float) -> float:
+        """The queue the path held over the last `recent_s` (0 without recent media: an idle path)."""
+        recent = [transit for arrival, transit in self._samples if now - arrival <= self.recent_s]
+        if not recent:
+            return 0.0
+        return max(0.0, min(recent) - min(transit for _, transit in self._samples))
