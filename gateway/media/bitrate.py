@@ -32,11 +32,12 @@ and by at most `max_step_up`, and not while a receiver's latest round trip shows
 
 A delay-based rate (`gateway.media.queue_delay`): each receiver report's LSR/DLSR gives the round trip;
 above the lowest round trip of the last `base_window_s` it is the path's queueing delay. Above `delay_high_s`
-in two reports in a row (one keyframe alone queues ~90 ms at 600 kbit/s: a burst, not a trend) and not
-already draining by `drain_s`, the bottleneck is filling: that receiver's delay-based rate drops
-to `delay_decrease` times what was sent over the last second (GCC's 0.85 x incoming rate); below
-`delay_low_s` with no loss it grows by `delay_increase` per report; in between it holds. This acts while the
-queue fills, before the loss-based rule sees any loss, so no retransmissions and keyframe requests pile on.
+in two reports in a row, or above twice that in one (one keyframe alone queues ~90 ms at 600 kbit/s: a
+burst, not a trend), and not already draining by `drain_s`, the bottleneck is filling: that receiver's
+delay-based rate drops to `delay_decrease` times what was sent over the last second (GCC's 0.85 x incoming
+rate); below `delay_low_s` with no loss it grows by `delay_increase` per report; in between it holds. This
+acts while the queue fills, before the loss-based rule sees any loss, so no retransmissions and keyframe
+requests pile on.
 
 REMB only counts when it is below what we actually sent over the last second (`remb_margin` of it) AND that
 receiver's latest report shows loss of at least `loss_low`: a delay-based estimate is capped near the

@@ -70,12 +70,13 @@ def watch_sender_feedback(
         if isinstance(packet, RtcpRrPacket | RtcpSrPacket):
             for report in packet.reports:
                 if report.ssrc == sender._ssrc:
-                    on_loss(report.fraction_lost / 256.0, now)
+                    # the round trip first: the loss callback may raise the rate, and must see this queue
                     left = sent_at.get(report.lsr) if report.lsr else None
                     if on_rtt is not None and left is not None:
                         rtt = now - left - report.dlsr / 65536.0
                         if rtt >= 0:
                             on_rtt(rtt, now)
+                    on_loss(report.fraction_lost / 256.0, now)
         elif isinstance(packet, RtcpPsfbPacket) and packet.fmt == RTCP_PSFB_APP:
             try:
                 bitrate, ssrcs = unpack_remb_fci(packet.fci)

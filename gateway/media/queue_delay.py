@@ -60,11 +60,13 @@ class QueueDelay:
         return self.queue_s < self.previous_queue_s - by_s
 
     def filling(self, high_s: float, drain_s: float) -> bool:
-        """The last two samples both queued more than `high_s` and the latest is not draining: a standing
-        queue, not one frame's burst."""
-        if self.queue_s is None or self.previous_queue_s is None:
+        """A standing queue, not one frame's burst: the last two samples both queued more than `high_s`, or
+        the latest more than twice that (more than any one frame queues), and the latest is not draining."""
+        if self.queue_s is None or self.draining(drain_s):
             return False
-        return min(self.queue_s, self.previous_queue_s) > high_s and not self.draining(drain_s)
+        if self.queue_s > 2 * high_s:
+            return True
+        return self.previous_queue_s is not None and min(self.queue_s, self.previous_queue_s) > high_s
 
 
 @dataclass

@@ -39,6 +39,10 @@ def test_a_standing_queue_is_two_high_reports_in_a_row_not_one_burst() -> None:
     assert queue.filling(high_s=0.08, drain_s=0.02)
     queue.add(0.125, now=5.0)  # still high, but 25 ms less: a cut is taking hold
     assert not queue.filling(high_s=0.08, drain_s=0.02)
+    fresh = QueueDelay()
+    fresh.add(0.040, now=0.0)
+    fresh.add(0.210, now=1.0)  # 170 ms at once: more than any one frame queues
+    assert fresh.filling(high_s=0.08, drain_s=0.02)
 
 
 def test_one_way_queue_is_the_lowest_recent_transit_above_the_lowest_of_the_window() -> None:
@@ -166,8 +170,14 @@ def _rr(ssrc: int, lsr: int, dlsr_s: float) -> RtcpRrPacket:
 def test_round_trips_come_from_reports_answering_any_recent_sender_report() -> None:
     sender = _Sender()
     rtts: list[float] = []
+    calls: list[str] = []
+
+    def on_rtt(rtt: float, now: float) -> None:
+        rtts.append(rtt)
+        calls.append("rtt")
+
     assert watch_sender_feedback(
-        sender, lambda *_: None, lambda *_: None, lambda rtt, now: rtts.append(rtt)  # type: ignore[arg-type]
+        sender, lambda *_: None, lambda *_: calls.append("loss"), on_rtt  # type: ignore[arg-type]
     )
 
     async def run() -> None:
@@ -184,5 +194,6 @@ def test_round_trips_come_from_reports_answering_any_recent_sender_report() -> N
     started = time.monotonic()
     asyncio.run(run())
     assert len(rtts) == 1
+    assert calls[:2] == ["rtt", "loss"]  # the policy sees the queue before the loss report may raise the rate
     assert 0.05 - 0.02 - 0.002 <= rtts[0] <= time.monotonic() - started - 0.02  # now - sent - dlsr
     assert len(sender.sent) == 3
