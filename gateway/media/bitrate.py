@@ -72,6 +72,7 @@ class BitrateConfig:
     delay_decrease: float = 0.85
     delay_increase: float = 1.08
     base_window_s: float = 30.0
+    rtt_grace_s: float = 5.0  # how long a reporting receiver without a round trip yet holds increases back
 
     def __post_init__(self) -> None:
         if not 0 < self.min_bps <= self.max_bps:
@@ -99,6 +100,7 @@ class _Receiver:
     remb_bps: float | None = None
     remb_at: float = float("-inf")
     last_loss: float | None = None
+    first_report_at: float | None = None  # its first feedback of any kind
 
 
 @dataclass
@@ -117,12 +119,14 @@ class BitratePolicy:
     def _start_rate(self) -> int:
         return max(self.config.min_bps, int(self.config.max_bps * self.config.start_fraction))
 
-    def _receiver(self, key: Hashable) -> _Receiver:
+    def _receiver(self, key: Hashable, now: float | None = None) -> _Receiver:
         receiver = self._receivers.get(key)
         if receiver is None:
             top = float(self.config.max_bps)
             queue = QueueDelay(window_s=self.config.base_window_s)
             receiver = self._receivers[key] = _Receiver(loss_based_bps=top, delay_based_bps=top, queue=queue)
+        if receiver.first_report_at is None and now is not None:
+            receiver.first_report_at = now
         return receiver
 
     def add(self, key: Hashable) -> None:
@@ -136,13 +140,13 @@ class BitratePolicy:
         self._receivers.pop(key, None)
 
     def on_remb(self, key: Hashable, bps: float, now: float) -> None:
-        receiver = self._receiver(key)
+        receiver = self._receiver(key, now)
         receiver.remb_bps = float(bps)
         receiver.remb_at = now
 
     def on_loss(self, key: Hashable, fraction_lost: float, now: float) -> None:
         """One receiver report: `fraction_lost` in 0..1 since that receiver's previous report."""
-        receiver = self._receiver(key)
+        receiver = self._receiver(key, now)
         receiver.last_loss = fraction_lost
         if fraction_lost > self.config.loss_high:
             receiver.loss_based_bps = min(
@@ -155,7 +159,7 @@ class BitratePolicy:
         """One round trip measured from a receiver report (LSR/DLSR) of this receiver. `reverse_queue_s`: what
         the report itself queued on its way back (`queue_delay.OneWayDelay`: a publisher's own uplink); the
         rest is our direction's. A sample the correction takes below zero is an artefact and is skipped."""
-        receiver = self._receiver(key)
+        receiver = self._receiver(key, now)
         config = self.config
         receiver.reverse_queue_s = reverse_queue_s
         if rtt_s - reverse_queue_s < 0:
@@ -216,12 +220,18 @@ class BitratePolicy:
         return wanted
 
     def _queue_above_low(self, now: float) -> bool:
-        """A receiver's latest round trip (within `stale_after_s`) shows a queue: no increase into it."""
+        """A receiver's latest round trip (within `stale_after_s`) shows a queue, or it has reported for less
+        than `rtt_grace_s` without a round trip yet (its first reports answer no sender report): no increase
+        into a queue, nor before the queue can be seen. A receiver that never gives a round trip stops
+        blocking after the grace time (the loss-based rule alone then decides)."""
         for receiver in self._receivers.values():
             queue = receiver.queue
-            if queue.queue_s is not None and queue.queue_s > self.config.delay_low_s:
-                if now - queue.last_at <= self.config.stale_after_s:
+            if queue.queue_s is None:
+                started = receiver.first_report_at
+                if started is not None and now - started < self.config.rtt_grace_s:
                     return True
+            elif queue.queue_s > self.config.delay_low_s and now - queue.last_at <= self.config.stale_after_s:
+                return True
         return False
 
     def snapshot(self, now: float) -> dict[str, object]:

@@ -197,3 +197,18 @@ def test_round_trips_come_from_reports_answering_any_recent_sender_report() -> N
     assert calls[:2] == ["rtt", "loss"]  # the policy sees the queue before the loss report may raise the rate
     assert 0.05 - 0.02 - 0.002 <= rtts[0] <= time.monotonic() - started - 0.02  # now - sent - dlsr
     assert len(sender.sent) == 3
+
+
+def test_no_increase_before_the_queue_can_be_seen_unless_the_receiver_never_shows_it() -> None:
+    policy = BitratePolicy(BitrateConfig(max_bps=1_000_000, start_fraction=0.5, rtt_grace_s=5.0))
+    policy.add("viewer")
+    assert policy.current_bps == 500_000
+    policy.on_loss("viewer", 0.0, now=1.0)  # its first report answers no sender report yet: no round trip
+    assert policy.update(3.5) is None
+    policy.on_rtt("viewer", 0.040, now=4.0)  # now it can be seen, and it is empty
+    assert policy.update(4.0) == 625_000
+    silent = BitratePolicy(BitrateConfig(max_bps=1_000_000, start_fraction=0.5, rtt_grace_s=5.0))
+    silent.add("viewer")
+    silent.on_loss("viewer", 0.0, now=1.0)
+    assert silent.update(4.0) is None
+    assert silent.update(6.5) == 625_000  # a receiver without LSR/DLSR: the loss-based rule alone, after 5 s
