@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--audio", action="store_true",
                    help="each job also sends Opus (a click a second) and a WHEP viewer per job measures the "
                         "A/V offset the gateway's sender reports give (report: jobs[].av_offset_ms)")
+    p.add_argument("--picture-quality", action="store_true",
+                   help="measure each returned frame's fidelity to the one sent: PSNR of the median 16x16 "
+                        "block's luma error, so the swapped face does not count (report: picture_psnr_db)")
     p.add_argument("--test-cases", type=parse_test_cases, default=["single_face"],
                    help="comma list: single_face, multi_face (each its own run)")
     p.add_argument("--source-video", type=Path, help="single_face: frames of this clip instead of the still")
@@ -239,7 +242,8 @@ async def _run_cells(args: argparse.Namespace, view: LiveView, console: Console
             url = await gateway.start()
         try:
             client = ClientConfig(url=url, token=args.token, processors=args.session_processors,
-                                  audio=args.audio, network=args.network)
+                                  audio=args.audio, network=args.network,
+                                  picture_quality=args.picture_quality)
             if not args.no_source:
                 image = args.source_image or media_path(media_root, "astronaut.png")
                 async with aiohttp.ClientSession() as http:

@@ -31,8 +31,9 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from loadgen.avsync import AvSyncProbe, ClickAudioTrack, MediaClock, wait_due
+from loadgen.fidelity import median_block_psnr
 from loadgen.impair import Impairment, impair_peer_connection
-from loadgen.stamp import read_stamp
+from loadgen.stamp import BandGeometry, read_stamp
 from loadgen.stats import AvOffset, Event, FrameReceived, FrameSent, JobJoined
 from loadgen.synth import FrameLoop
 
@@ -54,6 +55,7 @@ class ClientConfig:
     processors: str | None = None      # ?processors=face_swapper,face_enhancer; None: gateway default
     audio: bool = False                # also send Opus (clicks) and measure A/V sync at a WHEP viewer
     network: Impairment | None = None  # impair this job's link, both directions (loadgen.impair)
+    picture_quality: bool = False      # measure each received frame's fidelity (loadgen.fidelity)
 
     def whip_url(self) -> str:
         base = urljoin(self.url.rstrip("/") + "/", self.whip_path.lstrip("/"))
@@ -251,7 +253,18 @@ class WhipJob:
                 return
             t = time.monotonic()
             if isinstance(frame, av.VideoFrame):
-                self._emit(FrameReceived(self.job, read_stamp(luma_of(frame)), t))
+                luma = luma_of(frame)
+                frame_id = read_stamp(luma)
+                psnr = self._fidelity(luma, frame_id) if self.config.picture_quality else None
+                self._emit(FrameReceived(self.job, frame_id, t, psnr))
+
+    def _fidelity(self, luma: np.ndarray, frame_id: int | None) -> float | None:
+        """The received picture against the one sent with this id, above the stamp band."""
+        if frame_id is None:
+            return None
+        loop = self._loop
+        sent = loop.frames[frame_id % len(loop)][: loop.height]
+        return median_block_psnr(luma, sent, BandGeometry.for_size(loop.width, loop.height).top)
 
     async def stop(self) -> None:
         """DELETE the WHIP resource and close the connection. Safe to call more than once."""

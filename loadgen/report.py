@@ -7,6 +7,7 @@ A loadgen run:
     name, test_case, resolution, fps, concurrent_jobs, batch_size {requested, observed}, duration_s,
     budget_ms, latency_ms {count, mean, p50, p90, p95, p99, max}, within_budget (fraction of returned frames),
     frames {sent, received, lost, repeated, unreadable}, received_ratio, fps_per_job {mean, min},
+    picture_psnr_db {count, p5, p50, p95, min, max} (with --picture-quality only: loadgen.fidelity),
     jobs [{job, sent, received, lost, repeated, fps, p95_ms, av_offset_ms {count, p5, p50, p95, min, max}
     (with --audio only; + = audio late)}], join_failures [{job, t_s, detail}],
     windows [{p95_ms, received_ratio}], gateway (its /api/stats view of the same window, or available=false),
@@ -69,6 +70,7 @@ def loadgen_run_entry(name: str, result: RunResult, meta: dict[str, Any]) -> dic
                    "unreadable": s.unreadable},
         "received_ratio": round(s.received_ratio, 4),
         "fps_per_job": {"mean": round(s.fps_per_job_mean, 3), "min": round(s.fps_per_job_min, 3)},
+        **({"picture_psnr_db": _offsets(s.picture_psnr_db)} if s.picture_psnr_db is not None else {}),
         "jobs": [{"job": j.job, "sent": j.sent, "received": j.received, "lost": j.lost,
                   "repeated": j.repeated,
                   "fps": round(j.received_fps, 3), "p95_ms": j.latency.p95,

@@ -28,6 +28,7 @@ class FrameReceived:
     job: int
     frame_id: int | None  # None: the stamp could not be read (or failed its check code)
     t: float
+    psnr_db: float | None = None  # picture fidelity (loadgen.fidelity), when the run measures it
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ class JobSummary:
 
 @dataclass(frozen=True)
 class OffsetSummary:
-    """A/V offsets of one job (ms, + = audio late): the spread a viewer would see over the window."""
+    """The spread of one measure over a window: A/V offsets of one job (ms, + = audio late), or the picture
+    fidelity of the frames received (dB)."""
 
     count: int
     p5: float
@@ -140,6 +142,8 @@ class WindowSummary:
     fps_per_job_mean: float
     fps_per_job_min: float
     jobs: tuple[JobSummary, ...] = field(default_factory=tuple)
+    # loadgen.fidelity over the frames received (dB; p5 = the worst twentieth); None: not measured
+    picture_psnr_db: OffsetSummary | None = None
 
     @property
     def received_ratio(self) -> float:
@@ -158,6 +162,7 @@ class _Job:
     repeats: list[float] = field(default_factory=list)      # receive times of repeated IDs
     unreadable: list[float] = field(default_factory=list)   # receive times of unreadable stamps
     av_offsets: list[tuple[float, float]] = field(default_factory=list)  # (t, offset ms)
+    psnr: dict[int, float] = field(default_factory=dict)  # frame id -> fidelity of its first receipt (dB)
     joined: JobJoined | None = None
 
 
@@ -185,6 +190,8 @@ class StatsCollector:
                 j.repeats.append(event.t)
             elif event.frame_id in j.sent:
                 j.first_recv[event.frame_id] = event.t
+                if event.psnr_db is not None:
+                    j.psnr[event.frame_id] = event.psnr_db
             else:
                 # An ID we never sent: a misread that slipped past the check code. Not a latency sample.
                 j.unreadable.append(event.t)
@@ -220,6 +227,7 @@ class StatsCollector:
         duration = max(end - start, 1e-9)
         jobs: list[JobSummary] = []
         all_lat: list[float] = []
+        all_psnr: list[float] = []
         for job_id in self.job_ids:
             j = self._jobs[job_id]
             sent_ids = [fid for fid, t in j.sent.items() if start <= t < end]
@@ -227,6 +235,7 @@ class StatsCollector:
                 continue
             lat = [(j.first_recv[f] - j.sent[f]) * 1000.0 for f in sent_ids if f in j.first_recv]
             all_lat.extend(lat)
+            all_psnr.extend(j.psnr[f] for f in sent_ids if f in j.psnr)
             jobs.append(JobSummary(
                 job=job_id, sent=len(sent_ids), received=len(lat), lost=len(sent_ids) - len(lat),
                 repeated=sum(1 for t in j.repeats if start <= t < end),
@@ -247,6 +256,7 @@ class StatsCollector:
             fps_per_job_mean=float(np.mean(per_job_fps)) if per_job_fps else 0.0,
             fps_per_job_min=float(min(per_job_fps)) if per_job_fps else 0.0,
             jobs=tuple(jobs),
+            picture_psnr_db=OffsetSummary.of(all_psnr),
         )
 
     def fps_series(self, bucket_s: float = 1.0) -> dict[int, list[tuple[float, float]]]:

@@ -198,7 +198,7 @@ def _loadgen_args(args: argparse.Namespace, report: Path, samples: Path) -> list
         sys.executable, "-m", "loadgen.cli", "--concurrent-jobs", str(args.jobs),
         "--duration", str(args.duration),
         "--resolution", args.resolution, "--fps", str(args.fps), "--no-live",
-        "--output-report", str(report), "--csv", str(samples),
+        "--output-report", str(report), "--csv", str(samples), "--picture-quality",
     ]  # fmt: skip
 
 
@@ -365,6 +365,9 @@ def run_profile(
         "lost_pct": round(100.0 * run["frames"]["lost"] / max(run["frames"]["sent"], 1), 1),
         "p50_ms": run["latency_ms"]["p50"],
         "p95_ms": run["latency_ms"]["p95"],
+        # loadgen.fidelity: the returned pictures against those sent, the swapped face out (dB)
+        "psnr_db_p50": (run.get("picture_psnr_db") or {}).get("p50"),
+        "psnr_db_p5": (run.get("picture_psnr_db") or {}).get("p5"),
         "freezes": sum(n for n, _ in frozen),
         "frozen_s": round(sum(s for _, s in frozen), 2),
         "gateway_cpu": gateway.get("cpu_percent"),
@@ -381,17 +384,23 @@ def run_profile(
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = "| profile | impairment (each way) | fps | lost | p50 ms | p95 ms | freezes | frozen s |"
-    lines = [head, "|---|---|---|---|---|---|---|---|"]
+    head = (
+        "| profile | impairment (each way) | fps | lost | p50 ms | p95 ms | freezes | frozen s "
+        "| PSNR dB p50 / p5 |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['profile']} | error: {r['error'][:60]!r} | | | | | | |")
+            lines.append(f"| {r['profile']} | error: {r['error'][:60]!r} | | | | | | | |")
             continue
         p50 = f"{r['p50_ms']:.0f}" if r["p50_ms"] is not None else "-"
         p95 = f"{r['p95_ms']:.0f}" if r["p95_ms"] is not None else "-"
+        psnr = (
+            f"{r['psnr_db_p50']:.1f} / {r['psnr_db_p5']:.1f}" if r.get("psnr_db_p50") is not None else "-"
+        )
         lines.append(
             f"| {r['profile']} | {r['impairment']} | {r['fps_per_job']:.1f} | {r['lost_pct']:.1f} % | "
-            f"{p50} | {p95} | {r['freezes']} | {r['frozen_s']:.2f} |"
+            f"{p50} | {p95} | {r['freezes']} | {r['frozen_s']:.2f} | {psnr} |"
         )
     return "\n".join(lines)
 
