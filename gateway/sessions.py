@@ -184,7 +184,7 @@ class Session:
         self._spawn(self._receive_loop(track, receiver), "receive")
         self._spawn(self._output_loop(), "output")
         measure_transit(receiver, self.uplink_delay)
-        self.uplink = uplink_feedback.install(receiver, self.config.uplink)
+        self.uplink = uplink_feedback.install(receiver, self.config.uplink, self.uplink_delay)
         if self.uplink is not None:
             self._spawn(self.uplink.run(), "uplink-rate")
 

@@ -13,9 +13,12 @@ A round trip crosses both directions. A viewer's reverse direction carries only 
 carries its own media: its receiver reports queue behind its frames at the publisher's bottleneck, and
 cutting our rate cannot empty that queue (measured: the return stream cut to its 100 kbit/s floor while the
 publisher's uplink queued 140-190 ms). `OneWayDelay` measures that reverse queue where we receive the
-media: each frame's arrival time minus its own media timestamp, above the lowest of the window, the lowest
-over the last `recent_s` (a standing queue, not one frame's burst). The sender subtracts it from the round
-trip.
+media: each frame's first packet's arrival time minus the time it was sent, above the lowest of the window,
+the lowest over the last `recent_s` (a standing queue, not one frame's burst). The sender subtracts it from
+the round trip, and the uplink's own rate cap (`gateway.media.uplink_rate`) reads it directly. The send
+time is the packet's abs-send-time header extension where the publisher sets it (aiortc and browsers do;
+`AbsSendClock` unwraps its 64 s cycle); otherwise the frame's RTP timestamp, its capture time, which also
+counts the publisher's own encoding delay.
 
 The base is the minimum over `window_s`, so a path whose propagation delay grows (a route change) is
 re-learned within the window, and a queue that never empties would be learned as base after the window
@@ -60,13 +63,21 @@ class QueueDelay:
         return self.queue_s < self.previous_queue_s - by_s
 
     def filling(self, high_s: float, drain_s: float) -> bool:
-        """A standing queue, not one frame's burst: the last two samples both queued more than `high_s`, or
-        the latest more than twice that (more than any one frame queues), and the latest is not draining."""
-        if self.queue_s is None or self.draining(drain_s):
+        """See `standing_queue`."""
+        if self.queue_s is None:
             return False
-        if self.queue_s > 2 * high_s:
-            return True
-        return self.previous_queue_s is not None and min(self.queue_s, self.previous_queue_s) > high_s
+        return standing_queue(self.queue_s, self.previous_queue_s, high_s, drain_s)
+
+
+def standing_queue(queue_s: float, previous_s: float | None, high_s: float, drain_s: float) -> bool:
+    """A standing queue, not one frame's burst: the last two samples both queued more than `high_s`, or the
+    latest more than twice that (more than any one frame queues), and the latest is not draining (shrunk by
+    more than `drain_s` since the previous one: a cut is already taking hold)."""
+    if previous_s is not None and queue_s < previous_s - drain_s:
+        return False
+    if queue_s > 2 * high_s:
+        return True
+    return previous_s is not None and min(queue_s, previous_s) > high_s
 
 
 @dataclass
@@ -92,3 +103,22 @@ class OneWayDelay:
         if not recent:
             return 0.0
         return max(0.0, min(recent) - min(transit for _, transit in self._samples))
+
+
+@dataclass
+class AbsSendClock:
+    """Unwrap abs-send-time (RTP header extension, 24-bit 6.18 fixed-point seconds, wrapping every 64 s;
+    webrtc.org's abs-send-time) into a growing number of seconds."""
+
+    _last: float | None = None
+    _cycles: int = 0
+
+    def seconds(self, value: int) -> float:
+        now = (value & 0xFFFFFF) / float(1 << 18)
+        last = self._last
+        if last is not None and now < last - 32.0:
+            self._cycles += 1  # wrapped forward
+        elif last is not None and now > last + 32.0:
+            return now + 64.0 * (self._cycles - 1)  # a packet from before the last wrap, reordered
+        self._last = now
+        return now + 64.0 * self._cycles

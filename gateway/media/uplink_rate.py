@@ -15,7 +15,17 @@ So, per publisher stream, once per window (`window_s`), from the RTP sequence nu
     loss < loss_low:   cap = cap * (1 + increase_per_s) ** window      (released once it reaches max_bps)
     otherwise:         cap holds
 
-which is GCC's loss-based rule (draft-ietf-rmcat-gcc-02, section 6) run where the loss is seen. Every REMB
+which is GCC's loss-based rule (draft-ietf-rmcat-gcc-02, section 6) run where the loss is seen, plus a
+delay-based rule on the uplink's own queue (`queue_delay.OneWayDelay`: each frame's first packet against its
+RTP timestamp, measured here where the packets arrive, no round trip involved):
+
+    queue standing above delay_high_s (two windows, or 2x in one; not draining):
+                       cap = max(min_bps, min(cap, received_rate) * delay_decrease)
+    queue above delay_low_s: the cap does not grow
+
+aiortc's own receive-side estimate is delay-based too, but kept saying ~1.5 Mbit/s while a shared 600 kbit/s
+link queued and dropped (measured); a small drop-tail queue still loses packets before any delay shows, which
+is what the loss rule is for. Every REMB
 that goes to the publisher then carries min(delay-based estimate, cap): aiortc's own REMBs are lowered on
 their way out, and while a cap is set one REMB per window says so even when aiortc's estimator is quiet.
 Only packets that arrive in order count as received: a retransmission (aiortc unwraps RTX into the media
@@ -30,6 +40,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gateway.media.queue_delay import standing_queue
+
 
 @dataclass(frozen=True)
 class UplinkRateConfig:
@@ -41,6 +53,10 @@ class UplinkRateConfig:
     increase_per_s: float = 0.08
     min_bps: int = 150_000
     max_bps: int = 2_500_000  # a cap grown past this is dropped: the delay-based estimate rules alone
+    delay_high_s: float = 0.08  # the uplink's standing queue that means it is filling
+    delay_low_s: float = 0.03  # above it the cap does not grow
+    drain_s: float = 0.02
+    delay_decrease: float = 0.85
 
     def __post_init__(self) -> None:
         if self.window_s <= 0 or self.min_packets < 1:
@@ -51,6 +67,8 @@ class UplinkRateConfig:
             raise ValueError("need 0 < min_bps < max_bps")
         if self.increase_per_s < 0:
             raise ValueError("increase_per_s must be >= 0")
+        if not 0 <= self.delay_low_s < self.delay_high_s or not 0 < self.delay_decrease < 1:
+            raise ValueError("need 0 <= delay_low_s < delay_high_s and 0 < delay_decrease < 1")
 
 
 @dataclass(frozen=True)
@@ -132,20 +150,30 @@ class UplinkRatePolicy:
     config: UplinkRateConfig
     cap_bps: float | None = None
     last_loss: float | None = None
+    last_queue_s: float | None = None
     decreases: int = 0
+    delay_decreases: int = 0
 
-    def on_window(self, window: UplinkWindow) -> float | None:
-        """Fold one window in; the cap now in force (None: no cap)."""
+    def on_window(self, window: UplinkWindow, queue_s: float | None = None) -> float | None:
+        """Fold one window in (`queue_s`: the uplink's standing queue now, None if unmeasured); the cap now
+        in force (None: no cap)."""
         cfg = self.config
         if window.expected < cfg.min_packets or window.seconds <= 0:
             return self.cap_bps
         loss = window.loss
         self.last_loss = loss
+        previous_queue, self.last_queue_s = self.last_queue_s, queue_s
         if loss > cfg.loss_high:
             sent = window.received_bps / max(1.0 - loss, 0.05)  # received_bps includes the retransmissions
             base = sent if self.cap_bps is None else min(self.cap_bps, sent)
             self.cap_bps = max(float(cfg.min_bps), base * (1.0 - 0.5 * loss))
             self.decreases += 1
+        elif queue_s is not None and standing_queue(queue_s, previous_queue, cfg.delay_high_s, cfg.drain_s):
+            base = window.received_bps if self.cap_bps is None else min(self.cap_bps, window.received_bps)
+            self.cap_bps = max(float(cfg.min_bps), base * cfg.delay_decrease)
+            self.delay_decreases += 1
+        elif queue_s is not None and queue_s > cfg.delay_low_s:
+            pass  # a queue is building or draining: hold
         elif loss < cfg.loss_low and self.cap_bps is not None:
             self.cap_bps *= (1.0 + cfg.increase_per_s) ** window.seconds
             if self.cap_bps >= cfg.max_bps:

@@ -22,9 +22,9 @@ keyframe, PLI repeated until one arrives); stock aiortc NACKs once and then wait
 
 The buffer also remembers when each frame was completed (`time.monotonic()`), keyed like the `pts` aiortc
 gives the decoded frame, so the gateway can time decode + hand-off (`frame_completed_at`), and, once
-`measure_transit` gives it a `OneWayDelay`, hands it each frame's first packet's arrival against the frame's
-RTP timestamp: the queue on the publisher's uplink (the first packet of a frame waits only for what was
-queued before it, not for its own frame's serialisation).
+`measure_transit` gives it a `OneWayDelay`, hands it each frame's first packet's arrival against when it
+was sent (its abs-send-time, else the frame's RTP timestamp): the queue on the publisher's uplink (the first
+packet of a frame waits only for what was queued before it, not for its own frame's serialisation).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from aiortc import RTCPeerConnection, RTCRtpReceiver
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.rtp import RtpPacket
 
-from gateway.media.queue_delay import OneWayDelay
+from gateway.media.queue_delay import AbsSendClock, OneWayDelay
 from gateway.rtc.recovery import LossRecovery, RecoveryConfig, is_keyframe
 
 logger = logging.getLogger(__name__)
@@ -84,6 +84,7 @@ class MarkerJitterBuffer(JitterBuffer):
         # Set by `measure_transit`: each frame's first packet's transit; None = not measured.
         self.transit: OneWayDelay | None = None
         self._transit_timestamp: int | None = None
+        self._abs_send = AbsSendClock()
 
     def add(self, packet: RtpPacket) -> tuple[bool, JitterFrame | None]:
         if self.packet_observer is not None:
@@ -91,7 +92,11 @@ class MarkerJitterBuffer(JitterBuffer):
         now = time.monotonic()
         if self.transit is not None and packet.timestamp != self._transit_timestamp:
             self._transit_timestamp = packet.timestamp
-            self.transit.add(packet.timestamp / _VIDEO_CLOCK_HZ, now)
+            abs_send = packet.extensions.abs_send_time
+            sent = (
+                packet.timestamp / _VIDEO_CLOCK_HZ if abs_send is None else self._abs_send.seconds(abs_send)
+            )
+            self.transit.add(sent, now)
         recovery = self.recovery
         recovery.on_packet(packet.sequence_number, now)
         pli_flag, frame = super().add(packet)

@@ -21,6 +21,7 @@ from typing import Any
 from aiortc import RTCRtpReceiver
 from aiortc.rtp import RTCP_PSFB_APP, RtcpPsfbPacket, RtpPacket, pack_remb_fci, unpack_remb_fci
 
+from gateway.media.queue_delay import OneWayDelay
 from gateway.media.uplink_rate import SequenceCounter, UplinkRateConfig, UplinkRatePolicy
 from gateway.rtc.receive import _RECEIVER_BUFFER_ATTR, TESTED_AIORTC, MarkerJitterBuffer, _aiortc_version
 
@@ -34,8 +35,9 @@ class UplinkFeedback:
     """The uplink cap of one publisher's video receiver (see the module docstring)."""
 
     def __init__(self, receiver: RTCRtpReceiver, config: UplinkRateConfig,
-                 send: Callable[[Any], Awaitable[None]]) -> None:
+                 send: Callable[[Any], Awaitable[None]], transit: OneWayDelay | None = None) -> None:
         self.config = config
+        self.transit = transit  # the uplink's queue (gateway.rtc.receive.measure_transit feeds it)
         self.policy = UplinkRatePolicy(config)
         self._receiver = receiver
         self._send = send  # aiortc's own _send_rtcp (unwrapped)
@@ -74,10 +76,12 @@ class UplinkFeedback:
         if not windows:
             return self.policy.cap_bps
         window = max(windows, key=lambda w: w.expected)
-        cap = self.policy.on_window(window)
+        queue = self.transit.standing(time.monotonic()) if self.transit is not None else None
+        cap = self.policy.on_window(window, queue)
         self.last_window = {"expected": window.expected, "received": window.received, "late": window.late,
                             "loss": round(window.loss, 4),
-                            "received_kbps": round(window.received_bps / 1000, 1)}
+                            "received_kbps": round(window.received_bps / 1000, 1),
+                            "queue_ms": round(queue * 1000, 1) if queue is not None else None}
         return cap
 
     async def announce(self) -> None:
@@ -115,14 +119,18 @@ class UplinkFeedback:
             "cap_kbps": round(cap / 1000) if cap is not None else None,
             "delay_based_kbps": round(delay_based / 1000) if delay_based is not None else None,
             "decreases": self.policy.decreases,
+            "delay_decreases": self.policy.delay_decreases,
             "rembs_capped": self.rembs_capped,
             "rembs_sent": self.rembs_sent,
             "last_window": self.last_window,
         }
 
 
-def install(receiver: RTCRtpReceiver, config: UplinkRateConfig) -> UplinkFeedback | None:
-    """Count `receiver`'s packets and cap its REMBs; None (nothing changed) where that cannot be done."""
+def install(
+    receiver: RTCRtpReceiver, config: UplinkRateConfig, transit: OneWayDelay | None = None
+) -> UplinkFeedback | None:
+    """Count `receiver`'s packets and cap its REMBs (by loss, and by `transit`'s queue when given); None
+    (nothing changed) where that cannot be done."""
     version = _aiortc_version()
     if not config.enabled or not (TESTED_AIORTC[0] <= version <= TESTED_AIORTC[1]):
         return None
@@ -133,7 +141,7 @@ def install(receiver: RTCRtpReceiver, config: UplinkRateConfig) -> UplinkFeedbac
     send = getattr(receiver, "_send_rtcp", None)
     if not isinstance(buffer, MarkerJitterBuffer) or send is None:
         return None
-    feedback = UplinkFeedback(receiver, config, send)
+    feedback = UplinkFeedback(receiver, config, send, transit)
     buffer.packet_observer = feedback.on_packet
     receiver._send_rtcp = feedback.send_rtcp  # type: ignore[method-assign]
     setattr(receiver, _MARK, feedback)

@@ -167,3 +167,5 @@ async def test_a_filling_queue_brings_the_rate_down_before_anything_is_lost(astr
     assert bitrate["target_bps"] < 350_000, bitrate
     assert result["link"]["incoming"]["dropped_queue"] == 0, result["link"]  # before any loss
     assert receiver["reverse_queue_ms"] is not None  # the publisher's uplink was measured too
+    uplink = result["listed"]["uplink"]  # type: ignore[index]
+    assert uplink["last_window"]["queue_ms"] is not None, uplink  # and its own cap reads that queue

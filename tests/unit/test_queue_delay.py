@@ -12,7 +12,7 @@ from aiortc.rtp import RtcpReceiverInfo, RtcpRrPacket, RtcpSenderInfo, RtcpSrPac
 
 from gateway.media.bitrate import BitrateConfig, BitratePolicy
 from gateway.media.feedback import watch_sender_feedback
-from gateway.media.queue_delay import OneWayDelay, QueueDelay
+from gateway.media.queue_delay import AbsSendClock, OneWayDelay, QueueDelay
 
 CONFIG = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, increase_hold_s=2.0)
 
@@ -212,3 +212,13 @@ def test_no_increase_before_the_queue_can_be_seen_unless_the_receiver_never_show
     silent.on_loss("viewer", 0.0, now=1.0)
     assert silent.update(4.0) is None
     assert silent.update(6.5) == 625_000  # a receiver without LSR/DLSR: the loss-based rule alone, after 5 s
+
+
+def test_abs_send_time_unwraps_its_64_second_cycle_and_places_a_reordered_packet_before_the_wrap() -> None:
+    clock = AbsSendClock()
+    tick = 1 << 18  # one second in 6.18 fixed point
+    assert clock.seconds(int(62.5 * tick)) == pytest.approx(62.5)
+    assert clock.seconds(int(63.9 * tick)) == pytest.approx(63.9, abs=1e-5)
+    assert clock.seconds(int(0.2 * tick)) == pytest.approx(64.2, abs=1e-5)  # wrapped
+    assert clock.seconds(int(63.95 * tick)) == pytest.approx(63.95, abs=1e-5)  # late, from before the wrap
+    assert clock.seconds(int(0.3 * tick)) == pytest.approx(64.3, abs=1e-5)

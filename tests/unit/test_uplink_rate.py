@@ -113,7 +113,23 @@ def test_clean_stream_is_never_capped_and_thin_windows_decide_nothing() -> None:
     assert policy.last_loss == 0.0
 
 
+def test_a_standing_uplink_queue_caps_the_publisher_before_it_loses_anything() -> None:
+    policy = UplinkRatePolicy(UplinkRateConfig())
+    assert policy.on_window(_window(0.0, sent_bps=700_000), queue_s=0.01) is None
+    assert policy.on_window(_window(0.0, sent_bps=700_000), queue_s=0.12) is None  # once: a burst
+    cap = policy.on_window(_window(0.0, sent_bps=700_000), queue_s=0.15)  # twice, and growing
+    assert cap == pytest.approx(700_000 * 0.85, rel=0.01) and policy.delay_decreases == 1
+    assert policy.on_window(_window(0.0, sent_bps=590_000), queue_s=0.10) == cap  # draining: hold
+    assert policy.on_window(_window(0.0, sent_bps=590_000), queue_s=0.05) == cap  # some queue: no growth
+    assert (policy.on_window(_window(0.0, sent_bps=590_000), queue_s=0.0) or 0) > cap  # empty: grows again
+    fresh = UplinkRatePolicy(UplinkRateConfig())
+    assert fresh.on_window(_window(0.0, sent_bps=700_000), queue_s=0.2) is not None  # 2x the mark at once
+    assert UplinkRatePolicy(UplinkRateConfig()).on_window(_window(0.0), queue_s=None) is None  # unmeasured
+
+
 def test_config_is_checked() -> None:
+    with pytest.raises(ValueError):
+        UplinkRateConfig(delay_low_s=0.1, delay_high_s=0.05)
     with pytest.raises(ValueError):
         UplinkRateConfig(loss_low=0.2, loss_high=0.1)
     with pytest.raises(ValueError):
