@@ -164,8 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-uplink-loss-cap",
         action="store_true",
         default=None,
-        help="send publishers aiortc's delay-based REMB only, without the cap from the loss seen on their "
-             "stream (gateway.media.uplink_rate)",
+        help="send publishers aiortc's delay-based REMB only, without the cap from the loss and the queue "
+             "seen on their stream (gateway.media.uplink_rate)",
     )
     a(
         "--no-audio",

@@ -45,7 +45,7 @@ class UplinkFeedback:
         self.delay_based_bps: int | None = None  # aiortc's latest estimate, before the cap
         self.rembs_capped = 0
         self.rembs_sent = 0
-        self.last_window: dict[str, float] | None = None
+        self.last_window: dict[str, float | None] | None = None
 
     def on_packet(self, packet: RtpPacket) -> None:
         counter = self._counters.get(packet.ssrc)
