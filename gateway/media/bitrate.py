@@ -26,7 +26,7 @@ context starts with a keyframe. A session's first receiver starts it at `start_f
 keyframe at 1 Mbit/s overflows a 600 kbit/s link for seconds, measured) until its receivers' first reports:
 clean ones lift it to max_bps, lossy ones bring it down. The target moves only when it differs by at least
 `min_change` from the current rate: decreases at once (congestion), increases at most every `increase_hold_s`
-and by at most `max_step_up`, and not while a receiver's latest round trip shows a queue above
+and by at most `max_step_up`, and not while either of a receiver's last two round trips shows a queue above
 `delay_low_s` (jumping from 500 kbit/s to 1 Mbit/s on the first clean report overflowed a
 600 kbit/s link's queue in one step and lost 50-70 % of the packets of the next two seconds, measured).
 
@@ -220,18 +220,20 @@ class BitratePolicy:
         return wanted
 
     def _queue_above_low(self, now: float) -> bool:
-        """A receiver's latest round trip (within `stale_after_s`) shows a queue, or it has reported for less
-        than `rtt_grace_s` without a round trip yet (its first reports answer no sender report): no increase
-        into a queue, nor before the queue can be seen. A receiver that never gives a round trip stops
-        blocking after the grace time (the loss-based rule alone then decides)."""
+        """One of a receiver's last two round trips (the latest within `stale_after_s`) shows a queue, or it
+        has reported for less than `rtt_grace_s` without two round trips yet (its first reports answer no
+        sender report, and a first round trip is its own base): no increase into a queue, nor before the
+        queue can be seen. A receiver that never gives round trips stops blocking after the grace time (the
+        loss-based rule alone then decides)."""
         for receiver in self._receivers.values():
             queue = receiver.queue
-            if queue.queue_s is None:
+            if queue.previous_queue_s is None:  # none, or one round trip: its own base, it shows nothing yet
                 started = receiver.first_report_at
                 if started is not None and now - started < self.config.rtt_grace_s:
                     return True
-            elif queue.queue_s > self.config.delay_low_s and now - queue.last_at <= self.config.stale_after_s:
-                return True
+            elif not queue.quiet(self.config.delay_low_s):
+                if now - queue.last_at <= self.config.stale_after_s:
+                    return True
         return False
 
     def snapshot(self, now: float) -> dict[str, object]:

@@ -62,6 +62,12 @@ class QueueDelay:
             return False
         return self.queue_s < self.previous_queue_s - by_s
 
+    def quiet(self, low_s: float) -> bool:
+        """The last two samples both queued less than `low_s` (the path has room at the current rate)."""
+        if self.queue_s is None or self.previous_queue_s is None:
+            return False
+        return max(self.queue_s, self.previous_queue_s) < low_s
+
     def filling(self, high_s: float, drain_s: float) -> bool:
         """See `standing_queue`."""
         if self.queue_s is None:

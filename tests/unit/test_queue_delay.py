@@ -205,8 +205,13 @@ def test_no_increase_before_the_queue_can_be_seen_unless_the_receiver_never_show
     assert policy.current_bps == 500_000
     policy.on_loss("viewer", 0.0, now=1.0)  # its first report answers no sender report yet: no round trip
     assert policy.update(3.5) is None
-    policy.on_rtt("viewer", 0.040, now=4.0)  # now it can be seen, and it is empty
+    policy.on_rtt("viewer", 0.040, now=3.8)  # a first round trip is its own base: it shows nothing yet
+    assert policy.update(3.8) is None
+    policy.on_rtt("viewer", 0.041, now=4.0)  # now the queue can be seen, and it is empty
     assert policy.update(4.0) == 625_000
+    policy.on_rtt("viewer", 0.090, now=5.0)  # 50 ms queued
+    policy.on_rtt("viewer", 0.042, now=6.0)  # empty again, but one of the last two was not: wait
+    assert policy.update(6.5) is None
     silent = BitratePolicy(BitrateConfig(max_bps=1_000_000, start_fraction=0.5, rtt_grace_s=5.0))
     silent.add("viewer")
     silent.on_loss("viewer", 0.0, now=1.0)
