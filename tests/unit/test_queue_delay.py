@@ -67,10 +67,16 @@ def _send(policy: BitratePolicy, kbps: float, start: float, seconds: float) -> N
         policy.on_sent(int(kbps * 1000 / 8 / 15), now=start + i / 15)
 
 
-def test_a_filling_queue_cuts_the_rate_before_any_loss_and_a_draining_one_does_not_cut_again() -> None:
+def _sending(kbps: float) -> BitratePolicy:
+    """A policy with one receiver whose encoder sent `kbps` over the first second."""
     policy = BitratePolicy(CONFIG)
     policy.add("viewer")
-    _send(policy, 700, start=0.0, seconds=1.0)
+    _send(policy, kbps, start=0.0, seconds=1.0)
+    return policy
+
+
+def test_a_filling_queue_cuts_the_rate_before_any_loss_and_a_draining_one_does_not_cut_again() -> None:
+    policy = _sending(700)
     policy.on_loss("viewer", 0.0, now=1.0)
     policy.on_rtt("viewer", 0.040, now=1.0)
     assert policy.update(1.0) is None  # an empty queue: nothing to do
@@ -89,8 +95,7 @@ def test_a_filling_queue_cuts_the_rate_before_any_loss_and_a_draining_one_does_n
 
 
 def test_the_publishers_own_uplink_queue_is_not_ours_to_drain() -> None:
-    policy = BitratePolicy(CONFIG)
-    _send(policy, 700, start=0.0, seconds=1.0)
+    policy = _sending(700)
     policy.on_rtt("viewer", 0.040, now=1.0)
     for t in (2.0, 3.0, 4.0):  # the reports queued 150 ms behind the publisher's own media
         policy.on_rtt("viewer", 0.195, now=t, reverse_queue_s=0.150)
@@ -102,9 +107,7 @@ def test_the_publishers_own_uplink_queue_is_not_ours_to_drain() -> None:
 
 
 def test_an_empty_queue_lets_the_rate_climb_back_but_not_while_the_receiver_reports_loss() -> None:
-    policy = BitratePolicy(CONFIG)
-    policy.add("viewer")
-    _send(policy, 600, start=0.0, seconds=1.0)
+    policy = _sending(600)
     policy.on_rtt("viewer", 0.040, now=1.0)
     policy.on_rtt("viewer", 0.200, now=1.1)
     policy.on_rtt("viewer", 0.210, now=1.2)
@@ -123,8 +126,7 @@ def test_an_empty_queue_lets_the_rate_climb_back_but_not_while_the_receiver_repo
 
 
 def test_a_moderate_queue_holds_the_rate() -> None:
-    policy = BitratePolicy(CONFIG)
-    _send(policy, 800, start=0.0, seconds=1.0)
+    policy = _sending(800)
     policy.on_rtt("viewer", 0.040, now=1.0)
     policy.on_rtt("viewer", 0.090, now=2.0)  # 50 ms: between the low and high marks
     assert policy.estimate(2.0) == CONFIG.max_bps
