@@ -30,6 +30,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+RTT_SAMPLES = 256  # receiver reports come about once a second: over four minutes of them
+TRANSIT_SAMPLES = 4096
+
 
 @dataclass
 class QueueDelay:
@@ -38,7 +41,9 @@ class QueueDelay:
     last_at: float = float("-inf")
     queue_s: float | None = None  # the latest sample's round trip above the base
     previous_queue_s: float | None = None
-    _samples: deque[tuple[float, float]] = field(default_factory=deque)
+    # Bounded in count as well as in time: a peer that floods receiver reports (each one a sample, each
+    # sample a scan of the window) costs at most this much per report.
+    _samples: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=RTT_SAMPLES))
 
     def add(self, rtt_s: float, now: float) -> float:
         """One round-trip sample at `now`; returns its queueing delay (>= 0)."""
@@ -93,7 +98,8 @@ class OneWayDelay:
     window_s: float = 30.0
     recent_s: float = 0.5
     jump_s: float = 10.0  # a transit change larger than this is a new clock (RTP wrap, new stream): restart
-    _samples: deque[tuple[float, float]] = field(default_factory=deque)  # (arrival, transit)
+    # (arrival, transit); bounded in count too (a flood of RTP timestamps), ~68 s of 60 fps video
+    _samples: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=TRANSIT_SAMPLES))
 
     def add(self, media_s: float, arrival_s: float) -> None:
         transit = arrival_s - media_s

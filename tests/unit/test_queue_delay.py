@@ -229,3 +229,13 @@ def test_abs_send_time_unwraps_its_64_second_cycle_and_places_a_reordered_packet
     assert clock.seconds(int(0.2 * tick)) == pytest.approx(64.2, abs=1e-5)  # wrapped
     assert clock.seconds(int(63.95 * tick)) == pytest.approx(63.95, abs=1e-5)  # late, from before the wrap
     assert clock.seconds(int(0.3 * tick)) == pytest.approx(64.3, abs=1e-5)
+
+
+def test_a_flood_of_samples_is_bounded_in_count() -> None:
+    queue = QueueDelay(window_s=30.0)
+    path = OneWayDelay(window_s=30.0)
+    for i in range(20_000):  # 20,000 receiver reports / RTP timestamps within one second
+        queue.add(0.040 + (i % 7) * 0.001, now=i / 20_000)
+        path.add(media_s=i / 20_000, arrival_s=i / 20_000 + 0.05)
+    assert len(queue._samples) <= 256 and len(path._samples) <= 4096
+    assert queue.base_s == pytest.approx(0.040)
