@@ -51,7 +51,7 @@ from gateway.media.late import choose_output, repeat_due
 from gateway.media.planes import Box, is_i420, patched_frame
 from gateway.media.queue_delay import OneWayDelay
 from gateway.media.session_audio import SessionAudio
-from gateway.monitoring.records import FrameRecord, Outcome
+from gateway.monitoring.records import FrameRecord, LinkState, Outcome
 from gateway.rtc import uplink_feedback
 from gateway.rtc.codecs import answer_video_codec
 from gateway.rtc.dtls import answer_as_dtls_server, watch_dtls
@@ -79,6 +79,8 @@ class MonitorLike(Protocol):
     def session_opened(self, session_id: str, info: dict[str, object]) -> None: ...
 
     def session_closed(self, session_id: str, reason: str) -> None: ...
+
+    def session_link(self, session_id: str, link: LinkState) -> None: ...
 
     def record_reject(self, reason: str) -> None: ...
 
@@ -169,6 +171,7 @@ class Session:
         self._last_processed: np.ndarray | None = None
         self._last_yuv: av.VideoFrame | None = None  # what _last_processed was encoded from
         self._last_sent_s: float | None = None  # when a picture last went to the encoders
+        self._link_reported_s = float("-inf")
         self._closing: asyncio.Task[None] | None = None
         self.audio = SessionAudio(config.audio)  # Opus relay + the capture clock both streams' SRs use
         self.etag = secrets.token_hex(8)
@@ -320,6 +323,7 @@ class Session:
                     encoder.publish(packets)
                 self.counters.frames_out += 1
                 self._last_sent_s = time.monotonic()
+                self._report_link(self._last_sent_s)
             height, width = pending.image.shape[:2]
             self._monitor.record_frame(
                 FrameRecord(
@@ -335,6 +339,26 @@ class Session:
                     height=height,
                 )
             )
+
+    def _report_link(self, now: float, every_s: float = 1.0) -> None:
+        """Tell the monitor, about once a second, what the processed stream is set to send and the worst path
+        among its receivers (the dashboard's and Prometheus's per-session network view)."""
+        if now - self._link_reported_s < every_s:
+            return
+        self._link_reported_s = now
+        send_bps, receivers, queues, losses = 0, 0, [], []
+        for encoder in self.encoders.values():
+            if not encoder.subscribers:
+                continue
+            send_bps += encoder.bitrate.current_bps
+            receivers += encoder.subscribers
+            queue_s, loss = encoder.bitrate.worst_path()
+            queues += [] if queue_s is None else [queue_s * 1000.0]
+            losses += [] if loss is None else [loss]
+        self._monitor.session_link(
+            self.id,
+            LinkState(send_bps, receivers, max(queues) if queues else None, max(losses) if losses else None),
+        )
 
     async def add_remote_candidates(self, fragment: TrickleFragment) -> None:
         """Feed trickled candidates to ICE. A different ufrag is an ICE restart, which is refused."""

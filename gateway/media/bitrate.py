@@ -236,6 +236,12 @@ class BitratePolicy:
                     return True
         return False
 
+    def worst_path(self) -> tuple[float | None, float | None]:
+        """(largest queueing delay in s, largest fraction lost) over the receivers' latest reports."""
+        queues = [r.queue.queue_s for r in self._receivers.values() if r.queue.queue_s is not None]
+        losses = [r.last_loss for r in self._receivers.values() if r.last_loss is not None]
+        return (max(queues) if queues else None), (max(losses) if losses else None)
+
     def snapshot(self, now: float) -> dict[str, object]:
         """For /sessions: the target and each receiver's inputs."""
         return {

@@ -34,7 +34,7 @@ from .controller import (
 )
 from .events import EventLog, JsonlRotatingWriter, RateLimiter
 from .gpu import GpuReader, GpuReading
-from .records import FrameRecord, Outcome
+from .records import FrameRecord, LinkState, Outcome
 from .sampler import SamplerThread, SystemSample
 from .snapshot import (
     DROP_REASONS,
@@ -102,6 +102,7 @@ class _Session:
     height: int = 0
     closed: float | None = None
     close_reason: str = ""
+    link: LinkState | None = None
 
 
 class Monitor:
@@ -307,6 +308,13 @@ class Monitor:
             {"session_id": session_id, **{k: v for k, v in info.items() if _jsonable(v)}},
         )
 
+    def session_link(self, session_id: str, link: LinkState) -> None:
+        """The session's processed stream on the network now (sent about once a second)."""
+        with self._lock:
+            s = self._sessions.get(session_id)
+            if s is not None:
+                s.link = link
+
     def session_closed(self, session_id: str, reason: str) -> None:
         now = self._clock()
         with self._lock:
@@ -494,6 +502,7 @@ class Monitor:
             width=s.width,
             height=s.height,
             close_reason=s.close_reason,
+            link=s.link if s.closed is None else None,
         )
 
     def _capacity_locked(self, now: float, work_ms: float | None, sessions: int) -> CapacityEstimate:

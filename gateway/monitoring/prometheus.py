@@ -93,6 +93,23 @@ class SnapshotCollector(Collector):
                 sfps.add_metric([x.session_id, "in"], x.fps_in)
                 sfps.add_metric([x.session_id, "out"], x.fps_out)
         yield sfps
+        send = GaugeMetricFamily(
+            "livefuse_session_send_bitrate_bps",
+            "Per open session: the processed stream's encoder target (gateway.media.bitrate)",
+            labels=["session"],
+        )
+        queue = GaugeMetricFamily(
+            "livefuse_session_path_queue_seconds",
+            "Per open session: the largest queueing delay its receivers' round trips show",
+            labels=["session"],
+        )
+        for x in s.sessions:
+            if x.open and x.link is not None:
+                send.add_metric([x.session_id], x.link.send_bps)
+                if x.link.queue_ms is not None:
+                    queue.add_metric([x.session_id], x.link.queue_ms / 1000.0)
+        yield send
+        yield queue
         p = GaugeMetricFamily(
             "livefuse_server_latency_window_seconds",
             "Server time percentiles over the window",

@@ -1,4 +1,5 @@
-"""What the media path reports to the monitor: one `FrameRecord` per frame, whatever its fate.
+"""What the media path reports to the monitor: one `FrameRecord` per frame, whatever its fate, and about once
+a second each session's `LinkState`.
 
 The gateway builds these; `Monitor.record_frame` consumes them. Pure data, no behaviour.
 """
@@ -29,3 +30,14 @@ class FrameRecord:
     faces: int = 0
     width: int = 0
     height: int = 0
+
+
+@dataclass(frozen=True)
+class LinkState:
+    """A session's processed stream on the network (gateway.media.bitrate): what its encoders are set to send
+    and the worst path among its receivers (the one every receiver's rate follows)."""
+
+    send_bps: int
+    receivers: int
+    queue_ms: float | None = None  # the largest queueing delay a receiver's round trips show
+    loss: float | None = None  # the largest fraction lost in a receiver's latest report

@@ -29,7 +29,9 @@ bytes;
     batch            {stage: summary of batch sizes}
     sessions         {open: int, list: [{session_id, open, info, age_s, frames_in, frames_out,
                       dropped: {stale, deadline, error}, fps_in, fps_out, server_ms: summary, width, height,
-                      close_reason}]}     (open sessions, then up to 20 recently closed)
+                      close_reason, send_kbps, path_queue_ms, path_loss}]}     (open sessions, then up to 20
+                      recently closed; send_kbps: the processed stream's encoder target, path_*: the worst
+                      receiver's queueing delay and loss, gateway.media.bitrate; None when not sending)
     rejects          {reason: count}  (auth, capacity, bad_request, ...)
     degradation      {enabled, level, level_name, admits_new_sessions, recommended_max_batch,
                       capacity_sessions
@@ -49,6 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .gpu import GpuReading
+from .records import LinkState
 from .sampler import SystemSample
 from .window import Summary
 
@@ -71,6 +74,7 @@ class SessionStats:
     width: int = 0
     height: int = 0
     close_reason: str = ""
+    link: LinkState | None = None  # open sessions with a processed stream going out
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -87,6 +91,10 @@ class SessionStats:
             "width": self.width,
             "height": self.height,
             "close_reason": self.close_reason,
+            "send_kbps": None if self.link is None else round(self.link.send_bps / 1000),
+            "path_queue_ms": None if self.link is None or self.link.queue_ms is None
+            else round(self.link.queue_ms, 1),
+            "path_loss": None if self.link is None or self.link.loss is None else round(self.link.loss, 4),
         }
 
 

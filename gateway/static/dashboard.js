@@ -227,8 +227,8 @@
       tr.dataset.session = x.session_id;
       const cells = [x.session_id, x.width ? x.width + "x" + x.height : "–", fmt(x.age_s, 0), fmt(x.fps_in),
         fmt(x.fps_out), x.frames_in, x.frames_out, x.dropped.stale, x.dropped.deadline, x.dropped.error,
-        fmt(x.server_ms.p50), fmt(x.server_ms.p95), fmt(x.server_ms.p99),
-        x.open ? "open" : "closed: " + x.close_reason];
+        fmt(x.server_ms.p50), fmt(x.server_ms.p95), fmt(x.server_ms.p99), fmt(x.send_kbps, 0),
+        fmt(x.path_queue_ms, 0), x.open ? "open" : "closed: " + x.close_reason];
       for (const c of cells) { const td = document.createElement("td"); td.textContent = c; tr.appendChild(td); }
       return tr;
     }));

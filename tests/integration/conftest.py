@@ -22,7 +22,7 @@ from av import VideoFrame
 from engines.frames import FrameItem, FrameOptions, FrameOutput, SourceFace
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig, SessionConfig
-from gateway.monitoring.records import FrameRecord
+from gateway.monitoring.records import FrameRecord, LinkState
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from loadgen.stamp import read_stamp, write_stamp
 
@@ -290,6 +290,7 @@ class RecordingMonitor:
         self.opened: list[str] = []
         self.closed: list[tuple[str, str]] = []
         self.rejects: list[str] = []
+        self.links: list[tuple[str, LinkState]] = []
 
     def record_frame(self, rec: FrameRecord) -> None:
         self.records.append(rec)
@@ -299,6 +300,9 @@ class RecordingMonitor:
 
     def session_closed(self, session_id: str, reason: str) -> None:
         self.closed.append((session_id, reason))
+
+    def session_link(self, session_id: str, link: LinkState) -> None:
+        self.links.append((session_id, link))
 
     def record_reject(self, reason: str) -> None:
         self.rejects.append(reason)

@@ -23,7 +23,7 @@ import pytest
 from aiohttp import web
 
 from gateway.monitoring.monitor import Monitor, MonitorConfig
-from gateway.monitoring.records import FrameRecord, Outcome
+from gateway.monitoring.records import FrameRecord, LinkState, Outcome
 from gateway.monitoring.routes import setup_monitoring_routes
 from tests.integration.chromium import HEADLESS_FLAGS
 
@@ -62,6 +62,8 @@ async def _feed(monitor: Monitor) -> None:
     """Two sessions at ~20 fps of synthetic frames, some late ones and a few drops (ends when cancelled)."""
     monitor.session_opened("cam-a", {"remote": "127.0.0.1"})
     monitor.session_opened("cam-b", {"remote": "127.0.0.1"})
+    monitor.session_link("cam-a", LinkState(send_bps=480_000, receivers=2, queue_ms=12.4, loss=0.0))
+    monitor.session_link("cam-b", LinkState(send_bps=480_000, receivers=2, queue_ms=12.4, loss=0.0))
     for i in itertools.count():
         for sid, base in (("cam-a", 40.0), ("cam-b", 90.0)):
             if i % 17 == 5:
@@ -216,6 +218,7 @@ async def test_dashboard_shows_live_data_in_chromium(tmp_path: Path) -> None:
         assert info["open"] == "2"
         assert sorted(info["rows"]) == ["cam-a", "cam-b"]
         assert info["firstRow"][1] == "320x240" and float(info["firstRow"][3]) > 0  # size and fps in
+        assert info["firstRow"][13:15] == ["480", "12"]  # the processed stream's rate and its worst queue
         assert "session_open" in info["events"]
         assert info["budget"] == "150 ms" and info["p95"].endswith("ms")
         assert info["utilPoints"] >= 2 and info["fpsSessions"] == 2

@@ -67,6 +67,8 @@ async def _run(
         reader.cancel()
         async with http.get(gw.url + "/sessions") as resp:
             (listed,) = (await resp.json())["sessions"]
+        async with http.get(gw.url + "/api/stats") as resp:
+            stats = await resp.json()
         encoder = session.encoders["VP8"]
         gateway_buffer = session.pc.getReceivers()[0]._RTCRtpReceiver__jitter_buffer  # type: ignore[attr-defined]
         client_buffer = transceiver.receiver._RTCRtpReceiver__jitter_buffer  # type: ignore[attr-defined]
@@ -80,6 +82,7 @@ async def _run(
             "client_recovery": client_buffer.recovery.counters,
             "frames_in": session.counters.frames_in,
             "listed": listed,
+            "monitored": [x for x in stats["sessions"]["list"] if x["session_id"] == session.id],
         }
         track.stop()
         await pc.close()
@@ -169,3 +172,6 @@ async def test_a_filling_queue_brings_the_rate_down_before_anything_is_lost(astr
     assert receiver["reverse_queue_ms"] is not None  # the publisher's uplink was measured too
     uplink = result["listed"]["uplink"]  # type: ignore[index]
     assert uplink["last_window"]["queue_ms"] is not None, uplink  # and its own cap reads that queue
+    (monitored,) = result["monitored"]  # type: ignore[misc]
+    # what the dashboard and Prometheus show of it (reported once a second: the rate may have moved since)
+    assert 0 < monitored["send_kbps"] <= 500 and monitored["path_queue_ms"] is not None, monitored

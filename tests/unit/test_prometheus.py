@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import REGISTRY
@@ -13,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from engines.frames import FrameItem
 from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.monitoring.prometheus import make_registry, render
-from gateway.monitoring.records import FrameRecord, Outcome
+from gateway.monitoring.records import FrameRecord, LinkState, Outcome
 from gateway.monitoring.routes import setup_monitoring_routes
 from gateway.scheduler.partners import DISPATCH_REASONS
 from gateway.scheduler.policy import BatchPolicy, SchedulerConfig
@@ -108,6 +109,8 @@ async def test_metrics_route_serves_prometheus_text() -> None:
     await mon.start()
     try:
         _frames(mon, 30, "cam")
+        mon.session_opened("cam", {})
+        mon.session_link("cam", LinkState(send_bps=450_000, receivers=2, queue_ms=95.0, loss=0.01))
         async with TestClient(TestServer(app, host="127.0.0.1")) as client:
             resp = await client.get("/metrics")
             assert resp.status == 200
@@ -116,6 +119,14 @@ async def test_metrics_route_serves_prometheus_text() -> None:
             assert "livefuse_stage_latency_seconds" in fams
             fps = fams["livefuse_session_fps"]
             assert {s.labels["session"] for s in fps.samples} == {"cam"}  # type: ignore[attr-defined]
+            send = fams["livefuse_session_send_bitrate_bps"].samples  # type: ignore[attr-defined]
+            queue = fams["livefuse_session_path_queue_seconds"].samples  # type: ignore[attr-defined]
+            assert [(s.labels["session"], s.value) for s in send] == [("cam", 450_000.0)]
+            assert [s.value for s in queue] == [pytest.approx(0.095)]
+        stats = mon.session_stats("cam")
+        assert (stats["send_kbps"], stats["path_queue_ms"], stats["path_loss"]) == (450, 95.0, 0.01)
+        mon.session_closed("cam", "done")
+        assert mon.session_stats("cam")["send_kbps"] is None  # a closed session sends nothing
     finally:
         await mon.close()
 
