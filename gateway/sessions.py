@@ -346,19 +346,15 @@ class Session:
         if now - self._link_reported_s < every_s:
             return
         self._link_reported_s = now
-        send_bps, receivers, queues, losses = 0, 0, [], []
-        for encoder in self.encoders.values():
-            if not encoder.subscribers:
-                continue
-            send_bps += encoder.bitrate.current_bps
-            receivers += encoder.subscribers
-            queue_s, loss = encoder.bitrate.worst_path()
-            queues += [] if queue_s is None else [queue_s * 1000.0]
-            losses += [] if loss is None else [loss]
-        self._monitor.session_link(
-            self.id,
-            LinkState(send_bps, receivers, max(queues) if queues else None, max(losses) if losses else None),
-        )
+        sending = [e.bitrate for e in self.encoders.values() if e.subscribers]
+        paths = [policy.worst_path() for policy in sending]
+        queues = [queue for queue, _ in paths if queue is not None]
+        losses = [loss for _, loss in paths if loss is not None]
+        self._monitor.session_link(self.id, LinkState(
+            send_bps=sum(policy.current_bps for policy in sending),
+            queue_s=max(queues, default=None),
+            loss=max(losses, default=None),
+        ))
 
     async def add_remote_candidates(self, fragment: TrickleFragment) -> None:
         """Feed trickled candidates to ICE. A different ufrag is an ICE restart, which is refused."""

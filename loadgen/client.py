@@ -160,6 +160,7 @@ class WhipJob:
         self.job = job
         self.config = config
         self._loop = loop
+        self._content_rows = BandGeometry.for_size(loop.width, loop.height).top  # above the stamp band
         self._fps = fps
         self._emit = emit
         self._http = session
@@ -263,8 +264,7 @@ class WhipJob:
         if frame_id is None:
             return None
         loop = self._loop
-        sent = loop.frames[frame_id % len(loop)][: loop.height]
-        return median_block_psnr(luma, sent, BandGeometry.for_size(loop.width, loop.height).top)
+        return median_block_psnr(luma, loop.frames[frame_id % len(loop)][: loop.height], self._content_rows)
 
     async def stop(self) -> None:
         """DELETE the WHIP resource and close the connection. Safe to call more than once."""

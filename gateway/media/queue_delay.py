@@ -50,22 +50,22 @@ class QueueDelay:
         self._samples.append((now, rtt_s))
         while len(self._samples) > 1 and now - self._samples[0][0] > self.window_s:
             self._samples.popleft()
-        base = min(rtt for _, rtt in self._samples)
         self.last_rtt_s = rtt_s
         self.last_at = now
         self.previous_queue_s = self.queue_s
-        self.queue_s = rtt_s - base
+        self.queue_s = rtt_s - self._base()
         return self.queue_s
 
     @property
     def base_s(self) -> float | None:
-        return min(rtt for _, rtt in self._samples) if self._samples else None
+        return self._base() if self._samples else None
+
+    def _base(self) -> float:
+        return min(rtt for _, rtt in self._samples)
 
     def draining(self, by_s: float) -> bool:
         """The queue shrank by more than `by_s` since the previous sample (a cut is already taking hold)."""
-        if self.queue_s is None or self.previous_queue_s is None:
-            return False
-        return self.queue_s < self.previous_queue_s - by_s
+        return self.queue_s is not None and _draining(self.queue_s, self.previous_queue_s, by_s)
 
     def quiet(self, low_s: float) -> bool:
         """The last two samples both queued less than `low_s` (the path has room at the current rate)."""
@@ -84,11 +84,15 @@ def standing_queue(queue_s: float, previous_s: float | None, high_s: float, drai
     """A standing queue, not one frame's burst: the last two samples both queued more than `high_s`, or the
     latest more than twice that (more than any one frame queues), and the latest is not draining (shrunk by
     more than `drain_s` since the previous one: a cut is already taking hold)."""
-    if previous_s is not None and queue_s < previous_s - drain_s:
+    if _draining(queue_s, previous_s, drain_s):
         return False
     if queue_s > 2 * high_s:
         return True
     return previous_s is not None and min(queue_s, previous_s) > high_s
+
+
+def _draining(queue_s: float, previous_s: float | None, by_s: float) -> bool:
+    return previous_s is not None and queue_s < previous_s - by_s
 
 
 @dataclass

@@ -17,7 +17,7 @@ So, per publisher stream, once per window (`window_s`), from the RTP sequence nu
 
 which is GCC's loss-based rule (draft-ietf-rmcat-gcc-02, section 6) run where the loss is seen, plus a
 delay-based rule on the uplink's own queue (`queue_delay.OneWayDelay`: each frame's first packet against its
-RTP timestamp, measured here where the packets arrive, no round trip involved):
+abs-send-time, else its RTP timestamp, measured here where the packets arrive, no round trip involved):
 
     queue standing above delay_high_s (two windows, or 2x in one; not draining):
                        cap = max(min_bps, min(cap, received_rate) * delay_decrease)

@@ -106,8 +106,8 @@ class SnapshotCollector(Collector):
         for x in s.sessions:
             if x.open and x.link is not None:
                 send.add_metric([x.session_id], x.link.send_bps)
-                if x.link.queue_ms is not None:
-                    queue.add_metric([x.session_id], x.link.queue_ms / 1000.0)
+                if x.link.queue_s is not None:
+                    queue.add_metric([x.session_id], x.link.queue_s)
         yield send
         yield queue
         p = GaugeMetricFamily(

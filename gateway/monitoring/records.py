@@ -38,6 +38,5 @@ class LinkState:
     and the worst path among its receivers (the one every receiver's rate follows)."""
 
     send_bps: int
-    receivers: int
-    queue_ms: float | None = None  # the largest queueing delay a receiver's round trips show
+    queue_s: float | None = None  # the largest queueing delay a receiver's round trips show
     loss: float | None = None  # the largest fraction lost in a receiver's latest report

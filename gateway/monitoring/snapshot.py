@@ -92,8 +92,8 @@ class SessionStats:
             "height": self.height,
             "close_reason": self.close_reason,
             "send_kbps": None if self.link is None else round(self.link.send_bps / 1000),
-            "path_queue_ms": None if self.link is None or self.link.queue_ms is None
-            else round(self.link.queue_ms, 1),
+            "path_queue_ms": None if self.link is None or self.link.queue_s is None
+            else round(self.link.queue_s * 1000.0, 1),
             "path_loss": None if self.link is None or self.link.loss is None else round(self.link.loss, 4),
         }
 

@@ -62,8 +62,8 @@ async def _feed(monitor: Monitor) -> None:
     """Two sessions at ~20 fps of synthetic frames, some late ones and a few drops (ends when cancelled)."""
     monitor.session_opened("cam-a", {"remote": "127.0.0.1"})
     monitor.session_opened("cam-b", {"remote": "127.0.0.1"})
-    monitor.session_link("cam-a", LinkState(send_bps=480_000, receivers=2, queue_ms=12.4, loss=0.0))
-    monitor.session_link("cam-b", LinkState(send_bps=480_000, receivers=2, queue_ms=12.4, loss=0.0))
+    monitor.session_link("cam-a", LinkState(send_bps=480_000, queue_s=0.0124, loss=0.0))
+    monitor.session_link("cam-b", LinkState(send_bps=480_000, queue_s=0.0124, loss=0.0))
     for i in itertools.count():
         for sid, base in (("cam-a", 40.0), ("cam-b", 90.0)):
             if i % 17 == 5:

@@ -110,7 +110,7 @@ async def test_metrics_route_serves_prometheus_text() -> None:
     try:
         _frames(mon, 30, "cam")
         mon.session_opened("cam", {})
-        mon.session_link("cam", LinkState(send_bps=450_000, receivers=2, queue_ms=95.0, loss=0.01))
+        mon.session_link("cam", LinkState(send_bps=450_000, queue_s=0.095, loss=0.01))
         async with TestClient(TestServer(app, host="127.0.0.1")) as client:
             resp = await client.get("/metrics")
             assert resp.status == 200
