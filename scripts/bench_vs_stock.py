@@ -77,6 +77,8 @@ class ServerSample:
     processed: int      # frames the server processed so far (its /api/stats counter)
     scheduler: dict[str, Any] = field(default_factory=dict)  # the gateway's batcher counters ({} for stock)
     queue_wait_p50_ms: float | None = None   # the gateway's rolling queue_wait p50 (None for stock)
+    client_cpu_s: float = 0.0    # this process's CPU seconds: the load generator, which runs in it
+    machine_busy_s: float = 0.0  # the whole machine's busy CPU seconds (all cores, every process)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class ServerWindow:
     dispatch_reasons: dict[str, int] = field(default_factory=dict)  # batches started in the window, by reason
     batches_waited: int | None = None
     queue_wait_p50_ms: float | None = None
+    client_cpu_s: float = 0.0
+    machine_busy_s: float = 0.0
 
     @property
     def cpu_ms_per_frame(self) -> float | None:
@@ -95,6 +99,13 @@ class ServerWindow:
     @property
     def processed_fps(self) -> float:
         return self.processed / self.seconds
+
+    def cores(self) -> dict[str, float]:
+        """Cores busy on average over the window: the server, the load generator (this process), the whole
+        machine. Where the machine is at its core count, the server and its client are sharing it out."""
+        t = max(self.seconds, 1e-9)
+        return {"server": round(self.cpu_s / t, 3), "client": round(self.client_cpu_s / t, 3),
+                "machine": round(self.machine_busy_s / t, 3)}
 
 
 def server_window(samples: Sequence[ServerSample], start: float, end: float) -> ServerWindow | None:
@@ -113,7 +124,8 @@ def server_window(samples: Sequence[ServerSample], start: float, end: float) -> 
     if "batches_waited" in b.scheduler:
         waited = int(b.scheduler["batches_waited"]) - int(a.scheduler.get("batches_waited", 0))
     return ServerWindow(b.t - a.t, max(0.0, b.cpu_s - a.cpu_s), max(0, b.processed - a.processed),
-                        reasons, waited, b.queue_wait_p50_ms)
+                        reasons, waited, b.queue_wait_p50_ms, max(0.0, b.client_cpu_s - a.client_cpu_s),
+                        max(0.0, b.machine_busy_s - a.machine_busy_s))
 
 
 def _get(d: Any, *path: str) -> Any:
@@ -150,7 +162,8 @@ class Point:
                 "cpu_ms_per_frame": r(self.cpu_ms_per_frame), "processed_fps": r(self.processed_fps),
                 "dispatch_reasons": self.server.dispatch_reasons if self.server else {},
                 "batches_waited": self.server.batches_waited if self.server else None,
-                "queue_wait_p50_ms": r(self.server.queue_wait_p50_ms) if self.server else None}
+                "queue_wait_p50_ms": r(self.server.queue_wait_p50_ms) if self.server else None,
+                "cores": self.server.cores() if self.server else None}
 
 
 @dataclass
@@ -204,6 +217,9 @@ def compare(results: Sequence[DesignResult], claim_ratio: float = 1.5) -> dict[s
     cap_ratio = _ratio(float(gw.capacity), float(base.capacity)) if base.capacity else None
     p95_ratio = _ratio(g_at.p95_ms if g_at else None, b_at.p95_ms if b_at else None)
     cpu_ratio = _ratio(g_at.cpu_ms_per_frame if g_at else None, b_at.cpu_ms_per_frame if b_at else None)
+    # The same load for both: the gateway's p95 with as many streams as the baseline holds.
+    g_same = at_capacity(gw.points, base.capacity) if base.capacity else None
+    same_ratio = _ratio(g_same.p95_ms if g_same else None, b_at.p95_ms if b_at else None)
     return {
         "baseline": base.design,
         "gateway_capacity": gw.capacity,
@@ -211,9 +227,17 @@ def compare(results: Sequence[DesignResult], claim_ratio: float = 1.5) -> dict[s
         "capacity_ratio": cap_ratio,
         "p95_ratio_at_capacity": p95_ratio,
         "cpu_per_frame_ratio_at_capacity": cpu_ratio,
+        "p95_ratio_at_baseline_capacity": same_ratio,
         "capacity_target_met": None if cap_ratio is None else cap_ratio >= claim_ratio,
         "p95_target_met": None if p95_ratio is None else p95_ratio <= 0.5,
     }
+
+
+def _cores(p: Point) -> str:
+    if p.server is None:
+        return "-"
+    c = p.server.cores()
+    return f"{c['server']:.2f}/{c['client']:.2f}/{c['machine']:.2f}"
 
 
 def format_table(results: Sequence[DesignResult], comparison: dict[str, Any], title: str) -> str:
@@ -221,7 +245,7 @@ def format_table(results: Sequence[DesignResult], comparison: dict[str, Any], ti
         return "-" if v is None else f"{v:.1f}{unit}"
 
     lines = [title, f"{'design':<16} {'N':>3} {'p50':>9} {'p95':>9} {'back':>6} {'cpu/frame':>10} "
-                    f"{'fps':>6}  result"]
+                    f"{'fps':>6} {'cores srv/cli/all':>17}  result"]
     for r in results:
         for p in r.points:
             mark = "ok" if p.ok else "miss"
@@ -229,14 +253,15 @@ def format_table(results: Sequence[DesignResult], comparison: dict[str, Any], ti
                 mark = "ok  <- capacity"
             lines.append(f"{r.design:<16} {p.jobs:>3} {f(p.p50_ms, ' ms'):>9} {f(p.p95_ms, ' ms'):>9} "
                          f"{p.received_ratio * 100:>5.1f}% {f(p.cpu_ms_per_frame, ' ms'):>10} "
-                         f"{f(p.processed_fps):>6}  {mark}")
+                         f"{f(p.processed_fps):>6} {_cores(p):>17}  {mark}")
         tail = " (search timed out)" if r.timed_out else ""
         tail += f" (error: {r.error})" if r.error else ""
         lines.append(f"{r.design:<16} capacity {r.capacity}{tail}")
     if comparison.get("baseline"):
         lines.append(f"gateway vs {comparison['baseline']}: capacity x{comparison['capacity_ratio']}, "
                      f"p95 at capacity x{comparison['p95_ratio_at_capacity']}, "
-                     f"CPU/frame x{comparison['cpu_per_frame_ratio_at_capacity']}")
+                     f"CPU/frame x{comparison['cpu_per_frame_ratio_at_capacity']}, "
+                     f"p95 at the baseline's capacity x{comparison['p95_ratio_at_baseline_capacity']}")
     return "\n".join(lines)
 
 
@@ -278,9 +303,16 @@ def server_config(design: str, config: BenchConfig) -> EmbeddedGatewayConfig:
     raise ValueError(f"unknown design {design!r} (one of {', '.join(DESIGNS)})")
 
 
+def _busy(t: Any) -> float:
+    """Busy CPU seconds of the whole machine from psutil.cpu_times(): everything but idle, iowait and steal
+    (another guest's time); guest time is already inside user on Linux."""
+    skip = ("idle", "iowait", "steal", "guest", "guest_nice")
+    return float(sum(getattr(t, f) for f in t._fields if f not in skip))
+
+
 async def _sample_server(url: str, pid: int, out: list[ServerSample], interval_s: float = 0.5) -> None:
     """The server's processed-frame counter and its CPU time, read at (nearly) the same instant."""
-    proc = psutil.Process(pid)
+    proc, me = psutil.Process(pid), psutil.Process()
     async with aiohttp.ClientSession() as http:
         while True:
             with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError, ValueError):
@@ -291,13 +323,15 @@ async def _sample_server(url: str, pid: int, out: list[ServerSample], interval_s
                     t = proc.cpu_times()
                 except psutil.Error:
                     return
+                c, m = me.cpu_times(), psutil.cpu_times()
                 if processed is not None:
                     assert isinstance(snapshot, dict)
                     sched = snapshot.get("scheduler")
                     wait = _get(snapshot, "latency", "stages_ms", "queue_wait", "p50")
                     out.append(ServerSample(time.monotonic(), t.user + t.system, processed,
                                             sched if isinstance(sched, dict) else {},
-                                            float(wait) if isinstance(wait, int | float) else None))
+                                            float(wait) if isinstance(wait, int | float) else None,
+                                            c.user + c.system, _busy(m)))
             await asyncio.sleep(interval_s)
 
 

@@ -120,3 +120,34 @@ def test_server_window_counts_the_gateways_dispatch_reasons_in_the_window() -> N
     assert w.queue_wait_p50_ms == 0.4
     row = bvs.Point(4, 20.0, 40.0, 1.0, True, True, w.cpu_ms_per_frame, w.processed_fps, w).to_dict()
     assert row["dispatch_reasons"]["full"] == 3 and row["cpu_ms_per_frame"] == 12.5
+
+
+def test_server_window_splits_the_machine_between_server_and_load_generator() -> None:
+    S = bvs.ServerSample
+    # server 0.8 CPU s, load generator 0.5 s, machine 1.6 busy s over 2 s: 0.4 / 0.25 / 0.8 cores
+    samples = [S(0.0, 1.0, 0, client_cpu_s=3.0, machine_busy_s=10.0),
+               S(2.0, 1.8, 30, client_cpu_s=3.5, machine_busy_s=11.6)]
+    w = bvs.server_window(samples, 0.0, 2.0)
+    assert w is not None
+    assert w.cores() == {"server": pytest.approx(0.4), "client": pytest.approx(0.25),
+                         "machine": pytest.approx(0.8)}
+    p = bvs.Point(2, 20.0, 40.0, 1.0, True, True, w.cpu_ms_per_frame, w.processed_fps, w)
+    assert p.to_dict()["cores"] == {"server": 0.4, "client": 0.25, "machine": 0.8}
+    assert "0.40/0.25/0.80" in bvs.format_table([bvs.DesignResult("gateway", [p], 2)], {}, "t")
+    busy = bvs._busy(type("T", (), {"_fields": ("user", "system", "idle", "iowait", "steal", "guest"),
+                                    "user": 5.0, "system": 1.0, "idle": 50.0, "iowait": 2.0, "steal": 3.0,
+                                    "guest": 4.0})())
+    assert busy == 6.0  # idle, iowait, another guest's steal and guest (already in user) are not busy
+
+
+def test_compare_gives_the_gateways_p95_at_the_baselines_capacity() -> None:
+    gw = bvs.DesignResult("gateway")
+    gw.points = [_point(6, 30.0, True), _point(8, 40.0, True), _point(9, 140.0, True),
+                 _point(10, 170.0, False)]
+    gw.capacity = 9
+    ex = _design("stock-executor", 8, 120.0, 9.5)
+    c = bvs.compare([gw, ex])
+    assert c["p95_ratio_at_capacity"] == pytest.approx(140 / 120, abs=1e-3) and c["p95_target_met"] is False
+    assert c["p95_ratio_at_baseline_capacity"] == pytest.approx(40 / 120, abs=1e-3)
+    gw.points = [p for p in gw.points if p.jobs != 8]  # not measured at the baseline's capacity: unknown
+    assert bvs.compare([gw, ex])["p95_ratio_at_baseline_capacity"] is None
