@@ -130,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--repeat-gap-ms", type=float, help="--late-policy repeat: re-send the last picture only after this "
       "long without a frame (default 200; 0 = for every frame not processed)")
+    a("--video-bitrate", metavar="KBPS|auto",
+      help="ceiling of each processed stream's bitrate in kbit/s; the receivers' feedback moves it below "
+      "(default auto: by the picture's size, as libwebrtc does: 1700 up to 640x480, 2000 up to 960x540, "
+      "2500 above, and never under 1000)")
     a("--token", help="bearer token required on every mutating endpoint")
     a("--token-file", type=Path, help="read the bearer token from this file")
     a(
@@ -225,6 +229,19 @@ def _padding(value: Any, default: tuple[float, float, float, float]) -> tuple[fl
     return top, right, bottom, left
 
 
+def _bitrate_kbps(value: Any) -> int | None:
+    """--video-bitrate (kbit/s, or `auto`) as bits per second; None = by the picture's size."""
+    if value is None or str(value).strip().lower() == "auto":
+        return None
+    try:
+        kbps = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"--video-bitrate takes kbit/s or 'auto', got {value!r}") from None
+    if not 50 <= kbps <= 50_000:
+        raise ValueError(f"--video-bitrate must be 50..50000 kbit/s, got {value!r}")
+    return int(kbps * 1000)
+
+
 def _processors(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
     """`none` (or an empty list) = no processing: frames pass through the media path untouched."""
     names = _split(value)
@@ -303,6 +320,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         pending_grace_s=float(get("pending_grace_s", sess.pending_grace_s)),
         late_policy=LatePolicy(get("late_policy", sess.late_policy)),
         repeat_gap_ms=float(get("repeat_gap_ms", sess.repeat_gap_ms)),
+        bitrate=_bitrate_kbps(get("video_bitrate", "auto")),
         default_source=Path(str(get("default_source"))) if get("default_source") else None,
         reap_after_s=float(get("reap_after_s", sess.reap_after_s)),
         audio=replace(sess.audio, enabled=not get("no_audio", False)),

@@ -97,7 +97,9 @@ class SessionConfig:
     default_source: Path | None = None
     reap_after_s: float = 10.0  # a session not connected (or silent) this long is closed
     connect_timeout_s: float = 20.0  # from the answer to ICE/DTLS connected
-    bitrate: int = 1_000_000  # VP8 target for the processed stream
+    # ceiling of the processed stream's bitrate (bits/s); None = by its picture size, as libwebrtc does
+    # (gateway.media.bitrate.size_class_bitrate: 1 Mbit/s up to 320x240 ... 2.5 Mbit/s above 960x540)
+    bitrate: int | None = None
     max_viewers: int = 32
     network_allowance_ms: float = 10.0  # kept back from the budget for the trip back to the client
     audio: AudioConfig = field(default_factory=AudioConfig)  # the publisher's Opus, relayed to viewers
@@ -114,6 +116,8 @@ class SessionConfig:
             raise ValueError("repeat_gap_ms must be >= 0")
         if self.reap_after_s <= 0 or self.connect_timeout_s <= 0:
             raise ValueError("reap_after_s and connect_timeout_s must be > 0")
+        if self.bitrate is not None and self.bitrate < 50_000:
+            raise ValueError("bitrate must be at least 50 kbit/s (or automatic)")
 
 
 @dataclass(frozen=True)

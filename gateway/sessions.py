@@ -311,6 +311,8 @@ class Session:
             if image is not None:
                 t0 = time.monotonic()
                 encoders = [e for e in self.encoders.values() if e.subscribers]
+                for encoder in encoders:
+                    encoder.fit_size(image.shape[1], image.shape[0])
                 yuv, encoded = await loop.run_in_executor(
                     self._executor, _encode, encoders, image, base, changed, pending.pts
                 )

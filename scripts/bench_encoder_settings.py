@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from gateway.media.bitrate import size_class_bitrate  # noqa: E402
 from gateway.media.colour import rgb_to_i420  # noqa: E402
 from gateway.media.fanout import FanoutEncoder  # noqa: E402
 from gateway.media.planes import patched_frame  # noqa: E402
@@ -112,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resolutions", nargs="+", default=["320x240", "640x360"])
     p.add_argument("--frames", type=int, default=150)
     p.add_argument("--bitrate", type=int, default=1_000_000)
+    p.add_argument("--ceilings", action="store_true",
+                   help="instead of the variants: the encoder (denoiser off) at --bitrate against the "
+                   "picture's size-class ceiling (gateway.media.bitrate.size_class_bitrate, the default "
+                   "since --video-bitrate auto)")
     p.add_argument("--repeats", type=int, default=3, help="encode runs per variant (the best CPU counts)")
     p.add_argument("--media-dir", type=Path, default=None)
     p.add_argument("--output", type=Path, default=None)
@@ -126,14 +131,18 @@ def main(argv: list[str] | None = None) -> int:
         size = parse_resolution(res)
         received = received_frames(clip, size, args.frames)
         rgbs = [f.to_ndarray(format="rgb24") for f in received]
-        for name, noise in VARIANTS.items():
-            runs = [encode_variant(rgbs, noise, args.bitrate) for _ in range(args.repeats)]
+        variants = [(name, noise, args.bitrate) for name, noise in VARIANTS.items()]
+        if args.ceilings:
+            auto = size_class_bitrate(*size)
+            variants = [(f"ceiling {rate // 1000} kbit/s", 0, rate) for rate in (args.bitrate, auto)]
+        for name, noise, rate in variants:
+            runs = [encode_variant(rgbs, noise, rate) for _ in range(args.repeats)]
             best = min(runs, key=lambda r: r["encode_cpu_ms"])
             row = {"resolution": res, "variant": name, **best}
             results.append(row)
             print(f"{res:>9} {name:<30} encode {best['encode_cpu_ms']:.2f} ms  {best['kbps']:.0f} kbit/s  "
                   f"PSNR {best['psnr_db']:.2f} dB")
-        for fraction in (0.1, 0.25):
+        for fraction in () if args.ceilings else (0.1, 0.25):
             row = {"resolution": res, "variant": "i420 conversion", **conversion(received[len(received) // 2],
                                                                                fraction, 300)}
             results.append(row)

@@ -39,6 +39,13 @@ rate); below `delay_low_s` with no loss it grows by `delay_increase` per report;
 acts while the queue fills, before the loss-based rule sees any loss, so no retransmissions and keyframe
 requests pile on.
 
+The ceiling, by default, follows the picture's size (`size_class_bitrate`: libwebrtc's defaults, 1.7 Mbit/s
+up to 640x480, 2 Mbit/s up to 960x540, 2.5 Mbit/s above, but never under 1 Mbit/s), so a 720p broadcast is
+not squeezed into a small picture's budget (carphone at 1280x720: 36.8 dB at 1 Mbit/s, 40.3 dB at 2.5);
+`set_max` moves it when the publisher changes resolution. libwebrtc's 600 kbit/s for 320x240 is not taken:
+this is a second encode of an already encoded picture, and there it measured 1.5 dB under 1 Mbit/s
+(scripts/bench_encoder_settings.py --ceilings). An explicit bitrate fixes the ceiling.
+
 REMB only counts when it is below what we actually sent over the last second (`remb_margin` of it) AND that
 receiver's latest report shows loss of at least `loss_low`: a delay-based estimate is capped near the
 incoming rate (1.5x in GCC), and aiortc's estimator said 88-242 kbit/s on a perfect loopback while we sent
@@ -49,9 +56,26 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gateway.media.queue_delay import QueueDelay
+
+# libwebrtc's default ceiling per picture size (webrtc_video_engine.cc, GetMaxDefaultVideoBitrateKbps): what a
+# browser sends its own camera at, so the processed stream is not re-encoded below what the publisher sent.
+SIZE_CLASS_BPS: tuple[tuple[int, int], ...] = (
+    (320 * 240, 600_000),
+    (640 * 480, 1_700_000),
+    (960 * 540, 2_000_000),
+)
+LARGEST_CLASS_BPS = 2_500_000
+CEILING_FLOOR_BPS = 1_000_000  # a re-encode loses a generation: small pictures keep the old fixed 1 Mbit/s
+
+
+def size_class_bitrate(width: int, height: int) -> int:
+    """The default ceiling for a width x height stream (bits per second)."""
+    pixels = max(0, width) * max(0, height)
+    bps = next((bps for limit, bps in SIZE_CLASS_BPS if pixels <= limit), LARGEST_CLASS_BPS)
+    return max(bps, CEILING_FLOOR_BPS)
 
 
 @dataclass(frozen=True)
@@ -138,6 +162,26 @@ class BitratePolicy:
 
     def remove(self, key: Hashable) -> None:
         self._receivers.pop(key, None)
+
+    def set_max(self, max_bps: int) -> None:
+        """A new ceiling (the stream's size class changed). Receivers' estimates that sat at the old ceiling
+        (nothing limited them) move to the new one; lower ones are what their links showed and stay. Before
+        its first change the rate restarts at the start fraction of the new ceiling; after, it is only
+        clamped (an increase then ramps as any other)."""
+        old = self.config.max_bps
+        max_bps = max(int(max_bps), self.config.min_bps)
+        if max_bps == old:
+            return
+        self.config = replace(self.config, max_bps=max_bps)
+        for receiver in self._receivers.values():
+            if receiver.loss_based_bps >= old:
+                receiver.loss_based_bps = float(max_bps)
+            if receiver.delay_based_bps >= old:
+                receiver.delay_based_bps = float(max_bps)
+        if self.changes == 0:
+            self.current_bps = self._start_rate() if self._receivers else max_bps
+        else:
+            self.current_bps = min(self.current_bps, max_bps)
 
     def on_remb(self, key: Hashable, bps: float, now: float) -> None:
         receiver = self._receiver(key, now)
@@ -246,6 +290,7 @@ class BitratePolicy:
         """For /sessions: the target and each receiver's inputs."""
         return {
             "target_bps": self.current_bps,
+            "ceiling_bps": self.config.max_bps,
             "sent_bps": int(self.sent_bps(now)),
             "changes": self.changes,
             "receivers": [

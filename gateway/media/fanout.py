@@ -24,7 +24,7 @@ import av
 import numpy as np
 from aiortc import RTCRtpSender
 
-from gateway.media.bitrate import BitrateConfig, BitratePolicy
+from gateway.media.bitrate import BitrateConfig, BitratePolicy, size_class_bitrate
 from gateway.media.colour import rgb_to_i420
 from gateway.media.feedback import watch_sender_feedback
 from gateway.media.packet_track import QueuedPacketTrack
@@ -85,7 +85,7 @@ class FanoutEncoder:
 
     def __init__(
         self,
-        bitrate: int = 1_000_000,
+        bitrate: int | None = 1_000_000,
         codec: str = "VP8",
         vp8_cpu_used: int = VP8_CPU_USED,
         vp8_noise_sensitivity: int = VP8_NOISE_SENSITIVITY,
@@ -96,6 +96,11 @@ class FanoutEncoder:
         if not -16 <= vp8_cpu_used <= 16:
             raise ValueError(f"vp8_cpu_used must be in [-16, 16], got {vp8_cpu_used}")
         self.codec_name = codec
+        # None: the ceiling follows the picture's size class (`fit_size`), until then the 320x240 class's
+        self._auto = bitrate is None
+        self._size: tuple[int, int] | None = None
+        if bitrate is None:
+            bitrate = size_class_bitrate(320, 240)
         self._bitrate = bitrate
         self._vp8_cpu_used = vp8_cpu_used
         if not 0 <= vp8_noise_sensitivity <= 6:
@@ -111,6 +116,11 @@ class FanoutEncoder:
         self._subscribers: list[PacketTrack] = []
         self._last_pts: int | None = None
         self.frames_encoded = 0
+
+    @property
+    def encoding_bps(self) -> int | None:
+        """The bitrate the open encoder context runs at (None before the first frame)."""
+        return None if self._codec is None else self._codec.bit_rate
 
     @property
     def subscribers(self) -> int:
@@ -155,6 +165,15 @@ class FanoutEncoder:
             self._retarget(now)
 
         watch_sender_feedback(sender, on_remb, on_loss, on_rtt)
+
+    def fit_size(self, width: int, height: int) -> None:
+        """The next frame's size (on the loop, before `encode`): with an automatic bitrate, a new size class
+        moves the ceiling (`BitratePolicy.set_max`)."""
+        if not self._auto or self._size == (width, height):
+            return
+        self._size = (width, height)
+        self.bitrate.set_max(size_class_bitrate(width, height))
+        self._target_bitrate = self.bitrate.current_bps
 
     def _retarget(self, now: float | None = None) -> None:
         target = self.bitrate.update(time.monotonic() if now is None else now)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.media.bitrate import BitrateConfig, BitratePolicy
+from gateway.media.bitrate import BitrateConfig, BitratePolicy, size_class_bitrate
 
 CONFIG = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, increase_hold_s=2.0)
 
@@ -83,3 +83,33 @@ def test_config_is_checked() -> None:
         BitrateConfig(max_bps=100, min_bps=200)
     with pytest.raises(ValueError):
         BitrateConfig(loss_low=0.2, loss_high=0.1)
+
+
+def test_the_default_ceiling_follows_libwebrtcs_size_classes_above_a_floor() -> None:
+    assert {size_class_bitrate(w, h) for w, h in ((321, 240), (640, 360), (640, 480))} == {1_700_000}
+    assert size_class_bitrate(641, 480) == size_class_bitrate(960, 540) == 2_000_000
+    assert size_class_bitrate(1280, 720) == size_class_bitrate(1920, 1080) == 2_500_000
+    # libwebrtc's 600 kbit/s for 320x240 and under is raised to the floor: this is a second encode
+    assert {size_class_bitrate(w, h) for w, h in ((320, 240), (160, 120), (0, 0))} == {1_000_000}
+
+
+def test_a_new_ceiling_restarts_an_unchanged_rate_and_keeps_what_links_showed() -> None:
+    policy = BitratePolicy(BitrateConfig(max_bps=600_000))
+    policy.add("viewer")
+    assert policy.current_bps == 300_000
+    policy.set_max(1_700_000)  # the first frame says 640x360: start at half of its class, not of 320x240's
+    assert policy.config.max_bps == 1_700_000 and policy.current_bps == 850_000
+
+    slow = BitratePolicy(BitrateConfig(max_bps=1_000_000, start_fraction=1.0))
+    slow.add("fast")
+    slow.on_loss("slow", 0.4, now=1.0)
+    assert slow.update(1.0) == 800_000
+    slow.set_max(2_000_000)  # after a change: no jump; the slow link's estimate stays what it showed
+    assert slow.current_bps == 800_000 and slow.estimate(1.5) == 800_000
+    slow.remove("slow")
+    assert slow.estimate(2.0) == 2_000_000  # the fast one's estimate sat at the old ceiling: it moves
+    assert slow.update(3.5) == 1_000_000  # and the rate ramps there as any increase, 1.25x a step
+    slow.set_max(600_000)  # a smaller picture: clamped at once
+    assert slow.current_bps == 600_000 and slow.estimate(4.0) == 600_000
+    slow.set_max(10)  # never under the floor
+    assert slow.config.max_bps == slow.config.min_bps

@@ -172,6 +172,19 @@ def test_repeat_gap_flag_and_its_bounds() -> None:
         SessionConfig(repeat_gap_ms=-1)
 
 
+def test_video_bitrate_flag_file_key_and_bounds(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _config([]).sessions.bitrate is None  # by the picture's size
+    assert _config(["--video-bitrate", "800"]).sessions.bitrate == 800_000
+    assert _config(["--video-bitrate", "auto"], {"video_bitrate": 300}).sessions.bitrate is None
+    assert _config([], {"video-bitrate": 1500}).sessions.bitrate == 1_500_000
+    for bad in ("fast", "10", "99999"):
+        assert main(["--video-bitrate", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--video-bitrate" in err and "Traceback" not in err
+    with pytest.raises(ValueError, match="bitrate"):
+        SessionConfig(bitrate=10_000)
+
+
 def test_a_repeat_waits_for_the_gap_a_processed_frame_never_does() -> None:
     assert repeat_due(Outcome.PROCESSED, 0.0, 0.2)
     assert repeat_due(Outcome.DROPPED_DEADLINE, None, 0.2)        # nothing sent yet
