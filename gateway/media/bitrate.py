@@ -22,7 +22,8 @@ Each receiver's estimate is the lowest of
 
 Changing the rate of a libvpx/libx264 context opened through PyAV needs a new context (PyAV does not pass a
 new bit_rate to an open encoder; aiortc's own encoders re-create theirs for the same reason), and a new
-context starts with a keyframe. A session's first receiver starts it at `start_fraction` of max_bps (a
+context starts with a keyframe. A session's first receiver starts it at `start_fraction` of max_bps, at
+most `start_cap_bps` (a
 keyframe at 1 Mbit/s overflows a 600 kbit/s link for seconds, measured) until its receivers' first reports:
 clean ones lift it to max_bps, lossy ones bring it down. The target moves only when it differs by at least
 `min_change` from the current rate: decreases at once (congestion), increases at most every `increase_hold_s`
@@ -83,6 +84,9 @@ class BitrateConfig:
     max_bps: int = 1_000_000  # the configured bitrate
     min_bps: int = 100_000
     start_fraction: float = 0.5  # start at half of max: a keyframe at max can overflow a slow link at once
+    # ...and never above this, whatever the ceiling: a 720p stream's 2.5 Mbit/s ceiling is no reason to start
+    # a link nobody has measured yet higher than a 320x240 one (libwebrtc starts every stream at 300 kbit/s)
+    start_cap_bps: int = 500_000
     stale_after_s: float = 5.0
     loss_high: float = 0.10
     loss_low: float = 0.02
@@ -103,6 +107,8 @@ class BitrateConfig:
             raise ValueError("need 0 < min_bps <= max_bps")
         if not 0 < self.start_fraction <= 1:
             raise ValueError("start_fraction must be in (0, 1]")
+        if self.start_cap_bps < self.min_bps:
+            raise ValueError("start_cap_bps must be at least min_bps")
         if not 0 <= self.loss_low < self.loss_high <= 1:
             raise ValueError("need 0 <= loss_low < loss_high <= 1")
         if self.min_change <= 0 or self.stale_after_s <= 0 or self.increase_hold_s < 0:
@@ -141,7 +147,8 @@ class BitratePolicy:
             self.current_bps = self.config.max_bps  # no receiver yet: nothing to be careful for
 
     def _start_rate(self) -> int:
-        return max(self.config.min_bps, int(self.config.max_bps * self.config.start_fraction))
+        start = min(int(self.config.max_bps * self.config.start_fraction), self.config.start_cap_bps)
+        return max(self.config.min_bps, start)
 
     def _receiver(self, key: Hashable, now: float | None = None) -> _Receiver:
         receiver = self._receivers.get(key)

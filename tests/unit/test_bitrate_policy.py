@@ -6,7 +6,8 @@ import pytest
 
 from gateway.media.bitrate import BitrateConfig, BitratePolicy, size_class_bitrate
 
-CONFIG = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, increase_hold_s=2.0)
+CONFIG = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, start_cap_bps=1_000_000,
+                       increase_hold_s=2.0)
 
 
 def test_starts_at_the_start_fraction_and_holds_without_feedback() -> None:
@@ -97,10 +98,15 @@ def test_a_new_ceiling_restarts_an_unchanged_rate_and_keeps_what_links_showed() 
     policy = BitratePolicy(BitrateConfig(max_bps=600_000))
     policy.add("viewer")
     assert policy.current_bps == 300_000
-    policy.set_max(1_700_000)  # the first frame says 640x360: start at half of its class, not of 320x240's
-    assert policy.config.max_bps == 1_700_000 and policy.current_bps == 850_000
+    policy.set_max(1_700_000)  # the first frame says 640x360: the start is half of its class, capped at 500k
+    assert policy.config.max_bps == 1_700_000 and policy.current_bps == 500_000
+    small = BitratePolicy(BitrateConfig(max_bps=1_000_000, start_fraction=0.3))
+    small.add("viewer")
+    assert small.current_bps == 300_000  # under the cap, the fraction decides
+    with pytest.raises(ValueError, match="start_cap_bps"):
+        BitrateConfig(start_cap_bps=50_000)
 
-    slow = BitratePolicy(BitrateConfig(max_bps=1_000_000, start_fraction=1.0))
+    slow = BitratePolicy(BitrateConfig(max_bps=1_000_000, start_fraction=1.0, start_cap_bps=1_000_000))
     slow.add("fast")
     slow.on_loss("slow", 0.4, now=1.0)
     assert slow.update(1.0) == 800_000

@@ -23,12 +23,14 @@ def test_an_automatic_ceiling_follows_the_picture_and_the_encoder_follows_it() -
     enc.subscribe()
     enc.bitrate.add("viewer")  # a receiver that has not reported yet: the start fraction of the class
     enc.fit_size(640, 360)
-    assert enc.bitrate.config.max_bps == 1_700_000 and enc.bitrate.current_bps == 850_000
+    assert enc.bitrate.config.max_bps == 1_700_000 and enc.bitrate.current_bps == 500_000  # start capped
     enc.fit_size(320, 240)  # the publisher dropped its resolution: a smaller class
     assert enc.bitrate.config.max_bps == 1_000_000 and enc.bitrate.current_bps == 500_000
     assert _encode(enc, (240, 320)) > 0 and enc.encoding_bps == 500_000  # the context runs at it
-    _encode(enc, (720, 1280))
-    assert enc.bitrate.config.max_bps == 2_500_000 and enc.encoding_bps == 1_250_000
+    enc.bitrate.on_loss("viewer", 0.4, now=1.0)  # the link showed loss: 500 -> 400 kbit/s
+    enc._retarget(1.0)
+    _encode(enc, (720, 1280))  # a bigger picture: a higher ceiling, but no jump over what the link showed
+    assert enc.bitrate.config.max_bps == 2_500_000 and enc.encoding_bps == 400_000
     assert enc.bitrate.snapshot(0.0)["ceiling_bps"] == 2_500_000  # what GET /sessions shows
 
 

@@ -14,7 +14,8 @@ from gateway.media.bitrate import BitrateConfig, BitratePolicy
 from gateway.media.feedback import watch_sender_feedback
 from gateway.media.queue_delay import AbsSendClock, OneWayDelay, QueueDelay
 
-CONFIG = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, increase_hold_s=2.0)
+CONFIG = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, start_cap_bps=1_000_000,
+                       increase_hold_s=2.0)
 
 
 def test_queueing_delay_is_the_round_trip_above_the_lowest_of_the_window() -> None:
