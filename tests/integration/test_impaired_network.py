@@ -179,3 +179,23 @@ async def test_a_filling_queue_brings_the_rate_down_before_anything_is_lost(astr
     (monitored,) = result["monitored"]  # type: ignore[misc]
     # what the dashboard and Prometheus show of it (reported once a second: the rate may have moved since)
     assert 0 < monitored["send_kbps"] <= 500 and monitored["path_queue_ms"] is not None, monitored
+
+
+async def test_the_bitrate_ceiling_follows_the_publishers_picture(astronaut: np.ndarray) -> None:
+    """`--video-bitrate auto` (the default): a 640x360 publisher's processed stream gets libwebrtc's ceiling
+    for that size, learnt from the frames on their way to the encoder, and GET /sessions says so."""
+    from tests.integration.conftest import publish, wait_for
+
+    image = cv2.resize(astronaut, (640, 360))
+    async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
+        publisher = await publish(http, gw.url, [image], query=await source_query(http, gw.url, image))
+        try:
+            assert await wait_for(lambda: len(publisher.received.ids) >= 5, 20)
+            (session,) = sessions_of(gw.app).sessions.values()
+            encoder = session.encoders["VP8"]
+            assert encoder.bitrate.config.max_bps == 1_700_000
+            async with http.get(gw.url + "/sessions") as resp:
+                (listed,) = (await resp.json())["sessions"]
+            assert listed["send_bitrate"]["VP8"]["ceiling_bps"] == 1_700_000
+        finally:
+            await publisher.close()
