@@ -22,9 +22,9 @@ Each receiver's estimate is the lowest of
 
 Changing the rate of a libvpx/libx264 context opened through PyAV needs a new context (PyAV does not pass a
 new bit_rate to an open encoder; aiortc's own encoders re-create theirs for the same reason), and a new
-context starts with a keyframe. A session's first receiver starts it at `start_fraction` of max_bps, at
-most `start_cap_bps` (a
-keyframe at 1 Mbit/s overflows a 600 kbit/s link for seconds, measured) until its receivers' first reports:
+context starts with a keyframe. A session's first receiver starts it at `start_fraction` of max_bps, at most
+`start_cap_bps` (a keyframe at 1 Mbit/s overflows a 600 kbit/s link for seconds, measured), until its
+receivers' first reports:
 clean ones lift it to max_bps, lossy ones bring it down. The target moves only when it differs by at least
 `min_change` from the current rate: decreases at once (congestion), increases at most every `increase_hold_s`
 and by at most `max_step_up`, and not while either of a receiver's last two round trips shows a queue above
@@ -173,8 +173,8 @@ class BitratePolicy:
     def set_max(self, max_bps: int) -> None:
         """A new ceiling (the stream's size class changed). Receivers' estimates that sat at the old ceiling
         (nothing limited them) move to the new one; lower ones are what their links showed and stay. Before
-        its first change the rate restarts at the start fraction of the new ceiling; after, it is only
-        clamped (an increase then ramps as any other)."""
+        its first change the rate restarts at the new ceiling's start rate (`start_fraction` of it, at most
+        `start_cap_bps`); after, it is only clamped (an increase then ramps as any other)."""
         old = self.config.max_bps
         max_bps = max(int(max_bps), self.config.min_bps)
         if max_bps == old:
