@@ -172,6 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
              "seen on their stream (gateway.media.uplink_rate)",
     )
     a(
+        "--no-transport-cc",
+        action="store_true",
+        default=None,
+        help="answer publishers without transport-cc: they then adapt to REMB and loss only "
+             "(gateway.rtc.transport_cc)",
+    )
+    a(
         "--no-audio",
         action="store_true",
         default=None,
@@ -325,6 +332,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         reap_after_s=float(get("reap_after_s", sess.reap_after_s)),
         audio=replace(sess.audio, enabled=not get("no_audio", False)),
         uplink=replace(sess.uplink, enabled=not get("no_uplink_loss_cap", False)),
+        transport_cc=not get("no_transport_cc", False),
     )
     src = SourcesConfig()
     sources = replace(

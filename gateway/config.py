@@ -104,6 +104,9 @@ class SessionConfig:
     network_allowance_ms: float = 10.0  # kept back from the budget for the trip back to the client
     audio: AudioConfig = field(default_factory=AudioConfig)  # the publisher's Opus, relayed to viewers
     uplink: UplinkRateConfig = field(default_factory=UplinkRateConfig)  # loss-based cap on REMB to publishers
+    # answer transport-cc where a publisher offers it, and send it per-packet arrival feedback
+    # (gateway.rtc.transport_cc): browsers then run their own delay-based congestion control on the uplink
+    transport_cc: bool = True
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:

@@ -52,7 +52,7 @@ from gateway.media.planes import Box, is_i420, patched_frame
 from gateway.media.queue_delay import OneWayDelay
 from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, LinkState, Outcome
-from gateway.rtc import uplink_feedback
+from gateway.rtc import transport_cc, uplink_feedback
 from gateway.rtc.codecs import answer_video_codec
 from gateway.rtc.dtls import answer_as_dtls_server, watch_dtls
 from gateway.rtc.h264 import keep_offered_h264_profiles
@@ -179,6 +179,7 @@ class Session:
         self.viewer_token = secrets.token_urlsafe(24)  # WHEP may watch this session with it, nothing else
         self.uplink: uplink_feedback.UplinkFeedback | None = None  # loss-based REMB cap, once media flows
         self.uplink_delay = OneWayDelay()  # the publisher's uplink queue, from its frames' arrival times
+        self.transport_cc: transport_cc.TransportCcFeedback | None = None  # when the answer negotiated it
 
     # --- wiring ---------------------------------------------------------------------------------------------
     def start_media(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
@@ -190,6 +191,16 @@ class Session:
         self.uplink = uplink_feedback.install(receiver, self.config.uplink, self.uplink_delay)
         if self.uplink is not None:
             self._spawn(self.uplink.run(), "uplink-rate")
+
+    def start_transport_cc(self, pc: RTCPeerConnection) -> None:
+        """Negotiate transport-cc where the offer has it (before the answer is made) and report every video
+        packet's arrival to the publisher (gateway.rtc.transport_cc)."""
+        if transport_cc.answer_transport_cc(pc) == 0 or self.close_reason is not None:
+            return
+        receiver = next((t.receiver for t in pc.getTransceivers() if t.kind == "video"), None)
+        self.transport_cc = transport_cc.install(receiver) if receiver is not None else None
+        if self.transport_cc is not None:
+            self._spawn(self.transport_cc.run(), "transport-cc")
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=f"session-{self.id}-{name}")
@@ -492,6 +503,7 @@ class Session:
             # network: what the receivers let the encoder send; how the publisher's stream was repaired
             "send_bitrate": {codec: e.bitrate.snapshot(now) for codec, e in self.encoders.items()},
             "uplink": self.uplink.stats() if self.uplink is not None else None,
+            "transport_cc": self.transport_cc.stats() if self.transport_cc is not None else None,
             "receive_recovery": next(
                 (recovery_counters(r) for r in self.pc.getReceivers() if r.track and r.track.kind == "video"),
                 None,
@@ -677,6 +689,8 @@ class SessionManager:
             answer_as_dtls_server(pc)
             keep_offered_h264_profiles(pc)
             answer_video_codec(pc, offer.codec)
+            if self.config.transport_cc:
+                session.start_transport_cc(pc)
             video = next(t for t in pc.getTransceivers() if t.kind == "video")
             if video.direction in ("sendrecv", "recvonly"):  # our view: we receive, and send back if asked
                 session.subscribe(pc, offer.codec, publisher=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,57 +23,12 @@ import aiohttp
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
 from gateway.rtc.ice import IceConfig
-from tests.integration.chromium import CHROMIUM, HEADLESS_FLAGS
+from loadgen.chromium import CHROMIUM, PUBLISHER_FLAGS, Page, free_port, page_ws
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-FLAGS = (
-    *HEADLESS_FLAGS,
-    "--use-fake-device-for-media-stream",
-    "--use-fake-ui-for-media-stream",
-    "--allow-loopback-in-peer-connection",
-    "--autoplay-policy=no-user-gesture-required",
-    "--window-size=1100,720",
-)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Page:
-    """The smallest DevTools client: Runtime.evaluate on one page target."""
-
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        self.ws = ws
-        self._id = 0
-
-    async def call(self, method: str, **params: Any) -> dict[str, Any]:
-        self._id += 1
-        await self.ws.send_json({"id": self._id, "method": method, "params": params})
-        while True:
-            msg = await self.ws.receive_json(timeout=10)
-            if msg.get("id") == self._id:
-                result: dict[str, Any] = msg.get("result", {})
-                return result
-
-    async def evaluate(self, expression: str) -> Any:
-        r = await self.call("Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True)
-        return r.get("result", {}).get("value")
-
-
-async def _page_ws(http: aiohttp.ClientSession, devtools: int, deadline: float) -> str:
-    while time.monotonic() < deadline:
-        try:
-            async with http.get(f"http://127.0.0.1:{devtools}/json/list") as r:
-                pages = [t for t in await r.json() if t.get("type") == "page"]
-                if pages:
-                    return str(pages[0]["webSocketDebuggerUrl"])
-        except aiohttp.ClientError:
-            pass
-        await asyncio.sleep(0.2)
-    raise TimeoutError("Chromium's DevTools endpoint never came up")
+FLAGS = PUBLISHER_FLAGS
+_free_port = free_port
+_page_ws = page_ws
 
 
 async def _stats(page: Page) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The demo page in real headless Chromium (fake camera) against a real gateway, both inside a network
 namespace with only `lo` (`unshare -n`), so WebRTC media can only flow over loopback. The fake camera shows
 no face: the gateway must still stream, and keep streaming at the new size when the browser lowers its
-sending resolution mid-stream."""
+sending resolution mid-stream; and transport-cc is negotiated with the browser (gateway.rtc.transport_cc)."""
 
 from __future__ import annotations
 
@@ -48,3 +48,6 @@ def test_demo_page_streams_and_follows_a_resolution_drop(model_store: object) ->
     assert after["framesReceived"] >= before["framesReceived"] + 30
     (session,) = result["gateway"].values()
     assert session["frames_out"] > 0 and session["state"] == "connected"
+    # Chromium offered transport-cc, got it in the answer, stamped its packets, and was sent their arrivals
+    feedback = session["transport_cc"]
+    assert feedback is not None and feedback["packets_recorded"] > 100 and feedback["feedback_sent"] > 10

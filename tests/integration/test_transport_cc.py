@@ -1,0 +1,155 @@
+"""Transport-cc towards publishers (gateway.rtc.transport_cc): an offer with the transport-wide sequence
+number extension and `transport-cc` feedback gets both back in the answer, and the gateway reports every
+stamped packet's arrival in transport-cc feedback packets (the format libwebrtc's congestion control reads).
+
+aiortc's own sender does not stamp transport-wide sequence numbers, so the publisher here stamps them on its
+way out (its DTLS transport's `_send_rtp`, before SRTP) and reads the feedback on its way in, as a browser
+would. Real peers on 127.0.0.1, the gateway unmodified."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import time
+
+import aiohttp
+import cv2
+import numpy as np
+import pytest
+from aiortc import RTCPeerConnection, RTCSessionDescription
+from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParameters
+from aiortc.rtp import HeaderExtensionsMap, RtpPacket, is_rtcp
+
+from gateway.http.keys import sessions_of
+from gateway.media.transport_feedback import RTCP_RTPFB, TRANSPORT_CC_FMT, TransportFeedback, parse_feedback
+from gateway.rtc.ice import create_peer_connection
+from gateway.rtc.transport_cc import TRANSPORT_CC_URI
+from tests.integration.conftest import (
+    LOOPBACK,
+    FakePipeline,
+    StampedTrack,
+    gw_config,
+    running_gateway,
+    wait_for,
+)
+
+EXT_ID = 5
+MID_URI = "urn:ietf:params:rtp-hdrext:sdes:mid"
+ABS_SEND_TIME_URI = "http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time"
+
+
+def offer_transport_cc(sdp: str) -> str:
+    """Add the extension and `transport-cc` feedback for VP8 to the video m-line, as a browser offers them."""
+    lines = sdp.split("\r\n")
+    out: list[str] = []
+    for line in lines:
+        out.append(line)
+        if line.startswith("a=extmap:") and ABS_SEND_TIME_URI in line:
+            out.append(f"a=extmap:{EXT_ID} {TRANSPORT_CC_URI}")
+        match = re.match(r"a=rtpmap:(\d+) VP8/90000", line)
+        if match:
+            out.append(f"a=rtcp-fb:{match.group(1)} transport-cc")
+    return "\r\n".join(out)
+
+
+class Stamper:
+    """The publisher's side: a transport-wide sequence number on every RTP packet it sends, and the
+    transport-cc feedback packets it receives."""
+
+    def __init__(self, pc: RTCPeerConnection, answer_ids: dict[str, int]) -> None:
+        transport = pc.getTransceivers()[0].sender.transport
+        self.extensions = HeaderExtensionsMap()
+        self.extensions.configure(
+            RTCRtpParameters(
+                headerExtensions=[RTCRtpHeaderExtensionParameters(id=i, uri=u) for u, i in answer_ids.items()]
+            )
+        )
+        self.sent: dict[int, float] = {}
+        self.feedback: list[TransportFeedback] = []
+        counter = itertools.count()
+        send_rtp, handle_rtcp = transport._send_rtp, transport._handle_rtcp_data
+
+        async def send(data: bytes) -> None:
+            if not is_rtcp(data):
+                packet = RtpPacket.parse(data, self.extensions)
+                sequence = next(counter) & 0xFFFF
+                packet.extensions.transport_sequence_number = sequence
+                self.sent[sequence] = time.monotonic()
+                data = packet.serialize(self.extensions)
+            await send_rtp(data)
+
+        async def handle(data: bytes) -> None:
+            pos = 0
+            while pos + 4 <= len(data):
+                size = 4 * (int.from_bytes(data[pos + 2 : pos + 4], "big") + 1)
+                if data[pos + 1] == RTCP_RTPFB and data[pos] & 0x1F == TRANSPORT_CC_FMT:
+                    self.feedback.append(parse_feedback(data[pos : pos + size]))
+                pos += size
+            await handle_rtcp(data)
+
+        transport._send_rtp = send
+        transport._handle_rtcp_data = handle
+
+
+def extmap_ids(sdp: str) -> dict[str, int]:
+    return {uri: int(i) for i, uri in re.findall(r"a=extmap:(\d+)(?:/\w+)? (\S+)", sdp)}
+
+
+async def _publish(offer_tcc: bool, enabled: bool, seconds: float) -> tuple[str, Stamper, dict[str, object]]:
+    image = cv2.resize(np.full((240, 320, 3), 90, np.uint8), (320, 240))
+    async with (
+        running_gateway(gw_config(transport_cc=enabled), pipeline=FakePipeline()) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+        pc = create_peer_connection(LOOPBACK)
+        track = StampedTrack([image], 15.0)
+        pc.addTransceiver(track, direction="sendrecv")
+        await pc.setLocalDescription(await pc.createOffer())
+        offer = pc.localDescription.sdp
+        offer = offer_transport_cc(offer) if offer_tcc else offer
+        async with http.post(
+            gw.url + "/whip", data=offer, headers={"Content-Type": "application/sdp"}
+        ) as resp:
+            assert resp.status == 201, await resp.text()
+            answer = await resp.text()
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+        stamper = Stamper(pc, {**extmap_ids(answer), TRANSPORT_CC_URI: EXT_ID})
+        (session,) = sessions_of(gw.app).sessions.values()
+        try:
+            assert await wait_for(lambda: session.counters.frames_in >= 3, 20)
+            await asyncio.sleep(seconds)
+            summary = session.summary()
+        finally:
+            track.stop()
+            await pc.close()
+    return answer, stamper, summary
+
+
+async def test_every_stamped_packet_is_reported_with_its_arrival_time() -> None:
+    answer, stamper, summary = await _publish(offer_tcc=True, enabled=True, seconds=2.0)
+    video = answer[answer.index("m=video") :]
+    assert f"a=extmap:{EXT_ID} {TRANSPORT_CC_URI}" in video
+    assert re.search(r"a=rtcp-fb:\d+ transport-cc", video)
+
+    reported = {seq: at for fb in stamper.feedback for seq, at in fb.arrivals}
+    received = {seq: at for seq, at in reported.items() if at is not None}
+    assert len(stamper.feedback) >= 10  # every 50 ms while packets arrive
+    # all but the last interval's packets are reported, each once, none lost on a clean loopback
+    assert len(received) >= 0.9 * len(stamper.sent) and len(reported) == len(received)
+    assert set(received) <= set(stamper.sent)
+    # the reported arrivals keep the spacing the packets were sent with (a clean link: a few ms of jitter)
+    first, last = min(received), max(received)
+    sent_span = stamper.sent[last] - stamper.sent[first]
+    arrival_span = (received[last] - received[first]) / 1e6
+    assert sent_span > 1.0 and abs(arrival_span - sent_span) < 0.1
+    assert [fb.feedback_count for fb in stamper.feedback[:5]] == list(range(5))
+    stats = summary["transport_cc"]
+    assert isinstance(stats, dict) and stats["feedback_sent"] >= len(stamper.feedback)
+
+
+@pytest.mark.parametrize(("offer_tcc", "enabled"), [(False, True), (True, False)])
+async def test_no_transport_cc_unless_offered_and_enabled(offer_tcc: bool, enabled: bool) -> None:
+    answer, stamper, summary = await _publish(offer_tcc=offer_tcc, enabled=enabled, seconds=1.0)
+    assert "transport-cc" not in answer and TRANSPORT_CC_URI not in answer
+    assert stamper.feedback == [] and summary["transport_cc"] is None
