@@ -82,11 +82,22 @@ def write_y4m(source: Path, out: Path, width: int, height: int, fps: int) -> int
     return frames
 
 
-def tbf_change(kbps: float, queue_ms: float) -> list[str]:
-    """Change the uplink's tbf (handle 10:, publisher -> gateway) to a new rate."""
+def tbf_change(kbps: float, queue_ms: float, shared: bool) -> list[str]:
+    """Change the uplink's tbf (handle 10:, publisher -> gateway, or the one shared link) to a new rate."""
     burst = max(1600, int(kbps * 1000 / 8 / 250))  # as loadgen.impair: a jiffy's worth of bytes at HZ=250
-    return ["tc", "qdisc", "change", "dev", "lo", "parent", "1:10", "handle", "10:", "tbf",
+    where = ["root"] if shared else ["parent", "1:10"]
+    return ["tc", "qdisc", "change", "dev", "lo", *where, "handle", "10:", "tbf",
             "rate", f"{kbps:g}kbit", "burst", str(burst), "latency", f"{queue_ms:g}ms"]  # fmt: skip
+
+
+def link_commands(impairment: Impairment, shared: bool) -> list[list[str]]:
+    """One bottleneck per direction (`bench_network.per_direction_tc`), or one tbf (handle 10:) that both
+    directions share, as `bench_network.py --shaper tc` without `--per-direction`."""
+    if shared:
+        return [
+            ["tc", "qdisc", "add", "dev", "lo", "root", "handle", "10:", *bench_network.tbf_spec(impairment)]
+        ]
+    return bench_network.per_direction_tc(impairment)
 
 
 async def uplink_counters() -> dict[str, int]:
@@ -104,6 +115,7 @@ async def inside(
     out: Path,
     step: tuple[float, float] | None,
     queue_ms: float,
+    shared: bool,
 ) -> int:
     """In the namespace: the gateway, Chromium publishing to it, samples every second (with the uplink
     qdisc's counters), the uplink's rate stepped to `step` = (kbit/s, at second) if given."""
@@ -144,7 +156,7 @@ async def inside(
                     while time.monotonic() - t0 < duration_s:
                         await asyncio.sleep(1.0)
                         if not stepped and step is not None and time.monotonic() - t0 >= step[1]:
-                            subprocess.run(tbf_change(step[0], queue_ms), check=True)
+                            subprocess.run(tbf_change(step[0], queue_ms, shared), check=True)
                             stepped = True
                             result["stepped_at_s"] = round(time.monotonic() - t0, 2)
                         browser_stats = json.loads(await page.evaluate(STATS_JS) or "{}")
@@ -171,7 +183,7 @@ async def inside(
         await runner.cleanup()
         tc = subprocess.run(["tc", "-s", "qdisc", "show", "dev", "lo"], capture_output=True, text=True)
         counters = bench_network.qdisc_counters_by_handle(tc.stdout)
-        directions = bench_network.DIRECTIONS
+        directions = {"10:": "shared"} if shared else bench_network.DIRECTIONS
         result["qdisc"] = {directions[h]: c for h, c in counters.items() if h in directions}
     out.write_text(json.dumps(result))
     return 0 if "error" not in result else 1
@@ -252,7 +264,8 @@ def summarise(result: dict[str, Any], warmup_s: float) -> dict[str, Any]:
         "error": result.get("error"),
         "stepped_at_s": stepped,
         **windows,
-        "uplink_qdisc": (result.get("qdisc") or {}).get("publisher_to_gateway"),
+        "uplink_qdisc": (result.get("qdisc") or {}).get("publisher_to_gateway")
+        or (result.get("qdisc") or {}).get("shared"),
         "downlink_qdisc": (result.get("qdisc") or {}).get("gateway_to_publisher"),
         "transport_cc": (samples[-1].get("transport_cc") if samples else None),
     }
@@ -263,8 +276,9 @@ def run_arm(arm: str, args: argparse.Namespace, video: Path, work: Path, index: 
     out = work / f"{arm}-{index}.json"
     step = args.step or "none"
     command = [sys.executable, str(Path(__file__).resolve()), "--inside", str(out), str(args.duration),
-               str(video), step, str(args.queue_ms), "--", *ARMS[arm]]  # fmt: skip
-    tc = " && ".join(shlex.join(c) for c in bench_network.per_direction_tc(impairment))
+               str(video), step, str(args.queue_ms), "shared" if args.shared else "split", "--",
+               *ARMS[arm]]  # fmt: skip
+    tc = " && ".join(shlex.join(c) for c in link_commands(impairment, args.shared))
     script = f"{bench_network.LO_UP} && {tc} && exec {shlex.join(command)}"
     done = subprocess.run(
         [*bench_network.namespace_prefix(), "sh", "-c", script],
@@ -306,10 +320,12 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--inside":
-        out, duration, y4m, step, queue_ms = sys.argv[2:7]
+        out, duration, y4m, step, queue_ms, link = sys.argv[2:8]
         rest = sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else []
         change = None if step == "none" else (float(step.split("@")[0]), float(step.split("@")[1]))
-        return asyncio.run(inside(rest, float(duration), Path(y4m), Path(out), change, float(queue_ms)))
+        return asyncio.run(
+            inside(rest, float(duration), Path(y4m), Path(out), change, float(queue_ms), link == "shared")
+        )
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--rate-kbps", type=float, default=600.0, help="each direction's bottleneck")
@@ -320,6 +336,11 @@ def main() -> int:
         "--step",
         help="KBPS@SECONDS: change the uplink's rate to KBPS that far into the run "
         "(the after window), e.g. 400@20",
+    )
+    parser.add_argument(
+        "--shared",
+        action="store_true",
+        help="one tbf that both directions share (the uplink columns then count that link)",
     )
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--arms", default="tcc,remb", help=f"comma-separated, of {sorted(ARMS)}")
@@ -351,7 +372,7 @@ def main() -> int:
                 print("\n".join(table([row]).splitlines()[2:]), flush=True)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     settings = {"rate_kbps": args.rate_kbps, "queue_ms": args.queue_ms, "step": args.step,
-                "duration_s": args.duration, "warmup_s": args.warmup}  # fmt: skip
+                "shared": args.shared, "duration_s": args.duration, "warmup_s": args.warmup}  # fmt: skip
     args.output.write_text(json.dumps({**settings, "runs": rows}, indent=1))
     print(table(rows))
     print(f"wrote {args.output}")

@@ -193,8 +193,11 @@ class FeedbackRecorder:
     cuts them into feedback packets. Sequence numbers are unwrapped (16 bits on the wire); a packet older than
     what was already reported is left out (it was reported lost), as is one arriving twice."""
 
-    def __init__(self, max_status_count: int = MAX_STATUS_COUNT) -> None:
+    def __init__(
+        self, max_status_count: int = MAX_STATUS_COUNT, max_pending: int = 8 * MAX_STATUS_COUNT
+    ) -> None:
         self._max = max_status_count
+        self._max_pending = max_pending  # bounds memory while nothing is taken (no RTCP SSRC yet, a stall)
         self._arrivals: dict[int, int] = {}  # unwrapped sequence -> arrival (us)
         self._last_unwrapped: int | None = None
         self._next_base: int | None = None  # the first sequence not yet reported
@@ -218,7 +221,8 @@ class FeedbackRecorder:
             self._next_base = unwrapped
         if unwrapped < self._next_base or unwrapped in self._arrivals:
             return
-        if unwrapped - self._next_base >= 0x8000:  # a jump no feedback can span: start over from here
+        if unwrapped - self._next_base >= 0x8000 or len(self._arrivals) >= self._max_pending:
+            # a jump no feedback can span, or nothing taken for too long: start over from here
             self._arrivals.clear()
             self._next_base = unwrapped
         self._arrivals[unwrapped] = arrival_us

@@ -125,3 +125,13 @@ def test_recorder_splits_when_a_delta_does_not_fit() -> None:
     packets = [parse_feedback(p) for p in recorder.take(1, 2)]
     assert [fb.base_sequence for fb in packets] == [1, 2]
     assert [at for fb in packets for _, at in fb.arrivals] == [0, 9_000_000]
+
+
+def test_recorder_memory_is_bounded_when_nothing_is_taken() -> None:
+    recorder = FeedbackRecorder(max_status_count=16, max_pending=64)
+    for sequence in range(1000):
+        recorder.add(sequence, sequence * 1000)
+    assert recorder.pending <= 64
+    packets = [parse_feedback(p) for p in recorder.take(1, 2)]
+    reported = [seq for fb in packets for seq, at in fb.arrivals if at is not None]
+    assert reported == list(range(reported[0], 1000)) and len(reported) <= 64
