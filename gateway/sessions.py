@@ -180,6 +180,7 @@ class Session:
         self.uplink: uplink_feedback.UplinkFeedback | None = None  # loss-based REMB cap, once media flows
         self.uplink_delay = OneWayDelay()  # the publisher's uplink queue, from its frames' arrival times
         self.transport_cc: transport_cc.TransportCcFeedback | None = None  # when the answer negotiated it
+        self.transport_cc_send: transport_cc.SendSideFeedback | None = None  # the publisher's return stream
 
     # --- wiring ---------------------------------------------------------------------------------------------
     def start_media(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
@@ -247,8 +248,13 @@ class Session:
                 if _needs_pipeline(options, self.source):
                     # capture time ~ when its last packet came (before decode): smoothing and the crop's lead
                     # measure motion between frames as they were filmed, not as they happened to be scheduled
-                    item = FrameItem(image=image, source=self.source, options=options, track=self._face_track,
-                                     time_s=completed if completed is not None else arrival)
+                    item = FrameItem(
+                        image=image,
+                        source=self.source,
+                        options=options,
+                        track=self._face_track,
+                        time_s=completed if completed is not None else arrival,
+                    )
                     future = self._scheduler.submit(
                         self.id, frame_id, item, arrival, self._deadline(arrival, completed)
                     )
@@ -257,8 +263,15 @@ class Session:
                     future.set_result(_passed_through(image))
                 self.counters.frames_in += 1
                 self._pending.put_nowait(
-                    _Pending(frame_id, arrival, int(frame.pts or 0), image, decode_ms, future,
-                             frame if is_i420(frame) else None)
+                    _Pending(
+                        frame_id,
+                        arrival,
+                        int(frame.pts or 0),
+                        image,
+                        decode_ms,
+                        future,
+                        frame if is_i420(frame) else None,
+                    )
                 )
                 if ended:
                     break
@@ -363,11 +376,14 @@ class Session:
         paths = [policy.worst_path() for policy in sending]
         queues = [queue for queue, _ in paths if queue is not None]
         losses = [loss for _, loss in paths if loss is not None]
-        self._monitor.session_link(self.id, LinkState(
-            send_bps=sum(policy.current_bps for policy in sending),
-            queue_s=max(queues, default=None),
-            loss=max(losses, default=None),
-        ))
+        self._monitor.session_link(
+            self.id,
+            LinkState(
+                send_bps=sum(policy.current_bps for policy in sending),
+                queue_s=max(queues, default=None),
+                loss=max(losses, default=None),
+            ),
+        )
 
     async def add_remote_candidates(self, fragment: TrickleFragment) -> None:
         """Feed trickled candidates to ICE. A different ufrag is an ICE restart, which is refused."""
@@ -400,6 +416,10 @@ class Session:
         sender = pc.addTrack(encoder.subscribe())
         encoder.bind_sender(sender, self.uplink_delay.standing if publisher else None)
         self.audio.stamp_video(sender)
+        if self.config.transport_cc:  # where the answer has it: per-packet feedback for the bitrate policy
+            side = transport_cc.install_send_side(pc, sender, encoder.transit_sink(sender))
+            if publisher:
+                self.transport_cc_send = side
 
     # --- viewers --------------------------------------------------------------------------------------------
     async def add_viewer(self, offer_sdp: str, ice: IceConfig) -> tuple[str, str]:
@@ -424,6 +444,8 @@ class Session:
             answer_as_dtls_server(pc)
             keep_offered_h264_profiles(pc)
             answer_video_codec(pc, codec)
+            if self.config.transport_cc:
+                transport_cc.answer_transport_cc(pc)
             self.subscribe(pc, codec)
             self.audio.attach_viewer(pc)
             await pc.setLocalDescription(await pc.createAnswer())
@@ -504,6 +526,9 @@ class Session:
             "send_bitrate": {codec: e.bitrate.snapshot(now) for codec, e in self.encoders.items()},
             "uplink": self.uplink.stats() if self.uplink is not None else None,
             "transport_cc": self.transport_cc.stats() if self.transport_cc is not None else None,
+            "transport_cc_send": self.transport_cc_send.stats()
+            if self.transport_cc_send is not None
+            else None,
             "receive_recovery": next(
                 (recovery_counters(r) for r in self.pc.getReceivers() if r.track and r.track.kind == "video"),
                 None,

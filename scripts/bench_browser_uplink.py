@@ -8,7 +8,9 @@ gateway marks its media AF41, u32 splits the directions, TCP is unshaped). Every
 `getStats()` (what the browser sends, its own estimate of the link, the processed stream it receives) and the
 gateway's view of the session (frames in, the uplink's loss and queue, feedback sent); at the end the qdisc's
 own counters per direction. `--arms` picks the gateway flags to compare (`tcc`: the default, transport-cc
-answered; `remb`: `--no-transport-cc`); arms alternate within each repeat.
+answered; `remb`: `--no-transport-cc`); arms alternate within each repeat. `--step KBPS@S` changes the
+uplink's rate S seconds in (`--step-link down`: the downlink's, which carries the processed stream back to
+the browser), and the numbers are then given before and after it.
 
 Delay, jitter and loss need sch_netem, which this project's kernels lack: the link here is a rate and a
 drop-tail queue on a loopback with no base delay. Traffic stays on 127.0.0.1.
@@ -82,11 +84,13 @@ def write_y4m(source: Path, out: Path, width: int, height: int, fps: int) -> int
     return frames
 
 
-def tbf_change(kbps: float, queue_ms: float, shared: bool) -> list[str]:
-    """Change the uplink's tbf (handle 10:, publisher -> gateway, or the one shared link) to a new rate."""
+def tbf_change(kbps: float, queue_ms: float, shared: bool, down: bool = False) -> list[str]:
+    """Change a tbf to a new rate: the uplink's (handle 10:, publisher -> gateway), the downlink's (20:,
+    `down`) or the one shared link's."""
     burst = max(1600, int(kbps * 1000 / 8 / 250))  # as loadgen.impair: a jiffy's worth of bytes at HZ=250
-    where = ["root"] if shared else ["parent", "1:10"]
-    return ["tc", "qdisc", "change", "dev", "lo", *where, "handle", "10:", "tbf",
+    handle = "20:" if down and not shared else "10:"
+    where = ["root"] if shared else ["parent", "1:20" if handle == "20:" else "1:10"]
+    return ["tc", "qdisc", "change", "dev", "lo", *where, "handle", handle, "tbf",
             "rate", f"{kbps:g}kbit", "burst", str(burst), "latency", f"{queue_ms:g}ms"]  # fmt: skip
 
 
@@ -100,12 +104,12 @@ def link_commands(impairment: Impairment, shared: bool) -> list[list[str]]:
     return bench_network.per_direction_tc(impairment)
 
 
-async def uplink_counters() -> dict[str, int]:
+async def qdisc_counters() -> dict[str, dict[str, int]]:
     proc = await asyncio.create_subprocess_exec(
         "tc", "-s", "qdisc", "show", "dev", "lo", stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
     stdout, _ = await proc.communicate()
-    return bench_network.qdisc_counters_by_handle(stdout.decode()).get("10:", {})
+    return bench_network.qdisc_counters_by_handle(stdout.decode())
 
 
 async def inside(
@@ -113,7 +117,7 @@ async def inside(
     duration_s: float,
     video: Path,
     out: Path,
-    step: tuple[float, float] | None,
+    step: tuple[float, float, bool] | None,
     queue_ms: float,
     shared: bool,
 ) -> int:
@@ -156,13 +160,14 @@ async def inside(
                     while time.monotonic() - t0 < duration_s:
                         await asyncio.sleep(1.0)
                         if not stepped and step is not None and time.monotonic() - t0 >= step[1]:
-                            subprocess.run(tbf_change(step[0], queue_ms, shared), check=True)
+                            subprocess.run(tbf_change(step[0], queue_ms, shared, step[2]), check=True)
                             stepped = True
                             result["stepped_at_s"] = round(time.monotonic() - t0, 2)
                         browser_stats = json.loads(await page.evaluate(STATS_JS) or "{}")
                         manager = app[STATE].sessions
                         sessions = list(manager.sessions.values()) if manager is not None else []
                         summary = sessions[0].summary() if sessions else {}
+                        counters = await qdisc_counters()
                         result["samples"].append({
                             "t_s": round(time.monotonic() - t0, 2),
                             "browser": browser_stats,
@@ -170,7 +175,10 @@ async def inside(
                             "uplink": summary.get("uplink"),
                             "transport_cc": summary.get("transport_cc"),
                             "receive_recovery": summary.get("receive_recovery"),
-                            "uplink_qdisc": await uplink_counters(),
+                            "send_bitrate": summary.get("send_bitrate"),
+                            "transport_cc_send": summary.get("transport_cc_send"),
+                            **{f"{name}_qdisc": counters.get(handle, {}) for handle, name in
+                               (("10:", "uplink"), ("20:", "downlink"))},
                         })  # fmt: skip
             browser.terminate()
             browser.wait(10)
@@ -203,7 +211,7 @@ def _p95(values: list[float]) -> float | None:
 def window(samples: list[dict[str, Any]], start_s: float, end_s: float) -> dict[str, Any]:
     """Numbers over the samples in [start_s, end_s): rates from consecutive samples' counters."""
     inside_window = [s for s in samples if start_s <= s["t_s"] < end_s]
-    send_kbps, fps, dropped, passed = [], [], 0, 0
+    send_kbps, fps, dropped, passed, down_dropped, down_passed = [], [], 0, 0, 0, 0
     for a, b in zip(inside_window, inside_window[1:], strict=False):
         dt = b["t_s"] - a["t_s"]
         ba, bb = a["browser"], b["browser"]
@@ -215,6 +223,10 @@ def window(samples: list[dict[str, Any]], start_s: float, end_s: float) -> dict[
         if qa and qb:
             dropped += qb["dropped"] - qa["dropped"]
             passed += qb["packets"] - qa["packets"]
+        da, db = a.get("downlink_qdisc") or {}, b.get("downlink_qdisc") or {}
+        if da and db:
+            down_dropped += db["dropped"] - da["dropped"]
+            down_passed += db["packets"] - da["packets"]
     browser = [s["browser"] for s in inside_window]
     windows = [(s.get("uplink") or {}).get("last_window") or {} for s in inside_window]
     queue_ms = [w["queue_ms"] for w in windows if w.get("queue_ms") is not None]
@@ -238,6 +250,10 @@ def window(samples: list[dict[str, Any]], start_s: float, end_s: float) -> dict[
         "uplink_queue_ms_p50": _median(queue_ms),
         "uplink_queue_ms_p95": _p95(queue_ms),
         "uplink_dropped_pct": round(100 * dropped / max(dropped + passed, 1), 2),
+        "downlink_dropped_pct": round(100 * down_dropped / max(down_dropped + down_passed, 1), 2),
+        "gateway_target_kbps_p50": _median(
+            [t / 1000 for s in inside_window for t in [_target(s)] if t is not None]
+        ),
         "gateway_fps_p50": _median(fps),
         "gateway_fps_min": round(min(fps), 1) if fps else None,
         "sent_width": last.get("frameWidth"),
@@ -249,6 +265,13 @@ def window(samples: list[dict[str, Any]], start_s: float, end_s: float) -> dict[
         "processed_frozen_s": round(delta("totalFreezesDuration"), 2),
         "processed_frames": delta("framesReceived"),
     }
+
+
+def _target(sample: dict[str, Any]) -> float | None:
+    """The gateway's VP8 target in one sample (the processed stream's encoder)."""
+    send = (sample.get("send_bitrate") or {}).get("VP8") or {}
+    target = send.get("target_bps")
+    return float(target) if target is not None else None
 
 
 def summarise(result: dict[str, Any], warmup_s: float) -> dict[str, Any]:
@@ -274,7 +297,7 @@ def summarise(result: dict[str, Any], warmup_s: float) -> dict[str, Any]:
 def run_arm(arm: str, args: argparse.Namespace, video: Path, work: Path, index: int) -> dict[str, Any]:
     impairment = Impairment("browser", rate_kbps=args.rate_kbps, queue_ms=args.queue_ms)
     out = work / f"{arm}-{index}.json"
-    step = args.step or "none"
+    step = (f"{args.step_link}:" if args.step_link == "down" else "") + args.step if args.step else "none"
     command = [sys.executable, str(Path(__file__).resolve()), "--inside", str(out), str(args.duration),
                str(video), step, str(args.queue_ms), "shared" if args.shared else "split", "--",
                *ARMS[arm]]  # fmt: skip
@@ -296,9 +319,10 @@ def run_arm(arm: str, args: argparse.Namespace, video: Path, work: Path, index: 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| arm | run | window | browser sends (kbit/s) | its estimate | uplink queue p50 / p95 "
-        "| pair RTT p50 / p95 | uplink dropped | gateway fps p50 / min | NACKs | processed freezes (s) |"
+        "| pair RTT p50 / p95 | uplink dropped | gateway fps p50 / min | NACKs | processed freezes (s) "
+        "| gateway sends (target kbit/s) | downlink dropped |"
     )
-    lines = [head, "|" + "---|" * 11]
+    lines = [head, "|" + "---|" * 13]
     for r in rows:
         if r.get("error") and not r.get("before"):
             lines.append(f"| {r['arm']} | {r.get('run')} | error: {str(r['error'])[:80]} |")
@@ -313,7 +337,8 @@ def table(rows: list[dict[str, Any]]) -> str:
                 f"| {w['uplink_queue_ms_p50']} / {w['uplink_queue_ms_p95']} ms "
                 f"| {w['pair_rtt_ms_p50']} / {w['pair_rtt_ms_p95']} ms | {w['uplink_dropped_pct']} % "
                 f"| {w['gateway_fps_p50']} / {w['gateway_fps_min']} | {w['nacks']:g} "
-                f"| {w['processed_freezes']:g} ({w['processed_frozen_s']}) |"
+                f"| {w['processed_freezes']:g} ({w['processed_frozen_s']}) "
+                f"| {w['gateway_target_kbps_p50']} | {w['downlink_dropped_pct']} % |"
             )
     return "\n".join(lines)
 
@@ -322,7 +347,9 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--inside":
         out, duration, y4m, step, queue_ms, link = sys.argv[2:8]
         rest = sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else []
-        change = None if step == "none" else (float(step.split("@")[0]), float(step.split("@")[1]))
+        down = step.startswith("down:")
+        rate, _, at = step.removeprefix("down:").partition("@")
+        change = None if step == "none" else (float(rate), float(at), down)
         return asyncio.run(
             inside(rest, float(duration), Path(y4m), Path(out), change, float(queue_ms), link == "shared")
         )

@@ -59,7 +59,7 @@ from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 
-from gateway.media.queue_delay import QueueDelay
+from gateway.media.queue_delay import TRANSIT_SAMPLES, QueueDelay
 
 # libwebrtc's default ceiling per picture size (webrtc_video_engine.cc, GetMaxDefaultVideoBitrateKbps): what a
 # browser sends its own camera at, so the processed stream is not re-encoded below what the publisher sent.
@@ -101,6 +101,11 @@ class BitrateConfig:
     delay_increase: float = 1.08
     base_window_s: float = 30.0
     rtt_grace_s: float = 5.0  # how long a reporting receiver without a round trip yet holds increases back
+    # transport-cc receivers (one-way transit every 50-100 ms): at most one delay-based cut per this long,
+    # so the cuts do not compound while the queue drains; a transit jump beyond `transit_jump_s` is a new
+    # clock at the receiver (its reference time wrapped or restarted), not a queue
+    transit_cut_hold_s: float = 1.0
+    transit_jump_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 < self.min_bps <= self.max_bps:
@@ -131,6 +136,17 @@ class _Receiver:
     remb_at: float = float("-inf")
     last_loss: float | None = None
     first_report_at: float | None = None  # its first feedback of any kind
+    transit: QueueDelay | None = None  # one-way queue from its transport-cc feedback, when it sends any
+    transit_cut_at: float = float("-inf")
+    transit_samples: int = 0
+
+    def delay_queue(self, now: float, stale_after_s: float) -> QueueDelay:
+        """The queue signal that rules this receiver: its transport-cc transit while that is fresh, else the
+        round trips of its receiver reports."""
+        transit = self.transit
+        if transit is not None and now - transit.last_at <= stale_after_s:
+            return transit
+        return self.queue
 
 
 @dataclass
@@ -216,6 +232,8 @@ class BitratePolicy:
         if rtt_s - reverse_queue_s < 0:
             return
         queue_s = receiver.queue.add(rtt_s - reverse_queue_s, now)
+        if receiver.delay_queue(now, config.stale_after_s) is not receiver.queue:
+            return  # its transport-cc feedback measures the same queue, 10-20 times as often
         if receiver.queue.filling(config.delay_high_s, config.drain_s):
             sent = self.sent_bps(now) or float(self.current_bps)
             receiver.delay_based_bps = max(
@@ -224,6 +242,36 @@ class BitratePolicy:
         elif queue_s < config.delay_low_s and (receiver.last_loss or 0.0) < config.loss_low:
             receiver.delay_based_bps = min(
                 receiver.delay_based_bps * config.delay_increase, float(config.max_bps)
+            )
+
+    def on_transit(self, key: Hashable, transit_s: float, acked_bps: float | None, now: float) -> None:
+        """One transport-cc feedback packet of this receiver (`gateway.media.send_history`): the lowest
+        one-way transit of the packets it reports (arrival on its clock minus our send time) and the rate it
+        acknowledged. The same delay rule as `on_rtt`, on a one-way queue measured 10-20 times a second:
+        a standing queue cuts the delay-based rate to `delay_decrease` x what arrived (at most once per
+        `transit_cut_hold_s`); a short queue and no loss let it grow by `delay_increase` per second."""
+        receiver = self._receiver(key, now)
+        config = self.config
+        transit = receiver.transit
+        if transit is None or (
+            transit.last_rtt_s is not None and abs(transit_s - transit.last_rtt_s) > config.transit_jump_s
+        ):
+            transit = receiver.transit = QueueDelay(
+                window_s=config.base_window_s, _samples=deque(maxlen=TRANSIT_SAMPLES)
+            )
+        elapsed = min(max(now - transit.last_at, 0.0), 1.0)
+        queue_s = transit.add(transit_s, now)
+        receiver.transit_samples += 1
+        if transit.filling(config.delay_high_s, config.drain_s):
+            if now - receiver.transit_cut_at >= config.transit_cut_hold_s:
+                arrived = acked_bps or self.sent_bps(now) or float(self.current_bps)
+                receiver.delay_based_bps = max(
+                    float(config.min_bps), min(receiver.delay_based_bps, arrived * config.delay_decrease)
+                )
+                receiver.transit_cut_at = now
+        elif queue_s < config.delay_low_s and (receiver.last_loss or 0.0) < config.loss_low:
+            receiver.delay_based_bps = min(
+                receiver.delay_based_bps * config.delay_increase**elapsed, float(config.max_bps)
             )
 
     def on_sent(self, nbytes: int, now: float) -> None:
@@ -277,7 +325,7 @@ class BitratePolicy:
         queue can be seen. A receiver that never gives round trips stops blocking after the grace time (the
         loss-based rule alone then decides)."""
         for receiver in self._receivers.values():
-            queue = receiver.queue
+            queue = receiver.delay_queue(now, self.config.stale_after_s)
             if queue.previous_queue_s is None:  # none, or one round trip: its own base, it shows nothing yet
                 started = receiver.first_report_at
                 if started is not None and now - started < self.config.rtt_grace_s:
@@ -288,8 +336,10 @@ class BitratePolicy:
         return False
 
     def worst_path(self) -> tuple[float | None, float | None]:
-        """(largest queueing delay in s, largest fraction lost) over the receivers' latest reports."""
-        queues = [r.queue.queue_s for r in self._receivers.values() if r.queue.queue_s is not None]
+        """(largest queueing delay in s, largest fraction lost) over the receivers' latest reports (the
+        transport-cc queue for receivers that sent feedback)."""
+        paths = [r.transit if r.transit is not None else r.queue for r in self._receivers.values()]
+        queues = [q.queue_s for q in paths if q.queue_s is not None]
         losses = [r.last_loss for r in self._receivers.values() if r.last_loss is not None]
         return (max(queues) if queues else None), (max(losses) if losses else None)
 
@@ -310,6 +360,9 @@ class BitratePolicy:
                     "rtt_ms": _ms(r.queue.last_rtt_s),
                     "queue_ms": _ms(r.queue.queue_s),
                     "reverse_queue_ms": _ms(r.reverse_queue_s),
+                    # transport-cc: the one-way queue, and how many feedback packets gave it
+                    "transit_queue_ms": _ms(r.transit.queue_s) if r.transit is not None else None,
+                    "transit_samples": r.transit_samples,
                 }
                 for r in self._receivers.values()
             ],

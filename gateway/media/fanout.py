@@ -29,6 +29,7 @@ from gateway.media.colour import rgb_to_i420
 from gateway.media.feedback import watch_sender_feedback
 from gateway.media.packet_track import QueuedPacketTrack
 from gateway.media.planes import is_i420
+from gateway.media.send_history import FeedbackSample
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +166,20 @@ class FanoutEncoder:
             self._retarget(now)
 
         watch_sender_feedback(sender, on_remb, on_loss, on_rtt)
+
+    def transit_sink(self, sender: RTCRtpSender) -> Callable[[FeedbackSample], None]:
+        """Where the transport-cc feedback of `sender`'s receiver goes (gateway.rtc.transport_cc): its
+        one-way queue into this encoder's bitrate policy, as that receiver's delay signal."""
+        key = id(sender.track)
+
+        def sink(sample: FeedbackSample) -> None:
+            if sample.transit_s is None:
+                return
+            now = time.monotonic()
+            self.bitrate.on_transit(key, sample.transit_s, sample.acked_bps, now)
+            self._retarget(now)
+
+        return sink
 
     def fit_size(self, width: int, height: int) -> None:
         """The next frame's size (on the loop, before `encode`): with an automatic bitrate, a new size class

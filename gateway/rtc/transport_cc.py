@@ -6,7 +6,7 @@ without it (its capabilities list neither the `transport-cc` RTCP feedback nor t
 number extension), so browsers fell back to aiortc's once-a-second REMB and their loss-based rule: through a
 bottleneck they learned of a full link only from the loss they had already caused.
 
-Two parts, both per peer connection:
+Receive side (publishers' uplinks), both per peer connection:
 - `answer_transport_cc(pc)`, after `setRemoteDescription(offer)` and before `createAnswer()`: on each video
   m-line whose offer has both the extension and `a=rtcp-fb:<pt> transport-cc`, keep both in the answer
   (the offer's extension id; aiortc's own header extension map already parses the extension).
@@ -18,6 +18,15 @@ Two parts, both per peer connection:
 The REMB the gateway sends (aiortc's estimate under the loss/queue cap of gateway.media.uplink_rate) still
 goes out: libwebrtc takes a REMB as an upper bound next to its own estimate.
 
+Send side (the processed stream, to the publisher and to WHEP viewers), `install_send_side(sender, ...)`
+where the answer negotiated transport-cc: every RTP packet of that video sender (and its RTX stream) gets a
+transport-wide sequence number on its way into the DTLS transport (a wrapper of that transport's
+`_send_rtp`: parsed, stamped, serialised again, ~20 us a packet), and the transport-cc feedback the browser
+then returns (a wrapper of its `_handle_rtcp_data`) is matched to the send times
+(gateway.media.send_history): one one-way transit sample per feedback packet for the encoder's bitrate
+policy (`BitratePolicy.on_transit`), 10-20 times a second, where receiver reports give a round trip about
+once a second.
+
 Version guard: `_handle_rtp_packet`, `_send_rtcp`, `_RTCRtpReceiver__rtcp_ssrc`, `RTCRtpTransceiver._codecs`
 and `_headerExtensions` (aiortc 1.14-1.16, as gateway.rtc.receive); elsewhere nothing is changed.
 """
@@ -27,14 +36,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
-from aiortc import RTCPeerConnection, RTCRtpReceiver
-from aiortc.rtcrtpparameters import RTCRtcpFeedback, RTCRtpHeaderExtensionParameters
-from aiortc.rtp import RtpPacket
+from aiortc import RTCPeerConnection, RTCRtpReceiver, RTCRtpSender
+from aiortc.rtcrtpparameters import RTCRtcpFeedback, RTCRtpHeaderExtensionParameters, RTCRtpParameters
+from aiortc.rtp import HeaderExtensionsMap, RtpPacket, is_rtcp
 from aiortc.sdp import SessionDescription
 
-from gateway.media.transport_feedback import FeedbackRecorder
+from gateway.media.send_history import FeedbackSample, SendHistory
+from gateway.media.transport_feedback import RTCP_RTPFB, TRANSPORT_CC_FMT, FeedbackRecorder, parse_feedback
 from gateway.rtc.receive import TESTED_AIORTC, _aiortc_version
 
 logger = logging.getLogger(__name__)
@@ -43,6 +54,7 @@ TRANSPORT_CC_URI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-
 TRANSPORT_CC = "transport-cc"
 _RTCP_SSRC_ATTR = "_RTCRtpReceiver__rtcp_ssrc"
 _MARK = "_livefuse_transport_cc"
+_SEND_MARK = "_livefuse_transport_cc_send"
 
 
 def _offered(sdp: str) -> dict[str, tuple[RTCRtpHeaderExtensionParameters, set[int]]]:
@@ -164,3 +176,106 @@ def install(receiver: RTCRtpReceiver, interval_s: float = 0.05) -> TransportCcFe
     receiver._handle_rtp_packet = handle_rtp_packet  # type: ignore[method-assign]
     setattr(receiver, _MARK, feedback)
     return feedback
+
+
+def transport_feedback_packets(data: bytes) -> list[bytes]:
+    """The transport-cc packets in one (compound) RTCP datagram."""
+    found: list[bytes] = []
+    pos = 0
+    while pos + 4 <= len(data):
+        size = 4 * (int.from_bytes(data[pos + 2 : pos + 4], "big") + 1)
+        if data[pos + 1] == RTCP_RTPFB and data[pos] & 0x1F == TRANSPORT_CC_FMT:
+            found.append(data[pos : pos + size])
+        pos += size
+    return found
+
+
+class SendSideFeedback:
+    """Transport-wide sequence numbers on one video sender's packets, and the feedback they earn (see the
+    module docstring)."""
+
+    def __init__(
+        self, extensions: list[RTCRtpHeaderExtensionParameters], ssrcs: set[int],
+        on_sample: Callable[[FeedbackSample], None],
+    ) -> None:  # fmt: skip
+        self.history = SendHistory()
+        self.ssrcs = ssrcs
+        self.on_sample = on_sample
+        self.extensions = HeaderExtensionsMap()
+        self.extensions.configure(RTCRtpParameters(headerExtensions=extensions))
+        self._next = 0
+        self.stamped = 0
+        self.malformed = 0
+
+    def stamp(self, data: bytes) -> bytes:
+        """One outgoing datagram, stamped when it is an RTP packet of our video sender."""
+        if len(data) < 12 or is_rtcp(data) or int.from_bytes(data[8:12], "big") not in self.ssrcs:
+            return data
+        try:
+            packet = RtpPacket.parse(data, self.extensions)
+        except ValueError:
+            return data
+        sequence = self._next
+        self._next = (self._next + 1) & 0xFFFF
+        packet.extensions.transport_sequence_number = sequence
+        stamped = packet.serialize(self.extensions)
+        self.history.sent(sequence, time.monotonic(), len(stamped))
+        self.stamped += 1
+        return stamped
+
+    def on_rtcp(self, data: bytes) -> None:
+        for raw in transport_feedback_packets(data):
+            try:
+                feedback = parse_feedback(raw)
+            except ValueError:
+                self.malformed += 1
+                continue
+            self.on_sample(self.history.on_feedback(feedback))
+
+    def stats(self) -> dict[str, Any]:
+        return {"stamped": self.stamped, "feedback_received": self.history.feedback_packets,
+                "malformed": self.malformed}  # fmt: skip
+
+
+def negotiated_extensions(
+    pc: RTCPeerConnection, sender: RTCRtpSender
+) -> list[RTCRtpHeaderExtensionParameters]:
+    """The header extensions negotiated on `sender`'s transceiver, if transport-cc is among them (else [])."""
+    for transceiver in pc.getTransceivers():
+        if transceiver.sender is sender:
+            extensions = list(getattr(transceiver, "_headerExtensions", None) or [])
+            if any(e.uri == TRANSPORT_CC_URI for e in extensions):
+                return extensions
+    return []
+
+
+def install_send_side(
+    pc: RTCPeerConnection, sender: RTCRtpSender, on_sample: Callable[[FeedbackSample], None]
+) -> SendSideFeedback | None:
+    """Stamp `sender`'s packets and read the feedback (after the answer is made: its transceiver's
+    negotiated extensions and its final, bundled, DTLS transport); None where transport-cc was not
+    negotiated or this aiortc is not the tested one."""
+    if not (TESTED_AIORTC[0] <= _aiortc_version() <= TESTED_AIORTC[1]):
+        return None
+    extensions = negotiated_extensions(pc, sender)
+    transport = sender.transport
+    ssrcs = {getattr(sender, "_ssrc", None), getattr(sender, "_rtx_ssrc", None)} - {None}
+    send_rtp = getattr(transport, "_send_rtp", None)
+    handle_rtcp = getattr(transport, "_handle_rtcp_data", None)
+    if not extensions or send_rtp is None or handle_rtcp is None or not ssrcs:
+        return None
+    if getattr(transport, _SEND_MARK, None) is not None:
+        return None  # one video sender per peer connection here; never stamp twice
+    side = SendSideFeedback(extensions, {int(s) for s in ssrcs if s is not None}, on_sample)
+
+    async def send(data: bytes) -> None:
+        await send_rtp(side.stamp(data))
+
+    async def handle(data: bytes) -> None:
+        side.on_rtcp(data)
+        await handle_rtcp(data)
+
+    transport._send_rtp = send  # type: ignore[method-assign]
+    transport._handle_rtcp_data = handle  # type: ignore[method-assign]
+    setattr(transport, _SEND_MARK, side)
+    return side
