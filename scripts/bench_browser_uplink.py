@@ -365,6 +365,12 @@ def main() -> int:
         "(the after window), e.g. 400@20",
     )
     parser.add_argument(
+        "--step-link",
+        choices=("up", "down"),
+        default="up",
+        help="which direction --step changes (down: the processed stream to the browser)",
+    )
+    parser.add_argument(
         "--shared",
         action="store_true",
         help="one tbf that both directions share (the uplink columns then count that link)",
@@ -399,6 +405,7 @@ def main() -> int:
                 print("\n".join(table([row]).splitlines()[2:]), flush=True)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     settings = {"rate_kbps": args.rate_kbps, "queue_ms": args.queue_ms, "step": args.step,
+                "step_link": args.step_link,
                 "shared": args.shared, "duration_s": args.duration, "warmup_s": args.warmup}  # fmt: skip
     args.output.write_text(json.dumps({**settings, "runs": rows}, indent=1))
     print(table(rows))
