@@ -59,15 +59,25 @@ def build_parser() -> argparse.ArgumentParser:
     a("--config", type=Path, help="TOML file with the same keys as the flags (flags override it)")
     a("--host", help="address to listen on (default 127.0.0.1)")
     a("--port", type=int, help="HTTP port (default 8080)")
-    a("--engine", choices=["onnxruntime", "tensorrt", "triton"],
-      help="inference backend (default onnxruntime; triton = a Triton Inference Server at --triton-url)")
+    a(
+        "--engine",
+        choices=["onnxruntime", "tensorrt", "triton"],
+        help="inference backend (default onnxruntime; triton = a Triton Inference Server at --triton-url)",
+    )
     a("--triton-url", help="--engine triton: gRPC endpoint HOST:PORT (default 127.0.0.1:8001)")
     a("--triton-model-prefix", help="--engine triton: prefix of the repository's model names (default none)")
-    a("--triton-shm", action="store_true", default=None,
-      help="--engine triton: pass tensors through system shared memory (server on the same host only)")
+    a(
+        "--triton-shm",
+        action="store_true",
+        default=None,
+        help="--engine triton: pass tensors through system shared memory (server on the same host only)",
+    )
     a("--triton-timeout-s", type=float, help="--engine triton: per-request deadline (default 10)")
-    a("--triton-connect-timeout-s", type=float,
-      help="--engine triton: at start-up, wait this long for the server and its models (default 60)")
+    a(
+        "--triton-connect-timeout-s",
+        type=float,
+        help="--engine triton: at start-up, wait this long for the server and its models (default 60)",
+    )
     a("--providers", help="comma list of ONNX Runtime providers: cpu,cuda,tensorrt (default cpu)")
     a(
         "--processors",
@@ -82,20 +92,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="--engine tensorrt: directory of plans built by scripts/build_engines.py; "
         "--providers tensorrt: ORT's engine + timing cache",
     )
-    a("--intra-op-threads", type=int, help="ONNX Runtime threads per engine call (default: 1 on the CPU "
-      "with several workers, else all cores)")
+    a(
+        "--intra-op-threads",
+        type=int,
+        help="ONNX Runtime threads per engine call (default: 1 on the CPU "
+        "with several workers, else all cores)",
+    )
     a("--contexts", type=int, help="--engine tensorrt: execution contexts (CUDA streams), default 2")
     a("--swapper", help="swapper model: mesh_warp | inswapper_128")
     a("--enhancer", help="enhancer model: detail | gfpgan_1.4")
     a("--detector-size", type=int, help="face detector letterbox size, multiple of 32 (default 320)")
-    a("--mask-regions", help="target regions kept from the frame, not swapped: mouth,eyes (default), mouth, "
-      "eyes or none; a WHIP ?mask= overrides")
-    a("--face-selector", help="faces swapped: many (default) or one (the largest); a WHIP ?faces= overrides "
-      "(?faces=reference&reference=<source id>: the face most like an uploaded image, needs ArcFace)")
+    a(
+        "--mask-regions",
+        help="target regions kept from the frame, not swapped: mouth,eyes (default), mouth, "
+        "eyes or none; a WHIP ?mask= overrides",
+    )
+    a(
+        "--face-selector",
+        help="faces swapped: many (default) or one (the largest); a WHIP ?faces= overrides "
+        "(?faces=reference&reference=<source id>: the face most like an uploaded image, needs ArcFace)",
+    )
     a("--poisson-blend", action="store_true", default=None, help="mesh_warp: Poisson (seamless) blending")
     a("--mask-blur", type=float, help="inswapper/GFPGAN paste mask blur, 0..1 (default 0.3)")
-    a("--mask-padding", help="inswapper/GFPGAN paste mask padding in %%: top,right,bottom,left "
-      "(default 0,0,0,0)")
+    a(
+        "--mask-padding",
+        help="inswapper/GFPGAN paste mask padding in %%: top,right,bottom,left (default 0,0,0,0)",
+    )
     a("--max-batch", type=int, help="largest cross-session batch (default 8)")
     a("--max-queue-delay-ms", type=float, help="longest a frame waits for batch partners (default 4)")
     a(
@@ -105,9 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
         "the measured batch costs say it pays (default); 'window' = whenever another session is active",
     )
     a("--budget-ms", type=float, help="per-frame latency budget; later frames are dropped (default 150)")
-    a("--interval-deadline-batches", type=float,
-      help="also drop a frame that cannot be processed before its session's next frame is due, or within "
-           "this many single-frame batch times if longer (default 3; 0 = the budget alone)")
+    a(
+        "--interval-deadline-batches",
+        type=float,
+        help="also drop a frame that cannot be processed before its session's next frame is due, or within "
+        "this many single-frame batch times if longer (default 3; 0 = the budget alone)",
+    )
     a(
         "--workers",
         type=int,
@@ -120,20 +145,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="sessions answered but not yet connected (also counted in --max-sessions); when full, the "
         "oldest one past --pending-grace-s is evicted for a new offer, else 503 (default 4)",
     )
-    a("--pending-grace-s", type=float, help="seconds a pending session may take to connect before eviction "
-      "(default 5)")
+    a(
+        "--pending-grace-s",
+        type=float,
+        help="seconds a pending session may take to connect before eviction (default 5)",
+    )
     a(
         "--late-policy",
         choices=[p.value for p in LatePolicy],
         help="frame not processed in time: repeat the last processed one (default, never leaks an unswapped "
         "face) or pass the original through",
     )
-    a("--repeat-gap-ms", type=float, help="--late-policy repeat: re-send the last picture only after this "
-      "long without a frame (default 200; 0 = for every frame not processed)")
-    a("--video-bitrate", metavar="KBPS|auto",
-      help="ceiling of each processed stream's bitrate in kbit/s; the receivers' feedback moves it below "
-      "(default auto: by the picture's size, as libwebrtc does: 1700 up to 640x480, 2000 up to 960x540, "
-      "2500 above, and never under 1000)")
+    a(
+        "--repeat-gap-ms",
+        type=float,
+        help="--late-policy repeat: re-send the last picture only after this "
+        "long without a frame (default 200; 0 = for every frame not processed)",
+    )
+    a(
+        "--video-bitrate",
+        metavar="KBPS|auto",
+        help="ceiling of each processed stream's bitrate in kbit/s; the receivers' feedback moves it below "
+        "(default auto: by the picture's size, as libwebrtc does: 1700 up to 640x480, 2000 up to 960x540, "
+        "2500 above, and never under 1000)",
+    )
     a("--token", help="bearer token required on every mutating endpoint")
     a("--token-file", type=Path, help="read the bearer token from this file")
     a(
@@ -142,11 +177,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="TOML file of named tenants ([tenants.NAME] token=, max_sessions=, admin=); each owns the "
         "sessions and sources it creates (combines with --token, which is one admin tenant)",
     )
-    a("--header-timeout-s", type=float, help="close connections without a complete request this long "
-      "(slowloris; also the idle keep-alive time), default 10")
+    a(
+        "--header-timeout-s",
+        type=float,
+        help="close connections without a complete request this long "
+        "(slowloris; also the idle keep-alive time), default 10",
+    )
     a("--body-timeout-s", type=float, help="a request body not complete this long gets 408 (default 30)")
-    a("--rate-limit", type=float, help="HTTP requests per second per client address, sustained; more get 429 "
-      "+ Retry-After before any other work (default 20; 0 = off; media is never limited)")
+    a(
+        "--rate-limit",
+        type=float,
+        help="HTTP requests per second per client address, sustained; more get 429 "
+        "+ Retry-After before any other work (default 20; 0 = off; media is never limited)",
+    )
     a("--rate-burst", type=int, help="HTTP requests a client address may send at once (default 60)")
     a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
     a("--max-source-pixels", type=int, help="source uploads declaring more pixels get 413 (default 40e6)")
@@ -161,22 +204,25 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="gather ICE candidates on 127.0.0.1 only (tests, local load generation)",
     )
-    a("--media-dscp", help="DSCP mark on every media packet the gateway sends: a name (af41 for video per "
-                           "RFC 8837, ef, cs1, ...) or 0-63 (default: unmarked)")
+    a(
+        "--media-dscp",
+        help="DSCP mark on every media packet the gateway sends: a name (af41 for video per "
+        "RFC 8837, ef, cs1, ...) or 0-63 (default: unmarked)",
+    )
     a("--reap-after-s", type=float, help="close sessions silent/disconnected this long (default 10)")
     a(
         "--no-uplink-loss-cap",
         action="store_true",
         default=None,
         help="send publishers aiortc's delay-based REMB only, without the cap from the loss and the queue "
-             "seen on their stream (gateway.media.uplink_rate)",
+        "seen on their stream (gateway.media.uplink_rate)",
     )
     a(
         "--no-transport-cc",
         action="store_true",
         default=None,
         help="answer publishers without transport-cc: they then adapt to REMB and loss only "
-             "(gateway.rtc.transport_cc)",
+        "(gateway.rtc.transport_cc)",
     )
     a(
         "--no-audio",
@@ -191,8 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="on SIGTERM/SIGINT: close every peer, then keep answering 503 this long before exiting "
         "(default 0; a second signal cuts it short)",
     )
-    a("--public-url", help="this replica's own reachable base URL (e.g. https://gw-3.media.example): "
-      "WHIP/WHEP Location headers become absolute so PATCH/DELETE reach this replica behind a balancer")
+    a(
+        "--public-url",
+        help="this replica's own reachable base URL (e.g. https://gw-3.media.example): "
+        "WHIP/WHEP Location headers become absolute so PATCH/DELETE reach this replica behind a balancer",
+    )
     a("--log-level", help="DEBUG | INFO | WARNING | ERROR (default INFO)")
     a(
         "--event-log",

@@ -64,11 +64,15 @@ class ProcessingConfig:
             known = ", ".join((*MASK_REGIONS, "none"))
             raise ValueError(f"unknown mask region(s) {', '.join(bad)} (known: {known})")
         if not 0.0 <= self.mask_blur <= 1.0 or any(not 0.0 <= p < 50.0 for p in self.mask_padding):
-            raise ValueError(f"mask blur must be 0..1 and padding 4 percentages in 0..50, got "
-                             f"{self.mask_blur}, {self.mask_padding}")
+            raise ValueError(
+                f"mask blur must be 0..1 and padding 4 percentages in 0..50, got "
+                f"{self.mask_blur}, {self.mask_padding}"
+            )
         if self.face_selector not in ("many", "one"):
-            raise ValueError(f"face selector must be many or one, got {self.face_selector!r} (reference is "
-                             "per session: ?faces=reference&reference=<source id>)")
+            raise ValueError(
+                f"face selector must be many or one, got {self.face_selector!r} (reference is "
+                "per session: ?faces=reference&reference=<source id>)"
+            )
 
 
 def default_parallelism(engine: str, providers: tuple[str, ...], cores: int) -> tuple[int, int]:

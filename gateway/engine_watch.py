@@ -24,8 +24,9 @@ ENGINE_RECOVERED = "engine_recovered"
 class EngineWatch:
     """Polls `not_ready()` (blocking, run in a thread) every `interval_s`; `down` is the latest answer."""
 
-    def __init__(self, not_ready: Callable[[], list[str]], emit: Callable[..., None],
-                 interval_s: float = 1.0) -> None:
+    def __init__(
+        self, not_ready: Callable[[], list[str]], emit: Callable[..., None], interval_s: float = 1.0
+    ) -> None:
         self._not_ready = not_ready
         self._emit = emit
         self._interval = interval_s

@@ -529,6 +529,8 @@ class Session:
             "transport_cc_send": self.transport_cc_send.stats()
             if self.transport_cc_send is not None
             else None,
+            # NACKed packets resent, and those the budget held back (gateway.media.retransmit_budget)
+            "retransmits": {codec: e.retransmit_counters() for codec, e in self.encoders.items()},
             "receive_recovery": next(
                 (recovery_counters(r) for r in self.pc.getReceivers() if r.track and r.track.kind == "video"),
                 None,

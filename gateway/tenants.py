@@ -110,4 +110,3 @@ def find_tenant(tenants: tuple[Tenant, ...], offered: str | None) -> Tenant | No
 
 def tenant_limit(tenants: tuple[Tenant, ...], name: str | None) -> int | None:
     return next((t.max_sessions for t in tenants if t.name == name), None)
-

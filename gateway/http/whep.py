@@ -47,8 +47,7 @@ async def post_whep(request: web.Request) -> web.Response:
         status=201,
         text=answer,
         content_type=SDP_TYPE,
-        headers={"Location": resource_url(config.public_url, f"/whep/{session.id}/{viewer_id}"),
-                 **CORS},
+        headers={"Location": resource_url(config.public_url, f"/whep/{session.id}/{viewer_id}"), **CORS},
     )
     for link in link_headers(config.ice):
         response.headers.add("Link", link)

@@ -102,8 +102,10 @@ def choose_face_settings(request: web.Request) -> FaceSettings | None:
     if selector == "reference":
         pipeline = request.app[STATE].pipeline
         if not getattr(pipeline, "supports_reference", False):
-            raise Unprocessable("?faces=reference needs the ArcFace embedder (arcface_w600k_r50), which is "
-                                "not installed here: see `python -m engines.models list`")
+            raise Unprocessable(
+                "?faces=reference needs the ArcFace embedder (arcface_w600k_r50), which is "
+                "not installed here: see `python -m engines.models list`"
+            )
         rid = q.get("reference")
         if not rid:
             raise BadRequest("?faces=reference needs ?reference=<source id> (upload it with POST /sources)")

@@ -101,10 +101,11 @@ class BitrateConfig:
     delay_increase: float = 1.08
     base_window_s: float = 30.0
     rtt_grace_s: float = 5.0  # how long a reporting receiver without a round trip yet holds increases back
-    # transport-cc receivers (one-way transit every 50-100 ms): at most one delay-based cut per this long,
-    # so the cuts do not compound while the queue drains; a transit jump beyond `transit_jump_s` is a new
+    # transport-cc receivers (one-way transit every 50-100 ms): after a delay-based cut, the next one waits
+    # this long AND for the queue to stand higher than at the cut (still growing: the cut was not enough),
+    # so cuts do not compound while the queue drains; a transit jump beyond `transit_jump_s` is a new
     # clock at the receiver (its reference time wrapped or restarted), not a queue
-    transit_cut_hold_s: float = 1.0
+    transit_cut_hold_s: float = 0.3
     transit_jump_s: float = 10.0
 
     def __post_init__(self) -> None:
@@ -138,6 +139,7 @@ class _Receiver:
     first_report_at: float | None = None  # its first feedback of any kind
     transit: QueueDelay | None = None  # one-way queue from its transport-cc feedback, when it sends any
     transit_cut_at: float = float("-inf")
+    transit_cut_queue_s: float = 0.0  # the queue when it was last cut
     transit_samples: int = 0
 
     def delay_queue(self, now: float, stale_after_s: float) -> QueueDelay:
@@ -248,8 +250,10 @@ class BitratePolicy:
         """One transport-cc feedback packet of this receiver (`gateway.media.send_history`): the lowest
         one-way transit of the packets it reports (arrival on its clock minus our send time) and the rate it
         acknowledged. The same delay rule as `on_rtt`, on a one-way queue measured 10-20 times a second:
-        a standing queue cuts the delay-based rate to `delay_decrease` x what arrived (at most once per
-        `transit_cut_hold_s`); a short queue and no loss let it grow by `delay_increase` per second."""
+        a standing queue cuts the delay-based rate to `delay_decrease` x what arrived, and again every
+        `transit_cut_hold_s` while the queue keeps growing past where it stood at the last cut (a link that
+        fell from 1.5 Mbit/s to 400 kbit/s needs several such cuts; one that is draining needs none); a
+        short queue and no loss let it grow by `delay_increase` per second."""
         receiver = self._receiver(key, now)
         config = self.config
         transit = receiver.transit
@@ -263,16 +267,26 @@ class BitratePolicy:
         queue_s = transit.add(transit_s, now)
         receiver.transit_samples += 1
         if transit.filling(config.delay_high_s, config.drain_s):
-            if now - receiver.transit_cut_at >= config.transit_cut_hold_s:
+            held = now - receiver.transit_cut_at < config.transit_cut_hold_s
+            growing = (
+                now - receiver.transit_cut_at > config.base_window_s or queue_s > receiver.transit_cut_queue_s
+            )
+            if not held and growing:
                 arrived = acked_bps or self.sent_bps(now) or float(self.current_bps)
                 receiver.delay_based_bps = max(
                     float(config.min_bps), min(receiver.delay_based_bps, arrived * config.delay_decrease)
                 )
                 receiver.transit_cut_at = now
+                receiver.transit_cut_queue_s = queue_s
         elif queue_s < config.delay_low_s and (receiver.last_loss or 0.0) < config.loss_low:
             receiver.delay_based_bps = min(
                 receiver.delay_based_bps * config.delay_increase**elapsed, float(config.max_bps)
             )
+
+    def rtt_s(self, key: Hashable) -> float | None:
+        """This receiver's latest round trip (receiver reports), if any."""
+        receiver = self._receivers.get(key)
+        return receiver.queue.last_rtt_s if receiver is not None else None
 
     def on_sent(self, nbytes: int, now: float) -> None:
         """Bytes of one encoded frame handed to the senders."""

@@ -19,8 +19,12 @@ import cv2
 import numpy as np
 
 # BT.601 limited range ("studio swing"), what libswscale uses by default for rgb -> yuv420p. Rows: U, V.
-_RGB_TO_UV = np.array([[-37.797, -74.203, 112.0, 128.0 * 255.0],
-                       [112.0, -93.786, -18.214, 128.0 * 255.0]], dtype=np.float32) / 255.0
+_RGB_TO_UV = (
+    np.array(
+        [[-37.797, -74.203, 112.0, 128.0 * 255.0], [112.0, -93.786, -18.214, 128.0 * 255.0]], dtype=np.float32
+    )
+    / 255.0
+)
 
 
 def rgb_to_i420(image_rgb: np.ndarray) -> np.ndarray | None:
@@ -34,8 +38,8 @@ def rgb_to_i420(image_rgb: np.ndarray) -> np.ndarray | None:
     uv = cv2.transform(half, _RGB_TO_UV)
     quarter = h // 4 if h % 4 == 0 else None
     if quarter is not None:
-        out[h:h + quarter] = uv[:, :, 0].reshape(quarter, w)
-        out[h + quarter:] = uv[:, :, 1].reshape(quarter, w)
+        out[h : h + quarter] = uv[:, :, 0].reshape(quarter, w)
+        out[h + quarter :] = uv[:, :, 1].reshape(quarter, w)
     else:  # H = 2 mod 4: a chroma plane does not fill whole rows of W; write it as one flat run
         flat = out[h:].reshape(-1)
         n = (h // 2) * (w // 2)

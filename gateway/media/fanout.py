@@ -29,7 +29,9 @@ from gateway.media.colour import rgb_to_i420
 from gateway.media.feedback import watch_sender_feedback
 from gateway.media.packet_track import QueuedPacketTrack
 from gateway.media.planes import is_i420
+from gateway.media.retransmit_budget import RetransmitBudget
 from gateway.media.send_history import FeedbackSample
+from gateway.rtc.retransmit_limit import limit_retransmissions
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +119,7 @@ class FanoutEncoder:
         self._subscribers: list[PacketTrack] = []
         self._last_pts: int | None = None
         self.frames_encoded = 0
+        self.retransmits: dict[int, RetransmitBudget] = {}  # per bound sender
 
     @property
     def encoding_bps(self) -> int | None:
@@ -137,7 +140,16 @@ class FanoutEncoder:
         if track in self._subscribers:
             self._subscribers.remove(track)
         self.bitrate.remove(id(track))
+        self.retransmits.pop(id(track), None)
         self._retarget()
+
+    def retransmit_counters(self) -> dict[str, int]:
+        """Retransmissions of every bound sender: sent, and skipped by the budget or as repeats."""
+        total = {"sent": 0, "skipped_budget": 0, "skipped_repeat": 0}
+        for budget in self.retransmits.values():
+            for name, value in budget.counters().items():
+                total[name] += value
+        return total
 
     def request_keyframe(self) -> None:
         self._force_key.set()
@@ -166,6 +178,12 @@ class FanoutEncoder:
             self._retarget(now)
 
         watch_sender_feedback(sender, on_remb, on_loss, on_rtt)
+        # NACKed packets are resent within the target bitrate, and not again within a round trip
+        # (gateway.media.retransmit_budget: unlimited, they flooded a link whose rate had just fallen)
+        budget = self.retransmits[key] = RetransmitBudget()
+        limit_retransmissions(
+            sender, budget, lambda: float(self._target_bitrate), lambda: self.bitrate.rtt_s(key)
+        )
 
     def transit_sink(self, sender: RTCRtpSender) -> Callable[[FeedbackSample], None]:
         """Where the transport-cc feedback of `sender`'s receiver goes (gateway.rtc.transport_cc): its

@@ -57,8 +57,10 @@ def patched_frame(decoded: av.VideoFrame, image_rgb: np.ndarray, changed: Sequen
     and its buffers belong to the decoder)."""
     height, width = image_rgb.shape[:2]
     if not is_i420(decoded) or (decoded.height, decoded.width) != (height, width):
-        raise ValueError(f"decoded frame {decoded.width}x{decoded.height} {decoded.format.name} does not fit "
-                         f"a {width}x{height} image")
+        raise ValueError(
+            f"decoded frame {decoded.width}x{decoded.height} {decoded.format.name} does not fit "
+            f"a {width}x{height} image"
+        )
     if not changed:
         return decoded
     out = av.VideoFrame(width, height, "yuv420p")
@@ -76,6 +78,6 @@ def patched_frame(decoded: av.VideoFrame, image_rgb: np.ndarray, changed: Sequen
         rh, rw = y1 - y0, x1 - x0
         flat, n_c = region.reshape(-1), (rh // 2) * (rw // 2)
         y[y0:y1, x0:x1] = region[:rh]
-        u[y0 // 2:y1 // 2, x0 // 2:x1 // 2] = flat[rh * rw:rh * rw + n_c].reshape(rh // 2, rw // 2)
-        v[y0 // 2:y1 // 2, x0 // 2:x1 // 2] = flat[rh * rw + n_c:].reshape(rh // 2, rw // 2)
+        u[y0 // 2 : y1 // 2, x0 // 2 : x1 // 2] = flat[rh * rw : rh * rw + n_c].reshape(rh // 2, rw // 2)
+        v[y0 // 2 : y1 // 2, x0 // 2 : x1 // 2] = flat[rh * rw + n_c :].reshape(rh // 2, rw // 2)
     return out

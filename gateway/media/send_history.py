@@ -34,7 +34,7 @@ class FeedbackSample:
 
 @dataclass
 class SendHistory:
-    acked_window_s: float = 1.0
+    acked_window_s: float = 0.5  # short: after a link's rate falls, what arrives shows it within this
     history: int = HISTORY
     _sent: OrderedDict[int, tuple[float, int]] = field(default_factory=OrderedDict)  # sequence -> (at, bytes)
     _acked: deque[tuple[float, int]] = field(default_factory=deque)  # (arrival, receiver clock; bytes)

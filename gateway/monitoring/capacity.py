@@ -28,21 +28,25 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class ResourceUse:
     name: str
-    used: float        # units in use now (cores, GPU fraction, busy workers)
-    available: float   # units this replica may use
+    used: float  # units in use now (cores, GPU fraction, busy workers)
+    available: float  # units this replica may use
     baseline: float = 0.0  # units used with no session (idle process, sampler, ...)
 
 
 @dataclass(frozen=True)
 class CapacityEstimate:
-    capacity_sessions: int | None   # None: no session yet, nothing measured
-    utilisation: float              # 0..1+ of the binding resource
-    binding: str | None             # the resource that limits first
-    per_resource: dict[str, int]    # capacity by each resource alone
+    capacity_sessions: int | None  # None: no session yet, nothing measured
+    utilisation: float  # 0..1+ of the binding resource
+    binding: str | None  # the resource that limits first
+    per_resource: dict[str, int]  # capacity by each resource alone
 
     def to_dict(self) -> dict[str, object]:
-        return {"capacity_sessions": self.capacity_sessions, "utilisation": round(self.utilisation, 4),
-                "binding": self.binding, "per_resource": dict(self.per_resource)}
+        return {
+            "capacity_sessions": self.capacity_sessions,
+            "utilisation": round(self.utilisation, 4),
+            "binding": self.binding,
+            "per_resource": dict(self.per_resource),
+        }
 
 
 def estimate(resources: list[ResourceUse], sessions: int, target: float = 0.9) -> CapacityEstimate:

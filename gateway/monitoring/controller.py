@@ -111,11 +111,15 @@ class DegradationController:
                 why = []
                 if latency_over:
                     limit = cfg.step_down_fraction * inp.budget_ms
-                    why.append(f"server p95 {inp.server_p95_ms:.0f} ms > {limit:.0f} ms "
-                               f"({100 * cfg.step_down_fraction:.0f}% of the {inp.budget_ms:.0f} ms budget)")
+                    why.append(
+                        f"server p95 {inp.server_p95_ms:.0f} ms > {limit:.0f} ms "
+                        f"({100 * cfg.step_down_fraction:.0f}% of the {inp.budget_ms:.0f} ms budget)"
+                    )
                 if drops_over and inp.drop_fraction is not None:
-                    why.append(f"{100 * inp.drop_fraction:.0f}% of frames dropped "
-                               f"> {100 * cfg.drop_high_fraction:.0f}%")
+                    why.append(
+                        f"{100 * inp.drop_fraction:.0f}% of frames dropped "
+                        f"> {100 * cfg.drop_high_fraction:.0f}%"
+                    )
                 if vram_over and inp.vram_fraction is not None:
                     why.append(f"VRAM {100 * inp.vram_fraction:.0f}% > {100 * cfg.vram_high_fraction:.0f}%")
                 return Decision(self.level, prev, "; ".join(why) + f" for {cfg.step_down_after_s:g} s")

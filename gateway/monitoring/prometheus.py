@@ -67,7 +67,7 @@ class SnapshotCollector(Collector):
         )
         for key, count in sorted(s.scheduler.items()):
             if key.startswith("dispatch_"):
-                dispatch.add_metric([key[len("dispatch_"):]], count)
+                dispatch.add_metric([key[len("dispatch_") :]], count)
         yield dispatch
         rejects = CounterMetricFamily("livefuse_rejects", "Sessions refused, by reason", labels=["reason"])
         for reason, n in sorted(s.rejects.items()):
@@ -192,7 +192,8 @@ class SnapshotCollector(Collector):
             value=dg.utilisation,
         )
         by_resource = GaugeMetricFamily(
-            "livefuse_capacity_sessions_by_resource", "Sessions each resource alone could hold",
+            "livefuse_capacity_sessions_by_resource",
+            "Sessions each resource alone could hold",
             labels=["resource"],
         )
         for name, value in dg.capacity_by_resource.items():

@@ -12,18 +12,18 @@ from enum import StrEnum
 
 class Outcome(StrEnum):
     PROCESSED = "processed"
-    DROPPED_STALE = "stale"        # replaced by a newer frame of the same session before it was processed
+    DROPPED_STALE = "stale"  # replaced by a newer frame of the same session before it was processed
     DROPPED_DEADLINE = "deadline"  # could not finish within the budget, not processed
-    ERROR = "error"                # the engine failed for this frame's batch
+    ERROR = "error"  # the engine failed for this frame's batch
 
 
 @dataclass(frozen=True)
 class FrameRecord:
     session_id: str
     frame_id: int
-    arrival_s: float                 # time.monotonic() when the decoded frame reached the gateway
+    arrival_s: float  # time.monotonic() when the decoded frame reached the gateway
     outcome: Outcome
-    server_ms: float = 0.0           # arrival → processed frame handed to the encoder
+    server_ms: float = 0.0  # arrival → processed frame handed to the encoder
     # Stage timings in ms: "decode", "queue_wait", "encode" plus the pipeline stages (engines.frames).
     stages_ms: dict[str, float] = field(default_factory=dict)
     batch_sizes: dict[str, int] = field(default_factory=dict)

@@ -92,7 +92,8 @@ class SessionStats:
             "height": self.height,
             "close_reason": self.close_reason,
             "send_kbps": None if self.link is None else round(self.link.send_bps / 1000),
-            "path_queue_ms": None if self.link is None or self.link.queue_s is None
+            "path_queue_ms": None
+            if self.link is None or self.link.queue_s is None
             else round(self.link.queue_s * 1000.0, 1),
             "path_loss": None if self.link is None or self.link.loss is None else round(self.link.loss, 4),
         }
@@ -246,5 +247,5 @@ def _scheduler_dict(flat: dict[str, float]) -> dict[str, object]:
     prefix = "dispatch_"
     out: dict[str, object] = {k: v for k, v in flat.items() if not k.startswith(prefix)}
     if flat:
-        out["dispatch_reasons"] = {k[len(prefix):]: int(v) for k, v in flat.items() if k.startswith(prefix)}
+        out["dispatch_reasons"] = {k[len(prefix) :]: int(v) for k, v in flat.items() if k.startswith(prefix)}
     return out

@@ -60,4 +60,3 @@ def viewer_audio_transceiver(pc: RTCPeerConnection, session_has_audio: bool) -> 
         else:
             transceiver.direction = "inactive"
     return chosen
-

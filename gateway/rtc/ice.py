@@ -102,8 +102,9 @@ def _hook_connection(connection: Any, wanted: tuple[tuple[str, ...], int | None]
     async def get_component_candidates(
         component: int, addresses: list[str] | None = None, timeout: int = 5
     ) -> Any:
-        candidates = await original(component=component, addresses=list(only or addresses or []),
-                                    timeout=timeout)
+        candidates = await original(
+            component=component, addresses=list(only or addresses or []), timeout=timeout
+        )
         if dscp is not None:
             _mark_connection_sockets(connection, dscp)
         return candidates

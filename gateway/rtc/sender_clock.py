@@ -46,9 +46,7 @@ class StampState:
     unstamped: int = 0
 
 
-def stamp_sender_reports(
-    sender: RTCRtpSender, capture_of: Callable[[int], int | None]
-) -> StampState | None:
+def stamp_sender_reports(sender: RTCRtpSender, capture_of: Callable[[int], int | None]) -> StampState | None:
     """Rewrite `sender`'s SR NTP times with `capture_of(media_timestamp)` (a 64-bit NTP value, or None to
     leave that SR as aiortc made it). Idempotent per sender; None on an untested aiortc."""
     version = _aiortc_version()

@@ -206,6 +206,7 @@ class SendSideFeedback:
         self._next = 0
         self.stamped = 0
         self.malformed = 0
+        self.errors = 0  # unexpected failures in stamp / on_rtcp (the packet goes on unchanged)
 
     def stamp(self, data: bytes) -> bytes:
         """One outgoing datagram, stamped when it is an RTP packet of our video sender."""
@@ -234,7 +235,7 @@ class SendSideFeedback:
 
     def stats(self) -> dict[str, Any]:
         return {"stamped": self.stamped, "feedback_received": self.history.feedback_packets,
-                "malformed": self.malformed}  # fmt: skip
+                "malformed": self.malformed, "errors": self.errors}  # fmt: skip
 
 
 def negotiated_extensions(
@@ -269,10 +270,21 @@ def install_send_side(
     side = SendSideFeedback(extensions, {int(s) for s in ssrcs if s is not None}, on_sample)
 
     async def send(data: bytes) -> None:
-        await send_rtp(side.stamp(data))
+        try:
+            data = side.stamp(data)
+        except Exception:  # noqa: BLE001  (the media path must not fail on our extension)
+            side.errors += 1
+            if side.errors == 1:
+                logger.exception("transport-cc: could not stamp a packet; sent as it was (logged once)")
+        await send_rtp(data)
 
     async def handle(data: bytes) -> None:
-        side.on_rtcp(data)
+        try:
+            side.on_rtcp(data)
+        except Exception:  # noqa: BLE001  (aiortc's own RTCP handling comes first)
+            side.errors += 1
+            if side.errors == 1:
+                logger.exception("transport-cc: feedback not applied (logged once)")
         await handle_rtcp(data)
 
     transport._send_rtp = send  # type: ignore[method-assign]

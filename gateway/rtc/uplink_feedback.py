@@ -34,8 +34,13 @@ _MARK = "_livefuse_uplink_feedback"
 class UplinkFeedback:
     """The uplink cap of one publisher's video receiver (see the module docstring)."""
 
-    def __init__(self, receiver: RTCRtpReceiver, config: UplinkRateConfig,
-                 send: Callable[[Any], Awaitable[None]], transit: OneWayDelay | None = None) -> None:
+    def __init__(
+        self,
+        receiver: RTCRtpReceiver,
+        config: UplinkRateConfig,
+        send: Callable[[Any], Awaitable[None]],
+        transit: OneWayDelay | None = None,
+    ) -> None:
         self.config = config
         self.transit = transit  # the uplink's queue (gateway.rtc.receive.measure_transit feeds it)
         self.policy = UplinkRatePolicy(config)
@@ -65,8 +70,12 @@ class UplinkFeedback:
                 capped = self.policy.capped(bitrate)
                 if capped < bitrate:
                     self.rembs_capped += 1
-                    packet = RtcpPsfbPacket(fmt=RTCP_PSFB_APP, ssrc=packet.ssrc, media_ssrc=packet.media_ssrc,
-                                            fci=pack_remb_fci(capped, ssrcs))
+                    packet = RtcpPsfbPacket(
+                        fmt=RTCP_PSFB_APP,
+                        ssrc=packet.ssrc,
+                        media_ssrc=packet.media_ssrc,
+                        fci=pack_remb_fci(capped, ssrcs),
+                    )
         await self._send(packet)
 
     def close_window(self, seconds: float) -> float | None:
@@ -78,10 +87,14 @@ class UplinkFeedback:
         window = max(windows, key=lambda w: w.expected)
         queue = self.transit.standing(time.monotonic()) if self.transit is not None else None
         cap = self.policy.on_window(window, queue)
-        self.last_window = {"expected": window.expected, "received": window.received, "late": window.late,
-                            "loss": round(window.loss, 4),
-                            "received_kbps": round(window.received_bps / 1000, 1),
-                            "queue_ms": round(queue * 1000, 1) if queue is not None else None}
+        self.last_window = {
+            "expected": window.expected,
+            "received": window.received,
+            "late": window.late,
+            "loss": round(window.loss, 4),
+            "received_kbps": round(window.received_bps / 1000, 1),
+            "queue_ms": round(queue * 1000, 1) if queue is not None else None,
+        }
         return cap
 
     async def announce(self) -> None:
@@ -91,8 +104,12 @@ class UplinkFeedback:
         if cap is None or rtcp_ssrc is None or not self._counters:
             return
         bitrate = self.policy.capped(self.delay_based_bps if self.delay_based_bps is not None else cap)
-        packet = RtcpPsfbPacket(fmt=RTCP_PSFB_APP, ssrc=rtcp_ssrc, media_ssrc=0,
-                                fci=pack_remb_fci(bitrate, sorted(self._counters)))
+        packet = RtcpPsfbPacket(
+            fmt=RTCP_PSFB_APP,
+            ssrc=rtcp_ssrc,
+            media_ssrc=0,
+            fci=pack_remb_fci(bitrate, sorted(self._counters)),
+        )
         await self._send(packet)
         self.rembs_sent += 1
 
@@ -106,8 +123,11 @@ class UplinkFeedback:
             cap = self.close_window(now - last)
             last = now
             if cap is not None and (before is None or cap < before):
-                logger.info("uplink: loss %.0f %% on the publisher's stream; asking for at most %d kbit/s",
-                            100 * (self.policy.last_loss or 0.0), cap // 1000)
+                logger.info(
+                    "uplink: loss %.0f %% on the publisher's stream; asking for at most %d kbit/s",
+                    100 * (self.policy.last_loss or 0.0),
+                    cap // 1000,
+                )
             try:
                 await self.announce()
             except ConnectionError:  # transport gone: the session is closing

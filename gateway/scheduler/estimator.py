@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class EstimatorConfig:
-    alpha: float = 0.2          # EWMA weight of the newest measurement
-    prior_ms: float = 0.0       # estimate for any size before the first measurement
-    max_weight: int = 20        # a size's weight in the linear fit saturates at this many measurements
+    alpha: float = 0.2  # EWMA weight of the newest measurement
+    prior_ms: float = 0.0  # estimate for any size before the first measurement
+    max_weight: int = 20  # a size's weight in the linear fit saturates at this many measurements
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha <= 1.0:
@@ -101,7 +101,7 @@ class BatchTimeEstimator:
         if own is not None:
             return own.ewma_ms
         if len(self._sizes) == 1:
-            (b0, s0), = self._sizes.items()
+            ((b0, s0),) = self._sizes.items()
             return s0.ewma_ms * batch_size / b0 if batch_size > b0 else s0.ewma_ms
         line = self.fit()
         assert line is not None

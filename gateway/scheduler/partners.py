@@ -28,21 +28,21 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-FULL = "full"                                   # max_batch frames were ready
-DEADLINE = "deadline"                           # waiting longer would make a frame miss its deadline
-MAX_DELAY = "max_delay"                         # the oldest frame waited max_queue_delay_ms
-PARTNER_NOT_EXPECTED = "partner_not_expected"   # no other session is expected before the wait cap
-WAIT_NOT_WORTH_IT = "wait_not_worth_it"         # partners are expected, but the cost model says go now
+FULL = "full"  # max_batch frames were ready
+DEADLINE = "deadline"  # waiting longer would make a frame miss its deadline
+MAX_DELAY = "max_delay"  # the oldest frame waited max_queue_delay_ms
+PARTNER_NOT_EXPECTED = "partner_not_expected"  # no other session is expected before the wait cap
+WAIT_NOT_WORTH_IT = "wait_not_worth_it"  # partners are expected, but the cost model says go now
 DISPATCH_REASONS: tuple[str, ...] = (FULL, DEADLINE, MAX_DELAY, PARTNER_NOT_EXPECTED, WAIT_NOT_WORTH_IT)
 
 
 @dataclass(frozen=True)
 class ArrivalConfig:
-    alpha: float = 0.125          # weight of the newest interval in the smoothed period (RFC 6298)
-    beta: float = 0.25            # weight of the newest deviation
-    min_intervals: int = 2        # intervals seen before a session's next frame counts as predictable
-    max_interval_s: float = 1.0   # a longer gap is a pause, not a period: history restarts
-    min_slack_s: float = 0.0005   # timer and scheduling noise even for a perfectly regular source
+    alpha: float = 0.125  # weight of the newest interval in the smoothed period (RFC 6298)
+    beta: float = 0.25  # weight of the newest deviation
+    min_intervals: int = 2  # intervals seen before a session's next frame counts as predictable
+    max_interval_s: float = 1.0  # a longer gap is a pause, not a period: history restarts
+    min_slack_s: float = 0.0005  # timer and scheduling noise even for a perfectly regular source
 
     def __post_init__(self) -> None:
         if not (0.0 < self.alpha <= 1.0 and 0.0 < self.beta <= 1.0):
@@ -132,12 +132,19 @@ class WaitChoice:
 
     wait_until: float | None
     reason: str
-    partners: int = 0          # how many partners the chosen wait expects
-    gain_ms: float = 0.0       # frame-milliseconds the chosen plan saves over the other
+    partners: int = 0  # how many partners the chosen wait expects
+    gain_ms: float = 0.0  # frame-milliseconds the chosen plan saves over the other
 
 
-def choose_wait(now: float, present: int, room: int, partner_arrivals: Sequence[tuple[float, float]],
-                horizon: float, cost_ms: Callable[[int], float], free_worker_after: bool) -> WaitChoice:
+def choose_wait(
+    now: float,
+    present: int,
+    room: int,
+    partner_arrivals: Sequence[tuple[float, float]],
+    horizon: float,
+    cost_ms: Callable[[int], float],
+    free_worker_after: bool,
+) -> WaitChoice:
     """Wait for expected partners only when that lowers the summed latency of the frames involved.
 
     `partner_arrivals`: (expected, latest) arrival instant of each predictable partner. The gain is judged on
@@ -146,7 +153,7 @@ def choose_wait(now: float, present: int, room: int, partner_arrivals: Sequence[
     batch can take. `free_worker_after`: another worker would be free for the partners' own batch if this
     one left now.
     """
-    reachable = sorted(a for a in partner_arrivals if a[0] <= horizon)[:max(0, room)]
+    reachable = sorted(a for a in partner_arrivals if a[0] <= horizon)[: max(0, room)]
     if not reachable:
         return WaitChoice(None, PARTNER_NOT_EXPECTED)
     k = present
@@ -166,8 +173,9 @@ def choose_wait(now: float, present: int, room: int, partner_arrivals: Sequence[
     return best if best is not None else WaitChoice(None, WAIT_NOT_WORTH_IT)
 
 
-def partner_arrivals(tracker: ArrivalTracker, sessions: Sequence[str],
-                     now: float) -> list[tuple[float, float]]:
+def partner_arrivals(
+    tracker: ArrivalTracker, sessions: Sequence[str], now: float
+) -> list[tuple[float, float]]:
     """(expected, latest = expected + slack) next arrival of each listed session that is predictable."""
     out: list[tuple[float, float]] = []
     for sid in sessions:

@@ -65,7 +65,7 @@ class SchedulerConfig:
     max_queue_delay_ms: float = 4.0
     workers: int = 1
     budget_ms: float = 150.0
-    batch_wait: str = "cost"   # "cost": wait for partners only when it pays; "window": the fixed window
+    batch_wait: str = "cost"  # "cost": wait for partners only when it pays; "window": the fixed window
     probe_after_ms: float = 250.0  # no batch completed for this long, workers idle: run one "late" frame
     # A frame's deadline is also its session's frame interval after arrival (its successor is due then), or
     # this many single-frame batch times if that is longer; 0 = off (the budget alone).
@@ -94,9 +94,9 @@ class ScheduledFrame:
 
     outcome: Outcome
     output: FrameOutput | None
-    queue_wait_ms: float   # submit → dispatch (or → drop)
-    batch_size: int        # items in the batch that ran it; 0 when it never ran
-    process_ms: float      # dispatch → batch finished; 0 when it never ran
+    queue_wait_ms: float  # submit → dispatch (or → drop)
+    batch_size: int  # items in the batch that ran it; 0 when it never ran
+    process_ms: float  # dispatch → batch finished; 0 when it never ran
     error: str | None = None
 
 
@@ -109,8 +109,8 @@ class Pending:
     frame_id: int
     item: FrameItem
     arrival_s: float
-    deadline_s: float      # effective: min(caller's deadline, arrival + budget)
-    enqueued_s: float      # when the policy got it (queue-delay clock starts here)
+    deadline_s: float  # effective: min(caller's deadline, arrival + budget)
+    enqueued_s: float  # when the policy got it (queue-delay clock starts here)
 
 
 @dataclass(frozen=True)
@@ -147,8 +147,12 @@ class Decision:
 class BatchPolicy:
     """Pure cross-session batching state machine. Not thread-safe: one owner (the coordinator) calls it."""
 
-    def __init__(self, config: SchedulerConfig, estimator: BatchTimeEstimator | None = None,
-                 active_horizon_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        estimator: BatchTimeEstimator | None = None,
+        active_horizon_s: float = 1.0,
+    ) -> None:
         self._config = config
         self._estimator = estimator or BatchTimeEstimator()
         self._active_horizon_s = active_horizon_s
@@ -161,8 +165,17 @@ class BatchPolicy:
         self._held: set[int] = set()  # tickets a wait decision held back (counted once dispatched)
         self._tickets = itertools.count(1)
         self._batch_ids = itertools.count(1)
-        self._counts: dict[str, int] = {"submitted": 0, "batches": 0, "batched_items": 0, "processed": 0,
-                                        "stale": 0, "deadline": 0, "errors": 0, "waited": 0, "probes": 0}
+        self._counts: dict[str, int] = {
+            "submitted": 0,
+            "batches": 0,
+            "batched_items": 0,
+            "processed": 0,
+            "stale": 0,
+            "deadline": 0,
+            "errors": 0,
+            "waited": 0,
+            "probes": 0,
+        }
         self._confirmed_s: float | None = None  # last successful completion (or when rejecting began)
         self._reasons: dict[str, int] = dict.fromkeys(DISPATCH_REASONS, 0)
 
@@ -180,8 +193,9 @@ class BatchPolicy:
         """Lower (or restore) the batch cap; the configured `max_batch` stays the ceiling."""
         self._max_batch = max(1, min(int(n), self._config.max_batch))
 
-    def submit(self, session_id: str, frame_id: int, item: FrameItem, arrival_s: float, deadline_s: float,
-               now: float) -> tuple[int, list[Resolution]]:
+    def submit(
+        self, session_id: str, frame_id: int, item: FrameItem, arrival_s: float, deadline_s: float, now: float
+    ) -> tuple[int, list[Resolution]]:
         """Queue a frame; returns its ticket and the older pending frame it replaced (resolved stale)."""
         self._arrivals.observe(session_id, now)
         deadline = min(deadline_s, arrival_s + self._config.budget_ms / 1000.0)
@@ -230,8 +244,10 @@ class BatchPolicy:
         wake = self._next_expiry()
         if len(self._in_flight) >= self._config.workers:
             return Decision(None, tuple(resolved), wake)
-        eligible = sorted((p for s, p in self._pending.items() if s not in self._busy_sessions),
-                          key=lambda p: (p.enqueued_s, p.ticket))
+        eligible = sorted(
+            (p for s, p in self._pending.items() if s not in self._busy_sessions),
+            key=lambda p: (p.enqueued_s, p.ticket),
+        )
         if not eligible:
             return Decision(None, tuple(resolved), wake)
 
@@ -375,9 +391,15 @@ class BatchPolicy:
             return WaitChoice(None, PARTNER_NOT_EXPECTED)
         if self._config.batch_wait == "window":
             return WaitChoice(horizon, "")
-        return choose_wait(now, present, limit - present, partner_arrivals(self._arrivals, partners, now),
-                           horizon, self._estimator.predict_ms,
-                           free_worker_after=len(self._in_flight) + 1 < self._config.workers)
+        return choose_wait(
+            now,
+            present,
+            limit - present,
+            partner_arrivals(self._arrivals, partners, now),
+            horizon,
+            self._estimator.predict_ms,
+            free_worker_after=len(self._in_flight) + 1 < self._config.workers,
+        )
 
     def _partners(self, now: float) -> list[str]:
         """Active sessions not yet pending nor in flight: those that could add a frame to the next batch."""

@@ -33,9 +33,13 @@ ProcessFn = Callable[[list[FrameItem]], list[FrameOutput]]
 class FrameScheduler:
     """Cross-session dynamic batcher: one future per submitted frame, resolved with its `ScheduledFrame`."""
 
-    def __init__(self, process: ProcessFn, config: SchedulerConfig,
-                 clock: Callable[[], float] = time.monotonic,
-                 estimator: BatchTimeEstimator | None = None) -> None:
+    def __init__(
+        self,
+        process: ProcessFn,
+        config: SchedulerConfig,
+        clock: Callable[[], float] = time.monotonic,
+        estimator: BatchTimeEstimator | None = None,
+    ) -> None:
         self._process = process
         self._config = config
         self._clock = clock
@@ -55,8 +59,9 @@ class FrameScheduler:
         if self._loop is not None:
             return
         self._loop = asyncio.get_running_loop()
-        self._executor = ThreadPoolExecutor(max_workers=self._config.workers,
-                                            thread_name_prefix="livefuse-batch")
+        self._executor = ThreadPoolExecutor(
+            max_workers=self._config.workers, thread_name_prefix="livefuse-batch"
+        )
 
     async def close(self) -> None:
         """Pending frames resolve DROPPED_STALE, batches in flight finish, workers are joined. Idempotent."""
@@ -79,8 +84,9 @@ class FrameScheduler:
             self._executor.shutdown(wait=True)  # threads are idle now: joining is immediate
             self._executor = None
 
-    def submit(self, session_id: str, frame_id: int, item: FrameItem, arrival_s: float,
-               deadline_s: float) -> asyncio.Future[ScheduledFrame]:
+    def submit(
+        self, session_id: str, frame_id: int, item: FrameItem, arrival_s: float, deadline_s: float
+    ) -> asyncio.Future[ScheduledFrame]:
         """Offer a session's newest frame; any older pending frame of the session resolves DROPPED_STALE."""
         loop = self._require_loop()
         fut: asyncio.Future[ScheduledFrame] = loop.create_future()
@@ -159,8 +165,9 @@ class FrameScheduler:
             result = exc
         return result, self._clock()
 
-    def _on_done(self, fut: asyncio.Future[tuple[list[FrameOutput] | BaseException, float]],
-                 plan: Plan) -> None:
+    def _on_done(
+        self, fut: asyncio.Future[tuple[list[FrameOutput] | BaseException, float]], plan: Plan
+    ) -> None:
         self._running.discard(fut)
         if fut.cancelled():
             result: list[FrameOutput] | BaseException = asyncio.CancelledError()

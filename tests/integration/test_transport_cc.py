@@ -32,6 +32,7 @@ from tests.integration.conftest import (
     FakePipeline,
     StampedTrack,
     gw_config,
+    publish,
     running_gateway,
     wait_for,
 )
@@ -243,3 +244,45 @@ async def test_a_queue_seen_in_transport_cc_feedback_cuts_the_rate(astronaut: np
     assert receiver["transit_samples"] >= 20, bitrate
     assert receiver["loss_based_bps"] == 1_000_000, bitrate  # nothing lost: the queue alone did it
     assert receiver["delay_based_bps"] < 400_000 and bitrate["target_bps"] < 400_000, bitrate
+
+
+async def test_a_whep_viewer_that_offers_transport_cc_gets_stamped_packets(astronaut: np.ndarray) -> None:
+    async with (
+        running_gateway(gw_config(), pipeline=FakePipeline()) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+        pub = await publish(http, gw.url, [cv2.resize(astronaut, (320, 240))])
+        session_id = pub.location.rsplit("/", 1)[-1]
+        pc = create_peer_connection(LOOPBACK)
+        transceiver = pc.addTransceiver("video", direction="recvonly")
+        try:
+            assert await wait_for(lambda: len(pub.received.ids) >= 3, 30)
+            await pc.setLocalDescription(await pc.createOffer())
+            async with http.post(
+                f"{gw.url}/whep/{session_id}",
+                data=offer_transport_cc(pc.localDescription.sdp),
+                headers={"Content-Type": "application/sdp"},
+            ) as resp:
+                assert resp.status == 201, await resp.text()
+                answer = await resp.text()
+            assert f"a=extmap:{EXT_ID} {TRANSPORT_CC_URI}" in answer and "transport-cc" in answer
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+            tcc = RTCRtpHeaderExtensionParameters(id=EXT_ID, uri=TRANSPORT_CC_URI)
+            receiver = transceiver.receiver
+            receiver.transport._rtp_header_extensions_map.configure(RTCRtpParameters(headerExtensions=[tcc]))
+            seen: list[int] = []
+            original = receiver._handle_rtp_packet
+
+            async def handle(packet: RtpPacket, arrival_time_ms: int) -> None:
+                if packet.extensions.transport_sequence_number is not None:
+                    seen.append(packet.extensions.transport_sequence_number)
+                await original(packet, arrival_time_ms)
+
+            receiver._handle_rtp_packet = handle
+            drain = asyncio.ensure_future(_drain(receiver))
+            assert await wait_for(lambda: len(seen) >= 10, 20)
+            drain.cancel()
+            assert seen == list(range(seen[0], seen[0] + len(seen)))
+        finally:
+            await pc.close()
+            await pub.close()

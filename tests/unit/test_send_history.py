@@ -55,7 +55,7 @@ def transits(policy: BitratePolicy, start: float, end: float, queue_s: float, ac
     return t
 
 
-def test_a_standing_one_way_queue_cuts_within_two_feedback_packets_and_once_per_hold() -> None:
+def test_a_standing_one_way_queue_cuts_within_two_feedback_packets_and_again_only_while_it_grows() -> None:
     policy = BitratePolicy(CONFIG)
     policy.add("viewer")
     transits(policy, 0.0, 3.0, 0.0, 900_000)  # a clean path: its base transit
@@ -67,7 +67,10 @@ def test_a_standing_one_way_queue_cuts_within_two_feedback_packets_and_once_per_
     # still queued 50 ms later, and arriving slower now: no second cut inside the hold
     policy.on_transit("viewer", OFFSET_S + 0.020 + 0.115, 700_000, 3.15)
     assert policy.update(3.15) is None and policy.current_bps == 765_000
-    # after the hold, a queue still standing cuts again, from what arrives now
+    # past the hold, a queue standing lower than at the cut is draining (slowly): no second cut
+    policy.on_transit("viewer", OFFSET_S + 0.020 + 0.105, 700_000, 3.50)
+    assert policy.update(3.50) is None and policy.current_bps == 765_000
+    # a queue standing higher than at the cut: the cut was not enough, cut again from what arrives now
     policy.on_transit("viewer", OFFSET_S + 0.020 + 0.120, 700_000, 4.15)
     assert policy.update(4.15) == 595_000
 

@@ -1,0 +1,49 @@
+"""Apply `gateway.media.retransmit_budget` to one aiortc video sender: retransmissions within the encoder's
+target bitrate, and one packet not resent within a round trip.
+
+aiortc's `RTCRtpSender._handle_rtcp_packet` calls `self._retransmit(seq)` for every sequence number a NACK
+names; that one method is wrapped on this sender instance (other senders are untouched). The packet is looked
+up in the sender's history (`_RTCRtpSender__rtp_history`, aiortc 1.14-1.16) only for its size; a packet the
+history no longer holds is skipped as aiortc itself would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from aiortc import RTCRtpSender
+
+from gateway.media.retransmit_budget import RetransmitBudget
+
+_HISTORY_ATTR = "_RTCRtpSender__rtp_history"
+RTP_HEADER_BYTES = 12
+
+
+def limit_retransmissions(
+    sender: RTCRtpSender,
+    budget: RetransmitBudget,
+    rate_bps: Callable[[], float],
+    rtt_s: Callable[[], float | None] = lambda: None,
+) -> bool:
+    """Wrap `sender`'s retransmissions in `budget` at `rate_bps()`; False (nothing changed) on an aiortc
+    whose sender lacks the expected internals."""
+    try:
+        from aiortc.rtcrtpsender import RTP_HISTORY_SIZE
+    except ImportError:
+        return False
+    original = getattr(sender, "_retransmit", None)
+    history = getattr(sender, _HISTORY_ATTR, None)
+    if original is None or not isinstance(history, dict):
+        return False
+
+    async def retransmit(sequence_number: int) -> None:
+        packet = history.get(sequence_number % RTP_HISTORY_SIZE)
+        if packet is None or packet.sequence_number != sequence_number:
+            return
+        size = RTP_HEADER_BYTES + len(packet.payload)
+        if budget.allow(sequence_number, size, rate_bps(), time.monotonic(), rtt_s()):
+            await original(sequence_number)
+
+    sender._retransmit = retransmit  # type: ignore[method-assign]
+    return True
