@@ -16,8 +16,9 @@ Each receiver's estimate is the lowest of
 - its latest REMB (the receiver's delay-based estimate, RFC draft-alvestrand-rmcat-remb; aiortc and
   Chrome send it), ignored once older than `stale_after_s`,
 - a loss-based rate, as in Google Congestion Control's sender side (draft-ietf-rmcat-gcc-02 section 6):
-  from each receiver report's fraction lost, above 10 % the rate drops to current * (1 - 0.5 * loss), below
-  2 % it grows 5 %, in between it holds, and
+  from each receiver report's fraction lost, above 10 % the rate drops to current * (1 - 0.5 * loss) (at
+  most once per `loss_decrease_interval_s` + the round trip, as libwebrtc), below 2 % it grows 5 % a
+  second, in between it holds, and
 - a delay-based rate from the round trips its receiver reports give (below).
 
 Changing the rate of a libvpx/libx264 context opened through PyAV needs a new context (PyAV does not pass a
@@ -106,6 +107,10 @@ class BitrateConfig:
     # so cuts do not compound while the queue drains; a transit jump beyond `transit_jump_s` is a new
     # clock at the receiver (its reference time wrapped or restarted), not a queue
     transit_cut_hold_s: float = 0.3
+    # the loss rule decreases at most once per this long plus the round trip (libwebrtc's 300 ms + RTT):
+    # browsers send a receiver report with every NACK, so a burst of loss arrives as many reports, each
+    # about packets sent before the previous cut could act (measured: compounded to the 100 kbit/s floor)
+    loss_decrease_interval_s: float = 0.3
     transit_jump_s: float = 10.0
 
     def __post_init__(self) -> None:
@@ -140,6 +145,8 @@ class _Receiver:
     transit: QueueDelay | None = None  # one-way queue from its transport-cc feedback, when it sends any
     transit_cut_at: float = float("-inf")
     transit_cut_queue_s: float = 0.0  # the queue when it was last cut
+    loss_cut_at: float = float("-inf")
+    loss_report_at: float | None = None
     transit_samples: int = 0
 
     def delay_queue(self, now: float, stale_after_s: float) -> QueueDelay:
@@ -217,12 +224,19 @@ class BitratePolicy:
         """One receiver report: `fraction_lost` in 0..1 since that receiver's previous report."""
         receiver = self._receiver(key, now)
         receiver.last_loss = fraction_lost
+        elapsed = (
+            1.0 if receiver.loss_report_at is None else min(max(now - receiver.loss_report_at, 0.0), 1.0)
+        )
+        receiver.loss_report_at = now
         if fraction_lost > self.config.loss_high:
-            receiver.loss_based_bps = min(
-                receiver.loss_based_bps, self.current_bps * (1 - 0.5 * fraction_lost)
-            )
-        elif fraction_lost < self.config.loss_low:
-            receiver.loss_based_bps = min(receiver.loss_based_bps * 1.05, float(self.config.max_bps))
+            interval = self.config.loss_decrease_interval_s + (receiver.queue.last_rtt_s or 0.0)
+            if now - receiver.loss_cut_at >= interval:
+                receiver.loss_based_bps = min(
+                    receiver.loss_based_bps, self.current_bps * (1 - 0.5 * fraction_lost)
+                )
+                receiver.loss_cut_at = now
+        elif fraction_lost < self.config.loss_low:  # +5 % a second, however often reports come
+            receiver.loss_based_bps = min(receiver.loss_based_bps * 1.05**elapsed, float(self.config.max_bps))
 
     def on_rtt(self, key: Hashable, rtt_s: float, now: float, reverse_queue_s: float = 0.0) -> None:
         """One round trip measured from a receiver report (LSR/DLSR) of this receiver. `reverse_queue_s`: what

@@ -6,8 +6,9 @@ import pytest
 
 from gateway.media.bitrate import BitrateConfig, BitratePolicy, size_class_bitrate
 
-CONFIG = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, start_cap_bps=1_000_000,
-                       increase_hold_s=2.0)
+CONFIG = BitrateConfig(
+    max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, start_cap_bps=1_000_000, increase_hold_s=2.0
+)
 
 
 def test_starts_at_the_start_fraction_and_holds_without_feedback() -> None:
@@ -37,15 +38,15 @@ def test_heavy_loss_cuts_the_rate_at_once_and_clean_reports_climb_back_slowly() 
 def test_minimum_across_receivers_and_a_leaving_slow_viewer_releases_the_rest() -> None:
     policy = BitratePolicy(CONFIG)
     policy.add("fast")
-    for _ in range(6):
-        policy.on_loss("slow", 0.5, now=1.0)
-        policy.update(1.0)
+    for second in range(6):  # one report a second
+        policy.on_loss("slow", 0.5, now=1.0 + second)
+        policy.update(1.0 + second)
     assert policy.current_bps < 200_000
     policy.remove("slow")
-    assert policy.update(1.5) is None  # increases wait for the hold time
+    assert policy.update(6.5) is None  # increases wait for the hold time
     low = policy.current_bps
-    assert policy.update(3.5) == int(low * 1.25)  # and climb by at most 25 % a step: the link is unknown
-    t = 3.5
+    assert policy.update(8.5) == int(low * 1.25)  # and climb by at most 25 % a step: the link is unknown
+    t = 8.5
     while policy.current_bps < 1_000_000 and t < 30:
         t += 2.0
         policy.update(t)
@@ -119,3 +120,23 @@ def test_a_new_ceiling_restarts_an_unchanged_rate_and_keeps_what_links_showed() 
     assert slow.current_bps == 600_000 and slow.estimate(4.0) == 600_000
     slow.set_max(10)  # never under the floor
     assert slow.config.max_bps == slow.config.min_bps
+
+
+def test_a_burst_of_lossy_reports_cuts_once_per_interval_and_round_trip() -> None:
+    """Browsers send a receiver report with every NACK: during one burst of loss they come many times a
+    second, each about packets sent before the last cut could act. One cut per 300 ms + RTT (libwebrtc)."""
+    policy = BitratePolicy(CONFIG)
+    policy.add("viewer")
+    policy.on_rtt("viewer", 0.050, now=0.5)
+    for k in range(10):  # ten reports in 250 ms, each saying 50 % lost
+        policy.on_loss("viewer", 0.5, now=1.0 + 0.025 * k)
+        policy.update(1.0 + 0.025 * k)
+    assert policy.current_bps == 750_000  # one cut, not 0.75 ** 10
+    policy.on_loss("viewer", 0.5, now=1.36)  # 300 ms + the 50 ms round trip later: the next one
+    policy.update(1.36)
+    assert policy.current_bps == 562_500
+    # clean reports grow the rate 5 % a second however often they come
+    for k in range(40):
+        policy.on_loss("viewer", 0.0, now=2.0 + 0.025 * k)
+    grown = policy.snapshot(3.0)["receivers"][0]["loss_based_bps"]  # type: ignore[index]
+    assert 562_500 * 1.04 < grown < 562_500 * 1.11  # about 1.05 ** (1 s + the first report's gap)
