@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import time
 from typing import Any
 
@@ -75,3 +76,15 @@ async def page_ws(http: aiohttp.ClientSession, devtools: int, deadline: float) -
             pass
         await asyncio.sleep(0.2)
     raise TimeoutError("Chromium's DevTools endpoint never came up")
+
+
+def open_demo(
+    port: int, profile_dir: str, devtools: int, extra_flags: tuple[str, ...] = ()
+) -> subprocess.Popen[bytes]:
+    """Headless Chromium publishing through the gateway's demo page (/demo?autostart=1 on 127.0.0.1:`port`),
+    with a fresh profile in `profile_dir` and DevTools on `devtools`."""
+    return subprocess.Popen(
+        [CHROMIUM, *PUBLISHER_FLAGS, *extra_flags, f"--user-data-dir={profile_dir}",
+         f"--remote-debugging-port={devtools}", f"http://127.0.0.1:{port}/demo?autostart=1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip

@@ -129,7 +129,7 @@ async def inside(
     from gateway.app import create_app, wait_started
     from gateway.cli import build_config, build_parser
     from gateway.http.keys import STATE
-    from loadgen.chromium import CHROMIUM, PUBLISHER_FLAGS, Page, free_port, page_ws
+    from loadgen.chromium import Page, free_port, open_demo, page_ws
 
     dscp = f"--media-dscp={bench_network.GATEWAY_DSCP}"
     argv = ["--host", "127.0.0.1", "--port", "0", "--ice-loopback-only", dscp]
@@ -145,12 +145,7 @@ async def inside(
         await wait_started(app, 60)
         devtools = free_port()
         with tempfile.TemporaryDirectory() as profile:
-            browser = subprocess.Popen(
-                [CHROMIUM, *PUBLISHER_FLAGS, f"--use-file-for-fake-video-capture={video}",
-                 f"--user-data-dir={profile}", f"--remote-debugging-port={devtools}",
-                 f"http://127.0.0.1:{port}/demo?autostart=1"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
+            browser = open_demo(port, profile, devtools, (f"--use-file-for-fake-video-capture={video}",))
             async with aiohttp.ClientSession() as http:
                 deadline = time.monotonic() + 60
                 async with http.ws_connect(await page_ws(http, devtools, deadline), max_msg_size=0) as ws:

@@ -23,7 +23,7 @@ import aiohttp
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
 from gateway.rtc.ice import IceConfig
-from loadgen.chromium import CHROMIUM, PUBLISHER_FLAGS, Page, free_port, page_ws
+from loadgen.chromium import PUBLISHER_FLAGS, Page, free_port, open_demo, page_ws
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 FLAGS = PUBLISHER_FLAGS
@@ -53,11 +53,7 @@ async def run(timeout_s: float) -> dict[str, Any]:
         await wait_started(app, 60)
         devtools = _free_port()
         with tempfile.TemporaryDirectory() as profile:
-            browser = subprocess.Popen(
-                [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={devtools}",
-                 f"http://127.0.0.1:{port}/demo?autostart=1"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )
+            browser = open_demo(port, profile, devtools)
             async with aiohttp.ClientSession() as http:
                 async with http.ws_connect(await _page_ws(http, devtools, deadline), max_msg_size=0) as ws:
                     page = Page(ws)
@@ -70,8 +66,10 @@ async def run(timeout_s: float) -> dict[str, Any]:
                     full_w = first.get("width", 0)
                     after = await _wait(
                         page,
-                        lambda s: 0 < s.get("width", 0) < full_w and s.get("framesReceived", 0)
-                        >= first["framesReceived"] + 30,
+                        lambda s: (
+                            0 < s.get("width", 0) < full_w
+                            and s.get("framesReceived", 0) >= first["framesReceived"] + 30
+                        ),
                         deadline,
                     )
                     result["after"] = after

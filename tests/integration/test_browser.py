@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.browser_probe import CHROMIUM
+from tests.integration.chromium import CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[2]
 

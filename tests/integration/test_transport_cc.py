@@ -187,22 +187,9 @@ async def _receive_with_feedback(
         await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
         Stamper(pc, {**extmap_ids(answer), TRANSPORT_CC_URI: EXT_ID})
         receiver = transceiver.receiver
-        receiver.transport._rtp_header_extensions_map.configure(
-            RTCRtpParameters(
-                headerExtensions=[RTCRtpHeaderExtensionParameters(id=EXT_ID, uri=TRANSPORT_CC_URI)]
-            )
-        )
+        seen = watch_transport_sequence(receiver)
         feedback = transport_cc.install(receiver)
         assert feedback is not None
-        seen: list[int] = []
-        original = receiver._handle_rtp_packet
-
-        async def handle(packet: RtpPacket, arrival_time_ms: int) -> None:
-            if packet.extensions.transport_sequence_number is not None:
-                seen.append(packet.extensions.transport_sequence_number)
-            await original(packet, arrival_time_ms)
-
-        receiver._handle_rtp_packet = handle
         tasks = [asyncio.ensure_future(feedback.run()), asyncio.ensure_future(_drain(receiver))]
         (session,) = sessions_of(gw.app).sessions.values()
         try:
@@ -215,6 +202,23 @@ async def _receive_with_feedback(
             track.stop()
             await pc.close()
     return seen, summary, bitrate
+
+
+def watch_transport_sequence(receiver: RTCRtpReceiver) -> list[int]:
+    """Make the client's transport parse the transport-wide sequence number (aiortc's own answer handling
+    drops the extension), and collect the numbers of the packets this receiver gets, in arrival order."""
+    tcc = RTCRtpHeaderExtensionParameters(id=EXT_ID, uri=TRANSPORT_CC_URI)
+    receiver.transport._rtp_header_extensions_map.configure(RTCRtpParameters(headerExtensions=[tcc]))
+    seen: list[int] = []
+    original = receiver._handle_rtp_packet
+
+    async def handle(packet: RtpPacket, arrival_time_ms: int) -> None:
+        if packet.extensions.transport_sequence_number is not None:
+            seen.append(packet.extensions.transport_sequence_number)
+        await original(packet, arrival_time_ms)
+
+    receiver._handle_rtp_packet = handle  # type: ignore[method-assign]
+    return seen
 
 
 async def _drain(receiver: RTCRtpReceiver) -> None:
@@ -267,18 +271,8 @@ async def test_a_whep_viewer_that_offers_transport_cc_gets_stamped_packets(astro
                 answer = await resp.text()
             assert f"a=extmap:{EXT_ID} {TRANSPORT_CC_URI}" in answer and "transport-cc" in answer
             await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
-            tcc = RTCRtpHeaderExtensionParameters(id=EXT_ID, uri=TRANSPORT_CC_URI)
             receiver = transceiver.receiver
-            receiver.transport._rtp_header_extensions_map.configure(RTCRtpParameters(headerExtensions=[tcc]))
-            seen: list[int] = []
-            original = receiver._handle_rtp_packet
-
-            async def handle(packet: RtpPacket, arrival_time_ms: int) -> None:
-                if packet.extensions.transport_sequence_number is not None:
-                    seen.append(packet.extensions.transport_sequence_number)
-                await original(packet, arrival_time_ms)
-
-            receiver._handle_rtp_packet = handle
+            seen = watch_transport_sequence(receiver)
             drain = asyncio.ensure_future(_drain(receiver))
             assert await wait_for(lambda: len(seen) >= 10, 20)
             drain.cancel()
