@@ -251,7 +251,7 @@ class BitratePolicy:
         if receiver.delay_queue(now, config.stale_after_s) is not receiver.queue:
             return  # its transport-cc feedback measures the same queue, 10-20 times as often
         if receiver.queue.filling(config.delay_high_s, config.drain_s):
-            sent = self.sent_bps(now) or float(self.current_bps)
+            sent = min(self.sent_bps(now) or float(self.current_bps), float(self.current_bps))
             receiver.delay_based_bps = max(
                 float(config.min_bps), min(receiver.delay_based_bps, sent * config.delay_decrease)
             )
@@ -286,7 +286,10 @@ class BitratePolicy:
                 now - receiver.transit_cut_at > config.base_window_s or queue_s > receiver.transit_cut_queue_s
             )
             if not held and growing:
-                arrived = acked_bps or self.sent_bps(now) or float(self.current_bps)
+                # what arrived, and never above the current target: a cut must clear `min_change`
+                arrived = min(
+                    acked_bps or self.sent_bps(now) or float(self.current_bps), float(self.current_bps)
+                )
                 receiver.delay_based_bps = max(
                     float(config.min_bps), min(receiver.delay_based_bps, arrived * config.delay_decrease)
                 )

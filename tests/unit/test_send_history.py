@@ -108,3 +108,16 @@ def test_round_trips_do_not_drive_the_rate_while_transport_cc_feedback_is_fresh(
         policy.on_transit("viewer", OFFSET_S + 0.020, 900_000, t)
         assert policy.update(t) is None
     assert policy.current_bps == 1_000_000
+
+
+def test_a_delay_cut_clears_the_hysteresis_when_more_arrived_than_the_target() -> None:
+    """The encoder overshoots its target now and then: 0.85 x what arrived could then be less than a 15 %
+    cut of the target, and the hysteresis (`min_change`) would swallow it while the queue grows on."""
+    policy = BitratePolicy(CONFIG)
+    policy.add("viewer")
+    transits(policy, 0.0, 3.0, 0.0, 900_000)
+    for t in (3.05, 3.10):
+        policy.on_transit(
+            "viewer", OFFSET_S + 0.020 + 0.110, 1_050_000, t
+        )  # 5 % more than the target arrived
+    assert policy.update(3.10) == 850_000
