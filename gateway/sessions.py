@@ -181,11 +181,13 @@ class Session:
         self.uplink_delay = OneWayDelay()  # the publisher's uplink queue, from its frames' arrival times
         self.transport_cc: transport_cc.TransportCcFeedback | None = None  # when the answer negotiated it
         self.transport_cc_send: transport_cc.SendSideFeedback | None = None  # the publisher's return stream
+        self._media_started = False
 
     # --- wiring ---------------------------------------------------------------------------------------------
     def start_media(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
-        if self._tasks or self.close_reason is not None:
+        if self._media_started or self.close_reason is not None:
             return
+        self._media_started = True  # once: other tasks (transport-cc feedback) may already be running
         self._spawn(self._receive_loop(track, receiver), "receive")
         self._spawn(self._output_loop(), "output")
         measure_transit(receiver, self.uplink_delay)

@@ -107,11 +107,11 @@ class BitrateConfig:
     # so cuts do not compound while the queue drains; a transit jump beyond `transit_jump_s` is a new
     # clock at the receiver (its reference time wrapped or restarted), not a queue
     transit_cut_hold_s: float = 0.3
+    transit_jump_s: float = 10.0
     # the loss rule decreases at most once per this long plus the round trip (libwebrtc's 300 ms + RTT):
     # browsers send a receiver report with every NACK, so a burst of loss arrives as many reports, each
     # about packets sent before the previous cut could act (measured: compounded to the 100 kbit/s floor)
     loss_decrease_interval_s: float = 0.3
-    transit_jump_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 < self.min_bps <= self.max_bps:
