@@ -71,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--audio", action="store_true",
                    help="each job also sends Opus (a click a second) and a WHEP viewer per job measures the "
                         "A/V offset the gateway's sender reports give (report: jobs[].av_offset_ms)")
+    p.add_argument("--transport-cc", action="store_true",
+                   help="offer transport-cc and return its feedback for the processed stream, as a browser "
+                        "does (the gateway's sender then reads per-packet arrivals, not receiver reports "
+                        "alone)")
     p.add_argument("--picture-quality", action="store_true",
                    help="measure each returned frame's fidelity to the one sent: PSNR of the median 16x16 "
                         "block's luma error, so the swapped face does not count (report: picture_psnr_db)")
@@ -243,7 +247,7 @@ async def _run_cells(args: argparse.Namespace, view: LiveView, console: Console
         try:
             client = ClientConfig(url=url, token=args.token, processors=args.session_processors,
                                   audio=args.audio, network=args.network,
-                                  picture_quality=args.picture_quality)
+                                  picture_quality=args.picture_quality, transport_cc=args.transport_cc)
             if not args.no_source:
                 image = args.source_image or media_path(media_root, "astronaut.png")
                 async with aiohttp.ClientSession() as http:

@@ -36,6 +36,7 @@ from loadgen.impair import Impairment, impair_peer_connection
 from loadgen.stamp import BandGeometry, read_stamp
 from loadgen.stats import AvOffset, Event, FrameReceived, FrameSent, JobJoined
 from loadgen.synth import FrameLoop
+from loadgen.transport_cc import offer_with_transport_cc, receive_with_transport_cc
 
 VIDEO_CLOCK = 90_000
 
@@ -56,6 +57,7 @@ class ClientConfig:
     audio: bool = False                # also send Opus (clicks) and measure A/V sync at a WHEP viewer
     network: Impairment | None = None  # impair this job's link, both directions (loadgen.impair)
     picture_quality: bool = False      # measure each received frame's fidelity (loadgen.fidelity)
+    transport_cc: bool = False         # offer transport-cc and send its feedback, as browsers do
 
     def whip_url(self) -> str:
         base = urljoin(self.url.rstrip("/") + "/", self.whip_path.lstrip("/"))
@@ -170,6 +172,7 @@ class WhipJob:
         self._closed = False
         self._viewer: RTCPeerConnection | None = None
         self._viewer_reader: asyncio.Task[None] | None = None
+        self._feedback: asyncio.Task[None] | None = None  # --transport-cc: the feedback loop
         self.av_probe: AvSyncProbe | None = None
         self.received_tracks = 0
 
@@ -202,6 +205,8 @@ class WhipJob:
         await pc.setLocalDescription(await pc.createOffer())
         headers = {"Content-Type": "application/sdp", **self.config.headers()}
         offer = pc.localDescription.sdp
+        if self.config.transport_cc:
+            offer = offer_with_transport_cc(offer)
         async with self._http.post(self.config.whip_url(), data=offer, headers=headers) as r:
             body = await r.text()
             if r.status != 201:
@@ -211,6 +216,11 @@ class WhipJob:
                 raise JoinError("WHIP 201 without a Location header")
             self._location = urljoin(self.config.whip_url(), location)
         await pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
+        if self.config.transport_cc:
+            feedback = receive_with_transport_cc(pc, body)
+            if feedback is None:
+                raise JoinError("--transport-cc: the gateway did not answer transport-cc")
+            self._feedback = asyncio.ensure_future(feedback.run())
         if self.config.audio:
             await self._watch_sync()
 
@@ -276,6 +286,8 @@ class WhipJob:
                 async with self._http.delete(self._location, headers=self.config.headers(),
                                              timeout=aiohttp.ClientTimeout(total=5)):
                     pass
+        if self._feedback is not None:
+            self._feedback.cancel()
         if self._pc is not None:
             await self._pc.close()
         if self._viewer is not None:

@@ -199,6 +199,7 @@ def _loadgen_args(args: argparse.Namespace, report: Path, samples: Path) -> list
         "--duration", str(args.duration),
         "--resolution", args.resolution, "--fps", str(args.fps), "--no-live",
         "--output-report", str(report), "--csv", str(samples), "--picture-quality",
+        *(["--transport-cc"] if args.client_transport_cc else []),
     ]  # fmt: skip
 
 
@@ -420,6 +421,9 @@ def main() -> int:
     parser.add_argument("--resolution", default="320x240")
     parser.add_argument("--fps", type=float, default=15.0)
     parser.add_argument("--shaper", choices=("udp", "tc"), default="udp")
+    parser.add_argument("--client-transport-cc", action="store_true",
+                        help="the load generator's jobs offer transport-cc and return its feedback, as "
+                             "browsers do (loadgen --transport-cc)")
     parser.add_argument("--gateway-arg", action="append", default=[],
                         help="extra argument for the gateway the tc shaper runs (repeatable), e.g. "
                              "--gateway-arg=--no-uplink-loss-cap")

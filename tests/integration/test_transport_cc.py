@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import re
 import time
+from pathlib import Path
 
 import aiohttp
 import cv2
@@ -26,7 +27,9 @@ from gateway.media.transport_feedback import RTCP_RTPFB, TRANSPORT_CC_FMT, Trans
 from gateway.rtc import transport_cc
 from gateway.rtc.ice import create_peer_connection
 from gateway.rtc.transport_cc import TRANSPORT_CC_URI
+from loadgen.client import ClientConfig, WhipJob
 from loadgen.impair import Impairment, impair_peer_connection
+from loadgen.synth import SynthConfig, build_loop
 from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,
@@ -280,3 +283,22 @@ async def test_a_whep_viewer_that_offers_transport_cc_gets_stamped_packets(astro
         finally:
             await pc.close()
             await pub.close()
+
+
+async def test_a_load_generator_job_with_transport_cc_feeds_the_gateways_sender(media_dir: Path) -> None:
+    """`loadgen --transport-cc`: the job offers it and returns feedback, as a browser does."""
+    async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
+        frames = build_loop(SynthConfig(320, 240, 15, "single_face", loop_frames=10), media_dir)
+        job = WhipJob(0, ClientConfig(url=gw.url, transport_cc=True), frames, 15.0, lambda event: None, http)
+        await job.start()
+        try:
+            (session,) = sessions_of(gw.app).sessions.values()
+            encoder = session.encoders["VP8"]
+
+            def samples() -> int:
+                (receiver,) = encoder.bitrate.snapshot(time.monotonic())["receivers"]  # type: ignore[misc]
+                return int(receiver["transit_samples"])
+
+            assert await wait_for(lambda: samples() >= 10, 20)
+        finally:
+            await job.stop()

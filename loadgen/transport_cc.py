@@ -1,0 +1,76 @@
+"""A load-generator job that receives like a browser: it offers transport-cc and returns transport-cc feedback
+for the processed stream (`loadgen --transport-cc`).
+
+Why: aiortc neither offers transport-cc nor sends its feedback, so a load generated with it exercises only
+the gateway's receiver-report path, while browsers (the real viewers and publishers) give the gateway
+per-packet feedback 10-20 times a second (gateway.rtc.transport_cc). With this, `bench_network.py` can
+measure the gateway's sender under both.
+
+The offer gets the transport-wide sequence number extension and `a=rtcp-fb:<pt> transport-cc` on its video
+m-line, as Chrome writes them. aiortc drops the extension from what it negotiated, so the job's own DTLS
+transport is told its id directly, and the gateway's receive-side recorder (the same code that reports to
+publishers) runs on the job's video receiver.
+"""
+
+from __future__ import annotations
+
+import re
+
+from aiortc import RTCPeerConnection
+from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParameters
+
+from gateway.rtc.transport_cc import TRANSPORT_CC_URI, TransportCcFeedback, install
+
+_EXTMAP = re.compile(r"^a=extmap:(\d+)(?:/\w+)? (\S+)")
+_VIDEO_RTPMAP = re.compile(r"^a=rtpmap:(\d+) ([\w-]+)/90000")
+
+
+def offer_with_transport_cc(sdp: str) -> str:
+    """`sdp` with transport-cc offered on its video m-lines (a free extension id, feedback on every video
+    format but RTX)."""
+    lines = sdp.split("\r\n")
+    used = {int(m.group(1)) for line in lines if (m := _EXTMAP.match(line))}
+    free = next((i for i in range(1, 15) if i not in used), None)
+    if free is None or TRANSPORT_CC_URI in sdp:
+        return sdp
+    out: list[str] = []
+    in_video = False
+    for k, line in enumerate(lines):
+        if line.startswith("m="):
+            in_video = line.startswith("m=video")
+        out.append(line)
+        if not in_video:
+            continue
+        following = lines[k + 1] if k + 1 < len(lines) else ""
+        if _EXTMAP.match(line) and not _EXTMAP.match(following):
+            out.append(f"a=extmap:{free} {TRANSPORT_CC_URI}")  # after the section's last extension
+        match = _VIDEO_RTPMAP.match(line)
+        if match and match.group(2).lower() != "rtx":
+            out.append(f"a=rtcp-fb:{match.group(1)} transport-cc")
+    return "\r\n".join(out)
+
+
+def answered_id(answer_sdp: str) -> int | None:
+    """The transport-cc extension id of the answer's video m-line, None when it was not answered."""
+    video = answer_sdp[answer_sdp.find("m=video") :] if "m=video" in answer_sdp else ""
+    video = video.split("\r\nm=", 1)[0]
+    for line in video.split("\r\n"):
+        match = _EXTMAP.match(line)
+        if match and match.group(2) == TRANSPORT_CC_URI:
+            return int(match.group(1))
+    return None
+
+
+def receive_with_transport_cc(pc: RTCPeerConnection, answer_sdp: str) -> TransportCcFeedback | None:
+    """After `setRemoteDescription(answer)`: parse the extension on the job's video receiver and record its
+    packets for feedback (the caller runs `.run()`); None when the answer did not take transport-cc."""
+    ext_id = answered_id(answer_sdp)
+    receiver = next((t.receiver for t in pc.getTransceivers() if t.kind == "video"), None)
+    if ext_id is None or receiver is None:
+        return None
+    extensions = getattr(receiver.transport, "_rtp_header_extensions_map", None)
+    if extensions is None:
+        return None
+    tcc = RTCRtpHeaderExtensionParameters(id=ext_id, uri=TRANSPORT_CC_URI)
+    extensions.configure(RTCRtpParameters(headerExtensions=[tcc]))
+    return install(receiver)
