@@ -108,6 +108,7 @@ class BitrateConfig:
     # clock at the receiver (its reference time wrapped or restarted), not a queue
     transit_cut_hold_s: float = 0.3
     transit_jump_s: float = 10.0
+    transit_quiet_span_s: float = 0.5
     # the loss rule decreases at most once per this long plus the round trip (libwebrtc's 300 ms + RTT):
     # browsers send a receiver report with every NACK, so a burst of loss arrives as many reports, each
     # about packets sent before the previous cut could act (measured: compounded to the 100 kbit/s floor)
@@ -360,6 +361,12 @@ class BitratePolicy:
             if queue.previous_queue_s is None:  # none, or one round trip: its own base, it shows nothing yet
                 started = receiver.first_report_at
                 if started is not None and now - started < self.config.rtt_grace_s:
+                    return True
+            elif queue is receiver.transit:
+                # 10-20 samples a second: one frame's burst (a keyframe) shows in a sample or two; only a
+                # queue that stood through the last `transit_quiet_span_s` holds an increase back
+                standing = queue.standing(now, self.config.transit_quiet_span_s)
+                if standing is not None and standing >= self.config.delay_low_s:
                     return True
             elif not queue.quiet(self.config.delay_low_s):
                 if now - queue.last_at <= self.config.stale_after_s:

@@ -73,6 +73,12 @@ class QueueDelay:
             return False
         return max(self.queue_s, self.previous_queue_s) < low_s
 
+    def standing(self, now: float, span_s: float) -> float | None:
+        """The lowest queue of the samples in the last `span_s` (what stood all along, not one burst's
+        peak); None without a sample in it."""
+        recent = [rtt for at, rtt in self._samples if now - at <= span_s]
+        return min(recent) - self._base() if recent else None
+
     def filling(self, high_s: float, drain_s: float) -> bool:
         """See `standing_queue`."""
         if self.queue_s is None:

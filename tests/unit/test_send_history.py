@@ -121,3 +121,20 @@ def test_a_delay_cut_clears_the_hysteresis_when_more_arrived_than_the_target() -
             "viewer", OFFSET_S + 0.020 + 0.110, 1_050_000, t
         )  # 5 % more than the target arrived
     assert policy.update(3.10) == 850_000
+
+
+def test_one_bursty_feedback_sample_does_not_hold_an_increase_back_but_a_standing_queue_does() -> None:
+    config = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=0.5, increase_hold_s=0.0)
+    bursty, standing = BitratePolicy(config), BitratePolicy(config)
+    for policy in (bursty, standing):
+        policy.add("viewer")
+        policy.on_loss("viewer", 0.0, now=0.0)
+        transits(policy, 0.0, 6.0, 0.0, 500_000)  # past the grace time; the rate climbed from 500 kbit/s
+    t = 6.0
+    for k in range(10):  # half a second of feedback, 50 ms apart
+        burst = 0.040 if k == 9 else 0.0  # a keyframe queued 40 ms behind it, in the newest sample only
+        bursty.on_transit("viewer", OFFSET_S + 0.020 + burst, 500_000, t)
+        standing.on_transit("viewer", OFFSET_S + 0.020 + 0.040, 500_000, t)
+        t += 0.05
+    assert not bursty._queue_above_low(t)
+    assert standing._queue_above_low(t)
