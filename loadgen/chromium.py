@@ -78,13 +78,13 @@ async def page_ws(http: aiohttp.ClientSession, devtools: int, deadline: float) -
     raise TimeoutError("Chromium's DevTools endpoint never came up")
 
 
-def open_demo(
-    port: int, profile_dir: str, devtools: int, extra_flags: tuple[str, ...] = ()
+def open_page(
+    url: str, profile_dir: str, devtools: int, extra_flags: tuple[str, ...] = ()
 ) -> subprocess.Popen[bytes]:
-    """Headless Chromium publishing through the gateway's demo page (/demo?autostart=1 on 127.0.0.1:`port`),
-    with a fresh profile in `profile_dir` and DevTools on `devtools`."""
+    """Headless Chromium with a fake camera on `url` (e.g. the gateway's /demo?autostart=1), a fresh profile
+    in `profile_dir` and DevTools on `devtools`."""
     return subprocess.Popen(
         [CHROMIUM, *PUBLISHER_FLAGS, *extra_flags, f"--user-data-dir={profile_dir}",
-         f"--remote-debugging-port={devtools}", f"http://127.0.0.1:{port}/demo?autostart=1"],
+         f"--remote-debugging-port={devtools}", url],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 
-from aiortc import RTCPeerConnection
+from aiortc import RTCPeerConnection, RTCRtpReceiver
 from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParameters
 
-from gateway.rtc.transport_cc import TRANSPORT_CC_URI, TransportCcFeedback, install
+from gateway.rtc.transport_cc import TRANSPORT_CC_URI, TransportCcFeedback, install, offered_transport_cc
 
 _EXTMAP = re.compile(r"^a=extmap:(\d+)(?:/\w+)? (\S+)")
 _VIDEO_RTPMAP = re.compile(r"^a=rtpmap:(\d+) ([\w-]+)/90000")
@@ -52,25 +52,26 @@ def offer_with_transport_cc(sdp: str) -> str:
 
 def answered_id(answer_sdp: str) -> int | None:
     """The transport-cc extension id of the answer's video m-line, None when it was not answered."""
-    video = answer_sdp[answer_sdp.find("m=video") :] if "m=video" in answer_sdp else ""
-    video = video.split("\r\nm=", 1)[0]
-    for line in video.split("\r\n"):
-        match = _EXTMAP.match(line)
-        if match and match.group(2) == TRANSPORT_CC_URI:
-            return int(match.group(1))
-    return None
+    answered = offered_transport_cc(answer_sdp)
+    return next((extension.id for extension, _ in answered.values()), None)
+
+
+def parse_transport_cc(pc: RTCPeerConnection, answer_sdp: str) -> RTCRtpReceiver | None:
+    """After `setRemoteDescription(answer)`: make `pc`'s transport parse the transport-wide sequence number
+    (aiortc drops the extension from what it negotiated); the video receiver, None when the answer did not
+    take transport-cc."""
+    ext_id = answered_id(answer_sdp)
+    receiver = next((t.receiver for t in pc.getTransceivers() if t.kind == "video"), None)
+    extensions = getattr(receiver.transport, "_rtp_header_extensions_map", None) if receiver else None
+    if ext_id is None or receiver is None or extensions is None:
+        return None
+    tcc = RTCRtpHeaderExtensionParameters(id=ext_id, uri=TRANSPORT_CC_URI)
+    extensions.configure(RTCRtpParameters(headerExtensions=[tcc]))
+    return receiver
 
 
 def receive_with_transport_cc(pc: RTCPeerConnection, answer_sdp: str) -> TransportCcFeedback | None:
     """After `setRemoteDescription(answer)`: parse the extension on the job's video receiver and record its
     packets for feedback (the caller runs `.run()`); None when the answer did not take transport-cc."""
-    ext_id = answered_id(answer_sdp)
-    receiver = next((t.receiver for t in pc.getTransceivers() if t.kind == "video"), None)
-    if ext_id is None or receiver is None:
-        return None
-    extensions = getattr(receiver.transport, "_rtp_header_extensions_map", None)
-    if extensions is None:
-        return None
-    tcc = RTCRtpHeaderExtensionParameters(id=ext_id, uri=TRANSPORT_CC_URI)
-    extensions.configure(RTCRtpParameters(headerExtensions=[tcc]))
-    return install(receiver)
+    receiver = parse_transport_cc(pc, answer_sdp)
+    return install(receiver) if receiver is not None else None

@@ -129,7 +129,7 @@ async def inside(
     from gateway.app import create_app, wait_started
     from gateway.cli import build_config, build_parser
     from gateway.http.keys import STATE
-    from loadgen.chromium import Page, free_port, open_demo, page_ws
+    from loadgen.chromium import Page, free_port, open_page, page_ws
 
     dscp = f"--media-dscp={bench_network.GATEWAY_DSCP}"
     argv = ["--host", "127.0.0.1", "--port", "0", "--ice-loopback-only", dscp]
@@ -145,7 +145,12 @@ async def inside(
         await wait_started(app, 60)
         devtools = free_port()
         with tempfile.TemporaryDirectory() as profile:
-            browser = open_demo(port, profile, devtools, (f"--use-file-for-fake-video-capture={video}",))
+            browser = open_page(
+                f"http://127.0.0.1:{port}/demo?autostart=1",
+                profile,
+                devtools,
+                (f"--use-file-for-fake-video-capture={video}",),
+            )
             async with aiohttp.ClientSession() as http:
                 deadline = time.monotonic() + 60
                 async with http.ws_connect(await page_ws(http, devtools, deadline), max_msg_size=0) as ws:

@@ -252,14 +252,22 @@ class BitratePolicy:
         if receiver.delay_queue(now, config.stale_after_s) is not receiver.queue:
             return  # its transport-cc feedback measures the same queue, 10-20 times as often
         if receiver.queue.filling(config.delay_high_s, config.drain_s):
-            sent = min(self.sent_bps(now) or float(self.current_bps), float(self.current_bps))
-            receiver.delay_based_bps = max(
-                float(config.min_bps), min(receiver.delay_based_bps, sent * config.delay_decrease)
-            )
+            self._delay_cut(receiver, self.sent_bps(now))
         elif queue_s < config.delay_low_s and (receiver.last_loss or 0.0) < config.loss_low:
-            receiver.delay_based_bps = min(
-                receiver.delay_based_bps * config.delay_increase, float(config.max_bps)
-            )
+            self._delay_grow(receiver, config.delay_increase)
+
+    def _delay_cut(self, receiver: _Receiver, arrived_bps: float | None) -> None:
+        """The delay rule's decrease: `delay_decrease` x what arrived (or was sent), and never above that
+        fraction of the current target, so the cut always clears `min_change` (an overshooting encoder's
+        arrivals would otherwise make it a cut the hysteresis swallows while the queue grows on)."""
+        current = float(self.current_bps)
+        arrived = min(arrived_bps or current, current)
+        receiver.delay_based_bps = max(
+            float(self.config.min_bps), min(receiver.delay_based_bps, arrived * self.config.delay_decrease)
+        )
+
+    def _delay_grow(self, receiver: _Receiver, factor: float) -> None:
+        receiver.delay_based_bps = min(receiver.delay_based_bps * factor, float(self.config.max_bps))
 
     def on_transit(self, key: Hashable, transit_s: float, acked_bps: float | None, now: float) -> None:
         """One transport-cc feedback packet of this receiver (`gateway.media.send_history`): the lowest
@@ -287,19 +295,11 @@ class BitratePolicy:
                 now - receiver.transit_cut_at > config.base_window_s or queue_s > receiver.transit_cut_queue_s
             )
             if not held and growing:
-                # what arrived, and never above the current target: a cut must clear `min_change`
-                arrived = min(
-                    acked_bps or self.sent_bps(now) or float(self.current_bps), float(self.current_bps)
-                )
-                receiver.delay_based_bps = max(
-                    float(config.min_bps), min(receiver.delay_based_bps, arrived * config.delay_decrease)
-                )
+                self._delay_cut(receiver, acked_bps or self.sent_bps(now))
                 receiver.transit_cut_at = now
                 receiver.transit_cut_queue_s = queue_s
         elif queue_s < config.delay_low_s and (receiver.last_loss or 0.0) < config.loss_low:
-            receiver.delay_based_bps = min(
-                receiver.delay_based_bps * config.delay_increase**elapsed, float(config.max_bps)
-            )
+            self._delay_grow(receiver, config.delay_increase**elapsed)
 
     def rtt_s(self, key: Hashable) -> float | None:
         """This receiver's latest round trip (receiver reports), if any."""

@@ -57,9 +57,9 @@ _MARK = "_livefuse_transport_cc"
 _SEND_MARK = "_livefuse_transport_cc_send"
 
 
-def _offered(sdp: str) -> dict[str, tuple[RTCRtpHeaderExtensionParameters, set[int]]]:
-    """Per video mid of an offer: its transport-wide sequence number extension and the payload types that
-    offered transport-cc feedback (only m-lines with both)."""
+def offered_transport_cc(sdp: str) -> dict[str, tuple[RTCRtpHeaderExtensionParameters, set[int]]]:
+    """Per video mid of an offer (or answer): its transport-wide sequence number extension and the payload
+    types with transport-cc feedback (only m-lines with both)."""
     offered: dict[str, tuple[RTCRtpHeaderExtensionParameters, set[int]]] = {}
     for media in SessionDescription.parse(sdp).media:
         if media.kind != "video" or media.rtp.muxId is None:
@@ -81,7 +81,7 @@ def answer_transport_cc(pc: RTCPeerConnection) -> int:
     remote = pc.remoteDescription
     if remote is None or not (TESTED_AIORTC[0] <= _aiortc_version() <= TESTED_AIORTC[1]):
         return 0
-    offered = _offered(remote.sdp)
+    offered = offered_transport_cc(remote.sdp)
     changed = 0
     for transceiver in pc.getTransceivers():
         entry = offered.get(transceiver.mid or "")

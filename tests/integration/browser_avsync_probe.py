@@ -31,8 +31,7 @@ import gateway.media.session_audio as session_audio
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
 from gateway.rtc.ice import IceConfig
-from tests.integration.browser_probe import FLAGS, Page, _free_port, _page_ws
-from tests.integration.chromium import CHROMIUM
+from loadgen.chromium import Page, free_port, open_page, page_ws
 
 CLICKS = int(os.environ.get("AVSYNC_CLICKS", "14"))
 DELAY_MS = float(os.environ.get("AVSYNC_DELAY_MS", "80"))
@@ -197,14 +196,10 @@ async def run(timeout_s: float, mode: str) -> dict[str, Any]:
                 session_id = "direct"
             else:
                 publisher, session_id = await _publish(base, http)
-            devtools = _free_port()
+            devtools = free_port()
             with tempfile.TemporaryDirectory() as profile:
-                browser = subprocess.Popen(
-                    [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={devtools}",
-                     f"{base}/avsync?session={session_id}"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                )
-                async with http.ws_connect(await _page_ws(http, devtools, deadline), max_msg_size=0) as ws:
+                browser = open_page(f"{base}/avsync?session={session_id}", profile, devtools)
+                async with http.ws_connect(await page_ws(http, devtools, deadline), max_msg_size=0) as ws:
                     page_ = Page(ws)
                     state: dict[str, Any] = {}
                     while time.monotonic() < deadline:

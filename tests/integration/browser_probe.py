@@ -23,12 +23,9 @@ import aiohttp
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
 from gateway.rtc.ice import IceConfig
-from loadgen.chromium import PUBLISHER_FLAGS, Page, free_port, open_demo, page_ws
+from loadgen.chromium import Page, free_port, open_page, page_ws
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-FLAGS = PUBLISHER_FLAGS
-_free_port = free_port
-_page_ws = page_ws
 
 
 async def _stats(page: Page) -> dict[str, Any]:
@@ -51,11 +48,11 @@ async def run(timeout_s: float) -> dict[str, Any]:
     browser: subprocess.Popen[bytes] | None = None
     try:
         await wait_started(app, 60)
-        devtools = _free_port()
+        devtools = free_port()
         with tempfile.TemporaryDirectory() as profile:
-            browser = open_demo(port, profile, devtools)
+            browser = open_page(f"http://127.0.0.1:{port}/demo?autostart=1", profile, devtools)
             async with aiohttp.ClientSession() as http:
-                async with http.ws_connect(await _page_ws(http, devtools, deadline), max_msg_size=0) as ws:
+                async with http.ws_connect(await page_ws(http, devtools, deadline), max_msg_size=0) as ws:
                     page = Page(ws)
                     first = await _wait(page, lambda s: s.get("framesReceived", 0) >= 30, deadline)
                     result["before"] = first

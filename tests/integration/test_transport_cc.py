@@ -23,13 +23,14 @@ from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParam
 from aiortc.rtp import HeaderExtensionsMap, RtpPacket, is_rtcp
 
 from gateway.http.keys import sessions_of
-from gateway.media.transport_feedback import RTCP_RTPFB, TRANSPORT_CC_FMT, TransportFeedback, parse_feedback
+from gateway.media.transport_feedback import TransportFeedback, parse_feedback
 from gateway.rtc import transport_cc
 from gateway.rtc.ice import create_peer_connection
-from gateway.rtc.transport_cc import TRANSPORT_CC_URI
+from gateway.rtc.transport_cc import TRANSPORT_CC_URI, transport_feedback_packets
 from loadgen.client import ClientConfig, WhipJob
 from loadgen.impair import Impairment, impair_peer_connection
 from loadgen.synth import SynthConfig, build_loop
+from loadgen.transport_cc import answered_id, offer_with_transport_cc, parse_transport_cc
 from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,
@@ -40,35 +41,20 @@ from tests.integration.conftest import (
     wait_for,
 )
 
-EXT_ID = 5
-MID_URI = "urn:ietf:params:rtp-hdrext:sdes:mid"
-ABS_SEND_TIME_URI = "http://www.webrtc.org/experiments/rtp-hdrext/abs-send-time"
-
-
-def offer_transport_cc(sdp: str) -> str:
-    """Add the extension and `transport-cc` feedback for VP8 to the video m-line, as a browser offers them."""
-    lines = sdp.split("\r\n")
-    out: list[str] = []
-    for line in lines:
-        out.append(line)
-        if line.startswith("a=extmap:") and ABS_SEND_TIME_URI in line:
-            out.append(f"a=extmap:{EXT_ID} {TRANSPORT_CC_URI}")
-        match = re.match(r"a=rtpmap:(\d+) VP8/90000", line)
-        if match:
-            out.append(f"a=rtcp-fb:{match.group(1)} transport-cc")
-    return "\r\n".join(out)
-
 
 class Stamper:
     """The publisher's side: a transport-wide sequence number on every RTP packet it sends, and the
     transport-cc feedback packets it receives."""
 
-    def __init__(self, pc: RTCPeerConnection, answer_ids: dict[str, int]) -> None:
+    def __init__(self, pc: RTCPeerConnection, offer: str) -> None:
+        """`offer`: what was sent, browser-like (with transport-cc): its extension ids are the ones stamped,
+        whether or not the answer took them."""
         transport = pc.getTransceivers()[0].sender.transport
+        ids = {uri: int(i) for i, uri in re.findall(r"a=extmap:(\d+)(?:/\w+)? (\S+)", offer)}
         self.extensions = HeaderExtensionsMap()
         self.extensions.configure(
             RTCRtpParameters(
-                headerExtensions=[RTCRtpHeaderExtensionParameters(id=i, uri=u) for u, i in answer_ids.items()]
+                headerExtensions=[RTCRtpHeaderExtensionParameters(id=i, uri=u) for u, i in ids.items()]
             )
         )
         self.sent: dict[int, float] = {}
@@ -86,20 +72,11 @@ class Stamper:
             await send_rtp(data)
 
         async def handle(data: bytes) -> None:
-            pos = 0
-            while pos + 4 <= len(data):
-                size = 4 * (int.from_bytes(data[pos + 2 : pos + 4], "big") + 1)
-                if data[pos + 1] == RTCP_RTPFB and data[pos] & 0x1F == TRANSPORT_CC_FMT:
-                    self.feedback.append(parse_feedback(data[pos : pos + size]))
-                pos += size
+            self.feedback += [parse_feedback(raw) for raw in transport_feedback_packets(data)]
             await handle_rtcp(data)
 
         transport._send_rtp = send
         transport._handle_rtcp_data = handle
-
-
-def extmap_ids(sdp: str) -> dict[str, int]:
-    return {uri: int(i) for i, uri in re.findall(r"a=extmap:(\d+)(?:/\w+)? (\S+)", sdp)}
 
 
 async def _publish(offer_tcc: bool, enabled: bool, seconds: float) -> tuple[str, Stamper, dict[str, object]]:
@@ -112,15 +89,15 @@ async def _publish(offer_tcc: bool, enabled: bool, seconds: float) -> tuple[str,
         track = StampedTrack([image], 15.0)
         pc.addTransceiver(track, direction="sendrecv")
         await pc.setLocalDescription(await pc.createOffer())
-        offer = pc.localDescription.sdp
-        offer = offer_transport_cc(offer) if offer_tcc else offer
+        browser_like = offer_with_transport_cc(pc.localDescription.sdp)
+        offer = browser_like if offer_tcc else pc.localDescription.sdp
         async with http.post(
             gw.url + "/whip", data=offer, headers={"Content-Type": "application/sdp"}
         ) as resp:
             assert resp.status == 201, await resp.text()
             answer = await resp.text()
         await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
-        stamper = Stamper(pc, {**extmap_ids(answer), TRANSPORT_CC_URI: EXT_ID})
+        stamper = Stamper(pc, browser_like)
         (session,) = sessions_of(gw.app).sessions.values()
         try:
             assert await wait_for(lambda: session.counters.frames_in >= 3, 20)
@@ -134,9 +111,7 @@ async def _publish(offer_tcc: bool, enabled: bool, seconds: float) -> tuple[str,
 
 async def test_every_stamped_packet_is_reported_with_its_arrival_time() -> None:
     answer, stamper, summary = await _publish(offer_tcc=True, enabled=True, seconds=2.0)
-    video = answer[answer.index("m=video") :]
-    assert f"a=extmap:{EXT_ID} {TRANSPORT_CC_URI}" in video
-    assert re.search(r"a=rtcp-fb:\d+ transport-cc", video)
+    assert answered_id(answer) is not None  # the extension and the feedback, on the video m-line
 
     reported = {seq: at for fb in stamper.feedback for seq, at in fb.arrivals}
     received = {seq: at for seq, at in reported.items() if at is not None}
@@ -180,17 +155,16 @@ async def _receive_with_feedback(
         track = StampedTrack(images, 15.0)
         transceiver = pc.addTransceiver(track, direction="sendrecv")
         await pc.setLocalDescription(await pc.createOffer())
+        offer = offer_with_transport_cc(pc.localDescription.sdp)
         async with http.post(
-            gw.url + "/whip",
-            data=offer_transport_cc(pc.localDescription.sdp),
-            headers={"Content-Type": "application/sdp"},
+            gw.url + "/whip", data=offer, headers={"Content-Type": "application/sdp"}
         ) as resp:
             assert resp.status == 201, await resp.text()
             answer = await resp.text()
         await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
-        Stamper(pc, {**extmap_ids(answer), TRANSPORT_CC_URI: EXT_ID})
+        Stamper(pc, offer)
         receiver = transceiver.receiver
-        seen = watch_transport_sequence(receiver)
+        seen = watch_transport_sequence(pc, answer)
         feedback = transport_cc.install(receiver)
         assert feedback is not None
         tasks = [asyncio.ensure_future(feedback.run()), asyncio.ensure_future(_drain(receiver))]
@@ -207,11 +181,11 @@ async def _receive_with_feedback(
     return seen, summary, bitrate
 
 
-def watch_transport_sequence(receiver: RTCRtpReceiver) -> list[int]:
-    """Make the client's transport parse the transport-wide sequence number (aiortc's own answer handling
-    drops the extension), and collect the numbers of the packets this receiver gets, in arrival order."""
-    tcc = RTCRtpHeaderExtensionParameters(id=EXT_ID, uri=TRANSPORT_CC_URI)
-    receiver.transport._rtp_header_extensions_map.configure(RTCRtpParameters(headerExtensions=[tcc]))
+def watch_transport_sequence(pc: RTCPeerConnection, answer: str) -> list[int]:
+    """The transport-wide sequence numbers of the packets `pc`'s video receiver gets, in arrival order (the
+    transport is made to parse them: loadgen.transport_cc.parse_transport_cc)."""
+    receiver = parse_transport_cc(pc, answer)
+    assert receiver is not None, "the answer did not take transport-cc"
     seen: list[int] = []
     original = receiver._handle_rtp_packet
 
@@ -267,15 +241,15 @@ async def test_a_whep_viewer_that_offers_transport_cc_gets_stamped_packets(astro
             await pc.setLocalDescription(await pc.createOffer())
             async with http.post(
                 f"{gw.url}/whep/{session_id}",
-                data=offer_transport_cc(pc.localDescription.sdp),
+                data=offer_with_transport_cc(pc.localDescription.sdp),
                 headers={"Content-Type": "application/sdp"},
             ) as resp:
                 assert resp.status == 201, await resp.text()
                 answer = await resp.text()
-            assert f"a=extmap:{EXT_ID} {TRANSPORT_CC_URI}" in answer and "transport-cc" in answer
+            assert answered_id(answer) is not None
             await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
             receiver = transceiver.receiver
-            seen = watch_transport_sequence(receiver)
+            seen = watch_transport_sequence(pc, answer)
             drain = asyncio.ensure_future(_drain(receiver))
             assert await wait_for(lambda: len(seen) >= 10, 20)
             drain.cancel()
