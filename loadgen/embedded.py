@@ -61,6 +61,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: each socket stays bound until all are picked (calling `free_port` again
+    may hand back the port it just released)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 class EmbeddedGateway:
     """Start with `await start()`, use `.url`, end with `await stop()` (idempotent). Also an async context."""
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from engines.triton.repository import RepositoryConfig, build_pipeline_repository
 from engines.triton.server import TritonProcess, TritonServerConfig
-from loadgen.embedded import free_port
+from loadgen.embedded import free_ports
 
 
 def build_repository(repo: Path, model_dir: Path, max_batch: int = 8, preferred: tuple[int, ...] = (2, 4),
@@ -24,7 +24,8 @@ def build_repository(repo: Path, model_dir: Path, max_batch: int = 8, preferred:
 
 
 def start_triton(repo: Path, log: Path, work_dir: Path) -> TritonProcess:
-    config = TritonServerConfig(repo, grpc_port=free_port(), http_port=free_port(), metrics_port=free_port(),
+    grpc, http, metrics = free_ports(3)
+    config = TritonServerConfig(repo, grpc_port=grpc, http_port=http, metrics_port=metrics,
                                 work_dir=work_dir)
     server = TritonProcess(config, log_path=log)
     server.start()

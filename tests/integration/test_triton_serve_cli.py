@@ -15,7 +15,7 @@ import pytest
 from engines.models.store import ModelStore
 from engines.triton import server as triton_server
 from engines.triton.server import TritonServerError, http_ready, locate_wheel
-from loadgen.embedded import free_port
+from loadgen.embedded import free_ports
 from tests.triton_server import build_repository
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_serve_starts_ready_and_stops_on_sigterm(tmp_path: Path, model_store: ModelStore) -> None:
     repo = build_repository(tmp_path / "repo", model_store.root, models=("face_landmarker",))
-    grpc, http, metrics = free_port(), free_port(), free_port()
+    grpc, http, metrics = free_ports(3)
     proc = subprocess.Popen(
         [sys.executable, "-m", "engines.triton", "serve", "--model-repository", str(repo), "--grpc-port",
          str(grpc), "--http-port", str(http), "--metrics-port", str(metrics), "--log-file",
