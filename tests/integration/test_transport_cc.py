@@ -79,6 +79,15 @@ class Stamper:
         transport._handle_rtcp_data = handle
 
 
+async def post_offer(http: aiohttp.ClientSession, url: str, pc: RTCPeerConnection, offer: str) -> str:
+    """POST `offer` (as munged) to a WHIP/WHEP URL, expect 201, apply the answer; the answer."""
+    async with http.post(url, data=offer, headers={"Content-Type": "application/sdp"}) as resp:
+        assert resp.status == 201, await resp.text()
+        answer = await resp.text()
+    await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+    return answer
+
+
 async def _publish(offer_tcc: bool, enabled: bool, seconds: float) -> tuple[str, Stamper, dict[str, object]]:
     image = cv2.resize(np.full((240, 320, 3), 90, np.uint8), (320, 240))
     async with (
@@ -91,12 +100,7 @@ async def _publish(offer_tcc: bool, enabled: bool, seconds: float) -> tuple[str,
         await pc.setLocalDescription(await pc.createOffer())
         browser_like = offer_with_transport_cc(pc.localDescription.sdp)
         offer = browser_like if offer_tcc else pc.localDescription.sdp
-        async with http.post(
-            gw.url + "/whip", data=offer, headers={"Content-Type": "application/sdp"}
-        ) as resp:
-            assert resp.status == 201, await resp.text()
-            answer = await resp.text()
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+        answer = await post_offer(http, gw.url + "/whip", pc, offer)
         stamper = Stamper(pc, browser_like)
         (session,) = sessions_of(gw.app).sessions.values()
         try:
@@ -156,12 +160,7 @@ async def _receive_with_feedback(
         transceiver = pc.addTransceiver(track, direction="sendrecv")
         await pc.setLocalDescription(await pc.createOffer())
         offer = offer_with_transport_cc(pc.localDescription.sdp)
-        async with http.post(
-            gw.url + "/whip", data=offer, headers={"Content-Type": "application/sdp"}
-        ) as resp:
-            assert resp.status == 201, await resp.text()
-            answer = await resp.text()
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+        answer = await post_offer(http, gw.url + "/whip", pc, offer)
         Stamper(pc, offer)
         receiver = transceiver.receiver
         seen = watch_transport_sequence(pc, answer)
@@ -239,15 +238,9 @@ async def test_a_whep_viewer_that_offers_transport_cc_gets_stamped_packets(astro
         try:
             assert await wait_for(lambda: len(pub.received.ids) >= 3, 30)
             await pc.setLocalDescription(await pc.createOffer())
-            async with http.post(
-                f"{gw.url}/whep/{session_id}",
-                data=offer_with_transport_cc(pc.localDescription.sdp),
-                headers={"Content-Type": "application/sdp"},
-            ) as resp:
-                assert resp.status == 201, await resp.text()
-                answer = await resp.text()
+            offer = offer_with_transport_cc(pc.localDescription.sdp)
+            answer = await post_offer(http, f"{gw.url}/whep/{session_id}", pc, offer)
             assert answered_id(answer) is not None
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
             receiver = transceiver.receiver
             seen = watch_transport_sequence(pc, answer)
             drain = asyncio.ensure_future(_drain(receiver))
