@@ -225,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(gateway.rtc.transport_cc)",
     )
     a(
+        "--no-live-bitrate",
+        action="store_true",
+        default=None,
+        help="reopen FFmpeg's VP8 encoder, with a keyframe, at each new bitrate instead of changing libvpx's "
+        "rate between frames (gateway.media.vp8_encoder)",
+    )
+    a(
         "--no-audio",
         action="store_true",
         default=None,
@@ -382,6 +389,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         audio=replace(sess.audio, enabled=not get("no_audio", False)),
         uplink=replace(sess.uplink, enabled=not get("no_uplink_loss_cap", False)),
         transport_cc=not get("no_transport_cc", False),
+        live_bitrate=not get("no_live_bitrate", False),
     )
     src = SourcesConfig()
     sources = replace(

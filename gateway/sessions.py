@@ -45,9 +45,11 @@ from engines.frames import (
 )
 from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
+from gateway.media import libvpx
 from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output, repeat_due
+from gateway.media.libvpx import Libvpx
 from gateway.media.planes import Box, is_i420, patched_frame
 from gateway.media.queue_delay import OneWayDelay
 from gateway.media.session_audio import SessionAudio
@@ -143,8 +145,10 @@ class Session:
         budget_ms: float,
         on_closed: Callable[[Session], None],
         face_settings: FaceSettings | None = None,
+        libvpx: Libvpx | None = None,
     ) -> None:
         self.id = session_id
+        self._libvpx = libvpx  # VP8 rate changes without a keyframe (None: FFmpeg's encoder, reopened)
         self.pc = pc
         self.source = source
         self.processors = processors
@@ -407,7 +411,9 @@ class Session:
     def encoder_for(self, codec: str) -> FanoutEncoder:
         encoder = self.encoders.get(codec)
         if encoder is None:
-            encoder = self.encoders[codec] = FanoutEncoder(bitrate=self.config.bitrate, codec=codec)
+            encoder = self.encoders[codec] = FanoutEncoder(
+                bitrate=self.config.bitrate, codec=codec, libvpx=self._libvpx
+            )
         return encoder
 
     def subscribe(self, pc: RTCPeerConnection, codec: str, *, publisher: bool = False) -> None:
@@ -540,6 +546,19 @@ class Session:
         }
 
 
+def _live_bitrate_libvpx(config: SessionConfig) -> Libvpx | None:
+    """The libvpx that changes VP8 rates between frames, when configured and loadable (said once, here)."""
+    if not config.live_bitrate:
+        logger.info("VP8 bitrate changes reopen FFmpeg's encoder, with a keyframe (--no-live-bitrate)")
+        return None
+    found = libvpx.load()
+    if found is None:
+        logger.warning("no usable libvpx: VP8 bitrate changes reopen FFmpeg's encoder, with a keyframe")
+    else:
+        logger.info("VP8 bitrate changes between frames through libvpx %s (%s)", found.version, found.path)
+    return found
+
+
 @contextlib.contextmanager
 def _logged_failure(what: str) -> Any:
     """Closing goes on past a failing step (logged at WARNING with its cause, never raised)."""
@@ -616,6 +635,7 @@ class SessionManager:
         self._executor = executor
         self.sessions: dict[str, Session] = {}
         self.accepting = True
+        self.libvpx = _live_bitrate_libvpx(config)
         self._reaper: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -693,6 +713,7 @@ class SessionManager:
             budget_ms=self._budget_ms,
             on_closed=self._forget,
             face_settings=face_settings,
+            libvpx=self.libvpx,
         )
         session.owner = owner
         self.sessions[session_id] = session

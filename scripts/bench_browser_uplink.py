@@ -8,7 +8,8 @@ gateway marks its media AF41, u32 splits the directions, TCP is unshaped). Every
 `getStats()` (what the browser sends, its own estimate of the link, the processed stream it receives) and the
 gateway's view of the session (frames in, the uplink's loss and queue, feedback sent); at the end the qdisc's
 own counters per direction. `--arms` picks the gateway flags to compare (`tcc`: the default, transport-cc
-answered; `remb`: `--no-transport-cc`); arms alternate within each repeat. `--step KBPS@S` changes the
+answered; `remb`: `--no-transport-cc`; `-reopen`: with `--no-live-bitrate` as well, FFmpeg's VP8 encoder
+reopened with a keyframe at each new rate); arms alternate within each repeat. `--step KBPS@S` changes the
 uplink's rate S seconds in (`--step-link down`: the downlink's, which carries the processed stream back to
 the browser), and the numbers are then given before and after it.
 
@@ -42,7 +43,13 @@ import bench_network  # noqa: E402
 
 from loadgen.impair import Impairment  # noqa: E402
 
-ARMS: dict[str, list[str]] = {"tcc": [], "remb": ["--no-transport-cc"]}
+ARMS: dict[str, list[str]] = {
+    "tcc": [],
+    "remb": ["--no-transport-cc"],
+    # FFmpeg's VP8 encoder reopened, with a keyframe, at each new rate (before gateway.media.vp8_encoder)
+    "tcc-reopen": ["--no-live-bitrate"],
+    "remb-reopen": ["--no-transport-cc", "--no-live-bitrate"],
+}
 STATS_JS = """(async () => {
   const out = {};
   if (typeof pc === "undefined" || !pc) return JSON.stringify(out);
@@ -58,7 +65,8 @@ STATS_JS = """(async () => {
       availableOutgoingBitrate: s.availableOutgoingBitrate, pairRtt: s.currentRoundTripTime });
     if (s.type === "inbound-rtp" && s.kind === "video") Object.assign(out, {
       framesReceived: s.framesReceived, freezeCount: s.freezeCount,
-      totalFreezesDuration: s.totalFreezesDuration, inPacketsLost: s.packetsLost });
+      totalFreezesDuration: s.totalFreezesDuration, inPacketsLost: s.packetsLost,
+      keyFramesDecoded: s.keyFramesDecoded, bytesReceived: s.bytesReceived });
   });
   return JSON.stringify(out);
 })()"""
@@ -264,6 +272,8 @@ def window(samples: list[dict[str, Any]], start_s: float, end_s: float) -> dict[
         "processed_freezes": delta("freezeCount"),
         "processed_frozen_s": round(delta("totalFreezesDuration"), 2),
         "processed_frames": delta("framesReceived"),
+        "processed_keyframes": delta("keyFramesDecoded"),
+        "downlink_dropped_packets": down_dropped,
     }
 
 
@@ -320,9 +330,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| arm | run | window | browser sends (kbit/s) | its estimate | uplink queue p50 / p95 "
         "| pair RTT p50 / p95 | uplink dropped | gateway fps p50 / min | NACKs | processed freezes (s) "
-        "| gateway sends (target kbit/s) | downlink dropped |"
+        "| gateway sends (target kbit/s) | downlink dropped | keyframes received |"
     )
-    lines = [head, "|" + "---|" * 13]
+    lines = [head, "|" + "---|" * 14]
     for r in rows:
         if r.get("error") and not r.get("before"):
             lines.append(f"| {r['arm']} | {r.get('run')} | error: {str(r['error'])[:80]} |")
@@ -338,7 +348,8 @@ def table(rows: list[dict[str, Any]]) -> str:
                 f"| {w['pair_rtt_ms_p50']} / {w['pair_rtt_ms_p95']} ms | {w['uplink_dropped_pct']} % "
                 f"| {w['gateway_fps_p50']} / {w['gateway_fps_min']} | {w['nacks']:g} "
                 f"| {w['processed_freezes']:g} ({w['processed_frozen_s']}) "
-                f"| {w['gateway_target_kbps_p50']} | {w['downlink_dropped_pct']} % |"
+                f"| {w['gateway_target_kbps_p50']} | {w['downlink_dropped_pct']} % "
+                f"| {w.get('processed_keyframes', 0):g} |"
             )
     return "\n".join(lines)
 

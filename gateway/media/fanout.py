@@ -5,7 +5,10 @@ aiortc's `RTCRtpSender` accepts `av.Packet` from its track and only packetizes i
 a publisher or viewer offered nothing else). Two things the sender would do for raw frames must be done
 here instead: keyframes on request (a new viewer, or a PLI/FIR from any viewer: `bind_sender` routes the
 sender's keyframe request to this encoder), and bitrate: each sender's REMB and receiver-report loss feed
-one `BitratePolicy` per encoder (gateway.media.bitrate: the minimum across receivers), applied between frames.
+one `BitratePolicy` per encoder (gateway.media.bitrate: the minimum across receivers), applied between
+frames: VP8 through libvpx itself changes rate at the next frame (gateway.media.vp8_encoder); FFmpeg's
+encoders (H.264, or VP8 where no usable libvpx loads) read the rate only when they open, so they are
+reopened, with a keyframe.
 
 A subscriber that falls behind has its queue cleared and waits for the next keyframe (which it requests):
 dropping single inter frames would corrupt its picture, and queueing would add latency.
@@ -27,10 +30,12 @@ from aiortc import RTCRtpSender
 from gateway.media.bitrate import BitrateConfig, BitratePolicy, size_class_bitrate
 from gateway.media.colour import rgb_to_i420
 from gateway.media.feedback import watch_sender_feedback
+from gateway.media.libvpx import Libvpx
 from gateway.media.packet_track import QueuedPacketTrack
 from gateway.media.planes import is_i420
 from gateway.media.retransmit_budget import RetransmitBudget
 from gateway.media.send_history import FeedbackSample
+from gateway.media.vp8_encoder import Vp8Encoder
 from gateway.rtc.retransmit_limit import limit_retransmissions
 
 logger = logging.getLogger(__name__)
@@ -93,6 +98,7 @@ class FanoutEncoder:
         vp8_cpu_used: int = VP8_CPU_USED,
         vp8_noise_sensitivity: int = VP8_NOISE_SENSITIVITY,
         bitrate_config: BitrateConfig | None = None,
+        libvpx: Libvpx | None = None,
     ) -> None:
         if codec not in ("VP8", "H264"):
             raise ValueError(f"unsupported codec {codec!r}")
@@ -109,12 +115,13 @@ class FanoutEncoder:
         if not 0 <= vp8_noise_sensitivity <= 6:
             raise ValueError(f"vp8_noise_sensitivity must be in [0, 6], got {vp8_noise_sensitivity}")
         self._vp8_noise_sensitivity = vp8_noise_sensitivity
+        self._libvpx = libvpx  # VP8 through libvpx itself: a new rate without a keyframe (vp8_encoder)
         # Receivers' feedback (on the loop) -> target; encode() (a worker thread) re-opens at a new target.
         self.bitrate = BitratePolicy(
             bitrate_config or BitrateConfig(max_bps=bitrate, min_bps=min(100_000, bitrate))
         )
         self._target_bitrate = self.bitrate.current_bps
-        self._codec: av.video.codeccontext.VideoCodecContext | None = None
+        self._codec: av.video.codeccontext.VideoCodecContext | Vp8Encoder | None = None
         self._force_key = threading.Event()
         self._subscribers: list[PacketTrack] = []
         self._last_pts: int | None = None
@@ -238,9 +245,12 @@ class FanoutEncoder:
         frame.pts = pts
         frame.time_base = VIDEO_TIME_BASE
         codec = self._codec
-        if self._target_bitrate != self._bitrate:  # a new context starts with a keyframe
+        if self._target_bitrate != self._bitrate:
             self._bitrate = self._target_bitrate
-            codec = None
+            if isinstance(codec, Vp8Encoder):
+                codec.set_bitrate(self._bitrate)  # from this frame on, no keyframe
+            else:  # FFmpeg's encoders read the rate when they open: a new one, starting with a keyframe
+                codec = None
         # A decoded frame carries its own picture type (I for the publisher's keyframes): only ours counts.
         frame.pict_type = av.video.frame.PictureType.NONE
         if codec is None or codec.width != frame.width or codec.height != frame.height:
@@ -268,9 +278,21 @@ class FanoutEncoder:
         codec.thread_count = 1
         return codec
 
-    def _open(self, width: int, height: int) -> av.video.codeccontext.VideoCodecContext:
+    def _open(self, width: int, height: int) -> av.video.codeccontext.VideoCodecContext | Vp8Encoder:
+        """A new encoder (its first frame is a keyframe). The one it replaces is freed when the last
+        reference goes (`Vp8Encoder.__del__`), never here: `close()` may run on the loop during an encode."""
         if self.codec_name == "H264":
             return self._open_h264(width, height)
+        if self._libvpx is not None:
+            self._codec = Vp8Encoder(
+                self._libvpx,
+                width,
+                height,
+                self._bitrate,
+                cpu_used=self._vp8_cpu_used,
+                noise_sensitivity=self._vp8_noise_sensitivity,
+            )
+            return self._codec
         codec = self._context("libvpx", width, height)
         codec.qmin = 2
         codec.qmax = 56
