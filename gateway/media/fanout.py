@@ -152,11 +152,11 @@ class FanoutEncoder:
 
     def retransmit_counters(self) -> dict[str, int]:
         """Retransmissions of every bound sender: sent, and skipped by the budget or as repeats."""
-        total = {"sent": 0, "skipped_budget": 0, "skipped_repeat": 0}
+        total: dict[str, int] = {}
         for budget in self.retransmits.values():
             for name, value in budget.counters().items():
-                total[name] += value
-        return total
+                total[name] = total.get(name, 0) + value
+        return total or RetransmitBudget().counters()
 
     def request_keyframe(self) -> None:
         self._force_key.set()
@@ -188,8 +188,13 @@ class FanoutEncoder:
         # NACKed packets are resent within the target bitrate, and not again within a round trip
         # (gateway.media.retransmit_budget: unlimited, they flooded a link whose rate had just fallen)
         budget = self.retransmits[key] = RetransmitBudget()
+        # and what the budget cannot resend soon is repaired with a keyframe instead (retransmit_budget)
         limit_retransmissions(
-            sender, budget, lambda: float(self._target_bitrate), lambda: self.bitrate.rtt_s(key)
+            sender,
+            budget,
+            lambda: float(self._target_bitrate),
+            lambda: self.bitrate.rtt_s(key),
+            self.request_keyframe,
         )
 
     def transit_sink(self, sender: RTCRtpSender) -> Callable[[FeedbackSample], None]:

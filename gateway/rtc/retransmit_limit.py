@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from aiortc import RTCRtpSender
 
-from gateway.media.retransmit_budget import RetransmitBudget
+from gateway.media.retransmit_budget import RetransmitBudget, newest
 
 _HISTORY_ATTR = "_RTCRtpSender__rtp_history"
 RTP_HEADER_BYTES = 12
@@ -25,9 +25,11 @@ def limit_retransmissions(
     budget: RetransmitBudget,
     rate_bps: Callable[[], float],
     rtt_s: Callable[[], float | None] = lambda: None,
+    request_keyframe: Callable[[], None] | None = None,
 ) -> bool:
     """Wrap `sender`'s retransmissions in `budget` at `rate_bps()`; False (nothing changed) on an aiortc
-    whose sender lacks the expected internals."""
+    whose sender lacks the expected internals. `request_keyframe`: called when the budget's refused packets
+    are more than it can resend soon (`RetransmitBudget.wants_keyframe`)."""
     try:
         from aiortc.rtcrtpsender import RTP_HISTORY_SIZE
     except ImportError:
@@ -42,8 +44,13 @@ def limit_retransmissions(
         if packet is None or packet.sequence_number != sequence_number:
             return
         size = RTP_HEADER_BYTES + len(packet.payload)
-        if budget.allow(sequence_number, size, rate_bps(), time.monotonic(), rtt_s()):
+        now, rate = time.monotonic(), rate_bps()
+        if budget.allow(sequence_number, size, rate, now, rtt_s()):
             await original(sequence_number)
+        elif request_keyframe is not None:
+            sent = newest((p.sequence_number for p in history.values()), sequence_number)
+            if budget.wants_keyframe(rate, now, sent):
+                request_keyframe()
 
     sender._retransmit = retransmit  # type: ignore[method-assign]
     return True
