@@ -185,6 +185,7 @@ async def inside(
                             "receive_recovery": summary.get("receive_recovery"),
                             "send_bitrate": summary.get("send_bitrate"),
                             "transport_cc_send": summary.get("transport_cc_send"),
+                            "retransmits": summary.get("retransmits"),
                             **{f"{name}_qdisc": counters.get(handle, {}) for handle, name in
                                (("10:", "uplink"), ("20:", "downlink"))},
                         })  # fmt: skip
@@ -277,6 +278,31 @@ def window(samples: list[dict[str, Any]], start_s: float, end_s: float) -> dict[
     }
 
 
+def longest_outage(samples: list[dict[str, Any]], step_s: float, fraction: float = 0.8) -> float:
+    """After the step, the longest run of one-second samples in which the browser received less than
+    `fraction` of the frame rate it received before the step: how long the picture was broken at once."""
+    rates = []
+    for a, b in zip(samples, samples[1:], strict=False):
+        dt = b["t_s"] - a["t_s"]
+        got = (b["browser"].get("framesReceived") or 0) - (a["browser"].get("framesReceived") or 0)
+        if dt > 0:
+            rates.append((a["t_s"], b["t_s"], got / dt))
+    before = [fps for start, _, fps in rates if start < step_s]
+    if not before:
+        return 0.0
+    wanted = fraction * statistics.median(before)
+    longest, run_start = 0.0, None
+    for start, end, fps in rates:
+        if end <= step_s:
+            continue
+        if fps < wanted:
+            run_start = start if run_start is None else run_start
+            longest = max(longest, end - run_start)
+        else:
+            run_start = None
+    return round(longest, 1)
+
+
 def _target(sample: dict[str, Any]) -> float | None:
     """The gateway's VP8 target in one sample (the processed stream's encoder)."""
     send = (sample.get("send_bitrate") or {}).get("VP8") or {}
@@ -292,6 +318,7 @@ def summarise(result: dict[str, Any], warmup_s: float) -> dict[str, Any]:
     windows = {"before": window(samples, warmup_s, stepped if stepped is not None else end)}
     if stepped is not None:
         windows["after"] = window(samples, stepped, end)
+        windows["after"]["processed_outage_s"] = longest_outage(samples, stepped)
     return {
         "gateway_args": result.get("gateway_args"),
         "error": result.get("error"),
@@ -330,9 +357,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| arm | run | window | browser sends (kbit/s) | its estimate | uplink queue p50 / p95 "
         "| pair RTT p50 / p95 | uplink dropped | gateway fps p50 / min | NACKs | processed freezes (s) "
-        "| gateway sends (target kbit/s) | downlink dropped | keyframes received |"
+        "| gateway sends (target kbit/s) | downlink dropped | keyframes received | longest outage (s) |"
     )
-    lines = [head, "|" + "---|" * 14]
+    lines = [head, "|" + "---|" * 15]
     for r in rows:
         if r.get("error") and not r.get("before"):
             lines.append(f"| {r['arm']} | {r.get('run')} | error: {str(r['error'])[:80]} |")
@@ -349,7 +376,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                 f"| {w['gateway_fps_p50']} / {w['gateway_fps_min']} | {w['nacks']:g} "
                 f"| {w['processed_freezes']:g} ({w['processed_frozen_s']}) "
                 f"| {w['gateway_target_kbps_p50']} | {w['downlink_dropped_pct']} % "
-                f"| {w.get('processed_keyframes', 0):g} |"
+                f"| {w.get('processed_keyframes', 0):g} | {w.get('processed_outage_s', '')} |"
             )
     return "\n".join(lines)
 

@@ -21,16 +21,20 @@ Each receiver's estimate is the lowest of
   second, in between it holds, and
 - a delay-based rate from the round trips its receiver reports give (below).
 
-Changing the rate of a libvpx/libx264 context opened through PyAV needs a new context (PyAV does not pass a
-new bit_rate to an open encoder; aiortc's own encoders re-create theirs for the same reason), and a new
-context starts with a keyframe. A session's first receiver starts it at `start_fraction` of max_bps, at most
-`start_cap_bps` (a keyframe at 1 Mbit/s overflows a 600 kbit/s link for seconds, measured), until its
-receivers' first reports:
-clean ones lift it to max_bps, lossy ones bring it down. The target moves only when it differs by at least
+FFmpeg's encoders opened through PyAV take a new rate only in a new context, which starts with a keyframe
+(H.264 here; VP8 now changes rate between frames through libvpx itself, gateway.media.vp8_encoder). The
+hysteresis below was sized for that cost. A session's first receiver starts it at `start_fraction` of
+max_bps, at most `start_cap_bps` (a keyframe at 1 Mbit/s overflows a 600 kbit/s link for seconds,
+measured), until its receivers' first reports: clean ones lift it to max_bps, lossy ones bring it down.
+The target moves only when it differs by at least
 `min_change` from the current rate: decreases at once (congestion), increases at most every `increase_hold_s`
 and by at most `max_step_up`, and not while either of a receiver's last two round trips shows a queue above
 `delay_low_s` (jumping from 500 kbit/s to 1 Mbit/s on the first clean report overflowed a
 600 kbit/s link's queue in one step and lost 50-70 % of the packets of the next two seconds, measured).
+Near where the link last choked (`capacity_bps`: the rate of the last decrease, or what was sent then if
+lower) an increase stops at `near_fraction` of it and then creeps by `near_step_up` (GCC's additive increase
+near the link capacity): measured, each 1.17-1.25x step from ~330 to ~390 kbit/s on a 400 kbit/s link
+dropped packets and froze a browser's picture for 2-3 s, again every time the rate climbed back.
 
 A delay-based rate (`gateway.media.queue_delay`): each receiver report's LSR/DLSR gives the round trip;
 above the lowest round trip of the last `base_window_s` it is the path's queueing delay. Above `delay_high_s`
@@ -113,6 +117,13 @@ class BitrateConfig:
     # browsers send a receiver report with every NACK, so a burst of loss arrives as many reports, each
     # about packets sent before the previous cut could act (measured: compounded to the 100 kbit/s floor)
     loss_decrease_interval_s: float = 0.3
+    # where the link last choked (the rate a decrease came from, or what was sent then if lower): increases
+    # that would pass `near_fraction` of it move by at most `near_step_up` (GCC's additive increase near the
+    # link's capacity), so the same link is not overflowed by a full step again; passing it by `near_reset`
+    # without a decrease means the link grew, and the memory is dropped
+    near_fraction: float = 0.85
+    near_step_up: float = 1.08
+    near_reset: float = 1.15
 
     def __post_init__(self) -> None:
         if not 0 < self.min_bps <= self.max_bps:
@@ -131,6 +142,10 @@ class BitrateConfig:
             raise ValueError("max_step_up must be at least 1 + min_change")
         if not 0 < self.delay_decrease < 1 <= self.delay_increase:
             raise ValueError("need 0 < delay_decrease < 1 <= delay_increase")
+        if not (
+            0 < self.near_fraction <= 1 and 1 < self.near_step_up <= self.max_step_up and self.near_reset > 1
+        ):
+            raise ValueError("need 0 < near_fraction <= 1 < near_step_up <= max_step_up and near_reset > 1")
 
 
 @dataclass
@@ -167,6 +182,7 @@ class BitratePolicy:
     _receivers: dict[Hashable, _Receiver] = field(default_factory=dict)
     _last_change: float = float("-inf")
     _sent: deque[tuple[float, int]] = field(default_factory=deque)
+    capacity_bps: int | None = None  # where the link last choked (see BitrateConfig.near_fraction)
 
     def __post_init__(self) -> None:
         if not self.current_bps:
@@ -194,7 +210,9 @@ class BitratePolicy:
         self._receiver(key)
 
     def remove(self, key: Hashable) -> None:
-        self._receivers.pop(key, None)
+        """A receiver left; where the link choked may have been its link."""
+        if self._receivers.pop(key, None) is not None:
+            self.capacity_bps = None
 
     def set_max(self, max_bps: int) -> None:
         """A new ceiling (the stream's size class changed). Receivers' estimates that sat at the old ceiling
@@ -335,14 +353,21 @@ class BitratePolicy:
         """The new encoder bitrate if it should change now, else None."""
         wanted = self.estimate(now)
         current = self.current_bps
-        if wanted <= current * (1 - self.config.min_change):
-            pass  # congestion: at once
-        elif wanted >= current * (1 + self.config.min_change) or (
-            wanted == self.config.max_bps and wanted > current
-        ):
-            if now - self._last_change < self.config.increase_hold_s or self._queue_above_low(now):
+        config = self.config
+        if wanted <= current * (1 - config.min_change):  # congestion: at once
+            sent = self.sent_bps(now)
+            self.capacity_bps = int(min(current, sent)) if sent > 0 else current
+        elif wanted >= current * (1 + config.min_change) or (wanted == config.max_bps and wanted > current):
+            if now - self._last_change < config.increase_hold_s or self._queue_above_low(now):
                 return None
-            wanted = min(wanted, int(current * self.config.max_step_up))
+            step = int(current * config.max_step_up)
+            capacity = self.capacity_bps
+            carried = self.sent_bps(now) or current
+            if capacity is not None and carried > capacity * config.near_reset:
+                self.capacity_bps = capacity = None  # carried more without a decrease: the link grew
+            if capacity is not None and step > capacity * config.near_fraction:
+                step = max(int(capacity * config.near_fraction), int(current * config.near_step_up))
+            wanted = min(wanted, step)
         else:
             return None
         self.current_bps = wanted
@@ -386,6 +411,7 @@ class BitratePolicy:
         return {
             "target_bps": self.current_bps,
             "ceiling_bps": self.config.max_bps,
+            "capacity_bps": self.capacity_bps,
             "sent_bps": int(self.sent_bps(now)),
             "changes": self.changes,
             "receivers": [

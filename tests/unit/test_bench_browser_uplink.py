@@ -80,3 +80,12 @@ def test_link_commands(bench: ModuleType) -> None:
     assert bench.tbf_change(400, 200, shared=True)[5] == "root" and "400kbit" in bench.tbf_change(
         400, 200, True
     )
+
+
+def test_the_longest_outage_after_the_step_is_the_longest_run_of_short_seconds(bench: ModuleType) -> None:
+    received = [0, 15, 30, 45, 60, 62, 64, 68, 83, 98, 103, 118]  # 15 fps; 2 s at 2-4 fps; one 5-frame second
+    samples = [{"t_s": float(t), "browser": {"framesReceived": n}} for t, n in enumerate(received)]
+    assert bench.longest_outage(samples, step_s=3.5) == 3.0  # seconds 4-7 (2, 2, 4 frames), not 9-10
+    assert bench.longest_outage(samples, step_s=8.5) == 1.0
+    steady = [{"t_s": float(t), "browser": {"framesReceived": 15 * t}} for t in range(10)]
+    assert bench.longest_outage(steady, step_s=4.0) == 0.0

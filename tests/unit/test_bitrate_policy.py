@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gateway.media.bitrate import BitrateConfig, BitratePolicy, size_class_bitrate
@@ -140,3 +142,43 @@ def test_a_burst_of_lossy_reports_cuts_once_per_interval_and_round_trip() -> Non
         policy.on_loss("viewer", 0.0, now=2.0 + 0.025 * k)
     grown = policy.snapshot(3.0)["receivers"][0]["loss_based_bps"]  # type: ignore[index]
     assert 562_500 * 1.04 < grown < 562_500 * 1.11  # about 1.05 ** (1 s + the first report's gap)
+
+
+def _climb(policy: BitratePolicy, start: float, end: float) -> list[int]:
+    """Clean reports every second, the encoder sending its target, and loss-based estimates at the top:
+    the targets the increase rule alone takes."""
+    targets, t = [], start
+    while t < end:
+        t += 1.0
+        policy.on_sent(policy.current_bps // 8, t - 0.5)
+        policy.on_loss("viewer", 0.0, now=t)
+        policy._receivers["viewer"].loss_based_bps = float(policy.config.max_bps)
+        if policy.update(t) is not None:
+            targets.append(policy.current_bps)
+    return targets
+
+
+def test_near_where_the_link_choked_the_rate_creeps_instead_of_stepping() -> None:
+    """GCC's additive increase near the link's capacity: after a cut, increases stop at `near_fraction` of
+    the rate the link choked at, then move by `near_step_up`: the next overshoot is 8 %, not 25 %."""
+    policy = BitratePolicy(replace(CONFIG, max_bps=2_000_000))
+    policy.add("viewer")
+    policy.current_bps = 1_000_000
+    policy.on_sent(1_000_000 // 8, 0.5)  # the encoder sends its 1 Mbit/s target
+    policy.on_loss("viewer", 0.5, now=1.0)  # and the link lost a quarter: 1 Mbit/s -> 750 kbit/s
+    assert policy.update(1.0) == 750_000 and policy.capacity_bps == 1_000_000
+    # 750k -> 850k (0.85 x where it choked, not 937k) -> 8 % steps
+    assert _climb(policy, 1.0, 10.0) == [850_000, 918_000, 991_440], policy.capacity_bps
+    # past 1.15 x where it choked without a loss: the link grew, full steps again
+    assert _climb(policy, 10.0, 16.0) == [1_070_755, 1_156_415, 1_445_518]
+    assert policy.capacity_bps is None
+
+
+def test_a_rate_cut_from_sets_the_capacity_at_what_was_sent_and_a_leaving_receiver_clears_it() -> None:
+    policy = BitratePolicy(CONFIG)
+    policy.add("viewer")
+    policy.on_sent(600_000 // 8, 0.5)  # an encoder under its 1 Mbit/s target: the link choked at 600k
+    policy.on_loss("viewer", 0.5, now=1.0)
+    assert policy.update(1.0) == 750_000 and policy.capacity_bps == 600_000
+    policy.remove("viewer")
+    assert policy.capacity_bps is None
