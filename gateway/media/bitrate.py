@@ -31,10 +31,12 @@ The target moves only when it differs by at least
 and by at most `max_step_up`, and not while either of a receiver's last two round trips shows a queue above
 `delay_low_s` (jumping from 500 kbit/s to 1 Mbit/s on the first clean report overflowed a
 600 kbit/s link's queue in one step and lost 50-70 % of the packets of the next two seconds, measured).
-Near where the link last choked (`capacity_bps`: the rate of the last decrease, or what was sent then if
-lower) an increase stops at `near_fraction` of it and then creeps by `near_step_up` (GCC's additive increase
-near the link capacity): measured, each 1.17-1.25x step from ~330 to ~390 kbit/s on a 400 kbit/s link
-dropped packets and froze a browser's picture for 2-3 s, again every time the rate climbed back.
+Near where a receiver's link last choked (its capacity: what arrived when a cut was made, GCC's link
+capacity estimate) an increase stops at `near_fraction` of it and then creeps by `near_step_up` (GCC's
+additive increase near the link capacity): measured, each 1.17-1.25x step from ~330 to ~390 kbit/s on a
+400 kbit/s link dropped packets and froze a browser's picture for 2-3 s, again every time the rate climbed
+back. What arrived, not what the cut left: a fall is answered by several cuts in a row (the queue is
+drained below the link's rate), and the target they reach is no measure of the link.
 
 A delay-based rate (`gateway.media.queue_delay`): each receiver report's LSR/DLSR gives the round trip;
 above the lowest round trip of the last `base_window_s` it is the path's queueing delay. Above `delay_high_s`
@@ -117,10 +119,10 @@ class BitrateConfig:
     # browsers send a receiver report with every NACK, so a burst of loss arrives as many reports, each
     # about packets sent before the previous cut could act (measured: compounded to the 100 kbit/s floor)
     loss_decrease_interval_s: float = 0.3
-    # where the link last choked (the rate a decrease came from, or what was sent then if lower): increases
-    # that would pass `near_fraction` of it move by at most `near_step_up` (GCC's additive increase near the
-    # link's capacity), so the same link is not overflowed by a full step again; passing it by `near_reset`
-    # without a decrease means the link grew, and the memory is dropped
+    # where a receiver's link last choked (what arrived at its latest cut): increases that would pass
+    # `near_fraction` of it move by at most `near_step_up` (GCC's additive increase near the link's
+    # capacity), so the same link is not overflowed by a full step again; carrying `near_reset` times it
+    # without a cut means the link grew, and the estimate is dropped
     near_fraction: float = 0.85
     near_step_up: float = 1.08
     near_reset: float = 1.15
@@ -164,6 +166,7 @@ class _Receiver:
     loss_cut_at: float = float("-inf")
     loss_report_at: float | None = None
     transit_samples: int = 0
+    capacity_bps: float | None = None  # what arrived at its latest cut (BitrateConfig.near_fraction)
 
     def delay_queue(self, now: float, stale_after_s: float) -> QueueDelay:
         """The queue signal that rules this receiver: its transport-cc transit while that is fresh, else the
@@ -182,7 +185,6 @@ class BitratePolicy:
     _receivers: dict[Hashable, _Receiver] = field(default_factory=dict)
     _last_change: float = float("-inf")
     _sent: deque[tuple[float, int]] = field(default_factory=deque)
-    capacity_bps: int | None = None  # where the link last choked (see BitrateConfig.near_fraction)
 
     def __post_init__(self) -> None:
         if not self.current_bps:
@@ -210,9 +212,13 @@ class BitratePolicy:
         self._receiver(key)
 
     def remove(self, key: Hashable) -> None:
-        """A receiver left; where the link choked may have been its link."""
-        if self._receivers.pop(key, None) is not None:
-            self.capacity_bps = None
+        self._receivers.pop(key, None)
+
+    @property
+    def capacity_bps(self) -> int | None:
+        """The lowest link capacity estimate among the receivers (None: no receiver's link choked yet)."""
+        known = [r.capacity_bps for r in self._receivers.values() if r.capacity_bps is not None]
+        return int(min(known)) if known else None
 
     def set_max(self, max_bps: int) -> None:
         """A new ceiling (the stream's size class changed). Receivers' estimates that sat at the old ceiling
@@ -254,6 +260,7 @@ class BitratePolicy:
                     receiver.loss_based_bps, self.current_bps * (1 - 0.5 * fraction_lost)
                 )
                 receiver.loss_cut_at = now
+                receiver.capacity_bps = (self.sent_bps(now) or self.current_bps) * (1 - fraction_lost)
         elif fraction_lost < self.config.loss_low:  # +5 % a second, however often reports come
             receiver.loss_based_bps = min(receiver.loss_based_bps * 1.05**elapsed, float(self.config.max_bps))
 
@@ -279,6 +286,8 @@ class BitratePolicy:
         fraction of the current target, so the cut always clears `min_change` (an overshooting encoder's
         arrivals would otherwise make it a cut the hysteresis swallows while the queue grows on)."""
         current = float(self.current_bps)
+        if arrived_bps:
+            receiver.capacity_bps = arrived_bps
         arrived = min(arrived_bps or current, current)
         receiver.delay_based_bps = max(
             float(self.config.min_bps), min(receiver.delay_based_bps, arrived * self.config.delay_decrease)
@@ -354,17 +363,19 @@ class BitratePolicy:
         wanted = self.estimate(now)
         current = self.current_bps
         config = self.config
-        if wanted <= current * (1 - config.min_change):  # congestion: at once
-            sent = self.sent_bps(now)
-            self.capacity_bps = int(min(current, sent)) if sent > 0 else current
+        if wanted <= current * (1 - config.min_change):
+            pass  # congestion: at once
         elif wanted >= current * (1 + config.min_change) or (wanted == config.max_bps and wanted > current):
             if now - self._last_change < config.increase_hold_s or self._queue_above_low(now):
                 return None
             step = int(current * config.max_step_up)
-            capacity = self.capacity_bps
             carried = self.sent_bps(now) or current
-            if capacity is not None and carried > capacity * config.near_reset:
-                self.capacity_bps = capacity = None  # carried more without a decrease: the link grew
+            for receiver in self._receivers.values():  # carried more, and no loss now: that link grew
+                capacity = receiver.capacity_bps
+                clean = (receiver.last_loss or 0.0) < config.loss_low
+                if capacity is not None and clean and carried > capacity * config.near_reset:
+                    receiver.capacity_bps = None
+            capacity = self.capacity_bps
             if capacity is not None and step > capacity * config.near_fraction:
                 step = max(int(capacity * config.near_fraction), int(current * config.near_step_up))
             wanted = min(wanted, step)
@@ -427,6 +438,7 @@ class BitratePolicy:
                     # transport-cc: the one-way queue, and how many feedback packets gave it
                     "transit_queue_ms": _ms(r.transit.queue_s) if r.transit is not None else None,
                     "transit_samples": r.transit_samples,
+                    "capacity_bps": int(r.capacity_bps) if r.capacity_bps is not None else None,
                 }
                 for r in self._receivers.values()
             ],

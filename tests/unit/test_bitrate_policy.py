@@ -159,26 +159,27 @@ def _climb(policy: BitratePolicy, start: float, end: float) -> list[int]:
 
 
 def test_near_where_the_link_choked_the_rate_creeps_instead_of_stepping() -> None:
-    """GCC's additive increase near the link's capacity: after a cut, increases stop at `near_fraction` of
-    the rate the link choked at, then move by `near_step_up`: the next overshoot is 8 %, not 25 %."""
+    """GCC's additive increase near the link's capacity: increases stop at `near_fraction` of what arrived
+    when the link last choked, then move by `near_step_up`: the next overshoot is 8 %, not 25 %."""
     policy = BitratePolicy(replace(CONFIG, max_bps=2_000_000))
     policy.add("viewer")
-    policy.current_bps = 1_000_000
-    policy.on_sent(1_000_000 // 8, 0.5)  # the encoder sends its 1 Mbit/s target
-    policy.on_loss("viewer", 0.5, now=1.0)  # and the link lost a quarter: 1 Mbit/s -> 750 kbit/s
-    assert policy.update(1.0) == 750_000 and policy.capacity_bps == 1_000_000
-    # 750k -> 850k (0.85 x where it choked, not 937k) -> 8 % steps
-    assert _climb(policy, 1.0, 10.0) == [850_000, 918_000, 991_440], policy.capacity_bps
-    # past 1.15 x where it choked without a loss: the link grew, full steps again
-    assert _climb(policy, 10.0, 16.0) == [1_070_755, 1_156_415, 1_445_518]
+    policy.current_bps = 600_000
+    policy._receivers["viewer"].capacity_bps = 800_000.0  # what arrived at a delay-based cut
+    # 600k -> 680k (0.85 x 800k, not 750k) -> 8 % steps
+    assert _climb(policy, 1.0, 14.0) == [680_000, 734_400, 793_152, 856_604]  # (after the grace time)
+    # carrying 1.15 x the estimate with clean reports: that link grew, full steps again
+    assert _climb(policy, 14.0, 18.0) == [925_132, 1_156_415]
     assert policy.capacity_bps is None
 
 
-def test_a_rate_cut_from_sets_the_capacity_at_what_was_sent_and_a_leaving_receiver_clears_it() -> None:
+def test_a_loss_cut_estimates_the_capacity_from_what_arrived() -> None:
     policy = BitratePolicy(CONFIG)
     policy.add("viewer")
-    policy.on_sent(600_000 // 8, 0.5)  # an encoder under its 1 Mbit/s target: the link choked at 600k
-    policy.on_loss("viewer", 0.5, now=1.0)
-    assert policy.update(1.0) == 750_000 and policy.capacity_bps == 600_000
+    policy.on_sent(800_000 // 8, 0.5)  # the encoder under its 1 Mbit/s target: 800k sent
+    policy.on_loss("viewer", 0.4, now=1.0)  # 40 % of it lost: 480k arrived
+    assert policy.update(1.0) == 800_000 and policy.capacity_bps == 480_000
+    assert policy.snapshot(1.0)["receivers"][0]["capacity_bps"] == 480_000  # type: ignore[index]
+    policy.on_loss("viewer", 0.3, now=1.05)  # more loss within the interval: no second cut, no new estimate
+    assert policy.capacity_bps == 480_000
     policy.remove("viewer")
-    assert policy.capacity_bps is None
+    assert policy.capacity_bps is None  # it was that receiver's link

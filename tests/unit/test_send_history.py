@@ -73,6 +73,7 @@ def test_a_standing_one_way_queue_cuts_within_two_feedback_packets_and_again_onl
     # a queue standing higher than at the cut: the cut was not enough, cut again from what arrives now
     policy.on_transit("viewer", OFFSET_S + 0.020 + 0.120, 700_000, 4.15)
     assert policy.update(4.15) == 595_000
+    assert policy.capacity_bps == 700_000  # the link's rate: what arrived at the cut, not the cut's target
 
 
 def test_quiet_feedback_grows_the_delay_based_rate_per_second_not_per_packet() -> None:
