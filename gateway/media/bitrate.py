@@ -113,6 +113,10 @@ class BitrateConfig:
     # so cuts do not compound while the queue drains; a transit jump beyond `transit_jump_s` is a new
     # clock at the receiver (its reference time wrapped or restarted), not a queue
     transit_cut_hold_s: float = 0.3
+    # ...and only within this long of it: a queue standing after that is new congestion, whatever its height
+    # (measured: with the bar kept for 30 s, a queue standing at 120-170 ms, below the 200 ms of the fall's
+    # cut, was not cut for 4 s, until the bottleneck dropped packets)
+    transit_episode_s: float = 2.0
     transit_jump_s: float = 10.0
     transit_quiet_span_s: float = 0.5
     # the loss rule decreases at most once per this long plus the round trip (libwebrtc's 300 ms + RTT):
@@ -166,7 +170,8 @@ class _Receiver:
     loss_cut_at: float = float("-inf")
     loss_report_at: float | None = None
     transit_samples: int = 0
-    capacity_bps: float | None = None  # what arrived at its latest cut (BitrateConfig.near_fraction)
+    capacity_bps: float | None = None  # what arrived at its latest cuts (BitrateConfig.near_fraction)
+    cut_at: float = float("-inf")  # its latest cut of either kind
 
     def delay_queue(self, now: float, stale_after_s: float) -> QueueDelay:
         """The queue signal that rules this receiver: its transport-cc transit while that is fresh, else the
@@ -260,7 +265,9 @@ class BitratePolicy:
                     receiver.loss_based_bps, self.current_bps * (1 - 0.5 * fraction_lost)
                 )
                 receiver.loss_cut_at = now
-                receiver.capacity_bps = (self.sent_bps(now) or self.current_bps) * (1 - fraction_lost)
+                self._arrived_at_cut(
+                    receiver, (self.sent_bps(now) or self.current_bps) * (1 - fraction_lost), now
+                )
         elif fraction_lost < self.config.loss_low:  # +5 % a second, however often reports come
             receiver.loss_based_bps = min(receiver.loss_based_bps * 1.05**elapsed, float(self.config.max_bps))
 
@@ -277,17 +284,27 @@ class BitratePolicy:
         if receiver.delay_queue(now, config.stale_after_s) is not receiver.queue:
             return  # its transport-cc feedback measures the same queue, 10-20 times as often
         if receiver.queue.filling(config.delay_high_s, config.drain_s):
-            self._delay_cut(receiver, self.sent_bps(now))
+            self._delay_cut(receiver, self.sent_bps(now), now)
         elif queue_s < config.delay_low_s and (receiver.last_loss or 0.0) < config.loss_low:
             self._delay_grow(receiver, config.delay_increase)
 
-    def _delay_cut(self, receiver: _Receiver, arrived_bps: float | None) -> None:
+    def _arrived_at_cut(self, receiver: _Receiver, arrived_bps: float, now: float) -> None:
+        """The receiver's capacity estimate from a cut: the highest arrival rate seen at the cuts of one
+        episode (cuts within `transit_episode_s` of each other: a fall takes several, and the later ones
+        see a link that is dropping what the queue cannot hold), else this cut's."""
+        previous = receiver.capacity_bps
+        if previous is not None and now - receiver.cut_at <= self.config.transit_episode_s:
+            arrived_bps = max(arrived_bps, previous)
+        receiver.capacity_bps = arrived_bps
+        receiver.cut_at = now
+
+    def _delay_cut(self, receiver: _Receiver, arrived_bps: float | None, now: float) -> None:
         """The delay rule's decrease: `delay_decrease` x what arrived (or was sent), and never above that
         fraction of the current target, so the cut always clears `min_change` (an overshooting encoder's
         arrivals would otherwise make it a cut the hysteresis swallows while the queue grows on)."""
         current = float(self.current_bps)
         if arrived_bps:
-            receiver.capacity_bps = arrived_bps
+            self._arrived_at_cut(receiver, arrived_bps, now)
         arrived = min(arrived_bps or current, current)
         receiver.delay_based_bps = max(
             float(self.config.min_bps), min(receiver.delay_based_bps, arrived * self.config.delay_decrease)
@@ -319,10 +336,11 @@ class BitratePolicy:
         if transit.filling(config.delay_high_s, config.drain_s):
             held = now - receiver.transit_cut_at < config.transit_cut_hold_s
             growing = (
-                now - receiver.transit_cut_at > config.base_window_s or queue_s > receiver.transit_cut_queue_s
+                now - receiver.transit_cut_at > config.transit_episode_s
+                or queue_s > receiver.transit_cut_queue_s
             )
             if not held and growing:
-                self._delay_cut(receiver, acked_bps or self.sent_bps(now))
+                self._delay_cut(receiver, acked_bps or self.sent_bps(now), now)
                 receiver.transit_cut_at = now
                 receiver.transit_cut_queue_s = queue_s
         elif queue_s < config.delay_low_s and (receiver.last_loss or 0.0) < config.loss_low:

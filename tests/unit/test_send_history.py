@@ -73,7 +73,15 @@ def test_a_standing_one_way_queue_cuts_within_two_feedback_packets_and_again_onl
     # a queue standing higher than at the cut: the cut was not enough, cut again from what arrives now
     policy.on_transit("viewer", OFFSET_S + 0.020 + 0.120, 700_000, 4.15)
     assert policy.update(4.15) == 595_000
-    assert policy.capacity_bps == 700_000  # the link's rate: what arrived at the cut, not the cut's target
+    # the link's capacity: the most that arrived at the cuts of this episode, not what the cuts left
+    assert policy.capacity_bps == 900_000
+    # more than `transit_episode_s` after the last cut, a standing queue is new congestion even below the
+    # queue the last cut saw (measured: 120-170 ms standing for 4 s, uncut until packets were dropped)
+    transits(policy, 4.2, 8.0, 0.0, 600_000)  # drained
+    policy.on_transit("viewer", OFFSET_S + 0.020 + 0.100, 580_000, 8.05)
+    policy.on_transit("viewer", OFFSET_S + 0.020 + 0.105, 580_000, 8.10)
+    assert policy.update(8.10) == int(0.85 * 580_000)
+    assert policy.capacity_bps == 580_000  # a new episode: its own arrival rate
 
 
 def test_quiet_feedback_grows_the_delay_based_rate_per_second_not_per_packet() -> None:
