@@ -3,8 +3,6 @@ NACKed packets it resends, those it refuses, and the keyframe it asks for when i
 
 from __future__ import annotations
 
-import asyncio
-
 from aiortc import RTCRtpSender
 from aiortc.rtcrtpsender import RTP_HISTORY_SIZE
 from aiortc.rtp import RtpPacket
@@ -18,7 +16,8 @@ class _Transport:
 
 
 def _sender_with_history(count: int) -> tuple[RTCRtpSender, list[int]]:
-    """A real sender whose history holds packets 0..count-1 (988-byte payloads), and what it resent."""
+    """A real sender whose history holds packets 0..count-1 (988-byte payloads), and what it resent. Call
+    it on a running loop: aiortc's sender takes the current loop when built."""
     sender = RTCRtpSender("video", _Transport())
     history = sender._RTCRtpSender__rtp_history  # type: ignore[attr-defined]
     for seq in range(count):
@@ -32,7 +31,7 @@ def _sender_with_history(count: int) -> tuple[RTCRtpSender, list[int]]:
     return sender, resent
 
 
-def test_a_nack_storm_after_a_fall_is_cut_to_the_budget_and_repaired_with_one_keyframe() -> None:
+async def test_a_nack_storm_after_a_fall_is_cut_to_the_budget_and_repaired_with_one_keyframe() -> None:
     sender, resent = _sender_with_history(120)
     budget = RetransmitBudget()
     keyframes: list[int] = []
@@ -42,7 +41,7 @@ def test_a_nack_storm_after_a_fall_is_cut_to_the_budget_and_repaired_with_one_ke
         for seq in sequences:
             await sender._retransmit(seq)
 
-    asyncio.run(nack(range(100)))  # ~100 packets dropped at once, the target now 160 kbit/s
+    await nack(range(100))  # ~100 packets dropped at once, the target now 160 kbit/s
     assert len(resent) == 20  # one second of the target: 20 packets of 1000 bytes
     # 11 refused are more than half a second of the budget: a keyframe instead, and every packet sent
     # before it (up to 119, the newest in the history) is given up
@@ -54,10 +53,10 @@ def test_a_nack_storm_after_a_fall_is_cut_to_the_budget_and_repaired_with_one_ke
         "skipped_given_up": 69,
         "repair_keyframes": 1,
     }
-    asyncio.run(nack(range(20, 120)))  # NACKed again before the keyframe arrived: given up
+    await nack(range(20, 120))  # NACKed again before the keyframe arrived: given up
     assert len(resent) == 20 and keyframes == [1]
     assert budget.counters()["skipped_given_up"] == 169
-    asyncio.run(nack(range(5000, 5001)))  # not in the history: skipped as aiortc would
+    await nack(range(5000, 5001))  # not in the history: skipped as aiortc would
     assert len(resent) == 20
 
 
