@@ -25,9 +25,8 @@ class FakeCudart:
         self.cudaError_t = SimpleNamespace(cudaSuccess=0)
         self.cudaMemcpyKind = SimpleNamespace(cudaMemcpyHostToDevice=1, cudaMemcpyDeviceToHost=2)
         self.cudaStreamCaptureMode = SimpleNamespace(cudaStreamCaptureModeThreadLocal=1)
-        self.cudaDeviceAttr = SimpleNamespace(
-            cudaDevAttrComputeCapabilityMajor=75, cudaDevAttrComputeCapabilityMinor=76
-        )
+        self.cudaDeviceAttr = SimpleNamespace(cudaDevAttrComputeCapabilityMajor=75,
+                                              cudaDevAttrComputeCapabilityMinor=76)
         self.cudaStreamNonBlocking = 1
         self.buffers: dict[int, Any] = {}
         self.freed: list[int] = []

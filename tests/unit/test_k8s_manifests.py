@@ -41,27 +41,19 @@ def _container(deploy: dict[str, Any], name: str) -> dict[str, Any]:
 
 def test_every_expected_manifest_is_there() -> None:
     kinds = {(d["kind"], d["metadata"]["name"]) for _, d in DOCS}
-    for want in [
-        ("Deployment", "livefuse-triton"),
-        ("Deployment", "livefuse-gateway"),
-        ("Service", "livefuse-triton"),
-        ("Service", "livefuse-gateway"),
-        ("PodDisruptionBudget", "livefuse-gateway"),
-        ("PodDisruptionBudget", "livefuse-triton"),
-        ("HorizontalPodAutoscaler", "livefuse-gateway"),
-        ("HorizontalPodAutoscaler", "livefuse-triton"),
-        ("ConfigMap", "livefuse-grafana-dashboard"),
-        ("ConfigMap", "livefuse-prometheus-scrape"),
-        ("ConfigMap", "livefuse-prometheus-adapter"),
-        ("Job", "livefuse-loadgen"),
-    ]:
+    for want in [("Deployment", "livefuse-triton"), ("Deployment", "livefuse-gateway"),
+                 ("Service", "livefuse-triton"), ("Service", "livefuse-gateway"),
+                 ("PodDisruptionBudget", "livefuse-gateway"), ("PodDisruptionBudget", "livefuse-triton"),
+                 ("HorizontalPodAutoscaler", "livefuse-gateway"),
+                 ("HorizontalPodAutoscaler", "livefuse-triton"),
+                 ("ConfigMap", "livefuse-grafana-dashboard"), ("ConfigMap", "livefuse-prometheus-scrape"),
+                 ("ConfigMap", "livefuse-prometheus-adapter"), ("Job", "livefuse-loadgen")]:
         assert want in kinds
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize(
-    ("name", "doc"), DOCS, ids=[f"{n}:{d['kind']}/{d['metadata']['name']}" for n, d in DOCS]
-)
+@pytest.mark.parametrize(("name", "doc"), DOCS,
+                         ids=[f"{n}:{d['kind']}/{d['metadata']['name']}" for n, d in DOCS])
 def test_manifest_validates_against_kubernetes_schema(name: str, doc: dict[str, Any], version: str) -> None:
     kv.validate(doc, version, strict=True)  # raises ValidationError on any schema violation
 

@@ -120,32 +120,21 @@ def test_unknown_backend() -> None:
 
 # -- provider options as pure functions ------------------------------------------------------------------
 
-SPECS = (
-    TensorSpec("target", "tensor(float)", ("N", 3, 128, 128)),
-    TensorSpec("source", "tensor(float)", ("N", 512)),
-)
+SPECS = (TensorSpec("target", "tensor(float)", ("N", 3, 128, 128)),
+         TensorSpec("source", "tensor(float)", ("N", 512)))
 
 
 def test_resolve_providers() -> None:
     assert resolve_providers(("tensorrt", "cuda", "cpu")) == [
-        "TensorrtExecutionProvider",
-        "CUDAExecutionProvider",
-        "CPUExecutionProvider",
-    ]
+        "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
     with pytest.raises(EngineError):
         resolve_providers(())
 
 
 def test_tensorrt_options_carry_deployment_settings(tmp_path: Path) -> None:
-    cfg = OrtConfig(
-        providers=("tensorrt", "cuda", "cpu"),
-        device_id=1,
-        max_batch=16,
-        fp16=True,
-        trt_engine_cache_dir=tmp_path / "e",
-        trt_timing_cache_dir=tmp_path / "t",
-        cudnn_conv_algo_search="DEFAULT",
-    )
+    cfg = OrtConfig(providers=("tensorrt", "cuda", "cpu"), device_id=1, max_batch=16, fp16=True,
+                    trt_engine_cache_dir=tmp_path / "e", trt_timing_cache_dir=tmp_path / "t",
+                    cudnn_conv_algo_search="DEFAULT")
     (trt_name, trt), (cuda_name, cuda), (cpu_name, cpu) = provider_options(cfg, SPECS)
     assert trt_name == "TensorrtExecutionProvider" and cuda_name == "CUDAExecutionProvider"
     assert cpu_name == "CPUExecutionProvider" and cpu == {}
@@ -173,14 +162,8 @@ def test_bad_cudnn_search_rejected() -> None:
 
 
 def test_engine_config_maps_caches_and_extra(tmp_path: Path) -> None:
-    cfg = ort_config_of(
-        EngineConfig(
-            providers=("tensorrt", "cpu"),
-            trt_cache_dir=tmp_path,
-            fp16=True,
-            extra={"trt_builder_optimization_level": "5"},
-        )
-    )
+    cfg = ort_config_of(EngineConfig(providers=("tensorrt", "cpu"), trt_cache_dir=tmp_path, fp16=True,
+                                     extra={"trt_builder_optimization_level": "5"}))
     assert cfg.trt_engine_cache_dir == tmp_path / "ort-engines" and cfg.fp16
     opts = dict(provider_options(cfg, SPECS))
     assert opts["TensorrtExecutionProvider"]["trt_builder_optimization_level"] == "5"
@@ -188,7 +171,6 @@ def test_engine_config_maps_caches_and_extra(tmp_path: Path) -> None:
 
 
 # -- native TensorRT selection without a GPU -------------------------------------------------------------
-
 
 def test_native_tensorrt_without_plans_names_the_build_command(tmp_path: Path) -> None:
     cfg = EngineConfig(backend="tensorrt", trt_cache_dir=tmp_path, max_batch=8, fp16=True)
@@ -208,7 +190,6 @@ def test_native_tensorrt_needs_a_plan_dir() -> None:
 def test_native_tensorrt_without_gpu_libs_is_one_line(tmp_path: Path) -> None:
     try:
         import tensorrt  # noqa: F401
-
         pytest.skip("tensorrt is installed here")
     except ImportError:
         pass
