@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass
@@ -42,6 +41,7 @@ class RetransmitBudget:
     _refilled_at: float | None = None
     _last_sent: OrderedDict[int, float] = field(default_factory=OrderedDict)
     _refused: OrderedDict[int, tuple[float, float]] = field(default_factory=OrderedDict)  # seq -> bits, when
+    _refused_bits: float = 0.0  # their sum
     _given_up_through: int | None = None  # the newest sequence number sent when a keyframe was asked for
     _given_up_at: float = float("-inf")
     _keyframe_at: float | None = None
@@ -76,10 +76,14 @@ class RetransmitBudget:
             self.skipped_budget += 1
             if sequence not in self._refused:
                 self._refused[sequence] = (bits, now)
-                _bound(self._refused, self.history)
+                self._refused_bits += bits
+                while len(self._refused) > self.history:
+                    self._refused_bits -= self._refused.popitem(last=False)[1][0]
             return False
         self._tokens_bits -= bits
-        self._refused.pop(sequence, None)
+        refused = self._refused.pop(sequence, None)
+        if refused is not None:
+            self._refused_bits -= refused[0]
         self._last_sent.pop(sequence, None)
         self._last_sent[sequence] = now
         while len(self._last_sent) > self.history:
@@ -87,24 +91,28 @@ class RetransmitBudget:
         self.sent += 1
         return True
 
-    def wants_keyframe(self, rate_bps: float, now: float, newest_sent: int) -> bool:
+    def wants_keyframe(self, rate_bps: float, now: float, newest_sent: Callable[[], int]) -> bool:
         """Whether the refused packets are more than the budget can resend within `catch_up_s` (at most once
-        per `keyframe_gap_s`). True gives up every packet up to `newest_sent` (the sender's newest sequence
-        number): the caller sends a keyframe instead, which decodes without them."""
+        per `keyframe_gap_s`). True gives up every packet up to `newest_sent()` (the sender's newest sequence
+        number, asked only then): the caller sends a keyframe instead, which decodes without them."""
         self._forget_old(now)
-        backlog_bits = sum(bits for bits, _ in self._refused.values())
-        if backlog_bits <= max(rate_bps, 0.0) * self.catch_up_s:
+        if self._refused_bits <= max(rate_bps, 0.0) * self.catch_up_s:
             return False
         if self._keyframe_at is not None and now - self._keyframe_at < self.keyframe_gap_s:
             return False
         self._keyframe_at = now
         self.keyframes += 1
-        self._given_up_through, self._given_up_at = newest_sent, now
+        self._given_up_through, self._given_up_at = newest_sent(), now
         self._refused.clear()
+        self._refused_bits = 0.0
         return True
 
     def _forget_old(self, now: float) -> None:
-        _forget(self._refused, now - self.forget_after_s, lambda value: value[1])
+        """Refusals older than `forget_after_s` (oldest first: insertion order is time order), and a give-up
+        that old."""
+        refused = self._refused
+        while refused and next(iter(refused.values()))[1] < now - self.forget_after_s:
+            self._refused_bits -= refused.popitem(last=False)[1][0]
         if now - self._given_up_at > self.forget_after_s:
             self._given_up_through = None
 
@@ -118,11 +126,6 @@ class RetransmitBudget:
         }
 
 
-def _bound(entries: OrderedDict[int, Any], size: int) -> None:
-    while len(entries) > size:
-        entries.popitem(last=False)
-
-
 def _at_or_before(sequence: int, reference: int) -> bool:
     """RTP sequence order with wrap-around: `sequence` is `reference` or up to half the range before it."""
     return (reference - sequence) % 65536 < 32768
@@ -131,12 +134,3 @@ def _at_or_before(sequence: int, reference: int) -> bool:
 def newest(sequences: Iterable[int], near: int) -> int:
     """The newest of `sequences` (all within half the 16-bit range of `near`)."""
     return max(sequences, key=lambda sequence: (sequence - near + 32768) % 65536, default=near)
-
-
-def _forget(entries: OrderedDict[int, Any], before: float, when: Callable[[Any], float]) -> None:
-    """Drop entries (oldest first, insertion order = time order) stamped before `before`."""
-    while entries:
-        sequence, value = next(iter(entries.items()))
-        if when(value) >= before:
-            return
-        del entries[sequence]

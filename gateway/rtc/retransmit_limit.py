@@ -48,8 +48,11 @@ def limit_retransmissions(
         if budget.allow(sequence_number, size, rate, now, rtt_s()):
             await original(sequence_number)
         elif request_keyframe is not None:
-            sent = newest((p.sequence_number for p in history.values()), sequence_number)
-            if budget.wants_keyframe(rate, now, sent):
+
+            def newest_sent() -> int:  # only when a keyframe is due: a scan of the history
+                return newest((p.sequence_number for p in history.values()), sequence_number)
+
+            if budget.wants_keyframe(rate, now, newest_sent):
                 request_keyframe()
 
     sender._retransmit = retransmit  # type: ignore[method-assign]

@@ -47,14 +47,14 @@ def test_a_backlog_the_budget_cannot_resend_soon_is_repaired_with_a_keyframe() -
     sent = sum(budget.allow(seq, 1000, rate, now=0.0) for seq in range(100))  # ~100 packets were dropped
     assert sent == 20
     assert budget.wants_keyframe(
-        rate, now=0.0, newest_sent=99
+        rate, now=0.0, newest_sent=lambda: 99
     )  # 80 packets = 4 s of the budget: a keyframe instead
     assert budget.counters()["repair_keyframes"] == 1
     # the receiver NACKs them again until the keyframe reaches it: they are given up, the bucket kept
     assert not any(budget.allow(seq, 1000, rate, now=0.2) for seq in range(20, 100))
     assert budget.counters()["skipped_given_up"] == 80
     assert budget.allow(500, 1000, rate, now=0.2)  # a later packet's loss is still repaired
-    assert not budget.wants_keyframe(rate, now=0.2, newest_sent=500)
+    assert not budget.wants_keyframe(rate, now=0.2, newest_sent=lambda: 500)
     # given-up sequence numbers are forgotten after a while (16-bit numbers come round again)
     assert budget.allow(50, 1000, rate, now=10.0)
 
@@ -64,13 +64,13 @@ def test_a_small_backlog_is_left_to_the_budget_and_keyframes_are_spaced() -> Non
     rate = 160_000
     assert sum(budget.allow(seq, 1000, rate, now=0.0) for seq in range(28)) == 20
     assert not budget.wants_keyframe(
-        rate, now=0.0, newest_sent=99
+        rate, now=0.0, newest_sent=lambda: 99
     )  # 8 packets = 64 kbit, under 0.5 s of the budget
     assert sum(budget.allow(seq, 1000, rate, now=0.01) for seq in range(28, 60)) == 0
-    assert budget.wants_keyframe(rate, now=0.01, newest_sent=59)
+    assert budget.wants_keyframe(rate, now=0.01, newest_sent=lambda: 59)
     assert sum(budget.allow(seq, 1000, rate, now=0.02) for seq in range(60, 100)) == 0
-    assert not budget.wants_keyframe(rate, now=0.5, newest_sent=99)  # within a second of the last one
-    assert budget.wants_keyframe(rate, now=1.1, newest_sent=99)
+    assert not budget.wants_keyframe(rate, now=0.5, newest_sent=lambda: 99)  # within a second of the last one
+    assert budget.wants_keyframe(rate, now=1.1, newest_sent=lambda: 99)
     assert budget.counters()["repair_keyframes"] == 2
 
 
@@ -80,4 +80,4 @@ def test_refused_packets_that_are_later_resent_leave_the_backlog() -> None:
     assert sum(budget.allow(seq, 1000, rate, now=0.0) for seq in range(40)) == 20
     # the bucket refills and the receiver asks again: all 20 refused packets go out within 1.1 s
     assert sum(budget.allow(seq, 1000, rate, now=1.1) for seq in range(20, 40)) == 20
-    assert not budget.wants_keyframe(rate, now=1.1, newest_sent=99)
+    assert not budget.wants_keyframe(rate, now=1.1, newest_sent=lambda: 99)
