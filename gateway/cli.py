@@ -228,8 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-live-bitrate",
         action="store_true",
         default=None,
-        help="reopen FFmpeg's VP8 encoder, with a keyframe, at each new bitrate instead of changing libvpx's "
-        "rate between frames (gateway.media.vp8_encoder)",
+        help="reopen FFmpeg's VP8/H.264 encoder, with a keyframe, at each new bitrate instead of changing "
+        "libvpx's or libx264's rate between frames (gateway.media.vp8_encoder, h264_encoder)",
     )
     a(
         "--no-audio",

@@ -111,8 +111,9 @@ class SessionConfig:
     # answer transport-cc where a publisher offers it, and send it per-packet arrival feedback
     # (gateway.rtc.transport_cc): browsers then run their own delay-based congestion control on the uplink
     transport_cc: bool = True
-    # change the VP8 encoder's bitrate between frames through libvpx itself (gateway.media.libvpx); off, or
-    # where no usable libvpx loads, FFmpeg's encoder is reopened at each new rate, with a keyframe
+    # change the VP8 / H.264 encoder's bitrate between frames through libvpx / libx264 itself
+    # (gateway.media.vp8_encoder, h264_encoder); off, or where the library does not load, FFmpeg's encoder
+    # is reopened at each new rate, with a keyframe
     live_bitrate: bool = True
 
     def __post_init__(self) -> None:

@@ -45,11 +45,12 @@ from engines.frames import (
 )
 from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
-from gateway.media import libvpx
+from gateway.media import libvpx, libx264
 from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output, repeat_due
 from gateway.media.libvpx import Libvpx
+from gateway.media.libx264 import Libx264
 from gateway.media.planes import Box, is_i420, patched_frame
 from gateway.media.queue_delay import OneWayDelay
 from gateway.media.session_audio import SessionAudio
@@ -146,9 +147,12 @@ class Session:
         on_closed: Callable[[Session], None],
         face_settings: FaceSettings | None = None,
         libvpx: Libvpx | None = None,
+        libx264: Libx264 | None = None,
     ) -> None:
         self.id = session_id
-        self._libvpx = libvpx  # VP8 rate changes without a keyframe (None: FFmpeg's encoder, reopened)
+        # VP8 / H.264 rate changes without a keyframe (None: FFmpeg's encoder, reopened at each rate)
+        self._libvpx = libvpx
+        self._libx264 = libx264
         self.pc = pc
         self.source = source
         self.processors = processors
@@ -412,7 +416,7 @@ class Session:
         encoder = self.encoders.get(codec)
         if encoder is None:
             encoder = self.encoders[codec] = FanoutEncoder(
-                bitrate=self.config.bitrate, codec=codec, libvpx=self._libvpx
+                bitrate=self.config.bitrate, codec=codec, libvpx=self._libvpx, libx264=self._libx264
             )
         return encoder
 
@@ -546,17 +550,25 @@ class Session:
         }
 
 
-def _live_bitrate_libvpx(config: SessionConfig) -> Libvpx | None:
-    """The libvpx that changes VP8 rates between frames, when configured and loadable (said once, here)."""
+def _live_bitrate_libraries(config: SessionConfig) -> tuple[Libvpx | None, Libx264 | None]:
+    """The libvpx and libx264 that change VP8 / H.264 rates between frames, when configured and loadable
+    (said once, here)."""
     if not config.live_bitrate:
-        logger.info("VP8 bitrate changes reopen FFmpeg's encoder, with a keyframe (--no-live-bitrate)")
-        return None
-    found = libvpx.load()
-    if found is None:
+        logger.info("bitrate changes reopen FFmpeg's encoders, with a keyframe (--no-live-bitrate)")
+        return None, None
+    vpx = libvpx.load()
+    if vpx is None:
         logger.warning("no usable libvpx: VP8 bitrate changes reopen FFmpeg's encoder, with a keyframe")
     else:
-        logger.info("VP8 bitrate changes between frames through libvpx %s (%s)", found.version, found.path)
-    return found
+        logger.info("VP8 bitrate changes between frames through libvpx %s (%s)", vpx.version, vpx.path)
+    x264 = libx264.load()
+    if x264 is None:
+        logger.warning("no usable libx264: H.264 bitrate changes reopen FFmpeg's encoder, with a keyframe")
+    else:
+        logger.info(
+            "H.264 bitrate changes between frames through libx264 build %d (%s)", x264.build, x264.path
+        )
+    return vpx, x264
 
 
 @contextlib.contextmanager
@@ -635,7 +647,7 @@ class SessionManager:
         self._executor = executor
         self.sessions: dict[str, Session] = {}
         self.accepting = True
-        self.libvpx = _live_bitrate_libvpx(config)
+        self.libvpx, self.libx264 = _live_bitrate_libraries(config)
         self._reaper: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -714,6 +726,7 @@ class SessionManager:
             on_closed=self._forget,
             face_settings=face_settings,
             libvpx=self.libvpx,
+            libx264=self.libx264,
         )
         session.owner = owner
         self.sessions[session_id] = session

@@ -6,9 +6,9 @@ a publisher or viewer offered nothing else). Two things the sender would do for 
 here instead: keyframes on request (a new viewer, or a PLI/FIR from any viewer: `bind_sender` routes the
 sender's keyframe request to this encoder), and bitrate: each sender's REMB and receiver-report loss feed
 one `BitratePolicy` per encoder (gateway.media.bitrate: the minimum across receivers), applied between
-frames: VP8 through libvpx itself changes rate at the next frame (gateway.media.vp8_encoder); FFmpeg's
-encoders (H.264, or VP8 where no usable libvpx loads) read the rate only when they open, so they are
-reopened, with a keyframe.
+frames: VP8 through libvpx itself and H.264 through libx264 itself change rate at the next frame
+(gateway.media.vp8_encoder, gateway.media.h264_encoder); FFmpeg's encoders (where those libraries do not
+load, or `--no-live-bitrate`) read the rate only when they open, so they are reopened, with a keyframe.
 
 A subscriber that falls behind has its queue cleared and waits for the next keyframe (which it requests):
 dropping single inter frames would corrupt its picture, and queueing would add latency.
@@ -30,7 +30,9 @@ from aiortc import RTCRtpSender
 from gateway.media.bitrate import BitrateConfig, BitratePolicy, size_class_bitrate
 from gateway.media.colour import rgb_to_i420
 from gateway.media.feedback import watch_sender_feedback
+from gateway.media.h264_encoder import H264Encoder
 from gateway.media.libvpx import Libvpx
+from gateway.media.libx264 import Libx264
 from gateway.media.packet_track import QueuedPacketTrack
 from gateway.media.planes import is_i420
 from gateway.media.retransmit_budget import RetransmitBudget
@@ -99,6 +101,7 @@ class FanoutEncoder:
         vp8_noise_sensitivity: int = VP8_NOISE_SENSITIVITY,
         bitrate_config: BitrateConfig | None = None,
         libvpx: Libvpx | None = None,
+        libx264: Libx264 | None = None,
     ) -> None:
         if codec not in ("VP8", "H264"):
             raise ValueError(f"unsupported codec {codec!r}")
@@ -116,12 +119,13 @@ class FanoutEncoder:
             raise ValueError(f"vp8_noise_sensitivity must be in [0, 6], got {vp8_noise_sensitivity}")
         self._vp8_noise_sensitivity = vp8_noise_sensitivity
         self._libvpx = libvpx  # VP8 through libvpx itself: a new rate without a keyframe (vp8_encoder)
+        self._libx264 = libx264  # and H.264 through libx264 itself (h264_encoder)
         # Receivers' feedback (on the loop) -> target; encode() (a worker thread) re-opens at a new target.
         self.bitrate = BitratePolicy(
             bitrate_config or BitrateConfig(max_bps=bitrate, min_bps=min(100_000, bitrate))
         )
         self._target_bitrate = self.bitrate.current_bps
-        self._codec: av.video.codeccontext.VideoCodecContext | Vp8Encoder | None = None
+        self._codec: av.video.codeccontext.VideoCodecContext | Vp8Encoder | H264Encoder | None = None
         self._force_key = threading.Event()
         self._subscribers: list[PacketTrack] = []
         self._last_pts: int | None = None
@@ -252,7 +256,7 @@ class FanoutEncoder:
         codec = self._codec
         if self._target_bitrate != self._bitrate:
             self._bitrate = self._target_bitrate
-            if isinstance(codec, Vp8Encoder):
+            if isinstance(codec, Vp8Encoder | H264Encoder):
                 codec.set_bitrate(self._bitrate)  # from this frame on, no keyframe
             else:  # FFmpeg's encoders read the rate when they open: a new one, starting with a keyframe
                 codec = None
@@ -283,10 +287,15 @@ class FanoutEncoder:
         codec.thread_count = 1
         return codec
 
-    def _open(self, width: int, height: int) -> av.video.codeccontext.VideoCodecContext | Vp8Encoder:
+    def _open(
+        self, width: int, height: int
+    ) -> av.video.codeccontext.VideoCodecContext | Vp8Encoder | H264Encoder:
         """A new encoder (its first frame is a keyframe). The one it replaces is freed when the last
         reference goes (`Vp8Encoder.__del__`), never here: `close()` may run on the loop during an encode."""
         if self.codec_name == "H264":
+            if self._libx264 is not None:
+                self._codec = H264Encoder(self._libx264, width, height, self._bitrate)
+                return self._codec
             return self._open_h264(width, height)
         if self._libvpx is not None:
             self._codec = Vp8Encoder(
@@ -318,9 +327,9 @@ class FanoutEncoder:
         return codec  # type: ignore[return-value]
 
     def _open_h264(self, width: int, height: int) -> av.video.codeccontext.VideoCodecContext:
-        """libx264 as aiortc's H264Encoder sets it up for WebRTC: constrained baseline (no B-frames, what
-        every WebRTC H.264 decoder takes), zero-latency tuning, Annex B output that `H264Encoder.pack`
-        splits into NAL units."""
+        """FFmpeg's libx264 as aiortc's H264Encoder sets it up for WebRTC: constrained baseline (no B-frames,
+        what every WebRTC H.264 decoder takes), zero-latency tuning, Annex B output that aiortc's
+        `H264Encoder.pack` splits into NAL units. It counts every frame as 1/30 s (h264_encoder says why)."""
         codec = self._context("libx264", width, height)
         codec.framerate = Fraction(30, 1)
         codec.options = {"level": "31", "tune": "zerolatency", "preset": "veryfast"}

@@ -1,0 +1,146 @@
+"""An H.264 encoder whose bitrate changes between frames without a keyframe (`gateway.media.libx264`).
+
+It takes the place of FFmpeg's `libx264` codec context in `FanoutEncoder` and answers the same calls
+(`encode(frame) -> [av.Packet]`, `width`, `height`, `bit_rate`), with the settings FanoutEncoder gave FFmpeg:
+preset veryfast, tune zerolatency, constrained baseline, level 3.1, one thread, Annex B with SPS/PPS before
+every keyframe, keyframes only on request (FFmpeg's also made one at a scene cut). Two
+things differ, both for rate control:
+- constant bitrate with a VBV buffer of one second of the rate (FFmpeg's encoder ran plain ABR without one).
+  x264 only takes a new bitrate between frames while VBV is on, and then takes the VBV rate and buffer too:
+  `set_bitrate` is `x264_encoder_reconfig` of all three.
+- the frame rate the stream really has counts. x264 reads timestamps only with its variable-frame-rate
+  input, which holds every frame back by one (zerolatency turns it off); without it, each frame is 1/fps of
+  a second, and FFmpeg's encoder, told 30 fps, sent a 15 fps stream at half its target (measured: 498
+  kbit/s for 1 Mbit/s). Here the rate given to x264 is scaled by 30 / the frame rate the timestamps show
+  (the last 30 frames), re-set when that moves by more than 10 %, and the buffer is one real second.
+Frames are read from the yuv420p `av.VideoFrame`'s own planes, without a copy.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from fractions import Fraction
+
+import av
+
+from gateway.media.libx264 import X264_CSP_I420, X264_TYPE_AUTO, X264_TYPE_IDR, Libx264
+
+TIME_BASE = Fraction(1, 90000)
+
+
+def kbps(bps: int) -> int:
+    """x264's rate unit."""
+    return max(1, (bps + 500) // 1000)
+
+
+class H264Encoder:
+    """One open H.264 encoder of a fixed size (a new size needs a new encoder, starting with a keyframe)."""
+
+    PRESET = "veryfast"
+    TUNE = "zerolatency"
+    PROFILE = "baseline"
+    LEVEL = "31"
+    FPS = 30  # what x264 is told; the rates it is given are scaled by FPS / the stream's own frame rate
+    FPS_WINDOW = 30  # frames the stream's frame rate is measured over
+    FPS_MOVE = 0.10  # the rates are re-set when that frame rate moves by more than this fraction
+
+    def __init__(self, libx264: Libx264, width: int, height: int, bitrate: int) -> None:
+        self._x264 = libx264
+        self.width = width
+        self.height = height
+        params = libx264.default_params(self.PRESET, self.TUNE)
+        offsets = libx264.offsets
+        libx264.set_int(params, offsets.width, width)
+        libx264.set_int(params, offsets.height, height)
+        for name, value in (
+            ("threads", "1"),
+            ("level", self.LEVEL),
+            ("keyint", "3000"),
+            ("scenecut", "0"),  # keyframes only when asked: a new viewer, a PLI, a repair
+            ("fps", str(self.FPS)),
+            ("annexb", "1"),
+            ("repeat-headers", "1"),
+            ("log", "0"),  # errors only, to stderr, as FFmpeg's av_log would
+            ("force-cfr", "1"),  # no frame held back (see the module docstring)
+            *self._rate_options(bitrate, float(self.FPS)),
+        ):
+            libx264.parse(params, name, value)
+        libx264.apply_profile(params, self.PROFILE)
+        self._handle = libx264.open(params)
+        self._bitrate = bitrate
+        self._rate_fps = float(self.FPS)  # the frame rate the rates given to x264 were scaled for
+        self._pts: deque[int] = deque(maxlen=self.FPS_WINDOW + 1)
+        self._picture = libx264.new_picture()
+        self._picture.img.i_csp = X264_CSP_I420
+        self._picture.img.i_plane = 3
+        self._output = libx264.new_picture()
+        self._open = True
+
+    @classmethod
+    def _rate_options(cls, bps: int, fps: float) -> tuple[tuple[str, str], ...]:
+        """Constant bitrate `bps` for a stream of `fps` frames a second, with a one-second buffer: x264 fills
+        its buffer by rate / FPS per frame, so a real second of `bps` is `bps * FPS / fps` to it."""
+        rate = str(kbps(round(bps * cls.FPS / fps)))
+        return (("bitrate", rate), ("vbv-maxrate", rate), ("vbv-bufsize", str(kbps(bps))))
+
+    @property
+    def frame_rate(self) -> float:
+        """The stream's frame rate over the last `FPS_WINDOW` frames (`FPS` until two have come)."""
+        if len(self._pts) < 2 or self._pts[-1] <= self._pts[0]:
+            return float(self.FPS)
+        return float((len(self._pts) - 1) / ((self._pts[-1] - self._pts[0]) * TIME_BASE))
+
+    def _reconfigure(self, bps: int, fps: float) -> None:
+        params = self._x264.parameters(self._handle)
+        for name, value in self._rate_options(bps, fps):
+            self._x264.parse(params, name, value)
+        self._x264.reconfig(self._handle, params)
+
+    @property
+    def bit_rate(self) -> int:
+        return self._bitrate
+
+    def set_bitrate(self, bps: int) -> None:
+        """The target from the next frame on; no keyframe."""
+        if not self._open:
+            raise RuntimeError("encoder closed")
+        if kbps(bps) != kbps(self._bitrate):
+            self._reconfigure(bps, self._rate_fps)
+        self._bitrate = bps
+
+    def encode(self, frame: av.VideoFrame) -> list[av.Packet]:
+        """Encode one yuv420p frame of this encoder's size (pts in 1/90000 s, growing); a frame whose
+        `pict_type` is I is encoded as a keyframe (IDR)."""
+        if not self._open:
+            raise RuntimeError("encoder closed")
+        if frame.format.name != "yuv420p" or (frame.width, frame.height) != (self.width, self.height):
+            got = f"{frame.format.name} {frame.width}x{frame.height}"
+            raise ValueError(f"expected yuv420p {self.width}x{self.height}, got {got}")
+        picture = self._picture
+        for index, plane in enumerate(frame.planes):
+            picture.img.plane[index] = plane.buffer_ptr
+            picture.img.i_stride[index] = plane.line_size
+        picture.i_pts = int(frame.pts or 0)
+        self._pts.append(picture.i_pts)
+        fps = self.frame_rate
+        if abs(fps / self._rate_fps - 1) > self.FPS_MOVE:
+            self._rate_fps = fps
+            self._reconfigure(self._bitrate, fps)
+        picture.i_type = X264_TYPE_IDR if frame.pict_type == av.video.frame.PictureType.I else X264_TYPE_AUTO
+        encoded = self._x264.encode(self._handle, picture, self._output)
+        if encoded is None:
+            return []
+        packet = av.Packet(encoded.data)
+        packet.pts = packet.dts = encoded.pts
+        packet.time_base = TIME_BASE
+        packet.is_keyframe = encoded.keyframe
+        return [packet]
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self._x264.close(self._handle)
+
+    def __del__(self) -> None:
+        if getattr(self, "_open", False):
+            self.close()
