@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="offer transport-cc and return its feedback for the processed stream, as a browser "
                         "does (the gateway's sender then reads per-packet arrivals, not receiver reports "
                         "alone)")
+    p.add_argument("--codec", choices=("VP8", "H264"), default=None,
+                   help="offer only this video codec (as e.g. OBS offers H.264 only); the gateway returns "
+                        "the processed stream in it (default: aiortc's list, VP8 first)")
     p.add_argument("--picture-quality", action="store_true",
                    help="measure each returned frame's fidelity to the one sent: PSNR of the median 16x16 "
                         "block's luma error, so the swapped face does not count (report: picture_psnr_db)")
@@ -247,7 +250,8 @@ async def _run_cells(args: argparse.Namespace, view: LiveView, console: Console
         try:
             client = ClientConfig(url=url, token=args.token, processors=args.session_processors,
                                   audio=args.audio, network=args.network,
-                                  picture_quality=args.picture_quality, transport_cc=args.transport_cc)
+                                  picture_quality=args.picture_quality, transport_cc=args.transport_cc,
+                                  codec=args.codec)
             if not args.no_source:
                 image = args.source_image or media_path(media_root, "astronaut.png")
                 async with aiohttp.ClientSession() as http:

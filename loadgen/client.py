@@ -27,7 +27,7 @@ from urllib.parse import urlencode, urljoin, urlparse
 import aiohttp
 import av
 import numpy as np
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from loadgen.avsync import AvSyncProbe, ClickAudioTrack, MediaClock, wait_due
@@ -58,6 +58,7 @@ class ClientConfig:
     network: Impairment | None = None  # impair this job's link, both directions (loadgen.impair)
     picture_quality: bool = False      # measure each received frame's fidelity (loadgen.fidelity)
     transport_cc: bool = False         # offer transport-cc and send its feedback, as browsers do
+    codec: str | None = None           # "VP8" / "H264": offer only this video codec (None: aiortc's list)
 
     def whip_url(self) -> str:
         base = urljoin(self.url.rstrip("/") + "/", self.whip_path.lstrip("/"))
@@ -192,7 +193,12 @@ class WhipJob:
         if self.config.network is not None:
             impair_peer_connection(pc, self.config.network, seed=self.job)
         clock = MediaClock() if self.config.audio else None
-        pc.addTrack(StampedVideoTrack(self._loop, self._fps, self.job, self._emit, clock))
+        video = pc.addTrack(StampedVideoTrack(self._loop, self._fps, self.job, self._emit, clock))
+        if self.config.codec is not None:  # as e.g. OBS offers H.264 only; the gateway answers in kind
+            wanted = (f"video/{self.config.codec.lower()}", "video/rtx")
+            codecs = [c for c in RTCRtpSender.getCapabilities("video").codecs if c.mimeType.lower() in wanted]
+            transceiver = next(t for t in pc.getTransceivers() if t.sender is video)
+            transceiver.setCodecPreferences(codecs)
         if clock is not None:
             pc.addTrack(ClickAudioTrack(clock))
 

@@ -200,6 +200,7 @@ def _loadgen_args(args: argparse.Namespace, report: Path, samples: Path) -> list
         "--resolution", args.resolution, "--fps", str(args.fps), "--no-live",
         "--output-report", str(report), "--csv", str(samples), "--picture-quality",
         *(["--transport-cc"] if args.client_transport_cc else []),
+        *(["--codec", args.codec] if args.codec else []),
     ]  # fmt: skip
 
 
@@ -424,6 +425,8 @@ def main() -> int:
     parser.add_argument("--client-transport-cc", action="store_true",
                         help="the load generator's jobs offer transport-cc and return its feedback, as "
                              "browsers do (loadgen --transport-cc)")
+    parser.add_argument("--codec", choices=("VP8", "H264"), default=None,
+                        help="the load generator's jobs offer only this video codec (loadgen --codec)")
     parser.add_argument("--gateway-arg", action="append", default=[],
                         help="extra argument for the gateway the tc shaper runs (repeatable), e.g. "
                              "--gateway-arg=--no-uplink-loss-cap")
