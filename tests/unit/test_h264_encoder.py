@@ -110,6 +110,24 @@ def test_a_new_rate_applies_at_once_without_a_keyframe(
     encoder.close()  # idempotent
 
 
+def test_a_cut_is_not_followed_by_the_old_rates_credit(
+    lib: libx264.Libx264, clip: list[av.VideoFrame]
+) -> None:
+    """x264's rate estimate remembers seconds of the old rate; the VBV buffer's credit must not let it spend
+    that on a link that has just been found too small."""
+    drained = H264Encoder(lib, 320, 240, 700_000)
+    kept = H264Encoder(lib, 320, 240, 700_000)
+    kept.DRAIN_ON_CUT = False
+    a, b = _feed(drained, clip, 0, 60), _feed(kept, clip, 0, 60)
+    drained.set_bitrate(250_000)
+    kept.set_bitrate(250_000)
+    a += _feed(drained, clip, 60, 30)
+    b += _feed(kept, clip, 60, 30)
+    assert _kbps(a, 60, 75) < 1.2 * 250 < _kbps(b, 60, 75)  # the half second after the cut
+    assert 190 < _kbps(a, 75, 90) < 310
+    assert [i for i, p in a if p.is_keyframe] == [0]
+
+
 def test_the_rate_holds_at_the_streams_own_frame_rate(
     lib: libx264.Libx264, clip: list[av.VideoFrame]
 ) -> None:
