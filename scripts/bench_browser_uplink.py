@@ -8,8 +8,9 @@ gateway marks its media AF41, u32 splits the directions, TCP is unshaped). Every
 `getStats()` (what the browser sends, its own estimate of the link, the processed stream it receives) and the
 gateway's view of the session (frames in, the uplink's loss and queue, feedback sent); at the end the qdisc's
 own counters per direction. `--arms` picks the gateway flags to compare (`tcc`: the default, transport-cc
-answered; `remb`: `--no-transport-cc`; `-reopen`: with `--no-live-bitrate` as well, FFmpeg's VP8 encoder
-reopened with a keyframe at each new rate); arms alternate within each repeat. `--step KBPS@S` changes the
+answered; `remb`: `--no-transport-cc`; `-reopen`: with `--no-live-bitrate` as well, FFmpeg's encoder
+reopened with a keyframe at each new rate); arms alternate within each repeat. `--codec H264`: Chromium
+offers H.264 only, so it publishes and receives H.264 (VP8 by default). `--step KBPS@S` changes the
 uplink's rate S seconds in (`--step-link down`: the downlink's, which carries the processed stream back to
 the browser), and the numbers are then given before and after it.
 
@@ -128,6 +129,7 @@ async def inside(
     step: tuple[float, float, bool] | None,
     queue_ms: float,
     shared: bool,
+    codec: str = "VP8",
 ) -> int:
     """In the namespace: the gateway, Chromium publishing to it, samples every second (with the uplink
     qdisc's counters), the uplink's rate stepped to `step` = (kbit/s, at second) if given."""
@@ -154,7 +156,7 @@ async def inside(
         devtools = free_port()
         with tempfile.TemporaryDirectory() as profile:
             browser = open_page(
-                f"http://127.0.0.1:{port}/demo?autostart=1",
+                f"http://127.0.0.1:{port}/demo?autostart=1&codec={codec}",
                 profile,
                 devtools,
                 (f"--use-file-for-fake-video-capture={video}",),
@@ -336,7 +338,7 @@ def run_arm(arm: str, args: argparse.Namespace, video: Path, work: Path, index: 
     out = work / f"{arm}-{index}.json"
     step = (f"{args.step_link}:" if args.step_link == "down" else "") + args.step if args.step else "none"
     command = [sys.executable, str(Path(__file__).resolve()), "--inside", str(out), str(args.duration),
-               str(video), step, str(args.queue_ms), "shared" if args.shared else "split", "--",
+               str(video), step, str(args.queue_ms), "shared" if args.shared else "split", args.codec, "--",
                *ARMS[arm]]  # fmt: skip
     tc = " && ".join(shlex.join(c) for c in link_commands(impairment, args.shared))
     script = f"{bench_network.LO_UP} && {tc} && exec {shlex.join(command)}"
@@ -383,13 +385,15 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--inside":
-        out, duration, y4m, step, queue_ms, link = sys.argv[2:8]
+        out, duration, y4m, step, queue_ms, link, codec = sys.argv[2:9]
         rest = sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else []
         down = step.startswith("down:")
         rate, _, at = step.removeprefix("down:").partition("@")
         change = None if step == "none" else (float(rate), float(at), down)
         return asyncio.run(
-            inside(rest, float(duration), Path(y4m), Path(out), change, float(queue_ms), link == "shared")
+            inside(
+                rest, float(duration), Path(y4m), Path(out), change, float(queue_ms), link == "shared", codec
+            )
         )
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
@@ -414,6 +418,12 @@ def main() -> int:
         help="one tbf that both directions share (the uplink columns then count that link)",
     )
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--codec",
+        choices=("VP8", "H264"),
+        default="VP8",
+        help="the only video codec Chromium offers (/demo?codec=), so both directions use it",
+    )
     parser.add_argument("--arms", default="tcc,remb", help=f"comma-separated, of {sorted(ARMS)}")
     parser.add_argument("--output", type=Path, default=Path("reports/browser_uplink.json"))
     args = parser.parse_args()
