@@ -47,7 +47,8 @@ from loadgen.impair import Impairment  # noqa: E402
 ARMS: dict[str, list[str]] = {
     "tcc": [],
     "remb": ["--no-transport-cc"],
-    # FFmpeg's VP8 encoder reopened, with a keyframe, at each new rate (before gateway.media.vp8_encoder)
+    # FFmpeg's encoder reopened, with a keyframe, at each new rate (before gateway.media.vp8_encoder and
+    # h264_encoder)
     "tcc-reopen": ["--no-live-bitrate"],
     "remb-reopen": ["--no-transport-cc", "--no-live-bitrate"],
 }
@@ -306,8 +307,9 @@ def longest_outage(samples: list[dict[str, Any]], step_s: float, fraction: float
 
 
 def _target(sample: dict[str, Any]) -> float | None:
-    """The gateway's VP8 target in one sample (the processed stream's encoder)."""
-    send = (sample.get("send_bitrate") or {}).get("VP8") or {}
+    """The gateway's target in one sample (the processed stream's one encoder, VP8 or H.264)."""
+    encoders = sample.get("send_bitrate") or {}
+    send = encoders.get("VP8") or encoders.get("H264") or {}
     target = send.get("target_bps")
     return float(target) if target is not None else None
 
