@@ -12,7 +12,8 @@ things differ, both for rate control:
   input, which holds every frame back by one (zerolatency turns it off); without it, each frame is 1/fps of
   a second, and FFmpeg's encoder, told 30 fps, sent a 15 fps stream at half its target (measured: 498
   kbit/s for 1 Mbit/s). Here the rate given to x264 is scaled by 30 / the frame rate the timestamps show
-  (the last 30 frames), re-set when that moves by more than 10 %, and the buffer is in real seconds.
+  (the median interval of the last 30 frames), re-set when that moves by more than 10 %, and the buffer is in
+  real seconds.
 Frames are read from the yuv420p `av.VideoFrame`'s own planes, without a copy.
 """
 
@@ -102,10 +103,13 @@ class H264Encoder:
 
     @property
     def frame_rate(self) -> float:
-        """The stream's frame rate over the last `FPS_WINDOW` frames (`FPS` until two have come)."""
-        if len(self._pts) < 2 or self._pts[-1] <= self._pts[0]:
+        """The stream's frame rate: one over the median frame interval of the last `FPS_WINDOW` frames, so
+        that a pause (a publisher that stalled, frames dropped at their deadline) does not read as a slow
+        stream and multiply the rate x264 is given; `FPS` until two frames have come, within 1..120."""
+        steps = sorted(b - a for a, b in zip(self._pts, list(self._pts)[1:], strict=False) if b > a)
+        if not steps:
             return float(self.FPS)
-        return float((len(self._pts) - 1) / ((self._pts[-1] - self._pts[0]) * TIME_BASE))
+        return min(120.0, max(1.0, float(1 / (steps[len(steps) // 2] * TIME_BASE))))
 
     def _reconfigure(self, bps: int, fps: float, drain: bool = False) -> None:
         params = self._x264.parameters(self._handle)

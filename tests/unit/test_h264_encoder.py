@@ -139,6 +139,10 @@ def test_the_rate_holds_at_the_streams_own_frame_rate(
     assert 540 < _kbps(a, 30, 150, step=6000) < 660
     assert _kbps(b, 30, 150, step=6000) < 360
     assert abs(ours.frame_rate - 15) < 0.01
+    frame = clip[0]
+    frame.pts, frame.pict_type = 150 * 6000 + 5 * 90000, av.video.frame.PictureType.NONE  # a 5 s pause
+    ours.encode(frame)
+    assert abs(ours.frame_rate - 15) < 0.01  # one long interval does not read as a slow stream
 
 
 def test_the_picture_matches_ffmpegs_encoder_at_the_same_rate(
