@@ -102,6 +102,16 @@ def test_a_new_rate_applies_at_once_without_a_keyframe(lib: libvpx.Libvpx, clip:
     encoder.close()  # idempotent
 
 
+def test_the_first_keyframe_does_not_spend_a_full_buffer(
+    lib: libvpx.Libvpx, clip: list[av.VideoFrame]
+) -> None:
+    """libvpx's default starting level is the whole buffer, all of it spent on the first keyframe (15.7 KB at
+    500 kbit/s: 0.25 s of the rate, more than a 200 ms bottleneck queue holds); libwebrtc starts at 500 ms."""
+    first = _feed(Vp8Encoder(lib, 320, 240, 500_000, cpu_used=-8, noise_sensitivity=0), clip, 0, 1)[0][1]
+    full = Vp8Encoder(lib, 320, 240, 500_000, cpu_used=-8, noise_sensitivity=0, initial_buffer_ms=1000)
+    assert first.is_keyframe and first.size * 8 < 0.15 * 500_000 < _feed(full, clip, 0, 1)[0][1].size * 8
+
+
 def test_the_picture_matches_ffmpegs_encoder_at_the_same_rate(
     lib: libvpx.Libvpx, clip: list[av.VideoFrame]
 ) -> None:
