@@ -147,3 +147,49 @@ def test_one_bursty_feedback_sample_does_not_hold_an_increase_back_but_a_standin
         t += 0.05
     assert not bursty._queue_above_low(t)
     assert standing._queue_above_low(t)
+
+
+def _through_link(frames: list[tuple[float, int, int]], rate_bps: float, prop_s: float = 0.020) -> list:
+    """(send time, sequence, bytes) of packets through a FIFO bottleneck of `rate_bps`: their arrivals."""
+    out, free_at = [], 0.0
+    for sent_at, seq, size in frames:
+        free_at = max(sent_at, free_at) + size * 8 / rate_bps
+        out.append((sent_at, seq, size, free_at + prop_s))
+    return out
+
+
+def test_the_busy_rate_is_the_links_where_half_a_second_of_arrivals_reads_low() -> None:
+    """Small frames on an idle 600 kbit/s link, then a large one: a queue stands, the last half second of
+    arrivals averages well under the link's rate, the busy run delivers at it."""
+    packets, seq = [], 0
+    for k in range(15):  # 1 s of 1000-byte frames at 15 fps: 120 kbit/s, the link mostly idle
+        packets.append((k / 15, seq, 1000))
+        seq += 1
+    for _ in range(25):  # then a 25 KB keyframe at t = 1.0, in 1000-byte packets
+        packets.append((1.0, seq, 1000))
+        seq += 1
+    history = SendHistory()
+    arrivals = _through_link(packets, 600_000)
+    for sent_at, number, size, _ in arrivals:
+        history.sent(number, sent_at, size)
+    upto = [(number, at + OFFSET_S) for _, number, _, at in arrivals if at < 1.25]
+    sample = history.on_feedback(feedback(upto))
+    assert sample.acked_bps is not None and sample.acked_bps < 0.7 * 600_000
+    assert sample.busy_bps is not None and abs(sample.busy_bps - 600_000) < 0.02 * 600_000
+    drained = SendHistory()  # only the small frames: no packet queued, no busy rate
+    for sent_at, number, size, _ in arrivals[:15]:
+        drained.sent(number, sent_at, size)
+    quiet = drained.on_feedback(feedback([(number, at + OFFSET_S) for _, number, _, at in arrivals[:15]]))
+    assert quiet.busy_bps is None and quiet.acked_bps is not None
+
+
+def test_a_cut_uses_the_busy_rate_where_there_is_one() -> None:
+    cuts = []
+    for busy in (None, 600_000.0):
+        policy = BitratePolicy(CONFIG)
+        policy.add("viewer")
+        transits(policy, 0.0, 3.0, 0.0, 900_000)
+        policy.on_transit("viewer", OFFSET_S + 0.020 + 0.100, 300_000, 3.05, busy)
+        policy.on_transit("viewer", OFFSET_S + 0.020 + 0.110, 300_000, 3.10, busy)
+        cuts.append(policy.update(3.10))
+    assert cuts == [255_000, 510_000]  # 0.85 x the half second's 300 kbit/s, or x the link's 600
