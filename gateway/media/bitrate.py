@@ -313,20 +313,11 @@ class BitratePolicy:
     def _delay_grow(self, receiver: _Receiver, factor: float) -> None:
         receiver.delay_based_bps = min(receiver.delay_based_bps * factor, float(self.config.max_bps))
 
-    def on_transit(
-        self,
-        key: Hashable,
-        transit_s: float,
-        acked_bps: float | None,
-        now: float,
-        busy_bps: float | None = None,
-    ) -> None:
+    def on_transit(self, key: Hashable, transit_s: float, acked_bps: float | None, now: float) -> None:
         """One transport-cc feedback packet of this receiver (`gateway.media.send_history`): the lowest
-        one-way transit of the packets it reports (arrival on its clock minus our send time), the rate it
-        acknowledged, and the rate its bottleneck delivered while busy. The same delay rule as `on_rtt`, on a
-        one-way queue measured 10-20 times a second: a standing queue cuts the delay-based rate to
-        `delay_decrease` x what arrived (the busy rate where there is one: the link's own rate, where half a
-        second of bursty frames can read well below it), and again every
+        one-way transit of the packets it reports (arrival on its clock minus our send time) and the rate it
+        acknowledged. The same delay rule as `on_rtt`, on a one-way queue measured 10-20 times a second:
+        a standing queue cuts the delay-based rate to `delay_decrease` x what arrived, and again every
         `transit_cut_hold_s` while the queue keeps growing past where it stood at the last cut (a link that
         fell from 1.5 Mbit/s to 400 kbit/s needs several such cuts; one that is draining needs none); a
         short queue and no loss let it grow by `delay_increase` per second."""
@@ -349,7 +340,7 @@ class BitratePolicy:
                 or queue_s > receiver.transit_cut_queue_s
             )
             if not held and growing:
-                self._delay_cut(receiver, busy_bps or acked_bps or self.sent_bps(now), now)
+                self._delay_cut(receiver, acked_bps or self.sent_bps(now), now)
                 receiver.transit_cut_at = now
                 receiver.transit_cut_queue_s = queue_s
         elif queue_s < config.delay_low_s and (receiver.last_loss or 0.0) < config.loss_low:

@@ -12,13 +12,6 @@ Per feedback packet: the lowest transit of the packets it reports (a frame's fir
 was queued before it, not behind its own frame: the standing queue, not one frame's burst), how many were
 received and lost, and the rate acknowledged as received over the last `acked_window_s` of arrivals (GCC
 decreases to a fraction of that, draft-ietf-rmcat-gcc-02 section 5.5).
-
-And the rate the bottleneck delivered while it was busy (`busy_bps`): a packet that arrives `queued_s` later
-than the path's base transit waited behind others, so from one such packet to the next the link did nothing
-but deliver. The bytes of the newest run of queued packets over the time they took to arrive are the link's
-rate, whatever the sender did around them. The acknowledged rate over half a second is not: at 15 fps it
-holds some seven frames, and a run of small ones read 343 kbit/s on a 600 kbit/s link while 432 kbit/s was
-sent (the cut that followed went to 0.85x of it).
 """
 
 from __future__ import annotations
@@ -37,21 +30,14 @@ class FeedbackSample:
     received: int
     lost: int
     acked_bps: float | None  # received bytes per second over the recent arrivals
-    busy_bps: float | None = None  # bytes per second delivered while the bottleneck was busy (see above)
 
 
 @dataclass
 class SendHistory:
     acked_window_s: float = 0.5  # short: after a link's rate falls, what arrives shows it within this
     history: int = HISTORY
-    queued_s: float = 0.005  # a packet this far above the base transit waited behind others
-    base_window_s: float = 10.0  # the base transit is the lowest over this long
-    busy_min_packets: int = 4  # a busy run shorter than this (or than busy_min_s) says nothing
-    busy_min_s: float = 0.010
     _sent: OrderedDict[int, tuple[float, int]] = field(default_factory=OrderedDict)  # sequence -> (at, bytes)
-    # (arrival on the receiver's clock, bytes, transit) of the recent arrivals
-    _acked: deque[tuple[float, int, float]] = field(default_factory=deque)
-    _base: deque[tuple[float, float]] = field(default_factory=deque)  # (arrival, transit), rising transits
+    _acked: deque[tuple[float, int]] = field(default_factory=deque)  # (arrival, receiver clock; bytes)
     feedback_packets: int = 0
 
     def sent(self, sequence: int, at_s: float, size: int) -> None:
@@ -76,42 +62,14 @@ class SendHistory:
             received += 1
             sent_at, size = entry
             arrival_s = arrival_us / 1e6
-            transit = arrival_s - sent_at
-            transits.append(transit)
-            self._acked.append((arrival_s, size, transit))
-            self._add_base(arrival_s, transit)
-        acked_bps = busy_bps = None
+            transits.append(arrival_s - sent_at)
+            self._acked.append((arrival_s, size))
+        acked_bps = None
         if self._acked:
-            newest = max(at for at, _, _ in self._acked)
+            newest = max(at for at, _ in self._acked)
             while self._acked and newest - self._acked[0][0] > self.acked_window_s:
                 self._acked.popleft()
-            span = newest - min(at for at, _, _ in self._acked)
+            span = newest - min(at for at, _ in self._acked)
             if span >= self.acked_window_s / 2:
-                acked_bps = sum(size for _, size, _ in self._acked) * 8 / span
-            busy_bps = self._busy_bps()
-        return FeedbackSample(min(transits) if transits else None, received, lost, acked_bps, busy_bps)
-
-    def _add_base(self, arrival_s: float, transit: float) -> None:
-        """The running minimum of transit over `base_window_s` (a monotonic deque)."""
-        while self._base and self._base[-1][1] >= transit:
-            self._base.pop()
-        self._base.append((arrival_s, transit))
-        while arrival_s - self._base[0][0] > self.base_window_s:
-            self._base.popleft()
-
-    def _busy_bps(self) -> float | None:
-        """The delivery rate of the newest run of queued packets in the window (None: no such run)."""
-        if not self._base:
-            return None
-        floor = self._base[0][1] + self.queued_s
-        run: list[tuple[float, int]] = []
-        for arrival_s, size, transit in sorted(self._acked, reverse=True):
-            if transit < floor:
-                break
-            run.append((arrival_s, size))
-        if len(run) < self.busy_min_packets:
-            return None
-        span = run[0][0] - run[-1][0]
-        if span < self.busy_min_s:
-            return None
-        return sum(size for _, size in run[:-1]) * 8 / span  # the oldest one's bytes came before the span
+                acked_bps = sum(size for _, size in self._acked) * 8 / span
+        return FeedbackSample(min(transits) if transits else None, received, lost, acked_bps)
