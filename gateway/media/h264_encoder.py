@@ -149,7 +149,7 @@ class H264Encoder:
         fps = self.frame_rate
         if abs(fps / self._rate_fps - 1) > self.FPS_MOVE:
             self._rate_fps = fps
-            self._reconfigure(self._bitrate, fps)
+            self._reconfigure(self._bitrate, fps, drain=self._drained)  # a cut's drain still applies
         picture.i_type = X264_TYPE_IDR if frame.pict_type == av.video.frame.PictureType.I else X264_TYPE_AUTO
         encoded = self._x264.encode(self._handle, picture, self._output)
         if self._drained:
