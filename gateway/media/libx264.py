@@ -11,12 +11,12 @@ loaded already), so no dependency is added; a system libx264 is the fallback. `l
 neither is usable, and the caller keeps FFmpeg's encoder.
 
 Layouts (version guard). `x264_param_t` is never declared: it is an opaque buffer larger than any build's
-struct, filled by `x264_param_default_preset` and set through `x264_param_parse` by name. Only five of its
-fields have no name to parse, and their offsets are found by asking the library: `level` moves
-`i_level_idc`, and the picture size sits the two ints before `i_csp`; `fps` moves `i_fps_num`/`i_fps_den`,
-`force-cfr` moves `b_vfr_input` two ints before them, and the timebase follows them (the struct's order
-since 2010). `x264_picture_t`'s head and `x264_nal_t` are declared, and `load()` checks them against what
-x264 writes (`x264_picture_alloc`'s planes; the SPS and PPS `x264_encoder_headers` returns, contiguous).
+struct, filled by `x264_param_default_preset` and set through `x264_param_parse` by name. Only the picture
+size has no name to parse; its offset is found by asking the library: `level` moves `i_level_idc`, and the
+width and height sit the two ints before `i_csp` (checked: the default I420 there, and an encoder opened
+with that size reports it back). `x264_picture_t`'s head and `x264_nal_t` are declared, and `load()` checks
+them against what x264 writes (`x264_picture_alloc`'s planes; the SPS and PPS `x264_encoder_headers`
+returns, contiguous).
 A library where any check fails is not used. The encoder's open function carries the build number in its
 name (`x264_encoder_open_165`): it is looked up by the build the library's symbols name.
 """
@@ -97,10 +97,6 @@ class ParamOffsets:
 
     width: int
     height: int
-    vfr_input: int
-    fps_num: int
-    timebase_num: int
-    timebase_den: int
 
 
 @dataclass(frozen=True)
@@ -185,7 +181,7 @@ class Libx264:
 
     def _changed_ints(self, name: str, value: str) -> dict[int, int]:
         """The int-sized slots of a default `x264_param_t` that parsing `name=value` changes."""
-        before = self.default_params("veryfast", None)  # variable frame rate input (zerolatency: fixed)
+        before = self.default_params("veryfast", None)
         after = self.default_params("veryfast", None)
         self.parse(after, name, value)
         return {
@@ -196,28 +192,13 @@ class Libx264:
 
     def _find_offsets(self) -> ParamOffsets:
         level = self._changed_ints("level", "41")
-        fps = self._changed_ints("fps", "40009/7")
-        cfr = self._changed_ints("force-cfr", "1")
-        if list(level.values()) != [41] or sorted(fps.values()) != [7, 40009] or list(cfr.values()) != [0]:
-            raise X264Error(
-                f"x264 build {self.build}: level {level}, fps {fps}, force-cfr {cfr} moved other fields"
-            )
+        if list(level.values()) != [41]:
+            raise X264Error(f"x264 build {self.build}: level moved {level}, not one field")
         level_at = next(iter(level))
-        fps_at = next(offset for offset, value in fps.items() if value == 40009)
-        vfr_at = next(iter(cfr))
         csp = self.get_int(self.default_params("veryfast", None), level_at - 8)
-        if fps.get(fps_at + 4) != 7 or vfr_at != fps_at - 8 or csp != X264_CSP_I420:
-            raise X264Error(
-                f"x264 build {self.build}: fps at {fps_at}, force-cfr at {vfr_at}, csp {csp}: layout differs"
-            )
-        return ParamOffsets(
-            width=level_at - 16,
-            height=level_at - 12,
-            vfr_input=vfr_at,
-            fps_num=fps_at,
-            timebase_num=fps_at + 8,
-            timebase_den=fps_at + 12,
-        )
+        if csp != X264_CSP_I420:
+            raise X264Error(f"x264 build {self.build}: csp {csp} two ints before the level: layout differs")
+        return ParamOffsets(width=level_at - 16, height=level_at - 12)
 
     # -- encoder -----------------------------------------------------------------------------------------
 
@@ -330,7 +311,7 @@ def load(paths: list[str] | None = None) -> Libx264 | None:
         try:
             libx264 = Libx264(ctypes.CDLL(path), path)
             libx264.check_layouts()
-        except (OSError, AttributeError, X264Error, StopIteration) as exc:
+        except (OSError, AttributeError, X264Error) as exc:
             logger.info("libx264 at %s not used: %s", path, exc)
             continue
         return libx264

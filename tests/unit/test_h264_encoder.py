@@ -39,7 +39,6 @@ def clip(media: dict[str, Path]) -> list[av.VideoFrame]:
 def test_the_bundled_library_loads_and_its_layouts_check(lib: libx264.Libx264) -> None:
     assert lib.build >= 150
     assert (lib.offsets.width, lib.offsets.height) == (28, 32)  # the head of x264_param_t, stable for years
-    assert lib.offsets.timebase_num == lib.offsets.fps_num + 8 == lib.offsets.vfr_input + 16
     lib.check_layouts()
 
 
