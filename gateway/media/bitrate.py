@@ -22,15 +22,15 @@ Each receiver's estimate is the lowest of
 - a delay-based rate from the round trips its receiver reports give (below).
 
 FFmpeg's encoders opened through PyAV take a new rate only in a new context, which starts with a keyframe
-(H.264 here; VP8 now changes rate between frames through libvpx itself, gateway.media.vp8_encoder). The
-hysteresis below was sized for that cost. A session's first receiver starts it at `start_fraction` of
-max_bps, at most `start_cap_bps` (a keyframe at 1 Mbit/s overflows a 600 kbit/s link for seconds,
-measured), until its receivers' first reports: clean ones lift it to max_bps, lossy ones bring it down.
-The target moves only when it differs by at least
-`min_change` from the current rate: decreases at once (congestion), increases at most every `increase_hold_s`
-and by at most `max_step_up`, and not while either of a receiver's last two round trips shows a queue above
-`delay_low_s` (jumping from 500 kbit/s to 1 Mbit/s on the first clean report overflowed a
-600 kbit/s link's queue in one step and lost 50-70 % of the packets of the next two seconds, measured).
+(only with `--no-live-bitrate` now, or where libvpx/libx264 do not load: both change rate between frames,
+gateway.media.vp8_encoder and h264_encoder). The hysteresis below was sized for that cost. A session's
+first receiver starts it at `start_fraction` of max_bps, at most `start_cap_bps` (a keyframe at 1 Mbit/s
+overflows a 600 kbit/s link for seconds, measured), until its receivers' first reports: clean ones lift it
+to max_bps, lossy ones bring it down. The target moves only when it differs by at least `min_change` from
+the current rate: decreases at once (congestion), increases at most every `increase_hold_s` and by at most
+`max_step_up`, and not while either of a receiver's last two round trips shows a queue above
+`delay_low_s` (jumping from 500 kbit/s to 1 Mbit/s on the first clean report overflowed a 600 kbit/s link's
+queue in one step and lost 50-70 % of the packets of the next two seconds, measured).
 Near where a receiver's link last choked (its capacity: what arrived when a cut was made, GCC's link
 capacity estimate) an increase stops at `near_fraction` of it and then creeps by `near_step_up` (GCC's
 additive increase near the link capacity): measured, each 1.17-1.25x step from ~330 to ~390 kbit/s on a
