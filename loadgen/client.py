@@ -27,7 +27,13 @@ from urllib.parse import urlencode, urljoin, urlparse
 import aiohttp
 import av
 import numpy as np
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc import (
+    MediaStreamTrack,
+    RTCPeerConnection,
+    RTCRtpSender,
+    RTCRtpTransceiver,
+    RTCSessionDescription,
+)
 
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from loadgen.avsync import AvSyncProbe, ClickAudioTrack, MediaClock, wait_due
@@ -71,6 +77,14 @@ class ClientConfig:
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+def offer_only(transceiver: RTCRtpTransceiver, codec: str) -> None:
+    """Offer only `codec` ("VP8", "H264") and its RTX on this video transceiver, as e.g. OBS offers H.264
+    only."""
+    wanted = (f"video/{codec.lower()}", "video/rtx")
+    caps = RTCRtpSender.getCapabilities("video").codecs
+    transceiver.setCodecPreferences([c for c in caps if c.mimeType.lower() in wanted])
 
 
 def is_loopback_url(url: str) -> bool:
@@ -193,12 +207,10 @@ class WhipJob:
         if self.config.network is not None:
             impair_peer_connection(pc, self.config.network, seed=self.job)
         clock = MediaClock() if self.config.audio else None
-        video = pc.addTrack(StampedVideoTrack(self._loop, self._fps, self.job, self._emit, clock))
-        if self.config.codec is not None:  # as e.g. OBS offers H.264 only; the gateway answers in kind
-            wanted = (f"video/{self.config.codec.lower()}", "video/rtx")
-            codecs = [c for c in RTCRtpSender.getCapabilities("video").codecs if c.mimeType.lower() in wanted]
-            transceiver = next(t for t in pc.getTransceivers() if t.sender is video)
-            transceiver.setCodecPreferences(codecs)
+        track = StampedVideoTrack(self._loop, self._fps, self.job, self._emit, clock)
+        video = pc.addTransceiver(track, direction="sendrecv")
+        if self.config.codec is not None:  # the gateway answers in kind
+            offer_only(video, self.config.codec)
         if clock is not None:
             pc.addTrack(ClickAudioTrack(clock))
 

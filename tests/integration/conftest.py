@@ -24,6 +24,7 @@ from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig, SessionConfig
 from gateway.monitoring.records import FrameRecord, LinkState
 from gateway.rtc.ice import IceConfig, create_peer_connection
+from loadgen.client import offer_only
 from loadgen.stamp import read_stamp, write_stamp
 
 LOOPBACK = IceConfig.loopback_only()
@@ -202,11 +203,7 @@ async def publish(
     track = StampedTrack(images, fps)
     transceiver = pc.addTransceiver(track, direction="sendrecv")
     if codec is not None:
-        from aiortc import RTCRtpSender
-
-        caps = RTCRtpSender.getCapabilities("video").codecs
-        wanted = (f"video/{codec.lower()}", "video/rtx")
-        transceiver.setCodecPreferences([c for c in caps if c.mimeType.lower() in wanted])
+        offer_only(transceiver, codec)
     received = Received()
     tasks: list[asyncio.Task[None]] = []
     status, body, location = await _negotiate(http, f"{base}/whip{query}", pc, headers)

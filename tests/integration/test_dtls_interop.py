@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from OpenSSL import SSL
 
 from gateway.rtc.ice import create_peer_connection
+from loadgen.client import offer_only
 from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,
@@ -60,9 +61,7 @@ def _foreign_publisher(
     track = StampedTrack(images, 15.0)
     transceiver = pc.addTransceiver(track, direction="sendrecv")
     if codec is not None:
-        caps = RTCRtpSender.getCapabilities("video").codecs
-        wanted = (f"video/{codec.lower()}", "video/rtx")
-        transceiver.setCodecPreferences([c for c in caps if c.mimeType.lower() in wanted])
+        offer_only(transceiver, codec)
     return pc, track, transceiver
 
 
