@@ -24,8 +24,17 @@ from gateway.config import GatewayConfig
 from gateway.engine_watch import EngineWatch
 from gateway.errors import GatewayError, Unauthorized, Unavailable
 from gateway.http import exposure, health, sessions, sources, whep, whip
-from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
+from gateway.http.keys import (
+    CONFIG,
+    MONITOR,
+    MUTATING_WHILE_SHUTTING_DOWN,
+    PRINCIPAL,
+    STATE,
+    AppState,
+    PipelineLike,
+)
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
+from gateway.http.replies import error_reply, text_reply
 from gateway.scheduler import FrameScheduler
 from gateway.sessions import MonitorLike, SessionManager
 
@@ -33,14 +42,7 @@ logger = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).parent / "static"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-MUTATING_WHILE_SHUTTING_DOWN = frozenset({"POST", "PATCH", "PUT"})
 NEEDS_MEDIA = ("/whip", "/whep", "/sessions", "/sources")  # endpoints that need the pipeline and sessions
-
-
-def _text(status: int, reason: str, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        status=status, text=reason.splitlines()[0] + "\n" if reason else "\n", headers=headers or {}
-    )
 
 
 @web.middleware
@@ -64,19 +66,16 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except GatewayError as exc:
         if exc.status == 400:
             request.app[MONITOR].record_reject("bad_request")
-        return _text(exc.status, exc.reason, exc.headers)
+        return error_reply(exc)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        reason = exc.reason if exc.status != 413 else "request body too large"
-        return _text(
-            exc.status, reason, {k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After")}
-        )
+        return error_reply(exc)
     except (asyncio.CancelledError, KeyboardInterrupt):
         raise
     except Exception:
         logger.exception("unhandled error on %s %s", request.method, request.path)
-        return _text(500, "internal error")
+        return text_reply(500, "internal error")
 
 
 def _default_pipeline(config: GatewayConfig) -> PipelineLike:

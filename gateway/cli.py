@@ -19,8 +19,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from aiohttp import web
-
 from engines.models.store import default_model_dir
 from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
@@ -190,6 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="HTTP requests per second per client address, sustained; more get 429 "
         "+ Retry-After before any other work (default 20; 0 = off; media is never limited)",
     )
+    a(
+        "--no-front-process",
+        action="store_true",
+        default=None,
+        help="serve HTTP from the media process itself instead of a front process that refuses bad "
+        "requests and forwards the rest over a private Unix socket (gateway.front)",
+    )
+    a("--front-nice", type=int, help="the front process's priority below the media process's (default 5)")
     a("--rate-burst", type=int, help="HTTP requests a client address may send at once (default 60)")
     a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
     a("--max-source-pixels", type=int, help="source uploads declaring more pixels get 413 (default 40e6)")
@@ -436,6 +442,8 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         log_level=str(get("log_level", "INFO")).upper(),
         shutdown_grace_s=float(get("shutdown_grace_s", 0.0)),
         public_url=str(get("public_url")) if get("public_url") else None,
+        front_process=not get("no_front_process", False),
+        front_nice=int(get("front_nice", 5)),
         monitor=monitor,
     )
 
@@ -448,17 +456,13 @@ async def serve(config: GatewayConfig) -> int:
     A background start-up failure (a model missing, say) ends the process with code 1 and one log line.
     """
     from gateway.app import begin_shutdown, create_app
-    from gateway.http.access_log import runner_options
     from gateway.http.keys import STATE
+    from gateway.listening import listening, media_config
 
     log = logging.getLogger("gateway")
-    app = create_app(config)
-    runner = web.AppRunner(app, handle_signals=False, **runner_options(config.header_timeout_s))
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, config.host, config.port)
-        await site.start()
-        log.info("listening on http://%s:%d", config.host, config.port)
+    app = create_app(media_config(config))
+    # leaving the block stops listening (the front process first), then cleanup_ctx drains and closes models
+    async with listening(app, config) as drain_front:
         stop = asyncio.Event()
         hurry = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -481,13 +485,12 @@ async def serve(config: GatewayConfig) -> int:
             code = 1
         else:
             log.info("stopping: refusing new sessions, closing peers")
+        drain_front()
         await begin_shutdown(app)
         if config.shutdown_grace_s > 0 and code == 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(hurry.wait(), config.shutdown_grace_s)
         return code
-    finally:
-        await runner.cleanup()  # stops listening; cleanup_ctx drains the scheduler and closes the pipeline
 
 
 def _one_line(exc: BaseException) -> str:

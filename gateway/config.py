@@ -151,6 +151,8 @@ class GatewayConfig:
     body_timeout_s: float = 30.0  # a request body not complete this long: 408
     shutdown_grace_s: float = 0.0  # after a stop signal: peers closed, 503s answered this long, then exit
     public_url: str | None = None  # absolute base for WHIP/WHEP Location headers (one replica of many)
+    front_process: bool = False  # HTTP in a process of its own (gateway.front); the CLI turns it on
+    front_nice: int = 5  # the front process's priority below the media's (0..19)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -161,5 +163,7 @@ class GatewayConfig:
             object.__setattr__(self, "public_url", check_public_url(self.public_url))
         if self.shutdown_grace_s < 0:
             raise ValueError("shutdown_grace_s must be >= 0")
+        if not 0 <= self.front_nice <= 19:
+            raise ValueError(f"front nice must be 0..19, got {self.front_nice}")
         if self.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")

@@ -25,29 +25,10 @@ from gateway.errors import (
     Unprocessable,
     UnsupportedMediaType,
 )
-from gateway.http.body import read_body
 from gateway.http.keys import CONFIG, STATE, pipeline_of, principal_of
+from gateway.http.request_checks import check_image_size, read_image_body
 from gateway.image_decode import decode_for_source
-from gateway.media.image_header import ImageHeaderError, image_size
 from gateway.source_store import SourcesConfig, prepare_bounded
-
-IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
-
-
-def check_image_size(body: bytes, max_pixels: int) -> tuple[int, int]:
-    """(width, height) from the header; UnsupportedMediaType when there is none, PayloadTooLarge over the
-    pixel limit."""
-    try:
-        width, height = image_size(body)
-    except ImageHeaderError as exc:
-        raise UnsupportedMediaType(f"body is not a decodable jpeg/png/webp image ({exc})") from None
-    if width < 1 or height < 1:
-        raise Unprocessable(f"image declares an empty size {width}x{height}")
-    if width * height > max_pixels:
-        raise PayloadTooLarge(
-            f"image is {width}x{height} = {width * height} pixels; the limit is {max_pixels} pixels"
-        )
-    return width, height
 
 
 async def add_source(
@@ -90,13 +71,8 @@ async def _decode_and_add(request: web.Request, body: bytes, owner: str | None) 
 
 
 async def post_source(request: web.Request) -> web.Response:
-    if request.content_type not in IMAGE_TYPES:
-        raise UnsupportedMediaType(f"Content-Type must be one of {', '.join(sorted(IMAGE_TYPES))}")
     config = request.app[CONFIG]
-    limit = config.max_body_bytes
-    body = await read_body(
-        request, limit, config.body_timeout_s, PayloadTooLarge(f"image larger than {limit} bytes")
-    )
+    body = await read_image_body(request, config.max_body_bytes, config.body_timeout_s)
     face = await _decode_and_add(request, body, principal_of(request).tenant)
     return web.json_response(
         {"id": face.id, "faces": face.faces}, status=201, headers={"Location": f"/sources/{face.id}"}

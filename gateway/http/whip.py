@@ -20,6 +20,7 @@ from gateway.errors import (
 )
 from gateway.http.body import read_body
 from gateway.http.keys import CONFIG, STATE, principal_of, sessions_of
+from gateway.http.request_checks import SDP_TYPE, TRICKLE_TYPE, read_offer_text
 from gateway.http.sources import visible_source
 from gateway.http.urls import resource_url
 from gateway.rtc.ice import link_headers
@@ -28,8 +29,6 @@ from gateway.sessions import Session
 from gateway.tenants import tenant_limit
 
 VIEWER_TOKEN_HEADER = "Livefuse-Viewer-Token"  # WHEP may use it (as a bearer token) for this session only
-SDP_TYPE = "application/sdp"
-TRICKLE_TYPE = "application/trickle-ice-sdpfrag"
 CORS = {
     "Access-Control-Allow-Origin": "*",
     "Access-Control-Allow-Methods": "POST, DELETE, PATCH, OPTIONS",
@@ -39,17 +38,8 @@ CORS = {
 
 
 async def read_offer(request: web.Request) -> str:
-    if request.content_type != SDP_TYPE:
-        raise UnsupportedMediaType(f"Content-Type must be {SDP_TYPE}")
     config = request.app[CONFIG]
-    limit = config.max_sdp_bytes
-    body = await read_body(
-        request, limit, config.body_timeout_s, BadRequest(f"SDP offer larger than {limit} bytes")
-    )
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRequest("SDP offer is not UTF-8 text") from None
+    return await read_offer_text(request, config.max_sdp_bytes, config.body_timeout_s)
 
 
 def choose_processors(raw: str | None, default: tuple[str, ...]) -> tuple[str, ...]:

@@ -1,0 +1,3 @@
+from gateway.front.child import main
+
+raise SystemExit(main())

@@ -1,0 +1,50 @@
+"""What the front process is told: limits and tokens, nothing of the media config (gateway.front)."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+from gateway.auth import AuthConfig
+from gateway.config import GatewayConfig
+from gateway.http.rate_limit import RateLimitConfig
+
+INTERNAL_PREFIX = "/internal/"  # never routed by the front, whatever the media app holds
+DRAIN_SIGNAL = signal.SIGUSR1  # supervisor -> front: the gateway is shutting down
+PRIVATE_DIR_PREFIX = "livefuse-"  # the media socket's directory (gateway.listening)
+
+
+@dataclass(frozen=True)
+class FrontConfig:
+    routes: tuple[
+        tuple[str, str], ...
+    ]  # (method, path pattern) the media app answers; anything else: 404/405
+    auth: AuthConfig
+    rate_limit: RateLimitConfig
+    max_body_bytes: int
+    max_sdp_bytes: int
+    max_pixels: int
+    header_timeout_s: float
+    body_timeout_s: float
+    log_level: str = "INFO"
+    nice: int = 5
+    report_interval_s: float = 1.0  # how often reject counts go back to the media process's monitor
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.nice <= 19:
+            raise ValueError(f"front nice must be 0..19, got {self.nice}")
+
+
+def front_config(config: GatewayConfig, routes: tuple[tuple[str, str], ...]) -> FrontConfig:
+    return FrontConfig(
+        routes=tuple(r for r in routes if not r[1].startswith(INTERNAL_PREFIX)),
+        auth=config.auth,
+        rate_limit=config.rate_limit,
+        max_body_bytes=config.max_body_bytes,
+        max_sdp_bytes=config.max_sdp_bytes,
+        max_pixels=config.sources.max_pixels,
+        header_timeout_s=config.header_timeout_s,
+        body_timeout_s=config.body_timeout_s,
+        log_level=config.log_level,
+        nice=config.front_nice,
+    )

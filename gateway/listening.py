@@ -1,0 +1,88 @@
+"""Where the gateway's HTTP is served: on its own TCP port, or behind the front process (gateway.front).
+
+`listening(app, config)` is the one place that decides. Behind the front, the media app listens only on a
+Unix socket in a private directory (mode 0700), without its own access log (the front logs each request,
+with the client's address and the token redacted) and without its own rate limit (every request would come
+from the one front: `media_config` turns it off; the front applies it per client address instead).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from pathlib import Path
+
+from aiohttp import web
+
+from gateway.config import GatewayConfig
+from gateway.http.access_log import runner_options
+from gateway.http.keys import MONITOR
+from gateway.http.rate_limit import RateLimitConfig
+
+log = logging.getLogger("gateway")
+FRONT_REJECTS = frozenset({"rate_limit", "auth", "bad_request"})  # what the front counts (gateway.front.app)
+
+
+def media_config(config: GatewayConfig) -> GatewayConfig:
+    """The config the media app is built with: without a rate limit when the front applies it."""
+    return replace(config, rate_limit=RateLimitConfig(rate_per_s=0)) if config.front_process else config
+
+
+@contextlib.asynccontextmanager
+async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterator[Callable[[], None]]:
+    """Serve until the block ends; then the front stops first (no new requests), then the app's cleanup.
+    Yields `drain`: call it when shutting down, so that the front refuses new sessions as the app does."""
+    if not config.front_process:
+        runner = web.AppRunner(app, handle_signals=False, **runner_options(config.header_timeout_s))
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, config.host, config.port).start()
+            log.info("listening on http://%s:%d", config.host, config.port)
+            yield lambda: None
+        finally:
+            await runner.cleanup()
+        return
+    from gateway.front.config import PRIVATE_DIR_PREFIX, front_config
+    from gateway.front.supervisor import FrontProcess, bind_listener
+    from gateway.front.upstream import MEDIA_IDLE_S
+
+    monitor = app[MONITOR]
+
+    def record(counts: dict[str, int]) -> None:
+        for reason, count in counts.items():
+            if reason in FRONT_REJECTS:
+                for _ in range(count):
+                    monitor.record_reject(reason)
+
+    listener = bind_listener(config.host, config.port)
+    private = Path(tempfile.mkdtemp(prefix=PRIVATE_DIR_PREFIX))
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, keepalive_timeout=MEDIA_IDLE_S)
+    front: FrontProcess | None = None
+    try:
+        await runner.setup()
+        media_socket = str(private / "media.sock")
+        await web.UnixSite(runner, media_socket).start()
+        routes = tuple(
+            (r.method, r.resource.canonical) for r in app.router.routes() if r.resource is not None
+        )
+        front = FrontProcess(front_config(config, routes), listener, media_socket, record)
+        await front.start()
+        log.info(
+            "listening on http://%s:%d (front process %s, nice %d; media process on %s)",
+            config.host,
+            config.port,
+            front.pid,
+            config.front_nice,
+            media_socket,
+        )
+        yield front.drain
+    finally:
+        if front is not None:
+            await front.stop()
+        listener.close()
+        await runner.cleanup()
+        shutil.rmtree(private, ignore_errors=True)
