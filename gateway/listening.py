@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -22,6 +23,9 @@ from gateway.config import GatewayConfig
 from gateway.http.access_log import runner_options
 from gateway.http.keys import MONITOR
 from gateway.http.rate_limit import RateLimitConfig
+
+if TYPE_CHECKING:
+    from gateway.front.supervisor import FrontProcess
 
 log = logging.getLogger("gateway")
 FRONT_REJECTS = frozenset({"rate_limit", "auth", "bad_request"})  # what the front counts (gateway.front.app)
@@ -71,6 +75,7 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
         )
         front = FrontProcess(front_config(config, routes), listener, media_socket, record)
         await front.start()
+        _show(app, front)
         log.info(
             "listening on http://%s:%d (front process %s, nice %d; media process on %s)",
             config.host,
@@ -86,3 +91,19 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
         listener.close()
         await runner.cleanup()
         shutil.rmtree(private, ignore_errors=True)
+
+
+def _show(app: web.Application, front: FrontProcess) -> None:
+    """The front's numbers in /api/stats and /metrics (gateway.monitoring.front_section)."""
+    from gateway.monitoring.front_section import FrontSection, read_status
+    from gateway.monitoring.routes import EXTRA_COLLECTORS, STATS_VIEWS
+
+    section = FrontSection(lambda: read_status(front.pid, front.restarts))
+
+    def view(request: web.Request, data: dict[str, object]) -> dict[str, object]:
+        data[section.name] = section.data()
+        return data
+
+    if STATS_VIEWS in app:  # lists the app built: they stay mutable after the app is frozen
+        app[STATS_VIEWS].append(view)
+        app[EXTRA_COLLECTORS].append(section.collector)

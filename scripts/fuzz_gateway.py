@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -78,6 +79,8 @@ class Rig:
         )
         if args.gateway_rate_limit is not None:  # else the gateway's default per-address limit
             extra += ("--rate-limit", str(args.gateway_rate_limit))
+        if args.no_front_process:  # A/B: HTTP on the media process's own event loop, as before gateway.front
+            extra += ("--no-front-process",)
         self.gateway = EmbeddedGateway(
             EmbeddedGatewayConfig(processors=args.processors, extra_args=extra, log_level="warning")
         )
@@ -185,7 +188,12 @@ class Rig:
         except (aiohttp.ClientError, TimeoutError, ValueError):
             pass
         if self.gateway.proc is not None:
-            out["gateway_cpu_s"] = process_cpu_s(self.gateway.proc.pid)
+            out["gateway_cpu_s"] = process_cpu_s(self.gateway.proc.pid)  # the media process
+            out["front_cpu_s"] = sum(  # the front process (gateway.front), when there is one
+                process_cpu_s(child.pid)
+                for child in psutil.Process(self.gateway.proc.pid).children()
+                if "gateway.front" in " ".join(child.cmdline())
+            )
         out["probe_process_cpu_s"] = time.process_time()  # the live client's own process
         return out
 
@@ -522,6 +530,11 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         help="the gateway's --rate-limit (requests/s per address; default: its own default; 0 = off)",
+    )
+    parser.add_argument(
+        "--no-front-process",
+        action="store_true",
+        help="run the gateway with --no-front-process (HTTP served by the media process itself)",
     )
     parser.add_argument(
         "--decoy",

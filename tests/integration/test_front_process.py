@@ -1,0 +1,142 @@
+"""The gateway as real processes (gateway.front): the CLI serves HTTP from a front process at a lower
+priority; it is restarted when it dies, it dies with the media process, and what it refuses still shows in
+the media process's monitor."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import aiohttp
+import psutil
+import pytest
+
+from loadgen.embedded import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "front-test-token"
+
+
+async def _status(http: aiohttp.ClientSession, url: str) -> int | None:
+    try:
+        async with http.get(url, timeout=aiohttp.ClientTimeout(total=2)) as r:
+            return r.status
+    except (aiohttp.ClientError, TimeoutError):
+        return None
+
+
+async def _until(predicate: Callable[[], Awaitable[bool]], timeout_s: float) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if await predicate():
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+def _answers(http: aiohttp.ClientSession, url: str, want: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return await _status(http, url) == want
+
+    return check
+
+
+def _fronts(pid: int) -> list[psutil.Process]:
+    try:
+        children = psutil.Process(pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    return [c for c in children if "gateway.front" in " ".join(c.cmdline())]
+
+
+@pytest.fixture
+async def gateway(model_store: object, tmp_path: Path) -> AsyncIterator[tuple[subprocess.Popen[bytes], int]]:
+    port = free_port()
+    argv = [
+        sys.executable, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
+        "--ice-loopback-only", "--processors", "none", f"--token={TOKEN}", "--log-level", "WARNING",
+    ]  # fmt: skip
+    with open(tmp_path / "gateway.log", "wb") as log:
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+    try:
+        yield proc, port
+    finally:
+        fronts = _fronts(proc.pid)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        for front in fronts:  # a test that failed half-way must not leave one holding the port
+            if front.is_running():
+                front.kill()
+
+
+async def test_front_serves_at_lower_priority_reports_refusals_restarts_and_dies_with_the_gateway(
+    gateway: tuple[subprocess.Popen[bytes], int],
+) -> None:
+    proc, port = gateway
+    base = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession() as http:
+        assert await _until(_answers(http, base + "/readyz", 200), 60), "never ready"
+        [front] = _fronts(proc.pid)
+        assert front.nice() - psutil.Process(proc.pid).nice() == 5
+
+        # refused in front, counted in the media process's monitor (reported once a second)
+        sdp = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/sdp"}
+        async with http.post(base + "/whip", data="v=0\r\n", headers=sdp) as r:
+            assert r.status == 400
+
+        async def counted() -> bool:
+            async with http.get(base + "/api/stats", params={"token": TOKEN}) as r:
+                return bool((await r.json())["rejects"].get("bad_request", 0) >= 1)
+
+        assert await _until(counted, 10), "the front's refusal never reached /api/stats"
+
+        # a front that dies is replaced, on the same listening socket
+        front.kill()
+        assert await _until(_answers(http, base + "/healthz", 200), 15)
+        [second] = _fronts(proc.pid)
+        assert second.pid != front.pid
+        async with http.get(base + "/api/stats", params={"token": TOKEN}) as r:
+            shown = (await r.json())["front"]
+        assert (shown["running"], shown["pid"], shown["restarts"], shown["nice"]) == (True, second.pid, 1, 5)
+        async with http.get(base + "/metrics") as r:
+            assert "livefuse_front_restarts_total 1.0" in await r.text()
+
+    # ... and it does not outlive the media process, even one killed with SIGKILL
+    proc.kill()
+    proc.wait(10)
+    end = time.monotonic() + 10
+    while second.is_running() and second.status() != psutil.STATUS_ZOMBIE and time.monotonic() < end:
+        await asyncio.sleep(0.1)
+    assert not second.is_running() or second.status() == psutil.STATUS_ZOMBIE
+    with socket.socket() as s:  # the port is free again: a restarted gateway can bind it
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+
+
+async def test_no_front_process_serves_from_the_media_process(model_store: object, tmp_path: Path) -> None:
+    port = free_port()
+    argv = [
+        sys.executable, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
+        "--ice-loopback-only", "--processors", "none", "--no-front-process", "--log-level", "WARNING",
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        async with aiohttp.ClientSession() as http:
+            assert await _until(_answers(http, f"http://127.0.0.1:{port}/healthz", 200), 30)
+        assert _fronts(proc.pid) == []
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
