@@ -27,7 +27,6 @@ from gateway.http import exposure, health, sessions, sources, whep, whip
 from gateway.http.keys import (
     CONFIG,
     MONITOR,
-    MUTATING_WHILE_SHUTTING_DOWN,
     PRINCIPAL,
     STATE,
     AppState,
@@ -35,6 +34,7 @@ from gateway.http.keys import (
 )
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
 from gateway.http.replies import error_reply, text_reply
+from gateway.http.request_checks import MUTATING_WHILE_SHUTTING_DOWN
 from gateway.scheduler import FrameScheduler
 from gateway.sessions import MonitorLike, SessionManager
 

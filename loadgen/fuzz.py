@@ -496,6 +496,18 @@ async def run_fuzz(
     return result
 
 
+def runqueue_wait_s(pid: int) -> float:
+    """Seconds the threads of `pid` alive now have spent runnable but waiting for a CPU
+    (/proc/pid/task/*/schedstat, second field): how much the rest of the machine delays this process."""
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(stat.read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that just ended
+    return total / 1e9
+
+
 def process_cpu_s(pid: int) -> float:
     """User + system CPU seconds of every thread of `pid` so far (/proc/pid/stat)."""
     fields_ = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -49,6 +49,7 @@ from loadgen.fuzz import (  # noqa: E402
     process_cpu_s,
     real_offer,
     run_fuzz,
+    runqueue_wait_s,
 )
 from loadgen.media import default_media_dir, media_path  # noqa: E402
 from loadgen.synth import SynthConfig, build_loop  # noqa: E402
@@ -81,6 +82,7 @@ class Rig:
             extra += ("--rate-limit", str(args.gateway_rate_limit))
         if args.no_front_process:  # A/B: HTTP on the media process's own event loop, as before gateway.front
             extra += ("--no-front-process",)
+        extra += tuple(args.gateway_arg or ())
         self.gateway = EmbeddedGateway(
             EmbeddedGatewayConfig(processors=args.processors, extra_args=extra, log_level="warning")
         )
@@ -189,12 +191,11 @@ class Rig:
             pass
         if self.gateway.proc is not None:
             out["gateway_cpu_s"] = process_cpu_s(self.gateway.proc.pid)  # the media process
-            out["front_cpu_s"] = sum(  # the front process (gateway.front), when there is one
-                process_cpu_s(child.pid)
-                for child in psutil.Process(self.gateway.proc.pid).children()
-                if "gateway.front" in " ".join(child.cmdline())
-            )
+            out["front_cpu_s"] = _front_cpu_s(self.gateway.proc.pid)
         out["probe_process_cpu_s"] = time.process_time()  # the live client's own process
+        out["probe_runqueue_wait_s"] = runqueue_wait_s(os.getpid())
+        if self.gateway.proc is not None:  # time the media process's threads waited for a CPU
+            out["gateway_runqueue_wait_s"] = runqueue_wait_s(self.gateway.proc.pid)
         return out
 
     def alive(self) -> bool:
@@ -394,15 +395,27 @@ async def cmd_cost(args: argparse.Namespace) -> dict[str, Any]:
             assert rig.gateway.proc is not None
             cases = await _cases(args, rig.fuzz_token)
             cases.sort(key=lambda c: c.kind == "sdp")
+            front0 = _front_cpu_s(rig.gateway.proc.pid)
             costs = await cost_by_kind(rig.gateway.url, rig.gateway.proc.pid, cases)
+            front_cpu = _front_cpu_s(rig.gateway.proc.pid) - front0
         finally:
             code = await rig.gateway.stop()
     return {
         "mode": "cost",
         "args": vars(args),
         "kinds": [c.to_dict() for c in costs],
+        "front_cpu_s": round(front_cpu, 2),  # the front process, all kinds together (not per kind)
         "gateway_exit_code": code,
     }
+
+
+def _front_cpu_s(gateway_pid: int) -> float:
+    """CPU seconds of the gateway's front process (gateway.front) so far; 0 without one."""
+    return sum(
+        process_cpu_s(child.pid)
+        for child in psutil.Process(gateway_pid).children()
+        if "gateway.front" in " ".join(child.cmdline())
+    )
 
 
 async def _cases(
@@ -535,6 +548,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-front-process",
         action="store_true",
         help="run the gateway with --no-front-process (HTTP served by the media process itself)",
+    )
+    parser.add_argument(
+        "--gateway-arg",
+        action="append",
+        help="one more argument for the gateway, e.g. --gateway-arg=--front-nice=19 (repeatable)",
     )
     parser.add_argument(
         "--decoy",

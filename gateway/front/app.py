@@ -22,9 +22,9 @@ from gateway.errors import GatewayError, Unauthorized, Unavailable
 from gateway.front.checks import Check, check_for
 from gateway.front.config import FrontConfig
 from gateway.front.upstream import Upstream
-from gateway.http.keys import MUTATING_WHILE_SHUTTING_DOWN
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
 from gateway.http.replies import error_reply, text_reply
+from gateway.http.request_checks import MUTATING_WHILE_SHUTTING_DOWN
 
 logger = logging.getLogger(__name__)
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gateway.auth import AuthConfig
-from gateway.config import GatewayConfig
 from gateway.http.rate_limit import RateLimitConfig
+
+if TYPE_CHECKING:
+    from gateway.config import GatewayConfig
 
 INTERNAL_PREFIX = "/internal/"  # never routed by the front, whatever the media app holds
 DRAIN_SIGNAL = signal.SIGUSR1  # supervisor -> front: the gateway is shutting down

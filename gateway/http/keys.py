@@ -44,7 +44,6 @@ class AppState:
         self.extra: dict[str, Any] = {}
 
 
-MUTATING_WHILE_SHUTTING_DOWN = frozenset({"POST", "PATCH", "PUT"})  # 503 from the stop signal on
 CONFIG = web.AppKey("config", GatewayConfig)
 MONITOR = web.AppKey("monitor", MonitorLike)  # type: ignore[type-abstract]
 STATE = web.AppKey("state", AppState)

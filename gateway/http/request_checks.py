@@ -16,6 +16,7 @@ from gateway.media.image_header import ImageHeaderError, image_size
 SDP_TYPE = "application/sdp"
 TRICKLE_TYPE = "application/trickle-ice-sdpfrag"
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
+MUTATING_WHILE_SHUTTING_DOWN = frozenset({"POST", "PATCH", "PUT"})  # 503 from the stop signal on
 
 
 async def read_offer_text(request: web.Request, max_bytes: int, timeout_s: float) -> str:
