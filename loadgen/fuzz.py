@@ -523,6 +523,7 @@ class KindCost:
     wall_ms_max: float
     statuses: dict[str, int]
     after_cpu_pct: float  # gateway CPU in the `settle_s` after the last request (sessions left to reap, ...)
+    other_cpu_ms_per_request: float | None = None  # `other_pid`'s (the front process), idle subtracted
     cpu_ms_by_status: dict[str, float] = field(default_factory=dict)  # per request, by the answer's status
     cpu_ms_top: dict[str, float] = field(default_factory=dict)  # the costliest "METHOD path status" (n >= 3)
 
@@ -531,15 +532,26 @@ class KindCost:
 
 
 async def cost_by_kind(
-    url: str, pid: int, cases: list[FuzzCase], *, settle_s: float = 3.0, timeout_s: float = 20.0
+    url: str,
+    pid: int,
+    cases: list[FuzzCase],
+    *,
+    settle_s: float = 3.0,
+    timeout_s: float = 20.0,
+    other_pid: int | None = None,
 ) -> list[KindCost]:
     """Send each kind's cases sequentially (one connection at a time, no overlap) and charge the gateway's
     CPU time over that span to the kind. Kinds run in the order they first appear; `settle_s` of quiet
     follows each kind (measured as `after_cpu_pct`) so that work a kind leaves behind (pending sessions'
     ICE checks) does not land on the next one."""
-    t0, c0 = time.monotonic(), process_cpu_s(pid)
+
+    def other_cpu_s() -> float:
+        return process_cpu_s(other_pid) if other_pid is not None else 0.0
+
+    t0, c0, o0 = time.monotonic(), process_cpu_s(pid), other_cpu_s()
     await asyncio.sleep(settle_s)
     idle_rate = (process_cpu_s(pid) - c0) / (time.monotonic() - t0)
+    other_idle_rate = (other_cpu_s() - o0) / (time.monotonic() - t0)
     by_kind: dict[str, list[FuzzCase]] = {}
     for case in cases:
         by_kind.setdefault(case.kind, []).append(case)
@@ -549,7 +561,7 @@ async def cost_by_kind(
         walls = []
         per_status: dict[str, list[float]] = {}
         per_target: dict[str, list[float]] = {}
-        start, cpu0 = time.monotonic(), process_cpu_s(pid)
+        start, cpu0, other0 = time.monotonic(), process_cpu_s(pid), other_cpu_s()
         for case in group:
             w0, r0 = time.monotonic(), process_cpu_s(pid)
             before = Counter(result.statuses)
@@ -561,6 +573,7 @@ async def cost_by_kind(
             per_status.setdefault(str(status), []).append(spent)
             per_target.setdefault(f"{case.method} {case.path.split('?')[0][:40]} {status}", []).append(spent)
         span, cpu = time.monotonic() - start, process_cpu_s(pid) - cpu0
+        other = other_cpu_s() - other0
         a0, ac0 = time.monotonic(), process_cpu_s(pid)
         await asyncio.sleep(settle_s)
         after = (process_cpu_s(pid) - ac0) / (time.monotonic() - a0)
@@ -573,6 +586,11 @@ async def cost_by_kind(
                 wall_ms_max=max(walls),
                 statuses={str(k): v for k, v in sorted(result.statuses.items())},
                 after_cpu_pct=100.0 * after,
+                other_cpu_ms_per_request=(
+                    None
+                    if other_pid is None
+                    else 1000.0 * max(0.0, other - other_idle_rate * span) / len(group)
+                ),
                 cpu_ms_top=dict(
                     sorted(
                         ((k, round(sum(v) / len(v), 2)) for k, v in per_target.items() if len(v) >= 3),

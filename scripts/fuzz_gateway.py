@@ -396,7 +396,10 @@ async def cmd_cost(args: argparse.Namespace) -> dict[str, Any]:
             cases = await _cases(args, rig.fuzz_token)
             cases.sort(key=lambda c: c.kind == "sdp")
             front0 = _front_cpu_s(rig.gateway.proc.pid)
-            costs = await cost_by_kind(rig.gateway.url, rig.gateway.proc.pid, cases)
+            fronts = _fronts(rig.gateway.proc.pid)
+            costs = await cost_by_kind(
+                rig.gateway.url, rig.gateway.proc.pid, cases, other_pid=fronts[0].pid if fronts else None
+            )
             front_cpu = _front_cpu_s(rig.gateway.proc.pid) - front0
         finally:
             code = await rig.gateway.stop()
@@ -409,13 +412,20 @@ async def cmd_cost(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _front_part(kind: dict[str, Any]) -> str:
+    other = kind.get("other_cpu_ms_per_request")
+    return "" if other is None else f" (+ front process {other:.2f})"
+
+
+def _fronts(gateway_pid: int) -> list[psutil.Process]:
+    """The gateway's front process (gateway.front), when it has one."""
+    children = psutil.Process(gateway_pid).children()
+    return [child for child in children if "gateway.front" in " ".join(child.cmdline())]
+
+
 def _front_cpu_s(gateway_pid: int) -> float:
-    """CPU seconds of the gateway's front process (gateway.front) so far; 0 without one."""
-    return sum(
-        process_cpu_s(child.pid)
-        for child in psutil.Process(gateway_pid).children()
-        if "gateway.front" in " ".join(child.cmdline())
-    )
+    """CPU seconds of the gateway's front process so far; 0 without one."""
+    return sum(process_cpu_s(child.pid) for child in _fronts(gateway_pid))
 
 
 async def _cases(
@@ -492,7 +502,8 @@ def _print(report: dict[str, Any]) -> None:
         for k in report["kinds"]:
             print(
                 f"{k['kind']:9}: {k['requests']:5} requests, gateway CPU "
-                f"{k['cpu_ms_per_request']:6.2f} ms/request, answer p50 {k['wall_ms_p50']:.1f} ms "
+                f"{k['cpu_ms_per_request']:6.2f} ms/request{_front_part(k)}, "
+                f"answer p50 {k['wall_ms_p50']:.1f} ms "
                 f"max {k['wall_ms_max']:.0f} ms, after {k['after_cpu_pct']:.0f} % CPU; "
                 f"by status {k['cpu_ms_by_status']}; costliest {k['cpu_ms_top']}"
             )

@@ -63,6 +63,7 @@ class DtlsWatch:
     label: str
     patched: bool
     failure: str | None = None  # the first failure's cause
+    closed_here: Callable[[], bool] = lambda: False  # our own close() has begun (signaling state)
 
     def close_reason(self, state: str) -> str:
         """A session close reason for connection state `state` that carries the DTLS cause when known."""
@@ -165,6 +166,10 @@ def _post_handshake_cause(transport: Any) -> str:
 
 
 def _report(transport: Any, watch: DtlsWatch, seen: list[str]) -> None:
+    if not seen and watch.closed_here():
+        # our own close (DELETE, reaper, shutdown) stopped ICE under a pending handshake: nothing failed
+        logger.debug("%s: DTLS handshake abandoned: the connection was closed", watch.label)
+        return
     reason = seen[0] if seen else _post_handshake_cause(transport)
     cause = _explain(reason, transport._role)
     if watch.failure is None:
@@ -196,7 +201,7 @@ def watch_dtls(pc: RTCPeerConnection, label: str) -> DtlsWatch:
         watch = DtlsWatch(label=label, patched=False)
         setattr(pc, _PC_MARK, watch)
         return watch
-    watch = DtlsWatch(label=label, patched=True)
+    watch = DtlsWatch(label=label, patched=True, closed_here=lambda: pc.signalingState == "closed")
     for certificate in getattr(pc, _PC_CERTIFICATES):
         _patch_context_factory(certificate)
     for transceiver in pc.getTransceivers():

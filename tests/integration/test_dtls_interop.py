@@ -197,3 +197,29 @@ async def test_offer_listing_h264_before_vp8_gets_decodable_video_back(frames: l
         finally:
             track.stop()
             await pc.close()
+
+
+async def test_a_session_deleted_before_it_connects_is_not_a_dtls_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Closing a session whose handshake never started (DELETE before the client connects; the reaper; a
+    shutdown) stops its ICE under the pending handshake: that is our own close, not a failure to warn of."""
+    from loadgen.fuzz import real_offer
+
+    caplog.set_level(logging.DEBUG, logger="gateway.rtc.dtls")
+    offer = await real_offer()
+    async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
+        locations = []
+        sdp = {"Content-Type": "application/sdp"}
+        for _ in range(3):
+            async with http.post(gw.url + "/whip", data=offer, headers=sdp) as r:
+                assert r.status == 201, await r.text()
+                locations.append(r.headers["Location"])
+        for location in locations:
+            async with http.delete(gw.url + location) as r:
+                assert r.status == 200
+        def abandoned() -> int:
+            return sum("abandoned" in r.getMessage() for r in caplog.records)
+
+        assert await wait_for(lambda: abandoned() == 3, 10), [r.getMessage() for r in caplog.records]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
