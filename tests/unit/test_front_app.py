@@ -52,9 +52,12 @@ class Media:
                 await asyncio.sleep(0.01)
             return response
         if request.path == "/whip" and request.method == "POST":
-            return web.Response(
+            response = web.Response(
                 status=201, text="answer", content_type="application/sdp", headers={"Location": "/whip/abc"}
             )
+            for link in ("<stun:a.example>; rel=ice-server", "<turn:b.example>; rel=ice-server"):
+                response.headers.add("Link", link)
+            return response
         return web.Response(text="media " + request.method, headers={"X-Media": "1"})
 
 
@@ -112,6 +115,7 @@ async def test_a_valid_offer_is_forwarded_whole_with_its_token_and_the_answer_co
         assert resp.status == 201
         assert await resp.text() == "answer"
         assert resp.headers["Location"] == "/whip/abc"
+        assert len(resp.headers.getall("Link")) == 2  # repeated headers (ICE servers) keep every value
     [(method, path_qs, sent, body)] = recorder.seen
     assert (method, path_qs, body) == ("POST", "/whip?processors=none", CHROMIUM_OFFER.encode())
     assert sent["Authorization"] == f"Bearer {TOKEN}" and sent["Content-Type"] == "application/sdp"
