@@ -95,6 +95,8 @@ PROFILES: dict[str, Impairment] = {
         Impairment("loss5-jitter10", delay_ms=40, jitter_ms=10, loss=0.05),
         Impairment("reorder-jitter30", delay_ms=30, jitter_ms=30),
         Impairment("bottleneck-600k", delay_ms=20, rate_kbps=600, queue_ms=200),
+        # the same link with a router's short buffer: a burst larger than 50 ms of the link loses its tail
+        Impairment("bottleneck-600k-q50", delay_ms=20, rate_kbps=600, queue_ms=50),
     )
 }
 
