@@ -238,13 +238,6 @@ def build_parser() -> argparse.ArgumentParser:
         "libvpx's or libx264's rate between frames (gateway.media.vp8_encoder, h264_encoder)",
     )
     a(
-        "--no-pacing",
-        action="store_true",
-        default=None,
-        help="send each processed frame's packets back to back instead of pacing them at 2.5x the target "
-        "bitrate past a 40 ms burst (gateway.media.pacer)",
-    )
-    a(
         "--no-audio",
         action="store_true",
         default=None,
@@ -402,7 +395,6 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         audio=replace(sess.audio, enabled=not get("no_audio", False)),
         uplink=replace(sess.uplink, enabled=not get("no_uplink_loss_cap", False)),
         transport_cc=not get("no_transport_cc", False),
-        pacing=not get("no_pacing", False),
         live_bitrate=not get("no_live_bitrate", False),
     )
     src = SourcesConfig()

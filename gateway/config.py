@@ -115,8 +115,6 @@ class SessionConfig:
     # (gateway.media.vp8_encoder, h264_encoder); off, or where the library does not load, FFmpeg's encoder
     # is reopened at each new rate, with a keyframe
     live_bitrate: bool = True
-    # pace the processed stream's packets at 2.5x its target, bursts of 40 ms at once (gateway.media.pacer)
-    pacing: bool = True
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:

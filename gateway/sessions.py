@@ -61,7 +61,6 @@ from gateway.rtc.dtls import answer_as_dtls_server, watch_dtls
 from gateway.rtc.h264 import keep_offered_h264_profiles
 from gateway.rtc.ice import IceConfig, create_peer_connection
 from gateway.rtc.offer_rules import make_answerable, restore_unusable_audio
-from gateway.rtc.pacing import install_pacer
 from gateway.rtc.receive import frame_completed_at, measure_transit, recovery_counters
 from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer
 from gateway.scheduler import ScheduledFrame
@@ -433,8 +432,6 @@ class Session:
             side = transport_cc.install_send_side(pc, sender, encoder.transit_sink(sender))
             if publisher:
                 self.transport_cc_send = side
-        if self.config.pacing:  # after transport-cc: a packet's send time is when it really left
-            install_pacer(sender, lambda: float(encoder.bitrate.current_bps))
 
     # --- viewers --------------------------------------------------------------------------------------------
     async def add_viewer(self, offer_sdp: str, ice: IceConfig) -> tuple[str, str]:
