@@ -133,12 +133,13 @@ class BitrateConfig:
     # a bottleneck whose buffer holds less than `delay_high_s` drops packets before the delay rule sees a
     # queue that high: a transport-cc receiver's loss (at least `loss_low`) with its one-way queue peaking
     # at P over the last `depth_window_s` (P >= `depth_min_s`, below `delay_high_s`) shows a buffer about P
-    # deep; that receiver's thresholds become `depth_high` / `depth_low` x P (never above the configured
-    # ones), until its queue stands above `depth_forget` x P without loss (the buffer was deeper)
+    # deep (the deepest P seen at a loss: a loss at a lower queue is not the buffer's brim); that receiver's
+    # thresholds become `depth_high` / `depth_low` x P (never above the configured ones), until its queue
+    # stands above `depth_forget` x P without loss (the buffer was deeper)
     depth_window_s: float = 1.5
     depth_min_s: float = 0.025
-    depth_high: float = 0.6
-    depth_low: float = 0.25
+    depth_high: float = 0.7
+    depth_low: float = 0.3
     depth_forget: float = 1.25
 
     def __post_init__(self) -> None:
@@ -394,8 +395,8 @@ class BitratePolicy:
         peak = receiver.recent_peak_s(now, config.depth_window_s)
         if peak is None or not config.depth_min_s <= peak < config.delay_high_s:
             return
-        known = receiver.buffer_depth_s
-        receiver.buffer_depth_s = peak if known is None else min(known, peak)
+        known = receiver.buffer_depth_s  # the deepest queue seen at a loss: the buffer, not a random loss
+        receiver.buffer_depth_s = peak if known is None else max(known, peak)
 
     def rtt_s(self, key: Hashable) -> float | None:
         """This receiver's latest round trip (receiver reports), if any."""

@@ -152,7 +152,7 @@ def test_one_bursty_feedback_sample_does_not_hold_an_increase_back_but_a_standin
 def test_a_shallow_buffer_is_learnt_from_loss_and_cut_before_it_overflows() -> None:
     """A 50 ms buffer drops packets before the queue reaches `delay_high_s` (80 ms): the delay rule never
     fired and only loss cut the rate. Loss while the one-way queue peaked at ~45 ms teaches that depth;
-    from then on a queue standing at 30 ms (0.6 x 45) is cut, and increases wait below 11 ms."""
+    from then on a queue standing at 32 ms (0.7 x 45) is cut, and increases wait below 14 ms."""
     policy = BitratePolicy(CONFIG)
     policy.add("viewer")
     t = transits(policy, 0.0, 2.0, 0.0, 600_000)  # the base
@@ -160,10 +160,10 @@ def test_a_shallow_buffer_is_learnt_from_loss_and_cut_before_it_overflows() -> N
     policy.on_loss("viewer", 0.05, t)  # ...and the bottleneck drops packets
     receiver = policy._receivers["viewer"]  # noqa: SLF001
     assert receiver.buffer_depth_s is not None and abs(receiver.buffer_depth_s - 0.045) < 0.002
-    assert receiver.thresholds(CONFIG) == (0.6 * receiver.buffer_depth_s, 0.25 * receiver.buffer_depth_s)
+    assert receiver.thresholds(CONFIG) == (0.7 * receiver.buffer_depth_s, 0.3 * receiver.buffer_depth_s)
     policy.on_loss("viewer", 0.0, t + 1.0)
     before = receiver.delay_based_bps
-    transits(policy, t + 1.0, t + 1.5, 0.032, 500_000)  # 32 ms: under 80, over 0.6 x 45
+    transits(policy, t + 1.0, t + 1.5, 0.036, 500_000)  # 36 ms: under 80, over 0.7 x 45
     assert receiver.delay_based_bps < before  # cut, as a deep buffer at 80 ms would be
 
 
