@@ -140,6 +140,10 @@ class BitrateConfig:
     depth_min_s: float = 0.025
     depth_high: float = 0.7
     depth_low: float = 0.3
+    # ...but never below these: a 4 kB frame takes 50 ms to cross a 600 kbit/s link, so the one-way queue
+    # reads 10-30 ms on a healthy link; thresholds under that cut a stream down to ~130 kbit/s (measured)
+    depth_high_floor_s: float = 0.030
+    depth_low_floor_s: float = 0.012
     depth_forget: float = 1.25
 
     def __post_init__(self) -> None:
@@ -191,9 +195,9 @@ class _Receiver:
         depth = self.buffer_depth_s
         if depth is None:
             return config.delay_high_s, config.delay_low_s
-        return min(config.delay_high_s, config.depth_high * depth), min(
-            config.delay_low_s, config.depth_low * depth
-        )
+        high = max(config.depth_high * depth, config.depth_high_floor_s)
+        low = max(config.depth_low * depth, config.depth_low_floor_s)
+        return min(config.delay_high_s, high), min(config.delay_low_s, low)
 
     def recent_peak_s(self, now: float, window_s: float) -> float | None:
         peaks = [q for at, q in self.transit_peaks if now - at <= window_s]
