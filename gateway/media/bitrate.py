@@ -130,21 +130,6 @@ class BitrateConfig:
     near_fraction: float = 0.85
     near_step_up: float = 1.08
     near_reset: float = 1.15
-    # a bottleneck whose buffer holds less than `delay_high_s` drops packets before the delay rule sees a
-    # queue that high: a transport-cc receiver's loss (at least `loss_low`) with its one-way queue peaking
-    # at P over the last `depth_window_s` (P >= `depth_min_s`, below `delay_high_s`) shows a buffer about P
-    # deep (the deepest P seen at a loss: a loss at a lower queue is not the buffer's brim); that receiver's
-    # thresholds become `depth_high` / `depth_low` x P (never above the configured ones), until its queue
-    # stands above `depth_forget` x P without loss (the buffer was deeper)
-    depth_window_s: float = 1.5
-    depth_min_s: float = 0.025
-    depth_high: float = 0.7
-    depth_low: float = 0.3
-    # ...but never below these: a 4 kB frame takes 50 ms to cross a 600 kbit/s link, so the one-way queue
-    # reads 10-30 ms on a healthy link; thresholds under that cut a stream down to ~130 kbit/s (measured)
-    depth_high_floor_s: float = 0.030
-    depth_low_floor_s: float = 0.012
-    depth_forget: float = 1.25
 
     def __post_init__(self) -> None:
         if not 0 < self.min_bps <= self.max_bps:
@@ -187,21 +172,6 @@ class _Receiver:
     transit_samples: int = 0
     capacity_bps: float | None = None  # what arrived at its latest cuts (BitrateConfig.near_fraction)
     cut_at: float = float("-inf")  # its latest cut of either kind
-    buffer_depth_s: float | None = None  # its bottleneck's buffer, learnt from loss (BitrateConfig.depth_*)
-    transit_peaks: deque[tuple[float, float]] = field(default_factory=deque)  # (at, one-way queue)
-
-    def thresholds(self, config: BitrateConfig) -> tuple[float, float]:
-        """(high, low) queueing delay for this receiver: the configured ones, or lower on a shallow buffer."""
-        depth = self.buffer_depth_s
-        if depth is None:
-            return config.delay_high_s, config.delay_low_s
-        high = max(config.depth_high * depth, config.depth_high_floor_s)
-        low = max(config.depth_low * depth, config.depth_low_floor_s)
-        return min(config.delay_high_s, high), min(config.delay_low_s, low)
-
-    def recent_peak_s(self, now: float, window_s: float) -> float | None:
-        peaks = [q for at, q in self.transit_peaks if now - at <= window_s]
-        return max(peaks) if peaks else None
 
     def delay_queue(self, now: float, stale_after_s: float) -> QueueDelay:
         """The queue signal that rules this receiver: its transport-cc transit while that is fresh, else the
@@ -288,7 +258,6 @@ class BitratePolicy:
             1.0 if receiver.loss_report_at is None else min(max(now - receiver.loss_report_at, 0.0), 1.0)
         )
         receiver.loss_report_at = now
-        self._learn_depth(receiver, fraction_lost, now)
         if fraction_lost > self.config.loss_high:
             interval = self.config.loss_decrease_interval_s + (receiver.queue.last_rtt_s or 0.0)
             if now - receiver.loss_cut_at >= interval:
@@ -364,18 +333,7 @@ class BitratePolicy:
         elapsed = min(max(now - transit.last_at, 0.0), 1.0)
         queue_s = transit.add(transit_s, now)
         receiver.transit_samples += 1
-        receiver.transit_peaks.append((now, queue_s))
-        while receiver.transit_peaks and now - receiver.transit_peaks[0][0] > config.depth_window_s:
-            receiver.transit_peaks.popleft()
-        depth = receiver.buffer_depth_s
-        if (
-            depth is not None
-            and queue_s > config.depth_forget * depth
-            and (receiver.last_loss or 0.0) < config.loss_low
-        ):
-            receiver.buffer_depth_s = None  # it held more than that without loss: a deeper buffer
-        delay_high_s, delay_low_s = receiver.thresholds(config)
-        if transit.filling(delay_high_s, config.drain_s):
+        if transit.filling(config.delay_high_s, config.drain_s):
             held = now - receiver.transit_cut_at < config.transit_cut_hold_s
             growing = (
                 now - receiver.transit_cut_at > config.transit_episode_s
@@ -385,22 +343,8 @@ class BitratePolicy:
                 self._delay_cut(receiver, acked_bps or self.sent_bps(now), now)
                 receiver.transit_cut_at = now
                 receiver.transit_cut_queue_s = queue_s
-        elif queue_s < delay_low_s and (receiver.last_loss or 0.0) < config.loss_low:
+        elif queue_s < config.delay_low_s and (receiver.last_loss or 0.0) < config.loss_low:
             self._delay_grow(receiver, config.delay_increase**elapsed)
-
-    def _learn_depth(self, receiver: _Receiver, fraction_lost: float, now: float) -> None:
-        """Loss while the one-way queue peaked lower than `delay_high_s`: the buffer is that shallow."""
-        config = self.config
-        if (
-            fraction_lost < config.loss_low
-            or receiver.delay_queue(now, config.stale_after_s) is not receiver.transit
-        ):
-            return
-        peak = receiver.recent_peak_s(now, config.depth_window_s)
-        if peak is None or not config.depth_min_s <= peak < config.delay_high_s:
-            return
-        known = receiver.buffer_depth_s  # the deepest queue seen at a loss: the buffer, not a random loss
-        receiver.buffer_depth_s = peak if known is None else max(known, peak)
 
     def rtt_s(self, key: Hashable) -> float | None:
         """This receiver's latest round trip (receiver reports), if any."""
@@ -476,7 +420,7 @@ class BitratePolicy:
                 # 10-20 samples a second: one frame's burst (a keyframe) shows in a sample or two; only a
                 # queue that stood through the last `transit_quiet_span_s` holds an increase back
                 standing = queue.standing(now, self.config.transit_quiet_span_s)
-                if standing is not None and standing >= receiver.thresholds(self.config)[1]:
+                if standing is not None and standing >= self.config.delay_low_s:
                     return True
             elif not queue.quiet(self.config.delay_low_s):
                 if now - queue.last_at <= self.config.stale_after_s:
@@ -513,7 +457,6 @@ class BitratePolicy:
                     "transit_queue_ms": _ms(r.transit.queue_s) if r.transit is not None else None,
                     "transit_samples": r.transit_samples,
                     "capacity_bps": int(r.capacity_bps) if r.capacity_bps is not None else None,
-                    "buffer_depth_ms": _ms(r.buffer_depth_s),  # learnt from loss on a shallow buffer
                 }
                 for r in self._receivers.values()
             ],
