@@ -22,7 +22,7 @@ from engines.frames import FrameItem, FrameOutput
 from gateway.auth import identify, is_authorized
 from gateway.config import GatewayConfig
 from gateway.engine_watch import EngineWatch
-from gateway.errors import GatewayError, Unauthorized, Unavailable
+from gateway.errors import Unauthorized, Unavailable
 from gateway.http import exposure, health, sessions, sources, whep, whip
 from gateway.http.keys import (
     CONFIG,
@@ -33,7 +33,7 @@ from gateway.http.keys import (
     PipelineLike,
 )
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
-from gateway.http.replies import error_reply, text_reply
+from gateway.http.replies import replied
 from gateway.http.request_checks import MUTATING_WHILE_SHUTTING_DOWN
 from gateway.scheduler import FrameScheduler
 from gateway.sessions import MonitorLike, SessionManager
@@ -47,8 +47,9 @@ NEEDS_MEDIA = ("/whip", "/whep", "/sessions", "/sources")  # endpoints that need
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Auth, shutdown refusal and the ONE mapping from errors to HTTP status."""
-    try:
+    """Auth, shutdown refusal and the ONE mapping from errors to HTTP status (gateway.http.replies)."""
+
+    async def checked() -> web.StreamResponse:
         config = request.app[CONFIG]
         principal = identify(config.auth, request.method, request.headers, request.query)
         if not is_authorized(config.auth, principal, request.method, request.path, request.headers):
@@ -63,19 +64,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
                 raise Unavailable(f"gateway failed to start: {state.startup_error}", retry_after_s=60)
             raise Unavailable("gateway is starting (models warming up)", retry_after_s=5)
         return await handler(request)
-    except GatewayError as exc:
-        if exc.status == 400:
-            request.app[MONITOR].record_reject("bad_request")
-        return error_reply(exc)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return error_reply(exc)
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        raise
-    except Exception:
-        logger.exception("unhandled error on %s %s", request.method, request.path)
-        return text_reply(500, "internal error")
+
+    return await replied(request, checked, lambda: request.app[MONITOR].record_reject("bad_request"))
 
 
 def _default_pipeline(config: GatewayConfig) -> PipelineLike:

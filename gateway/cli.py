@@ -23,13 +23,13 @@ from engines.models.store import default_model_dir
 from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
-from gateway.http.access_log import MalformedRequestFilter
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.media.late import LatePolicy
 from gateway.monitoring.capacity import usable_cores
 from gateway.monitoring.controller import DegradationConfig
 from gateway.monitoring.monitor import MonitorConfig
 from gateway.preflight import PreflightError, check_processing
+from gateway.process_setup import setup_process
 from gateway.rtc.dscp import parse_dscp
 from gateway.rtc.ice import LOOPBACK, IceConfig, TurnServer
 from gateway.scheduler import SchedulerConfig
@@ -511,16 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError, TypeError, tomllib.TOMLDecodeError, PreflightError) as exc:
         print(f"gateway: error: {_one_line(exc)}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if config.log_level != "DEBUG":  # aioice logs every ICE check at INFO: per-session noise, not news
-        logging.getLogger("aioice").setLevel(logging.WARNING)
-        logging.getLogger("aiohttp.server").addFilter(MalformedRequestFilter())
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:
-        pass
+    setup_process(config.log_level)
     try:
         return asyncio.run(serve(config))
     except KeyboardInterrupt:

@@ -10,23 +10,19 @@ process's monitor, as its own middleware counts them when it runs alone.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
 from gateway.auth import identify, is_authorized
-from gateway.errors import GatewayError, Unauthorized, Unavailable
+from gateway.errors import Unauthorized, Unavailable
 from gateway.front.checks import Check, check_for
 from gateway.front.config import FrontConfig
 from gateway.front.upstream import Upstream
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
-from gateway.http.replies import error_reply, text_reply
+from gateway.http.replies import replied
 from gateway.http.request_checks import MUTATING_WHILE_SHUTTING_DOWN
-
-logger = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REJECTS: web.AppKey[Counter[str]] = web.AppKey("front_rejects", Counter)
@@ -44,7 +40,7 @@ def create_front_app(config: FrontConfig, media_socket: str) -> web.Application:
 
     @web.middleware
     async def errors_and_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-        try:
+        async def checked() -> web.StreamResponse:
             principal = identify(config.auth, request.method, request.headers, request.query)
             if not is_authorized(config.auth, principal, request.method, request.path, request.headers):
                 rejects["auth"] += 1
@@ -52,19 +48,11 @@ def create_front_app(config: FrontConfig, media_socket: str) -> web.Application:
             if draining and request.method in MUTATING_WHILE_SHUTTING_DOWN:
                 raise Unavailable("gateway is shutting down", retry_after_s=30)
             return await handler(request)
-        except GatewayError as exc:
-            if exc.status == 400:
-                rejects["bad_request"] += 1
-            return error_reply(exc)
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise
-            return error_reply(exc)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise
-        except Exception:
-            logger.exception("unhandled error on %s %s", request.method, request.path)
-            return text_reply(500, "internal error")
+
+        def bad_request() -> None:
+            rejects["bad_request"] += 1
+
+        return await replied(request, checked, bad_request)
 
     app = web.Application(
         middlewares=[rate_limit_middleware(limiter, limited), errors_and_auth],

@@ -28,7 +28,8 @@ from aiohttp import web
 
 from gateway.front.app import DRAINING, REJECTS, create_front_app
 from gateway.front.config import DRAIN_SIGNAL, PRIVATE_DIR_PREFIX, FrontConfig
-from gateway.http.access_log import MalformedRequestFilter, runner_options
+from gateway.http.access_log import runner_options
+from gateway.process_setup import setup_process
 
 PR_SET_PDEATHSIG = 1
 logger = logging.getLogger("gateway.front")
@@ -94,15 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config: FrontConfig = pickle.load(sys.stdin.buffer)
     if config.nice:
         os.nice(config.nice)
-    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if config.log_level != "DEBUG":
-        logging.getLogger("aiohttp.server").addFilter(MalformedRequestFilter())
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:
-        pass
+    setup_process(config.log_level)
     try:
         return asyncio.run(run(config, args.listen_fd, args.media_socket, args.parent))
     except Exception as exc:

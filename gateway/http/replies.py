@@ -6,9 +6,15 @@ Both planes answer through it: the media process's error middleware (gateway.app
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
 from aiohttp import web
 
 from gateway.errors import GatewayError
+
+logger = logging.getLogger(__name__)
 
 PASSED_HEADERS = ("Allow", "Retry-After")  # from aiohttp's own HTTP exceptions (405 Allow, 503 Retry-After)
 
@@ -25,3 +31,27 @@ def error_reply(exc: GatewayError | web.HTTPException) -> web.Response:
         return text_reply(exc.status, exc.reason, exc.headers)
     reason = exc.reason if exc.status != 413 else "request body too large"
     return text_reply(exc.status, reason, {k: v for k, v in exc.headers.items() if k in PASSED_HEADERS})
+
+
+async def replied(
+    request: web.Request,
+    call: Callable[[], Awaitable[web.StreamResponse]],
+    on_bad_request: Callable[[], None],
+) -> web.StreamResponse:
+    """`call()`'s response, or its error as the one-line reply (`on_bad_request` counts each 400); anything
+    unexpected is logged with its traceback and answered 500 "internal error", never shown to the client."""
+    try:
+        return await call()
+    except GatewayError as exc:
+        if exc.status == 400:
+            on_bad_request()
+        return error_reply(exc)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return error_reply(exc)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        raise
+    except Exception:
+        logger.exception("unhandled error on %s %s", request.method, request.path)
+        return text_reply(500, "internal error")
