@@ -18,17 +18,10 @@ import psutil
 import pytest
 
 from loadgen.embedded import free_port
+from tests.integration.test_shutdown import _status
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "front-test-token"
-
-
-async def _status(http: aiohttp.ClientSession, url: str) -> int | None:
-    try:
-        async with http.get(url, timeout=aiohttp.ClientTimeout(total=2)) as r:
-            return r.status
-    except (aiohttp.ClientError, TimeoutError):
-        return None
 
 
 async def _until(predicate: Callable[[], Awaitable[bool]], timeout_s: float) -> bool:
