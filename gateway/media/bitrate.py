@@ -313,9 +313,7 @@ class BitratePolicy:
     def _delay_grow(self, receiver: _Receiver, factor: float) -> None:
         receiver.delay_based_bps = min(receiver.delay_based_bps * factor, float(self.config.max_bps))
 
-    def on_transit(
-        self, key: Hashable, transit_s: float, acked_bps: float | None, now: float, overusing: bool = False
-    ) -> None:
+    def on_transit(self, key: Hashable, transit_s: float, acked_bps: float | None, now: float) -> None:
         """One transport-cc feedback packet of this receiver (`gateway.media.send_history`): the lowest
         one-way transit of the packets it reports (arrival on its clock minus our send time) and the rate it
         acknowledged. The same delay rule as `on_rtt`, on a one-way queue measured 10-20 times a second:
@@ -335,12 +333,10 @@ class BitratePolicy:
         elapsed = min(max(now - transit.last_at, 0.0), 1.0)
         queue_s = transit.add(transit_s, now)
         receiver.transit_samples += 1
-        if overusing or transit.filling(config.delay_high_s, config.drain_s):
-            # a growing queue (the delay gradient, gateway.media.trendline), or one standing high
+        if transit.filling(config.delay_high_s, config.drain_s):
             held = now - receiver.transit_cut_at < config.transit_cut_hold_s
             growing = (
-                overusing
-                or now - receiver.transit_cut_at > config.transit_episode_s
+                now - receiver.transit_cut_at > config.transit_episode_s
                 or queue_s > receiver.transit_cut_queue_s
             )
             if not held and growing:

@@ -210,7 +210,7 @@ class FanoutEncoder:
             if sample.transit_s is None:
                 return
             now = time.monotonic()
-            self.bitrate.on_transit(key, sample.transit_s, sample.acked_bps, now, sample.overusing)
+            self.bitrate.on_transit(key, sample.transit_s, sample.acked_bps, now)
             self._retarget(now)
 
         return sink

@@ -20,7 +20,6 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from gateway.media.transport_feedback import TransportFeedback
-from gateway.media.trendline import TrendlineDetector
 
 HISTORY = 4096  # stamped packets remembered: several seconds at the highest rates a stream runs at
 
@@ -31,7 +30,6 @@ class FeedbackSample:
     received: int
     lost: int
     acked_bps: float | None  # received bytes per second over the recent arrivals
-    overusing: bool = False  # the queue is growing, by its delay gradient (gateway.media.trendline)
 
 
 @dataclass
@@ -40,7 +38,6 @@ class SendHistory:
     history: int = HISTORY
     _sent: OrderedDict[int, tuple[float, int]] = field(default_factory=OrderedDict)  # sequence -> (at, bytes)
     _acked: deque[tuple[float, int]] = field(default_factory=deque)  # (arrival, receiver clock; bytes)
-    trend: TrendlineDetector = field(default_factory=TrendlineDetector)
     feedback_packets: int = 0
 
     def sent(self, sequence: int, at_s: float, size: int) -> None:
@@ -55,7 +52,6 @@ class SendHistory:
         self.feedback_packets += 1
         transits: list[float] = []
         received = lost = 0
-        arrived: list[tuple[float, float]] = []
         for sequence, arrival_us in feedback.arrivals:
             entry = self._sent.get(sequence)
             if entry is None:
@@ -68,7 +64,6 @@ class SendHistory:
             arrival_s = arrival_us / 1e6
             transits.append(arrival_s - sent_at)
             self._acked.append((arrival_s, size))
-            arrived.append((arrival_s, sent_at))
         acked_bps = None
         if self._acked:
             newest = max(at for at, _ in self._acked)
@@ -77,7 +72,4 @@ class SendHistory:
             span = newest - min(at for at, _ in self._acked)
             if span >= self.acked_window_s / 2:
                 acked_bps = sum(size for _, size in self._acked) * 8 / span
-        for arrival_s, sent_at in sorted(arrived):
-            self.trend.add(sent_at, arrival_s)
-        transit = min(transits) if transits else None
-        return FeedbackSample(transit, received, lost, acked_bps, self.trend.overusing)
+        return FeedbackSample(min(transits) if transits else None, received, lost, acked_bps)
