@@ -24,14 +24,7 @@ from gateway.config import GatewayConfig
 from gateway.engine_watch import EngineWatch
 from gateway.errors import Unauthorized, Unavailable
 from gateway.http import exposure, health, sessions, sources, whep, whip
-from gateway.http.keys import (
-    CONFIG,
-    MONITOR,
-    PRINCIPAL,
-    STATE,
-    AppState,
-    PipelineLike,
-)
+from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
 from gateway.http.replies import replied
 from gateway.http.request_checks import MUTATING_WHILE_SHUTTING_DOWN

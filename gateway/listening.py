@@ -70,10 +70,7 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
         await runner.setup()
         media_socket = str(private / "media.sock")
         await web.UnixSite(runner, media_socket).start()
-        routes = tuple(
-            (r.method, r.resource.canonical) for r in app.router.routes() if r.resource is not None
-        )
-        front = FrontProcess(front_config(config, routes), listener, media_socket, record)
+        front = FrontProcess(front_config(config, routes_of(app)), listener, media_socket, record)
         await front.start()
         _show(app, front)
         log.info(
@@ -91,6 +88,11 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
         listener.close()
         await runner.cleanup()
         shutil.rmtree(private, ignore_errors=True)
+
+
+def routes_of(app: web.Application) -> tuple[tuple[str, str], ...]:
+    """(method, path pattern) of every route `app` answers: the front process routes exactly these."""
+    return tuple((r.method, r.resource.canonical) for r in app.router.routes() if r.resource is not None)
 
 
 def _show(app: web.Application, front: FrontProcess) -> None:

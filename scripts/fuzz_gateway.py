@@ -192,10 +192,10 @@ class Rig:
         if self.gateway.proc is not None:
             out["gateway_cpu_s"] = process_cpu_s(self.gateway.proc.pid)  # the media process
             out["front_cpu_s"] = _front_cpu_s(self.gateway.proc.pid)
+            # time the media process's threads waited for a CPU
+            out["gateway_runqueue_wait_s"] = runqueue_wait_s(self.gateway.proc.pid)
         out["probe_process_cpu_s"] = time.process_time()  # the live client's own process
         out["probe_runqueue_wait_s"] = runqueue_wait_s(os.getpid())
-        if self.gateway.proc is not None:  # time the media process's threads waited for a CPU
-            out["gateway_runqueue_wait_s"] = runqueue_wait_s(self.gateway.proc.pid)
         return out
 
     def alive(self) -> bool:
@@ -395,12 +395,11 @@ async def cmd_cost(args: argparse.Namespace) -> dict[str, Any]:
             assert rig.gateway.proc is not None
             cases = await _cases(args, rig.fuzz_token)
             cases.sort(key=lambda c: c.kind == "sdp")
-            front0 = _front_cpu_s(rig.gateway.proc.pid)
             fronts = _fronts(rig.gateway.proc.pid)
-            costs = await cost_by_kind(
-                rig.gateway.url, rig.gateway.proc.pid, cases, other_pid=fronts[0].pid if fronts else None
-            )
-            front_cpu = _front_cpu_s(rig.gateway.proc.pid) - front0
+            front = fronts[0].pid if fronts else None
+            front0 = process_cpu_s(front) if front is not None else 0.0
+            costs = await cost_by_kind(rig.gateway.url, rig.gateway.proc.pid, cases, other_pid=front)
+            front_cpu = (process_cpu_s(front) - front0) if front is not None else 0.0
         finally:
             code = await rig.gateway.stop()
     return {

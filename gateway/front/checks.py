@@ -11,11 +11,15 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from gateway.errors import BadRequest, PreconditionRequired, UnsupportedMediaType
+from gateway.errors import PreconditionRequired, UnsupportedMediaType
 from gateway.front.config import FrontConfig
-from gateway.http.body import read_body
-from gateway.http.request_checks import TRICKLE_TYPE, check_image_size, read_image_body, read_offer_text
-from gateway.rtc.sdp import SdpError, check_offer, parse_trickle_fragment
+from gateway.http.request_checks import (
+    TRICKLE_TYPE,
+    check_image_size,
+    read_checked_offer,
+    read_image_body,
+    read_trickle_fragment,
+)
 
 Check = Callable[[web.Request, FrontConfig], Awaitable[bytes]]
 
@@ -33,29 +37,17 @@ async def whep_offer(request: web.Request, config: FrontConfig) -> bytes:
 
 
 async def _offer(request: web.Request, config: FrontConfig, *, need_send: bool) -> bytes:
-    text = await read_offer_text(request, config.max_sdp_bytes, config.body_timeout_s)
-    try:
-        check_offer(text, need_send=need_send)
-    except SdpError as exc:
-        raise BadRequest(str(exc)) from None
+    text = await read_checked_offer(request, config.max_sdp_bytes, config.body_timeout_s, need_send=need_send)
     return text.encode("utf-8")
 
 
 async def trickle(request: web.Request, config: FrontConfig) -> bytes:
+    """As the media handler checks it (the ETag itself needs the session: the media process checks that)."""
     if request.content_type != TRICKLE_TYPE:
         raise UnsupportedMediaType(f"Content-Type must be {TRICKLE_TYPE}")
     if request.headers.get("If-Match") is None:
         raise PreconditionRequired("If-Match with the session's ETag is required")
-    limit = config.max_sdp_bytes
-    body = await read_body(
-        request, limit, config.body_timeout_s, BadRequest(f"SDP fragment over {limit} bytes")
-    )
-    try:
-        parse_trickle_fragment(body.decode("utf-8", errors="strict"))
-    except UnicodeDecodeError:
-        raise BadRequest("SDP fragment is not UTF-8") from None
-    except SdpError as exc:
-        raise BadRequest(str(exc)) from None
+    body, _ = await read_trickle_fragment(request, config.max_sdp_bytes, config.body_timeout_s)
     return body
 
 

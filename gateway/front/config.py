@@ -12,16 +12,14 @@ from gateway.http.rate_limit import RateLimitConfig
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
 
-INTERNAL_PREFIX = "/internal/"  # never routed by the front, whatever the media app holds
 DRAIN_SIGNAL = signal.SIGUSR1  # supervisor -> front: the gateway is shutting down
 PRIVATE_DIR_PREFIX = "livefuse-"  # the media socket's directory (gateway.listening)
 
 
 @dataclass(frozen=True)
 class FrontConfig:
-    routes: tuple[
-        tuple[str, str], ...
-    ]  # (method, path pattern) the media app answers; anything else: 404/405
+    # (method, path pattern) the media app answers; anything else: 404/405
+    routes: tuple[tuple[str, str], ...]
     auth: AuthConfig
     rate_limit: RateLimitConfig
     max_body_bytes: int
@@ -40,7 +38,7 @@ class FrontConfig:
 
 def front_config(config: GatewayConfig, routes: tuple[tuple[str, str], ...]) -> FrontConfig:
     return FrontConfig(
-        routes=tuple(r for r in routes if not r[1].startswith(INTERNAL_PREFIX)),
+        routes=routes,
         auth=config.auth,
         rate_limit=config.rate_limit,
         max_body_bytes=config.max_body_bytes,

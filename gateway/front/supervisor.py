@@ -171,8 +171,7 @@ def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:
 
 async def _end(proc: asyncio.subprocess.Process, timeout_s: float) -> int | None:
     if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
+        _signal(proc, signal.SIGTERM)
         try:
             await asyncio.wait_for(proc.wait(), timeout_s)
         except TimeoutError:

@@ -35,7 +35,7 @@ MEDIA_IDLE_S = 75.0
 
 
 class Upstream:
-    """One client session over the media process's Unix socket. Use `async with`, or `close()`."""
+    """One client session over the media process's Unix socket; `close()` ends it."""
 
     def __init__(self, socket_path: str) -> None:
         connector = aiohttp.UnixConnector(path=socket_path, limit=0, keepalive_timeout=IDLE_S)
@@ -45,12 +45,6 @@ class Upstream:
             auto_decompress=False,
             skip_auto_headers=("Accept", "Accept-Encoding", "User-Agent", "Content-Type"),
         )
-
-    async def __aenter__(self) -> Upstream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def close(self) -> None:
         await self._session.close()

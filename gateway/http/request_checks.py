@@ -12,6 +12,7 @@ from aiohttp import web
 from gateway.errors import BadRequest, PayloadTooLarge, Unprocessable, UnsupportedMediaType
 from gateway.http.body import read_body
 from gateway.media.image_header import ImageHeaderError, image_size
+from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer, parse_trickle_fragment
 
 SDP_TYPE = "application/sdp"
 TRICKLE_TYPE = "application/trickle-ice-sdpfrag"
@@ -30,6 +31,33 @@ async def read_offer_text(request: web.Request, max_bytes: int, timeout_s: float
         return body.decode("utf-8")
     except UnicodeDecodeError:
         raise BadRequest("SDP offer is not UTF-8 text") from None
+
+
+async def read_checked_offer(
+    request: web.Request, max_bytes: int, timeout_s: float, *, need_send: bool
+) -> str:
+    """`read_offer_text`, and the offer must pass `check_offer` (400 with its reason)."""
+    text = await read_offer_text(request, max_bytes, timeout_s)
+    try:
+        check_offer(text, need_send=need_send)
+    except SdpError as exc:
+        raise BadRequest(str(exc)) from None
+    return text
+
+
+async def read_trickle_fragment(
+    request: web.Request, max_bytes: int, timeout_s: float
+) -> tuple[bytes, TrickleFragment]:
+    """A trickle PATCH's body and its parse: 400 when too large, not UTF-8 or not a fragment. (The caller
+    checks Content-Type and If-Match first, in the order its answer needs.)"""
+    too_large = BadRequest(f"SDP fragment over {max_bytes} bytes")
+    body = await read_body(request, max_bytes, timeout_s, too_large)
+    try:
+        return body, parse_trickle_fragment(body.decode("utf-8", errors="strict"))
+    except UnicodeDecodeError:
+        raise BadRequest("SDP fragment is not UTF-8") from None
+    except SdpError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 async def read_image_body(request: web.Request, max_bytes: int, timeout_s: float) -> bytes:

@@ -9,12 +9,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from gateway.auth import bearer_token
-from gateway.errors import BadRequest, NotFound, Unauthorized
+from gateway.errors import NotFound, Unauthorized
 from gateway.http.keys import CONFIG, principal_of, sessions_of
+from gateway.http.request_checks import SDP_TYPE, read_checked_offer
 from gateway.http.urls import resource_url
-from gateway.http.whip import CORS, SDP_TYPE, read_offer
+from gateway.http.whip import CORS
 from gateway.rtc.ice import link_headers
-from gateway.rtc.sdp import SdpError, check_offer
 from gateway.sessions import Session
 from gateway.tenants import same_secret
 
@@ -36,12 +36,8 @@ def viewable_session(request: web.Request) -> Session:
 
 async def post_whep(request: web.Request) -> web.Response:
     session = viewable_session(request)
-    offer = await read_offer(request)
-    try:
-        check_offer(offer, need_send=False)
-    except SdpError as exc:
-        raise BadRequest(str(exc)) from None
     config = request.app[CONFIG]
+    offer = await read_checked_offer(request, config.max_sdp_bytes, config.body_timeout_s, need_send=False)
     viewer_id, answer = await session.add_viewer(offer, config.ice)
     response = web.Response(
         status=201,

@@ -18,13 +18,12 @@ from gateway.errors import (
     Unprocessable,
     UnsupportedMediaType,
 )
-from gateway.http.body import read_body
 from gateway.http.keys import CONFIG, STATE, principal_of, sessions_of
-from gateway.http.request_checks import SDP_TYPE, TRICKLE_TYPE, read_offer_text
+from gateway.http.request_checks import SDP_TYPE, TRICKLE_TYPE, read_offer_text, read_trickle_fragment
 from gateway.http.sources import visible_source
 from gateway.http.urls import resource_url
 from gateway.rtc.ice import link_headers
-from gateway.rtc.sdp import SdpError, parse_trickle_fragment
+from gateway.rtc.sdp import SdpError
 from gateway.sessions import Session
 from gateway.tenants import tenant_limit
 
@@ -167,15 +166,7 @@ async def patch_whip(request: web.Request) -> web.Response:
     if if_match.strip() not in ("*", f'"{session.etag}"'):
         raise PreconditionFailed("If-Match does not match the session's ETag")
     config = request.app[CONFIG]
-    limit = config.max_sdp_bytes
-    too_large = BadRequest(f"SDP fragment over {limit} bytes")
-    body = await read_body(request, limit, config.body_timeout_s, too_large)
-    try:
-        fragment = parse_trickle_fragment(body.decode("utf-8", errors="strict"))
-    except UnicodeDecodeError:
-        raise BadRequest("SDP fragment is not UTF-8") from None
-    except SdpError as exc:
-        raise BadRequest(str(exc)) from None
+    _, fragment = await read_trickle_fragment(request, config.max_sdp_bytes, config.body_timeout_s)
     try:
         await session.add_remote_candidates(fragment)
     except SdpError as exc:

@@ -225,13 +225,14 @@ async def test_a_media_process_that_does_not_answer_is_a_503_not_a_traceback(tmp
         assert await resp.text() == "the media process is not answering\n"
 
 
-def test_the_front_routes_exactly_what_the_media_app_answers_and_nothing_internal() -> None:
+def test_the_front_routes_exactly_what_the_media_app_answers(tmp_path: Path) -> None:
     from gateway.app import create_app
     from gateway.config import GatewayConfig
+    from gateway.listening import routes_of
 
     config = GatewayConfig(front_process=True)
-    app = create_app(config)
-    media = {(r.method, r.resource.canonical) for r in app.router.routes() if r.resource is not None}
-    routes = front_config(config, (*sorted(media), ("POST", "/internal/anything")))
-    assert set(routes.routes) == media
-    assert {("POST", "/whip"), ("PATCH", "/whip/{session_id}"), ("GET", "/api/stream")} <= media
+    media = create_app(config)
+    front = create_front_app(front_config(config, routes_of(media)), str(tmp_path / "media.sock"))
+    answered = set(routes_of(media))
+    assert set(routes_of(front)) == answered
+    assert {("POST", "/whip"), ("PATCH", "/whip/{session_id}"), ("GET", "/api/stream")} <= answered
