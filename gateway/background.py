@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from gateway.cpu_slice import reset_thread
 from gateway.errors import Unavailable
 from gateway.image_decode import decode_pool
 
@@ -38,7 +37,6 @@ class BackgroundConfig:
 
 
 def _lower_priority(nice: int) -> None:
-    reset_thread()  # the kernel's default slice: the media threads' short one is for video
     if nice and hasattr(os, "setpriority"):
         try:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)

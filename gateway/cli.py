@@ -23,7 +23,6 @@ from engines.models.store import default_model_dir
 from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
-from gateway.cpu_slice import apply_to_process
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.media.late import LatePolicy
 from gateway.monitoring.capacity import usable_cores
@@ -197,12 +196,6 @@ def build_parser() -> argparse.ArgumentParser:
         "requests and forwards the rest over a private Unix socket (gateway.front)",
     )
     a("--front-nice", type=int, help="the front process's priority below the media process's (default 5)")
-    a(
-        "--cpu-slice-us",
-        type=int,
-        help="scheduler slice the media threads ask Linux 6.12+ for, so they run before longer jobs "
-        "(default 300; 0 = the kernel's)",
-    )
     a("--rate-burst", type=int, help="HTTP requests a client address may send at once (default 60)")
     a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
     a("--max-source-pixels", type=int, help="source uploads declaring more pixels get 413 (default 40e6)")
@@ -451,7 +444,6 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         public_url=str(get("public_url")) if get("public_url") else None,
         front_process=not get("no_front_process", False),
         front_nice=int(get("front_nice", 5)),
-        cpu_slice_us=int(get("cpu_slice_us", GatewayConfig.cpu_slice_us)),
         monitor=monitor,
     )
 
@@ -520,9 +512,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gateway: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     setup_process(config.log_level)
-    slice_result = apply_to_process(config.cpu_slice_us)
-    if config.cpu_slice_us and not slice_result.applied:
-        logging.getLogger("gateway").info("CPU slice left at the kernel's: %s", slice_result.why_not)
     try:
         return asyncio.run(serve(config))
     except KeyboardInterrupt:

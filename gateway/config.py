@@ -153,7 +153,6 @@ class GatewayConfig:
     public_url: str | None = None  # absolute base for WHIP/WHEP Location headers (one replica of many)
     front_process: bool = False  # HTTP in a process of its own (gateway.front); the CLI turns it on
     front_nice: int = 5  # the front process's priority below the media's (0..19)
-    cpu_slice_us: int = 300  # the media threads' scheduler slice (gateway.cpu_slice); 0 = the kernel's
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -164,8 +163,6 @@ class GatewayConfig:
             object.__setattr__(self, "public_url", check_public_url(self.public_url))
         if self.shutdown_grace_s < 0:
             raise ValueError("shutdown_grace_s must be >= 0")
-        if self.cpu_slice_us != 0 and not 100 <= self.cpu_slice_us <= 100_000:
-            raise ValueError(f"cpu slice must be 0 (the kernel's) or 100..100000 us, got {self.cpu_slice_us}")
         if not 0 <= self.front_nice <= 19:
             raise ValueError(f"front nice must be 0..19, got {self.front_nice}")
         if self.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):

@@ -23,7 +23,6 @@ from typing import Any
 import cv2
 import numpy as np
 
-from gateway.cpu_slice import reset_process
 from gateway.media.image_header import ImageHeaderError, image_size
 from gateway.source_store import fit_for_detection
 
@@ -53,7 +52,6 @@ def decode_for_source(body: bytes, max_pixels: int, max_side: int) -> Outcome:
 
 
 def _child_init(nice: int) -> None:
-    reset_process()  # the kernel's default slice: the media process's short one is for video
     if nice and hasattr(os, "nice"):
         try:
             os.nice(nice)

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from aiohttp import web
 
-from gateway.cpu_slice import reset_process
 from gateway.front.app import DRAINING, REJECTS, create_front_app
 from gateway.front.config import DRAIN_SIGNAL, PRIVATE_DIR_PREFIX, FrontConfig
 from gateway.http.access_log import runner_options
@@ -94,7 +93,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     config: FrontConfig = pickle.load(sys.stdin.buffer)
-    reset_process()  # the media process's short CPU slice is for video, not for parsing requests
     if config.nice:
         os.nice(config.nice)
     setup_process(config.log_level)
