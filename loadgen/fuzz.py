@@ -26,7 +26,7 @@ import struct
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -667,17 +667,28 @@ class LiveProbe:
         return self.stats.window(float("-inf"), float("inf")).received
 
     def window(self, t0: float, t1: float) -> LiveWindow:
-        w = self.stats.window(t0, t1)
-        span = max(t1 - t0, 1e-6)
+        return self.pooled([(t0, t1)])
+
+    def pooled(self, spans: Sequence[tuple[float, float]]) -> LiveWindow:
+        """The frames sent in any of `spans`, summarised as one window (e.g. the quiet before and after an
+        attack, so that a drift over the run, such as the publisher's rate still climbing, cancels out)."""
+        parts = [self.stats.window(t0, t1) for t0, t1 in spans]
+        latencies = [
+            (s.recv_t - s.sent_t) * 1000.0 for t0, t1 in spans for s in self.stats.samples(t0, t1)
+        ]
+        sent, received = sum(w.sent for w in parts), sum(w.received for w in parts)
+        unreadable = sum(w.unreadable for w in parts)
+        span = max(sum(t1 - t0 for t0, t1 in spans), 1e-6)
+        p50, p95 = (float(v) for v in np.percentile(latencies, [50, 95])) if latencies else (None, None)
         return LiveWindow(
-            sent=w.sent,
-            received=w.received,
-            fps=w.received / span,
-            p50_ms=w.latency.p50,
-            p95_ms=w.latency.p95,
-            loss=1.0 - w.received / w.sent if w.sent else 0.0,
-            unreadable=w.unreadable,
-            missing=max(0, w.sent - w.received - w.unreadable),
+            sent=sent,
+            received=received,
+            fps=received / span,
+            p50_ms=p50,
+            p95_ms=p95,
+            loss=1.0 - received / sent if sent else 0.0,
+            unreadable=unreadable,
+            missing=max(0, sent - received - unreadable),
         )
 
 

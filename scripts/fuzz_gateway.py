@@ -130,6 +130,24 @@ class Rig:
         middle = values[len(values) // 2]
         return {"min": values[0] // 1000, "median": middle // 1000, "max": values[-1] // 1000}
 
+    def summary(self, t0: float, t1: float) -> dict[str, Any]:
+        """The live session over [t0, t1), with the publisher's encoder target meanwhile."""
+        return self.probe.window(t0, t1).to_dict() | {"uplink_target_kbps": self.uplink_window(t0, t1)}
+
+    async def settle(self, warmup_s: float, steady_s: float = 3.0, max_s: float = 30.0) -> float:
+        """Wait `warmup_s`, then until the publisher's encoder target has held within 5 % for `steady_s`
+        (its rate climbs for the first seconds; a window taken during the climb carries smaller frames than
+        one taken later). Returns the seconds waited; at most `max_s`."""
+        start = time.monotonic()
+        await asyncio.sleep(warmup_s)
+        while (waited := time.monotonic() - start) < max_s:
+            now = time.monotonic()
+            recent = [bps for t, bps in self.uplink_bps if t >= now - steady_s and bps]
+            if waited >= warmup_s + steady_s and recent and max(recent) <= 1.05 * min(recent):
+                break
+            await asyncio.sleep(0.25)
+        return round(time.monotonic() - start, 1)
+
     @property
     def live_session(self) -> str | None:
         location = self.job._location if self.job is not None else None  # noqa: SLF001
@@ -289,7 +307,7 @@ async def cmd_fuzz(args: argparse.Namespace) -> dict[str, Any]:
         rig = Rig(args, Path(tmp))
         await rig.start()
         try:
-            await asyncio.sleep(args.warmup)
+            settled_s = await rig.settle(args.warmup)
             q0, before = time.monotonic(), await rig.live_counters()
             await asyncio.sleep(args.quiet)
             q1, quiet_counters = time.monotonic(), _delta(await rig.live_counters(), before)
@@ -300,13 +318,22 @@ async def cmd_fuzz(args: argparse.Namespace) -> dict[str, Any]:
                 rounds.append(
                     {
                         "fuzz": result,
-                        "live": rig.probe.window(a0, a1 - 0.5).to_dict()
-                        | {"uplink_target_kbps": rig.uplink_window(a0, a1)},
+                        "live": rig.summary(a0, a1 - 0.5),
                         "gateway_counters": _delta(await rig.live_counters(), before),
                     }
                 )
+            quiet_spans = [(q0, q1)]
+            if args.quiet_after > 0:  # the same quiet again: before and after together cancel a drift
+                await asyncio.sleep(args.quiet_gap)  # the attack's own sessions are reaped meanwhile
+                q2 = time.monotonic()
+                await asyncio.sleep(args.quiet_after)
+                quiet_spans.append((q2, time.monotonic()))
             await asyncio.sleep(1.0)
-            quiet = rig.probe.window(q0, q1).to_dict() | {"uplink_target_kbps": rig.uplink_window(q0, q1)}
+            quiet = rig.summary(q0, q1)
+            after = rig.summary(*quiet_spans[1]) if len(quiet_spans) > 1 else None
+            pooled = rig.probe.pooled(quiet_spans).to_dict()
+            for r in rounds:
+                r["change_vs_quiet"] = _change(r["live"], pooled)
             alive = rig.alive()
         finally:
             trend = rig.sampler.trend() if rig.sampler else {}
@@ -314,7 +341,10 @@ async def cmd_fuzz(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "mode": "fuzz",
         "args": vars(args),
+        "settled_after_s": settled_s,
         "quiet": quiet,
+        "quiet_after": after,
+        "quiet_pooled": pooled,
         "quiet_gateway_counters": quiet_counters,
         "rounds": rounds,
         "process": trend,
@@ -371,6 +401,15 @@ async def cmd_kill9(args: argparse.Namespace) -> dict[str, Any]:
                 {"ready_s": round(ready_s, 2), "frames_before_kill": frames, "exit": proc.returncode}
             )
     return {"mode": "kill9", "args": vars(args), "cycles": cycles}
+
+
+def _change(attacked: dict[str, Any], quiet: dict[str, Any]) -> dict[str, float | None]:
+    """fps, p50 and p95 during the attack against the quiet windows, in per cent (+ = higher)."""
+    out: dict[str, float | None] = {}
+    for key in ("fps", "p50_ms", "p95_ms"):
+        a, q = attacked.get(key), quiet.get(key)
+        out[key] = round(100.0 * (a - q) / q, 1) if a is not None and q else None
+    return out
 
 
 def _delta(after: Any, before: Any) -> Any:
@@ -478,7 +517,11 @@ def _print(report: dict[str, Any]) -> None:
         )
 
     if report["mode"] == "fuzz":
+        print(f"settled    : the publisher's rate held steady after {report['settled_after_s']} s")
         print(f"quiet      : {live(report['quiet'])}")
+        if report.get("quiet_after"):
+            print(f"quiet after: {live(report['quiet_after'])}")
+            print(f"quiet, both: {live(report['quiet_pooled'])}")
         for i, r in enumerate(report["rounds"], 1):
             f = r["fuzz"]
             print(
@@ -487,6 +530,8 @@ def _print(report: dict[str, Any]) -> None:
                 f"attacker CPU {f.get('attacker_cpu_s')} s"
             )
             print(f"  attacked : {live(r['live'])}")
+            c = r["change_vs_quiet"]
+            print(f"  change   : fps {c['fps']:+} %  p50 {c['p50_ms']:+} %  p95 {c['p95_ms']:+} %")
             print(f"  gateway  : quiet {report.get('quiet_gateway_counters')}")
             print(f"             attacked {r.get('gateway_counters')}")
     elif report["mode"] == "soak":
@@ -532,7 +577,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=3, help="kill9: cycles")
     parser.add_argument("--live-s", type=float, default=4.0, help="kill9: seconds of live video per cycle")
     parser.add_argument("--quiet", type=float, default=15.0, help="fuzz: seconds of quiet measurement")
-    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument(
+        "--quiet-after",
+        type=float,
+        default=None,
+        help="fuzz: seconds of quiet measured again after the attack (default: --quiet; 0 = none)",
+    )
+    parser.add_argument("--quiet-gap", type=float, default=12.0, help="fuzz: seconds from attack to quiet")
+    parser.add_argument(
+        "--warmup", type=float, default=3.0, help="at least this, then until the publisher's rate holds"
+    )
     parser.add_argument("--resolution", default="320x240")
     parser.add_argument("--fps", type=float, default=15.0)
     parser.add_argument("--processors", default=None, help="gateway --processors (default: its own)")
@@ -574,6 +628,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", help=argparse.SUPPRESS)
     parser.add_argument("--live-session", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.quiet_after is None:
+        args.quiet_after = args.quiet
     if args.mode == "soak" and args.rate is None:
         args.rate = 20.0
     runner = {"fuzz": cmd_fuzz, "soak": cmd_soak, "kill9": cmd_kill9, "attack": cmd_attack, "cost": cmd_cost}[
