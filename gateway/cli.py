@@ -196,6 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
         "requests and forwards the rest over a private Unix socket (gateway.front)",
     )
     a("--front-nice", type=int, help="the front process's priority below the media process's (default 5)")
+    a(
+        "--front-cpus",
+        help="CPUs the front process runs on, e.g. 3 or 2-3 (default: any the gateway may use); with the "
+        "gateway itself started under `taskset -c` on the others, request floods stay off the media's cores",
+    )
     a("--rate-burst", type=int, help="HTTP requests a client address may send at once (default 60)")
     a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
     a("--max-source-pixels", type=int, help="source uploads declaring more pixels get 413 (default 40e6)")
@@ -309,6 +314,23 @@ def _bitrate_kbps(value: Any) -> int | None:
     if not 50 <= kbps <= 50_000:
         raise ValueError(f"--video-bitrate must be 50..50000 kbit/s, got {value!r}")
     return int(kbps * 1000)
+
+
+def _cpu_list(value: Any, allowed: set[int]) -> tuple[int, ...]:
+    """--front-cpus: "3", "2,3" or "2-3" (a TOML list too), each one a CPU this process may run on."""
+    cpus: set[int] = set()
+    for part in _split(value) or ():
+        try:
+            first, _, last = part.partition("-")
+            cpus.update(range(int(first), int(last or first) + 1))
+        except ValueError:
+            raise ValueError(f"--front-cpus takes CPU numbers such as 3, 2,3 or 2-3, got {value!r}") from None
+    if cpus - allowed:
+        raise ValueError(
+            f"--front-cpus: CPU {sorted(cpus - allowed)} is not one this gateway may run on "
+            f"({','.join(map(str, sorted(allowed)))})"
+        )
+    return tuple(sorted(cpus))
 
 
 def _processors(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -444,6 +466,7 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         public_url=str(get("public_url")) if get("public_url") else None,
         front_process=not get("no_front_process", False),
         front_nice=int(get("front_nice", 5)),
+        front_cpus=_cpu_list(get("front_cpus"), os.sched_getaffinity(0)),
         monitor=monitor,
     )
 

@@ -153,6 +153,8 @@ class GatewayConfig:
     public_url: str | None = None  # absolute base for WHIP/WHEP Location headers (one replica of many)
     front_process: bool = False  # HTTP in a process of its own (gateway.front); the CLI turns it on
     front_nice: int = 5  # the front process's priority below the media's (0..19)
+    # CPUs the front process runs on (e.g. a core kept from the media process with taskset); () = any
+    front_cpus: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -165,5 +167,7 @@ class GatewayConfig:
             raise ValueError("shutdown_grace_s must be >= 0")
         if not 0 <= self.front_nice <= 19:
             raise ValueError(f"front nice must be 0..19, got {self.front_nice}")
+        if any(c < 0 for c in self.front_cpus):
+            raise ValueError(f"front cpus must be CPU numbers, got {list(self.front_cpus)}")
         if self.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")

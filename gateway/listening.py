@@ -74,11 +74,12 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
         await front.start()
         _show(app, front)
         log.info(
-            "listening on http://%s:%d (front process %s, nice %d; media process on %s)",
+            "listening on http://%s:%d (front process %s, nice %d, CPUs %s; media process on %s)",
             config.host,
             config.port,
             front.pid,
             config.front_nice,
+            ",".join(map(str, config.front_cpus)) or "any",
             media_socket,
         )
         yield front.drain

@@ -82,6 +82,8 @@ class Rig:
             extra += ("--rate-limit", str(args.gateway_rate_limit))
         if args.no_front_process:  # A/B: HTTP on the media process's own event loop, as before gateway.front
             extra += ("--no-front-process",)
+        if args.split_cores and not args.no_front_process:
+            extra += (f"--front-cpus={args.split_cores[1]}",)
         extra += tuple(args.gateway_arg or ())
         self.gateway = EmbeddedGateway(
             EmbeddedGatewayConfig(processors=args.processors, extra_args=extra, log_level="warning")
@@ -96,6 +98,13 @@ class Rig:
     async def start(self) -> None:
         await self.gateway.start()
         assert self.gateway.proc is not None
+        if self.args.split_cores:  # the media process and the probe on one core, the rest on the other
+            media_cpu, other_cpu = self.args.split_cores
+            _pin(os.getpid(), {media_cpu})
+            _pin(self.gateway.proc.pid, {media_cpu})  # its front process runs on `--front-cpus`
+            for front in _fronts(self.gateway.proc.pid):
+                if os.sched_getaffinity(front.pid) != {other_cpu}:
+                    raise RuntimeError(f"the front process is not on CPU {other_cpu}, as --front-cpus asked")
         self.sampler = ProcessSampler(self.gateway.proc.pid, period_s=1.0)
         self.sampler.start()
         self.http = aiohttp.ClientSession()
@@ -233,11 +242,15 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None)
 """
 
 
-async def _start_decoy() -> tuple[asyncio.subprocess.Process, str]:
+async def _start_decoy(cpus: set[int] | None) -> tuple[asyncio.subprocess.Process, str]:
     """A bare aiohttp server that answers 404 to everything: the control run's target. The attacker, its
-    traffic and a server parsing it load the same two cores; only the gateway's own work is missing."""
+    traffic and a server parsing it load the same two cores; only the gateway's own work is missing.
+    `cpus`: where it runs (with --split-cores, where the front process would)."""
     port = free_port()
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", DECOY, str(port), cwd=str(ROOT))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", DECOY, str(port), cwd=str(ROOT),
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+    )  # fmt: skip
     for _ in range(100):
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -255,7 +268,8 @@ async def _attack(
     """Run the fuzzer in a child process at `--attacker-nice` (a real attacker is on another machine: here it
     must not take the CPU the gateway and the live probe need). Returns its result and its attack window."""
     out = tmp / f"attack-{seed}.json"
-    decoy = await _start_decoy() if args.decoy else None
+    cpus = {args.split_cores[1]} if args.split_cores else None
+    decoy = await _start_decoy(cpus) if args.decoy else None
     argv = [
         sys.executable,
         __file__,
@@ -279,7 +293,8 @@ async def _attack(
     if args.kinds:
         argv += ["--kinds", args.kinds]
     nice = args.attacker_nice
-    proc = await asyncio.create_subprocess_exec(*argv, preexec_fn=(lambda: os.nice(nice)) if nice else None)
+    setup = (lambda: _attacker_setup(nice, cpus)) if nice or cpus else None
+    proc = await asyncio.create_subprocess_exec(*argv, preexec_fn=setup)
     await proc.wait()
     if decoy is not None:
         decoy[0].terminate()
@@ -455,6 +470,22 @@ def _front_part(kind: dict[str, Any]) -> str:
     return "" if other is None else f" (+ front process {other:.2f})"
 
 
+def _pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` on `cpus` (threads made later inherit their creator's)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), cpus)
+        except (ProcessLookupError, FileNotFoundError):
+            continue
+
+
+def _attacker_setup(nice: int, cpus: set[int] | None) -> None:
+    if nice:
+        os.nice(nice)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
+
 def _fronts(gateway_pid: int) -> list[psutil.Process]:
     """The gateway's front process (gateway.front), when it has one."""
     children = psutil.Process(gateway_pid).children()
@@ -623,6 +654,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="control run: the same attack against a bare 404 server on this box, not the gateway (what "
         "sharing the cores with the attacker costs the live session by itself)",
+    )
+    parser.add_argument(
+        "--split-cores",
+        type=lambda v: tuple(int(c) for c in v.split(",")),
+        default=None,
+        metavar="MEDIA,OTHER",
+        help="pin the media process and the live probe to CPU MEDIA, the front process and the attacker "
+        "to CPU OTHER (e.g. 0,1): what the media process feels when the request work runs on other cores, "
+        "as on a machine with cores to spare and a remote attacker",
     )
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)

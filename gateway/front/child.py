@@ -95,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config: FrontConfig = pickle.load(sys.stdin.buffer)
     if config.nice:
         os.nice(config.nice)
+    if config.cpus:  # before any thread starts: every later one inherits it
+        os.sched_setaffinity(0, config.cpus)
     setup_process(config.log_level)
     try:
         return asyncio.run(run(config, args.listen_fd, args.media_socket, args.parent))

@@ -29,11 +29,14 @@ class FrontConfig:
     body_timeout_s: float
     log_level: str = "INFO"
     nice: int = 5
+    cpus: tuple[int, ...] = ()  # the CPUs it may run on; () = wherever the media process may
     report_interval_s: float = 1.0  # how often reject counts go back to the media process's monitor
 
     def __post_init__(self) -> None:
         if not 0 <= self.nice <= 19:
             raise ValueError(f"front nice must be 0..19, got {self.nice}")
+        if any(c < 0 for c in self.cpus):
+            raise ValueError(f"front cpus must be CPU numbers, got {self.cpus}")
 
 
 def front_config(config: GatewayConfig, routes: tuple[tuple[str, str], ...]) -> FrontConfig:
@@ -48,4 +51,5 @@ def front_config(config: GatewayConfig, routes: tuple[tuple[str, str], ...]) -> 
         body_timeout_s=config.body_timeout_s,
         log_level=config.log_level,
         nice=config.front_nice,
+        cpus=config.front_cpus,
     )

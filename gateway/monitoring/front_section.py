@@ -21,6 +21,7 @@ class FrontStatus:
     pid: int | None = None
     restarts: int = 0
     nice: int | None = None
+    cpus: tuple[int, ...] = ()  # the CPUs it may run on
     rss_bytes: int = 0
     cpu_seconds: float = 0.0
 
@@ -37,6 +38,7 @@ def read_status(pid: int | None, restarts: int) -> FrontStatus:
                 pid=pid,
                 restarts=restarts,
                 nice=int(proc.nice()),
+                cpus=tuple(sorted(proc.cpu_affinity() or ())),
                 rss_bytes=int(proc.memory_info().rss),
                 cpu_seconds=round(times.user + times.system, 3),
             )

@@ -5,6 +5,7 @@ the media process's monitor."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import subprocess
@@ -22,6 +23,7 @@ from tests.integration.test_shutdown import _status
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "front-test-token"
+FRONT_CPU = min(os.sched_getaffinity(0))  # one CPU of those this test may use
 
 
 async def _until(predicate: Callable[[], Awaitable[bool]], timeout_s: float) -> bool:
@@ -54,6 +56,7 @@ async def gateway(model_store: object, tmp_path: Path) -> AsyncIterator[tuple[su
     argv = [
         sys.executable, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
         "--ice-loopback-only", "--processors", "none", f"--token={TOKEN}", "--log-level", "WARNING",
+        f"--front-cpus={FRONT_CPU}",
     ]  # fmt: skip
     with open(tmp_path / "gateway.log", "wb") as log:
         proc = subprocess.Popen(
@@ -84,6 +87,8 @@ async def test_front_serves_at_lower_priority_reports_refusals_restarts_and_dies
         assert await _until(_answers(http, base + "/readyz", 200), 60), "never ready"
         [front] = _fronts(proc.pid)
         assert front.nice() - psutil.Process(proc.pid).nice() == 5
+        assert front.cpu_affinity() == [FRONT_CPU]  # --front-cpus, every thread of it
+        assert {tuple(psutil.Process(t.id).cpu_affinity()) for t in front.threads()} == {(FRONT_CPU,)}
 
         # refused in front, counted in the media process's monitor (reported once a second)
         sdp = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/sdp"}
@@ -104,6 +109,7 @@ async def test_front_serves_at_lower_priority_reports_refusals_restarts_and_dies
         async with http.get(base + "/api/stats", params={"token": TOKEN}) as r:
             shown = (await r.json())["front"]
         assert (shown["running"], shown["pid"], shown["restarts"], shown["nice"]) == (True, second.pid, 1, 5)
+        assert shown["cpus"] == [FRONT_CPU] and second.cpu_affinity() == [FRONT_CPU]  # the restart too
         async with http.get(base + "/metrics") as r:
             assert "livefuse_front_restarts_total 1.0" in await r.text()
 

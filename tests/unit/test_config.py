@@ -191,3 +191,22 @@ def test_a_repeat_waits_for_the_gap_a_processed_frame_never_does() -> None:
     assert not repeat_due(Outcome.DROPPED_DEADLINE, 0.067, 0.2)   # the viewer holds the last picture anyway
     assert repeat_due(Outcome.DROPPED_DEADLINE, 0.2, 0.2)         # a stall: keep frames coming
     assert repeat_due(Outcome.ERROR, 0.01, 0.0)                   # 0 = repeat every frame not processed
+
+
+def test_front_cpus_take_lists_and_ranges_of_cpus_this_gateway_may_use(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    usable = sorted(os.sched_getaffinity(0))
+    first, last = usable[0], usable[-1]
+    assert _config([]).front_cpus == ()  # default: wherever the media process may run
+    assert _config([f"--front-cpus={last}"]).front_cpus == (last,)
+    assert _config([f"--front-cpus={last},{first}"]).front_cpus == tuple(sorted({first, last}))
+    assert _config([], {"front_cpus": [first]}).front_cpus == (first,)  # a TOML list
+    if usable == list(range(first, last + 1)):
+        assert _config([f"--front-cpus={first}-{last}"]).front_cpus == tuple(usable)
+    outside = last + 1
+    cases = ((str(outside), f"CPU [{outside}] is not one"), ("two", "takes CPU numbers"), ("1-x", "takes"))
+    for bad, says in cases:
+        assert main([f"--front-cpus={bad}"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("gateway: error: --front-cpus") and says in err and "\n" not in err
