@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--codec", choices=("VP8", "H264"), default=None,
                    help="offer only this video codec (as e.g. OBS offers H.264 only); the gateway returns "
                         "the processed stream in it (default: aiortc's list, VP8 first)")
+    p.add_argument("--publisher-denoiser", type=int, choices=range(0, 7), default=0, metavar="0..6",
+                   help="libvpx's temporal denoiser in each publisher's VP8 encoder: 0 (default) off, so "
+                        "frame stamps measure the gateway alone; 4 is what aiortc and libwebrtc on x86 send, "
+                        "and it leaves stale blocks in 2-4 %% of the stamps")
     p.add_argument("--picture-quality", action="store_true",
                    help="measure each returned frame's fidelity to the one sent: PSNR of the median 16x16 "
                         "block's luma error, so the swapped face does not count (report: picture_psnr_db)")
@@ -251,7 +255,7 @@ async def _run_cells(args: argparse.Namespace, view: LiveView, console: Console
             client = ClientConfig(url=url, token=args.token, processors=args.session_processors,
                                   audio=args.audio, network=args.network,
                                   picture_quality=args.picture_quality, transport_cc=args.transport_cc,
-                                  codec=args.codec)
+                                  codec=args.codec, publisher_denoiser=args.publisher_denoiser)
             if not args.no_source:
                 image = args.source_image or media_path(media_root, "astronaut.png")
                 async with aiohttp.ClientSession() as http:

@@ -39,6 +39,7 @@ from gateway.rtc.ice import IceConfig, create_peer_connection
 from loadgen.avsync import AvSyncProbe, ClickAudioTrack, MediaClock, wait_due
 from loadgen.fidelity import median_block_psnr
 from loadgen.impair import Impairment, impair_peer_connection
+from loadgen.publisher_encoder import use_publisher_encoder
 from loadgen.stamp import BandGeometry, read_stamp
 from loadgen.stats import AvOffset, Event, FrameReceived, FrameSent, JobJoined
 from loadgen.synth import FrameLoop
@@ -65,6 +66,9 @@ class ClientConfig:
     picture_quality: bool = False      # measure each received frame's fidelity (loadgen.fidelity)
     transport_cc: bool = False         # offer transport-cc and send its feedback, as browsers do
     codec: str | None = None           # "VP8" / "H264": offer only this video codec (None: aiortc's list)
+    # libvpx's temporal denoiser in the publisher's VP8 encoder: 0 = off (the stamp measures the gateway
+    # alone), 4 = aiortc's and libwebrtc's x86 setting (loadgen.publisher_encoder)
+    publisher_denoiser: int = 0
 
     def whip_url(self) -> str:
         base = urljoin(self.url.rstrip("/") + "/", self.whip_path.lstrip("/"))
@@ -234,6 +238,8 @@ class WhipJob:
                 raise JoinError("WHIP 201 without a Location header")
             self._location = urljoin(self.config.whip_url(), location)
         await pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
+        if video._codecs:  # noqa: SLF001  (the sender makes its encoder on its first frame, after DTLS)
+            use_publisher_encoder(video.sender, video._codecs[0].mimeType, self.config.publisher_denoiser)  # noqa: SLF001
         if self.config.transport_cc:
             feedback = receive_with_transport_cc(pc, body)
             if feedback is None:
