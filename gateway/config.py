@@ -169,5 +169,7 @@ class GatewayConfig:
             raise ValueError(f"front nice must be 0..19, got {self.front_nice}")
         if any(c < 0 for c in self.front_cpus):
             raise ValueError(f"front cpus must be CPU numbers, got {list(self.front_cpus)}")
+        if self.front_cpus and not self.front_process:
+            raise ValueError("--front-cpus places the front process; with --no-front-process there is none")
         if self.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")

@@ -205,8 +205,13 @@ def test_front_cpus_take_lists_and_ranges_of_cpus_this_gateway_may_use(
     if usable == list(range(first, last + 1)):
         assert _config([f"--front-cpus={first}-{last}"]).front_cpus == tuple(usable)
     outside = last + 1
-    cases = ((str(outside), f"CPU [{outside}] is not one"), ("two", "takes CPU numbers"), ("1-x", "takes"))
-    for bad, says in cases:
-        assert main([f"--front-cpus={bad}"]) == 2
+    cases = (
+        ([f"--front-cpus={outside}"], f"CPU [{outside}] is not one"),
+        (["--front-cpus=two"], "takes CPU numbers"),
+        (["--front-cpus=1-x"], "takes CPU numbers"),
+        ([f"--front-cpus={first}", "--no-front-process"], "with --no-front-process there is none"),
+    )
+    for argv, says in cases:
+        assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("gateway: error: --front-cpus") and says in err and "\n" not in err
