@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -24,18 +23,21 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from loadgen.embedded import free_port  # noqa: E402
+from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig  # noqa: E402
 from loadgen.fuzz import real_offer  # noqa: E402
 
 
 async def measure(requests: int, gateway_args: Sequence[str]) -> dict[str, Any]:
-    port = free_port()
-    argv = [sys.executable, "-m", "gateway.cli", "--port", str(port), "--ice-loopback-only",
-            "--processors", "none", "--rate-limit", "0", "--log-level", "ERROR",
-            "--max-pending", "64", "--max-sessions", "64", *gateway_args]  # fmt: skip
-    proc = subprocess.Popen(argv, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
     offer = await real_offer()
+    gateway = EmbeddedGateway(
+        EmbeddedGatewayConfig(
+            processors="none",
+            max_sessions=64,
+            log_level="error",
+            extra_args=("--rate-limit", "0", "--max-pending", "64", *gateway_args),
+        )
+    )
+    url = await gateway.start()
     sdp = {"Content-Type": "application/sdp"}
     cases: list[tuple[str, str, str, dict[str, Any]]] = [
         ("GET /healthz", "GET", "/healthz", {}),
@@ -46,14 +48,6 @@ async def measure(requests: int, gateway_args: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"gateway_args": list(gateway_args), "requests": requests, "cases": {}}
     try:
         async with aiohttp.ClientSession() as http:
-            for _ in range(300):
-                try:
-                    async with http.get(url + "/readyz") as r:
-                        if r.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.2)
             for name, method, path, kwargs in cases:
                 times, statuses = [], set()
                 for _ in range(requests):
@@ -72,8 +66,7 @@ async def measure(requests: int, gateway_args: Sequence[str]) -> dict[str, Any]:
                     "p90_ms": round(float(np.percentile(times, 90)), 2),
                 }
     finally:
-        proc.terminate()
-        proc.wait(30)
+        await gateway.stop()
     return out
 
 

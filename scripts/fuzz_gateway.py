@@ -470,6 +470,17 @@ def _front_part(kind: dict[str, Any]) -> str:
     return "" if other is None else f" (+ front process {other:.2f})"
 
 
+def _two_cpus(text: str) -> tuple[int, int]:
+    """--split-cores MEDIA,OTHER: two different CPU numbers."""
+    try:
+        media, other = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"two CPU numbers, MEDIA,OTHER (e.g. 0,1), got {text!r}") from None
+    if media == other or min(media, other) < 0:
+        raise argparse.ArgumentTypeError(f"two different CPU numbers, got {text!r}")
+    return media, other
+
+
 def _pin(pid: int, cpus: set[int]) -> None:
     """Every thread of `pid` on `cpus` (threads made later inherit their creator's)."""
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -657,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--split-cores",
-        type=lambda v: tuple(int(c) for c in v.split(",")),
+        type=_two_cpus,
         default=None,
         metavar="MEDIA,OTHER",
         help="pin the media process and the live probe to CPU MEDIA, the front process and the attacker "
