@@ -30,10 +30,12 @@ from fractions import Fraction
 
 import av
 import numpy as np
-from aiortc import MediaStreamTrack, RTCRtpReceiver
+from aiortc import MediaStreamTrack, RTCRtpReceiver, RTCRtpSender
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtp import RtpPacket
 
+from gateway.media.sync import ntp64_of
+from gateway.rtc.sender_clock import stamp_sender_reports
 from gateway.rtc.taps import decoded_pts_origin, tap_audio_packets, tap_sender_reports
 
 AUDIO_RATE = 48_000
@@ -56,6 +58,21 @@ class MediaClock:
     def reanchor(self, media_s: float) -> None:
         """Far behind (saturated machine): move the clock so media time `media_s` is due now (both tracks)."""
         self.start = time.monotonic() - media_s
+
+
+def stamp_capture_reports(sender: RTCRtpSender, clock: MediaClock, rate: int) -> bool:
+    """Make a publisher's sender reports carry the CAPTURE instant of their RTP timestamp on `clock`, as a
+    browser's do (aiortc's own carry the send time, which a busy machine delays by tens of ms, differently
+    for audio and video). The gateway then learns the true A/V relation from them whatever the load; False
+    on an aiortc where the stamping is not available (reports stay send-time based)."""
+    wall_minus_mono = time.time() - time.monotonic()
+
+    def capture_of(media_ts: int) -> int | None:
+        if clock.start is None:
+            return None
+        return ntp64_of(clock.start + media_ts / rate + wall_minus_mono)
+
+    return stamp_sender_reports(sender, capture_of) is not None
 
 
 async def wait_due(clock: MediaClock, media_s: float) -> None:

@@ -36,7 +36,14 @@ from aiortc import (
 )
 
 from gateway.rtc.ice import IceConfig, create_peer_connection
-from loadgen.avsync import AvSyncProbe, ClickAudioTrack, MediaClock, wait_due
+from loadgen.avsync import (
+    AUDIO_RATE,
+    AvSyncProbe,
+    ClickAudioTrack,
+    MediaClock,
+    stamp_capture_reports,
+    wait_due,
+)
 from loadgen.fidelity import median_block_psnr
 from loadgen.impair import Impairment, impair_peer_connection
 from loadgen.publisher_encoder import use_publisher_encoder
@@ -216,7 +223,10 @@ class WhipJob:
         if self.config.codec is not None:  # the gateway answers in kind
             offer_only(video, self.config.codec)
         if clock is not None:
-            pc.addTrack(ClickAudioTrack(clock))
+            audio_sender = pc.addTrack(ClickAudioTrack(clock))
+            # capture-time sender reports on both tracks, as a browser sends them
+            stamp_capture_reports(video.sender, clock, VIDEO_CLOCK)
+            stamp_capture_reports(audio_sender, clock, AUDIO_RATE)
 
         @pc.on("track")
         def on_track(track: MediaStreamTrack) -> None:

@@ -136,8 +136,12 @@ class CaptureClock:
 
     def ntp64(self, mono_s: float) -> int:
         """A monotonic instant as a 64-bit NTP timestamp (what RTCP SRs carry)."""
-        seconds = mono_s + self._wall_minus_mono + _NTP_EPOCH_OFFSET
-        return int(seconds * (1 << 32)) & 0xFFFFFFFFFFFFFFFF
+        return ntp64_of(mono_s + self._wall_minus_mono)
+
+
+def ntp64_of(unix_s: float) -> int:
+    """A Unix time in seconds as a 64-bit NTP timestamp."""
+    return int((unix_s + _NTP_EPOCH_OFFSET) * (1 << 32)) & 0xFFFFFFFFFFFFFFFF
 
 
 def ntp64_to_seconds(ntp: int) -> float:

@@ -115,6 +115,18 @@ class StampedTrack(MediaStreamTrack):
         return frame
 
 
+def busy_pictures(image: np.ndarray) -> list[np.ndarray]:
+    """A picture that pans and carries fine noise: every frame costs the encoder its whole budget, so what it
+    sends follows its target even when a slow machine delivers fewer frames (a still picture's inter frames
+    are a few hundred bytes and would never fill a queue)."""
+    rng = np.random.default_rng(5)
+    out = []
+    for k in range(8):
+        noisy = np.roll(image, 8 * k, axis=1).astype(np.int16) + rng.integers(-24, 25, image.shape)
+        out.append(np.clip(noisy, 0, 255).astype(np.uint8))
+    return out
+
+
 @dataclass
 class Received:
     ids: list[int] = field(default_factory=list)

@@ -28,7 +28,14 @@ from gateway.http.keys import sessions_of
 from gateway.media.audio import AudioConfig
 from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.rtc.ice import create_peer_connection
-from loadgen.avsync import AvSyncProbe, ClickAudioTrack, MediaClock, wait_due
+from loadgen.avsync import (
+    AUDIO_RATE,
+    AvSyncProbe,
+    ClickAudioTrack,
+    MediaClock,
+    stamp_capture_reports,
+    wait_due,
+)
 from loadgen.client import ClientConfig
 from loadgen.report import loadgen_run_entry
 from loadgen.runner import RunConfig, run_point
@@ -81,8 +88,12 @@ async def _publisher(http: aiohttp.ClientSession, base: str, image: np.ndarray, 
                      audio_stop_s: float | None = None, audio_codec: str = "audio/opus") -> Any:
     clock = MediaClock()
     pc = create_peer_connection(LOOPBACK)
-    pc.addTransceiver(FlashTrack(image, clock), direction="sendonly")
+    video = pc.addTransceiver(FlashTrack(image, clock), direction="sendonly")
     audio = pc.addTransceiver(ClickAudioTrack(clock, stop_after_s=audio_stop_s), direction="sendonly")
+    # capture-time sender reports, as a browser sends them: what the gateway keeps in sync is then exactly
+    # what was captured together, however late a busy machine sends either stream
+    assert stamp_capture_reports(video.sender, clock, 90_000)
+    assert stamp_capture_reports(audio.sender, clock, AUDIO_RATE)
     caps = RTCRtpSender.getCapabilities("audio").codecs
     audio.setCodecPreferences([c for c in caps if c.mimeType.lower() == audio_codec])
     status, body, location = await _negotiate(http, f"{base}/whip{query}", pc, None)

@@ -50,4 +50,6 @@ def test_demo_page_streams_and_follows_a_resolution_drop(model_store: object) ->
     assert session["frames_out"] > 0 and session["state"] == "connected"
     # Chromium offered transport-cc, got it in the answer, stamped its packets, and was sent their arrivals
     feedback = session["transport_cc"]
-    assert feedback is not None and feedback["packets_recorded"] > 100 and feedback["feedback_sent"] > 10
+    # (every frame that came in came in stamped packets: at least one each, however slowly a busy machine ran)
+    assert feedback is not None and feedback["packets_recorded"] >= session["frames_in"] > 0, session
+    assert feedback["feedback_sent"] > 10, session

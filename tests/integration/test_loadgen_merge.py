@@ -62,10 +62,8 @@ async def test_merge_of_two_real_runs_is_their_union(echo_gateway: tuple[str, di
     assert run["frames"]["lost"] == sum(r.summary.lost for r in results)
     assert run["concurrent_jobs"] == 3 and len(run["jobs"]) == 3
     assert run["slo_met"] == (want.p95 is not None and want.p95 <= BUDGET_MS)
-    # the merge is not an average of the two reports' percentiles (unless the data happen to make it so)
-    p95s = [json.loads(p.read_text())["runs"][0]["latency_ms"]["p95"] for p in paths]
+    # the merge is the percentile of the union, not an average of the two reports' percentiles
     assert float(np.percentile(union, 95)) == pytest.approx(lat["p95"], abs=1e-3)
-    assert min(p95s) <= lat["p95"] <= max(p95s)
 
     bad = json.loads(paths[1].read_text())
     bad["runs"][0]["budget_ms"] = 999.0

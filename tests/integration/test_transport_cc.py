@@ -11,8 +11,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
+import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import cv2
@@ -35,6 +38,7 @@ from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,
     StampedTrack,
+    busy_pictures,
     gw_config,
     publish,
     running_gateway,
@@ -58,6 +62,7 @@ class Stamper:
             )
         )
         self.sent: dict[int, float] = {}
+        self.settled: set[int] = set()  # what had been sent when the publisher stopped
         self.feedback: list[TransportFeedback] = []
         counter = itertools.count()
         send_rtp, handle_rtcp = transport._send_rtp, transport._handle_rtcp_data
@@ -78,6 +83,10 @@ class Stamper:
         transport._send_rtp = send
         transport._handle_rtcp_data = handle
 
+    def reported(self) -> set[int]:
+        """The sequence numbers some feedback packet reported as arrived."""
+        return {seq for fb in self.feedback for seq, at in fb.arrivals if at is not None}
+
 
 async def post_offer(http: aiohttp.ClientSession, url: str, pc: RTCPeerConnection, offer: str) -> str:
     """POST `offer` (as munged) to a WHIP/WHEP URL, expect 201, apply the answer; the answer."""
@@ -88,7 +97,11 @@ async def post_offer(http: aiohttp.ClientSession, url: str, pc: RTCPeerConnectio
     return answer
 
 
-async def _publish(offer_tcc: bool, enabled: bool, seconds: float) -> tuple[str, Stamper, dict[str, object]]:
+async def _publish(
+    offer_tcc: bool, enabled: bool, until: Callable[[Stamper, Any], bool], settle: bool = False
+) -> tuple[str, Stamper, dict[str, object]]:
+    """Publish until `until(stamper, session)` holds (deadline generous for a loaded machine). With `settle`,
+    the publisher then stops sending and waits until every packet it sent has been reported."""
     image = cv2.resize(np.full((240, 320, 3), 90, np.uint8), (320, 240))
     async with (
         running_gateway(gw_config(transport_cc=enabled), pipeline=FakePipeline()) as gw,
@@ -104,8 +117,16 @@ async def _publish(offer_tcc: bool, enabled: bool, seconds: float) -> tuple[str,
         stamper = Stamper(pc, browser_like)
         (session,) = sessions_of(gw.app).sessions.values()
         try:
-            assert await wait_for(lambda: session.counters.frames_in >= 3, 20)
-            await asyncio.sleep(seconds)
+            assert await wait_for(lambda: session.counters.frames_in >= 3, 30)
+            seen = (len(stamper.sent), len(stamper.feedback))
+            assert await wait_for(lambda: until(stamper, session), 60), seen
+            if settle:
+                track.stop()
+                await asyncio.sleep(0)  # a frame already being packetized still leaves
+                stamper.settled = set(stamper.sent)
+                assert await wait_for(lambda: stamper.settled <= stamper.reported(), 20), (
+                    sorted(stamper.settled - stamper.reported())[:20]
+                )
             summary = session.summary()
         finally:
             track.stop()
@@ -113,42 +134,56 @@ async def _publish(offer_tcc: bool, enabled: bool, seconds: float) -> tuple[str,
     return answer, stamper, summary
 
 
+def _slope(pairs: list[tuple[float, float]]) -> float:
+    """The median slope of y against x over pairs far apart in x (Theil-Sen on first third x last third):
+    a few packets delayed by a busy machine move it little; a wrong time unit moves it by its factor."""
+    pairs = sorted(pairs)
+    third = max(1, len(pairs) // 3)
+    slopes = [(y2 - y1) / (x2 - x1) for x1, y1 in pairs[:third] for x2, y2 in pairs[-third:] if x2 > x1]
+    return statistics.median(slopes)
+
+
 async def test_every_stamped_packet_is_reported_with_its_arrival_time() -> None:
-    answer, stamper, summary = await _publish(offer_tcc=True, enabled=True, seconds=2.0)
+    def three_seconds(stamper: Stamper, session: Any) -> bool:
+        return len(stamper.sent) >= 2 and max(stamper.sent.values()) - min(stamper.sent.values()) >= 3.0
+
+    answer, stamper, summary = await _publish(offer_tcc=True, enabled=True, until=three_seconds, settle=True)
     assert answered_id(answer) is not None  # the extension and the feedback, on the video m-line
 
     reported = {seq: at for fb in stamper.feedback for seq, at in fb.arrivals}
     received = {seq: at for seq, at in reported.items() if at is not None}
     assert len(stamper.feedback) >= 10  # every 50 ms while packets arrive
-    # all but the last interval's packets are reported, each once, none lost on a clean loopback
-    assert len(received) >= 0.9 * len(stamper.sent) and len(reported) == len(received)
-    assert set(received) <= set(stamper.sent)
-    # the reported arrivals keep the spacing the packets were sent with (a clean link: a few ms of jitter)
-    first, last = min(received), max(received)
-    sent_span = stamper.sent[last] - stamper.sent[first]
-    arrival_span = (received[last] - received[first]) / 1e6
-    assert sent_span > 1.0 and abs(arrival_span - sent_span) < 0.1
+    # every packet sent is reported, none lost on a clean loopback (the feedback may list a seq twice only
+    # as lost-then-found, which a clean link never shows)
+    assert stamper.settled <= set(received) <= set(stamper.sent) and len(reported) == len(received)
+    # the reported arrivals keep the spacing the packets were sent with: the same clock rate (a wrong unit
+    # would scale it), whatever a busy machine adds to single packets
+    slope = _slope([(stamper.sent[seq], at / 1e6) for seq, at in received.items()])
+    assert 0.9 < slope < 1.1, slope
     assert [fb.feedback_count for fb in stamper.feedback[:5]] == list(range(5))
     stats = summary["transport_cc"]
-    # (the summary was taken before the publisher stopped: a few more may have arrived since)
-    assert isinstance(stats, dict) and stats["feedback_sent"] >= 0.9 * len(stamper.feedback)
+    assert isinstance(stats, dict) and stats["feedback_sent"] >= len(stamper.feedback)
 
 
 @pytest.mark.parametrize(("offer_tcc", "enabled"), [(False, True), (True, False)])
 async def test_no_transport_cc_unless_offered_and_enabled(offer_tcc: bool, enabled: bool) -> None:
-    answer, stamper, summary = await _publish(offer_tcc=offer_tcc, enabled=enabled, seconds=1.0)
+    # 15 frames in: with transport-cc on, that is a dozen feedback packets (every 50 ms while packets arrive)
+    answer, stamper, summary = await _publish(
+        offer_tcc=offer_tcc, enabled=enabled, until=lambda stamper, session: session.counters.frames_in >= 18
+    )
     assert "transport-cc" not in answer and TRANSPORT_CC_URI not in answer
     assert stamper.feedback == [] and summary["transport_cc"] is None
 
 
 async def _receive_with_feedback(
-    astronaut: np.ndarray, seconds: float, impairment: Impairment | None = None
-) -> tuple[list[int], dict[str, object], dict[str, object]]:
+    astronaut: np.ndarray, until: Callable[[list[int], Any, dict[str, Any]], bool],
+    impairment: Impairment | None = None,
+) -> tuple[list[int], dict[str, object], dict[str, Any]]:
     """A publisher that offers transport-cc and sends transport-cc feedback for the processed stream it gets
-    back (as a browser does): the transport-wide sequence numbers it saw, the session summary and the
-    encoder's bitrate snapshot. The picture pans, so the encoder has work at every frame."""
-    base = cv2.resize(astronaut, (320, 240))
-    images = [np.roll(base, 4 * k, axis=1) for k in range(8)]
+    back (as a browser does), until `until(seen, session, bitrate)` holds: the transport-wide sequence numbers
+    it saw, the session summary and the encoder's bitrate snapshot at that moment. The picture pans and
+    carries noise, so the encoder spends its whole budget at every frame."""
+    images = busy_pictures(cv2.resize(astronaut, (320, 240)))
     async with (
         running_gateway(gw_config(), pipeline=FakePipeline()) as gw,
         aiohttp.ClientSession() as http,
@@ -168,10 +203,11 @@ async def _receive_with_feedback(
         assert feedback is not None
         tasks = [asyncio.ensure_future(feedback.run()), asyncio.ensure_future(_drain(receiver))]
         (session,) = sessions_of(gw.app).sessions.values()
+        encoder = session.encoders["VP8"]
         try:
-            await asyncio.sleep(seconds)
+            await wait_for(lambda: until(seen, session, encoder.bitrate.snapshot(time.monotonic())), 90)
             summary = session.summary()
-            bitrate = session.encoders["VP8"].bitrate.snapshot(time.monotonic())
+            bitrate = encoder.bitrate.snapshot(time.monotonic())
         finally:
             for task in tasks:
                 task.cancel()
@@ -202,28 +238,48 @@ async def _drain(receiver: RTCRtpReceiver) -> None:
         await receiver.track.recv()
 
 
+def _receiver(bitrate: dict[str, Any]) -> dict[str, Any] | None:
+    receivers = bitrate["receivers"]
+    return receivers[0] if receivers else None
+
+
 async def test_the_processed_stream_is_stamped_and_its_feedback_reaches_the_bitrate_policy(
     astronaut: np.ndarray,
 ) -> None:
-    seen, summary, bitrate = await _receive_with_feedback(astronaut, 3.0)
+    def fed(seen: list[int], session: Any, bitrate: dict[str, Any]) -> bool:
+        receiver = _receiver(bitrate)
+        return len(seen) >= 20 and receiver is not None and receiver["transit_samples"] >= 10
+
+    seen, summary, bitrate = await _receive_with_feedback(astronaut, fed)
     assert len(seen) >= 20 and seen == list(range(seen[0], seen[0] + len(seen)))  # every packet, in order
     send = summary["transport_cc_send"]
     assert isinstance(send, dict) and send["stamped"] >= len(seen) and send["feedback_received"] >= 10
-    (receiver,) = bitrate["receivers"]  # type: ignore[index]
-    assert receiver["transit_samples"] >= 10 and receiver["transit_queue_ms"] is not None, bitrate
-    assert receiver["transit_queue_ms"] < 30, bitrate  # a clean loopback: no queue
+    receiver = _receiver(bitrate)
+    assert receiver is not None and receiver["transit_samples"] >= 10, bitrate
+    # A clean loopback: no queue. (A queue here is a deep buffer's seconds; a busy machine adds tens of ms.)
+    assert receiver["transit_queue_ms"] is not None and receiver["transit_queue_ms"] < 100, bitrate
 
 
 async def test_a_queue_seen_in_transport_cc_feedback_cuts_the_rate(astronaut: np.ndarray) -> None:
     """A deep buffer (2 s at 300 kbit/s) drops nothing while its queue grows: the one-way transit of the
-    feedback shows it 10-20 times a second, and the rate comes down below the 500 kbit/s start before the
-    receiver reports' round trips (one a second) have shown it twice."""
+    feedback shows it 10-20 times a second, and the rate comes down below the 500 kbit/s start."""
     deep = Impairment("deep-buffer-300k", rate_kbps=300, queue_ms=2000)
-    _, _, bitrate = await _receive_with_feedback(astronaut, 6.0, deep)
-    (receiver,) = bitrate["receivers"]  # type: ignore[index]
-    assert receiver["transit_samples"] >= 20, bitrate
-    assert receiver["loss_based_bps"] == 1_000_000, bitrate  # nothing lost: the queue alone did it
-    assert receiver["delay_based_bps"] < 400_000 and bitrate["target_bps"] < 400_000, bitrate
+    at_cut: list[dict[str, Any]] = []
+
+    def cut(seen: list[int], session: Any, bitrate: dict[str, Any]) -> bool:
+        receiver = _receiver(bitrate)
+        if receiver is not None and receiver["delay_based_bps"] < 400_000:
+            at_cut.append(bitrate)
+        return bool(at_cut)
+
+    _, _, bitrate = await _receive_with_feedback(astronaut, cut, deep)
+    assert at_cut, bitrate
+    receiver = _receiver(at_cut[0])
+    # the feedback showed the queue (a keyframe into the 300 kbit/s buffer: ~200 ms within half a second)
+    assert receiver is not None and receiver["transit_samples"] >= 3, at_cut[0]
+    assert receiver["transit_queue_ms"] is not None and receiver["transit_queue_ms"] >= 50, at_cut[0]
+    assert receiver["loss_based_bps"] == 1_000_000, at_cut[0]  # nothing lost: the queue alone did it
+    assert at_cut[0]["target_bps"] < 400_000, at_cut[0]
 
 
 async def test_a_whep_viewer_that_offers_transport_cc_gets_stamped_packets(astronaut: np.ndarray) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 
 import pytest
@@ -25,17 +24,19 @@ def test_pool_hands_each_thread_its_own_context() -> None:
     in_use: set[str] = set()
     overlap: list[str] = []
     peak = [0]
-    lock = threading.Lock()
+    both = threading.Condition()
 
     def work() -> None:
         with pool.take(3) as slot:
-            with lock:
+            with both:
                 if slot.name in in_use:
                     overlap.append(slot.name)
                 in_use.add(slot.name)
                 peak[0] = max(peak[0], len(in_use))
-            time.sleep(0.02)
-            with lock:
+                both.notify_all()
+                # hold the context until a second thread holds the other one (the pool has two): waits for
+                # that event, not for a thread to start within some milliseconds
+                both.wait_for(lambda: peak[0] >= 2, timeout=5.0)
                 in_use.discard(slot.name)
 
     threads = [threading.Thread(target=work) for _ in range(6)]
