@@ -23,7 +23,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from gateway.media.image_header import ImageHeaderError, image_size
+from gateway.image_header import ImageHeaderError, image_size
 from gateway.source_store import fit_for_detection
 
 Outcome = tuple[str, Any]  # ("ok", HxWx3 RGB) | ("unsupported" | "too_large" | "empty", reason)

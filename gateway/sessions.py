@@ -11,8 +11,8 @@ Media loop of a session (all blocking work in executor threads, never on the eve
                (FanoutEncoder), one executor hop for all -> every subscriber
                (the publisher's own sendrecv track and every WHEP viewer) -> FrameRecord to the monitor
 
-aiortc's decoded-frame queue (`RemoteStreamTrack._queue`) is unbounded; draining it to the newest frame on
-every receive is what keeps latency bounded under overload.
+aiortc's decoded-frame queue (`gateway.webrtc.internals.decoded_queue`) is unbounded; draining it to the
+newest frame on every receive is what keeps latency bounded under overload.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import av
 import numpy as np
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpReceiver, RTCSessionDescription
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpReceiver
 from aiortc.mediastreams import MediaStreamError
 from aiortc.sdp import candidate_from_sdp
 
@@ -45,25 +45,24 @@ from engines.frames import (
 )
 from gateway.config import SessionConfig
 from gateway.errors import BadRequest, NotFound, Unavailable
-from gateway.media import libvpx, libx264
 from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output, repeat_due
-from gateway.media.libvpx import Libvpx
-from gateway.media.libx264 import Libx264
 from gateway.media.planes import Box, is_i420, patched_frame
-from gateway.media.queue_delay import OneWayDelay
 from gateway.media.session_audio import SessionAudio
 from gateway.monitoring.records import FrameRecord, LinkState, Outcome
-from gateway.rtc import transport_cc, uplink_feedback
-from gateway.rtc.codecs import answer_video_codec
-from gateway.rtc.dtls import answer_as_dtls_server, watch_dtls
-from gateway.rtc.h264 import keep_offered_h264_profiles
-from gateway.rtc.ice import IceConfig, create_peer_connection
-from gateway.rtc.offer_rules import make_answerable, restore_unusable_audio
-from gateway.rtc.receive import frame_completed_at, measure_transit, recovery_counters
-from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer
 from gateway.scheduler import ScheduledFrame
+from gateway.webrtc.codecs.libvpx import Libvpx
+from gateway.webrtc.codecs.libx264 import Libx264
+from gateway.webrtc.codecs.live_rate import live_rate_libraries
+from gateway.webrtc.congestion import transport_cc, uplink_feedback
+from gateway.webrtc.congestion.queue_delay import OneWayDelay
+from gateway.webrtc.install import install_sender, open_peer_connection
+from gateway.webrtc.internals import decoded_queue
+from gateway.webrtc.interop.ice import IceConfig
+from gateway.webrtc.negotiation.answer import answer_offer
+from gateway.webrtc.negotiation.sdp import SdpError, TrickleFragment, check_offer
+from gateway.webrtc.recovery.jitter_buffer import frame_completed_at, measure_transit, recovery_counters
 
 logger = logging.getLogger(__name__)
 
@@ -204,9 +203,9 @@ class Session:
             self._spawn(self.uplink.run(), "uplink-rate")
 
     def start_transport_cc(self, pc: RTCPeerConnection) -> None:
-        """Negotiate transport-cc where the offer has it (before the answer is made) and report every video
-        packet's arrival to the publisher (gateway.rtc.transport_cc)."""
-        if transport_cc.answer_transport_cc(pc) == 0 or self.close_reason is not None:
+        """Where the answer keeps transport-cc, report every video packet's arrival to the publisher
+        (gateway.webrtc.congestion.transport_cc)."""
+        if self.close_reason is not None:
             return
         receiver = next((t.receiver for t in pc.getTransceivers() if t.kind == "video"), None)
         self.transport_cc = transport_cc.install(receiver) if receiver is not None else None
@@ -231,7 +230,7 @@ class Session:
     # --- media ----------------------------------------------------------------------------------------------
     async def _receive_loop(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] | None = getattr(track, "_queue", None)
+        queue = decoded_queue(track)
         frame: av.VideoFrame
         try:
             while True:
@@ -426,12 +425,13 @@ class Session:
         feedback is corrected by the queue measured there."""
         encoder = self.encoder_for(codec)
         sender = pc.addTrack(encoder.subscribe())
-        encoder.bind_sender(sender, self.uplink_delay.standing if publisher else None)
-        self.audio.stamp_video(sender)
-        if self.config.transport_cc:  # where the answer has it: per-packet feedback for the bitrate policy
-            side = transport_cc.install_send_side(pc, sender, encoder.transit_sink(sender))
-            if publisher:
-                self.transport_cc_send = side
+        feedback = encoder.bind_sender(sender, self.uplink_delay.standing if publisher else None)
+        # transport-cc where the answer has it: per-packet feedback for the bitrate policy
+        side = install_sender(
+            pc, sender, feedback, stamp_reports=self.audio.stamp_video, transport_cc=self.config.transport_cc
+        )
+        if publisher and self.config.transport_cc:
+            self.transport_cc_send = side
 
     # --- viewers --------------------------------------------------------------------------------------------
     async def add_viewer(self, offer_sdp: str, ice: IceConfig) -> tuple[str, str]:
@@ -440,8 +440,7 @@ class Session:
         if len(self.viewers) >= self.config.max_viewers:
             raise Unavailable(f"session {self.id} already has {len(self.viewers)} viewers")
         viewer_id = secrets.token_urlsafe(12)
-        pc = create_peer_connection(ice)
-        watch_dtls(pc, f"session {self.id} viewer {viewer_id}")
+        pc, _ = open_peer_connection(ice, f"session {self.id} viewer {viewer_id}")
         self.viewers[viewer_id] = pc
 
         @pc.on("connectionstatechange")
@@ -449,19 +448,14 @@ class Session:
             if pc.connectionState in ("failed", "closed"):
                 await self.remove_viewer(viewer_id)
 
-        try:
-            await pc.setRemoteDescription(
-                RTCSessionDescription(sdp=make_answerable(offer_sdp, offer.structure), type="offer")
-            )
-            answer_as_dtls_server(pc)
-            keep_offered_h264_profiles(pc)
-            answer_video_codec(pc, codec)
-            if self.config.transport_cc:
-                transport_cc.answer_transport_cc(pc)
+        def attach(transport_cc_lines: int) -> None:
             self.subscribe(pc, codec)
             self.audio.attach_viewer(pc)
-            await pc.setLocalDescription(await pc.createAnswer())
-            answer = restore_unusable_audio(pc.localDescription.sdp, offer.structure)
+
+        try:
+            answer = await answer_offer(
+                pc, offer_sdp, offer, transport_cc=self.config.transport_cc, attach=attach
+            )
         except BaseException as exc:
             with _logged_failure(f"session {self.id}: closing refused viewer"):
                 await asyncio.shield(self.remove_viewer(viewer_id))
@@ -541,34 +535,14 @@ class Session:
             "transport_cc_send": self.transport_cc_send.stats()
             if self.transport_cc_send is not None
             else None,
-            # NACKed packets resent, and those the budget held back (gateway.media.retransmit_budget)
+            # NACKed packets resent, and those the budget held back
+            # (gateway.webrtc.congestion.retransmit_budget)
             "retransmits": {codec: e.retransmit_counters() for codec, e in self.encoders.items()},
             "receive_recovery": next(
                 (recovery_counters(r) for r in self.pc.getReceivers() if r.track and r.track.kind == "video"),
                 None,
             ),
         }
-
-
-def _live_bitrate_libraries(config: SessionConfig) -> tuple[Libvpx | None, Libx264 | None]:
-    """The libvpx and libx264 that change VP8 / H.264 rates between frames, when configured and loadable
-    (said once, here)."""
-    if not config.live_bitrate:
-        logger.info("bitrate changes reopen FFmpeg's encoders, with a keyframe (--no-live-bitrate)")
-        return None, None
-    vpx = libvpx.load()
-    if vpx is None:
-        logger.warning("no usable libvpx: VP8 bitrate changes reopen FFmpeg's encoder, with a keyframe")
-    else:
-        logger.info("VP8 bitrate changes between frames through libvpx %s (%s)", vpx.version, vpx.path)
-    x264 = libx264.load()
-    if x264 is None:
-        logger.warning("no usable libx264: H.264 bitrate changes reopen FFmpeg's encoder, with a keyframe")
-    else:
-        logger.info(
-            "H.264 bitrate changes between frames through libx264 build %d (%s)", x264.build, x264.path
-        )
-    return vpx, x264
 
 
 @contextlib.contextmanager
@@ -647,7 +621,7 @@ class SessionManager:
         self._executor = executor
         self.sessions: dict[str, Session] = {}
         self.accepting = True
-        self.libvpx, self.libx264 = _live_bitrate_libraries(config)
+        self.libvpx, self.libx264 = live_rate_libraries(config.live_bitrate)
         self._reaper: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -711,8 +685,7 @@ class SessionManager:
         offer = check_offer(offer_sdp, need_send=True)  # a bad offer never costs a slot, or an eviction
         self.admit(owner, owner_limit)
         session_id = secrets.token_urlsafe(12)
-        pc = create_peer_connection(self.ice)
-        dtls = watch_dtls(pc, f"session {session_id}")
+        pc, dtls = open_peer_connection(self.ice, f"session {session_id}")
         session = Session(
             session_id,
             pc,
@@ -745,22 +718,19 @@ class SessionManager:
             elif pc.connectionState in ("failed", "closed"):
                 session.schedule_close(dtls.close_reason(pc.connectionState))
 
-        try:
-            await pc.setRemoteDescription(
-                RTCSessionDescription(sdp=make_answerable(offer_sdp, offer.structure), type="offer")
-            )
-            answer_as_dtls_server(pc)
-            keep_offered_h264_profiles(pc)
-            answer_video_codec(pc, offer.codec)
-            if self.config.transport_cc:
+        def attach(transport_cc_lines: int) -> None:
+            if transport_cc_lines:
                 session.start_transport_cc(pc)
             video = next(t for t in pc.getTransceivers() if t.kind == "video")
             if video.direction in ("sendrecv", "recvonly"):  # our view: we receive, and send back if asked
                 session.subscribe(pc, offer.codec, publisher=True)
             # every audio m-line is answered by attach_publisher: Opus recvonly, anything else inactive
             session.audio.attach_publisher(pc)
-            await pc.setLocalDescription(await pc.createAnswer())
-            answer = restore_unusable_audio(pc.localDescription.sdp, offer.structure)
+
+        try:
+            answer = await answer_offer(
+                pc, offer_sdp, offer, transport_cc=self.config.transport_cc, attach=attach
+            )
         except BaseException as exc:
             # every failure (a cancelled request included) gives the slot back before it propagates
             await asyncio.shield(session.close("bad offer"))

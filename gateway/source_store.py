@@ -3,7 +3,7 @@
 Why (issue 13, items 2 and 3): every upload used to be decoded on the event loop and kept whole, so one
 20000x20000 PNG stalled every stream for seconds and a hundred photos cost over half a gigabyte. Now:
 
-* `SourcesConfig.max_pixels` is checked against the image HEADER before decoding (gateway.media.image_header);
+* `SourcesConfig.max_pixels` is checked against the image HEADER before decoding (gateway.image_header);
 * `fit_for_detection` shrinks a large photo before the face detector sees it (`max_side`);
 * `crop_around_face` keeps only the region around the chosen face (`crop_margin` face sizes around it),
   scaled to at most `crop_side`; the source is then prepared again on that crop, so every coordinate the

@@ -7,8 +7,8 @@ PCM frames of silence with a short loud click every `period_s`, on that clock.
 Viewer side: `AvSyncProbe` watches one WHEP viewer connection the way a lip-syncing receiver does: it maps
 each stream's RTP timestamps to the sender's NTP time through that stream's latest RTCP sender report, then
 compares what was captured together. Audio events are click onsets found by decoding the Opus packets
-(tapped before aiortc's own decoder, `gateway.rtc.taps`); video events are received frames whose capture
-time is known from the id stamped in their pixels (`loadgen.stamp`: frame id N was captured at
+(tapped before aiortc's own decoder, `gateway.webrtc.sync.taps`); video events are received frames whose
+capture time is known from the id stamped in their pixels (`loadgen.stamp`: frame id N was captured at
 (N - first_id) / fps on the job's MediaClock). Per click:
 
     offset = (NTP_audio(click) - its media time) - median over recent frames (NTP_video(frame) - media time)
@@ -34,7 +34,7 @@ from aiortc import MediaStreamTrack, RTCRtpReceiver
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtp import RtpPacket
 
-from gateway.rtc.taps import decoded_pts_origin, tap_audio_packets, tap_sender_reports
+from gateway.webrtc.sync.taps import decoded_pts_origin, tap_audio_packets, tap_sender_reports
 
 AUDIO_RATE = 48_000
 SAMPLES_PER_FRAME = 960  # 20 ms: what aiortc's Opus encoder packs per packet

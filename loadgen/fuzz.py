@@ -34,7 +34,8 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from gateway.rtc.ice import IceConfig, create_peer_connection
+from gateway.webrtc.install import create_peer_connection
+from gateway.webrtc.interop.ice import IceConfig
 from loadgen.stats import Event, StatsCollector
 
 SDP = "application/sdp"

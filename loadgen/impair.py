@@ -12,9 +12,9 @@ side of the link to both directions, so the gateway under test runs unmodified a
 
 Where it hooks (version guard): aioice's `Connection.sendto` (outgoing; aiortc binds `Connection.send`
 once, which calls `sendto`) and `Connection.data_received` (incoming; called per datagram by aioice's
-protocol), wrapped on this connection's ICE connections only, through aiortc's private
-`_RTCPeerConnection__createDtlsTransport` (aiortc 1.14-1.16, aioice 0.9-0.13). STUN (ICE checks, consent)
-is not impaired. `impair_peer_connection` raises RuntimeError where those internals are missing.
+protocol), wrapped on this connection's ICE connections only, through the DTLS transport hook
+(`gateway.webrtc.transports`; aioice 0.9-0.13). STUN (ICE checks, consent) is not impaired.
+`impair_peer_connection` raises RuntimeError where those internals are missing.
 
 `LinkModel` (the per-direction decision: dropped, or delivered at time t) is pure and seeded.
 """
@@ -30,7 +30,9 @@ from typing import Any
 
 from aiortc import RTCPeerConnection
 
-_PC_DTLS_FACTORY = "_RTCPeerConnection__createDtlsTransport"
+from gateway.webrtc import compat
+from gateway.webrtc.transports import on_dtls_transports
+
 _MARK = "_livefuse_impaired"
 
 
@@ -217,7 +219,8 @@ def _impair_connection(connection: Any, link: ImpairedLink, directions: str) -> 
 
 
 def _impair_dtls(dtls_transport: Any, link: ImpairedLink, directions: str) -> None:
-    _impair_connection(dtls_transport.transport.iceGatherer._connection, link, directions)
+    connection = getattr(dtls_transport.transport.iceGatherer, compat.GATHERER_CONNECTION)
+    _impair_connection(connection, link, directions)
 
 
 def impair_peer_connection(
@@ -228,7 +231,7 @@ def impair_peer_connection(
     `setRemoteDescription`, on the event loop. Returns the link (drop counters)."""
     if directions not in ("both", "incoming", "outgoing"):
         raise ValueError(f"directions must be both, incoming or outgoing, got {directions!r}")
-    if not hasattr(pc, _PC_DTLS_FACTORY):
+    if not compat.supported() or not hasattr(pc, compat.PC_CREATE_DTLS_TRANSPORT):
         raise RuntimeError("this aiortc version has no per-connection transport hook; cannot impair")
     rng = random.Random(seed)
     link = ImpairedLink(
@@ -238,14 +241,5 @@ def impair_peer_connection(
     )
     if impairment.is_clean:
         return link
-    for transceiver in pc.getTransceivers():
-        _impair_dtls(transceiver.receiver.transport, link, directions)
-    original = getattr(pc, _PC_DTLS_FACTORY)
-
-    def create_dtls_transport(*args: Any, **kwargs: Any) -> Any:
-        transport = original(*args, **kwargs)
-        _impair_dtls(transport, link, directions)
-        return transport
-
-    setattr(pc, _PC_DTLS_FACTORY, create_dtls_transport)
+    on_dtls_transports(pc, _MARK, lambda transport: _impair_dtls(transport, link, directions))
     return link

@@ -24,6 +24,8 @@ from aiortc.codecs.vpx import Vp8Encoder, number_of_threads
 from av.frame import Frame
 from av.video.frame import VideoFrame
 
+from gateway.webrtc.internals import place_sender_encoder, sender_encoder
+
 AIORTC_NOISE_SENSITIVITY = 4  # aiortc's own (and libwebrtc's on x86): nothing to replace
 
 
@@ -86,8 +88,7 @@ def use_publisher_encoder(sender: RTCRtpSender, codec_mime: str, noise_sensitivi
     denoiser than aiortc's. True when installed."""
     if codec_mime.lower() != "video/vp8" or noise_sensitivity == AIORTC_NOISE_SENSITIVITY:
         return False
-    current: Encoder | None = getattr(sender, "_RTCRtpSender__encoder", None)
+    current: Encoder | None = sender_encoder(sender)
     if current is not None:
         raise RuntimeError("the sender already made its encoder: install the publisher's before it starts")
-    sender._RTCRtpSender__encoder = PublisherVp8Encoder(noise_sensitivity)  # type: ignore[attr-defined]  # noqa: SLF001
-    return True
+    return place_sender_encoder(sender, PublisherVp8Encoder(noise_sensitivity))

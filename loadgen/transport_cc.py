@@ -3,8 +3,8 @@ for the processed stream (`loadgen --transport-cc`).
 
 Why: aiortc neither offers transport-cc nor sends its feedback, so a load generated with it exercises only
 the gateway's receiver-report path, while browsers (the real viewers and publishers) give the gateway
-per-packet feedback 10-20 times a second (gateway.rtc.transport_cc). With this, `bench_network.py` can
-measure the gateway's sender under both.
+per-packet feedback 10-20 times a second (gateway.webrtc.congestion.transport_cc). With this,
+`bench_network.py` can measure the gateway's sender under both.
 
 The offer gets the transport-wide sequence number extension and `a=rtcp-fb:<pt> transport-cc` on its video
 m-line, as Chrome writes them. aiortc drops the extension from what it negotiated, so the job's own DTLS
@@ -19,7 +19,13 @@ import re
 from aiortc import RTCPeerConnection, RTCRtpReceiver
 from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParameters
 
-from gateway.rtc.transport_cc import TRANSPORT_CC_URI, TransportCcFeedback, install, offered_transport_cc
+from gateway.webrtc.congestion.transport_cc import (
+    TRANSPORT_CC_URI,
+    TransportCcFeedback,
+    install,
+    offered_transport_cc,
+)
+from gateway.webrtc.internals import header_extensions_map
 
 _EXTMAP = re.compile(r"^a=extmap:(\d+)(?:/\w+)? (\S+)")
 _VIDEO_RTPMAP = re.compile(r"^a=rtpmap:(\d+) ([\w-]+)/90000")
@@ -62,7 +68,7 @@ def parse_transport_cc(pc: RTCPeerConnection, answer_sdp: str) -> RTCRtpReceiver
     take transport-cc."""
     ext_id = answered_id(answer_sdp)
     receiver = next((t.receiver for t in pc.getTransceivers() if t.kind == "video"), None)
-    extensions = getattr(receiver.transport, "_rtp_header_extensions_map", None) if receiver else None
+    extensions = header_extensions_map(receiver)
     if ext_id is None or receiver is None or extensions is None:
         return None
     tcc = RTCRtpHeaderExtensionParameters(id=ext_id, uri=TRANSPORT_CC_URI)

@@ -37,7 +37,8 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription  #
 from aiortc.mediastreams import MediaStreamError  # noqa: E402
 from av import VideoFrame  # noqa: E402
 
-from gateway.rtc.ice import IceConfig, create_peer_connection  # noqa: E402
+from gateway.webrtc.install import create_peer_connection  # noqa: E402
+from gateway.webrtc.interop.ice import IceConfig  # noqa: E402
 from loadgen.avsync import ClickAudioTrack, MediaClock, wait_due  # noqa: E402
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig  # noqa: E402
 from loadgen.fuzz import process_cpu_s  # noqa: E402

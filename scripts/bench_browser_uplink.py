@@ -1,5 +1,6 @@
 """A real browser publishing to the gateway through a bottleneck: how its sending rate, the uplink's queue and
-loss, and the processed stream it gets back behave, with and without transport-cc (gateway.rtc.transport_cc).
+loss, and the processed stream it gets back behave, with and without transport-cc
+(gateway.webrtc.congestion.transport_cc).
 
 Each run is a private network namespace (`unshare -n`, root) holding the gateway (real pipeline), headless
 Chromium opening /demo?autostart=1 with the carphone clip as its camera (scaled to 640x360, 15 fps, looped),
@@ -47,7 +48,8 @@ from loadgen.impair import Impairment  # noqa: E402
 ARMS: dict[str, list[str]] = {
     "tcc": [],
     "remb": ["--no-transport-cc"],
-    # FFmpeg's encoder reopened, with a keyframe, at each new rate (before gateway.media.vp8_encoder and
+    # FFmpeg's encoder reopened, with a keyframe, at each new rate (before gateway.webrtc.codecs.vp8_encoder
+    # and
     # h264_encoder)
     "tcc-reopen": ["--no-live-bitrate"],
     "remb-reopen": ["--no-transport-cc", "--no-live-bitrate"],

@@ -31,10 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gateway.media.bitrate import size_class_bitrate  # noqa: E402
 from gateway.media.colour import rgb_to_i420  # noqa: E402
 from gateway.media.fanout import FanoutEncoder  # noqa: E402
 from gateway.media.planes import patched_frame  # noqa: E402
+from gateway.webrtc.congestion.bitrate import size_class_bitrate  # noqa: E402
 from loadgen.media import MediaUnavailable, default_media_dir, media_path  # noqa: E402
 
 VARIANTS: dict[str, int] = {"denoiser off (now)": 0, "denoiser 4 (aiortc's, before)": 4}
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bitrate", type=int, default=1_000_000)
     p.add_argument("--ceilings", action="store_true",
                    help="instead of the variants: the encoder (denoiser off) at --bitrate against the "
-                   "picture's size-class ceiling (gateway.media.bitrate.size_class_bitrate, the default "
+                   "picture's size-class ceiling (webrtc.congestion.bitrate.size_class_bitrate, the default "
                    "since --video-bitrate auto)")
     p.add_argument("--repeats", type=int, default=3, help="encode runs per variant (the best CPU counts)")
     p.add_argument("--media-dir", type=Path, default=None)

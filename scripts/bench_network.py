@@ -14,13 +14,14 @@ packet leaves through lo), unlike the in-process link, which limits each directi
 own count of bytes and drops at the qdisc (`tc -s qdisc`) is kept per run, and the gateway runs inside the
 namespace under this script (`--inside-namespace`, loadgen pointed at it with `--url`) so that its sender's
 bitrate (`gateway_bitrate`) and what it saw of the publisher's stream and asked it for (`gateway_uplink`: loss
-per window, the loss-based REMB cap of gateway.media.uplink_rate) are sampled from GET /sessions;
+per window, the loss-based REMB cap of gateway.webrtc.congestion.uplink_rate) are sampled from GET /sessions;
 `--gateway-arg` passes flags to that gateway (`--gateway-arg=--no-uplink-loss-cap` for the run without the
 cap). Traffic stays on 127.0.0.1.
 
 `--per-direction` (tc): a bottleneck of its own for each direction, as on a real access link, where the
 shared tbf above puts both directions through one. The gateway marks its media with DSCP AF41
-(`--media-dscp af41`, gateway.rtc.dscp); lo's root becomes an htb whose u32 filters send the marked packets
+(`--media-dscp af41`, gateway.webrtc.interop.dscp); lo's root becomes an htb whose u32 filters send the marked
+packets
 (gateway -> publisher) through one tbf and every other UDP packet (publisher -> gateway) through another,
 each at the profile's rate and queue; TCP (signalling, the /sessions sampling) goes unshaped. Delay, jitter
 and loss stay in-process. The qdisc counters are then kept per direction (`qdisc_by_direction`).
@@ -50,7 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gateway.rtc.dscp import parse_dscp, tos_byte  # noqa: E402
+from gateway.webrtc.interop.dscp import parse_dscp, tos_byte  # noqa: E402
 from loadgen.impair import PROFILES, Impairment  # noqa: E402
 
 QDISC_PROBES = {
@@ -294,7 +295,8 @@ def bitrate_series(samples: list[dict[str, Any]]) -> list[list[float | None]]:
 
 
 def uplink_summary(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """What the gateway saw of the publisher's stream and asked it for (gateway.media.uplink_rate):
+    """What the gateway saw of the publisher's stream and asked it for
+    (gateway.webrtc.congestion.uplink_rate):
     loss per window, received kbit/s, the REMB cap (kbit/s; None = uncapped) and aiortc's own estimate."""
     if not samples:
         return None
@@ -378,7 +380,8 @@ def run_profile(
         # --per-direction: each direction's tbf on its own
         "qdisc_by_direction": by_direction(tc_stats) if args.per_direction else None,
         "elapsed_s": round(elapsed, 1),  # the whole run in the namespace: gateway start-up, join, stop
-        # tc: the gateway's VP8 sender, sampled from GET /sessions every 0.5 s (gateway.media.bitrate)
+        # tc: the gateway's VP8 sender, sampled from GET /sessions every 0.5 s
+        # (gateway.webrtc.congestion.bitrate)
         "gateway_bitrate": bitrate_summary(sampled.get("send") or []),
         # tc: what the gateway saw of the publisher's stream and the REMB cap it sent back
         "gateway_uplink": uplink_summary(sampled.get("uplink") or []),

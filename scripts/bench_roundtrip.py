@@ -6,8 +6,8 @@ Cases (each bounded by --duration seconds of measurement after --warmup seconds)
   face         320x240@15, face_swapper with the astronaut as source, N = 1 and 4
 
 Send time = when our track hands the frame to aiortc's encoder; receive time = when the decoded processed
-frame comes out of our receiving track (marker-release receive, gateway.rtc.receive, on both ends).
-The gateway runs as its own process (`python -m gateway.cli`) so its event loop is not shared with the
+frame comes out of our receiving track (marker-release receive, gateway.webrtc.recovery.jitter_buffer, on both
+ends). The gateway runs as its own process (`python -m gateway.cli`) so its event loop is not shared with the
 clients'. Prints p50/p95 per case and writes JSON (default reports/bench_roundtrip.json). Not a test.
 
     .venv/bin/python scripts/bench_roundtrip.py [--duration 20] [--cases passthrough,face] [--sessions 1,4]
@@ -41,7 +41,8 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription  #
 from aiortc.mediastreams import MediaStreamError  # noqa: E402
 from av import VideoFrame  # noqa: E402
 
-from gateway.rtc.ice import IceConfig, create_peer_connection  # noqa: E402
+from gateway.webrtc.install import create_peer_connection  # noqa: E402
+from gateway.webrtc.interop.ice import IceConfig  # noqa: E402
 from loadgen.media import default_media_dir  # noqa: E402
 from loadgen.stamp import read_stamp, write_stamp  # noqa: E402
 

@@ -36,7 +36,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gateway.rtc.receive import recovery_counters  # noqa: E402
+from gateway.webrtc.internals import sender_encoder  # noqa: E402
+from gateway.webrtc.recovery.jitter_buffer import recovery_counters  # noqa: E402
 from loadgen.client import ClientConfig, WhipJob, upload_source  # noqa: E402
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, free_port  # noqa: E402
 from loadgen.fuzz import (  # noqa: E402
@@ -126,7 +127,7 @@ class Rig:
         while True:
             pc = self.job._pc if self.job is not None else None  # noqa: SLF001
             for sender in pc.getSenders() if pc is not None else []:
-                encoder = getattr(sender, "_RTCRtpSender__encoder", None)
+                encoder = sender_encoder(sender)
                 if sender.track is not None and sender.track.kind == "video" and encoder is not None:
                     self.uplink_bps.append((time.monotonic(), int(getattr(encoder, "target_bitrate", 0))))
             await asyncio.sleep(0.25)

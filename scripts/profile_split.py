@@ -25,7 +25,7 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("batch scheduler", ("gateway/scheduler/",)),
     ("monitor", ("gateway/monitoring/",)),
     ("RTP/SRTP/DTLS/jitter buffer (aiortc)", ("rtcrtpreceiver.py", "rtcrtpsender.py", "rtcdtlstransport.py",
-                                             "aiortc/rtp.py", "jitterbuffer.py", "gateway/rtc/")),
+                                             "aiortc/rtp.py", "jitterbuffer.py", "gateway/webrtc/")),
     ("ICE/UDP (aioice)", ("aioice/",)),
     ("event loop: native uvloop run (mostly waiting)", ("Runner.run (asyncio/runners.py",)),
     ("thread pools: idle _worker (waiting)", ("_worker (concurrent/futures/thread.py",)),

@@ -51,7 +51,8 @@ from engines.factory import EngineConfig  # noqa: E402
 from engines.frames import FaceTrack, FrameItem, NoFaceFound, SourceFace  # noqa: E402
 from engines.models.store import ModelStore, default_model_dir  # noqa: E402
 from engines.pipeline import Pipeline, PipelineConfig  # noqa: E402
-from gateway.rtc.ice import IceConfig, create_peer_connection  # noqa: E402
+from gateway.webrtc.install import create_peer_connection  # noqa: E402
+from gateway.webrtc.interop.ice import IceConfig  # noqa: E402
 
 MODES = ("inline", "executor")
 

@@ -8,7 +8,7 @@ one RTP packet per 20 ms.
 
 Timestamps: every packet leaves with its input RTP timestamp relative to the stream's first one (unwrapped),
 the same number the session's `CaptureClock` maps to a capture instant, so the viewer's audio sender reports
-(stamped by `gateway.rtc.sender_clock`) and the video's are on one clock.
+(stamped by `gateway.webrtc.sync.sender_clock`) and the video's are on one clock.
 
 Live audio never queues: a viewer whose sender falls behind by more than `max_queue` packets (20 ms each)
 loses the oldest ones (counted); a late packet is worth less than a gap the decoder conceals.
@@ -24,7 +24,7 @@ import av
 from aiortc.rtp import RtpPacket
 
 from gateway.media.packet_track import QueuedPacketTrack
-from gateway.media.sync import AUDIO_RATE, CaptureClock, Unwrapper
+from gateway.webrtc.sync.clocks import AUDIO_RATE, CaptureClock, Unwrapper
 
 AUDIO_TIME_BASE = Fraction(1, AUDIO_RATE)
 

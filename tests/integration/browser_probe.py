@@ -22,7 +22,7 @@ import aiohttp
 
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
-from gateway.rtc.ice import IceConfig
+from gateway.webrtc.interop.ice import IceConfig
 from loadgen.chromium import Page, free_port, open_page, page_ws
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
