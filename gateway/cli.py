@@ -23,10 +23,10 @@ from engines.models.store import default_model_dir
 from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
+from gateway.control.capacity import usable_cores
+from gateway.control.degradation import DegradationConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.media.late import LatePolicy
-from gateway.monitoring.capacity import usable_cores
-from gateway.monitoring.controller import DegradationConfig
 from gateway.monitoring.monitor import MonitorConfig
 from gateway.preflight import PreflightError, check_processing
 from gateway.process_setup import setup_process

@@ -44,6 +44,7 @@ from engines.frames import (
     SourceFace,
 )
 from gateway.config import SessionConfig
+from gateway.control import GovernorLike
 from gateway.errors import BadRequest, NotFound, Unavailable
 from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
@@ -87,10 +88,6 @@ class MonitorLike(Protocol):
     def record_reject(self, reason: str) -> None: ...
 
     def event(self, kind: str, message: str, **data: Any) -> None: ...
-
-    def frame_options(self, requested: tuple[str, ...]) -> FrameOptions: ...
-
-    def admits_new_sessions(self) -> bool: ...
 
     def session_stats(self, session_id: str) -> dict[str, Any]: ...
 
@@ -141,6 +138,7 @@ class Session:
         config: SessionConfig,
         scheduler: SchedulerLike,
         monitor: MonitorLike,
+        governor: GovernorLike,
         executor: Executor | None,
         budget_ms: float,
         on_closed: Callable[[Session], None],
@@ -167,6 +165,7 @@ class Session:
         self.closed_s: float | None = None
         self._scheduler = scheduler
         self._monitor = monitor
+        self._governor = governor
         self._executor = executor
         self._budget_s = budget_ms / 1000.0
         self._encode_ewma_s = 0.0  # measured encode time, reserved out of every frame's deadline
@@ -253,7 +252,7 @@ class Session:
                 self.audio.on_video_frame(int(frame.pts or 0), arrival if completed is None else completed)
                 image = await loop.run_in_executor(self._executor, _to_rgb, frame)
                 decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
-                options = self._monitor.frame_options(self.processors)
+                options = self._governor.frame_options(self.processors)
                 if _needs_pipeline(options, self.source):
                     # capture time ~ when its last packet came (before decode): smoothing and the crop's lead
                     # measure motion between frames as they were filmed, not as they happened to be scheduled
@@ -609,6 +608,7 @@ class SessionManager:
         ice: IceConfig,
         scheduler: SchedulerLike,
         monitor: MonitorLike,
+        governor: GovernorLike,
         *,
         budget_ms: float,
         executor: Executor | None = None,
@@ -617,6 +617,7 @@ class SessionManager:
         self.ice = ice
         self._scheduler = scheduler
         self._monitor = monitor
+        self._governor = governor
         self._budget_ms = budget_ms
         self._executor = executor
         self.sessions: dict[str, Session] = {}
@@ -667,7 +668,7 @@ class SessionManager:
         if len(self.sessions) >= self.config.max_sessions:
             self._monitor.record_reject("capacity")
             raise Unavailable(f"at capacity ({self.config.max_sessions} sessions)", retry_after_s=10)
-        if not self._monitor.admits_new_sessions():
+        if not self._governor.admits_new_sessions():
             self._monitor.record_reject("capacity")
             raise Unavailable("overloaded: the monitor refuses new sessions for now", retry_after_s=10)
 
@@ -694,6 +695,7 @@ class SessionManager:
             config=self.config,
             scheduler=self._scheduler,
             monitor=self._monitor,
+            governor=self._governor,
             executor=self._executor,
             budget_ms=self._budget_ms,
             on_closed=self._forget,

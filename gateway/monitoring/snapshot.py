@@ -111,7 +111,7 @@ class DegradationState:
     work_ms_per_frame: float | None
     fps_per_session: float | None
     steps: int
-    utilisation: float = 0.0  # fraction of the binding resource in use (gateway.monitoring.capacity)
+    utilisation: float = 0.0  # fraction of the binding resource in use (gateway.control.capacity)
     capacity_binding: str | None = None  # cpu | gpu | workers: what limits first
     capacity_by_resource: dict[str, int] = field(default_factory=dict)
 
