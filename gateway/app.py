@@ -30,7 +30,7 @@ from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
 from gateway.http.replies import replied
 from gateway.http.request_checks import MUTATING_WHILE_SHUTTING_DOWN
 from gateway.scheduler import FrameScheduler
-from gateway.sessions import MonitorLike, SessionManager
+from gateway.session import MonitorLike, SessionManager
 
 if TYPE_CHECKING:
     from gateway.monitoring.monitor import MonitorConfig

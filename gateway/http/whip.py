@@ -22,7 +22,7 @@ from gateway.http.keys import CONFIG, STATE, principal_of, sessions_of
 from gateway.http.request_checks import SDP_TYPE, TRICKLE_TYPE, read_offer_text, read_trickle_fragment
 from gateway.http.sources import visible_source
 from gateway.http.urls import resource_url
-from gateway.sessions import Session
+from gateway.session import Session
 from gateway.tenants import tenant_limit
 from gateway.webrtc.interop.ice import link_headers
 from gateway.webrtc.negotiation.sdp import SdpError

@@ -1,4 +1,4 @@
-"""A session's audio and lip-sync wiring, kept out of `gateway.sessions` so the video path stays readable.
+"""A session's audio and lip-sync wiring, kept out of `gateway.session` so the video loop stays readable.
 
 Owns the session's `CaptureClock` and (when the publisher sends Opus) its `AudioRelay`, and knows the few
 aiortc objects to hook: the publisher's audio receiver (packet tap + SR tap), its video receiver (SR tap,

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from aiortc import RTCPeerConnection
 
-import gateway.sessions as sessions_module
+import gateway.session.manager as sessions_module
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
 from loadgen.fuzz import real_offer
