@@ -1,4 +1,4 @@
-"""Decoding an uploaded image in a child process, not in a thread of the gateway (issue 13, item 9).
+"""Decoding an uploaded image in a child process, not in a thread of the gateway.
 
 Why, measured (docs/BENCHMARKS.md, "A live session must not feel an attack"): a valid image without a face
 (the fuzzer's 1-3000 px PNGs) cost the gateway ~45 ms of CPU, and 100 such requests/s raised the live

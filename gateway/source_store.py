@@ -1,6 +1,6 @@
 """Uploaded source faces, bounded: how big an upload may be, how much of it is kept, how many are kept.
 
-Why (issue 13, items 2 and 3): every upload used to be decoded on the event loop and kept whole, so one
+Why: every upload used to be decoded on the event loop and kept whole, so one
 20000x20000 PNG stalled every stream for seconds and a hundred photos cost over half a gigabyte. Now:
 
 * `SourcesConfig.max_pixels` is checked against the image HEADER before decoding (gateway.image_header);

@@ -1,4 +1,4 @@
-"""Tenants: who a request is, and what it may touch (issue 13, items 5 and 6).
+"""Tenants: who a request is, and what it may touch.
 
 A tenant is a name, a bearer token and an optional session limit, read from a TOML file at the edge
 (`--tenants-file`):

@@ -1,5 +1,5 @@
 """An attacker's view of the gateway, bounded and on loopback: fuzzed requests, a live session measured while
-they land, and the gateway process's resources over time (issue 13's suite).
+they land, and the gateway process's resources over time.
 
 Pieces (only scripts/fuzz_gateway.py prints or exits):
 

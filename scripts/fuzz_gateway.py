@@ -1,4 +1,4 @@
-"""Attack a gateway of our own on 127.0.0.1 and report what it felt (issue 13; `make fuzz`, `make soak`).
+"""Attack a gateway of our own on 127.0.0.1 and report what it felt (`make fuzz`, `make soak`).
 
     python scripts/fuzz_gateway.py fuzz  --requests 10000 --rounds 2 --output reports/fuzz.json
     python scripts/fuzz_gateway.py soak  --duration 900 --rate 20 --output reports/soak.json

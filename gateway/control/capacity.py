@@ -1,21 +1,11 @@
-"""How many sessions this replica can hold, and how much of that it uses: the autoscaler's two numbers.
+"""How many sessions this replica can hold, and how much of that it uses: the autoscaler's two numbers. Pure.
 
-Why not the batch workers alone (the earlier `controller.estimate_capacity`, now the "workers" resource
-below): on the CPU a frame's cost is half codecs and transport (VP8 decode + encode, aiortc's per-packet
-Python, RTP/SRTP), which run beside the batch workers on the same cores. An estimate from worker time said
-12-13 sessions where 6 was measured. Here every resource a session consumes is a budget of its own,
-measured, not modelled:
-
-- cpu:     this process's CPU (all threads: decode, encode, transport, pipeline, event loop), in cores, over
-           the cores it may use: affinity and the cgroup quota (a pod's CPU limit), less what other
-           processes on the machine are using (measured on the shared 2-core box: with neighbours busy,
-           the latency limit came at 4 sessions while "2 cores" would have promised 6);
-- gpu:     the busiest GPU's utilisation (None without a GPU, or when inference runs remotely on Triton);
-- workers: the batch workers' busy time over `parallelism` workers (the latency-critical queue).
-
-Each resource's cost per session is (used - idle baseline) / open sessions; capacity is the smallest
-`(available * target - baseline) / cost` over the resources; utilisation is the largest `used / available`,
-the fraction of the binding resource in use — the gauge a horizontal autoscaler targets (e.g. 0.7). Pure.
+On the CPU half a frame's cost is codecs and transport beside the batch workers, so every resource a session
+consumes is a budget of its own, measured: `cpu` (this process, over the cores it may use: affinity, cgroup
+quota, less what other processes use), `gpu` (the busiest GPU's utilisation) and `workers` (the batch
+workers' busy time over `parallelism`). Each one's cost per session is (used - idle baseline) / sessions;
+capacity is the smallest (available * target - baseline) / cost; utilisation, the largest used / available,
+is the gauge a horizontal autoscaler targets.
 """
 
 from __future__ import annotations

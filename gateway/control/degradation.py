@@ -1,24 +1,11 @@
-"""Adaptive degradation and capacity policy: pure functions and one small state machine, no I/O, no clocks.
+"""Adaptive degradation: a small pure state machine fed the rolling stats once per sample.
 
-`DegradationController.update(ControllerInput)` is fed the rolling stats once per sampler tick and returns the
-level in force:
-
-    0 full quality
-    1 enhancer off
-    2 + detector every 2nd frame (the track is reused in between)
-    3 + lower detector resolution (detect_size, e.g. 320 -> 192)
-    4 + refuse new sessions
-
-It steps DOWN one level when the server p95 has been above `step_down_fraction` of the budget, the share of
-frames dropped for being late or stale above `drop_high_fraction`, or VRAM above `vram_high_fraction`,
-continuously for `step_down_after_s`; it steps back UP one level only after `step_up_after_s` of headroom
-(p95 < `headroom_fraction` x budget, drops below `drop_low_fraction`, VRAM below the high mark).
-The drop rate is the signal that matters most under overload: deadlines keep the *processed* frames inside
-the budget, so a saturated gateway shows up as frames shed, not as a high p95. The gap between the two
-thresholds and the longer up-delay are the hysteresis that keeps it from flapping. After every step both
-timers restart, so each further step needs its own sustained evidence (the windows must see the effect of the
-previous step).
-With no frames at all there is no latency evidence: only VRAM can push it down, and an idle machine recovers.
+Levels: 0 full quality, 1 enhancer off, 2 + detect every 2nd frame, 3 + lower detector resolution,
+4 + refuse new sessions. One step down after `step_down_after_s` of p95 above `step_down_fraction` of the
+budget, frames shed above `drop_high_fraction` or VRAM above `vram_high_fraction`; one step up only after
+`step_up_after_s` of headroom. Shed frames matter most: deadlines keep processed frames in budget, so
+overload shows as shedding. Both timers restart after a step (each step needs its own evidence); with no
+frames only VRAM can step it down. `recommend_max_batch` is the batch-size advice.
 """
 
 from __future__ import annotations

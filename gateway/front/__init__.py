@@ -1,6 +1,6 @@
 """The front process: the HTTP control plane in a process of its own, in front of the one carrying the video.
 
-Why (issue 13, item 9): a live session felt an attack. With every request served, 100 fuzzed requests a
+Why: a live session felt an attack. With every request served, 100 fuzzed requests a
 second raised its p95 by 8-21 % on this 2-core machine, because request handling (aiohttp parsing, auth,
 reading and throwing away bodies, refusing malformed offers) ran on the event loop and under the GIL that
 also receive, schedule, encode and send the video. Here the public port belongs to a second process, at a

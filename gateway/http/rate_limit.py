@@ -1,4 +1,4 @@
-"""A per-client-address request rate limit on the HTTP control plane (issue 13, item 9).
+"""A per-client-address request rate limit on the HTTP control plane.
 
 Why: measured under the fuzz (scripts/fuzz_gateway.py `cost` and per-kind runs, docs/BENCHMARKS.md), the
 requests that cost the gateway most are ones any client can send as often as it likes: a valid image with

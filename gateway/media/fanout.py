@@ -1,18 +1,11 @@
 """Encode each processed stream ONCE per codec and hand the encoded packets to every subscriber.
 
-aiortc's `RTCRtpSender` accepts `av.Packet` from its track and only packetizes it (`Vp8Encoder.pack`,
-`H264Encoder.pack`), so N viewers cost one encode per codec in use (VP8 for browsers; H.264 only when
-a publisher or viewer offered nothing else). Two things the sender would do for raw frames must be done
-here instead: keyframes on request (a new viewer, or a PLI/FIR from any viewer: `bind_sender` routes the
-sender's keyframe request to this encoder), and bitrate: each sender's REMB and receiver-report loss feed
-one `BitratePolicy` per encoder (gateway.webrtc.congestion.bitrate: the minimum across receivers), applied
-between frames: VP8 through libvpx itself and H.264 through libx264 itself change rate at the next frame
-(gateway.webrtc.codecs.vp8_encoder, gateway.webrtc.codecs.h264_encoder); FFmpeg's encoders (where those
-libraries do not
-load, or `--no-live-bitrate`) read the rate only when they open, so they are reopened, with a keyframe.
-
-A subscriber that falls behind has its queue cleared and waits for the next keyframe (which it requests):
-dropping single inter frames would corrupt its picture, and queueing would add latency.
+aiortc's sender only packetizes `av.Packet`s from its track, so N viewers cost one encode per codec in use.
+What a sender would do for raw frames is done here: keyframes on request (`bind_sender` returns where a
+sender's PLI/FIR and receiver feedback go; `gateway.webrtc.install.install_sender` hooks them up) and the
+bitrate, one `BitratePolicy` per encoder applied between frames (libvpx / libx264 themselves, else FFmpeg's
+encoders reopened with a keyframe). A subscriber that falls behind is cleared and waits for the next
+keyframe: dropping single inter frames would corrupt its picture, and queueing would add latency.
 """
 
 from __future__ import annotations

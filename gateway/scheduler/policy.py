@@ -1,6 +1,6 @@
 """The batching decisions, with no clock, no threads and no asyncio: time comes in as `now`.
 
-Frames from every session meet here. The rules (DESIGN.md conventions 2-4):
+Frames from every session meet here. The rules:
 
 * **Live video never queues.** A session holds at most ONE pending frame; a newer submit replaces the older,
   which resolves DROPPED_STALE.

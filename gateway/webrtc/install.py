@@ -1,15 +1,10 @@
 """The extensions, applied to one peer connection and its senders in a fixed order.
 
-Connection (`install`, before any description is set):
-  1. interop.ice        gather on the configured host addresses; DSCP on every socket
-  2. recovery           marker-release jitter buffer with loss recovery on every video receiver
-  3. interop.dtls       ECDHE-RSA suites; why a handshake failed
-A sender of the processed video (`install_sender`, after the offer is set):
-  1. keyframe requests go to the encoder (the sender only packetizes)
-  2. congestion.sender_feedback   REMB, loss and round trips to the bitrate policy (inner `_send_rtcp`)
-  3. congestion.retransmit_limit  NACKed packets within the budget
-  4. sync.sender_clock            SR times restamped to capture (outer `_send_rtcp`: 2 sees what was sent)
-  5. congestion.transport_cc      transport-wide sequence numbers and their feedback, where negotiated
+Connection (`install`, before any description): 1 interop.ice gathering and DSCP, 2 recovery's
+marker-release buffer on every video receiver, 3 interop.dtls suites and failure reasons.
+A sender of the processed video (`install_sender`, after the offer is set): 1 keyframe requests to the
+encoder, 2 congestion.sender_feedback (the inner `_send_rtcp`), 3 congestion.retransmit_limit,
+4 sync.sender_clock (the outer `_send_rtcp`, so 2 keys each report as it went out), 5 transport-cc.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
-"""An H.264 encoder whose bitrate changes between frames without a keyframe (`gateway.webrtc.codecs.libx264`).
+"""An H.264 encoder on libx264 itself whose bitrate changes between frames without a keyframe.
 
-It takes the place of FFmpeg's `libx264` codec context in `FanoutEncoder` and answers the same calls
-(`encode(frame) -> [av.Packet]`, `width`, `height`, `bit_rate`), with the settings FanoutEncoder gave FFmpeg:
-preset veryfast, tune zerolatency, constrained baseline, level 3.1, one thread, Annex B with SPS/PPS before
-every keyframe, keyframes only on request (FFmpeg's also made one at a scene cut). Two
-things differ, both for rate control:
-- constant bitrate with a VBV buffer of half a second of the rate (FFmpeg's ran plain ABR without one).
-  x264 only takes a new bitrate between frames while VBV is on, and then takes the VBV rate and buffer too:
-  `set_bitrate` is `x264_encoder_reconfig` of all three (and, at a cut, a frame with no buffer credit).
-- the frame rate the stream really has counts. x264 reads timestamps only with its variable-frame-rate
-  input, which holds every frame back by one (zerolatency turns it off); without it, each frame is 1/fps of
-  a second, and FFmpeg's encoder, told 30 fps, sent a 15 fps stream at half its target (measured: 498
-  kbit/s for 1 Mbit/s). Here the rate given to x264 is scaled by 30 / the frame rate the timestamps show
-  (the median interval of the last 30 frames), re-set when that moves by more than 10 %, and the buffer is in
-  real seconds.
-Frames are read from the yuv420p `av.VideoFrame`'s own planes, without a copy.
+It answers FanoutEncoder's calls as FFmpeg's `libx264` context did, with its settings (veryfast,
+zerolatency, constrained baseline 3.1, Annex B, keyframes on request), and differs in rate control: constant
+bitrate with a half-second VBV buffer (x264 reconfigures the rate only with VBV on; `set_bitrate` changes
+all three, and a cut drops the buffer's credit), and the rate is scaled by the frame rate the timestamps
+show, as x264 otherwise counts each frame as 1/fps of a second. Frames are read from their own planes.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
-"""libvpx's VP8 encoder API through ctypes: the one library PyAV already loaded, called directly.
+"""libvpx's VP8 encoder through ctypes: change the rate between frames without a keyframe.
 
-Why: FFmpeg's libvpx wrapper reads the bitrate once, when the encoder opens. A new bitrate meant a new
-encoder, and a new encoder starts with a keyframe: every rate change put a keyframe (5-10x an inter frame)
-on a link that had just been found too small, or that was being probed with 1.25x more. libvpx itself takes
-a new rate between any two frames (`vpx_codec_enc_config_set`, what libwebrtc's `LibvpxVp8Encoder::SetRates`
-calls for every bandwidth estimate). `gateway.webrtc.codecs.vp8_encoder` uses this binding to do the same.
-
-Where the library comes from: PyAV's wheel bundles libvpx (`av.libs/libvpx-*.so*`) and libavcodec has it
-loaded already, so this opens the same file (the same handle) and adds no dependency; a system libvpx is the
-fallback. `load()` answers None where neither is usable, and the caller keeps FFmpeg's encoder.
-
-Layouts (version guard): only the head of `vpx_codec_enc_cfg_t` (up to `kf_max_dist`, unchanged since libvpx
-1.7), `vpx_image_t` (unchanged since 1.6) and the frame packet are declared. The configuration is a buffer
-larger than any release's struct, filled by `vpx_codec_enc_config_default`, so fields past the head keep
-libvpx's own defaults. `load()` checks the declared offsets against values libvpx itself writes (the VP8
-defaults, a wrapped image's geometry) and refuses a library where any differs. The encoder ABI version is
-not in the library; it is found by asking `vpx_codec_enc_init_ver`, which answers ABI_MISMATCH for every
-other version before it reads anything.
+FFmpeg's encoder reads a rate only when it opens, so each change cost a keyframe; libvpx's own
+`vpx_codec_enc_config_set` takes it at the next frame. The structure layouts declared here are checked
+against the library at load (`check_layouts`, through `loader`); a library that fails is not used and the
+gateway goes back to FFmpeg's encoder.
 """
 
 from __future__ import annotations

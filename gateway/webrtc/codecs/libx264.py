@@ -1,24 +1,9 @@
-"""libx264's encoder API through ctypes: the library PyAV already loaded, called directly.
+"""libx264 through ctypes: change the rate between frames without a keyframe.
 
-Why: FFmpeg's libx264 wrapper passes a new `bit_rate` on to x264 between frames, but not a new VBV buffer,
-and PyAV cannot set one on an open context; without a VBV buffer x264's ABR converges over the whole stream
-(measured: 1 Mbit/s -> 200 kbit/s still gave 991 kbit/s for the next 2 s). So every rate change reopened
-the encoder, with a keyframe. x264 itself takes a new bitrate, VBV rate and VBV buffer between any two
-frames (`x264_encoder_reconfig`); `gateway.webrtc.codecs.h264_encoder` uses this binding to do that.
-
-Where the library comes from: PyAV's wheel bundles libx264 (`av.libs/libx264-*.so*`, which libavcodec has
-loaded already), so no dependency is added; a system libx264 is the fallback. `load()` answers None where
-neither is usable, and the caller keeps FFmpeg's encoder.
-
-Layouts (version guard). `x264_param_t` is never declared: it is an opaque buffer larger than any build's
-struct, filled by `x264_param_default_preset` and set through `x264_param_parse` by name. Only the picture
-size has no name to parse; its offset is found by asking the library: `level` moves `i_level_idc`, and the
-width and height sit the two ints before `i_csp` (checked: the default I420 there, and an encoder opened
-with that size reports it back). `x264_picture_t`'s head and `x264_nal_t` are declared, and `load()` checks
-them against what x264 writes (`x264_picture_alloc`'s planes; the SPS and PPS `x264_encoder_headers`
-returns, contiguous).
-A library where any check fails is not used. The encoder's open function carries the build number in its
-name (`x264_encoder_open_165`): it is looked up by the build the library's symbols name.
+FFmpeg's encoder reads a rate only when it opens; libx264's own `x264_encoder_reconfig` takes it at the next
+frame. The parameter offsets this binding reads are found and checked against the library at load
+(`check_layouts`, through `loader`); the x264 build comes from the file name. A library that fails is not
+used and the gateway goes back to FFmpeg's encoder.
 """
 
 from __future__ import annotations

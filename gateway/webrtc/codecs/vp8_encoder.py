@@ -1,17 +1,9 @@
-"""A VP8 encoder whose bitrate changes between frames without a keyframe (libvpx,
-`gateway.webrtc.codecs.libvpx`).
+"""A VP8 encoder on libvpx itself whose bitrate changes between frames without a keyframe.
 
-It takes the place of FFmpeg's `libvpx` codec context in `FanoutEncoder` and answers the same calls
-(`encode(frame) -> [av.Packet]`, `width`, `height`, `bit_rate`), with the settings FFmpeg derived from the
-options `FanoutEncoder` gave it: constant bitrate with a 1 s buffer (starting at 500 ms, libwebrtc's level,
-not libvpx's full buffer), q 2..56, undershoot 100 %, overshoot
-15 %, realtime deadline, no lag, keyframes only on request. What it adds is `set_bitrate`: the rate control
-takes the new target at the next frame, and the stream goes on with inter frames. Frames are read from the
-yuv420p `av.VideoFrame`'s own planes, without a copy.
-
-Same picture at the same rate (carphone, 240 frames, cpu-used -8; tests/unit/test_vp8_encoder.py checks
-the rate and the PSNR): 320x240 at 1 Mbit/s FFmpeg 1003 kbit/s 47.13 dB 1.00 ms, this 1020 kbit/s 47.18 dB
-1.00 ms; at 300 kbit/s 42.29 vs 42.58 dB; 640x360 at 1 Mbit/s 45.35 vs 45.52 dB, 2.17 vs 2.04 ms.
+It answers FanoutEncoder's calls as FFmpeg's `libvpx` context did, with the settings FFmpeg derived
+(constant bitrate, 1 s buffer starting at libwebrtc's 500 ms, q 2..56, realtime, keyframes on request), and
+adds `set_bitrate`: the next frame takes the new target as an inter frame. Same picture at the same rate as
+FFmpeg's (the unit tests compare rate and PSNR). Frames are read from their own planes, without a copy.
 """
 
 from __future__ import annotations

@@ -1,64 +1,12 @@
-"""The processed stream's encoder bitrate, following what its receivers can take. Pure policy: feedback in
-(REMB, receiver-report loss and round trips per receiver), one target out; `FanoutEncoder` applies it.
+"""The processed stream's encoder bitrate, following what its receivers can take. Pure policy.
 
-Why: the fan-out encodes each session's processed stream once and sends the same packets to the publisher's
-return path and to every WHEP viewer. With a fixed bitrate a viewer on a slow link drowns in loss (and its
-NACKs and PLIs make it worse). aiortc's own encoder follows REMB, but only for tracks it encodes itself;
-our packet tracks bypass that.
-
-Policy for one encoder shared by several receivers: **the minimum across receivers** of each receiver's
-estimate, clamped to [min_bps, max_bps]. Every receiver then gets a stream it can carry; a fast viewer
-of a session that also has a slow one gets the slow one's quality. (The alternatives cost CPU per distinct
-rate: a second encoder per bandwidth class, or simulcast/SVC layers; worth it on a GPU box, not on 2 cores.)
-`min_bps` bounds what one hopeless receiver can do to everyone else: below it, that receiver sees loss.
-
-Each receiver's estimate is the lowest of
-- its latest REMB (the receiver's delay-based estimate, RFC draft-alvestrand-rmcat-remb; aiortc and
-  Chrome send it), ignored once older than `stale_after_s`,
-- a loss-based rate, as in Google Congestion Control's sender side (draft-ietf-rmcat-gcc-02 section 6):
-  from each receiver report's fraction lost, above 10 % the rate drops to current * (1 - 0.5 * loss) (at
-  most once per `loss_decrease_interval_s` + the round trip, as libwebrtc), below 2 % it grows 5 % a
-  second, in between it holds, and
-- a delay-based rate from the round trips its receiver reports give (below).
-
-FFmpeg's encoders opened through PyAV take a new rate only in a new context, which starts with a keyframe
-(only with `--no-live-bitrate` now, or where libvpx/libx264 do not load: both change rate between frames,
-gateway.webrtc.codecs.vp8_encoder and h264_encoder). The hysteresis below was sized for that cost. A session's
-first receiver starts it at `start_fraction` of max_bps, at most `start_cap_bps` (a keyframe at 1 Mbit/s
-overflows a 600 kbit/s link for seconds, measured), until its receivers' first reports: clean ones lift it
-to max_bps, lossy ones bring it down. The target moves only when it differs by at least `min_change` from
-the current rate: decreases at once (congestion), increases at most every `increase_hold_s` and by at most
-`max_step_up`, and not while either of a receiver's last two round trips shows a queue above
-`delay_low_s` (jumping from 500 kbit/s to 1 Mbit/s on the first clean report overflowed a 600 kbit/s link's
-queue in one step and lost 50-70 % of the packets of the next two seconds, measured).
-Near where a receiver's link last choked (its capacity: what arrived when a cut was made, GCC's link
-capacity estimate) an increase stops at `near_fraction` of it and then creeps by `near_step_up` (GCC's
-additive increase near the link capacity): measured, each 1.17-1.25x step from ~330 to ~390 kbit/s on a
-400 kbit/s link dropped packets and froze a browser's picture for 2-3 s, again every time the rate climbed
-back. What arrived, not what the cut left: a fall is answered by several cuts in a row (the queue is
-drained below the link's rate), and the target they reach is no measure of the link.
-
-A delay-based rate (`gateway.webrtc.congestion.queue_delay`): each receiver report's LSR/DLSR gives the round
-trip;
-above the lowest round trip of the last `base_window_s` it is the path's queueing delay. Above `delay_high_s`
-in two reports in a row, or above twice that in one (one keyframe alone queues ~90 ms at 600 kbit/s: a
-burst, not a trend), and not already draining by `drain_s`, the bottleneck is filling: that receiver's
-delay-based rate drops to `delay_decrease` times what was sent over the last second (GCC's 0.85 x incoming
-rate); below `delay_low_s` with no loss it grows by `delay_increase` per report; in between it holds. This
-acts while the queue fills, before the loss-based rule sees any loss, so no retransmissions and keyframe
-requests pile on.
-
-The ceiling, by default, follows the picture's size (`size_class_bitrate`: libwebrtc's defaults, 1.7 Mbit/s
-up to 640x480, 2 Mbit/s up to 960x540, 2.5 Mbit/s above, but never under 1 Mbit/s), so a 720p broadcast is
-not squeezed into a small picture's budget (carphone at 1280x720: 36.8 dB at 1 Mbit/s, 40.3 dB at 2.5);
-`set_max` moves it when the publisher changes resolution. libwebrtc's 600 kbit/s for 320x240 is not taken:
-this is a second encode of an already encoded picture, and there it measured 1.5 dB under 1 Mbit/s
-(scripts/bench_encoder_settings.py --ceilings). An explicit bitrate fixes the ceiling.
-
-REMB only counts when it is below what we actually sent over the last second (`remb_margin` of it) AND that
-receiver's latest report shows loss of at least `loss_low`: a delay-based estimate is capped near the
-incoming rate (1.5x in GCC), and aiortc's estimator said 88-242 kbit/s on a perfect loopback while we sent
-340 kbit/s (measured): alone it would pull the encoder to the floor on a clean link.
+One encoder feeds the publisher's return path and every WHEP viewer, so its target is the minimum of the
+receivers' estimates, clamped to [min_bps, max_bps]; `min_bps` bounds what one hopeless receiver can do to
+the rest. Each receiver's estimate is the lowest of its REMB (counted only when under what was sent and loss
+confirms it), GCC's loss rule on its receiver reports, and a delay rule on the queue its round trips or
+transport-cc feedback show (`queue_delay`, `send_history`). Decreases apply at once; increases are held,
+stepped, and slowed near where the receiver's link last choked. The ceiling follows the picture's size
+(`size_class_bitrate`, libwebrtc's classes) unless fixed. The reasons and measurements: docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
-"""How much queueing one receiver's path holds, from the round-trip times its RTCP receiver reports give.
-Pure: samples in (explicit times), queueing delay out.
+"""The queueing delay on one receiver's path, from round trips or one-way transit. Pure.
 
-Why: a bottleneck queues before it drops. A sender that only reacts to loss (GCC's loss-based rule) fills
-the queue, then loses packets, then retransmits them (more load) and sends keyframes for what could not be
-repaired (more load): on a 600 kbit/s link a sender at a median of 450 kbit/s lost 30 % of its packets
-(docs/BENCHMARKS.md). GCC's delay-based half reads the queue from per-packet arrival times (transport-cc),
-which aiortc does not send or receive. Every receiver does send receiver reports (RFC 3550 6.4.1) with
-LSR/DLSR, from which the sender measures the round trip about once a second. The round trip above the
-lowest one seen recently is the path's queueing delay: the same signal, coarser in time.
-
-A round trip crosses both directions. A viewer's reverse direction carries only its RTCP, but a publisher's
-carries its own media: its receiver reports queue behind its frames at the publisher's bottleneck, and
-cutting our rate cannot empty that queue (measured: the return stream cut to its 100 kbit/s floor while the
-publisher's uplink queued 140-190 ms). `OneWayDelay` measures that reverse queue where we receive the
-media: each frame's first packet's arrival time minus the time it was sent, above the lowest of the window,
-the lowest over the last `recent_s` (a standing queue, not one frame's burst). The sender subtracts it from
-the round trip, and the uplink's own rate cap (`gateway.webrtc.congestion.uplink_rate`) reads it directly. The
-send time is the packet's abs-send-time header extension where the publisher sets it (aiortc and browsers do;
-`AbsSendClock` unwraps its 64 s cycle); otherwise the frame's RTP timestamp, its capture time, which also
-counts the publisher's own encoding delay.
-
-The base is the minimum over `window_s`, so a path whose propagation delay grows (a route change) is
-re-learned within the window, and a queue that never empties would be learned as base after the window
-(the controller cuts the rate long before that).
+A bottleneck queues before it drops; reading the queue lets the sender back off before loss. `QueueDelay`:
+each receiver report's round trip above the lowest of the last `window_s` is the path's queue. A
+publisher's receiver reports wait behind its own media on its uplink, so `OneWayDelay` measures that
+reverse queue where the media arrives (each frame's first packet against its abs-send-time, unwrapped by
+`AbsSendClock`, else its RTP timestamp) and the sender takes it out of the round trip. The base is a
+window's minimum, so a changed route is re-learned within the window.
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
 """How much a sender may retransmit. Pure: (sequence number, size, time) in, send or skip out.
 
-Why: aiortc's `RTCRtpSender` retransmits every packet each NACK names, as often as it is named, without
-limit. When a link's rate falls (measured: a browser viewer's downlink stepped from 1.5 Mbit/s to 400
-kbit/s, `scripts/bench_browser_uplink.py --step-link down`), the receiver NACKs everything the queue
-dropped, again every round trip, and the retransmissions (about 2 Mbit/s offered for a 400 kbit/s link in
-that test) fill the queue that was already overflowing: 25-35 % of the packets were dropped in the two
-seconds after the step, most of them retransmissions.
-
-The same two limits as libwebrtc's sender (its retransmission rate limiter, and a packet's minimum time
-between retransmissions):
-- a token bucket at the encoder's current target bitrate over `window_s` (retransmissions cannot exceed what
-  the link is believed to carry), and
-- one packet is not sent again within `min_interval_s`, or the latest round trip if that is longer
-  (the first retransmission is still on its way).
-
-And one more, for what the budget leaves behind (`wants_keyframe`): when the packets it refused are more
-than it could resend within `catch_up_s`, the receiver is better served by a new keyframe than by waiting.
-Measured (the same browser test, VP8 changing rate without a keyframe): after the step ~100 packets were
-dropped at once, the budget at the new ~150 kbit/s target needed seconds to resend them, Chromium decoded
-2-4 frames a second for 3 s and never asked for a keyframe itself. Every packet sent before the keyframe is
-then given up: a NACK naming one (the receiver goes on until the keyframe reaches it) is not answered.
+aiortc resends every packet each NACK names, as often as named: when a link's rate falls, the resends fill
+the queue that was already overflowing. The limits are libwebrtc's: a token bucket at the encoder's target
+bitrate over `window_s`, and one packet not again within `min_interval_s` or the latest round trip. When the
+refused packets are more than the budget could resend soon, `wants_keyframe` says to repair with a keyframe
+and give up what was sent before it. Measurements: docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""Apply `gateway.webrtc.congestion.retransmit_budget` to one aiortc video sender: retransmissions within the
-encoder's target bitrate, and one packet not resent within a round trip.
+"""Apply `retransmit_budget` to one aiortc sender's NACK answers.
 
-aiortc's `RTCRtpSender._handle_rtcp_packet` calls `self._retransmit(seq)` for every sequence number a NACK
-names; that one method is wrapped on this sender instance (other senders are untouched). The packet is looked
-up in the sender's history (`_RTCRtpSender__rtp_history`, aiortc 1.14-1.16) only for its size; a packet the
-history no longer holds is skipped as aiortc itself would.
+The sender's `_retransmit` is wrapped on this instance: a NACKed packet is looked up in the sender's history
+only for its size, and resent when the budget allows; when the budget asks for a keyframe instead, the
+callback is told. On an unchecked aiortc nothing is wrapped.
 """
 
 from __future__ import annotations

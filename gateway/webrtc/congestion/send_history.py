@@ -1,19 +1,10 @@
-"""What one receiver's transport-cc feedback says about the path our packets take. Pure: stamped packets and
-parsed feedback in, one sample per feedback packet out.
+"""What one receiver's transport-cc feedback says about the path our packets take. Pure.
 
-Each packet the gateway sends to a receiver that negotiated transport-cc carries a transport-wide sequence
-number (gateway.webrtc.congestion.transport_cc stamps it); `SendHistory` remembers when each left and how big
-it was. A
-feedback packet (gateway.webrtc.congestion.transport_feedback) gives each one's arrival time on the receiver's
-clock.
-Arrival minus send time is the one-way transit plus a constant clock offset; above its minimum over a window
-it is the queue our packets wait in, measured 10-20 times a second in our direction only (the round trips of
-receiver reports, once a second, also carry the reverse path's queue).
-
-Per feedback packet: the lowest transit of the packets it reports (a frame's first packet waits only for what
-was queued before it, not behind its own frame: the standing queue, not one frame's burst), how many were
-received and lost, and the rate acknowledged as received over the last `acked_window_s` of arrivals (GCC
-decreases to a fraction of that, draft-ietf-rmcat-gcc-02 section 5.5).
+`SendHistory` remembers when each stamped packet left and how big it was; a feedback packet gives each one's
+arrival on the receiver's clock. Arrival minus send time is the transit plus a clock offset; above its
+minimum over a window it is the queue our packets wait in, in our direction only. Per feedback packet: the
+lowest transit it reports (a frame's first packet: the standing queue, not one frame's burst), and the rate
+the receiver acknowledged.
 """
 
 from __future__ import annotations

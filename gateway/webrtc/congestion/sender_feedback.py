@@ -1,18 +1,9 @@
-"""Read the bandwidth feedback a receiver sends back to one of our `RTCRtpSender`s (REMB, receiver-report
-loss, and the round trip each receiver report's LSR/DLSR gives) and hand it to callbacks. aiortc handles
-these RTCP packets itself (REMB only for encoders it runs; we send pre-encoded packets), so this wraps that
-one sender's `_handle_rtcp_packet` (an instance attribute; other senders are untouched), calls the original
-first, then reports.
+"""Read the feedback a receiver sends one of our senders (REMB, report loss, round trips) into callbacks.
 
-Round trips: aiortc keeps only its latest sender report's LSR, so a receiver report answering the one
-before (reports cross in flight about half the time at one a second each way) gives it no sample. This
-also wraps the sender's `_send_rtcp` and remembers when each of its last `SR_HISTORY` sender reports left,
-keyed by the LSR value the receiver echoes (read after the inner send, so an SR whose NTP time another
-wrapper rewrites, `gateway.webrtc.sync.sender_clock`, is keyed as it went out).
-
-Version guard: aiortc 1.14-1.16 (`RTCRtpSender._handle_rtcp_packet`, `_send_rtcp`, `_ssrc`, the RTCP packet
-types and `unpack_remb_fci` in `aiortc.rtp`).
-Without them nothing is wrapped and `watch_sender_feedback` returns False: the encoder keeps its bitrate.
+aiortc acts on REMB only for encoders it runs, and we send pre-encoded packets, so this wraps that sender's
+`_handle_rtcp_packet` (the original runs first). aiortc keeps only its latest sender report's LSR; this also
+wraps `_send_rtcp` to remember when each of the last `SR_HISTORY` reports left, keyed by the LSR a receiver
+echoes, read as the report went out (after `sync.sender_clock` rewrote it: see `install`'s order).
 """
 
 from __future__ import annotations

@@ -1,38 +1,12 @@
-"""Transport-wide congestion control feedback for publishers (gateway.webrtc.congestion.transport_feedback is
-the format).
+"""Transport-cc: per-packet arrival feedback, both directions, where the offer negotiates it.
 
-Why: a browser publisher (libwebrtc) runs its full Google Congestion Control, a delay-based estimate from
-per-packet arrival times plus probing, only when the answer negotiates transport-cc. aiortc answers
-without it (its capabilities list neither the `transport-cc` RTCP feedback nor the transport-wide sequence
-number extension), so browsers fell back to aiortc's once-a-second REMB and their loss-based rule: through a
-bottleneck they learned of a full link only from the loss they had already caused.
-
-Receive side (publishers' uplinks), both per peer connection:
-- `answer_transport_cc(pc)`, after `setRemoteDescription(offer)` and before `createAnswer()`: on each video
-  m-line whose offer has both the extension and `a=rtcp-fb:<pt> transport-cc`, keep both in the answer
-  (the offer's extension id; aiortc's own header extension map already parses the extension).
-- `install(receiver)`: records each arriving packet's transport-wide sequence number and arrival time (a
-  wrapper of that one receiver's `_handle_rtp_packet`, so retransmissions and padding probes count too),
-  and `TransportCcFeedback.run` sends what arrived every `interval_s` (libwebrtc sends every 50-250 ms,
-  50 ms at these rates) through the receiver's own `_send_rtcp`.
-
-The REMB the gateway sends (aiortc's estimate under the loss/queue cap of
-gateway.webrtc.congestion.uplink_rate) still
-goes out: libwebrtc takes a REMB as an upper bound next to its own estimate.
-
-Send side (the processed stream, to the publisher and to WHEP viewers), `install_send_side(sender, ...)`
-where the answer negotiated transport-cc: every RTP packet of that video sender (and its RTX stream) gets a
-transport-wide sequence number on its way into the DTLS transport (a wrapper of that transport's
-`_send_rtp`: parsed, stamped, serialised again, ~20 us a packet), and the transport-cc feedback the browser
-then returns (a wrapper of its `_handle_rtcp_data`) is matched to the send times
-(gateway.webrtc.congestion.send_history): one one-way transit sample per feedback packet for the encoder's
-bitrate
-policy (`BitratePolicy.on_transit`), 10-20 times a second, where receiver reports give a round trip about
-once a second.
-
-Version guard: `_handle_rtp_packet`, `_send_rtcp`, `_RTCRtpReceiver__rtcp_ssrc`, `RTCRtpTransceiver._codecs`
-and `_headerExtensions` (aiortc 1.14-1.16, as gateway.webrtc.recovery.jitter_buffer); elsewhere nothing is
-changed.
+aiortc answers without transport-cc, so a browser publisher falls back to REMB and loss. Receive side:
+`answer_transport_cc` keeps the extension and `transport-cc` feedback in the answer, `install` records each
+arriving packet's transport-wide sequence number (wrapping the receiver's `_handle_rtp_packet`) and
+`TransportCcFeedback.run` reports them every `interval_s`. Send side: `install_send_side` stamps every RTP
+packet of one video sender on its way into the DTLS transport and matches the feedback that comes back
+(`send_history`) into one-way transit samples for the bitrate policy. The packet format:
+`transport_feedback`.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
-"""Transport-wide congestion control feedback (draft-holmer-rmcat-transport-wide-cc-extensions-01): what a
-receiver tells a sender about every packet's arrival. Pure: arrivals in, RTCP packets (bytes) out, and the
-parser the tests and the load generator read them back with.
+"""Transport-wide congestion control feedback packets (draft-holmer-rmcat-transport-wide-cc-extensions-01).
 
-Why: a browser publisher runs Google Congestion Control on the sender side when the answer negotiates
-transport-cc (`a=rtcp-fb:* transport-cc` and the transport-wide sequence number header extension). Every
-packet it sends then carries a transport-wide sequence number, and the receiver reports each one's arrival
-time, every 50-100 ms. From those the sender sees the bottleneck's queue grow within a few packets and backs
-off before it drops anything, and it probes for more with padding it can measure. Without transport-cc it
-falls back to the receiver's REMB (aiortc's estimate, about once a second) and loss, so it learns of a full
-link only from the loss it already caused.
-
-Packet (RTPFB, PT=205, FMT=15), as libwebrtc writes it:
-
-    header (P set when padded) | sender SSRC | media SSRC
-    base sequence number (16) | packet status count (16)
-    reference time (24, signed, in 64 ms) | feedback packet count (8)
-    packet status chunks (16 bits each) | receive deltas (8 or 16 bits each) | padding to 32 bits
-
-Chunks: run length (0 | symbol(2) | length(13)), or a status vector of 14 one-bit symbols (1 | 0 | ...) or
-7 two-bit symbols (1 | 1 | ...). Symbols: 0 not received, 1 received with a small delta (one byte, 0..255
-ticks of 250 us), 2 received with a large or negative delta (two bytes, signed). Deltas are between arrival
-times rounded down to 250 us ticks; the first is from the reference time.
+Pure: arrivals in, RTCP packets (bytes) out, and the parser the sender side, the tests and the load
+generator read them back with. The layout is libwebrtc's (RTPFB, PT=205, FMT=15: base sequence number,
+status count, reference time, feedback count, run-length and status-vector chunks, receive deltas).
 """
 
 from __future__ import annotations

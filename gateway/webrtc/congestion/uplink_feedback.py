@@ -1,16 +1,9 @@
-"""Apply `gateway.webrtc.congestion.uplink_rate` to one aiortc video receiver: count its packets, cap its
-REMBs.
+"""Apply `uplink_rate` to one publisher's video receiver: count its packets, cap its REMBs.
 
-The receiver's `MarkerJitterBuffer` (gateway.webrtc.recovery.jitter_buffer) already sees every packet of the
-publisher's video;
-it hands each one's sequence number and size to a `SequenceCounter`. aiortc sends its delay-based REMB
-through the receiver's `_send_rtcp`; that one method is wrapped on this receiver instance so any REMB leaving
-it carries min(estimate, cap). `UplinkFeedback.run` closes a window every `window_s`, updates the cap, and
-while a cap is set sends one REMB itself (aiortc's estimator may stay quiet for seconds).
-
-Same private aiortc names and version guard as gateway.webrtc.recovery.jitter_buffer /
-gateway.webrtc.sync.taps: on an untested
-aiortc, or a receiver without the marker buffer, nothing is installed and `install` returns None.
+The receiver's `MarkerJitterBuffer` hands every packet to a `SequenceCounter`; the receiver's `_send_rtcp`
+is wrapped so any REMB leaving it carries min(estimate, cap). `UplinkFeedback.run` closes a window every
+`window_s` and, while a cap is set, sends one REMB itself (aiortc's estimator may stay quiet for seconds).
+On an unchecked aiortc, or a receiver without the marker buffer, nothing is installed.
 """
 
 from __future__ import annotations

@@ -1,39 +1,11 @@
-"""What the gateway lets a publisher send: a loss-based cap on the REMB it returns. Pure policy.
+"""What the gateway lets a publisher send: a cap on the REMB it returns. Pure policy.
 
-Why: the gateway's receive side tells a publisher how fast to send only through aiortc's REMB, a delay-based
-estimate (GCC's receiver half). Through a real 600 kbit/s bottleneck (kernel `tbf` on `lo`, shared by both
-directions, docs/BENCHMARKS.md) that estimate stayed above 1.5 Mbit/s while 43 % of the packets were dropped:
-a small drop-tail queue loses packets before the delay grows enough to be seen. The publisher (aiortc, and
-any sender that obeys REMB and has no loss-based control of its own) kept sending, and the stream fell to
-0.3 fps. Browsers run their own loss-based control on our receiver reports; REMB-following senders don't.
-
-So, per publisher stream, once per window (`window_s`), from the RTP sequence numbers that arrived:
-
-    loss = 1 - received / expected
-    sent  = received_rate / (1 - loss)            # what the publisher put on the wire
-    loss > loss_high:  cap = max(min_bps, min(cap, sent) * (1 - 0.5 * loss))
-    loss < loss_low:   cap = cap * (1 + increase_per_s) ** window      (released once it reaches max_bps)
-    otherwise:         cap holds
-
-which is GCC's loss-based rule (draft-ietf-rmcat-gcc-02, section 6) run where the loss is seen, plus a
-delay-based rule on the uplink's own queue (`queue_delay.OneWayDelay`: each frame's first packet against its
-abs-send-time, else its RTP timestamp, measured here where the packets arrive, no round trip involved):
-
-    queue standing above delay_high_s (two windows, or 2x in one; not draining):
-                       cap = max(min_bps, min(cap, received_rate) * delay_decrease)
-    queue above delay_low_s: the cap does not grow
-
-aiortc's own receive-side estimate is delay-based too, but kept saying ~1.5 Mbit/s while a shared 600 kbit/s
-link queued and dropped (measured); a small drop-tail queue still loses packets before any delay shows, which
-is what the loss rule is for. Every REMB
-that goes to the publisher then carries min(delay-based estimate, cap): aiortc's own REMBs are lowered on
-their way out, and while a cap is set one REMB per window says so even when aiortc's estimator is quiet.
-Only packets that arrive in order count as received: a retransmission (aiortc unwraps RTX into the media
-stream before the jitter buffer sees it) or a reordered packet arrives behind the highest sequence number
-and is left out, so the loss is the first transmissions' loss, the congestion signal, as the receiver
-reports on the media SSRC give it (a NACK-repaired stream would otherwise look clean while it overflows the
-link). A window with fewer than `min_packets` expected decides nothing (a paused or very slow stream gives
-no loss signal worth acting on).
+aiortc's REMB is delay-based only, and a small drop-tail queue loses packets before delay shows, so a
+sender that obeys REMB alone keeps overflowing its uplink. Per window of arrived sequence numbers: above
+`loss_high` the cap drops as GCC's loss rule says (from what the publisher sent), below `loss_low` it grows;
+a standing queue on the uplink (`queue_delay.OneWayDelay`) above `delay_high_s` cuts it to `delay_decrease`
+of what arrived and above `delay_low_s` holds it. Only in-order first transmissions count as received, so
+the loss is the congestion signal, not what NACKs repaired. Measurements: docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
-"""DTLS interop with WebRTC stacks other than browsers and aiortc, and a DTLS failure the operator can read.
+"""DTLS with stacks other than browsers and aiortc, and a failure the operator can read.
 
-Why: GStreamer's `webrtcbin` (behind `whipsink` / `whipclientsink`), and other OpenSSL-based stacks, use an
-RSA certificate. aiortc's SSL context offers only ECDHE-ECDSA suites (aiortc PR #1011), and its answer
-takes the DTLS client role (`a=setup:active`). So the RSA peer is the DTLS server and finds "no shared
-cipher": WHIP answers 201, then the connection fails and aiortc logs the cause at DEBUG only.
-(Upstream: aiortc issue #1434, PRs #1392 / #1421, not merged.)
-
-Two independent fixes, both per peer connection (no global monkeypatch):
-- `answer_as_dtls_server(pc)`: after `setRemoteDescription(offer)`, where the offer left the role to us
-  (`a=setup:actpass`, what browsers, webrtcbin and OBS send), take the DTLS server role, so the answer says
-  `a=setup:passive`. The server's certificate picks the suite family: ours is ECDSA, which every WebRTC
-  client supports (RFC 8827 makes TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 mandatory). Same choice as
-  libwebrtc, which answers actpass with passive.
-- `watch_dtls(pc, label)` also adds ECDHE-RSA suites to this connection's client context, for peers that
-  insist on being the DTLS server (`a=setup:passive` in their offer) with an RSA certificate. The list stays
-  as short as a browser's (8 suites): a long ClientHello gets fragmented, which Mbed TLS (OBS's
-  libdatachannel) cannot reassemble (aiortc issue #956).
-- `watch_dtls` records why a handshake failed (OpenSSL's reason, e.g. "no shared cipher", or the alert the
-  peer sent) and logs it at WARNING with the session's label; `DtlsWatch.failure` holds it for the close
-  reason.
-
-Version guard: relies on aiortc's private `_RTCPeerConnection__certificates`,
-`_RTCPeerConnection__createDtlsTransport`, `RTCCertificate._create_ssl_context`, `RTCDtlsTransport._set_state`
-/ `_do_handshake` / `_set_role` / `_ssl` (checked against aiortc 1.14-1.16). Where they are missing, nothing
-is patched, a warning says so once per connection, and the connection behaves as stock aiortc.
+Peers with RSA certificates (GStreamer's webrtcbin, other OpenSSL stacks) find "no shared cipher" against
+aiortc's ECDHE-ECDSA-only suites when they are the DTLS server. `answer_as_dtls_server` takes the server role
+where the offer said `actpass` (answer `a=setup:passive`, as libwebrtc does); `watch_dtls` adds ECDHE-RSA
+suites (a browser-sized list) for peers that insist on being the server, and records why a handshake failed
+before the connection's state handlers run, so the session's close reason names it.
 """
 
 from __future__ import annotations

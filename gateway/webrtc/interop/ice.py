@@ -1,19 +1,10 @@
 """ICE configuration for one peer connection: STUN/TURN servers and which host addresses to gather.
 
-Why per connection: aioice gathers host candidates from every interface EXCEPT loopback (its module-level
-`get_host_addresses` skips 127.0.0.1), so a test or a load generator that must keep media on 127.0.0.1 has to
-choose the addresses itself. `restrict_host_addresses(pc, ("127.0.0.1",))` wraps, on that one connection's ICE
-connections only, aioice's `Connection.get_component_candidates` so it gathers exactly the given
-addresses. Other connections in the process are untouched (no global monkeypatch). The same hook marks the
-gathered sockets with a DSCP code point when one is configured (`configure_gathering`,
-gateway.webrtc.interop.dscp).
-
-Also: aiortc falls back to Google's public STUN server when `iceServers` is None; `rtc_configuration` always
-passes an explicit (possibly empty) list, so nothing is contacted unless configured.
-
-Version guard: the hook relies on aiortc's private `_RTCPeerConnection__createDtlsTransport` and the ICE
-gatherer's `_connection` (aiortc 1.14-1.16, aioice 0.9-0.13). When they are missing, `configure_gathering`
-raises `RuntimeError` instead of silently gathering on every interface.
+aioice gathers on every interface except loopback; `configure_gathering` wraps, on one connection's ICE
+connections only, what it gathers on, and marks the gathered sockets with a DSCP code point when configured.
+`rtc_configuration` always passes an explicit server list, so aiortc's default public STUN server is never
+contacted unless configured. On an aiortc without the hook, `configure_gathering` refuses with RuntimeError
+rather than gather on every interface.
 """
 
 from __future__ import annotations

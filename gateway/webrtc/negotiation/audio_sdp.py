@@ -1,15 +1,7 @@
-"""Which audio transceiver carries the relayed Opus, in which direction; every other audio m-line inactive.
+"""Which audio m-line carries Opus: the publisher's first Opus audio, a viewer's first that receives.
 
-Why Opus only: the relay forwards packets untouched, so the codec the publisher sends is the codec every
-viewer must take, and Opus is the one every WebRTC endpoint has (RFC 7874). A publisher that offers only
-other audio codecs keeps its video session; its audio is answered `inactive`, as is a viewer's audio when
-the session has none to give.
-
-The chosen transceiver's negotiated formats are cut to Opus the way `gateway.webrtc.negotiation.video_codecs`
-cuts video's (its
-`_codecs`, after `setRemoteDescription`): codec preferences set at that point no longer change the answer,
-so an offer listing PCMU before Opus was answered with both, and aiortc's sender labelled the relayed Opus
-as PCMU.
+The publisher's is answered `recvonly` with Opus only (it does not get its own sound back); a viewer's
+`sendonly` when the session relays audio; every other audio m-line `inactive`, so the video goes on.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Answer H.264 with the profile the offer named, not aiortc's own spelling of it.
 
-Why: aiortc matches an offered H.264 format by profile (`42c01f` and `42e01f` are both Constrained
-Baseline) and then answers with ITS local parameters, so an offer of `profile-level-id=42c01f` is answered
-`42e01f`. RFC 6184 section 8.2.2 wants the answer to keep the offered profile; a strict peer compares the
-bytes and refuses or renegotiates. This module rewrites the negotiated codecs (before `createAnswer`) so
-the answer carries the offered profile_idc and profile_iop bytes.
-
-The level byte follows RFC 6184 / libwebrtc: when both sides allow level asymmetry
-(`level-asymmetry-allowed=1`; aiortc always does) the answer states what we can receive (our level, 3.1);
-otherwise the lower of the offered level and ours.
-
-`answer_profile_level_id` is pure; `keep_offered_h264_profiles(pc)` applies it to a connection (it edits
-aiortc's negotiated `RTCRtpTransceiver._codecs`, checked against aiortc 1.14-1.16; a transceiver without
-that attribute is left alone).
+aiortc matches an offered format by profile (42c01f and 42e01f are both Constrained Baseline) and answers
+with its own parameters; RFC 6184 8.2.2 wants the offered profile bytes kept, and a strict peer compares
+them. The level: what we receive (3.1) when both sides allow level asymmetry, else the lower of the two.
+`answer_profile_level_id` is pure; `keep_offered_h264_profiles` applies it to aiortc's negotiated codecs
+before the answer is made (on an unchecked aiortc nothing changes).
 """
 
 from __future__ import annotations

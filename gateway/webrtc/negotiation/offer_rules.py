@@ -1,15 +1,10 @@
-"""Structural rules an offer must meet before a peer connection is built for it (issue 13, item 1 and 4).
+"""Structural rules an offer must meet before a peer connection is built for it.
 
-Why a separate pass: aiortc accepts offers it cannot answer (a BUNDLE group naming a mid that no m-line
-has, an m-line without `a=mid`) and fails later, half way through building the session; it stores `c=` /
-`a=rtcp:` addresses as plain strings and fails only when it writes the description back (`c=IN IP6 zz`
-turned every later PATCH into a 500). Checking here means a bad offer costs one 400 and never an admission
-slot.
-
-Audio is allowed (it is relayed or answered inactive). An audio m-line without a codec aiortc can speak is
-not a reason to refuse the offer: `usable_audio_codecs` reports it, `make_answerable` gives aiortc a
-placeholder codec for it, and `restore_unusable_audio` puts the offer's own first format back into the
-answer, marked inactive, so the answer never names a codec the client did not offer.
+aiortc accepts offers it cannot answer (a BUNDLE group naming a missing mid, an m-line without `a=mid`,
+addresses it fails to write back) and fails half way through building the session; checked here, a bad
+offer costs one 400 and never an admission slot. An audio m-line with no codec aiortc speaks is no reason
+to refuse: `make_answerable` gives aiortc a placeholder codec for it and `restore_unusable_audio` puts the
+offer's own first format back into the answer, inactive.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Answer video with the one codec the fan-out encodes, whatever order the offer listed its codecs in.
 
-Why: aiortc negotiates an answer's codecs in `setRemoteDescription(offer)`, in the OFFER's order, and its
-sender then sends with the first one. Codec preferences set afterwards (`setCodecPreferences`) do not change
-that answer. The gateway's fan-out encoder hands the sender packets already encoded in one codec (VP8 unless
-only H.264 was offered), so an offer that lists H.264 before VP8 (Safari, many hardware and GStreamer
-publishers) got VP8 packets sent and labelled as H.264: connected, and not one frame decodable.
-
-`answer_video_codec(pc, codec)` keeps, on every video transceiver, only the formats of `codec` and the RTX
-formats that repair them, after `setRemoteDescription(offer)` and before `createAnswer()`. It edits aiortc's
-negotiated `RTCRtpTransceiver._codecs` (checked against aiortc 1.14-1.16); a transceiver without that
-attribute is left as aiortc made it.
+aiortc negotiates in the offer's order and sends with the first codec, while the fan-out hands the sender
+packets of one codec (VP8 unless only H.264 was offered): an offer listing H.264 first got VP8 packets
+labelled H.264. `answer_video_codec` keeps only that codec's formats and their RTX on every video
+transceiver, before the answer is made; `only_codec` does the same for a list (Opus for audio). On an
+unchecked aiortc nothing changes.
 """
 
 from __future__ import annotations

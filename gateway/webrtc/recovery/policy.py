@@ -1,26 +1,10 @@
-"""Loss recovery for a received video stream: when to ask again for a lost packet, when to give up on it,
-and when to ask (again) for a keyframe. Pure and synchronous; `MarkerJitterBuffer`
-(gateway.webrtc.recovery.jitter_buffer)
-feeds it packets and acts on its answers.
+"""Loss recovery for a received video stream: NACK again, give up, ask for a keyframe. Pure.
 
-Why (measured on 127.0.0.1 with 3 % loss and 40 ms delay each way, loadgen.impair): aiortc sends ONE NACK
-when it first sees a gap and never repeats it; if that NACK or the retransmission is lost too, its jitter
-buffer (512 packets for video) waits for the missing packet until 512 newer packets have arrived and only
-then sends a PLI: at 15 fps and ~2 packets a frame that is a 15-30 s freeze. 1 run in 3 froze after 7
-frames. libwebrtc avoids that by re-sending NACKs on a timer and asking for a keyframe when a frame cannot
-be completed; this does the same, driven by packet arrivals (video packets keep arriving while a frame is
-missing, so no timer task is needed):
-
-- NACK again every `nack_interval_s` for each packet still missing, at most `nack_retries` times (not
-  while more than `max_nack_list` are missing);
-- a gap at the head of the buffer older than `give_up_s` is skipped: the buffer jumps to the newest keyframe
-  it holds, else to its newest frame start and then asks for a keyframe (PLI). A backlog of more than
-  `max_backlog_frames` complete frames (aiortc takes one frame per arriving packet, so a backlog left by a
-  long gap drains slowly) is skipped only when a keyframe is there to jump to: jumping to an inter frame
-  would freeze the picture until the next keyframe, measured worse than draining;
-- after a skip, frames are held back until a keyframe arrives (decoding inter frames against a missing
-  reference would show corrupt pictures), and the PLI is repeated every `pli_interval_s` (it may be lost
-  too).
+aiortc sends one NACK per gap and otherwise waits for 512 newer packets before its first PLI: one unlucky
+loss froze a stream for seconds. Like libwebrtc, driven by packet arrivals (no timer): NACK each missing
+packet again every `nack_interval_s` up to `nack_retries` times; after `give_up_s` skip the hole to the
+newest keyframe held (else the newest frame start, then PLI); repeat PLI every `pli_interval_s` until a
+keyframe arrives; skip a backlog of more than `max_backlog_frames` only to a keyframe.
 """
 
 from __future__ import annotations

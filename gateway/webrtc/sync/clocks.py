@@ -1,25 +1,9 @@
-"""One capture clock per session, so the audio and the (later) processed video tell a receiver the truth.
+"""A session's capture clock: when each input frame and audio packet was captured, on one timeline. Pure.
 
-Why: a receiver lines audio up with video by mapping each stream's RTP timestamps to NTP time through that
-stream's RTCP sender reports (SR) and presenting what maps to the same instant together. aiortc builds each
-SR from the wall time at which it sent its last packet. Audio is relayed within a millisecond, video leaves
-20-150 ms later (decode, swap, encode), so with stock SRs the video's capture instants look later by the
-processing delay and a receiver plays the sound that much ahead of the picture. The gateway instead stamps
-every outgoing SR with the CAPTURE time of the media behind that RTP timestamp, on one clock for both streams
-(`gateway.webrtc.sync.sender_clock` does the stamping; this module says what the capture time is).
-
-How the capture time of an input stream is estimated (all times: the gateway's `time.monotonic()`):
-
-- From arrival: for each packet/frame, `arrival - rtp/rate` is capture + transport delay. The smallest value
-  seen (the packet that waited least) is the best estimate of the stream's offset; it may rise slowly
-  (`leak_s_per_s`) so sender/receiver clock drift cannot pin it to one lucky early sample forever.
-- From the publisher's own sender reports: the publisher knows how its audio and video capture instants
-  relate (a browser's SRs are capture-based). Once both input streams have an SR, the video's offset is the
-  audio's arrival-based offset plus the publisher's stated difference between the two streams, so the
-  relative timing the publisher declared survives our different transit and processing of the two.
-
-Audio is the anchor because it is forwarded untouched and at once. Timestamps handed in here are already
-unwrapped ("rel": RTP timestamp minus the stream's first one, as a growing integer).
+Receivers line audio up with video through the sender reports of both streams, so both must state capture
+time. Each input stream's capture instant is its least-delayed arrival, aligned to the A/V relation the
+publisher's own sender reports state (`CaptureClock`); `Unwrapper` extends 32-bit RTP timestamps, and the NTP
+helpers convert. The reasons and measurements: README's Audio section and docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
-"""Make one aiortc sender's RTCP sender reports carry capture time instead of send time.
+"""Make one sender's RTCP sender reports carry capture time instead of send time.
 
-Why: `RTCRtpSender._run_rtcp` reports (NTP of when the last packet was SENT, its RTP timestamp). For our
-processed video that NTP is later than the capture instant by the processing delay, and receivers that line
-audio up with video through SRs would then play the sound early by that much (see
-`gateway.webrtc.sync.clocks`).
-`stamp_sender_reports` rewrites, in each outgoing SR of this one sender, the NTP time to the capture instant
-of the media with that RTP timestamp, taken from `capture_of(timestamp)` (the session's `CaptureClock`).
-
-How the RTP timestamp is mapped back to our own media timestamp: aiortc adds a random origin to every frame's
-timestamp (a local of `_run_rtp`). The sender sends a frame's packets completely before it asks the track
-for the next frame, so when `_next_encoded_frame` is entered again, the sender's last RTP timestamp belongs
-to the frame returned last: their difference is the origin. Both wrappers are set on this instance only.
-
-Version guard: `_RTCRtpSender__rtp_timestamp`, `_RTCRtpSender__lsr`, `_next_encoded_frame` and
-`_send_rtcp` checked against aiortc 1.14-1.16; elsewhere nothing is changed (SRs stay send-time based) and
-False is returned.
+aiortc stamps each SR with when its last packet was sent; for processed video that is later than capture by
+the processing delay, and a receiver would play the sound early by that much. `stamp_sender_reports`
+rewrites each SR's NTP time to the capture instant of the media with that RTP timestamp. aiortc adds a
+random origin to every timestamp; it is learned when `_next_encoded_frame` is entered again (the previous
+frame's packets have all been sent). On an unchecked aiortc, SRs stay send-time based.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
-"""Receive-side taps on one aiortc receiver: encoded audio packets without decoding, and the sender's SRs.
+"""Taps on one aiortc receiver: encoded audio packets without decoding, and the sender's reports.
 
-Why: aiortc's `RTCRtpReceiver` hands every depayloaded packet to its jitter buffer, and whole frames from
-there to a decoder thread that puts decoded `AudioFrame`s on the track. A relay that forwards Opus untouched
-needs the packets, not PCM: decoding and re-encoding would cost CPU per stream and add the Opus encoder's
-delay, for nothing. The receiver keeps doing everything else it does (SSRC stats, receiver reports, NACK),
-because `tap_audio_packets` only swaps the audio receiver's jitter buffer for `PacketTap`, which hands each
-packet to a callback and never releases a frame, so the decoder thread idles.
-
-The lip-sync clock needs the publisher's sender reports (its NTP <-> RTP mapping per stream); aiortc keeps
-only the middle 32 bits for its receiver reports, so `tap_sender_reports` wraps the receiver's
-`_handle_rtcp_packet` on this instance to see each SR first.
-
-Version guard: the same private names as `gateway.webrtc.recovery.jitter_buffer`
-(`_RTCRtpReceiver__jitter_buffer`, the
-transport calling `receiver._handle_rtcp_packet` by attribute at dispatch time), checked against aiortc
-1.14-1.16. On other versions nothing is changed, a warning is logged and the taps return False (audio is then
-answered inactive rather than relayed wrong).
+A relay that forwards Opus untouched needs the packets, not PCM: `tap_audio_packets` swaps the audio
+receiver's jitter buffer for `PacketTap`, which hands each packet on and never releases a frame (the
+decoder idles; receiver reports and NACKs go on). `tap_sender_reports` wraps the receiver's
+`_handle_rtcp_packet` to see each SR's full NTP time (aiortc keeps only 32 bits). On an unchecked aiortc
+nothing changes and audio is answered inactive rather than relayed wrong.
 """
 
 from __future__ import annotations
