@@ -1,7 +1,7 @@
 """An attacker's view of the gateway, bounded and on loopback: fuzzed requests, a live session measured while
 they land, and the gateway process's resources over time.
 
-Pieces (only scripts/fuzz_gateway.py prints or exits):
+Pieces (only loadgen/bench/fuzz_gateway.py prints or exits):
 
 * `real_offer()` -> the SDP of a real aiortc offer, for `generate_cases` to mutate.
 * `generate_cases(rng, offer, n, ...)` -> `FuzzCase`s, pure: malformed SDP offers (mutations of a real one),

@@ -7,7 +7,7 @@ be part of `make test`. The model below is netem's (per-packet Bernoulli loss, `
 delay in [D-J, D+J], so packets reorder when J exceeds the packet spacing; the bottleneck is tbf's: a
 token bucket at `rate` whose queue drops what would wait longer than `queue_ms`), applied on the client's
 side of the link to both directions, so the gateway under test runs unmodified and traffic stays on
-127.0.0.1. `scripts/bench_network.py --shaper tc` uses real `tc netem`/`tbf` in a private namespace
+127.0.0.1. `loadgen/bench/network.py --shaper tc` uses real `tc netem`/`tbf` in a private namespace
 (`unshare -n`) where the kernel has them.
 
 Where it hooks (version guard): aioice's `Connection.sendto` (outgoing; aiortc binds `Connection.send`

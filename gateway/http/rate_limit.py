@@ -1,6 +1,6 @@
 """A per-client-address request rate limit on the HTTP control plane.
 
-Why: measured under the fuzz (scripts/fuzz_gateway.py `cost` and per-kind runs, docs/BENCHMARKS.md), the
+Why: measured under the fuzz (loadgen/bench/fuzz_gateway.py `cost` and per-kind runs, docs/BENCHMARKS.md), the
 requests that cost the gateway most are ones any client can send as often as it likes: a valid image with
 no face (~45 ms of CPU decoding and detecting), a new peer connection (~7 ms: DTLS key, ICE sockets), a body
 of megabytes that has to be read and thrown away (~5 ms). Every check behind them (header before decode,
@@ -117,7 +117,7 @@ async def _answer_and_close(request: web.Request, response: web.Response) -> Non
     """Send `response` with `Connection: close`, then close the connection without reading the rest of
     the body. Left alone, aiohttp reads and discards an unread body for up to 10 s after the answer (its
     "lingering close"): a client over its rate that sends megabytes would make the gateway read them all
-    (2.69 ms of CPU per refused 8-16 MB body, 0.35 ms closed at once; `scripts/fuzz_gateway.py cost
+    (2.69 ms of CPU per refused 8-16 MB body, 0.35 ms closed at once; `loadgen/bench/fuzz_gateway.py cost
     --kinds huge --gateway-rate-limit 5`). The answer is written first; the transport flushes it before it
     closes."""
     response.force_close()

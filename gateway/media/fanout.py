@@ -83,7 +83,7 @@ class FanoutEncoder:
     # already encoded once by the publisher, so it only smears detail. Off (0), measured here (carphone after
     # one VP8 round trip, 1 Mbit/s, 150 frames, best of 3): encode 1.83 -> 1.60 ms at 320x240 and 2.95 ->
     # 2.59 ms at 640x360, PSNR against those frames +2.9 dB / +1.6 dB at the same rate
-    # (scripts/bench_encoder_settings.py).
+    # (loadgen/bench/encoder_settings.py).
     VP8_NOISE_SENSITIVITY = 0
 
     def __init__(

@@ -31,7 +31,8 @@ import gateway.media.session_audio as session_audio
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
 from gateway.webrtc.interop.ice import IceConfig
-from loadgen.chromium import Page, free_port, open_page, page_ws
+from loadgen.chromium import Page, open_page, page_ws
+from loadgen.embedded import free_port
 
 CLICKS = int(os.environ.get("AVSYNC_CLICKS", "14"))
 DELAY_MS = float(os.environ.get("AVSYNC_DELAY_MS", "80"))

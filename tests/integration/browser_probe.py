@@ -23,7 +23,8 @@ import aiohttp
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
 from gateway.webrtc.interop.ice import IceConfig
-from loadgen.chromium import Page, free_port, open_page, page_ws
+from loadgen.chromium import Page, open_page, page_ws
+from loadgen.embedded import free_port
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 

@@ -11,7 +11,7 @@ It also measures where the swap is pasted: the distance between the centre of th
 swapped and the centre of the face a fresh detection + FaceMesh finds in that frame, in per cent of the
 face's size (mean and p95).
 
-    python scripts/bench_tracking.py --output reports/bench_tracking.json \
+    python -m loadgen.bench.tracking --output reports/bench_tracking.json \
         --contact-sheet reports/bench_tracking.png
 
 The contact sheet shows 8 consecutive processed frames of the 640x360 glide with every 2nd frame processed,
@@ -28,19 +28,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a file from a checkout
-    sys.path.insert(0, str(REPO))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from engines.frames import STAGE_DETECT, FaceTrack, FrameItem  # noqa: E402
-from engines.models.store import ModelStore, ModelUnavailable, default_model_dir  # noqa: E402
-from engines.pipeline import Pipeline, PipelineConfig  # noqa: E402
-from engines.processors.tracking import TrackingConfig, face_size, measured, mesh_center  # noqa: E402
-from loadgen.media import MediaUnavailable, default_media_dir, media_path  # noqa: E402
-from loadgen.quality import read_rgb  # noqa: E402
-from loadgen.synth import SynthConfig, build_loop  # noqa: E402
+from engines.frames import STAGE_DETECT, FaceTrack, FrameItem
+from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
+from engines.pipeline import Pipeline, PipelineConfig
+from engines.processors.tracking import TrackingConfig, face_size, measured, mesh_center
+from loadgen.media import MediaUnavailable, default_media_dir, media_path
+from loadgen.quality import read_rgb
+from loadgen.synth import SynthConfig, build_loop
 
 # "default" = the crop led by the face's velocity, an off-centre mesh run again from its own crop, a lost face
 # relinked to the nearest detection and looked for again on the same frame; "no 2nd look" = all but the
@@ -69,7 +65,7 @@ def reference_faces(pipeline: Pipeline, frames: list[np.ndarray]) -> list[list[t
 
 def run_clip(pipeline: Pipeline, frames: list[np.ndarray], source: Any, stride: int, count: int,
              fps: float, reference: list[list[tuple[np.ndarray, float]]],
-             keep: list[tuple[np.ndarray, np.ndarray | None]] | None = None) -> dict[str, float]:
+             keep: list[tuple[np.ndarray, np.ndarray | None]] | None = None) -> dict[str, float | None]:
     """Process frames 0, stride, 2*stride, ... (< count) of the looping clip as one session (the output
     images are appended to `keep` when given, with the centre of the face a fresh detection finds)."""
     track = FaceTrack()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,11 +19,8 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig  # noqa: E402
-from loadgen.fuzz import real_offer  # noqa: E402
+from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
+from loadgen.fuzz import real_offer
 
 
 async def measure(requests: int, gateway_args: Sequence[str]) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """Attack a gateway of our own on 127.0.0.1 and report what it felt (`make fuzz`, `make soak`).
 
-    python scripts/fuzz_gateway.py fuzz  --requests 10000 --rounds 2 --output reports/fuzz.json
-    python scripts/fuzz_gateway.py soak  --duration 900 --rate 20 --output reports/soak.json
-    python scripts/fuzz_gateway.py kill9 --cycles 5 --output reports/kill9.json
-    python scripts/fuzz_gateway.py cost  --requests 1500 --output reports/fuzz-cost.json
+    python -m loadgen.bench.fuzz_gateway fuzz  --requests 10000 --rounds 2 --output reports/fuzz.json
+    python -m loadgen.bench.fuzz_gateway soak  --duration 900 --rate 20 --output reports/soak.json
+    python -m loadgen.bench.fuzz_gateway kill9 --cycles 5 --output reports/kill9.json
+    python -m loadgen.bench.fuzz_gateway cost  --requests 1500 --output reports/fuzz-cost.json
 
 Every run starts its own gateway subprocess (loopback only, ICE on 127.0.0.1, two tenants from a temporary
 tenants file: "live" owns one real WHIP publisher, "fuzz" is the attacker's token), stops it at the end, and
@@ -33,14 +33,11 @@ from typing import Any
 import aiohttp
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from gateway.webrtc.internals import sender_encoder  # noqa: E402
-from gateway.webrtc.recovery.jitter_buffer import recovery_counters  # noqa: E402
-from loadgen.client import ClientConfig, WhipJob, upload_source  # noqa: E402
-from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, free_port  # noqa: E402
-from loadgen.fuzz import (  # noqa: E402
+from gateway.webrtc.internals import sender_encoder
+from gateway.webrtc.recovery.jitter_buffer import recovery_counters
+from loadgen.client import ClientConfig, WhipJob, upload_source
+from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, free_port
+from loadgen.fuzz import (
     Bombs,
     FuzzCase,
     LiveProbe,
@@ -52,8 +49,10 @@ from loadgen.fuzz import (  # noqa: E402
     run_fuzz,
     runqueue_wait_s,
 )
-from loadgen.media import default_media_dir, media_path  # noqa: E402
-from loadgen.synth import SynthConfig, build_loop  # noqa: E402
+from loadgen.media import default_media_dir, media_path
+from loadgen.synth import SynthConfig, build_loop
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MAX_BODY = 8 * 1024 * 1024
 
@@ -273,7 +272,8 @@ async def _attack(
     decoy = await _start_decoy(cpus) if args.decoy else None
     argv = [
         sys.executable,
-        __file__,
+        "-m",
+        "loadgen.bench.fuzz_gateway",
         "attack",
         "--url",
         decoy[1] if decoy is not None else rig.gateway.url,

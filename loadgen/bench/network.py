@@ -26,10 +26,10 @@ packets
 each at the profile's rate and queue; TCP (signalling, the /sessions sampling) goes unshaped. Delay, jitter
 and loss stay in-process. The qdisc counters are then kept per direction (`qdisc_by_direction`).
 
-    flock /tmp/livefuse-bench.lock python scripts/bench_network.py --duration 20 --output reports/network.json
-    flock /tmp/livefuse-bench.lock python scripts/bench_network.py --shaper tc --profiles bottleneck-600k \
+    flock /tmp/livefuse-bench.lock python -m loadgen.bench.network --duration 20 --output reports/network.json
+    flock /tmp/livefuse-bench.lock python -m loadgen.bench.network --shaper tc --profiles bottleneck-600k \
         --output reports/network-tc.json
-    python scripts/bench_network.py --shaper tc --per-direction --profiles bottleneck-600k \
+    python -m loadgen.bench.network --shaper tc --per-direction --profiles bottleneck-600k \
         --output reports/network-tc-split.json
 """
 
@@ -48,11 +48,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from gateway.webrtc.interop.dscp import parse_dscp, tos_byte
+from loadgen.impair import PROFILES, Impairment
 
-from gateway.webrtc.interop.dscp import parse_dscp, tos_byte  # noqa: E402
-from loadgen.impair import PROFILES, Impairment  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 QDISC_PROBES = {
     "netem": ["netem", "delay", "1ms"],
@@ -336,7 +335,7 @@ def run_profile(
             gateway_args.append(f"--media-dscp={GATEWAY_DSCP}")
         if rest:
             command += ["--network", rest]
-        command = [sys.executable, str(Path(__file__).resolve()), "--inside-namespace", str(bitrate_file),
+        command = [sys.executable, "-m", "loadgen.bench.network", "--inside-namespace", str(bitrate_file),
                    *gateway_args, "--", *command]  # fmt: skip
         tc = " && ".join(shlex.join(c) for c in tc_commands) or "true"
         script = (

@@ -10,9 +10,9 @@ IPC) adds per batch.
 Part `capacity`: `loadgen --find-capacity` against one gateway with `--engine triton` (Triton on the same
 box), to compare with the in-process capacity (`loadgen --find-capacity` with its embedded gateway).
 
-    flock /tmp/livefuse-bench.lock python scripts/bench_triton.py --part cost \
+    flock /tmp/livefuse-bench.lock python -m loadgen.bench.triton_tier --part cost \
         --output reports/bench_triton.json
-    flock /tmp/livefuse-bench.lock python scripts/bench_triton.py --part capacity \
+    flock /tmp/livefuse-bench.lock python -m loadgen.bench.triton_tier --part capacity \
         --output reports/bench_triton_capacity.json
 
 On a GPU node Triton's hop costs the same CPU time but the model time shrinks; no GPU here: GPU numbers in
@@ -35,14 +35,12 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from engines.onnxruntime_engine import OrtConfig, OrtEngine
+from engines.triton.repository import RepositoryConfig, build_pipeline_repository
+from engines.triton.server import TritonProcess, TritonServerConfig
+from engines.triton_engine import TritonConfig, TritonEngine
 
-from engines.onnxruntime_engine import OrtConfig, OrtEngine  # noqa: E402
-from engines.triton.repository import RepositoryConfig, build_pipeline_repository  # noqa: E402
-from engines.triton.server import TritonProcess, TritonServerConfig  # noqa: E402
-from engines.triton_engine import TritonConfig, TritonEngine  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 CELLS = (("face_detector", "320x240", (3, 320, 320)), ("face_detector", "640x360", (3, 640, 640)),
          ("face_landmarker", "any", (3, 192, 192)))
@@ -71,13 +69,13 @@ def bench_cost(repo: Path, url: str, batches: list[int], iterations: int,
         try:
             for b in batches:
                 feeds = {name: rng.random((b, *shape), dtype=np.float32)}
+                inprocess_ms = _time(local.infer, feeds, iterations, warmup)
+                grpc_ms = _time(grpc.infer, feeds, iterations, warmup)
+                shm_ms = _time(shm.infer, feeds, iterations, warmup)
                 row = {"model": model, "frames": resolution, "input": "x".join(map(str, shape)), "batch": b,
-                       "input_mb": round(feeds[name].nbytes / 1e6, 2),
-                       "inprocess_ms": _time(local.infer, feeds, iterations, warmup),
-                       "triton_grpc_ms": _time(grpc.infer, feeds, iterations, warmup),
-                       "triton_shm_ms": _time(shm.infer, feeds, iterations, warmup)}
-                row["added_grpc_ms"] = row["triton_grpc_ms"] - row["inprocess_ms"]
-                row["added_shm_ms"] = row["triton_shm_ms"] - row["inprocess_ms"]
+                       "input_mb": round(feeds[name].nbytes / 1e6, 2), "inprocess_ms": inprocess_ms,
+                       "triton_grpc_ms": grpc_ms, "triton_shm_ms": shm_ms,
+                       "added_grpc_ms": grpc_ms - inprocess_ms, "added_shm_ms": shm_ms - inprocess_ms}
                 rows.append({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
                 print(f"{model:16s} {resolution:8s} b{b:<2d} in-process {row['inprocess_ms']:7.2f} ms  "
                       f"triton grpc {row['triton_grpc_ms']:7.2f} (+{row['added_grpc_ms']:.2f})  "

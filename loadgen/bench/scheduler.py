@@ -6,7 +6,7 @@ The process function is a no-op, so everything measured is scheduling overhead: 
 and back). A bare `run_in_executor` per frame is measured as the floor the runner is compared against.
 Bounded: a fixed frame count per case. Prints a table and writes JSON.
 
-    .venv/bin/python scripts/bench_scheduler.py --frames 2000 --sessions 1 4 16 \
+    .venv/bin/python -m loadgen.bench.scheduler --frames 2000 --sessions 1 4 16 \
         --output reports/bench_scheduler.json
 """
 
@@ -16,22 +16,17 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a file from a checkout as well as from an installed package
-    sys.path.insert(0, str(REPO))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from engines.frames import FrameItem, FrameOutput  # noqa: E402
-from gateway.monitoring.records import Outcome  # noqa: E402
-from gateway.scheduler import FrameScheduler, SchedulerConfig  # noqa: E402
-from gateway.scheduler.policy import BatchPolicy  # noqa: E402
+from engines.frames import FrameItem, FrameOutput
+from gateway.monitoring.records import Outcome
+from gateway.scheduler import FrameScheduler, SchedulerConfig
+from gateway.scheduler.policy import BatchPolicy
 
 _IMAGE = np.zeros((2, 2, 3), dtype=np.uint8)
 _OUTPUT = FrameOutput(image=_IMAGE, faces=0)

@@ -9,9 +9,10 @@ Designs (each a subprocess, so it has its own GIL and its CPU time can be measur
 
 * `gateway`        — `python -m gateway.cli` (CPU defaults, degradation off: full quality, as loadgen's
                      own capacity search runs it)
-* `stock-executor` — `scripts/stock_server.py --mode executor`: stock receive, `recv()` awaits the pipeline in
-                     the default thread pool, one frame at a time per session
-* `stock-inline`   — `scripts/stock_server.py --mode inline`: the same, the pipeline called on the event loop
+* `stock-executor` — `loadgen.bench.stock_server --mode executor`: stock receive, `recv()` awaits the
+                     pipeline in the default thread pool, one frame at a time per session
+* `stock-inline`   — `loadgen.bench.stock_server --mode inline`: the same, the pipeline called on the event
+                     loop
 
 Per measured point: p50/p95 end to end, frames back, and the server's CPU milliseconds per processed frame
 (psutil user+system time of the server process over the same interval as its /api/stats processed-frame
@@ -19,11 +20,11 @@ counter delta). Prints a table, writes JSON (`--output`). Loopback only; every r
 (`--max-time-per-design`, and per point by the window allowance).
 
     # the claim (quiet machine; ~10-20 min):
-    python scripts/bench_vs_stock.py --resolution 320x240 --output reports/bench_vs_stock_320x240.json
+    python -m loadgen.bench.vs_stock --resolution 320x240 --output reports/bench_vs_stock_320x240.json
     # a quick look (~3-5 min):
-    python scripts/bench_vs_stock.py --quick --output reports/bench_vs_stock_quick.json
+    python -m loadgen.bench.vs_stock --quick --output reports/bench_vs_stock_quick.json
     # fixed points instead of a search:
-    python scripts/bench_vs_stock.py --jobs 1 4 --window 5 --designs gateway stock-executor
+    python -m loadgen.bench.vs_stock --jobs 1 4 --window 5 --designs gateway stock-executor
 """
 
 from __future__ import annotations
@@ -41,28 +42,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a file from a checkout
-    sys.path.insert(0, str(REPO))
+import aiohttp
+import psutil
 
-import aiohttp  # noqa: E402
-import psutil  # noqa: E402
-
-from loadgen.capacity import (  # noqa: E402
+from loadgen.capacity import (
     CapacityConfig,
     CapacitySearch,
     PointMeasurement,
     PointResult,
     WindowMeasure,
 )
-from loadgen.client import ClientConfig, upload_source  # noqa: E402
-from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig  # noqa: E402
-from loadgen.fingerprint import host_fingerprint  # noqa: E402
-from loadgen.media import default_media_dir, media_path  # noqa: E402
-from loadgen.report import clean, loadgen_run_entry  # noqa: E402
-from loadgen.runner import RunConfig, run_point  # noqa: E402
-from loadgen.stats import WindowSummary  # noqa: E402
-from loadgen.synth import FrameLoop, SynthConfig, build_loop  # noqa: E402
+from loadgen.client import ClientConfig, upload_source
+from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
+from loadgen.fingerprint import host_fingerprint
+from loadgen.media import default_media_dir, media_path
+from loadgen.report import clean, loadgen_run_entry
+from loadgen.runner import RunConfig, run_point
+from loadgen.stats import WindowSummary
+from loadgen.synth import FrameLoop, SynthConfig, build_loop
+
+REPO = Path(__file__).resolve().parents[2]
 
 DESIGNS: tuple[str, ...] = ("gateway", "stock-executor", "stock-inline")
 SCHEMA_VERSION = 1
@@ -269,12 +268,12 @@ def format_table(results: Sequence[DesignResult], comparison: dict[str, Any], ti
 
 @dataclass(frozen=True)
 class StockServerConfig(EmbeddedGatewayConfig):
-    """Starts scripts/stock_server.py through loadgen's EmbeddedGateway (same readiness and stop handling)."""
+    """Starts loadgen.bench.stock_server through loadgen's EmbeddedGateway (same readiness and stopping)."""
 
     mode: str = "executor"
 
     def argv(self, port: int) -> list[str]:
-        return [self.python, str(REPO / "scripts" / "stock_server.py"), "--host", "127.0.0.1",
+        return [self.python, "-m", "loadgen.bench.stock_server", "--host", "127.0.0.1",
                 "--port", str(port), "--mode", self.mode, *self.extra_args]
 
 

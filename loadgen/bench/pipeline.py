@@ -4,7 +4,7 @@ Frames are real faces: carphone (a talking head) scaled to each resolution, alte
 portrait placed on a grey canvas of that size; the source face is the astronaut. Each (resolution, batch)
 cell runs `--iterations` calls of `Pipeline.process` after `--warmup` calls and reports medians.
 
-    .venv/bin/python scripts/bench_pipeline.py --output reports/bench_pipeline.json
+    .venv/bin/python -m loadgen.bench.pipeline --output reports/bench_pipeline.json
 """
 
 from __future__ import annotations
@@ -23,16 +23,12 @@ from typing import Any
 import cv2
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from engines.factory import EngineConfig  # noqa: E402
-from engines.frames import PIPELINE_STAGES, PROCESSORS, FrameItem, FrameOptions  # noqa: E402
-from engines.models.store import ModelStore, ModelUnavailable, default_model_dir  # noqa: E402
-from engines.pipeline import Pipeline, PipelineConfig  # noqa: E402
-from loadgen.media import MediaUnavailable, default_media_dir, media_path  # noqa: E402
-from loadgen.quality import read_rgb  # noqa: E402
+from engines.factory import EngineConfig
+from engines.frames import PIPELINE_STAGES, PROCESSORS, FrameItem, FrameOptions
+from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
+from engines.pipeline import Pipeline, PipelineConfig
+from loadgen.media import MediaUnavailable, default_media_dir, media_path
+from loadgen.quality import read_rgb
 
 
 def parse_resolution(text: str) -> tuple[int, int]:

@@ -11,7 +11,7 @@ without an Opus track (20 ms packets, 50/s); each session gets V WHEP viewers, w
 in % of one core. Prints a table and writes JSON (default reports/bench_audio.json). Not a test. Run it alone
 (`flock /tmp/livefuse-bench.lock ...`): other load on the machine shows up as noise in the differences.
 
-    .venv/bin/python scripts/bench_audio.py [--publishers 4] [--viewers 4] [--duration 15] [--warmup 4]
+    .venv/bin/python -m loadgen.bench.audio [--publishers 4] [--viewers 4] [--duration 15] [--warmup 4]
 """
 
 from __future__ import annotations
@@ -28,20 +28,19 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import aiohttp
+import numpy as np
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+from av import VideoFrame
 
-import aiohttp  # noqa: E402
-import numpy as np  # noqa: E402
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription  # noqa: E402
-from aiortc.mediastreams import MediaStreamError  # noqa: E402
-from av import VideoFrame  # noqa: E402
+from gateway.webrtc.install import create_peer_connection
+from gateway.webrtc.interop.ice import IceConfig
+from loadgen.avsync import ClickAudioTrack, MediaClock, wait_due
+from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
+from loadgen.fuzz import process_cpu_s
 
-from gateway.webrtc.install import create_peer_connection  # noqa: E402
-from gateway.webrtc.interop.ice import IceConfig  # noqa: E402
-from loadgen.avsync import ClickAudioTrack, MediaClock, wait_due  # noqa: E402
-from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig  # noqa: E402
-from loadgen.fuzz import process_cpu_s  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 FPS = 5.0
 LOOPBACK = IceConfig.loopback_only()

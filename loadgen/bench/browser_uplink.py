@@ -18,7 +18,7 @@ the browser), and the numbers are then given before and after it.
 Delay, jitter and loss need sch_netem, which this project's kernels lack: the link here is a rate and a
 drop-tail queue on a loopback with no base delay. Traffic stays on 127.0.0.1.
 
-    python scripts/bench_browser_uplink.py --rate-kbps 600 --duration 40 --repeats 2 \
+    python -m loadgen.bench.browser_uplink --rate-kbps 600 --duration 40 --repeats 2 \
         --output reports/browser_uplink.json
 """
 
@@ -37,13 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+from loadgen.bench import network as bench_network
+from loadgen.impair import Impairment
 
-import bench_network  # noqa: E402
-
-from loadgen.impair import Impairment  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 ARMS: dict[str, list[str]] = {
     "tcc": [],
@@ -142,7 +139,8 @@ async def inside(
     from gateway.app import create_app, wait_started
     from gateway.cli import build_config, build_parser
     from gateway.http.keys import STATE
-    from loadgen.chromium import Page, free_port, open_page, page_ws
+    from loadgen.chromium import Page, open_page, page_ws
+    from loadgen.embedded import free_port
 
     dscp = f"--media-dscp={bench_network.GATEWAY_DSCP}"
     argv = ["--host", "127.0.0.1", "--port", "0", "--ice-loopback-only", dscp]
@@ -341,7 +339,7 @@ def run_arm(arm: str, args: argparse.Namespace, video: Path, work: Path, index: 
     impairment = Impairment("browser", rate_kbps=args.rate_kbps, queue_ms=args.queue_ms)
     out = work / f"{arm}-{index}.json"
     step = (f"{args.step_link}:" if args.step_link == "down" else "") + args.step if args.step else "none"
-    command = [sys.executable, str(Path(__file__).resolve()), "--inside", str(out), str(args.duration),
+    command = [sys.executable, "-m", "loadgen.bench.browser_uplink", "--inside", str(out), str(args.duration),
                str(video), step, str(args.queue_ms), "shared" if args.shared else "split", args.codec, "--",
                *ARMS[arm]]  # fmt: skip
     tc = " && ".join(shlex.join(c) for c in link_commands(impairment, args.shared))

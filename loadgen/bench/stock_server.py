@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The design everyone starts from: aiortc's example server (examples/server/server.py) running our Pipeline.
 
-What makes it "stock", kept on purpose so `scripts/bench_vs_stock.py` compares designs and not models:
+What makes it "stock", kept on purpose so `loadgen/bench/vs_stock.py` compares designs and not models:
 * stock aiortc receive (`low_latency_receive=False`: the jitter buffer releases a frame when the next frame's
   first packet arrives) and aiortc's own unbounded receive queue, behind a `MediaRelay` as in the example;
 * the work happens in the outgoing track's `recv()`: decode to an ndarray, process ONE frame, make a new
@@ -21,7 +21,7 @@ models, swapper, detector size) as the gateway's CPU defaults; ONNX Runtime intr
 engine with the executor (parallelism comes from sessions, as in the gateway's workers) and to all cores
 inline (one frame at a time).
 
-    python scripts/stock_server.py --port 8090 --mode executor
+    python -m loadgen.bench.stock_server --port 8090 --mode executor
 """
 
 from __future__ import annotations
@@ -36,23 +36,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a file from a checkout
-    sys.path.insert(0, str(REPO))
+import av
+import cv2
+import numpy as np
+from aiohttp import web
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc.contrib.media import MediaRelay
 
-import av  # noqa: E402
-import cv2  # noqa: E402
-import numpy as np  # noqa: E402
-from aiohttp import web  # noqa: E402
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription  # noqa: E402
-from aiortc.contrib.media import MediaRelay  # noqa: E402
-
-from engines.factory import EngineConfig  # noqa: E402
-from engines.frames import FaceTrack, FrameItem, NoFaceFound, SourceFace  # noqa: E402
-from engines.models.store import ModelStore, default_model_dir  # noqa: E402
-from engines.pipeline import Pipeline, PipelineConfig  # noqa: E402
-from gateway.webrtc.install import create_peer_connection  # noqa: E402
-from gateway.webrtc.interop.ice import IceConfig  # noqa: E402
+from engines.factory import EngineConfig
+from engines.frames import FaceTrack, FrameItem, NoFaceFound, SourceFace
+from engines.models.store import ModelStore, default_model_dir
+from engines.pipeline import Pipeline, PipelineConfig
+from gateway.webrtc.install import create_peer_connection
+from gateway.webrtc.interop.ice import IceConfig
 
 MODES = ("inline", "executor")
 

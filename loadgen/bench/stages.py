@@ -10,7 +10,7 @@ source is the astronaut. Each stage runs `--rounds` times over every face; the J
 mean and p90 wall time in ms, and the median CPU time of the calling thread (steadier on a shared machine;
 the landmarker's inference runs on ONNX Runtime's own threads, so its CPU figure leaves that out).
 
-    flock /tmp/livefuse-bench.lock .venv/bin/python scripts/bench_stages.py --output reports/bench_stages.json
+    flock /tmp/livefuse-bench.lock .venv/bin/python -m loadgen.bench.stages --output reports/bench_stages.json
 """
 
 from __future__ import annotations
@@ -28,26 +28,22 @@ from typing import Any
 import cv2
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from engines.frames import FaceTrack, FrameItem, SourceFace  # noqa: E402
-from engines.models.store import ModelStore, ModelUnavailable, default_model_dir  # noqa: E402
-from engines.pipeline import Pipeline, PipelineConfig  # noqa: E402
-from engines.processors.face_detector import Face  # noqa: E402
-from engines.processors.face_landmarker import crop_batch, crop_matrix  # noqa: E402
-from engines.processors.masks import region_mask, skin_mask  # noqa: E402
-from engines.processors.mesh_warp import (  # noqa: E402
+from engines.frames import FaceTrack, FrameItem, SourceFace
+from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
+from engines.pipeline import Pipeline, PipelineConfig
+from engines.processors.face_detector import Face
+from engines.processors.face_landmarker import crop_batch, crop_matrix
+from engines.processors.masks import region_mask, skin_mask
+from engines.processors.mesh_warp import (
     MARGIN,
     MeshSource,
     MeshWarpSwapper,
     match_colour,
     warp_maps,
 )
-from engines.processors.paste import paste_back  # noqa: E402
-from loadgen.media import MediaUnavailable, default_media_dir, media_path  # noqa: E402
-from loadgen.quality import read_rgb  # noqa: E402
+from engines.processors.paste import paste_back
+from loadgen.media import MediaUnavailable, default_media_dir, media_path
+from loadgen.quality import read_rgb
 
 SIZE = (320, 240)
 KEEP = ("mouth", "eyes")
@@ -163,7 +159,7 @@ def run(store: ModelStore, media_root: Path, frames: int, rounds: int) -> dict[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="scripts/bench_stages.py", description=__doc__,
+    p = argparse.ArgumentParser(prog="loadgen/bench/stages.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--frames", type=int, default=40, help="carphone frames (faces) to time over")
     p.add_argument("--rounds", type=int, default=10, help="passes over all faces per stage")

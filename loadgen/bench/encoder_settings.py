@@ -7,7 +7,7 @@ and PSNR of the decoded result against the frames it was given. For the conversi
 whose face box changed: the whole frame (`rgb_to_i420` + a new frame, the path before) vs `patched_frame` (the
 decoded planes copied once, the box converted).
 
-    .venv/bin/python scripts/bench_encoder_settings.py --output reports/bench_encoder_settings.json
+    .venv/bin/python -m loadgen.bench.encoder_settings --output reports/bench_encoder_settings.json
 """
 
 from __future__ import annotations
@@ -27,15 +27,11 @@ import av
 import cv2
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from gateway.media.colour import rgb_to_i420  # noqa: E402
-from gateway.media.fanout import FanoutEncoder  # noqa: E402
-from gateway.media.planes import patched_frame  # noqa: E402
-from gateway.webrtc.congestion.bitrate import size_class_bitrate  # noqa: E402
-from loadgen.media import MediaUnavailable, default_media_dir, media_path  # noqa: E402
+from gateway.media.colour import rgb_to_i420
+from gateway.media.fanout import FanoutEncoder
+from gateway.media.planes import patched_frame
+from gateway.webrtc.congestion.bitrate import size_class_bitrate
+from loadgen.media import MediaUnavailable, default_media_dir, media_path
 
 VARIANTS: dict[str, int] = {"denoiser off (now)": 0, "denoiser 4 (aiortc's, before)": 4}
 

@@ -10,7 +10,7 @@ frame comes out of our receiving track (marker-release receive, gateway.webrtc.r
 ends). The gateway runs as its own process (`python -m gateway.cli`) so its event loop is not shared with the
 clients'. Prints p50/p95 per case and writes JSON (default reports/bench_roundtrip.json). Not a test.
 
-    .venv/bin/python scripts/bench_roundtrip.py [--duration 20] [--cases passthrough,face] [--sessions 1,4]
+    .venv/bin/python -m loadgen.bench.roundtrip [--duration 20] [--cases passthrough,face] [--sessions 1,4]
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,20 +30,20 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import aiohttp
+import cv2
+import numpy as np
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+from av import VideoFrame
 
-import aiohttp  # noqa: E402
-import cv2  # noqa: E402
-import numpy as np  # noqa: E402
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription  # noqa: E402
-from aiortc.mediastreams import MediaStreamError  # noqa: E402
-from av import VideoFrame  # noqa: E402
+from gateway.webrtc.install import create_peer_connection
+from gateway.webrtc.interop.ice import IceConfig
+from loadgen.embedded import free_port
+from loadgen.media import default_media_dir
+from loadgen.stamp import read_stamp, write_stamp
 
-from gateway.webrtc.install import create_peer_connection  # noqa: E402
-from gateway.webrtc.interop.ice import IceConfig  # noqa: E402
-from loadgen.media import default_media_dir  # noqa: E402
-from loadgen.stamp import read_stamp, write_stamp  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -128,12 +127,6 @@ async def _publish(http: aiohttp.ClientSession, url: str, image: np.ndarray, fps
     return pub
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _percentiles(values: list[float]) -> dict[str, float]:
     if not values:
         return {"count": 0}
@@ -175,7 +168,7 @@ async def _wait_ready(http: aiohttp.ClientSession, base: str, proc: subprocess.P
 
 async def run_case(case: Case, sessions: int, fps: float, warmup: float, duration: float,
                    media: Path) -> dict[str, Any]:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
