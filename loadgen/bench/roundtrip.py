@@ -21,9 +21,6 @@ import contextlib
 import json
 import os
 import platform
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -39,7 +36,7 @@ from av import VideoFrame
 
 from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
-from loadgen.embedded import free_port
+from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
 from loadgen.media import default_media_dir
 from loadgen.stamp import read_stamp, write_stamp
 
@@ -153,33 +150,14 @@ def _image(case: Case, media: Path) -> np.ndarray:
     return canvas
 
 
-async def _wait_ready(http: aiohttp.ClientSession, base: str, proc: subprocess.Popen[bytes]) -> None:
-    end = time.monotonic() + 90
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"gateway exited with {proc.returncode}")
-        with contextlib.suppress(aiohttp.ClientError):
-            async with http.get(base + "/readyz") as r:
-                if r.status == 200:
-                    return
-        await asyncio.sleep(0.2)
-    raise RuntimeError("gateway never became ready")
-
-
 async def run_case(case: Case, sessions: int, fps: float, warmup: float, duration: float,
                    media: Path) -> dict[str, Any]:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
-         "--ice-loopback-only", "--log-level", "WARNING", "--max-sessions", str(max(16, sessions))],
-        cwd=ROOT,
-    )
+    gateway = EmbeddedGateway(EmbeddedGatewayConfig(max_sessions=max(16, sessions)), cwd=ROOT)
     image = _image(case, media)
     pubs: list[Publisher] = []
     try:
+        base = await gateway.start()
         async with aiohttp.ClientSession() as http:
-            await _wait_ready(http, base, proc)
             query = f"?processors={case.processors}"
             if case.with_source:
                 ok, png = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
@@ -201,12 +179,7 @@ async def run_case(case: Case, sessions: int, fps: float, warmup: float, duratio
             if pub.task is not None:
                 pub.task.cancel()
         await asyncio.gather(*(p.pc.close() for p in pubs), return_exceptions=True)
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        await gateway.stop()
     lat = [lt for p in pubs for (at, lt) in p.latencies if at >= measure_from]
     sent = sum(sum(1 for t in p.track.sent.values() if t >= measure_from) for p in pubs)
     got = len(lat)
