@@ -1,14 +1,10 @@
-"""One load-generator job: a real aiortc WHIP publisher that sends stamped frames and reads the processed
-ones.
+"""One load-generator job: a real aiortc WHIP publisher that sends stamped frames, reads the processed ones.
 
-Timing points (what "end-to-end latency" means here): a frame is *sent* when the sending track's `recv()`
-hands it to aiortc's encoder, and *received* when the processed frame coming back on the same connection has
-been decoded and our receiving track's `recv()` returns it. Both ends use the gateway's marker-release
-receive fix (gateway.webrtc.recovery.jitter_buffer) so the measurement carries no extra frame interval of
-client-side buffering, and both gather ICE on 127.0.0.1 only when the gateway is on loopback.
-
-The job never blocks the event loop on encode/decode: aiortc runs the codecs in executors. The per-frame work
-of the sender is a copy of a precomputed frame plus the stamp (loadgen.synth).
+A frame is sent when the sending track's `recv()` hands it to aiortc's encoder, and received when the
+processed frame coming back on the same connection is decoded and returned by our receiving track. Both ends
+use the marker-release receive (gateway.webrtc.recovery.jitter_buffer), so no client-side frame interval is
+added, and both gather ICE on 127.0.0.1 only when the gateway is on loopback. aiortc runs the codecs in
+executors; the sender's per-frame work is a copy of a precomputed frame plus its stamp (loadgen.synth).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
-"""A load-generator job that receives like a browser: it offers transport-cc and returns transport-cc feedback
-for the processed stream (`loadgen --transport-cc`).
+"""A load-generator job that receives like a browser: it offers transport-cc and returns its feedback.
 
-Why: aiortc neither offers transport-cc nor sends its feedback, so a load generated with it exercises only
-the gateway's receiver-report path, while browsers (the real viewers and publishers) give the gateway
-per-packet feedback 10-20 times a second (gateway.webrtc.congestion.transport_cc). With this,
-`bench_network.py` can measure the gateway's sender under both.
-
-The offer gets the transport-wide sequence number extension and `a=rtcp-fb:<pt> transport-cc` on its video
-m-line, as Chrome writes them. aiortc drops the extension from what it negotiated, so the job's own DTLS
-transport is told its id directly, and the gateway's receive-side recorder (the same code that reports to
-publishers) runs on the job's video receiver.
+aiortc neither offers transport-cc nor sends its feedback, so without this a load exercises only the
+gateway's receiver-report path, while browsers give per-packet feedback 10-20 times a second
+(`loadgen --transport-cc`; loadgen.bench.network measures the sender under both). The offer carries the
+extension and `a=rtcp-fb:<pt> transport-cc` as Chrome writes them; aiortc drops the extension from what it
+negotiated, so the job's transport is told its id directly, and the gateway's own receive-side recorder
+(gateway.webrtc.congestion.transport_cc) runs on the job's video receiver.
 """
 
 from __future__ import annotations
