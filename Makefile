@@ -71,14 +71,14 @@ benchmark: provision
 # the last round keeps the default limit (what a single attacking address really gets).
 fuzz: provision
 	@mkdir -p reports
-	$(PY) scripts/fuzz_gateway.py fuzz --requests 10000 --rounds 2 --rate 100 --gateway-rate-limit 10000 \
+	$(PY) -m loadgen.bench.fuzz_gateway fuzz --requests 10000 --rounds 2 --rate 100 --gateway-rate-limit 10000 \
 		--output reports/fuzz.json
-	$(PY) scripts/fuzz_gateway.py fuzz --requests 10000 --rate 100 --output reports/fuzz-rate-limited.json
-	$(PY) scripts/fuzz_gateway.py kill9 --cycles 5 --output reports/kill9.json
+	$(PY) -m loadgen.bench.fuzz_gateway fuzz --requests 10000 --rate 100 --output reports/fuzz-rate-limited.json
+	$(PY) -m loadgen.bench.fuzz_gateway kill9 --cycles 5 --output reports/kill9.json
 
 soak: provision
 	@mkdir -p reports
-	$(PY) scripts/fuzz_gateway.py soak --duration 900 --rate 20 --output reports/soak.json
+	$(PY) -m loadgen.bench.fuzz_gateway soak --duration 900 --rate 20 --output reports/soak.json
 
 clean:
 	rm -rf $(VENV) reports .pytest_cache .mypy_cache .ruff_cache

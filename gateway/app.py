@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 from aiohttp import web
@@ -21,6 +21,7 @@ from aiohttp import web
 from engines.frames import FrameItem, FrameOutput
 from gateway.auth import identify, is_authorized
 from gateway.config import GatewayConfig
+from gateway.control import Governor
 from gateway.engine_watch import EngineWatch
 from gateway.errors import Unauthorized, Unavailable
 from gateway.http import exposure, health, sessions, sources, whep, whip
@@ -29,7 +30,10 @@ from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
 from gateway.http.replies import replied
 from gateway.http.request_checks import MUTATING_WHILE_SHUTTING_DOWN
 from gateway.scheduler import FrameScheduler
-from gateway.sessions import MonitorLike, SessionManager
+from gateway.session import MonitorLike, SessionManager
+
+if TYPE_CHECKING:
+    from gateway.monitoring.monitor import MonitorConfig
 
 logger = logging.getLogger(__name__)
 
@@ -98,11 +102,23 @@ def _default_pipeline(config: GatewayConfig) -> PipelineLike:
     return Pipeline.from_config(pipeline_config, store)
 
 
-def _default_monitor(config: GatewayConfig) -> MonitorLike:
-    from gateway.monitoring.monitor import Monitor, MonitorConfig
+def _monitor_config(config: GatewayConfig) -> MonitorConfig:
+    from gateway.monitoring.monitor import MonitorConfig
 
-    monitor_config = config.monitor or MonitorConfig(budget_ms=config.scheduler.budget_ms)
-    return Monitor(monitor_config)
+    return config.monitor or MonitorConfig(budget_ms=config.scheduler.budget_ms)
+
+
+def _governor(config: GatewayConfig) -> Governor:
+    """The sessions' governor; the default monitor feeds it (an injected test monitor leaves it at full
+    quality, admitting)."""
+    monitor_config = _monitor_config(config)
+    return Governor(monitor_config.degradation, monitor_config.budget_ms, monitor_config.capacity_target)
+
+
+def _default_monitor(config: GatewayConfig, governor: Governor) -> MonitorLike:
+    from gateway.monitoring.monitor import Monitor
+
+    return Monitor(_monitor_config(config), governor=governor)
 
 
 def create_app(
@@ -132,7 +148,8 @@ def create_app(
     state.extra["rate_limit"] = limiter
     app[CONFIG] = config
     app[STATE] = state
-    the_monitor = monitor if monitor is not None else _default_monitor(config)
+    governor = _governor(config)
+    the_monitor = monitor if monitor is not None else _default_monitor(config, governor)
     app[MONITOR] = the_monitor
     parts: dict[str, Any] = {}
 
@@ -157,7 +174,12 @@ def create_app(
         if watch is not None:
             watch(scheduler.stats)
         manager = SessionManager(
-            config.sessions, config.ice, scheduler, the_monitor, budget_ms=config.scheduler.budget_ms
+            config.sessions,
+            config.ice,
+            scheduler,
+            the_monitor,
+            governor,
+            budget_ms=config.scheduler.budget_ms,
         )
         parts["manager"] = manager
         await manager.start()

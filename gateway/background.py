@@ -1,5 +1,5 @@
 """A worker pool for work done for a request rather than for live video (source uploads: decode, face
-detection, trimming), run at a lower CPU priority (issue 13, item 9).
+detection, trimming), run at a lower CPU priority.
 
 Why: on a small machine every core an upload takes is taken from the live sessions' frames; an attacker
 sending valid photos could otherwise slow every stream down. Linux schedules threads individually, so each

@@ -23,18 +23,18 @@ from engines.models.store import default_model_dir
 from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
+from gateway.control.capacity import usable_cores
+from gateway.control.degradation import DegradationConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.media.late import LatePolicy
-from gateway.monitoring.capacity import usable_cores
-from gateway.monitoring.controller import DegradationConfig
 from gateway.monitoring.monitor import MonitorConfig
 from gateway.preflight import PreflightError, check_processing
 from gateway.process_setup import setup_process
-from gateway.rtc.dscp import parse_dscp
-from gateway.rtc.ice import LOOPBACK, IceConfig, TurnServer
 from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
 from gateway.tenants import load_tenants
+from gateway.webrtc.interop.dscp import parse_dscp
+from gateway.webrtc.interop.ice import LOOPBACK, IceConfig, TurnServer
 
 
 class UsageError(ValueError):
@@ -226,21 +226,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help="send publishers aiortc's delay-based REMB only, without the cap from the loss and the queue "
-        "seen on their stream (gateway.media.uplink_rate)",
+        "seen on their stream (gateway.webrtc.congestion.uplink_rate)",
     )
     a(
         "--no-transport-cc",
         action="store_true",
         default=None,
         help="answer publishers without transport-cc: they then adapt to REMB and loss only "
-        "(gateway.rtc.transport_cc)",
+        "(gateway.webrtc.congestion.transport_cc)",
     )
     a(
         "--no-live-bitrate",
         action="store_true",
         default=None,
         help="reopen FFmpeg's VP8/H.264 encoder, with a keyframe, at each new bitrate instead of changing "
-        "libvpx's or libx264's rate between frames (gateway.media.vp8_encoder, h264_encoder)",
+        "libvpx's or libx264's rate between frames (gateway.webrtc.codecs.vp8_encoder, h264_encoder)",
     )
     a(
         "--no-audio",

@@ -17,10 +17,10 @@ from gateway.background import BackgroundConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.media.audio import AudioConfig
 from gateway.media.late import LatePolicy
-from gateway.media.uplink_rate import UplinkRateConfig
-from gateway.rtc.ice import IceConfig
 from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
+from gateway.webrtc.congestion.uplink_rate import UplinkRateConfig
+from gateway.webrtc.interop.ice import IceConfig
 
 ENGINES = ("onnxruntime", "tensorrt", "triton")
 
@@ -102,17 +102,20 @@ class SessionConfig:
     reap_after_s: float = 10.0  # a session not connected (or silent) this long is closed
     connect_timeout_s: float = 20.0  # from the answer to ICE/DTLS connected
     # ceiling of the processed stream's bitrate (bits/s); None = by its picture size, as libwebrtc does
-    # (gateway.media.bitrate.size_class_bitrate: 1 Mbit/s up to 320x240 ... 2.5 Mbit/s above 960x540)
+    # (gateway.webrtc.congestion.bitrate.size_class_bitrate: 1 Mbit/s up to 320x240 ... 2.5 Mbit/s above
+    # 960x540)
     bitrate: int | None = None
     max_viewers: int = 32
     network_allowance_ms: float = 10.0  # kept back from the budget for the trip back to the client
     audio: AudioConfig = field(default_factory=AudioConfig)  # the publisher's Opus, relayed to viewers
     uplink: UplinkRateConfig = field(default_factory=UplinkRateConfig)  # loss-based cap on REMB to publishers
     # answer transport-cc where a publisher offers it, and send it per-packet arrival feedback
-    # (gateway.rtc.transport_cc): browsers then run their own delay-based congestion control on the uplink
+    # (gateway.webrtc.congestion.transport_cc): browsers then run their own delay-based congestion control on
+    # the uplink
     transport_cc: bool = True
     # change the VP8 / H.264 encoder's bitrate between frames through libvpx / libx264 itself
-    # (gateway.media.vp8_encoder, h264_encoder); off, or where the library does not load, FFmpeg's encoder
+    # (gateway.webrtc.codecs.vp8_encoder, h264_encoder); off, or where the library does not load, FFmpeg's
+    # encoder
     # is reopened at each new rate, with a keyframe
     live_bitrate: bool = True
 

@@ -1,16 +1,10 @@
-"""Decoding an uploaded image in a child process, not in a thread of the gateway (issue 13, item 9).
+"""Decoding an uploaded image in a child process, not in a thread of the gateway.
 
-Why, measured (docs/BENCHMARKS.md, "A live session must not feel an attack"): a valid image without a face
-(the fuzzer's 1-3000 px PNGs) cost the gateway ~45 ms of CPU, and 100 such requests/s raised the live
-session's p95 by 77 % although the work already ran on a nice-10 worker thread. Decoding and shrinking a
-3000x3000 picture with OpenCV fans out over OpenCV's own thread pool, whose threads run at normal priority
-(the pool belongs to the whole process, not to the nice worker), and holds the GIL in stretches: a thread
-doing only this stalled the main thread's 1 ms sleeps by up to 45 ms (p99 8 ms). In a child process at the
-background niceness with one OpenCV thread the same work shares neither the GIL nor the live frames'
-priority; only the already shrunk image (at most `max_side` on its long side) comes back.
-
-`decode_for_source` is what the child runs: it returns ("ok", RGB image) or (kind, one-line reason) and never
-raises, so no exception has to cross the process boundary.
+OpenCV decodes and shrinks on its own thread pool at normal priority and holds the GIL in stretches, so
+even on a low-priority thread it stalled the live frames. A child process at the background niceness with
+one OpenCV thread shares neither the GIL nor their priority; only the shrunk image (at most `max_side` on
+its long side) comes back. `decode_for_source` is what the child runs: ("ok", RGB image) or (kind, one-line
+reason), never an exception across the process boundary. Measurements: docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -23,7 +17,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from gateway.media.image_header import ImageHeaderError, image_size
+from gateway.image_header import ImageHeaderError, image_size
 from gateway.source_store import fit_for_detection
 
 Outcome = tuple[str, Any]  # ("ok", HxWx3 RGB) | ("unsupported" | "too_large" | "empty", reason)

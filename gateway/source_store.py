@@ -1,18 +1,11 @@
 """Uploaded source faces, bounded: how big an upload may be, how much of it is kept, how many are kept.
 
-Why (issue 13, items 2 and 3): every upload used to be decoded on the event loop and kept whole, so one
-20000x20000 PNG stalled every stream for seconds and a hundred photos cost over half a gigabyte. Now:
-
-* `SourcesConfig.max_pixels` is checked against the image HEADER before decoding (gateway.media.image_header);
-* `fit_for_detection` shrinks a large photo before the face detector sees it (`max_side`);
-* `crop_around_face` keeps only the region around the chosen face (`crop_margin` face sizes around it),
-  scaled to at most `crop_side`; the source is then prepared again on that crop, so every coordinate the
-  pipeline keeps refers to the small image and nothing points back at the big one;
-* `SourceStore` holds at most `max_sources` (least recently used goes first) for at most `ttl_s` after last
-  use, and reports their bytes for /api/stats. A running session keeps its own reference, so evicting a
-  source never breaks a live stream; it only stops new sessions from choosing it.
-
-All of this is the gateway's boundary: the pipeline's `prepare_source` is called as before, on smaller input.
+A huge upload decoded on the event loop stalled every stream, and kept whole, a hundred photos cost half a
+gigabyte. `SourcesConfig.max_pixels` is checked against the image header before decoding
+(gateway.image_header); `fit_for_detection` shrinks a large photo for the detector; `crop_around_face` keeps
+only the region around the chosen face, and the source is prepared again on that crop; `SourceStore` keeps
+at most `max_sources` (least recently used first) for `ttl_s` after last use. A running session keeps its
+own reference, so eviction never breaks a live stream.
 """
 
 from __future__ import annotations

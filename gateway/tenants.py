@@ -1,23 +1,11 @@
-"""Tenants: who a request is, and what it may touch (issue 13, items 5 and 6).
+"""Tenants: who a request is, and what it may touch. Pure functions and frozen data.
 
-A tenant is a name, a bearer token and an optional session limit, read from a TOML file at the edge
-(`--tenants-file`):
-
-    [tenants.acme]
-    token = "long-random-string"
-    max_sessions = 4          # optional; the gateway-wide --max-sessions still applies
-    [tenants.ops]
-    token = "another-one"
-    admin = true              # sees and may end every tenant's sessions
-
-Sessions and sources belong to the tenant that created them; another tenant gets 404 for them (not 403:
-an id must not be confirmed to someone who may not use it). WHEP viewing of a session is allowed with the
-owner's token, an admin token, or that session's own viewer token (returned when the session is created),
-which allows nothing else. The single `--token` of earlier versions is one admin tenant named "default":
-every holder may do everything, as before.
-
-With no token at all the gateway is open (every caller is an admin); that is meant for loopback and tests.
-Pure functions and frozen data; the middleware in gateway.app applies them.
+A tenant is a name, a bearer token, an optional session limit and an admin flag, read from `--tenants-file`
+(the format: README, Tenants and exposure). Sessions and sources belong to the tenant that created them;
+another tenant gets 404 (an id is not confirmed to someone who may not use it). WHEP viewing takes the
+owner's token, an admin's, or the session's own viewer token, which allows nothing else. `--token` is one
+admin tenant named "default". With no token at all every caller is an admin (loopback and tests). The
+middleware in gateway.app applies these.
 """
 
 from __future__ import annotations

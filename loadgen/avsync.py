@@ -1,21 +1,11 @@
 """Audio for load jobs, and the viewer-side lip-sync measurement (what a receiver would line up).
 
-Publisher side: `MediaClock` is the one start instant both of a job's tracks are paced from, so audio
-sample time t and video frame time t are captured (sent) together; `ClickAudioTrack` is Opus-bound 20 ms
-PCM frames of silence with a short loud click every `period_s`, on that clock.
-
-Viewer side: `AvSyncProbe` watches one WHEP viewer connection the way a lip-syncing receiver does: it maps
-each stream's RTP timestamps to the sender's NTP time through that stream's latest RTCP sender report, then
-compares what was captured together. Audio events are click onsets found by decoding the Opus packets
-(tapped before aiortc's own decoder, `gateway.rtc.taps`); video events are received frames whose capture
-time is known from the id stamped in their pixels (`loadgen.stamp`: frame id N was captured at
-(N - first_id) / fps on the job's MediaClock). Per click:
-
-    offset = (NTP_audio(click) - its media time) - median over recent frames (NTP_video(frame) - media time)
-
-Positive = the receiver's reports place the audio later than the picture captured with it, so a lip-syncing
-receiver plays the sound late (BT.1359 tolerates audio up to 125 ms late, 45 ms early). The encoder's own
-look-ahead (libopus 6.5 ms) is part of what a viewer hears and is not subtracted.
+Publisher side: `MediaClock` paces both of a job's tracks from one start; `ClickAudioTrack` sends silence
+with a short loud click every `period_s`. Viewer side: `AvSyncProbe` maps each stream's RTP timestamps to
+the sender's NTP time through its latest sender report and compares what was captured together: click
+onsets (Opus decoded off a tap, `gateway.webrtc.sync.taps`) against frames whose capture time their stamped
+id gives (`loadgen.stamp`). Positive offset = the audio is placed later than its picture (BT.1359 tolerates
++125 / -45 ms); the encoder's own look-ahead is part of what a viewer hears and is not subtracted.
 """
 
 from __future__ import annotations
@@ -34,9 +24,9 @@ from aiortc import MediaStreamTrack, RTCRtpReceiver, RTCRtpSender
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtp import RtpPacket
 
-from gateway.media.sync import ntp64_of
-from gateway.rtc.sender_clock import stamp_sender_reports
-from gateway.rtc.taps import decoded_pts_origin, tap_audio_packets, tap_sender_reports
+from gateway.webrtc.sync.clocks import ntp64_of
+from gateway.webrtc.sync.sender_clock import stamp_sender_reports
+from gateway.webrtc.sync.taps import decoded_pts_origin, tap_audio_packets, tap_sender_reports
 
 AUDIO_RATE = 48_000
 SAMPLES_PER_FRAME = 960  # 20 ms: what aiortc's Opus encoder packs per packet

@@ -1,19 +1,11 @@
-"""Offline benchmark: the face pipeline in-process, without WebRTC, over a test-case x resolution x batch
-matrix.
+"""Offline benchmark: the face pipeline in-process, without WebRTC, over test case x resolution x batch size.
 
-`python -m loadgen.benchmark --quality` writes the quality report instead (loadgen.quality).
-
-`python -m loadgen.benchmark --test-cases single_face,multi_face --resolutions 1280x720 1920x1080 --durations
-30
---batch-sizes 1 4 --output-report benchmark_result.json`
-
-Why: it separates what the models cost from what the network and codecs cost. A batch of B frames stands for B
-sessions meeting in the gateway's scheduler (each with its own FaceTrack), fed flat out from the same
-precomputed synthetic loop the live load generator sends. Per run it reports each processor's time (the
-batch's wall time for that stage, as the pipeline records it), frames/s, peak RSS, peak VRAM (NVML, when a
-GPU exists), process CPU % and, with --cold, the time to build the pipeline and run its first batch. Same
-report schema and host fingerprint as the live runs (loadgen.report). `run_benchmark` returns data; only
-`main` prints.
+It separates what the models cost from what the network and codecs cost. A batch of B frames stands for B
+sessions meeting in the scheduler (each with its own FaceTrack), fed flat out from the same synthetic loop
+the live load generator sends. Per run: each stage's time, frames/s, peak RSS and VRAM, process CPU and,
+with --cold, the time to the first batch; same report schema as the live runs (loadgen.report).
+`--quality` writes the quality report instead (loadgen.quality). `run_benchmark` returns data; only `main`
+prints. Example: `python -m loadgen.benchmark --test-cases single_face --resolutions 640x360`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Capacity search as pure policy: which concurrency to try next, and when a measurement is stable.
 
-The runner owns the network; these objects only decide (DESIGN.md: policy apart from execution), so the search
+The runner owns the network; these objects only decide (policy apart from execution), so the search
 is tested on a simulated latency curve. The search steps N up by `step` until a point misses the SLO (p95 over
 budget, or the gateway returns under `min_fps_ratio` of the frames sent), then bisects between the last
 passing and the first failing N. A point is measured over consecutive windows until `stable_windows` of them

@@ -1,5 +1,5 @@
 """Headless Chromium driven over the DevTools protocol: the flags it runs with here and the smallest client
-that evaluates JavaScript in a page. Used by the browser tests and by scripts/bench_browser_uplink.py (a
+that evaluates JavaScript in a page. Used by the browser tests and by loadgen/bench/browser_uplink.py (a
 real browser publishing through a shaped link).
 
 Without the background-networking flags Chromium tries to reach Google's services at start-up, which a
@@ -9,7 +9,6 @@ closed network refuses; everything here only ever loads pages from 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import time
 from typing import Any
@@ -35,12 +34,6 @@ PUBLISHER_FLAGS: tuple[str, ...] = (
     "--autoplay-policy=no-user-gesture-required",
     "--window-size=1100,720",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Page:

@@ -1,14 +1,10 @@
-"""One load-generator job: a real aiortc WHIP publisher that sends stamped frames and reads the processed
-ones.
+"""One load-generator job: a real aiortc WHIP publisher that sends stamped frames, reads the processed ones.
 
-Timing points (what "end-to-end latency" means here): a frame is *sent* when the sending track's `recv()`
-hands it to aiortc's encoder, and *received* when the processed frame coming back on the same connection has
-been decoded and our receiving track's `recv()` returns it. Both ends use the gateway's marker-release
-receive fix (gateway.rtc.receive) so the measurement carries no extra frame interval of client-side
-buffering, and both gather ICE on 127.0.0.1 only when the gateway is on loopback.
-
-The job never blocks the event loop on encode/decode: aiortc runs the codecs in executors. The per-frame work
-of the sender is a copy of a precomputed frame plus the stamp (loadgen.synth).
+A frame is sent when the sending track's `recv()` hands it to aiortc's encoder, and received when the
+processed frame coming back on the same connection is decoded and returned by our receiving track. Both ends
+use the marker-release receive (gateway.webrtc.recovery.jitter_buffer), so no client-side frame interval is
+added, and both gather ICE on 127.0.0.1 only when the gateway is on loopback. aiortc runs the codecs in
+executors; the sender's per-frame work is a copy of a precomputed frame plus its stamp (loadgen.synth).
 """
 
 from __future__ import annotations
@@ -35,7 +31,9 @@ from aiortc import (
     RTCSessionDescription,
 )
 
-from gateway.rtc.ice import IceConfig, create_peer_connection
+from gateway.webrtc.install import create_peer_connection
+from gateway.webrtc.internals import negotiated_codecs
+from gateway.webrtc.interop.ice import IceConfig
 from loadgen.avsync import (
     AUDIO_RATE,
     AvSyncProbe,
@@ -248,8 +246,9 @@ class WhipJob:
                 raise JoinError("WHIP 201 without a Location header")
             self._location = urljoin(self.config.whip_url(), location)
         await pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
-        if video._codecs:  # noqa: SLF001  (the sender makes its encoder on its first frame, after DTLS)
-            use_publisher_encoder(video.sender, video._codecs[0].mimeType, self.config.publisher_denoiser)  # noqa: SLF001
+        codecs = negotiated_codecs(video)
+        if codecs:  # the sender makes its encoder on its first frame, after DTLS
+            use_publisher_encoder(video.sender, codecs[0].mimeType, self.config.publisher_denoiser)
         if self.config.transport_cc:
             feedback = receive_with_transport_cc(pc, body)
             if feedback is None:

@@ -1,19 +1,10 @@
-"""An attacker's view of the gateway, bounded and on loopback: fuzzed requests, a live session measured while
-they land, and the gateway process's resources over time (issue 13's suite).
+"""An attacker's view of the gateway, bounded, on loopback; only loadgen.bench.fuzz_gateway prints or exits.
 
-Pieces (only scripts/fuzz_gateway.py prints or exits):
-
-* `real_offer()` -> the SDP of a real aiortc offer, for `generate_cases` to mutate.
-* `generate_cases(rng, offer, n, ...)` -> `FuzzCase`s, pure: malformed SDP offers (mutations of a real one),
-  trickle fragments, image bombs and broken images, bad headers and request lines (sent on a raw socket, as
-  a client library would refuse to), huge bodies, and every endpoint with every method.
-* `run_fuzz(url, cases, concurrency)` -> `FuzzResult`: status counts, every 5xx with the request that got it.
-  503 with Retry-After is the gateway saying "full" (pending budget, tenant limit) and is counted apart.
-* `LiveProbe`: one real WHIP publisher (loadgen.client.WhipJob); `window(t0, t1)` gives fps, latency p50/p95
-  and loss for the frames sent in that window, so a quiet and an attacked window compare directly.
-* `ProcessSampler`: RSS, open fds and threads of a pid from /proc, sampled on a period.
-* `cost_by_kind(url, pid, cases)`: each kind's cases sent one at a time, with the gateway process's CPU time
-  per request (idle CPU subtracted) and its answer time: which kind of attack costs the gateway most.
+`generate_cases` (pure) mutates a real offer (`real_offer`) into malformed SDP, trickle fragments, image
+bombs, bad headers and request lines (sent on a raw socket), huge bodies, every endpoint with every method.
+`run_fuzz` sends them and counts answers (every 5xx with its request; 503 + Retry-After apart). `LiveProbe`
+is one real publisher whose windows compare quiet and attacked time; `ProcessSampler` reads a pid's RSS, fds
+and threads; `cost_by_kind` measures the gateway's CPU per request of each kind.
 """
 
 from __future__ import annotations
@@ -34,7 +25,8 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from gateway.rtc.ice import IceConfig, create_peer_connection
+from gateway.webrtc.install import create_peer_connection
+from gateway.webrtc.interop.ice import IceConfig
 from loadgen.stats import Event, StatsCollector
 
 SDP = "application/sdp"

@@ -1,22 +1,12 @@
-"""Impaired networks for one peer connection: delay, jitter (and the reordering it causes), random loss and a
-rate bottleneck with a drop-tail queue, applied to every datagram the connection sends and receives.
+"""Impaired networks for one peer connection: delay, jitter, random loss and a drop-tail bottleneck.
 
-Why in the process and not `tc netem`: the kernels this project runs on (CI's and the development VMs) are
-built without `sch_netem` ("Specified qdisc kind is unknown"), and a test that needs a kernel module cannot
-be part of `make test`. The model below is netem's (per-packet Bernoulli loss, `delay D J` = uniform
-delay in [D-J, D+J], so packets reorder when J exceeds the packet spacing; the bottleneck is tbf's: a
-token bucket at `rate` whose queue drops what would wait longer than `queue_ms`), applied on the client's
-side of the link to both directions, so the gateway under test runs unmodified and traffic stays on
-127.0.0.1. `scripts/bench_network.py --shaper tc` uses real `tc netem`/`tbf` in a private namespace
-(`unshare -n`) where the kernel has them.
-
-Where it hooks (version guard): aioice's `Connection.sendto` (outgoing; aiortc binds `Connection.send`
-once, which calls `sendto`) and `Connection.data_received` (incoming; called per datagram by aioice's
-protocol), wrapped on this connection's ICE connections only, through aiortc's private
-`_RTCPeerConnection__createDtlsTransport` (aiortc 1.14-1.16, aioice 0.9-0.13). STUN (ICE checks, consent)
-is not impaired. `impair_peer_connection` raises RuntimeError where those internals are missing.
-
-`LinkModel` (the per-direction decision: dropped, or delivered at time t) is pure and seeded.
+In the process, not `tc netem`: the kernels here have no `sch_netem`, and `make test` cannot need a kernel
+module. The model is netem's (Bernoulli loss, uniform delay D +- J, so packets reorder) and tbf's (a token
+bucket at `rate` whose queue drops what would wait past `queue_ms`), applied on the client's side to both
+directions, so the gateway runs unmodified on 127.0.0.1 (`loadgen.bench.network --shaper tc` uses the real
+qdiscs where the kernel has them). It wraps aioice's `Connection.sendto` and `data_received` on this
+connection's ICE connections only, through `gateway.webrtc.transports`; STUN is not impaired; where the
+internals are missing `impair_peer_connection` raises RuntimeError. `LinkModel` is pure and seeded.
 """
 
 from __future__ import annotations
@@ -30,7 +20,9 @@ from typing import Any
 
 from aiortc import RTCPeerConnection
 
-_PC_DTLS_FACTORY = "_RTCPeerConnection__createDtlsTransport"
+from gateway.webrtc import compat
+from gateway.webrtc.transports import on_dtls_transports
+
 _MARK = "_livefuse_impaired"
 
 
@@ -217,7 +209,8 @@ def _impair_connection(connection: Any, link: ImpairedLink, directions: str) -> 
 
 
 def _impair_dtls(dtls_transport: Any, link: ImpairedLink, directions: str) -> None:
-    _impair_connection(dtls_transport.transport.iceGatherer._connection, link, directions)
+    connection = getattr(dtls_transport.transport.iceGatherer, compat.GATHERER_CONNECTION)
+    _impair_connection(connection, link, directions)
 
 
 def impair_peer_connection(
@@ -228,7 +221,7 @@ def impair_peer_connection(
     `setRemoteDescription`, on the event loop. Returns the link (drop counters)."""
     if directions not in ("both", "incoming", "outgoing"):
         raise ValueError(f"directions must be both, incoming or outgoing, got {directions!r}")
-    if not hasattr(pc, _PC_DTLS_FACTORY):
+    if not compat.supported() or not hasattr(pc, compat.PC_CREATE_DTLS_TRANSPORT):
         raise RuntimeError("this aiortc version has no per-connection transport hook; cannot impair")
     rng = random.Random(seed)
     link = ImpairedLink(
@@ -238,14 +231,5 @@ def impair_peer_connection(
     )
     if impairment.is_clean:
         return link
-    for transceiver in pc.getTransceivers():
-        _impair_dtls(transceiver.receiver.transport, link, directions)
-    original = getattr(pc, _PC_DTLS_FACTORY)
-
-    def create_dtls_transport(*args: Any, **kwargs: Any) -> Any:
-        transport = original(*args, **kwargs)
-        _impair_dtls(transport, link, directions)
-        return transport
-
-    setattr(pc, _PC_DTLS_FACTORY, create_dtls_transport)
+    on_dtls_transports(pc, _MARK, lambda transport: _impair_dtls(transport, link, directions))
     return link

@@ -1,15 +1,10 @@
 """The load generator's VP8 encoder: aiortc's, with libvpx's temporal denoiser as the run asks (default off).
 
-Why: aiortc runs libvpx's denoiser at noise-sensitivity 4 (libwebrtc's x86 setting too). Where the picture
-changes sharply from one frame to the next it can keep the previous frame's macroblocks, and the frame-ID
-stamp (loadgen.stamp) is such a place: its cells flip between black and white every frame. Measured without
-the gateway (an aiortc publisher to an aiortc receiver on 127.0.0.1, the 320x240 loop at 15 fps, 40 s, 500
-kbit/s): 15-22 of 600 frames arrived with a stale cell and an unreadable stamp at 4, none at 0. The load
-generator would count those frames as lost by the gateway. With the denoiser off the stamp measures the
-gateway alone; `--publisher-denoiser 4` sends what a browser on x86 would.
-
-Everything else is aiortc's encoder as it is: the same options, the re-creation when the REMB-driven target
-moves by more than 10 %, keyframes on request, the packetizer (`Vp8Encoder._packetize`).
+aiortc runs the denoiser at noise-sensitivity 4 (libwebrtc's x86 setting), which can keep the previous
+frame's macroblocks where the picture flips every frame: the frame-id stamp (loadgen.stamp), whose stale
+cells the load generator would count as frames the gateway lost. Off, the stamp measures the gateway alone;
+`--publisher-denoiser 4` sends what a browser on x86 would. Everything else is aiortc's encoder as it is.
+Measurements: docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -23,6 +18,8 @@ from aiortc.codecs.base import Encoder
 from aiortc.codecs.vpx import Vp8Encoder, number_of_threads
 from av.frame import Frame
 from av.video.frame import VideoFrame
+
+from gateway.webrtc.internals import place_sender_encoder, sender_encoder
 
 AIORTC_NOISE_SENSITIVITY = 4  # aiortc's own (and libwebrtc's on x86): nothing to replace
 
@@ -86,8 +83,7 @@ def use_publisher_encoder(sender: RTCRtpSender, codec_mime: str, noise_sensitivi
     denoiser than aiortc's. True when installed."""
     if codec_mime.lower() != "video/vp8" or noise_sensitivity == AIORTC_NOISE_SENSITIVITY:
         return False
-    current: Encoder | None = getattr(sender, "_RTCRtpSender__encoder", None)
+    current: Encoder | None = sender_encoder(sender)
     if current is not None:
         raise RuntimeError("the sender already made its encoder: install the publisher's before it starts")
-    sender._RTCRtpSender__encoder = PublisherVp8Encoder(noise_sensitivity)  # type: ignore[attr-defined]  # noqa: SLF001
-    return True
+    return place_sender_encoder(sender, PublisherVp8Encoder(noise_sensitivity))

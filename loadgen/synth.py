@@ -1,14 +1,10 @@
-"""Synthetic live video built from real faces, rendered AHEAD of time.
+"""Synthetic live video built from real faces, rendered ahead of time.
 
-Why ahead of time: the load generator shares the machine with what it measures (or at least with N encoders),
-so per-frame work is cut to a copy of a precomputed I420 frame plus writing the ID stamp into its luma band.
-A loop of K frames moves the face(s) along a closed smooth path (position and scale are periodic in K), so
-looping shows no jump. The loop is shared by every job of a run (frames are copied before stamping).
-
-Test cases:
-- ``single_face``: the astronaut portrait (or frames of ``source_video``) gliding and zooming over a
-background.
-- ``multi_face``: the six-person group photo panning and zooming gently.
+The load generator shares the machine with what it measures, so per-frame work is a copy of a precomputed
+I420 frame plus the id stamp in its luma band. A loop of K frames moves the face(s) along a closed smooth
+path, so looping shows no jump; every job of a run shares it (frames are copied before stamping).
+Test cases: ``single_face`` (the astronaut portrait, or frames of ``source_video``, gliding and zooming over
+a background) and ``multi_face`` (the six-person group photo panning and zooming gently).
 """
 
 from __future__ import annotations

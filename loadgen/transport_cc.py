@@ -1,15 +1,11 @@
-"""A load-generator job that receives like a browser: it offers transport-cc and returns transport-cc feedback
-for the processed stream (`loadgen --transport-cc`).
+"""A load-generator job that receives like a browser: it offers transport-cc and returns its feedback.
 
-Why: aiortc neither offers transport-cc nor sends its feedback, so a load generated with it exercises only
-the gateway's receiver-report path, while browsers (the real viewers and publishers) give the gateway
-per-packet feedback 10-20 times a second (gateway.rtc.transport_cc). With this, `bench_network.py` can
-measure the gateway's sender under both.
-
-The offer gets the transport-wide sequence number extension and `a=rtcp-fb:<pt> transport-cc` on its video
-m-line, as Chrome writes them. aiortc drops the extension from what it negotiated, so the job's own DTLS
-transport is told its id directly, and the gateway's receive-side recorder (the same code that reports to
-publishers) runs on the job's video receiver.
+aiortc neither offers transport-cc nor sends its feedback, so without this a load exercises only the
+gateway's receiver-report path, while browsers give per-packet feedback 10-20 times a second
+(`loadgen --transport-cc`; loadgen.bench.network measures the sender under both). The offer carries the
+extension and `a=rtcp-fb:<pt> transport-cc` as Chrome writes them; aiortc drops the extension from what it
+negotiated, so the job's transport is told its id directly, and the gateway's own receive-side recorder
+(gateway.webrtc.congestion.transport_cc) runs on the job's video receiver.
 """
 
 from __future__ import annotations
@@ -19,7 +15,13 @@ import re
 from aiortc import RTCPeerConnection, RTCRtpReceiver
 from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParameters
 
-from gateway.rtc.transport_cc import TRANSPORT_CC_URI, TransportCcFeedback, install, offered_transport_cc
+from gateway.webrtc.congestion.transport_cc import (
+    TRANSPORT_CC_URI,
+    TransportCcFeedback,
+    install,
+    offered_transport_cc,
+)
+from gateway.webrtc.internals import header_extensions_map
 
 _EXTMAP = re.compile(r"^a=extmap:(\d+)(?:/\w+)? (\S+)")
 _VIDEO_RTPMAP = re.compile(r"^a=rtpmap:(\d+) ([\w-]+)/90000")
@@ -62,7 +64,7 @@ def parse_transport_cc(pc: RTCPeerConnection, answer_sdp: str) -> RTCRtpReceiver
     take transport-cc."""
     ext_id = answered_id(answer_sdp)
     receiver = next((t.receiver for t in pc.getTransceivers() if t.kind == "video"), None)
-    extensions = getattr(receiver.transport, "_rtp_header_extensions_map", None) if receiver else None
+    extensions = header_extensions_map(receiver)
     if ext_id is None or receiver is None or extensions is None:
         return None
     tcc = RTCRtpHeaderExtensionParameters(id=ext_id, uri=TRANSPORT_CC_URI)

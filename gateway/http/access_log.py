@@ -1,4 +1,4 @@
-"""The HTTP access log, with secrets taken out (issue 13, item 5).
+"""The HTTP access log, with secrets taken out.
 
 aiohttp's default access line prints the request target with its query, so `GET /api/stream?token=SECRET`
 wrote the token to the INFO log (and the dashboard's Referer header carries it too). Values of the query

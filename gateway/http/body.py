@@ -1,4 +1,4 @@
-"""Reading a request body with a size cap and a deadline (issue 13, item 5).
+"""Reading a request body with a size cap and a deadline.
 
 The header-read timeout (gateway.http.access_log.runner_options) does not cover the body: a client that
 sends its headers and then dribbles the body would hold a handler forever. Every body is read here, whole

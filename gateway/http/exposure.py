@@ -1,4 +1,4 @@
-"""What /api/stats (and its SSE stream) show to whom (issue 13, items 3, 5 and 6).
+"""What /api/stats (and its SSE stream) show to whom.
 
 The monitor's snapshot lists every session by id, with its source id. Ids are what DELETE, PATCH and WHEP act
 on, so only an admin (or, with no token configured, everyone) sees them all; a tenant sees its own; a caller

@@ -12,7 +12,7 @@ from engines.frames import FrameItem, FrameOutput, SourceFace
 from gateway.background import BackgroundPool
 from gateway.config import GatewayConfig
 from gateway.errors import Unavailable
-from gateway.sessions import MonitorLike, SessionManager
+from gateway.session import MonitorLike, SessionManager
 from gateway.source_store import SourceStore
 from gateway.tenants import Principal
 

@@ -1,18 +1,11 @@
-"""A per-client-address request rate limit on the HTTP control plane (issue 13, item 9).
+"""A per-client-address request rate limit on the HTTP control plane.
 
-Why: measured under the fuzz (scripts/fuzz_gateway.py `cost` and per-kind runs, docs/BENCHMARKS.md), the
-requests that cost the gateway most are ones any client can send as often as it likes: a valid image with
-no face (~45 ms of CPU decoding and detecting), a new peer connection (~7 ms: DTLS key, ICE sockets), a body
-of megabytes that has to be read and thrown away (~5 ms). Every check behind them (header before decode,
-offer validation before the peer connection) already refuses what is malformed; what is well-formed can only
-be bounded by how often one client may ask. So every request first takes a token from its client address's
-bucket (`TokenBuckets`, pure: refill `rate_per_s`, hold at most `burst`); without one it gets 429 with
-Retry-After before auth, routing or any body is read. Media (RTP/RTCP over UDP) never passes through here.
-
-The key is the TCP peer address, never X-Forwarded-For (a client would choose its own bucket). Loopback is
-not special: a load balancer or a proxy in front of the gateway should get its own higher limit from the
-operator (`--rate-limit`), not a silent exemption. The table of buckets is bounded (`max_clients`; the least
-recently seen address goes first, which only ever gives that client a fresh, full bucket).
+The dearest requests (an image without a face, a new peer connection, a body of megabytes read and thrown
+away) are well-formed, so only how often one client may ask bounds them. Every request first takes a token
+from its address's bucket (`TokenBuckets`, pure: refill `rate_per_s`, hold at most `burst`); without one it
+gets 429 with Retry-After before auth, routing or the body. The key is the TCP peer address, never
+X-Forwarded-For; loopback is not exempt (a proxy gets its own `--rate-limit`). The table is bounded
+(`max_clients`, least recently seen first). Measurements: docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -117,7 +110,7 @@ async def _answer_and_close(request: web.Request, response: web.Response) -> Non
     """Send `response` with `Connection: close`, then close the connection without reading the rest of
     the body. Left alone, aiohttp reads and discards an unread body for up to 10 s after the answer (its
     "lingering close"): a client over its rate that sends megabytes would make the gateway read them all
-    (2.69 ms of CPU per refused 8-16 MB body, 0.35 ms closed at once; `scripts/fuzz_gateway.py cost
+    (2.69 ms of CPU per refused 8-16 MB body, 0.35 ms closed at once; `loadgen/bench/fuzz_gateway.py cost
     --kinds huge --gateway-rate-limit 5`). The answer is written first; the transport flushes it before it
     closes."""
     response.force_close()

@@ -11,8 +11,8 @@ from aiohttp import web
 
 from gateway.errors import BadRequest, PayloadTooLarge, Unprocessable, UnsupportedMediaType
 from gateway.http.body import read_body
-from gateway.media.image_header import ImageHeaderError, image_size
-from gateway.rtc.sdp import SdpError, TrickleFragment, check_offer, parse_trickle_fragment
+from gateway.image_header import ImageHeaderError, image_size
+from gateway.webrtc.negotiation.sdp import SdpError, TrickleFragment, check_offer, parse_trickle_fragment
 
 SDP_TYPE = "application/sdp"
 TRICKLE_TYPE = "application/trickle-ice-sdpfrag"

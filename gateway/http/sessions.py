@@ -8,7 +8,7 @@ from aiohttp import web
 
 from gateway.http.keys import MONITOR, principal_of, sessions_of
 from gateway.http.whip import owned_session
-from gateway.sessions import Session
+from gateway.session import Session
 
 
 def _describe(request: web.Request, session: Session) -> dict[str, Any]:

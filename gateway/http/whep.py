@@ -14,9 +14,9 @@ from gateway.http.keys import CONFIG, principal_of, sessions_of
 from gateway.http.request_checks import SDP_TYPE, read_checked_offer
 from gateway.http.urls import resource_url
 from gateway.http.whip import CORS
-from gateway.rtc.ice import link_headers
-from gateway.sessions import Session
+from gateway.session import Session
 from gateway.tenants import same_secret
+from gateway.webrtc.interop.ice import link_headers
 
 
 def viewable_session(request: web.Request) -> Session:

@@ -22,10 +22,10 @@ from gateway.http.keys import CONFIG, STATE, principal_of, sessions_of
 from gateway.http.request_checks import SDP_TYPE, TRICKLE_TYPE, read_offer_text, read_trickle_fragment
 from gateway.http.sources import visible_source
 from gateway.http.urls import resource_url
-from gateway.rtc.ice import link_headers
-from gateway.rtc.sdp import SdpError
-from gateway.sessions import Session
+from gateway.session import Session
 from gateway.tenants import tenant_limit
+from gateway.webrtc.interop.ice import link_headers
+from gateway.webrtc.negotiation.sdp import SdpError
 
 VIEWER_TOKEN_HEADER = "Livefuse-Viewer-Token"  # WHEP may use it (as a bearer token) for this session only
 CORS = {

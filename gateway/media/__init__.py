@@ -1,1 +1,1 @@
-"""The per-session media path: receive newest frame, schedule, apply the late policy, encode once, fan out."""
+"""The per-session frame path: newest frame, late policy, YUV reuse, encode once, fan out; the audio relay."""

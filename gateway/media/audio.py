@@ -1,17 +1,10 @@
 """The session's audio relay: the publisher's Opus packets, untouched, to every WHEP viewer asking for audio.
 
-Why a relay beside the video pipeline and not through it: nobody changes the sound, so it needs no decode,
-no scheduler and no encoder: packets in, packets out. Each packet arrives on the event loop from the
-receiver's `PacketTap` and is offered to each viewer's `OpusPacketTrack`, which aiortc's sender only
-packetizes (`OpusEncoder.pack` takes `av.Packet`s as they are). The cost per viewer is one small object and
-one RTP packet per 20 ms.
-
-Timestamps: every packet leaves with its input RTP timestamp relative to the stream's first one (unwrapped),
-the same number the session's `CaptureClock` maps to a capture instant, so the viewer's audio sender reports
-(stamped by `gateway.rtc.sender_clock`) and the video's are on one clock.
-
-Live audio never queues: a viewer whose sender falls behind by more than `max_queue` packets (20 ms each)
-loses the oldest ones (counted); a late packet is worth less than a gap the decoder conceals.
+Nobody changes the sound, so it needs no decode, scheduler or encoder: each packet from the receiver's
+`PacketTap` is offered to every viewer's `OpusPacketTrack`, which aiortc's sender only packetizes. Packets
+keep their input RTP timestamps (unwrapped), which the session's `CaptureClock` maps to capture time, so
+audio and video sender reports share one clock. Live audio never queues: a viewer more than `max_queue`
+packets behind loses the oldest (counted).
 """
 
 from __future__ import annotations
@@ -24,7 +17,7 @@ import av
 from aiortc.rtp import RtpPacket
 
 from gateway.media.packet_track import QueuedPacketTrack
-from gateway.media.sync import AUDIO_RATE, CaptureClock, Unwrapper
+from gateway.webrtc.sync.clocks import AUDIO_RATE, CaptureClock, Unwrapper
 
 AUDIO_TIME_BASE = Fraction(1, AUDIO_RATE)
 

@@ -1,16 +1,10 @@
-"""RGB -> I420 (yuv420p) for the encoder, without libswscale's slow packed-RGB input path.
+"""RGB -> I420 (yuv420p) for the encoders, without libswscale's slow packed-RGB input path.
 
-Why: the processed frame is RGB (the pipeline's contract) and the encoders take yuv420p. PyAV's
-`VideoFrame.from_ndarray(rgb24).reformat("yuv420p")` costs 0.86 ms at 320x240 and 1.3 ms at 640x360 here,
-as much as the VP8 encode itself (libswscale has no fast path for packed RGB input, and PyAV sets up the
-conversion per call). OpenCV's I420 conversion gives the same luma (BT.601, limited range; within 1 of
-libswscale) in 0.02 ms, but samples chroma from one pixel of each 2x2 block (2 dB worse than libswscale on a
-natural image). So luma comes from OpenCV's conversion and chroma from the 2x2 block MEAN of the RGB
-(`INTER_AREA` halving is that exact mean; the RGB -> UV map is affine, so converting the mean equals the
-mean of the converted pixels): 0.19 ms at 320x240, 0.55 ms at 640x360, and closer to the source than
-libswscale's chroma filter (tests/unit/test_colour.py measures both against the source).
-
-Odd sizes (I420 needs even ones) are left to the caller's libswscale path.
+The pipeline's frames are RGB and the encoders take yuv420p; PyAV's reformat costs as much as a VP8 encode.
+Luma comes from OpenCV's conversion (BT.601 limited range, as libswscale's) and chroma from the 2x2 block
+mean of the RGB (`INTER_AREA` halving; the map is affine, so that is the mean of the converted pixels),
+closer to the source than libswscale's filter (the unit tests compare both). Odd sizes are left to the
+caller's libswscale path. Timings: docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Encode each processed stream ONCE per codec and hand the encoded packets to every subscriber.
 
-aiortc's `RTCRtpSender` accepts `av.Packet` from its track and only packetizes it (`Vp8Encoder.pack`,
-`H264Encoder.pack`), so N viewers cost one encode per codec in use (VP8 for browsers; H.264 only when
-a publisher or viewer offered nothing else). Two things the sender would do for raw frames must be done
-here instead: keyframes on request (a new viewer, or a PLI/FIR from any viewer: `bind_sender` routes the
-sender's keyframe request to this encoder), and bitrate: each sender's REMB and receiver-report loss feed
-one `BitratePolicy` per encoder (gateway.media.bitrate: the minimum across receivers), applied between
-frames: VP8 through libvpx itself and H.264 through libx264 itself change rate at the next frame
-(gateway.media.vp8_encoder, gateway.media.h264_encoder); FFmpeg's encoders (where those libraries do not
-load, or `--no-live-bitrate`) read the rate only when they open, so they are reopened, with a keyframe.
-
-A subscriber that falls behind has its queue cleared and waits for the next keyframe (which it requests):
-dropping single inter frames would corrupt its picture, and queueing would add latency.
+aiortc's sender only packetizes `av.Packet`s from its track, so N viewers cost one encode per codec in use.
+What a sender would do for raw frames is done here: keyframes on request (`bind_sender` returns where a
+sender's PLI/FIR and receiver feedback go; `gateway.webrtc.install.install_sender` hooks them up) and the
+bitrate, one `BitratePolicy` per encoder applied between frames (libvpx / libx264 themselves, else FFmpeg's
+encoders reopened with a keyframe). A subscriber that falls behind is cleared and waits for the next
+keyframe: dropping single inter frames would corrupt its picture, and queueing would add latency.
 """
 
 from __future__ import annotations
@@ -27,18 +21,17 @@ import av
 import numpy as np
 from aiortc import RTCRtpSender
 
-from gateway.media.bitrate import BitrateConfig, BitratePolicy, size_class_bitrate
 from gateway.media.colour import rgb_to_i420
-from gateway.media.feedback import watch_sender_feedback
-from gateway.media.h264_encoder import H264Encoder
-from gateway.media.libvpx import Libvpx
-from gateway.media.libx264 import Libx264
 from gateway.media.packet_track import QueuedPacketTrack
 from gateway.media.planes import is_i420
-from gateway.media.retransmit_budget import RetransmitBudget
-from gateway.media.send_history import FeedbackSample
-from gateway.media.vp8_encoder import Vp8Encoder
-from gateway.rtc.retransmit_limit import limit_retransmissions
+from gateway.webrtc.codecs.h264_encoder import H264Encoder
+from gateway.webrtc.codecs.libvpx import Libvpx
+from gateway.webrtc.codecs.libx264 import Libx264
+from gateway.webrtc.codecs.vp8_encoder import Vp8Encoder
+from gateway.webrtc.congestion.bitrate import BitrateConfig, BitratePolicy, size_class_bitrate
+from gateway.webrtc.congestion.retransmit_budget import RetransmitBudget
+from gateway.webrtc.congestion.send_history import FeedbackSample
+from gateway.webrtc.install import SenderFeedback
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +83,7 @@ class FanoutEncoder:
     # already encoded once by the publisher, so it only smears detail. Off (0), measured here (carphone after
     # one VP8 round trip, 1 Mbit/s, 150 frames, best of 3): encode 1.83 -> 1.60 ms at 320x240 and 2.95 ->
     # 2.59 ms at 640x360, PSNR against those frames +2.9 dB / +1.6 dB at the same rate
-    # (scripts/bench_encoder_settings.py).
+    # (loadgen/bench/encoder_settings.py).
     VP8_NOISE_SENSITIVITY = 0
 
     def __init__(
@@ -167,11 +160,11 @@ class FanoutEncoder:
 
     def bind_sender(
         self, sender: RTCRtpSender, reverse_queue: Callable[[float], float] | None = None
-    ) -> None:
-        """Route the sender's PLI/FIR keyframe requests here (it cannot re-encode packets itself), and its
-        receiver's feedback to the bitrate policy. `reverse_queue(now)`: the queue this receiver's reports
-        wait in on their way back (a publisher's own uplink, `queue_delay.OneWayDelay.standing`)."""
-        sender._send_keyframe = self.request_keyframe  # type: ignore[method-assign]
+    ) -> SenderFeedback:
+        """Where `sender`'s feedback goes (`gateway.webrtc.install.install_sender` hooks it up): its PLI/FIR
+        to a keyframe here (it cannot re-encode packets itself), its receiver's reports to the bitrate
+        policy. `reverse_queue(now)`: the queue this receiver's reports wait in on their way back (a
+        publisher's own uplink, `queue_delay.OneWayDelay.standing`)."""
         key = id(sender.track)
         self.bitrate.add(key)
         self._target_bitrate = self.bitrate.current_bps
@@ -188,21 +181,23 @@ class FanoutEncoder:
             self.bitrate.on_rtt(key, rtt_s, now, reverse_queue(now) if reverse_queue is not None else 0.0)
             self._retarget(now)
 
-        watch_sender_feedback(sender, on_remb, on_loss, on_rtt)
-        # NACKed packets are resent within the target bitrate, and not again within a round trip
-        # (gateway.media.retransmit_budget: unlimited, they flooded a link whose rate had just fallen)
+        # NACKed packets are resent within the target bitrate, and not again within a round trip; what the
+        # budget cannot resend soon is repaired with a keyframe instead (congestion.retransmit_budget)
         budget = self.retransmits[key] = RetransmitBudget()
-        # and what the budget cannot resend soon is repaired with a keyframe instead (retransmit_budget)
-        limit_retransmissions(
-            sender,
-            budget,
-            lambda: float(self._target_bitrate),
-            lambda: self.bitrate.rtt_s(key),
-            self.request_keyframe,
+        return SenderFeedback(
+            request_keyframe=self.request_keyframe,
+            on_remb=on_remb,
+            on_loss=on_loss,
+            on_rtt=on_rtt,
+            retransmits=budget,
+            rate_bps=lambda: float(self._target_bitrate),
+            rtt_s=lambda: self.bitrate.rtt_s(key),
+            on_transit=self.transit_sink(sender),
         )
 
     def transit_sink(self, sender: RTCRtpSender) -> Callable[[FeedbackSample], None]:
-        """Where the transport-cc feedback of `sender`'s receiver goes (gateway.rtc.transport_cc): its
+        """Where the transport-cc feedback of `sender`'s receiver goes
+        (gateway.webrtc.congestion.transport_cc): its
         one-way queue into this encoder's bitrate policy, as that receiver's delay signal."""
         key = id(sender.track)
 

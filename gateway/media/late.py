@@ -1,14 +1,10 @@
-"""What to send when a frame was not processed in time (pure; the session applies it).
+"""What to send when a frame was not processed in time (pure; the video loop applies it).
 
-`repeat` (default): resend the last processed image, so an unswapped face never leaks; before the first
-processed frame there is nothing safe to send and the frame is skipped. `original`: pass the input through.
-A stale frame (replaced by a newer one of the same session) is never sent: its successor takes its place.
-
-A repeat is only sent once the stream has gone `repeat_gap_s` without a frame (`repeat_due`). A viewer sees
-the same thing either way (a player holds the last picture until the next one), but each repeat costs an
-encode, packetizing and encryption, and repeats come exactly when the machine is out of CPU: at 640x360 with
-8 publishers on 2 cores, 45 repeats/s were encoded for nothing a viewer could see. Past the gap (a stall)
-the picture is repeated so receivers keep getting frames and keyframe requests are answered.
+`repeat` (default): the last processed image, so an unswapped face never leaks (nothing before the first
+one); `original`: the input. A stale frame is never sent: its successor takes its place. A repeat goes out
+only once the stream has gone `repeat_gap_s` without a frame (`repeat_due`): a player holds the last picture
+anyway, and each repeat costs an encode exactly when CPU is shortest; past the gap, receivers keep getting
+frames and keyframe requests are answered.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Keep the decoded frame and convert back to YUV only what the pipeline changed.
 
-Why: the pipeline works in RGB, the encoder takes I420, and a face swap changes only the face's box (a few
-percent of a broadcast frame). Converting the whole processed frame RGB -> I420 again spends most of that
-conversion on pixels nobody touched, and it is not even lossless for them: decode -> RGB -> I420 rounds every
-pixel twice. So the session keeps the decoded `av.VideoFrame`: a frame the pipeline did not change (no face,
-pass-through, the `original` late policy) goes to the encoder as it is, with no conversion and no copy; for a
-swapped frame the decoded planes are copied once into a new frame and only the changed boxes
-(`FrameOutput.changed`, from `paste_back`) are converted and written over them.
-
-Inside a changed box the result is exactly what the whole-frame conversion (`colour.rgb_to_i420`) gives: luma
-is per pixel and chroma per 2x2 block, and the boxes are widened to even coordinates so no chroma block is
-split. Outside the boxes it is the decoded picture, bit for bit.
+A face swap changes a few percent of the frame; converting all of it RGB -> I420 again costs time and rounds
+every untouched pixel twice. A frame the pipeline did not change goes to the encoder as decoded (no
+conversion, no copy); for a swapped one the decoded planes are copied once and only the changed boxes
+(`FrameOutput.changed`), widened to even coordinates, are converted over them: inside, exactly what the
+whole-frame conversion gives; outside, the decoded picture bit for bit.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A session's audio and lip-sync wiring, kept out of `gateway.sessions` so the video path stays readable.
+"""A session's audio and lip-sync wiring, kept out of `gateway.session` so the video loop stays readable.
 
 Owns the session's `CaptureClock` and (when the publisher sends Opus) its `AudioRelay`, and knows the few
 aiortc objects to hook: the publisher's audio receiver (packet tap + SR tap), its video receiver (SR tap,
@@ -15,10 +15,14 @@ import weakref
 from aiortc import RTCPeerConnection, RTCRtpReceiver, RTCRtpSender
 
 from gateway.media.audio import AudioConfig, AudioRelay
-from gateway.media.sync import CaptureClock, SyncConfig, Unwrapper
-from gateway.rtc.audio_sdp import accept_publisher_audio, audio_transceivers, viewer_audio_transceiver
-from gateway.rtc.sender_clock import StampState, stamp_sender_reports
-from gateway.rtc.taps import decoded_pts_origin, tap_audio_packets, tap_sender_reports
+from gateway.webrtc.negotiation.audio_sdp import (
+    accept_publisher_audio,
+    audio_transceivers,
+    viewer_audio_transceiver,
+)
+from gateway.webrtc.sync.clocks import CaptureClock, SyncConfig, Unwrapper
+from gateway.webrtc.sync.sender_clock import StampState, stamp_sender_reports
+from gateway.webrtc.sync.taps import decoded_pts_origin, tap_audio_packets, tap_sender_reports
 
 logger = logging.getLogger(__name__)
 

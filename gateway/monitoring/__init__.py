@@ -1,10 +1,11 @@
-"""Observability of the gateway: frame records, rolling stats, system sampler, events, exporters, degradation.
+"""Observability of the gateway: frame records, rolling stats, sampler, events, one snapshot, exporters.
 
 The gateway needs only what is re-exported here: build a `Monitor(MonitorConfig(...))`, start/close it in the
 app's cleanup_ctx, mount `setup_monitoring_routes(app, monitor)`, and report every frame as a `FrameRecord`.
 """
 
-from .controller import LEVEL_NAMES, DegradationConfig
+from gateway.control.degradation import LEVEL_NAMES, DegradationConfig
+
 from .monitor import Monitor, MonitorConfig
 from .records import FrameRecord, Outcome
 from .routes import MONITOR_KEY, setup_monitoring_routes

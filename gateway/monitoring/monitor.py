@@ -1,10 +1,11 @@
-"""`Monitor`: the one object the gateway talks to about observability and degradation.
+"""`Monitor`: the one object the gateway reports to; it records, and reports one stats snapshot.
 
-Execution lives here (the sampler thread, the event-loop-lag task, the event file); policy lives in window.py
-(rolling stats), controller.py (degradation level, batch and capacity advice) and snapshot.py (the stats
-object). `record_frame` is called per frame from the media path — possibly from worker threads — so it takes
-one lock, does O(stages) work and never blocks on I/O (events it raises are rate-limited). Nothing here raises
-into the gateway from a background activity: sampler failures are counted and shown in the snapshot.
+Execution lives here (the sampler thread, the event-loop-lag task, the event file); rolling stats live in
+window.py and the stats object in snapshot.py. What to do about the load is the governor's
+(gateway.control): the monitor hands it each sample's measurements and shows its state. `record_frame` is
+called per frame from the media path — possibly from worker threads — so it takes one lock, does O(stages)
+work and never blocks on I/O (events it raises are rate-limited). Nothing here raises into the gateway from a
+background activity: sampler failures are counted and shown in the snapshot.
 """
 
 from __future__ import annotations
@@ -19,19 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engines.frames import FrameOptions
+from gateway.control.capacity import CapacityEstimate, ResourceUse, usable_cores
+from gateway.control.degradation import LEVEL_NAMES, ControllerInput, DegradationConfig
+from gateway.control.governor import Governor
 
 from . import events as ev
-from .capacity import CapacityEstimate, ResourceUse, usable_cores
-from .capacity import estimate as estimate_resources
-from .controller import (
-    LEVEL_NAMES,
-    ControllerInput,
-    DegradationConfig,
-    DegradationController,
-    options_for_level,
-    recommend_max_batch,
-)
 from .events import EventLog, JsonlRotatingWriter, RateLimiter
 from .gpu import GpuReader, GpuReading
 from .records import FrameRecord, LinkState, Outcome
@@ -106,8 +99,15 @@ class _Session:
 
 
 class Monitor:
-    def __init__(self, config: MonitorConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: MonitorConfig,
+        clock: Callable[[], float] = time.monotonic,
+        governor: Governor | None = None,
+    ) -> None:
         self.config = config
+        # fed each sample; its own unless the app shares one with the sessions
+        self.governor = governor or Governor(config.degradation, config.budget_ms, config.capacity_target)
         self._clock = clock
         self._lock = threading.Lock()
         self._scheduler_stats: Callable[[], Mapping[str, float]] | None = None
@@ -118,7 +118,6 @@ class Monitor:
         )
         self.events = EventLog(config.event_ring, writer)
         self._limiter = RateLimiter(config.event_interval_s)
-        self._controller = DegradationController(config.degradation)
         w = config.window_s
         self._server = RollingWindow(w, 8192)
         self._stages: dict[str, RollingWindow] = {}
@@ -353,29 +352,6 @@ class Monitor:
     def event(self, kind: str, message: str, **data: object) -> None:
         self.events.emit(self._clock(), kind, message, data)
 
-    # ---- degradation -----
-    @property
-    def level(self) -> int:
-        return self._controller.level
-
-    def frame_options(self, requested: tuple[str, ...]) -> FrameOptions:
-        return options_for_level(self._controller.level, requested, self.config.degradation)
-
-    def admits_new_sessions(self) -> bool:
-        return self._controller.level < 4
-
-    def recommended_max_batch(self) -> int:
-        with self._lock:
-            return self._recommended_max_batch_locked()
-
-    def _recommended_max_batch_locked(self) -> int:
-        recs = [
-            recommend_max_batch(list(pts), self.config.budget_ms)
-            for pts in self._batch_points.values()
-            if len(pts) >= 3
-        ]
-        return min(recs) if recs else recommend_max_batch([], self.config.budget_ms)
-
     def ingest_sample(self, sample: SystemSample) -> None:
         """Called by the sampler thread each tick (tests call it directly): latest readings, peaks, chart
         point,
@@ -406,7 +382,7 @@ class Monitor:
             p95 = summarize(recent).p95 if len(recent) >= cfg.degradation.min_frames else None
             shed = self._shed.values(now, cfg.degradation.p95_window_s)
             drops = sum(shed) / len(shed) if len(shed) >= cfg.degradation.min_frames else None
-            decision = self._controller.update(ControllerInput(now, p95, vram_frac, cfg.budget_ms, drops))
+            decision = self.governor.update(ControllerInput(now, p95, vram_frac, cfg.budget_ms, drops))
             if decision.changed:
                 out.append(
                     (
@@ -469,7 +445,7 @@ class Monitor:
                     "server_p95": None if p95 is None else round(p95, 2),
                     "fps_in": self._rate_in.rate(now),
                     "fps_out": self._rate_out.rate(now),
-                    "level": float(self._controller.level),
+                    "level": float(self.governor.level),
                 }
             )
         for kind, msg, data in out:
@@ -506,7 +482,7 @@ class Monitor:
         )
 
     def _capacity_locked(self, now: float, work_ms: float | None, sessions: int) -> CapacityEstimate:
-        """Everything a session costs (gateway.monitoring.capacity): process CPU, GPU, batch workers."""
+        """Everything a session costs (gateway.control.capacity): process CPU, GPU, batch workers."""
         cfg = self.config
         within = cfg.capacity_window_s
         resources: list[ResourceUse] = []
@@ -521,7 +497,7 @@ class Monitor:
         if work_ms:
             busy = work_ms * self._rate_in.rate(now) / 1000.0  # worker-seconds per second
             resources.append(ResourceUse("workers", busy, cfg.parallelism))
-        return estimate_resources(resources, sessions, cfg.capacity_target)
+        return self.governor.capacity(resources, sessions)
 
     def watch_scheduler(self, stats: Callable[[], Mapping[str, float]]) -> None:
         """Include the batcher's counters (why batches left, sizes) in every snapshot. Snapshots must then be
@@ -546,14 +522,14 @@ class Monitor:
             capacity = cap.capacity_sessions
             degradation = DegradationState(
                 enabled=cfg.degradation.enabled,
-                level=self._controller.level,
-                level_name=LEVEL_NAMES[self._controller.level],
-                admits_new_sessions=self._controller.level < 4,
-                recommended_max_batch=self._recommended_max_batch_locked(),
+                level=self.governor.level,
+                level_name=LEVEL_NAMES[self.governor.level],
+                admits_new_sessions=self.governor.admits_new_sessions(),
+                recommended_max_batch=self.governor.recommended_max_batch(self._batch_points.values()),
                 capacity_sessions=capacity,
                 work_ms_per_frame=work_ms,
                 fps_per_session=None if fps_per_session is None else round(fps_per_session, 3),
-                steps=self._controller.steps,
+                steps=self.governor.steps,
                 utilisation=round(cap.utilisation, 4),
                 capacity_binding=cap.binding,
                 capacity_by_resource=dict(cap.per_resource),

@@ -95,7 +95,7 @@ class SnapshotCollector(Collector):
         yield sfps
         send = GaugeMetricFamily(
             "livefuse_session_send_bitrate_bps",
-            "Per open session: the processed stream's encoder target (gateway.media.bitrate)",
+            "Per open session: the processed stream's encoder target (gateway.webrtc.congestion.bitrate)",
             labels=["session"],
         )
         queue = GaugeMetricFamily(

@@ -34,8 +34,8 @@ class FrameRecord:
 
 @dataclass(frozen=True)
 class LinkState:
-    """A session's processed stream on the network (gateway.media.bitrate): what its encoders are set to send
-    and the worst path among its receivers (the one every receiver's rate follows)."""
+    """A session's processed stream on the network (gateway.webrtc.congestion.bitrate): what its encoders are
+    set to send and the worst path among its receivers (the one every receiver's rate follows)."""
 
     send_bps: int
     queue_s: float | None = None  # the largest queueing delay a receiver's round trips show

@@ -31,7 +31,8 @@ bytes;
                       dropped: {stale, deadline, error}, fps_in, fps_out, server_ms: summary, width, height,
                       close_reason, send_kbps, path_queue_ms, path_loss}]}     (open sessions, then up to 20
                       recently closed; send_kbps: the processed stream's encoder target, path_*: the worst
-                      receiver's queueing delay and loss, gateway.media.bitrate; None when not sending)
+                      receiver's queueing delay and loss, gateway.webrtc.congestion.bitrate; None when not
+                      sending)
     rejects          {reason: count}  (auth, capacity, bad_request, ...)
     degradation      {enabled, level, level_name, admits_new_sessions, recommended_max_batch,
                       capacity_sessions
@@ -110,7 +111,7 @@ class DegradationState:
     work_ms_per_frame: float | None
     fps_per_session: float | None
     steps: int
-    utilisation: float = 0.0  # fraction of the binding resource in use (gateway.monitoring.capacity)
+    utilisation: float = 0.0  # fraction of the binding resource in use (gateway.control.capacity)
     capacity_binding: str | None = None  # cpu | gpu | workers: what limits first
     capacity_by_resource: dict[str, int] = field(default_factory=dict)
 

@@ -1,16 +1,10 @@
 """How long will a batch of n frames take? Pure bookkeeping over measured batch times.
 
-The scheduler needs a prediction *before* it runs a batch (to reject frames that cannot meet their
-deadline and to shrink a batch whose size would make an item late), so it keeps, per batch size, an
-exponentially weighted moving average of measured times, and a weighted least-squares line
-`cost(b) = a + c*b` across sizes for sizes not measured yet. Measured sizes trust their own average:
-batching curves are rarely exactly linear (a model may be memory-bound at small b, compute-bound at large b).
-
-Before anything is measured the estimate is the prior (0 by default: optimistic, so a cold scheduler never
-drops frames on a guess). With a single measured size, other sizes are extrapolated pessimistically: no
-batching gain above it (cost grows proportionally) and no saving below it.
-
-No clocks, no threads: the caller feeds measurements and asks questions.
+The scheduler must predict before it runs a batch (to reject frames that cannot make their deadline and to
+shrink a batch that would make one late): per batch size an exponentially weighted average of measured
+times, and a weighted least-squares line cost(b) = a + c*b for sizes not measured yet. Before any
+measurement the estimate is the prior (0: a cold scheduler drops nothing on a guess); with one measured size,
+other sizes are extrapolated pessimistically. No clocks, no threads.
 """
 
 from __future__ import annotations

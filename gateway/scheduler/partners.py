@@ -1,25 +1,11 @@
 """Should a ready frame wait for batch partners? Pure: arrival history and a cost model in, a choice out.
 
-A fixed batching window (wait up to `max_queue_delay_ms` whenever another session is active) costs every frame
-the full window on the CPU, where streams are unsynchronised and a batch of b costs about b batches of one
-(measured: queue_wait p50 = the 4 ms window at N=3..6, batches of 1.37 on average, 3-9 % saved per frame). So
-the policy waits only for partners that are actually expected, and only when the cost model says it pays:
-
-* **Expected partners.** Live sessions are periodic (a camera at 15 or 30 fps), so each session's next frame
-  is predictable from its own arrival history. `ArrivalTracker` keeps, per session, a smoothed inter-arrival
-  interval and its mean deviation (the RFC 6298 RTT estimator, which solves the same problem: a periodic
-  signal with jitter). A partner is expected at `last + period` (rolled forward by whole periods when a frame
-  was skipped), give or take `slack` = 2 x deviation (floored at `min_slack_s`). A session with too little
-  history, or one silent for longer than `max_interval_s`, is not expected at all.
-* **Pays.** `choose_wait` compares the summed latency (frame-milliseconds) of the frames involved, present and
-  expected, under two plans: dispatch the k present frames now and the j partners in a batch of their own
-  when they arrive (behind the first batch when no other worker is free), or wait until the j-th partner's
-  latest expected arrival and run all k+j together. With cost(b) measured per batch size (the estimator), on
-  the CPU (cost(2) ~ 2 x cost(1)) waiting never pays; on a GPU (cost(8) ~ cost(1)) it pays whenever partners
-  come within a fraction of a batch time. The wait is always capped by `horizon` (max queue delay, deadlines).
-
-The reasons a batch leaves (`DISPATCH_REASONS`) are counted by the policy and shown in /api/stats, so an
-operator can see whether batches fill, time out, or leave because waiting would not pay.
+A fixed window costs every frame the whole wait on the CPU, where streams are unsynchronised and a batch of
+b costs about b batches of one. `ArrivalTracker` predicts each session's next frame from its own arrivals
+(a smoothed period and its deviation, as RFC 6298 estimates round trips); `choose_wait` compares the summed
+latency of dispatching now against waiting for the expected partners, with the estimator's measured cost per
+batch size: on the CPU waiting almost never pays, on a GPU it often does. The wait is capped by the horizon
+(max queue delay, deadlines); the reasons batches leave (`DISPATCH_REASONS`) are shown in /api/stats.
 """
 
 from __future__ import annotations

@@ -1,37 +1,13 @@
 """The batching decisions, with no clock, no threads and no asyncio: time comes in as `now`.
 
-Frames from every session meet here. The rules (DESIGN.md conventions 2-4):
-
-* **Live video never queues.** A session holds at most ONE pending frame; a newer submit replaces the older,
-  which resolves DROPPED_STALE.
-* **Frames leave a session in order.** A session whose previous frame is still in flight is not eligible for a
-  batch; its newest frame waits (and may itself be replaced) until the previous one completes. So a session
-  never has two frames in flight, and results can never overtake each other, whatever the worker count.
-* **Fair.** Eligible frames are taken oldest-first (by submit time). With one pending frame per session, a
-  batch never holds two frames of one session and a busy session cannot starve the others.
-* **When to flush.** Only while a worker is free. A batch leaves when (a) `max_batch` eligible frames wait,
-  (b) the oldest eligible frame has waited `max_queue_delay_ms`, (c) no partner is worth waiting for, or
-  (d) waiting for (b) would make a frame miss its deadline. For (c), `batch_wait="cost"` (the default) waits
-  only for sessions whose next frame is predicted to arrive before the cap, and only when the estimator's
-  batch costs say waiting lowers the frames' summed latency (see `partners`: on the CPU it almost never
-  does); `batch_wait="window"` waits whenever any active session (submitted within `active_horizon_s`) is
-  neither pending nor in flight -- the fixed window, kept for comparison. A lone session never waits.
-  Each batch's reason is counted (`dispatch_<reason>` in `stats()`).
-* **Deadlines.** A frame is rejected (DROPPED_DEADLINE, never processed) when even a batch of one would finish
-  after its deadline; `budget_ms` after arrival caps every deadline, and so does the session's frame
-  interval (or `interval_deadline_batches` single-frame times, if longer; `_interval_cap_s`). A frame that
-  could finish alone but not in the full batch is not rejected: the batch is shrunk (newest frames stay
-  pending for the next worker) until the estimator's predicted batch time lets every frame in it finish in
-  time.
-  **Probes.** A prediction that rejects every frame is never corrected (no frame runs, nothing is measured):
-  one slow first batch on a loaded machine, or a budget close to the real batch time, then drops a session's
-  every frame for good. So when no batch has completed for `probe_after_ms` and no worker is busy, the
-  newest frame the prediction would reject runs anyway: its measured time corrects the estimate, and it
-  costs nothing the workers were doing (they were idle). Counted as `deadline_probes`.
-* **One future per item.** `complete` maps a batch result to its items; a failure, or an output count that
-  differs from the item count, fails every item of the batch with ERROR.
-
-Every method returns the frames it resolved as `(ticket, ScheduledFrame)`; the runner owns the futures.
+Live video never queues (one pending frame per session; a newer one replaces it, DROPPED_STALE). Frames
+leave a session in order (no second frame in flight). Eligible frames go oldest first, so no session starves.
+A batch leaves while a worker is free: when full, when its oldest frame has waited `max_queue_delay_ms`, when
+no partner is worth waiting for (`partners`), or before a wait would miss a deadline; each reason is counted.
+A frame that cannot finish even alone before its deadline (the budget, or the session's next frame) is not
+processed; a batch too big to finish in time is shrunk. When predictions reject everything and no worker is
+busy, one frame runs anyway as a probe to correct the estimate. A failed batch, or one whose output count
+differs, fails every item (ERROR). Methods return what they resolved; the runner owns the futures.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The async side of the scheduler: futures, a timer, and worker threads. Every decision lives in `policy`.
 
-The coordinator is not a task with a loop but a "pump": every event (submit, completion, session removal,
-timer) schedules one `_pump` call with `call_soon`, so a burst of submits in one loop iteration is decided
-once, with all of them visible. `_pump` asks the policy what to do, resolves the futures it names, starts at
-most one batch per free worker on a `ThreadPoolExecutor` of `workers` threads (inference never runs on the
-event loop), and arms a single timer for the policy's `wake_at`.
-
-Batch durations are measured in the worker thread (dispatch → the process function returned), so event-loop
-lag does not inflate the estimates the deadline check relies on.
-
-Must be used from one event loop thread: `submit`, `remove_session`, `set_max_batch`, `stats`, `close`.
+Every event (submit, completion, session removal, timer) schedules one `_pump` with `call_soon`, so a burst
+of submits in one loop iteration is decided once. `_pump` asks the policy what to do, resolves the futures it
+names, starts at most one batch per free worker on a thread pool (inference never runs on the event loop),
+and arms one timer for the policy's `wake_at`. Batch times are measured in the worker thread, so event-loop
+lag does not inflate the estimates. Use from one event loop thread only.
 """
 
 from __future__ import annotations

@@ -30,8 +30,9 @@ from aiohttp import web
 import gateway.media.session_audio as session_audio
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
-from gateway.rtc.ice import IceConfig
-from loadgen.chromium import Page, free_port, open_page, page_ws
+from gateway.webrtc.interop.ice import IceConfig
+from loadgen.chromium import Page, open_page, page_ws
+from loadgen.embedded import free_port
 
 CLICKS = int(os.environ.get("AVSYNC_CLICKS", "14"))
 DELAY_MS = float(os.environ.get("AVSYNC_DELAY_MS", "80"))
@@ -115,7 +116,7 @@ def _astronaut() -> np.ndarray:
 
 
 async def _publish(base: str, http: aiohttp.ClientSession) -> tuple[Any, str]:
-    from gateway.rtc.ice import create_peer_connection
+    from gateway.webrtc.install import create_peer_connection
     from loadgen.avsync import ClickAudioTrack, MediaClock
     from tests.integration.conftest import LOOPBACK, _negotiate, source_query
     from tests.integration.test_audio import FlashTrack
@@ -161,7 +162,7 @@ async def run(timeout_s: float, mode: str) -> dict[str, Any]:
     async def direct(request: web.Request) -> web.Response:
         from aiortc import RTCSessionDescription
 
-        from gateway.rtc.ice import create_peer_connection
+        from gateway.webrtc.install import create_peer_connection
         from loadgen.avsync import ClickAudioTrack, MediaClock
         from tests.integration.conftest import LOOPBACK
         from tests.integration.test_audio import FlashTrack

@@ -22,8 +22,9 @@ import aiohttp
 
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
-from gateway.rtc.ice import IceConfig
-from loadgen.chromium import Page, free_port, open_page, page_ws
+from gateway.webrtc.interop.ice import IceConfig
+from loadgen.chromium import Page, open_page, page_ws
+from loadgen.embedded import free_port
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 

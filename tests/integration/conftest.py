@@ -23,7 +23,8 @@ from engines.frames import FrameItem, FrameOptions, FrameOutput, SourceFace
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig, SessionConfig
 from gateway.monitoring.records import FrameRecord, LinkState
-from gateway.rtc.ice import IceConfig, create_peer_connection
+from gateway.webrtc.install import create_peer_connection
+from gateway.webrtc.interop.ice import IceConfig
 from loadgen.client import offer_only
 from loadgen.stamp import read_stamp, write_stamp
 

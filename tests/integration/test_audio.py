@@ -27,7 +27,7 @@ from engines.frames import FrameItem, FrameOutput
 from gateway.http.keys import sessions_of
 from gateway.media.audio import AudioConfig
 from gateway.monitoring.monitor import Monitor, MonitorConfig
-from gateway.rtc.ice import create_peer_connection
+from gateway.webrtc.install import create_peer_connection
 from loadgen.avsync import (
     AUDIO_RATE,
     AvSyncProbe,

@@ -1,26 +1,19 @@
-"""scripts/bench_tracking.py on a short clip: every mode measured, the JSON and the contact sheet written."""
+"""loadgen/bench/tracking.py on a short clip: every mode measured, the JSON and the contact sheet written."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import cv2
 
 from engines.models.store import ModelStore
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_tracking.py"
-
 
 def _load():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_tracking", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_tracking"] = module
-    spec.loader.exec_module(module)
-    return module
+    import loadgen.bench.tracking
+
+    return loadgen.bench.tracking
 
 
 def test_bench_tracking_writes_every_mode_and_a_contact_sheet(tmp_path: Path, model_store: ModelStore,

@@ -1,6 +1,6 @@
-"""scripts/bench_vs_stock.py for real: the stock example-server design under the load generator, on loopback.
+"""loadgen/bench/vs_stock.py for real: the stock example-server design under the load generator, on loopback.
 
-The stock server (scripts/stock_server.py) runs the real Pipeline behind stock aiortc receive; loadgen's
+The stock server (loadgen/bench/stock_server.py) runs the real Pipeline behind stock aiortc receive; loadgen's
 WHIP publishers connect to it like to the gateway. One point, short windows: a behaviour check (frames go
 through the pipeline and come back, the CPU/frame number is measured), not a speed claim.
 """
@@ -16,13 +16,12 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "bench_vs_stock.py"
 
 
 def _run(tmp_path: Path, *args: str, timeout: float) -> dict[str, Any]:
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--jobs", "1", "--window", "2",
-                           "--warmup", "0.5", "--output", str(out), *args],
+    proc = subprocess.run([sys.executable, "-m", "loadgen.bench.vs_stock", "--quick", "--jobs", "1",
+                           "--window", "2", "--warmup", "0.5", "--output", str(out), *args],
                           cwd=REPO, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "capacity" in proc.stdout

@@ -1,7 +1,8 @@
 """The demo page in real headless Chromium (fake camera) against a real gateway, both inside a network
 namespace with only `lo` (`unshare -n`), so WebRTC media can only flow over loopback. The fake camera shows
 no face: the gateway must still stream, and keep streaming at the new size when the browser lowers its
-sending resolution mid-stream; and transport-cc is negotiated with the browser (gateway.rtc.transport_cc)."""
+sending resolution mid-stream; and transport-cc is negotiated with the browser
+(gateway.webrtc.congestion.transport_cc)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from aiortc import RTCPeerConnection
 
-from gateway.rtc.ice import LOOPBACK, IceConfig, create_peer_connection
+from gateway.webrtc.install import create_peer_connection
+from gateway.webrtc.interop.ice import LOOPBACK, IceConfig
 
 
 def _ice_sockets(pc: RTCPeerConnection) -> list[socket.socket]:

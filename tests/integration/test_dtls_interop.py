@@ -19,7 +19,7 @@ from aiortc.rtcdtlstransport import RTCCertificate, generate_certificate
 from cryptography.hazmat.primitives.asymmetric import rsa
 from OpenSSL import SSL
 
-from gateway.rtc.ice import create_peer_connection
+from gateway.webrtc.install import create_peer_connection
 from loadgen.client import offer_only
 from tests.integration.conftest import (
     LOOPBACK,
@@ -140,7 +140,7 @@ async def test_dtls_failure_is_logged_at_warning_with_its_cause(
     """A client that offers only ECDHE-RSA suites against our ECDSA certificate cannot succeed; the operator
     must see why (it used to be "closed (peer failed)" and a DEBUG line from aiortc)."""
     monitor = RecordingMonitor()
-    caplog.set_level(logging.WARNING, logger="gateway.rtc.dtls")
+    caplog.set_level(logging.WARNING, logger="gateway.webrtc.interop.dtls")
     async with (
         running_gateway(gw_config(), pipeline=FakePipeline(), monitor=monitor) as gw,
         aiohttp.ClientSession() as http,
@@ -206,7 +206,7 @@ async def test_a_session_deleted_before_it_connects_is_not_a_dtls_failure(
     shutdown) stops its ICE under the pending handshake: that is our own close, not a failure to warn of."""
     from loadgen.fuzz import real_offer
 
-    caplog.set_level(logging.DEBUG, logger="gateway.rtc.dtls")
+    caplog.set_level(logging.DEBUG, logger="gateway.webrtc.interop.dtls")
     offer = await real_offer()
     async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
         locations = []

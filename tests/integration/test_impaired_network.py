@@ -16,7 +16,7 @@ import numpy as np
 from aiortc import RTCSessionDescription
 
 from gateway.http.keys import sessions_of
-from gateway.rtc.ice import create_peer_connection
+from gateway.webrtc.install import create_peer_connection
 from loadgen.impair import PROFILES, Impairment, impair_peer_connection
 from tests.integration.conftest import (
     LOOPBACK,

@@ -19,7 +19,8 @@ import pytest
 from aiohttp import web
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 
-from gateway.rtc.ice import IceConfig, create_peer_connection
+from gateway.webrtc.install import create_peer_connection
+from gateway.webrtc.interop.ice import IceConfig
 from loadgen.cli import main
 from loadgen.client import ClientConfig
 from loadgen.embedded import free_port

@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 
 from gateway.http.keys import STATE
-from gateway.media.image_header import image_size
+from gateway.image_header import image_size
 from gateway.source_store import SourcesConfig, SourceStore
 from tests.integration.conftest import FakePipeline, RecordingMonitor, gw_config, running_gateway
 

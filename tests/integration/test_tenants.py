@@ -22,8 +22,8 @@ from aiohttp import web
 from gateway.app import create_app, wait_started
 from gateway.auth import AuthConfig
 from gateway.http.access_log import runner_options
-from gateway.rtc.ice import create_peer_connection
 from gateway.tenants import Tenant, load_tenants
+from gateway.webrtc.install import create_peer_connection
 from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,

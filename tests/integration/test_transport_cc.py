@@ -1,4 +1,5 @@
-"""Transport-cc towards publishers (gateway.rtc.transport_cc): an offer with the transport-wide sequence
+"""Transport-cc towards publishers (gateway.webrtc.congestion.transport_cc): an offer with the transport-wide
+sequence
 number extension and `transport-cc` feedback gets both back in the answer, and the gateway reports every
 stamped packet's arrival in transport-cc feedback packets (the format libwebrtc's congestion control reads).
 
@@ -26,10 +27,10 @@ from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParam
 from aiortc.rtp import HeaderExtensionsMap, RtpPacket, is_rtcp
 
 from gateway.http.keys import sessions_of
-from gateway.media.transport_feedback import TransportFeedback, parse_feedback
-from gateway.rtc import transport_cc
-from gateway.rtc.ice import create_peer_connection
-from gateway.rtc.transport_cc import TRANSPORT_CC_URI, transport_feedback_packets
+from gateway.webrtc.congestion import transport_cc
+from gateway.webrtc.congestion.transport_cc import TRANSPORT_CC_URI, transport_feedback_packets
+from gateway.webrtc.congestion.transport_feedback import TransportFeedback, parse_feedback
+from gateway.webrtc.install import create_peer_connection
 from loadgen.client import ClientConfig, WhipJob
 from loadgen.impair import Impairment, impair_peer_connection
 from loadgen.synth import SynthConfig, build_loop

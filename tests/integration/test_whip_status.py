@@ -111,7 +111,7 @@ async def test_trickle_ice_candidates_arrive_by_patch(astronaut: np.ndarray) -> 
     from aiortc import RTCSessionDescription
 
     from gateway.http.keys import sessions_of
-    from gateway.rtc.ice import create_peer_connection
+    from gateway.webrtc.install import create_peer_connection
     from tests.integration.conftest import LOOPBACK, Received, StampedTrack, consume
 
     async with (

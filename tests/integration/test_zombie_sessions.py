@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from aiortc import RTCPeerConnection
 
-import gateway.sessions as sessions_module
+import gateway.session.manager as sessions_module
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
 from loadgen.fuzz import real_offer
@@ -103,11 +103,11 @@ async def test_failure_while_answering_releases_the_slot(
 ) -> None:
     """Whatever fails while the answer is built, and even when closing the half-built peer fails too,
     the session leaves the table (it had stayed forever, holding a slot)."""
-    real_create = sessions_module.create_peer_connection
+    real_open = sessions_module.open_peer_connection
     broken = {"on": True}
 
-    def create(ice: Any) -> RTCPeerConnection:
-        pc = real_create(ice)
+    def open_connection(ice: Any, label: str) -> tuple[RTCPeerConnection, Any]:
+        pc, dtls = real_open(ice, label)
         if broken["on"]:
 
             async def no_answer() -> Any:
@@ -118,9 +118,9 @@ async def test_failure_while_answering_releases_the_slot(
 
             pc.createAnswer = no_answer  # type: ignore[method-assign]
             pc.close = no_close  # type: ignore[method-assign]
-        return pc
+        return pc, dtls
 
-    monkeypatch.setattr(sessions_module, "create_peer_connection", create)
+    monkeypatch.setattr(sessions_module, "open_peer_connection", open_connection)
     async with (
         running_gateway(gw_config(max_sessions=2), pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,
         aiohttp.ClientSession() as http,

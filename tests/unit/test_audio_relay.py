@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiortc.rtp import RtpPacket
 
 from gateway.media.audio import AudioConfig, AudioRelay
-from gateway.media.sync import CaptureClock
+from gateway.webrtc.sync.clocks import CaptureClock
 
 
 def _packet(ts: int, ssrc: int = 1234, payload: bytes = b"\xfc\xff\xfe") -> RtpPacket:

@@ -3,7 +3,14 @@ the --no-audio flag; loadgen's per-job A/V offset summary."""
 
 from __future__ import annotations
 
-from gateway.media.sync import AUDIO_RATE, VIDEO_RATE, CaptureClock, SyncConfig, Unwrapper, ntp64_to_seconds
+from gateway.webrtc.sync.clocks import (
+    AUDIO_RATE,
+    VIDEO_RATE,
+    CaptureClock,
+    SyncConfig,
+    Unwrapper,
+    ntp64_to_seconds,
+)
 
 
 def test_unwrapper_crosses_the_32_bit_wrap_and_tolerates_reordering() -> None:

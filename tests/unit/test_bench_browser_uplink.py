@@ -1,30 +1,21 @@
-"""scripts/bench_browser_uplink.py's arithmetic: windows around the rate step, rates from counters, the
+"""loadgen/bench/browser_uplink.py's arithmetic: windows around the rate step, rates from counters, the
 shaping commands (the Chromium runs themselves are benchmarks)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from types import ModuleType
 from typing import Any
 
 import pytest
 
 from loadgen.impair import Impairment
-from tests.unit.test_bench_network_tc import REPO, load_bench_network
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    load_bench_network()
-    spec = importlib.util.spec_from_file_location(
-        "bench_browser_uplink", REPO / "scripts" / "bench_browser_uplink.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_browser_uplink"] = module
-    spec.loader.exec_module(module)
-    return module
+    import loadgen.bench.browser_uplink
+
+    return loadgen.bench.browser_uplink
 
 
 def sample(

@@ -1,27 +1,20 @@
-"""scripts/bench_network.py --shaper tc: how a profile is split between the kernel's qdiscs and the in-process
+"""loadgen/bench/network.py --shaper tc: how a profile is split between the kernel's qdiscs and the in-process
 shaper, given which qdiscs the kernel has (pure; the real run is tests/integration/test_tc_shaper.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
 NO_NETEM = {"netem": "Error: Specified qdisc kind is unknown.", "tbf": None}
 BOTH = {"netem": None, "tbf": None}
 
 
 def load_bench_network() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_network", REPO / "scripts" / "bench_network.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_network"] = module
-    spec.loader.exec_module(module)
-    return module
+    import loadgen.bench.network
+
+    return loadgen.bench.network
 
 
 @pytest.fixture(scope="module")

@@ -1,27 +1,10 @@
-"""scripts/bench_vs_stock.py's pure parts: the CPU/frame window, the point at capacity, the comparison."""
+"""loadgen/bench/vs_stock.py's pure parts: the CPU/frame window, the point at capacity, the comparison."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_vs_stock", REPO / "scripts" / "bench_vs_stock.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_vs_stock"] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-bvs = _load()
+import loadgen.bench.vs_stock as bvs
 
 
 def _point(jobs: int, p95: float | None, ok: bool, cpu: float | None = 10.0, p50: float | None = 20.0
@@ -96,7 +79,7 @@ def test_quick_mode_and_fixed_points_from_the_command_line() -> None:
     argv = gw.argv(8123)
     assert "--no-degradation" in argv and "--batch-wait=window" in argv and "--ice-loopback-only" in argv
     stock = bvs.server_config("stock-inline", fixed).argv(8124)
-    assert stock[1].endswith("scripts/stock_server.py") and stock[-2:] == ["--mode", "inline"]
+    assert stock[1:3] == ["-m", "loadgen.bench.stock_server"] and stock[-2:] == ["--mode", "inline"]
     with pytest.raises(ValueError, match="resolution"):
         bvs.config_from_args(bvs.build_parser().parse_args(["--resolution", "big"]))
     with pytest.raises(ValueError, match="unknown design"):

@@ -1,4 +1,5 @@
-"""The fan-out encoder's bitrate policy (gateway.media.bitrate): pure, driven by explicit times."""
+"""The fan-out encoder's bitrate policy (gateway.webrtc.congestion.bitrate): pure, driven by explicit
+times."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from gateway.media.bitrate import BitrateConfig, BitratePolicy, size_class_bitrate
+from gateway.webrtc.congestion.bitrate import BitrateConfig, BitratePolicy, size_class_bitrate
 
 CONFIG = BitrateConfig(
     max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, start_cap_bps=1_000_000, increase_hold_s=2.0

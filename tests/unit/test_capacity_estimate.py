@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.monitoring.capacity import ResourceUse, estimate, usable_cores
+from gateway.control.capacity import ResourceUse, estimate, usable_cores
 
 
 def test_cpu_binds_when_codecs_and_transport_dominate() -> None:

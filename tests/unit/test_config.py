@@ -13,7 +13,7 @@ from gateway.cli import UsageError, build_config, build_parser, main
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
 from gateway.media.late import LatePolicy, repeat_due
 from gateway.monitoring.records import Outcome
-from gateway.rtc.ice import LOOPBACK
+from gateway.webrtc.interop.ice import LOOPBACK
 
 
 def _config(argv: list[str], file_values: dict[str, object] | None = None) -> GatewayConfig:

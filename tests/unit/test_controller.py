@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.monitoring.controller import (
+from gateway.control.degradation import (
     ControllerInput,
     DegradationConfig,
     DegradationController,

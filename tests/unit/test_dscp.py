@@ -1,4 +1,4 @@
-"""DSCP names and numbers (gateway.rtc.dscp) and the mark on a real socket."""
+"""DSCP names and numbers (gateway.webrtc.interop.dscp) and the mark on a real socket."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from gateway.cli import build_config, build_parser, main
-from gateway.rtc.dscp import mark_socket, parse_dscp, tos_byte
+from gateway.webrtc.interop.dscp import mark_socket, parse_dscp, tos_byte
 
 
 def test_names_and_numbers() -> None:

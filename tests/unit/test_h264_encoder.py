@@ -1,4 +1,5 @@
-"""H.264 through libx264 itself (gateway.media.libx264, gateway.media.h264_encoder): the binding's layout
+"""H.264 through libx264 itself (gateway.webrtc.codecs.libx264, gateway.webrtc.codecs.h264_encoder): the
+binding's layout
 probes, a rate change without a keyframe, the rate at the stream's own frame rate, no frame held back, the
 same picture as FFmpeg's encoder at the same rate, and FanoutEncoder using it."""
 
@@ -9,9 +10,9 @@ from pathlib import Path
 import av
 import pytest
 
-from gateway.media import libx264
 from gateway.media.fanout import FanoutEncoder
-from gateway.media.h264_encoder import H264Encoder
+from gateway.webrtc.codecs import libx264
+from gateway.webrtc.codecs.h264_encoder import H264Encoder
 from tests.unit.encoded_stream import (
     TB,
     carphone,

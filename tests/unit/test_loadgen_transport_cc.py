@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.rtc.transport_cc import TRANSPORT_CC_URI
+from gateway.webrtc.congestion.transport_cc import TRANSPORT_CC_URI
 from loadgen.transport_cc import answered_id, offer_with_transport_cc
 
 OFFER = "\r\n".join([

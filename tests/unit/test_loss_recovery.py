@@ -1,11 +1,12 @@
-"""Receive-side loss recovery: the pure policy (gateway.rtc.recovery) and the jitter buffer that uses it."""
+"""Receive-side loss recovery: the pure policy (gateway.webrtc.recovery.policy) and the jitter buffer that
+uses it."""
 
 from __future__ import annotations
 
 from aiortc.rtp import RtpPacket
 
-from gateway.rtc.receive import MarkerJitterBuffer
-from gateway.rtc.recovery import LossRecovery, RecoveryConfig, is_keyframe
+from gateway.webrtc.recovery.jitter_buffer import MarkerJitterBuffer
+from gateway.webrtc.recovery.policy import LossRecovery, RecoveryConfig, is_keyframe
 
 KEY = b"\x10\x02\x00\x9d\x01\x2a"  # VP8 frame tag with the inverted key-frame bit clear
 INTER = b"\x31\x02\x00"
@@ -55,7 +56,7 @@ def _packet(seq: int, ts: int, data: bytes, marker: bool) -> RtpPacket:
 
 def test_a_lost_frame_is_skipped_and_the_buffer_jumps_to_the_newest_keyframe(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     clock = [0.0]
-    monkeypatch.setattr("gateway.rtc.receive.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("gateway.webrtc.recovery.jitter_buffer.time.monotonic", lambda: clock[0])
     buffer = MarkerJitterBuffer(capacity=128, recovery=RecoveryConfig(give_up_s=0.5))
     nacked: list[list[int]] = []
     buffer.send_nack = lambda ssrc, seqs: nacked.append(seqs)

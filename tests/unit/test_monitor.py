@@ -12,7 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from engines.frames import STAGE_ENHANCE, STAGE_SWAP
-from gateway.monitoring.controller import DegradationConfig
+from gateway.control.degradation import DegradationConfig
 from gateway.monitoring.gpu import GpuDevice, GpuReading
 from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.monitoring.records import FrameRecord, Outcome
@@ -181,7 +181,7 @@ def test_degradation_steps_down_and_up_from_frame_stats() -> None:
     )
     mon = Monitor(cfg, clock=clock)
     req = (STAGE_SWAP, STAGE_ENHANCE)
-    assert mon.frame_options(req).processors == req
+    assert mon.governor.frame_options(req).processors == req
 
     def run(seconds: int, server_ms: float) -> None:
         for _ in range(seconds):
@@ -191,18 +191,19 @@ def test_degradation_steps_down_and_up_from_frame_stats() -> None:
             mon.ingest_sample(_sample(clock.t))
 
     run(2, 180.0)
-    assert mon.level == 0
+    assert mon.governor.level == 0
     run(2, 180.0)
-    assert mon.level == 1 and mon.frame_options(req).processors == (STAGE_SWAP,)
+    assert mon.governor.level == 1 and mon.governor.frame_options(req).processors == (STAGE_SWAP,)
     run(9, 180.0)
-    assert mon.level == 4 and not mon.admits_new_sessions()
-    assert mon.frame_options(req).detect_every == 2 and mon.frame_options(req).detect_size == 192
+    assert mon.governor.level == 4 and not mon.governor.admits_new_sessions()
+    options = mon.governor.frame_options(req)
+    assert options.detect_every == 2 and options.detect_size == 192
     run(9, 20.0)
     assert (
-        mon.level == 4
+        mon.governor.level == 4
     )  # hysteresis: not yet 10 s of headroom (the 3 s window first forgets the slow frames)
     run(5, 20.0)
-    assert mon.level == 3 and mon.admits_new_sessions()
+    assert mon.governor.level == 3 and mon.governor.admits_new_sessions()
     steps = [e for e in mon.events.recent() if e.kind == "degradation"]
     assert [(e.data["from"], e.data["to"]) for e in steps] == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 3)]
     assert mon.snapshot().degradation.steps == 5
@@ -216,7 +217,7 @@ def test_degradation_can_be_switched_off() -> None:
             clock.t += 0.1
             mon.record_frame(_rec("a", i, server_ms=900.0))
         mon.ingest_sample(_sample(clock.t, vram=0.99))
-    assert mon.level == 0 and mon.admits_new_sessions()
+    assert mon.governor.level == 0 and mon.governor.admits_new_sessions()
 
 
 def test_memory_pressure_and_drop_bursts_raise_events() -> None:
@@ -334,6 +335,6 @@ def test_shed_frames_step_the_pipeline_down() -> None:
             outcome = Outcome.DROPPED_STALE if i % 2 else Outcome.PROCESSED
             mon.record_frame(_rec("a", second * 10 + i, outcome, server_ms=20.0))
         mon.ingest_sample(_sample(clock.t))
-    assert mon.level == 1
+    assert mon.governor.level == 1
     steps = [e for e in mon.events.recent() if e.kind == "degradation"]
     assert steps and "50% of frames dropped" in steps[0].message

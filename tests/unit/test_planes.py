@@ -21,7 +21,7 @@ from engines.pipeline import Pipeline, PipelineConfig
 from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.planes import even_box, is_i420, patched_frame, plane_views
-from gateway.sessions import _encode, _Pending, _yuv_source
+from gateway.session.video_loop import _encode, _Pending, _yuv_source
 
 SIZES = [(320, 240), (480, 270), (322, 242), (640, 360)]
 

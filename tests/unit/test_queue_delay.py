@@ -1,4 +1,5 @@
-"""The delay-based half of the fan-out encoder's bitrate (gateway.media.queue_delay, gateway.media.bitrate)
+"""The delay-based half of the fan-out encoder's bitrate (gateway.webrtc.congestion.queue_delay,
+gateway.webrtc.congestion.bitrate)
 and the round trips `watch_sender_feedback` measures from receiver reports."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from typing import Any
 import pytest
 from aiortc.rtp import RtcpReceiverInfo, RtcpRrPacket, RtcpSenderInfo, RtcpSrPacket
 
-from gateway.media.bitrate import BitrateConfig, BitratePolicy
-from gateway.media.feedback import watch_sender_feedback
-from gateway.media.queue_delay import AbsSendClock, OneWayDelay, QueueDelay
+from gateway.webrtc.congestion.bitrate import BitrateConfig, BitratePolicy
+from gateway.webrtc.congestion.queue_delay import AbsSendClock, OneWayDelay, QueueDelay
+from gateway.webrtc.congestion.sender_feedback import watch_sender_feedback
 
 CONFIG = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, start_cap_bps=1_000_000,
                        increase_hold_s=2.0)

@@ -1,8 +1,8 @@
-"""The retransmission budget (gateway.media.retransmit_budget): pure, explicit times."""
+"""The retransmission budget (gateway.webrtc.congestion.retransmit_budget): pure, explicit times."""
 
 from __future__ import annotations
 
-from gateway.media.retransmit_budget import RetransmitBudget
+from gateway.webrtc.congestion.retransmit_budget import RetransmitBudget
 
 
 def test_retransmissions_stay_within_the_target_rate() -> None:

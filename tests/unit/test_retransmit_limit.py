@@ -1,4 +1,5 @@
-"""The retransmission budget applied to a real aiortc `RTCRtpSender` (gateway.rtc.retransmit_limit): the
+"""The retransmission budget applied to a real aiortc `RTCRtpSender`
+(gateway.webrtc.congestion.retransmit_limit): the
 NACKed packets it resends, those it refuses, and the keyframe it asks for when it refuses too many."""
 
 from __future__ import annotations
@@ -7,8 +8,8 @@ from aiortc import RTCRtpSender
 from aiortc.rtcrtpsender import RTP_HISTORY_SIZE
 from aiortc.rtp import RtpPacket
 
-from gateway.media.retransmit_budget import RetransmitBudget
-from gateway.rtc.retransmit_limit import limit_retransmissions
+from gateway.webrtc.congestion.retransmit_budget import RetransmitBudget
+from gateway.webrtc.congestion.retransmit_limit import limit_retransmissions
 
 
 class _Transport:

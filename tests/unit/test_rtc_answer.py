@@ -8,10 +8,10 @@ import pytest
 from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from OpenSSL import SSL
 
-from gateway.rtc.audio_sdp import accept_publisher_audio, viewer_audio_transceiver
-from gateway.rtc.codecs import only_codec
-from gateway.rtc.dtls import DTLS_CIPHERS, answer_as_dtls_server, ssl_error_reason, watch_dtls
-from gateway.rtc.h264 import answer_profile_level_id, keep_offered_h264_profiles
+from gateway.webrtc.interop.dtls import DTLS_CIPHERS, answer_as_dtls_server, ssl_error_reason, watch_dtls
+from gateway.webrtc.negotiation.audio_sdp import accept_publisher_audio, viewer_audio_transceiver
+from gateway.webrtc.negotiation.h264_profiles import answer_profile_level_id, keep_offered_h264_profiles
+from gateway.webrtc.negotiation.video_codecs import only_codec
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,9 @@ from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 from aiortc.rtp import RtpPacket
 from av import VideoFrame
 
-from gateway.rtc.ice import IceConfig, create_peer_connection
-from gateway.rtc.receive import MarkerJitterBuffer, apply_low_latency_receive
+from gateway.webrtc.install import create_peer_connection
+from gateway.webrtc.interop.ice import IceConfig
+from gateway.webrtc.recovery.jitter_buffer import MarkerJitterBuffer, apply_low_latency_receive
 
 VP8 = RTCRtpCodecParameters(mimeType="video/VP8", clockRate=90000, payloadType=96)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.rtc.ice import IceConfig, create_peer_connection
-from gateway.rtc.sdp import SdpError, check_offer
+from gateway.webrtc.install import create_peer_connection
+from gateway.webrtc.interop.ice import IceConfig
+from gateway.webrtc.negotiation.sdp import SdpError, check_offer
 
 FINGERPRINT = ":".join(["AB"] * 32)
 
@@ -175,7 +176,7 @@ async def test_aiortc_offer_passes() -> None:
 
 
 def test_trickle_fragment_parsing() -> None:
-    from gateway.rtc.sdp import parse_trickle_fragment
+    from gateway.webrtc.negotiation.sdp import parse_trickle_fragment
 
     frag = parse_trickle_fragment(
         "a=ice-ufrag:abcd\r\na=ice-pwd:secretsecretsecret\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\na=mid:0\r\n"

@@ -1,11 +1,12 @@
-"""Transport-cc feedback on the send side: matching feedback to what was sent (gateway.media.send_history)
+"""Transport-cc feedback on the send side: matching feedback to what was sent
+(gateway.webrtc.congestion.send_history)
 and the bitrate policy's one-way delay rule (BitratePolicy.on_transit). Pure, explicit times."""
 
 from __future__ import annotations
 
-from gateway.media.bitrate import BitrateConfig, BitratePolicy
-from gateway.media.send_history import SendHistory
-from gateway.media.transport_feedback import TransportFeedback
+from gateway.webrtc.congestion.bitrate import BitrateConfig, BitratePolicy
+from gateway.webrtc.congestion.send_history import SendHistory
+from gateway.webrtc.congestion.transport_feedback import TransportFeedback
 
 CONFIG = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, start_cap_bps=1_000_000)
 OFFSET_S = 1234.5  # the receiver's clock runs this far from ours: only differences of transit matter

@@ -1,4 +1,5 @@
-"""Transport-cc feedback packets (gateway.media.transport_feedback) against packets libwebrtc wrote.
+"""Transport-cc feedback packets (gateway.webrtc.congestion.transport_feedback) against packets libwebrtc
+wrote.
 
 The byte strings are Chrome's feedback packets as pion/rtcp's tests carry them (reference data; the
 draft's own examples are the chunk bytes): examples whose padding is consistent with their length."""
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.media.transport_feedback import (
+from gateway.webrtc.congestion.transport_feedback import (
     FeedbackRecorder,
     build_feedback,
     parse_feedback,

@@ -14,10 +14,16 @@ from aiortc.rtp import (
     unpack_remb_fci,
 )
 
-from gateway.media.uplink_rate import SequenceCounter, UplinkRateConfig, UplinkRatePolicy, UplinkWindow
-from gateway.rtc import uplink_feedback
-from gateway.rtc.ice import IceConfig, create_peer_connection
-from gateway.rtc.receive import MarkerJitterBuffer
+from gateway.webrtc.congestion import uplink_feedback
+from gateway.webrtc.congestion.uplink_rate import (
+    SequenceCounter,
+    UplinkRateConfig,
+    UplinkRatePolicy,
+    UplinkWindow,
+)
+from gateway.webrtc.install import create_peer_connection
+from gateway.webrtc.interop.ice import IceConfig
+from gateway.webrtc.recovery.jitter_buffer import MarkerJitterBuffer
 
 # --- counting -------------------------------------------------------------------------------------
 

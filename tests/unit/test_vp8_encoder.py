@@ -1,4 +1,5 @@
-"""VP8 through libvpx itself (gateway.media.libvpx, gateway.media.vp8_encoder): the binding's layout checks,
+"""VP8 through libvpx itself (gateway.webrtc.codecs.libvpx, gateway.webrtc.codecs.vp8_encoder): the binding's
+layout checks,
 a rate change without a keyframe, the same picture as FFmpeg's encoder at the same rate, and FanoutEncoder
 using it."""
 
@@ -9,9 +10,9 @@ from pathlib import Path
 import av
 import pytest
 
-from gateway.media import libvpx
 from gateway.media.fanout import FanoutEncoder
-from gateway.media.vp8_encoder import Vp8Encoder
+from gateway.webrtc.codecs import libvpx
+from gateway.webrtc.codecs.vp8_encoder import Vp8Encoder
 from tests.unit.encoded_stream import (
     TB,
     carphone,

@@ -1,0 +1,42 @@
+"""One answer sequence for every offer the gateway takes (a publisher's WHIP, a viewer's WHEP).
+
+The offer is made answerable (offer_rules), set, then the answer is shaped before aiortc writes it: DTLS
+server role, the offered H.264 profiles echoed, one video codec, transport-cc kept where offered. The
+caller attaches its tracks in `attach` (the publisher's return video and audio, or a viewer's), and the
+audio m-lines aiortc cannot answer are put back as the offer had them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiortc import RTCPeerConnection, RTCSessionDescription
+
+from gateway.webrtc.congestion.transport_cc import answer_transport_cc
+from gateway.webrtc.interop.dtls import answer_as_dtls_server
+from gateway.webrtc.negotiation.h264_profiles import keep_offered_h264_profiles
+from gateway.webrtc.negotiation.offer_rules import make_answerable, restore_unusable_audio
+from gateway.webrtc.negotiation.sdp import OfferSummary
+from gateway.webrtc.negotiation.video_codecs import answer_video_codec
+
+
+async def answer_offer(
+    pc: RTCPeerConnection,
+    offer_sdp: str,
+    offer: OfferSummary,
+    *,
+    transport_cc: bool,
+    attach: Callable[[int], None],
+) -> str:
+    """The SDP answer to `offer_sdp` (already checked into `offer`). `attach(transport_cc_lines)` runs
+    after the offer is set and before the answer is made; it gets how many video m-lines kept transport-cc
+    (0 when `transport_cc` is off)."""
+    await pc.setRemoteDescription(
+        RTCSessionDescription(sdp=make_answerable(offer_sdp, offer.structure), type="offer")
+    )
+    answer_as_dtls_server(pc)
+    keep_offered_h264_profiles(pc)
+    answer_video_codec(pc, offer.codec)
+    attach(answer_transport_cc(pc) if transport_cc else 0)
+    await pc.setLocalDescription(await pc.createAnswer())
+    return restore_unusable_audio(pc.localDescription.sdp, offer.structure)

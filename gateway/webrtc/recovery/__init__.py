@@ -1,0 +1,2 @@
+"""Receive-side repair: marker-release jitter buffer (the aiortc adapter) beside its pure loss-recovery
+policy."""

@@ -1,0 +1,190 @@
+"""Micro-benchmark of the pipeline's per-face work outside inference (mesh_warp, colour, masks, paste,
+landmarker pre-processing), on real faces at 320x240.
+
+Why: a py-spy profile of a loaded gateway put mesh_warp alone at ~16 % of all samples, more than any other
+non-inference cost; whole-pipeline timings hide which step moved. This times each step on its own, per face.
+
+Faces: the carphone clip (a talking, moving head) scaled to 320x240, tracked through the real pipeline
+(RetinaFace + FaceMesh) to get each frame's 468 points, plus the astronaut portrait cut to 320x240; the
+source is the astronaut. Each stage runs `--rounds` times over every face; the JSON holds per-call median,
+mean and p90 wall time in ms, and the median CPU time of the calling thread (steadier on a shared machine;
+the landmarker's inference runs on ONNX Runtime's own threads, so its CPU figure leaves that out).
+
+    flock /tmp/livefuse-bench.lock .venv/bin/python -m loadgen.bench.stages --output reports/bench_stages.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from engines.frames import FaceTrack, FrameItem, SourceFace
+from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
+from engines.pipeline import Pipeline, PipelineConfig
+from engines.processors.face_detector import Face
+from engines.processors.face_landmarker import crop_batch, crop_matrix
+from engines.processors.masks import region_mask, skin_mask
+from engines.processors.mesh_warp import (
+    MARGIN,
+    MeshSource,
+    MeshWarpSwapper,
+    match_colour,
+    warp_maps,
+)
+from engines.processors.paste import paste_back
+from loadgen.media import MediaUnavailable, default_media_dir, media_path
+from loadgen.quality import read_rgb
+
+SIZE = (320, 240)
+KEEP = ("mouth", "eyes")
+
+
+def carphone(path: Path, count: int) -> list[np.ndarray]:
+    import av
+
+    frames = []
+    with av.open(str(path)) as c:
+        for frame in c.decode(video=0):
+            frames.append(cv2.resize(frame.to_ndarray(format="rgb24"), SIZE, interpolation=cv2.INTER_CUBIC))
+            if len(frames) == count:
+                break
+    return frames
+
+
+def tracked_faces(pipeline: Pipeline, source: SourceFace,
+                  frames: list[np.ndarray]) -> list[tuple[np.ndarray, Face, np.ndarray]]:
+    """(frame, tracked face, its 468 points) for every frame where the tracker holds a face."""
+    track = FaceTrack()
+    out = []
+    for k, frame in enumerate(frames):
+        pipeline.process([FrameItem(frame, source, track=track, time_s=k / 15.0)])
+        shown = track.faces[0].shown if track.faces else None
+        if shown is not None and shown.landmarks is not None:
+            out.append((frame, shown, shown.landmarks))
+    return out
+
+
+class Box:
+    """One face's swap box and the intermediate images every stage needs as input (built once)."""
+
+    def __init__(self, frame: np.ndarray, face: Face, source: MeshSource) -> None:
+        assert face.landmarks is not None
+        self.frame, self.face, self.target = frame, face, face.landmarks
+        fh, fw = frame.shape[:2]
+        lo = np.floor(self.target.min(0)).astype(int) - MARGIN
+        hi = np.ceil(self.target.max(0)).astype(int) + MARGIN
+        self.x0, self.y0 = max(int(lo[0]), 0), max(int(lo[1]), 0)
+        x1, y1 = min(int(hi[0]), fw), min(int(hi[1]), fh)
+        self.h, self.w = y1 - self.y0, x1 - self.x0
+        self.local = self.target.astype(np.float64) - (self.x0, self.y0)
+        self.size = float(max(self.h, self.w))
+        maps = warp_maps(self.local, source, self.h, self.w)
+        assert maps is not None
+        self.map_x, self.map_y, covered = maps
+        self.warped = cv2.remap(source.image, self.map_x, self.map_y, interpolation=cv2.INTER_LINEAR,
+                                borderMode=cv2.BORDER_REPLICATE)
+        self.roi = frame[self.y0:y1, self.x0:x1]
+        self.skin = covered & skin_mask((self.h, self.w), self.local, self.size)
+
+
+def timed(fn: Callable[[int], object], n: int, rounds: int) -> dict[str, float]:
+    for k in range(n):  # warm caches once
+        fn(k)
+    ts, cpu = [], []
+    for _ in range(rounds):
+        for k in range(n):
+            c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+            fn(k)
+            ts.append((time.perf_counter_ns() - t0) / 1e6)
+            cpu.append((time.thread_time_ns() - c0) / 1e6)
+    a = np.asarray(ts)
+    return {"median_ms": round(float(np.median(a)), 4), "mean_ms": round(float(a.mean()), 4),
+            "p90_ms": round(float(np.percentile(a, 90)), 4),
+            "cpu_median_ms": round(float(np.median(cpu)), 4), "calls": len(ts)}
+
+
+def run(store: ModelStore, media_root: Path, frames: int, rounds: int) -> dict[str, Any]:
+    astronaut = read_rgb(media_path(media_root, "astronaut.png"))
+    clip = carphone(media_path(media_root, "carphone_pristine.mp4"), frames)
+    still = np.ascontiguousarray(cv2.resize(astronaut, (320, 320))[40:280])
+    pipeline = Pipeline.from_config(PipelineConfig(), store)
+    try:
+        source = pipeline.prepare_source(astronaut, "astronaut")
+        mesh: MeshSource = source.data["mesh_warp"]
+        faces = tracked_faces(pipeline, source, clip)
+        faces += tracked_faces(pipeline, source, [still] * 3)[-1:]
+        boxes = [Box(f, face, mesh) for f, face, _ in faces]
+        swapper = MeshWarpSwapper()
+        patches = [p for p in (swapper.swap_one(f, lm, mesh, KEEP) for f, _, lm in faces) if p is not None]
+        canvases = [f.copy() for f, _, _ in faces]
+        n = len(boxes)
+        matrices = [crop_matrix(face) for _, face, _ in faces]
+        stages = {
+            "swap_one": timed(lambda k: swapper.swap_one(faces[k][0], faces[k][2], mesh, KEEP),
+                              n, rounds),
+            "warp_maps": timed(lambda k: warp_maps(boxes[k].local, mesh, boxes[k].h, boxes[k].w), n, rounds),
+            "remap": timed(lambda k: cv2.remap(mesh.image, boxes[k].map_x, boxes[k].map_y, cv2.INTER_LINEAR,
+                                               borderMode=cv2.BORDER_REPLICATE), n, rounds),
+            "match_colour": timed(lambda k: match_colour(boxes[k].warped, boxes[k].roi, boxes[k].skin),
+                                  n, rounds),
+            "skin_mask": timed(lambda k: skin_mask((boxes[k].h, boxes[k].w), boxes[k].local, boxes[k].size),
+                               n, rounds),
+            "region_mask": timed(lambda k: region_mask((boxes[k].h, boxes[k].w), boxes[k].local, KEEP,
+                                                       boxes[k].size), n, rounds),
+            "paste_back": timed(lambda k: paste_back(canvases[k], patches[k]), len(patches), rounds),
+            "landmarker_crop_matrix": timed(lambda k: crop_matrix(faces[k][1]), n, rounds),
+            "landmarker_crop_batch": timed(lambda k: crop_batch([faces[k][0]], [matrices[k]]), n, rounds),
+            "landmarker_run_incl_inference": timed(lambda k: pipeline.landmarker.run([faces[k][:2]]), n,
+                                                   max(1, rounds // 4)),
+        }
+        box_px = [b.h * b.w for b in boxes]
+    finally:
+        pipeline.close()
+    return {
+        "frame_size": f"{SIZE[0]}x{SIZE[1]}", "faces": n, "rounds": rounds,
+        "face_box_px_mean": round(float(np.mean(box_px)), 1),
+        "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "stages_per_face": stages,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="loadgen/bench/stages.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--frames", type=int, default=40, help="carphone frames (faces) to time over")
+    p.add_argument("--rounds", type=int, default=10, help="passes over all faces per stage")
+    p.add_argument("--output", type=Path, default=Path("reports/bench_stages.json"))
+    p.add_argument("--media-dir", type=Path)
+    p.add_argument("--model-dir", type=Path)
+    args = p.parse_args(argv)
+    if args.frames < 1 or args.rounds < 1:
+        print("error: --frames and --rounds must be >= 1", file=sys.stderr)
+        return 2
+    store = ModelStore(args.model_dir or default_model_dir(os.environ))
+    try:
+        result = run(store, args.media_dir or default_media_dir(os.environ), args.frames, args.rounds)
+    except (ModelUnavailable, MediaUnavailable) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{result['faces']} faces at {result['frame_size']}, mean box {result['face_box_px_mean']:.0f} px")
+    for name, s in result["stages_per_face"].items():
+        print(f"  {name:32s} median {s['median_ms']:8.3f} ms   mean {s['mean_ms']:8.3f}   "
+              f"p90 {s['p90_ms']:8.3f}   cpu median {s['cpu_median_ms']:8.3f}")
+    print(f"report: {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Dependencies point one way: no package imports one that imports it back, and the layers keep their
+direction (engines imports neither gateway nor loadgen; the WebRTC extensions import no other gateway
+package; only `gateway.webrtc` names aiortc's private attributes)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TOP = ("gateway", "engines", "loadgen")
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _package_of(module: str) -> str:
+    """gateway.<x> for a gateway sub-package or a module of gateway's own, else the top name."""
+    parts = module.split(".")
+    if parts[0] == "gateway" and len(parts) > 1:
+        return f"gateway.{parts[1]}"
+    return parts[0]
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.split(".")[0] in TOP}
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for top in TOP:
+        for path in (ROOT / top).rglob("*.py"):
+            package = _package_of(_module_of(path))
+            targets = {_package_of(name) for name in _imports(path)} - {package}
+            graph.setdefault(package, set()).update(targets)
+    return graph
+
+
+def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = set(), [start]
+    while todo:
+        node = todo.pop()
+        if node == goal:
+            return True
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph.get(node, ()))
+    return False
+
+
+def _is_package(name: str) -> bool:
+    return (ROOT / name.replace(".", "/")).is_dir()
+
+
+# The one edge against the direction left: the configuration takes its rate-limit and public-URL types
+# from gateway.http, whose handlers read the configuration.
+KNOWN_BACK_EDGES = {("gateway.config", "gateway.http")}
+
+
+def test_no_package_imports_one_that_imports_it_back() -> None:
+    graph = _graph()
+    for source, target in KNOWN_BACK_EDGES:
+        graph[source].discard(target)
+    assert {"gateway.webrtc", "gateway.media", "gateway.scheduler", "engines", "loadgen"} <= set(graph)
+    packages = [name for name in graph if _is_package(name)]
+    cycles = sorted(f"{a} <-> {b}" for a in packages for b in packages if a != b and _reaches(graph, a, b)
+                    and _reaches(graph, b, a))  # fmt: skip
+    assert cycles == []
+
+
+def test_layers_keep_their_direction() -> None:
+    graph = _graph()
+    assert not any(target.startswith(("gateway", "loadgen")) for target in graph["engines"])
+    assert graph["gateway.webrtc"] == set()
+    assert not any(target == "loadgen" for source, targets in graph.items() if source != "loadgen"
+                   for target in targets)  # fmt: skip
+
+
+def test_only_the_webrtc_package_names_aiortc_privates() -> None:
+    private = re.compile(
+        r"_RTC[A-Za-z]+__\w+|(?<!self)\._(?:send_rtcp|handle_rtcp_packet|codecs|ssrc|queue)\b"
+    )
+    offenders = []
+    for top in TOP:
+        for path in (ROOT / top).rglob("*.py"):
+            if path.is_relative_to(ROOT / "gateway" / "webrtc"):
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if private.search(line) and not line.lstrip().startswith("#"):
+                    offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offenders == []
