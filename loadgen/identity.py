@@ -91,22 +91,29 @@ class FaceRecognizer:
         self._net = dlib.face_recognition_model_v1(frm.face_recognition_model_location())
 
     def _rectangle(self, image: np.ndarray, box: np.ndarray | None) -> Any:
-        """dlib's own detection (what its aligner was trained on) nearest `box`; `box` itself when dlib's
-        detector misses the face (turned heads, small faces)."""
-        found = list(self._detector(image, 1))
+        """dlib's own detection (what its aligner was trained on) nearest `box`, looked for around `box`
+        only; `box` itself when dlib's detector misses the face (turned heads, small faces)."""
         if box is None:
+            found = list(self._detector(image, 1))
             return max(found, key=lambda r: r.area()) if found else None
         x0, y0, x1, y1 = (float(v) for v in box[:4])
+        pad = 0.5 * max(x1 - x0, y1 - y0)
+        cx0, cy0 = max(int(x0 - pad), 0), max(int(y0 - pad), 0)
+        cx1, cy1 = min(int(x1 + pad), image.shape[1]), min(int(y1 + pad), image.shape[0])
+        crop = np.ascontiguousarray(image[cy0:cy1, cx0:cx1])
+        upsample = 1 if max(x1 - x0, y1 - y0) < 120 else 0  # HOG's window is 80 px
+        rects = list(self._detector(crop, upsample)) if crop.size else []
+        found = [(r.left() + cx0, r.top() + cy0, r.right() + cx0, r.bottom() + cy0) for r in rects]
 
-        def iou(r: Any) -> float:
-            ix = max(0.0, min(x1, r.right()) - max(x0, r.left()))
-            iy = max(0.0, min(y1, r.bottom()) - max(y0, r.top()))
+        def iou(r: tuple[int, int, int, int]) -> float:
+            ix = max(0.0, min(x1, r[2]) - max(x0, r[0]))
+            iy = max(0.0, min(y1, r[3]) - max(y0, r[1]))
             inter = ix * iy
-            return inter / ((x1 - x0) * (y1 - y0) + r.area() - inter)
+            return inter / ((x1 - x0) * (y1 - y0) + (r[2] - r[0]) * (r[3] - r[1]) - inter)
 
         best = max(found, key=iou, default=None)
         if best is not None and iou(best) > 0.3:
-            return best
+            return self._dlib.rectangle(*best)
         return self._dlib.rectangle(int(round(x0)), int(round(y0)), int(round(x1)), int(round(y1)))
 
     def embed(self, image: np.ndarray, box: np.ndarray | None = None) -> np.ndarray | None:

@@ -59,10 +59,12 @@ def identity_cases(recognizer: FaceRecognizer, mean: np.ndarray, swap: Swap,
     """{"source -> target": {setting: score}} for each (source, target) name pair; `tiles(case, setting,
     output, face)` sees each output (the contact sheet)."""
     out: dict[str, Any] = {}
+    s_embs = {name: recognizer.embed(image) for name, (image, _) in sources.items()}
+    t_embs = {name: recognizer.embed(image) for name, image in targets.items()}
     for sname, tname in pairs:
-        simage, prepared = sources[sname]
+        prepared = sources[sname][1]
         timage = targets[tname]
-        s_emb, t_emb = recognizer.embed(simage), recognizer.embed(timage)
+        s_emb, t_emb = s_embs[sname], t_embs[tname]
         case = f"{sname} -> {tname}"
         if s_emb is None or t_emb is None:
             out[case] = {"error": "no face for the identity measure in the source or the target"}
@@ -91,13 +93,14 @@ def verdict(cases: Mapping[str, Any], setting: str = DEFAULT) -> dict[str, Any]:
 
 def liveliness(recognizer: FaceRecognizer, mean: np.ndarray, frames: Sequence[np.ndarray],
                run_clip: Callable[[tuple[str, ...]], list[tuple[np.ndarray, Face | None]]], mesh: Mesh,
-               source: np.ndarray, every: int = 10) -> dict[str, Any]:
+               source: np.ndarray, every: int = 15) -> dict[str, Any]:
     """Per setting, over the clip: correlation of the target's and the output's eye / mouth openness
     (landmarks) and of what shows inside the target's openings (appearance), and the identity (centred
     cosine to source / target, mean over every `every`-th frame)."""
     meshes = [mesh(frame) for frame in frames]
     target_lm = [f.landmarks if f is not None else None for f in meshes]
     out: dict[str, Any] = {"frames": len(frames)}
+    target_embs: dict[int, np.ndarray | None] = {}
     for label, keep in SETTINGS.items():
         outputs = run_clip(keep)
         geo: list[tuple[dict[str, float], dict[str, float]]] = []
@@ -112,7 +115,9 @@ def liveliness(recognizer: FaceRecognizer, mean: np.ndarray, frames: Sequence[np
             if got is not None and got.landmarks is not None:
                 geo.append((openness(lm), openness(got.landmarks)))
             if k % every == 0 and face is not None:
-                t_emb = recognizer.embed(frames[k], face.box)
+                if k not in target_embs:
+                    target_embs[k] = recognizer.embed(frames[k], face.box)
+                t_emb = target_embs[k]
                 s = score(recognizer, mean, image, face, source, t_emb) if t_emb is not None else None
                 if s is not None:
                     ids.append(s)

@@ -59,6 +59,7 @@ from engines.processors.masks import (
 from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.paste import face_box_mask
 from engines.processors.tracking import OneEuroFilter, TrackingConfig, measured
+from loadgen.contact_sheet import caption, contact_sheet, crop_face, webcam_frame
 from loadgen.identity import FaceRecognizer, IdentityUnavailable
 from loadgen.identity_study import SETTINGS, identity_cases, liveliness, reference_mean, verdict
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
@@ -181,16 +182,6 @@ def clip_outputs(study: Study, frames: Sequence[np.ndarray], source: SourceFace,
     return out
 
 
-def webcam_frame(image: np.ndarray, box: np.ndarray, w: int = 640, h: int = 360,
-                 face_share: float = 0.4) -> np.ndarray:
-    """A w x h frame around the face at `box`, the face `face_share` of the frame's height (a webcam shot)."""
-    side = float(box[3] - box[1]) / face_share
-    s = h / side
-    cx, cy = float(box[0] + box[2]) / 2, float(box[1] + box[3]) / 2
-    m = np.array([[s, 0, w / 2 - cx * s], [0, s, h / 2 - cy * s]], dtype=np.float32)
-    return np.asarray(cv2.warpAffine(image, m, (w, h), flags=cv2.INTER_AREA, borderMode=cv2.BORDER_REPLICATE))
-
-
 def mouth_and_eyes(study: Study, targets: dict[str, np.ndarray], source: SourceFace,
                    source_face: Face) -> tuple[dict[str, Any], dict[str, list[np.ndarray]]]:
     metrics: dict[str, Any] = {}
@@ -223,15 +214,6 @@ def mouth_and_eyes(study: Study, targets: dict[str, np.ndarray], source: SourceF
         }
         tiles[name] = [crop_face(x, face) for x in (image, before, after)]
     return metrics, tiles
-
-
-def crop_face(image: np.ndarray, face: Face, out: int = 200) -> np.ndarray:
-    x0, y0, x1, y1 = face.box
-    cx, cy, side = (x0 + x1) / 2, (y0 + y1) / 2, max(x1 - x0, y1 - y0) * 1.5
-    m = np.array([[out / side, 0, out / 2 - cx * out / side], [0, out / side, out / 2 - cy * out / side]],
-                 dtype=np.float32)
-    return np.asarray(cv2.warpAffine(image, m, (out, out), flags=cv2.INTER_CUBIC,
-                                     borderMode=cv2.BORDER_CONSTANT))
 
 
 def jitter_still(store: ModelStore, image: np.ndarray, source_image: np.ndarray,
@@ -365,29 +347,6 @@ def costs(study: Study, image: np.ndarray, repeats: int = 200) -> dict[str, floa
         "skin_mask_ms": timed(lambda k: skin_mask(shape, local, size)),
         "one_euro_468_ms": timed(lambda k: flt(lm, k / 15, size)),
     }
-
-
-def caption(tile: np.ndarray, text: str) -> np.ndarray:
-    band = np.full((20, tile.shape[1], 3), 255, np.uint8)
-    cv2.putText(band, text, (4, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.42, (0, 0, 0), 1, cv2.LINE_AA)
-    return np.vstack([tile, band])
-
-
-def contact_sheet(rows: dict[str, tuple[np.ndarray, list[np.ndarray]]], columns: Sequence[str]) -> np.ndarray:
-    """One row per case: its source tile, then `columns`' tiles (captioned tiles may be taller: padded)."""
-    first = next(iter(rows.values()))
-    tile = first[0].shape[1]
-    header = np.full((28, tile * (len(columns) + 1), 3), 255, np.uint8)
-    for c, label in enumerate(("source", *columns)):
-        cv2.putText(header, label, (c * tile + 6, 20), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 1,
-                    cv2.LINE_AA)
-    lines = [header]
-    for source_tile, tiles in rows.values():
-        height = max(t.shape[0] for t in (source_tile, *tiles))
-        padded = [np.vstack([t, np.full((height - t.shape[0], tile, 3), 255, np.uint8)]) for t in
-                  (source_tile, *tiles)]
-        lines.append(np.hstack(padded))
-    return np.vstack(lines)
 
 
 def open_mouth_frames(study: Study, frames: list[np.ndarray], n: int = 2) -> list[int]:
