@@ -39,7 +39,7 @@ $(STAMP): pyproject.toml | $(PY)
 # Triton tests run the real tritonserver from the nvidia-pytriton wheel (~100 MB): --no-deps because it
 # declares numpy<2 for its own Python layer, which livefuse never imports (see pyproject's triton extra).
 $(DEVSTAMP): $(STAMP) pyproject.toml
-	$(PIP) install -e ".[dev,triton]"
+	$(PIP) install -e ".[dev,triton,quality]"
 	$(PIP) install --no-deps "nvidia-pytriton==0.7.0"
 	@touch $@
 

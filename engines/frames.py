@@ -37,8 +37,11 @@ class SourceFace:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-# Target regions a session may keep from the original frame (masked out of the swap), and face selectors.
-MASK_REGIONS: tuple[str, ...] = ("mouth", "eyes")
+# Target regions a session may keep from the original frame (masked out of the swap), those kept by default,
+# and face selectors. `eyes` = the eye openings (gaze), `eye_area` = with lids and lashes (see
+# engines.processors.masks).
+MASK_REGIONS: tuple[str, ...] = ("mouth", "eyes", "eye_area")
+KEPT_REGIONS: tuple[str, ...] = ("mouth", "eyes")
 FACE_SELECTORS: tuple[str, ...] = ("many", "one", "reference")
 
 
@@ -48,7 +51,7 @@ class FaceSettings:
     so teeth, tongue, blinks and gaze stay alive), and which faces are swapped (`many` = all, `one` = the
     largest, `reference` = the face most like `reference`'s, which needs the ArcFace embedder)."""
 
-    keep_regions: tuple[str, ...] = MASK_REGIONS
+    keep_regions: tuple[str, ...] = KEPT_REGIONS
     selector: str = "many"
     reference: SourceFace | None = None
 

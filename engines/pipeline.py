@@ -33,7 +33,7 @@ from engines.engine import Engine
 from engines.factory import EngineConfig, create_engine
 from engines.frames import (
     FACE_SELECTORS,
-    MASK_REGIONS,
+    KEPT_REGIONS,
     PROCESSORS,
     STAGE_DETECT,
     STAGE_ENHANCE,
@@ -93,7 +93,7 @@ class PipelineConfig:
     max_faces: int | None = None      # only the N largest faces of a frame
     enhancer_blend: float = 0.8
     presence_threshold: float = 0.5   # FaceMesh presence below this drops the face (false or lost face)
-    keep_regions: tuple[str, ...] = MASK_REGIONS  # target regions kept by default (mouth, eyes)
+    keep_regions: tuple[str, ...] = KEPT_REGIONS  # target regions kept by default (mouth, eyes)
     face_selector: str = "many"       # default for sessions that ask nothing: many | one
     mask: BoxMaskConfig = field(default_factory=BoxMaskConfig)  # inswapper / GFPGAN paste mask
     poisson: bool = False             # mesh_warp: Poisson (seamlessClone) blend instead of colour transfer

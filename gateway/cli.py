@@ -102,8 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--detector-size", type=int, help="face detector letterbox size, multiple of 32 (default 320)")
     a(
         "--mask-regions",
-        help="target regions kept from the frame, not swapped: mouth,eyes (default), mouth, "
-        "eyes or none; a WHIP ?mask= overrides",
+        help="target regions kept from the frame, not swapped, comma-separated: mouth, eyes (the eye "
+        "openings), eye_area (eyes with lids and lashes) or none (default mouth,eyes); a WHIP ?mask= "
+        "overrides",
     )
     a(
         "--face-selector",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines.frames import MASK_REGIONS, PROCESSORS
+from engines.frames import KEPT_REGIONS, MASK_REGIONS, PROCESSORS
 from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.background import BackgroundConfig
@@ -42,7 +42,7 @@ class ProcessingConfig:
     intra_op_threads: int = 0  # ONNX Runtime threads per engine; 0 = its default (all cores)
     contexts: int = 2  # native TensorRT: execution contexts, one CUDA stream each
     triton: TritonConfig | None = None  # --engine triton: server URL, model prefix, shared memory, timeouts
-    mask_regions: tuple[str, ...] = MASK_REGIONS  # target regions kept from the frame (?mask= per session)
+    mask_regions: tuple[str, ...] = KEPT_REGIONS  # target regions kept from the frame (?mask= per session)
     face_selector: str = "many"  # many | one (?faces= per session; reference needs ?reference=<source id>)
     poisson_blend: bool = False  # mesh_warp: seamlessClone instead of colour transfer
     mask_blur: float = 0.3  # inswapper/GFPGAN box mask blur (FaceFusion's face_mask_blur)

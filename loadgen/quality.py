@@ -17,7 +17,10 @@ source | target | result per mask setting) and `reports/quality.json`:
 - masks: full-strength (>= 0.99) share of the aligned crop and of the face's box, old vs new paste masks.
 - identity proxy (no weights): where the result's FaceMesh geometry (normalised distances between eyes, nose,
   mouth, jaw) lies between the target's (0) and the source's (1).
-- cost: mouth/eye mask, skin mask and One Euro filter per face at 320x240, in ms.
+- identity (dlib's face embedder, `livefuse[quality]`): centred cosine of each output face to its source and
+  to its target, per case and kept-regions setting, on the report's faces and on held-out ones; liveliness:
+  the target's eye / mouth openness against the output's over the talking clip (loadgen.identity_study).
+- cost: kept-region masks (at 640x360 too), skin mask and One Euro filter per face, in ms.
 
 Only `main` prints.
 """
@@ -37,7 +40,7 @@ import av
 import cv2
 import numpy as np
 
-from engines.frames import FaceSettings, FaceTrack, FrameItem, SourceFace
+from engines.frames import KEPT_REGIONS, FaceSettings, FaceTrack, FrameItem, SourceFace
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.alignment import ARCFACE_128_V2, FFHQ_512, estimate_affine
@@ -56,9 +59,13 @@ from engines.processors.masks import (
 from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.paste import face_box_mask
 from engines.processors.tracking import OneEuroFilter, TrackingConfig, measured
+from loadgen.contact_sheet import caption, contact_sheet, crop_face, webcam_frame
+from loadgen.identity import FaceRecognizer, IdentityUnavailable
+from loadgen.identity_study import SETTINGS, identity_cases, liveliness, reference_mean, verdict
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 
-KEPT = ("mouth", "eyes")
+KEPT = KEPT_REGIONS
+HELD_OUT = ("obama", "obama2", "biden")  # faces no test or tuning of the swap was written against
 # Mesh points for the geometry proxy: eye corners, nose tip and wings, mouth corners, lip middles, jaw, chin,
 # brow middles, forehead top.
 GEOMETRY = (33, 133, 362, 263, 1, 98, 327, 61, 291, 13, 14, 234, 454, 172, 397, 152, 105, 334, 10)
@@ -164,6 +171,17 @@ class Study:
         return out.image, (track.faces[0].shown if track.faces else None)
 
 
+def clip_outputs(study: Study, frames: Sequence[np.ndarray], source: SourceFace, keep: tuple[str, ...],
+                 fps: float) -> list[tuple[np.ndarray, Face | None]]:
+    """The clip through the tracked pipeline, one session keeping `keep`: each output and its face."""
+    track = FaceTrack(settings=FaceSettings(keep_regions=keep, selector="one"))
+    out: list[tuple[np.ndarray, Face | None]] = []
+    for k, frame in enumerate(frames):
+        result = study.pipeline.process([FrameItem(frame, source, track=track, time_s=k / fps)])[0]
+        out.append((result.image, track.faces[0].shown if track.faces else None))
+    return out
+
+
 def mouth_and_eyes(study: Study, targets: dict[str, np.ndarray], source: SourceFace,
                    source_face: Face) -> tuple[dict[str, Any], dict[str, list[np.ndarray]]]:
     metrics: dict[str, Any] = {}
@@ -196,15 +214,6 @@ def mouth_and_eyes(study: Study, targets: dict[str, np.ndarray], source: SourceF
         }
         tiles[name] = [crop_face(x, face) for x in (image, before, after)]
     return metrics, tiles
-
-
-def crop_face(image: np.ndarray, face: Face, out: int = 200) -> np.ndarray:
-    x0, y0, x1, y1 = face.box
-    cx, cy, side = (x0 + x1) / 2, (y0 + y1) / 2, max(x1 - x0, y1 - y0) * 1.5
-    m = np.array([[out / side, 0, out / 2 - cx * out / side], [0, out / side, out / 2 - cy * out / side]],
-                 dtype=np.float32)
-    return np.asarray(cv2.warpAffine(image, m, (out, out), flags=cv2.INTER_CUBIC,
-                                     borderMode=cv2.BORDER_CONSTANT))
 
 
 def jitter_still(store: ModelStore, image: np.ndarray, source_image: np.ndarray,
@@ -333,25 +342,11 @@ def costs(study: Study, image: np.ndarray, repeats: int = 200) -> dict[str, floa
 
     return {
         "face_px": round(size, 1),
-        "mouth_eye_mask_ms": timed(lambda k: region_mask(shape, local, KEPT, size)),
+        **{f"region_mask_{label}_ms": timed(lambda k, keep=keep: region_mask(shape, local, keep, size))
+           for label, keep in SETTINGS.items() if keep},
         "skin_mask_ms": timed(lambda k: skin_mask(shape, local, size)),
         "one_euro_468_ms": timed(lambda k: flt(lm, k / 15, size)),
     }
-
-
-def contact_sheet(rows: dict[str, list[np.ndarray]], source_tile: np.ndarray,
-                  columns: Sequence[str]) -> np.ndarray:
-    tile = source_tile.shape[0]
-    header = np.full((28, tile * (len(columns) + 1), 3), 255, np.uint8)
-    for c, label in enumerate(("source", *columns)):
-        cv2.putText(header, label, (c * tile + 6, 20), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (0, 0, 0), 1,
-                    cv2.LINE_AA)
-    lines = [header]
-    for name, tiles in rows.items():
-        row = np.hstack([source_tile, *tiles])
-        cv2.putText(row, name, (4, tile - 8), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (255, 255, 0), 1, cv2.LINE_AA)
-        lines.append(row)
-    return np.vstack(lines)
 
 
 def open_mouth_frames(study: Study, frames: list[np.ndarray], n: int = 2) -> list[int]:
@@ -374,12 +369,15 @@ def open_mouth_frames(study: Study, frames: list[np.ndarray], n: int = 2) -> lis
     return sorted(picked)
 
 
-def run(store: ModelStore, media_root: Path) -> tuple[dict[str, Any], np.ndarray]:
+def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tuple[dict[str, Any], np.ndarray]:
     astronaut = read_rgb(media_path(media_root, "astronaut.png"))
     group = read_rgb(media_path(media_root, "t1.jpg"))
     carphone = clip_frames(media_path(media_root, "carphone_pristine.mp4"), (352, 288))
+    fps = 30000 / 1001
     study = Study(store)
+    poisson = Study(store, poisson=True)
     try:
+        held = {n: held_out(study, read_rgb(media_path(media_root, f"{n}.jpg"))) for n in HELD_OUT}
         faces = study.pipeline.detect([group])[0]
         left = min(faces, key=lambda f: f.box[0])  # closed mouth, looking at the camera
         x1, y1, x2, y2 = left.box.astype(int)
@@ -393,42 +391,101 @@ def run(store: ModelStore, media_root: Path) -> tuple[dict[str, Any], np.ndarray
         picked = open_mouth_frames(study, carphone)
         targets = {"astronaut": astronaut, "t1 laughing": group_target}
         targets.update({f"carphone #{k}": carphone[k] for k in picked})
-        regions, tiles = mouth_and_eyes(study, targets, source, source_face)
-        poisson = Study(store, poisson=True)
-        try:
-            psrc = poisson.pipeline.prepare_source(source_image, "t1-left")
-            for name, image in targets.items():
-                result, face = poisson.swap(image, psrc, KEPT)
-                if name in tiles and face is not None:
-                    tiles[name].append(crop_face(result, face))
-        finally:
-            poisson.close()
+        regions, _ = mouth_and_eyes(study, targets, source, source_face)
+        # Identity: the report's source on every target, a held-out source on every other person.
+        all_targets = {**targets, "biden": held["biden"], "obama": held["obama"]}
+        sources = {"t1 left": (source_image, source),
+                   "obama2": (held["obama2"], study.pipeline.prepare_source(held["obama2"], "obama2"))}
+        pairs = [("t1 left", t) for t in all_targets] + [("obama2", t) for t in all_targets if t != "obama"]
+        mean, population = reference_mean(
+            recognizer, [(group, f.box) for f in faces]
+            + [(astronaut, None), (carphone[0], None), (held["obama"], None), (held["biden"], None)])
+        crops: dict[str, dict[str, np.ndarray]] = {}
+
+        def keep_tile(case: str, label: str, result: np.ndarray, face: Face) -> None:
+            crops.setdefault(case, {})[label] = crop_face(result, face)
+
+        cases = identity_cases(recognizer, mean, study.swap, sources, all_targets, pairs, keep_tile)
+        clip = liveliness(recognizer, mean, carphone,
+                          lambda keep: clip_outputs(study, carphone, source, keep, fps), study.mesh,
+                          _embed(recognizer, source_image))
+        rows: dict[str, tuple[np.ndarray, list[np.ndarray]]] = {}
+        source_tiles = {name: crop_face(img, _face(study, img)) for name, (img, _) in sources.items()}
+        psources = {name: poisson.pipeline.prepare_source(img, name) for name, (img, _) in sources.items()}
+        shown = ("none", "mouth,eye_area", "mouth,eyes")
+        for sname, tname in pairs:
+            case = f"{sname} -> {tname}"
+            cell = cases.get(case, {})
+            timage = all_targets[tname]
+            tface = _face(study, timage)
+            if case not in crops or any(lab not in crops[case] for lab in shown) or tface is None:
+                continue
+            presult, pface = poisson.swap(timage, psources[sname], KEPT)
+            tiles = [caption(crop_face(timage, tface), tname)]
+            for label in shown:
+                sc = cell.get(label, {})
+                text = f"src {sc['cos_source']:.2f} tgt {sc['cos_target']:.2f}" if "margin" in sc else "-"
+                tiles.append(caption(crops[case][label], text))
+            ptile = crop_face(presult, pface) if pface is not None else np.zeros_like(tiles[0][:-20])
+            tiles.append(caption(ptile, "Poisson blend"))
+            rows[case] = (caption(source_tiles[sname], sname), tiles)
         masks = mask_shares(study, astronaut)
         small = cv2.resize(astronaut, (320, 320))[40:280]
-        cost = costs(study, small)
-        src_face = study.mesh(source_image)
-        assert src_face is not None
-        source_tile = crop_face(source_image, src_face)
+        broadcast = np.zeros((360, 640, 3), np.uint8)
+        broadcast[:, 140:500] = cv2.resize(astronaut, (360, 360), interpolation=cv2.INTER_AREA)
+        cost = {"320x240": costs(study, small), "640x360": costs(study, broadcast)}
     finally:
         study.close()
+        poisson.close()
     still = jitter_still(store, cv2.resize(astronaut, (320, 320))[40:280], source_image)
-    clip = {"frames": len(carphone), "size": "352x288 (2x)",
-            **trajectories(store, carphone, source_image, fps=30000 / 1001, still=False)}
+    jitter_clip = {"frames": len(carphone), "size": "352x288 (2x)",
+                   **trajectories(store, carphone, source_image, fps=fps, still=False)}
     seam = seams(store, {k: v for k, v in targets.items() if not k.startswith("carphone")}, source_image)
     metrics = {
-        "source": "t1.jpg, leftmost face (closed mouth)",
+        "source": "t1.jpg, leftmost face (closed mouth, eyes cast down)",
         "settings": {"before": "mask regions none (the source's mouth and eyes over the target's)",
-                     "after": "mask regions mouth,eyes (the default)"},
+                     "after": f"mask regions {','.join(KEPT)} (the default)"},
         "regions": regions,
+        "identity": {
+            "model": "dlib_face_recognition_resnet_model_v1 (dlib 20, CC0 / public domain; PyPI "
+                     "face-recognition-models 0.3.0), dlib HOG detector + 5-point aligner",
+            "cosine": "centred: descriptors minus the reference faces' mean (1 = same face, ~0 = strangers)",
+            "reference": population,
+            "settings": {label: list(keep) for label, keep in SETTINGS.items()},
+            "cases": cases,
+            "default": verdict(cases),
+        },
+        "liveliness_carphone": clip,
         "jitter_still_vp8": still,
-        "jitter_carphone": clip,
+        "jitter_carphone": jitter_clip,
         "seam": seam,
         "paste_masks": masks,
-        "cost_per_face_320x240": cost,
+        "cost_per_face": cost,
     }
-    columns = ("target", "before: no regions kept", "after: mouth+eyes kept", "after + Poisson")
-    sheet = contact_sheet(tiles, source_tile, columns)
-    return metrics, sheet
+    columns = ("target", "none kept", "mouth + eye area", f"{' + '.join(KEPT)} (default)", "default, Poisson")
+    return metrics, contact_sheet(rows, columns)
+
+
+def held_out(study: Study, image: np.ndarray) -> np.ndarray:
+    """A held-out photo as a 640x360 webcam frame around its largest face."""
+    faces = study.pipeline.detect([image])[0]
+    if not faces:
+        raise MediaUnavailable("no face found in a held-out photo")
+    return webcam_frame(image, max(faces, key=lambda f: f.area).box)
+
+
+def _face(study: Study, image: np.ndarray) -> Face:
+    face = study.mesh(image)
+    if face is None:
+        raise MediaUnavailable("no face found in a quality-report image")
+    return face
+
+
+def _embed(recognizer: FaceRecognizer, image: np.ndarray) -> np.ndarray:
+    e = recognizer.embed(image)
+    if e is None:
+        raise MediaUnavailable("the identity measure found no face in the source")
+    return e
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -440,8 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     store = ModelStore(args.model_dir or default_model_dir(os.environ))
     try:
-        metrics, sheet = run(store, args.media_dir or default_media_dir(os.environ))
-    except (ModelUnavailable, MediaUnavailable) as e:
+        metrics, sheet = run(store, args.media_dir or default_media_dir(os.environ), FaceRecognizer())
+    except (ModelUnavailable, MediaUnavailable, IdentityUnavailable) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     args.out_dir.mkdir(parents=True, exist_ok=True)

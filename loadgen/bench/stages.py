@@ -1,5 +1,5 @@
 """Micro-benchmark of the pipeline's per-face work outside inference (mesh_warp, colour, masks, paste,
-landmarker pre-processing), on real faces at 320x240.
+landmarker pre-processing), on real faces at 320x240 (or `--size`).
 
 Why: a py-spy profile of a loaded gateway put mesh_warp alone at ~16 % of all samples, more than any other
 non-inference cost; whole-pipeline timings hide which step moved. This times each step on its own, per face.
@@ -9,6 +9,7 @@ Faces: the carphone clip (a talking, moving head) scaled to 320x240, tracked thr
 source is the astronaut. Each stage runs `--rounds` times over every face; the JSON holds per-call median,
 mean and p90 wall time in ms, and the median CPU time of the calling thread (steadier on a shared machine;
 the landmarker's inference runs on ONNX Runtime's own threads, so its CPU figure leaves that out).
+`--keep` names the target regions the swap keeps (default mouth,eyes, the gateway's default).
 
     flock /tmp/livefuse-bench.lock .venv/bin/python -m loadgen.bench.stages --output reports/bench_stages.json
 """
@@ -45,17 +46,14 @@ from engines.processors.paste import paste_back
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.quality import read_rgb
 
-SIZE = (320, 240)
-KEEP = ("mouth", "eyes")
 
-
-def carphone(path: Path, count: int) -> list[np.ndarray]:
+def carphone(path: Path, count: int, size: tuple[int, int]) -> list[np.ndarray]:
     import av
 
     frames = []
     with av.open(str(path)) as c:
         for frame in c.decode(video=0):
-            frames.append(cv2.resize(frame.to_ndarray(format="rgb24"), SIZE, interpolation=cv2.INTER_CUBIC))
+            frames.append(cv2.resize(frame.to_ndarray(format="rgb24"), size, interpolation=cv2.INTER_CUBIC))
             if len(frames) == count:
                 break
     return frames
@@ -113,10 +111,15 @@ def timed(fn: Callable[[int], object], n: int, rounds: int) -> dict[str, float]:
             "cpu_median_ms": round(float(np.median(cpu)), 4), "calls": len(ts)}
 
 
-def run(store: ModelStore, media_root: Path, frames: int, rounds: int) -> dict[str, Any]:
+def run(store: ModelStore, media_root: Path, frames: int, rounds: int, size: tuple[int, int] = (320, 240),
+        keep: tuple[str, ...] = ("mouth", "eyes")) -> dict[str, Any]:
     astronaut = read_rgb(media_path(media_root, "astronaut.png"))
-    clip = carphone(media_path(media_root, "carphone_pristine.mp4"), frames)
-    still = np.ascontiguousarray(cv2.resize(astronaut, (320, 320))[40:280])
+    clip = carphone(media_path(media_root, "carphone_pristine.mp4"), frames, size)
+    w, h = size
+    side = min(w, h * 4 // 3)  # as at 320x240: the portrait 4/3 of the height square, its middle rows...
+    cut = cv2.resize(astronaut, (side, side))[(side - h) // 2:(side - h) // 2 + h]
+    still = np.zeros((h, w, 3), np.uint8)  # ...in the middle of a wider frame
+    still[:, (w - side) // 2:(w - side) // 2 + side] = cut
     pipeline = Pipeline.from_config(PipelineConfig(), store)
     try:
         source = pipeline.prepare_source(astronaut, "astronaut")
@@ -125,12 +128,12 @@ def run(store: ModelStore, media_root: Path, frames: int, rounds: int) -> dict[s
         faces += tracked_faces(pipeline, source, [still] * 3)[-1:]
         boxes = [Box(f, face, mesh) for f, face, _ in faces]
         swapper = MeshWarpSwapper()
-        patches = [p for p in (swapper.swap_one(f, lm, mesh, KEEP) for f, _, lm in faces) if p is not None]
+        patches = [p for p in (swapper.swap_one(f, lm, mesh, keep) for f, _, lm in faces) if p is not None]
         canvases = [f.copy() for f, _, _ in faces]
         n = len(boxes)
         matrices = [crop_matrix(face) for _, face, _ in faces]
         stages = {
-            "swap_one": timed(lambda k: swapper.swap_one(faces[k][0], faces[k][2], mesh, KEEP),
+            "swap_one": timed(lambda k: swapper.swap_one(faces[k][0], faces[k][2], mesh, keep),
                               n, rounds),
             "warp_maps": timed(lambda k: warp_maps(boxes[k].local, mesh, boxes[k].h, boxes[k].w), n, rounds),
             "remap": timed(lambda k: cv2.remap(mesh.image, boxes[k].map_x, boxes[k].map_y, cv2.INTER_LINEAR,
@@ -139,7 +142,7 @@ def run(store: ModelStore, media_root: Path, frames: int, rounds: int) -> dict[s
                                   n, rounds),
             "skin_mask": timed(lambda k: skin_mask((boxes[k].h, boxes[k].w), boxes[k].local, boxes[k].size),
                                n, rounds),
-            "region_mask": timed(lambda k: region_mask((boxes[k].h, boxes[k].w), boxes[k].local, KEEP,
+            "region_mask": timed(lambda k: region_mask((boxes[k].h, boxes[k].w), boxes[k].local, keep,
                                                        boxes[k].size), n, rounds),
             "paste_back": timed(lambda k: paste_back(canvases[k], patches[k]), len(patches), rounds),
             "landmarker_crop_matrix": timed(lambda k: crop_matrix(faces[k][1]), n, rounds),
@@ -151,7 +154,7 @@ def run(store: ModelStore, media_root: Path, frames: int, rounds: int) -> dict[s
     finally:
         pipeline.close()
     return {
-        "frame_size": f"{SIZE[0]}x{SIZE[1]}", "faces": n, "rounds": rounds,
+        "frame_size": f"{w}x{h}", "keep": list(keep), "faces": n, "rounds": rounds,
         "face_box_px_mean": round(float(np.mean(box_px)), 1),
         "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "stages_per_face": stages,
@@ -163,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--frames", type=int, default=40, help="carphone frames (faces) to time over")
     p.add_argument("--rounds", type=int, default=10, help="passes over all faces per stage")
+    p.add_argument("--size", default="320x240", help="frame size WxH")
+    p.add_argument("--keep", default="mouth,eyes", help="target regions kept (comma-separated, or none)")
     p.add_argument("--output", type=Path, default=Path("reports/bench_stages.json"))
     p.add_argument("--media-dir", type=Path)
     p.add_argument("--model-dir", type=Path)
@@ -170,10 +175,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.frames < 1 or args.rounds < 1:
         print("error: --frames and --rounds must be >= 1", file=sys.stderr)
         return 2
+    try:
+        w, h = (int(v) for v in args.size.lower().split("x"))
+        if w < 64 or h < 64:
+            raise ValueError
+    except ValueError:
+        print(f"error: --size must be WxH, at least 64x64, got {args.size!r}", file=sys.stderr)
+        return 2
+    keep = tuple(r for r in args.keep.split(",") if r and r != "none")
     store = ModelStore(args.model_dir or default_model_dir(os.environ))
     try:
-        result = run(store, args.media_dir or default_media_dir(os.environ), args.frames, args.rounds)
-    except (ModelUnavailable, MediaUnavailable) as e:
+        result = run(store, args.media_dir or default_media_dir(os.environ), args.frames, args.rounds,
+                     (w, h), keep)
+    except (ModelUnavailable, MediaUnavailable, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     args.output.parent.mkdir(parents=True, exist_ok=True)

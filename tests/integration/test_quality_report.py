@@ -1,5 +1,6 @@
 """The quality report on the real pipeline and media: the contact sheet and metrics are written, and they say
-what the defaults promise (mouth and eyes kept, masks cover the face, tracking steadier than detection)."""
+what the defaults promise (mouth and eyes kept, masks cover the face, tracking steadier than detection, the
+eye openings kept alive without handing the face back as the whole eye area did)."""
 
 from __future__ import annotations
 
@@ -17,16 +18,32 @@ def test_quality_report_writes_a_sheet_and_honest_metrics(tmp_path: Path, media_
     assert main(["--out-dir", str(tmp_path), "--media-dir", str(media_dir), "--model-dir",
                  str(model_store.root)]) == 0
     sheet = cv2.imread(str(tmp_path / "quality.png"))
-    assert sheet is not None and sheet.shape[0] > 400 and sheet.shape[1] == 5 * 200
+    assert sheet is not None and sheet.shape[0] > 400 and sheet.shape[1] == 6 * 200
     metrics = json.loads((tmp_path / "quality.json").read_text())
     for name, m in metrics["regions"].items():
         assert m["inner_mouth_diff"]["after"] < 1.0 < 10.0 < m["inner_mouth_diff"]["before"], name
-        assert m["eye_diff"]["after"] < 1.0 < 10.0 < m["eye_diff"]["before"], name
+        # the kept eye openings fade out over the lid line, which the measure's ring edge grazes
+        assert m["eye_diff"]["after"] < 0.2 * m["eye_diff"]["before"] and m["eye_diff"]["before"] > 10.0, name
     assert metrics["regions"]["astronaut"]["teeth_share"]["after"] > 0.5
     clip = metrics["jitter_carphone"]["mesh468"]
     assert clip["after"] < 0.75 * clip["before"]
     for crop in metrics["paste_masks"].values():
         share = "face_box_full_strength_share"
         assert crop["after"][share] > 0.7 > crop["before"][share]
-    cost = metrics["cost_per_face_320x240"]
-    assert all(cost[k] > 0 for k in ("mouth_eye_mask_ms", "skin_mask_ms", "one_euro_468_ms"))
+    for cost in metrics["cost_per_face"].values():
+        assert all(cost[k] > 0 for k in ("region_mask_mouth,eyes_ms", "skin_mask_ms", "one_euro_468_ms"))
+    identity = metrics["identity"]
+    cases = identity["cases"]
+    assert len(cases) == 11 and identity["default"]["cases"] == 11
+
+    def mean_margin(setting: str) -> float:
+        return sum(c[setting]["margin"] for c in cases.values()) / len(cases)
+
+    assert mean_margin("mouth,eyes") > mean_margin("mouth,eye_area") + 0.1
+    live = metrics["liveliness_carphone"]
+    eyes = "eyes_appearance_correlation"
+    assert live["mouth,eyes"][eyes] > 0.5 > live["mouth"][eyes]
+    for setting in ("none", "mouth", "mouth,eye_area", "mouth,eyes"):
+        assert live[setting]["eyes_openness_correlation"] > 0.7, setting
+        if setting != "none":
+            assert live[setting]["mouth_appearance_correlation"] > 0.8, setting
