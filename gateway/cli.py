@@ -35,6 +35,7 @@ from gateway.rtc.ice import LOOPBACK, IceConfig, TurnServer
 from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
 from gateway.tenants import load_tenants
+from gateway.version_check import UncheckedVersion, check_aiortc, installed_version
 
 
 class UsageError(ValueError):
@@ -530,8 +531,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             with open(args.config, "rb") as fh:
                 file_values = tomllib.load(fh)
         config = build_config(args, file_values)
+        check_aiortc(installed_version("aiortc"))
         check_processing(config.processing)
-    except (OSError, ValueError, TypeError, tomllib.TOMLDecodeError, PreflightError) as exc:
+    except (OSError, ValueError, TypeError, tomllib.TOMLDecodeError, PreflightError, UncheckedVersion) as exc:
         print(f"gateway: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     setup_process(config.log_level)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import sys
 import time
@@ -403,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
             err.print(f"error: resolution {w}x{h}: width must be even and >= 64, "
                       "height a multiple of 4 and >= 48")
             return 2
+    if args.html and importlib.util.find_spec("matplotlib") is None:
+        err.print("error: --html draws its charts with matplotlib: pip install 'livefuse[report]'")
+        return 2
     if args.batch_sizes and args.url:
         err.print("note: --batch-sizes with --url cannot change a remote gateway; "
                   "the observed batch is reported")
