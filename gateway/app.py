@@ -10,6 +10,7 @@ exceptions) to one-line text responses and checks the bearer token; nothing esca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -261,12 +262,35 @@ def create_app(
     return app
 
 
-async def begin_shutdown(app: web.Application) -> None:
-    """Refuse new sessions (503, /readyz 503) and close every peer connection. Idempotent; the HTTP server
-    keeps answering, so a caller may hold the listener open for a drain period before cleanup."""
+def refuse_new_sessions(app: web.Application) -> None:
+    """From now on new sessions get 503 and /readyz 503; live ones carry on."""
     state = app[STATE]
     state.shutting_down = True
     state.ready = False
+
+
+async def drain_sessions(app: web.Application, grace_s: float, hurry: asyncio.Event) -> int:
+    """Refuse new sessions and wait until no session is open, `grace_s` passes or `hurry` is set; returns
+    the sessions still open (begin_shutdown then closes them)."""
+    refuse_new_sessions(app)
+    state = app[STATE]
+
+    def open_sessions() -> int:
+        return 0 if state.sessions is None else len(state.sessions.sessions)
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + grace_s
+    while open_sessions() and not hurry.is_set() and loop.time() < end:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(hurry.wait(), min(0.25, max(0.0, end - loop.time())))
+    return open_sessions()
+
+
+async def begin_shutdown(app: web.Application) -> None:
+    """Refuse new sessions (503, /readyz 503) and close every peer connection. Idempotent; the HTTP server
+    keeps answering, so a caller may hold the listener open for a drain period before cleanup."""
+    refuse_new_sessions(app)
+    state = app[STATE]
     if state.sessions is not None:
         await state.sessions.close()
 
