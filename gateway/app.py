@@ -53,7 +53,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         state = request.app[STATE]
         if state.shutting_down and request.method in MUTATING_WHILE_SHUTTING_DOWN:
             raise Unavailable("gateway is shutting down", retry_after_s=30)
-        if not state.ready and request.path.startswith(NEEDS_MEDIA) and request.method != "OPTIONS":
+        starting = not state.ready and not state.shutting_down  # a drain still serves DELETE and reads
+        if starting and request.path.startswith(NEEDS_MEDIA) and request.method != "OPTIONS":
             if state.startup_error is not None:
                 raise Unavailable(f"gateway failed to start: {state.startup_error}", retry_after_s=60)
             raise Unavailable("gateway is starting (models warming up)", retry_after_s=5)
