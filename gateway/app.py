@@ -247,7 +247,9 @@ def create_app(
 
         def audio_rows() -> list[dict[str, object]]:
             manager = state.sessions
-            return [] if manager is None else [s.audio.stats() for s in list(manager.sessions.values())]
+            if manager is None:
+                return []
+            return [{**s.audio.stats(), "session": s.id} for s in list(manager.sessions.values())]
 
         audio = AudioSection(audio_rows)  # the relay's totals: /api/stats "audio", livefuse_audio_* families
 

@@ -110,9 +110,9 @@ def test_autoscaling_metrics_exist() -> None:
     from gateway.monitoring.prometheus import make_registry, render
 
     text = render(make_registry(Monitor(MonitorConfig(nvml=False)).snapshot)).decode()
-    assert re.search(r"^livefuse_utilisation ", text, re.M), text[:500]
+    assert re.search(r"^livefuse_utilization_ratio ", text, re.M), text[:500]
     series = {r["seriesQuery"].split("{")[0] for r in adapter["rules"]}
-    assert series == {"livefuse_utilisation", "nv_inference_queue_duration_us"}
+    assert series == {"livefuse_utilization_ratio", "nv_inference_queue_duration_us"}
 
 
 def test_dashboard_configmap_matches_the_dashboard() -> None:
