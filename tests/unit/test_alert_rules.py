@@ -1,4 +1,4 @@
-"""deploy/prometheus/livefuse-alerts.yaml: promtool accepts the rules, its rule tests show each alert firing
+"""deploy/k8s/alerts/livefuse-alerts.yaml: promtool accepts the rules, its rule tests show each alert firing
 on the series that should raise it (and not on a healthy gateway), and the rules read exported metrics."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES = ROOT / "deploy" / "prometheus" / "livefuse-alerts.yaml"
+RULES = ROOT / "deploy" / "k8s" / "alerts" / "livefuse-alerts.yaml"
 # exported by the egress client (a session's push to a downstream WHIP endpoint), not the monitor's snapshot
 FROM_EGRESS = {"livefuse_egress_failures_total"}
 
