@@ -31,11 +31,13 @@ RUN python3 -m venv /opt/venv \
         "cuda-python==${CUDA_PYTHON_VERSION}" \
  && /opt/venv/bin/pip uninstall -y onnxruntime \
  && /opt/venv/bin/pip install --force-reinstall --no-deps "onnxruntime-gpu==${ORT_GPU_VERSION}"
-# provisioning needs the converter (the provision extra) only here, in a venv that is not copied on
+# provisioning needs the converter (the provision extra) only here, in a venv that is not copied on;
+# the serving copies (batch-dynamic rewrites) are made here too, so the model directory may be read-only
 RUN python3 -m venv /opt/provision \
  && /opt/provision/bin/pip install ".[provision]" \
  && LIVEFUSE_MODEL_DIR=/opt/livefuse/models /opt/provision/bin/python -m engines.models provision \
- && LIVEFUSE_MEDIA_DIR=/opt/livefuse/media /opt/provision/bin/python -m loadgen.media provision
+ && LIVEFUSE_MEDIA_DIR=/opt/livefuse/media /opt/provision/bin/python -m loadgen.media provision \
+ && LIVEFUSE_MODEL_DIR=/opt/livefuse/models /opt/venv/bin/python -m engines.models prepare
 
 # ---- runtime
 FROM ${CUDA_BASE}
