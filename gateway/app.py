@@ -232,6 +232,7 @@ def create_app(
     sources.add_routes(app)
     sessions.add_routes(app)
     app.router.add_get("/demo", _demo)
+    app.router.add_get("/watch", _watch)
     if monitor is None or hasattr(the_monitor, "snapshot_dict"):
         from gateway.monitoring.audio_section import AudioSection
         from gateway.monitoring.routes import (
@@ -308,3 +309,8 @@ async def wait_started(app: web.Application, timeout_s: float | None = None) -> 
 
 async def _demo(request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC_DIR / "demo.html")
+
+
+async def _watch(request: web.Request) -> web.FileResponse:
+    """The WHEP player page: /watch?session=ID&token=VIEWER_TOKEN."""
+    return web.FileResponse(STATIC_DIR / "watch.html")
