@@ -1,6 +1,6 @@
 """Decoding an uploaded image in a child process, not in a thread of the gateway (issue 13, item 9).
 
-Why, measured (docs/BENCHMARKS.md, "A live session must not feel an attack"): a valid image without a face
+Why, measured (docs/BENCHMARKS.md, "Requests under attack"): a valid image without a face
 (the fuzzer's 1-3000 px PNGs) cost the gateway ~45 ms of CPU, and 100 such requests/s raised the live
 session's p95 by 77 % although the work already ran on a nice-10 worker thread. Decoding and shrinking a
 3000x3000 picture with OpenCV fans out over OpenCV's own thread pool, whose threads run at normal priority

@@ -10,9 +10,9 @@ Content-Type, body size, SDP offer and trickle syntax, image headers and pixel l
 forwarded over a private Unix socket to the media process, which still runs every check itself (it does not
 trust the front's) and answers; the answer is streamed back (the dashboard's SSE too).
 
-Measured (docs/BENCHMARKS.md, eleventh round): under a served flood the media process does half the work it
-did, and the front costs as much again; on 2 cores shared with the attacker the live session's p95 did not
-change (the threads that carry it wait for a CPU as long either way). What it buys there is isolation: a
+Measured (docs/BENCHMARKS.md, "Requests under attack"): under a served flood the media process does half the
+work it did, and the front costs as much again; on 2 cores shared with the attacker the live session's p95 did
+not change (the threads that carry it wait for a CPU as long either way). What it buys there is isolation: a
 crash or a blow-up in request handling restarts the front, not every broadcast.
 
 - `config`: what the front needs from the gateway's config (picklable, sent to the child on its stdin,
