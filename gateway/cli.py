@@ -33,6 +33,7 @@ from gateway.monitoring.monitor import MonitorConfig
 from gateway.preflight import PreflightError, check_processing
 from gateway.process_setup import setup_process
 from gateway.rtc.dscp import parse_dscp
+from gateway.rtc.host_ports import parse_port_range
 from gateway.rtc.ice import LOOPBACK, IceConfig, TurnServer
 from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
@@ -99,6 +100,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help="gather ICE candidates on 127.0.0.1 only (tests, local load generation)",
+    )
+    a(
+        "--ice-udp-ports",
+        metavar="FIRST-LAST",
+        help="bind the media's UDP sockets within this port range, e.g. 40000-40999, to open in a firewall "
+        "(default: any free port)",
+    )
+    a(
+        "--ice-public-address",
+        metavar="IP",
+        help="advertise host candidates at this address instead of the machine's own: the public side of a "
+        "1:1 NAT, or a node's external address for hostNetwork pods (default: the interface addresses)",
     )
     a(
         "--media-dscp",
@@ -553,6 +566,8 @@ def build_config(
         turn=tuple(turns),
         host_addresses=LOOPBACK if get("ice_loopback_only") else (),
         dscp=None if get("media_dscp") is None else parse_dscp(str(get("media_dscp"))),
+        udp_ports=parse_port_range(str(get("ice_udp_ports"))) if get("ice_udp_ports") else None,
+        public_address=str(get("ice_public_address")) if get("ice_public_address") else None,
     )
     event_log = get("event_log", DEFAULT_EVENT_LOG)
     monitor = MonitorConfig(

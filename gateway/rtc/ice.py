@@ -17,6 +17,7 @@ raises `RuntimeError` instead of silently gathering on every interface.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
 
 from gateway.rtc.dscp import mark_socket
+from gateway.rtc.host_ports import PortRange, gather_host_candidates
 from gateway.rtc.receive import apply_low_latency_receive
 
 LOOPBACK: tuple[str, ...] = ("127.0.0.1",)
@@ -49,6 +51,17 @@ class IceConfig:
     turn: tuple[TurnServer, ...] = ()
     host_addresses: tuple[str, ...] = ()
     dscp: int | None = None  # DSCP code point on every media socket (gateway.rtc.dscp); None = unmarked
+    udp_ports: PortRange | None = None  # host candidates bound within this range (gateway.rtc.host_ports)
+    public_address: str | None = None  # host candidates advertised at this address (a 1:1 NAT's public one)
+
+    def __post_init__(self) -> None:
+        if self.public_address is not None:
+            try:
+                ipaddress.ip_address(self.public_address)
+            except ValueError:
+                raise ValueError(
+                    f"ICE public address must be an IP address, got {self.public_address!r}"
+                ) from None
 
     @classmethod
     def loopback_only(cls) -> IceConfig:
@@ -93,18 +106,24 @@ def _mark_connection_sockets(connection: Any, dscp: int) -> None:
             mark_socket(sock, dscp)
 
 
-def _hook_connection(connection: Any, wanted: tuple[tuple[str, ...], int | None]) -> None:
+Wanted = tuple[tuple[str, ...], int | None, PortRange | None, str | None]  # addresses, dscp, ports, announce
+
+
+def _hook_connection(connection: Any, wanted: Wanted) -> None:
     if getattr(connection, _PC_MARK, None) == wanted:
         return
-    only, dscp = wanted
+    only, dscp, ports, announce = wanted
     original = getattr(connection, "_livefuse_original_gcc", None) or connection.get_component_candidates
 
     async def get_component_candidates(
         component: int, addresses: list[str] | None = None, timeout: int = 5
     ) -> Any:
-        candidates = await original(
-            component=component, addresses=list(only or addresses or []), timeout=timeout
-        )
+        chosen = list(only or addresses or [])
+        if ports is None and announce is None:
+            candidates = await original(component=component, addresses=chosen, timeout=timeout)
+        else:  # our own host candidates; aioice adds TURN's (no addresses: no host candidates of its own)
+            candidates = await gather_host_candidates(connection, component, chosen, ports, announce, timeout)
+            candidates += await original(component=component, addresses=[], timeout=timeout)
         if dscp is not None:
             _mark_connection_sockets(connection, dscp)
         return candidates
@@ -114,17 +133,22 @@ def _hook_connection(connection: Any, wanted: tuple[tuple[str, ...], int | None]
     setattr(connection, _PC_MARK, wanted)
 
 
-def _hook_dtls(dtls_transport: Any, wanted: tuple[tuple[str, ...], int | None]) -> None:
+def _hook_dtls(dtls_transport: Any, wanted: Wanted) -> None:
     connection = dtls_transport.transport.iceGatherer._connection
     _hook_connection(connection, wanted)
 
 
 def configure_gathering(
-    pc: RTCPeerConnection, addresses: Sequence[str] = (), dscp: int | None = None
+    pc: RTCPeerConnection,
+    addresses: Sequence[str] = (),
+    dscp: int | None = None,
+    ports: PortRange | None = None,
+    announce: str | None = None,
 ) -> None:
-    """Gather host candidates of `pc` on exactly `addresses` (empty: aioice's own choice) and mark every
-    gathered socket with `dscp` (None: unmarked). Before `setLocalDescription`. Idempotent."""
-    wanted = (tuple(addresses), dscp)
+    """Gather host candidates of `pc` on exactly `addresses` (empty: aioice's own choice), bound within
+    `ports` and advertised at `announce` (gateway.rtc.host_ports), and mark every gathered socket with `dscp`
+    (None: unmarked). Before `setLocalDescription`. Idempotent."""
+    wanted: Wanted = (tuple(addresses), dscp, ports, announce)
     if not hasattr(pc, _PC_DTLS_FACTORY):
         raise RuntimeError(
             "this aiortc version has no per-connection ICE hook; cannot restrict host addresses or mark DSCP"
@@ -156,8 +180,8 @@ def restrict_host_addresses(pc: RTCPeerConnection, addresses: Sequence[str]) -> 
 def create_peer_connection(config: IceConfig, *, low_latency_receive: bool = True) -> RTCPeerConnection:
     """A peer connection with explicit ICE servers, the configured host addresses, marker-release receive."""
     pc = RTCPeerConnection(configuration=rtc_configuration(config))
-    if config.host_addresses or config.dscp is not None:
-        configure_gathering(pc, config.host_addresses, config.dscp)
+    if config.host_addresses or config.dscp is not None or config.udp_ports or config.public_address:
+        configure_gathering(pc, config.host_addresses, config.dscp, config.udp_ports, config.public_address)
     if low_latency_receive:
         apply_low_latency_receive(pc)
     return pc
