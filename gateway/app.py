@@ -10,6 +10,7 @@ exceptions) to one-line text responses and checks the bearer token; nothing esca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -56,7 +57,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         state = request.app[STATE]
         if state.shutting_down and request.method in MUTATING_WHILE_SHUTTING_DOWN:
             raise Unavailable("gateway is shutting down", retry_after_s=30)
-        if not state.ready and request.path.startswith(NEEDS_MEDIA) and request.method != "OPTIONS":
+        starting = not state.ready and not state.shutting_down  # a drain still serves DELETE and reads
+        if starting and request.path.startswith(NEEDS_MEDIA) and request.method != "OPTIONS":
             if state.startup_error is not None:
                 raise Unavailable(f"gateway failed to start: {state.startup_error}", retry_after_s=60)
             raise Unavailable("gateway is starting (models warming up)", retry_after_s=5)
@@ -252,6 +254,7 @@ def create_app(
     sources.add_routes(app)
     sessions.add_routes(app)
     app.router.add_get("/demo", _demo)
+    app.router.add_get("/watch", _watch)
     if monitor is None or hasattr(the_monitor, "snapshot_dict"):
         from gateway.monitoring.audio_section import AudioSection
         from gateway.monitoring.routes import (
@@ -267,7 +270,9 @@ def create_app(
 
         def audio_rows() -> list[dict[str, object]]:
             manager = state.sessions
-            return [] if manager is None else [s.audio.stats() for s in list(manager.sessions.values())]
+            if manager is None:
+                return []
+            return [{**s.audio.stats(), "session": s.id} for s in list(manager.sessions.values())]
 
         audio = AudioSection(audio_rows)  # the relay's totals: /api/stats "audio", livefuse_audio_* families
 
@@ -283,12 +288,35 @@ def create_app(
     return app
 
 
-async def begin_shutdown(app: web.Application) -> None:
-    """Refuse new sessions (503, /readyz 503) and close every peer connection. Idempotent; the HTTP server
-    keeps answering, so a caller may hold the listener open for a drain period before cleanup."""
+def refuse_new_sessions(app: web.Application) -> None:
+    """From now on new sessions get 503 and /readyz 503; live ones carry on."""
     state = app[STATE]
     state.shutting_down = True
     state.ready = False
+
+
+async def drain_sessions(app: web.Application, grace_s: float, hurry: asyncio.Event) -> int:
+    """Refuse new sessions and wait until no session is open, `grace_s` passes or `hurry` is set; returns
+    the sessions still open (begin_shutdown then closes them)."""
+    refuse_new_sessions(app)
+    state = app[STATE]
+
+    def open_sessions() -> int:
+        return 0 if state.sessions is None else len(state.sessions.sessions)
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + grace_s
+    while open_sessions() and not hurry.is_set() and loop.time() < end:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(hurry.wait(), min(0.25, max(0.0, end - loop.time())))
+    return open_sessions()
+
+
+async def begin_shutdown(app: web.Application) -> None:
+    """Refuse new sessions (503, /readyz 503) and close every peer connection. Idempotent; the HTTP server
+    keeps answering, so a caller may hold the listener open for a drain period before cleanup."""
+    refuse_new_sessions(app)
+    state = app[STATE]
     if state.sessions is not None:
         await state.sessions.close()
 
@@ -303,3 +331,8 @@ async def wait_started(app: web.Application, timeout_s: float | None = None) -> 
 
 async def _demo(request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC_DIR / "demo.html")
+
+
+async def _watch(request: web.Request) -> web.FileResponse:
+    """The WHEP player page: /watch?session=ID&token=VIEWER_TOKEN."""
+    return web.FileResponse(STATIC_DIR / "watch.html")

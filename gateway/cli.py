@@ -1,7 +1,7 @@
-"""`gateway` console script: flags (and an optional TOML file) -> GatewayConfig -> run the app.
+"""`gateway` console script: flags, a TOML file and LIVEFUSE_* variables -> GatewayConfig -> run the app.
 
-Precedence: built-in defaults < --config FILE.toml < command-line flags. Only this module reads files, the
-environment or decides exit codes; uvloop is installed here when available.
+Precedence: built-in defaults < --config FILE.toml < LIVEFUSE_<KEY> environment variables < flags. Only this
+module reads files, the environment or decides exit codes; uvloop is installed here when available.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import tomllib
 from collections.abc import Sequence
 from dataclasses import replace
@@ -26,6 +27,7 @@ from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, defau
 from gateway.control.capacity import usable_cores
 from gateway.control.degradation import DegradationConfig
 from gateway.http.rate_limit import RateLimitConfig
+from gateway.http.tls import TlsConfig, make_self_signed, server_context
 from gateway.media.late import LatePolicy
 from gateway.monitoring.monitor import MonitorConfig
 from gateway.preflight import PreflightError, check_processing
@@ -34,7 +36,9 @@ from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
 from gateway.tenants import load_tenants
 from gateway.webrtc.interop.dscp import parse_dscp
+from gateway.webrtc.interop.host_ports import parse_port_range
 from gateway.webrtc.interop.ice import LOOPBACK, IceConfig, TurnServer
+from gateway.webrtc.version_check import UncheckedVersion, check_aiortc, installed_version
 
 
 class UsageError(ValueError):
@@ -42,6 +46,17 @@ class UsageError(ValueError):
 
 
 DEFAULT_EVENT_LOG = Path.home() / ".local" / "state" / "livefuse" / "events.jsonl"
+
+
+ENV_PREFIX = "LIVEFUSE_"
+# LIVEFUSE_* variables that belong to other tools (the load generator's media cache), not to a gateway flag
+OTHER_ENV = frozenset({"LIVEFUSE_MEDIA_DIR"})
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+def version_line() -> str:
+    v = installed_version
+    return f"gateway (livefuse) {v('livefuse')}; aiortc {v('aiortc')}, av {v('av')}"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,54 +67,77 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="gateway", description="livefuse real-time face-swap gateway (WHIP/WHEP).")
+    """The flags, in the groups `gateway --help` shows. Every flag is also a TOML key (dashes or underscores)
+    and a LIVEFUSE_<KEY> environment variable (config_sources)."""
+    p = _Parser(
+        prog="gateway",
+        description="livefuse real-time face-swap gateway (WHIP/WHEP).",
+        epilog="Every flag is also a key of the --config TOML file (deploy/gateway.example.toml lists them "
+        "all) and an environment variable LIVEFUSE_<KEY> (LIVEFUSE_MAX_SESSIONS=8; true/false for switches). "
+        "Precedence: defaults < file < environment < flags.",
+    )
+    p.add_argument("--version", action="version", version=version_line())
     a = p.add_argument
-    a("--config", type=Path, help="TOML file with the same keys as the flags (flags override it)")
+    a(
+        "--config",
+        type=Path,
+        help="TOML file with the same keys as the flags (LIVEFUSE_* and flags override it); "
+        "default $LIVEFUSE_CONFIG",
+    )
+    g = p.add_argument_group("network", "where the gateway listens and how media reaches it")
+    a = g.add_argument
     a("--host", help="address to listen on (default 127.0.0.1)")
     a("--port", type=int, help="HTTP port (default 8080)")
     a(
-        "--engine",
-        choices=["onnxruntime", "tensorrt", "triton"],
-        help="inference backend (default onnxruntime; triton = a Triton Inference Server at --triton-url)",
+        "--public-url",
+        help="this replica's own reachable base URL (e.g. https://gw-3.media.example): "
+        "WHIP/WHEP Location headers become absolute so PATCH/DELETE reach this replica behind a balancer",
     )
-    a("--triton-url", help="--engine triton: gRPC endpoint HOST:PORT (default 127.0.0.1:8001)")
-    a("--triton-model-prefix", help="--engine triton: prefix of the repository's model names (default none)")
+    a("--stun", action="append", help="STUN server URL advertised and used (repeatable)")
+    a("--turn", action="append", help="TURN server as url[,username,credential] (repeatable)")
     a(
-        "--triton-shm",
+        "--ice-loopback-only",
         action="store_true",
         default=None,
-        help="--engine triton: pass tensors through system shared memory (server on the same host only)",
+        help="gather ICE candidates on 127.0.0.1 only (tests, local load generation)",
     )
-    a("--triton-timeout-s", type=float, help="--engine triton: per-request deadline (default 10)")
     a(
-        "--triton-connect-timeout-s",
-        type=float,
-        help="--engine triton: at start-up, wait this long for the server and its models (default 60)",
+        "--ice-udp-ports",
+        metavar="FIRST-LAST",
+        help="bind the media's UDP sockets within this port range, e.g. 40000-40999, to open in a firewall "
+        "(default: any free port)",
     )
-    a("--providers", help="comma list of ONNX Runtime providers: cpu,cuda,tensorrt (default cpu)")
+    a(
+        "--ice-public-address",
+        metavar="IP",
+        help="advertise host candidates at this address instead of the machine's own: the public side of a "
+        "1:1 NAT, or a node's external address for hostNetwork pods (default: the interface addresses)",
+    )
+    a(
+        "--media-dscp",
+        help="DSCP mark on every media packet the gateway sends: a name (af41 for video per "
+        "RFC 8837, ef, cs1, ...) or 0-63 (default: unmarked)",
+    )
+    a(
+        "--no-front-process",
+        action="store_true",
+        default=None,
+        help="serve HTTP from the media process itself instead of a front process that refuses bad "
+        "requests and forwards the rest over a private Unix socket (gateway.front)",
+    )
+    a("--front-nice", type=int, help="the front process's priority below the media process's (default 5)")
+    a(
+        "--front-cpus",
+        help="CPUs the front process runs on, e.g. 3 or 2-3 (default: any the gateway may use); with the "
+        "gateway itself started under `taskset -c` on the others, request floods stay off the media's cores",
+    )
+    g = p.add_argument_group("media", "what a session does to its video and audio")
+    a = g.add_argument
     a(
         "--processors",
         help="default processors: face_swapper[,face_enhancer] or none (pass-through); "
         "a WHIP ?processors= overrides",
     )
-    a("--device-id", type=int, help="GPU index for cuda/tensorrt (default 0)")
-    a("--fp16", action="store_true", default=None, help="FP16 engines (ORT TensorRT provider; fp16 plans)")
-    a(
-        "--trt-cache-dir",
-        type=Path,
-        help="--engine tensorrt: directory of plans built by scripts/build_engines.py; "
-        "--providers tensorrt: ORT's engine + timing cache",
-    )
-    a(
-        "--intra-op-threads",
-        type=int,
-        help="ONNX Runtime threads per engine call (default: 1 on the CPU "
-        "with several workers, else all cores)",
-    )
-    a("--contexts", type=int, help="--engine tensorrt: execution contexts (CUDA streams), default 2")
-    a("--swapper", help="swapper model: mesh_warp | inswapper_128")
-    a("--enhancer", help="enhancer model: detail | gfpgan_1.4")
-    a("--detector-size", type=int, help="face detector letterbox size, multiple of 32 (default 320)")
     a(
         "--mask-regions",
         help="target regions kept from the frame, not swapped, comma-separated: mouth, eyes (the eye "
@@ -117,38 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--mask-padding",
         help="inswapper/GFPGAN paste mask padding in %%: top,right,bottom,left (default 0,0,0,0)",
     )
-    a("--max-batch", type=int, help="largest cross-session batch (default 8)")
-    a("--max-queue-delay-ms", type=float, help="longest a frame waits for batch partners (default 4)")
-    a(
-        "--batch-wait",
-        choices=("cost", "window"),
-        help="when to wait for batch partners: 'cost' = only for partners predicted to arrive, and only when "
-        "the measured batch costs say it pays (default); 'window' = whenever another session is active",
-    )
-    a("--budget-ms", type=float, help="per-frame latency budget; later frames are dropped (default 150)")
-    a(
-        "--interval-deadline-batches",
-        type=float,
-        help="also drop a frame that cannot be processed before its session's next frame is due, or within "
-        "this many single-frame batch times if longer (default 3; 0 = the budget alone)",
-    )
-    a(
-        "--workers",
-        type=int,
-        help="batches run concurrently (default: one per core with 1 ORT thread each on the CPU, 2 on a GPU)",
-    )
-    a("--max-sessions", type=int, help="concurrent publishers; more get 503 + Retry-After (default 16)")
-    a(
-        "--max-pending",
-        type=int,
-        help="sessions answered but not yet connected (also counted in --max-sessions); when full, the "
-        "oldest one past --pending-grace-s is evicted for a new offer, else 503 (default 4)",
-    )
-    a(
-        "--pending-grace-s",
-        type=float,
-        help="seconds a pending session may take to connect before eviction (default 5)",
-    )
+    a("--default-source", type=Path, help="source face image used when WHIP gives no ?source=")
     a(
         "--late-policy",
         choices=[p.value for p in LatePolicy],
@@ -168,60 +175,6 @@ def build_parser() -> argparse.ArgumentParser:
         "(default auto: by the picture's size, as libwebrtc does: 1700 up to 640x480, 2000 up to 960x540, "
         "2500 above, and never under 1000)",
     )
-    a("--token", help="bearer token required on every mutating endpoint")
-    a("--token-file", type=Path, help="read the bearer token from this file")
-    a(
-        "--tenants-file",
-        type=Path,
-        help="TOML file of named tenants ([tenants.NAME] token=, max_sessions=, admin=); each owns the "
-        "sessions and sources it creates (combines with --token, which is one admin tenant)",
-    )
-    a(
-        "--header-timeout-s",
-        type=float,
-        help="close connections without a complete request this long "
-        "(slowloris; also the idle keep-alive time), default 10",
-    )
-    a("--body-timeout-s", type=float, help="a request body not complete this long gets 408 (default 30)")
-    a(
-        "--rate-limit",
-        type=float,
-        help="HTTP requests per second per client address, sustained; more get 429 "
-        "+ Retry-After before any other work (default 20; 0 = off; media is never limited)",
-    )
-    a(
-        "--no-front-process",
-        action="store_true",
-        default=None,
-        help="serve HTTP from the media process itself instead of a front process that refuses bad "
-        "requests and forwards the rest over a private Unix socket (gateway.front)",
-    )
-    a("--front-nice", type=int, help="the front process's priority below the media process's (default 5)")
-    a(
-        "--front-cpus",
-        help="CPUs the front process runs on, e.g. 3 or 2-3 (default: any the gateway may use); with the "
-        "gateway itself started under `taskset -c` on the others, request floods stay off the media's cores",
-    )
-    a("--rate-burst", type=int, help="HTTP requests a client address may send at once (default 60)")
-    a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
-    a("--max-source-pixels", type=int, help="source uploads declaring more pixels get 413 (default 40e6)")
-    a("--max-sources", type=int, help="uploaded sources kept; least recently used go first (default 64)")
-    a("--source-ttl-s", type=float, help="forget a source this long after its last use; 0 = never (3600)")
-    a("--default-source", type=Path, help="source face image used when WHIP gives no ?source=")
-    a("--stun", action="append", help="STUN server URL advertised and used (repeatable)")
-    a("--turn", action="append", help="TURN server as url[,username,credential] (repeatable)")
-    a(
-        "--ice-loopback-only",
-        action="store_true",
-        default=None,
-        help="gather ICE candidates on 127.0.0.1 only (tests, local load generation)",
-    )
-    a(
-        "--media-dscp",
-        help="DSCP mark on every media packet the gateway sends: a name (af41 for video per "
-        "RFC 8837, ef, cs1, ...) or 0-63 (default: unmarked)",
-    )
-    a("--reap-after-s", type=float, help="close sessions silent/disconnected this long (default 10)")
     a(
         "--no-uplink-loss-cap",
         action="store_true",
@@ -249,18 +202,142 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="answer every audio m-line inactive instead of relaying the publisher's Opus to WHEP viewers",
     )
+    g = p.add_argument_group("models", "which models run, and on what")
+    a = g.add_argument
     a("--model-dir", type=Path, help="model directory (default ~/.cache/livefuse/models)")
+    a("--swapper", help="swapper model: mesh_warp | inswapper_128")
+    a("--enhancer", help="enhancer model: detail | gfpgan_1.4")
+    a("--detector-size", type=int, help="face detector letterbox size, multiple of 32 (default 320)")
+    a(
+        "--engine",
+        choices=["onnxruntime", "tensorrt", "triton"],
+        help="inference backend (default onnxruntime; triton = a Triton Inference Server at --triton-url)",
+    )
+    a("--providers", help="comma list of ONNX Runtime providers: cpu,cuda,tensorrt (default cpu)")
+    a("--device-id", type=int, help="GPU index for cuda/tensorrt (default 0)")
+    a("--fp16", action="store_true", default=None, help="FP16 engines (ORT TensorRT provider; fp16 plans)")
+    a(
+        "--trt-cache-dir",
+        type=Path,
+        help="--engine tensorrt: directory of plans built by scripts/build_engines.py; "
+        "--providers tensorrt: ORT's engine + timing cache",
+    )
+    a(
+        "--intra-op-threads",
+        type=int,
+        help="ONNX Runtime threads per engine call (default: 1 on the CPU "
+        "with several workers, else all cores)",
+    )
+    a("--contexts", type=int, help="--engine tensorrt: execution contexts (CUDA streams), default 2")
+    a("--triton-url", help="--engine triton: gRPC endpoint HOST:PORT (default 127.0.0.1:8001)")
+    a("--triton-model-prefix", help="--engine triton: prefix of the repository's model names (default none)")
+    a(
+        "--triton-shm",
+        action="store_true",
+        default=None,
+        help="--engine triton: pass tensors through system shared memory (server on the same host only)",
+    )
+    a("--triton-timeout-s", type=float, help="--engine triton: per-request deadline (default 10)")
+    a(
+        "--triton-connect-timeout-s",
+        type=float,
+        help="--engine triton: at start-up, wait this long for the server and its models (default 60)",
+    )
+    g = p.add_argument_group("limits", "how much the gateway takes on, and how long it waits")
+    a = g.add_argument
+    a("--max-sessions", type=int, help="concurrent publishers; more get 503 + Retry-After (default 16)")
+    a(
+        "--max-pending",
+        type=int,
+        help="sessions answered but not yet connected (also counted in --max-sessions); when full, the "
+        "oldest one past --pending-grace-s is evicted for a new offer, else 503 (default 4)",
+    )
+    a(
+        "--pending-grace-s",
+        type=float,
+        help="seconds a pending session may take to connect before eviction (default 5)",
+    )
+    a("--reap-after-s", type=float, help="close sessions silent/disconnected this long (default 10)")
+    a("--budget-ms", type=float, help="per-frame latency budget; later frames are dropped (default 150)")
+    a(
+        "--interval-deadline-batches",
+        type=float,
+        help="also drop a frame that cannot be processed before its session's next frame is due, or within "
+        "this many single-frame batch times if longer (default 3; 0 = the budget alone)",
+    )
+    a("--max-batch", type=int, help="largest cross-session batch (default 8)")
+    a("--max-queue-delay-ms", type=float, help="longest a frame waits for batch partners (default 4)")
+    a(
+        "--batch-wait",
+        choices=("cost", "window"),
+        help="when to wait for batch partners: 'cost' = only for partners predicted to arrive, and only when "
+        "the measured batch costs say it pays (default); 'window' = whenever another session is active",
+    )
+    a(
+        "--workers",
+        type=int,
+        help="batches run concurrently (default: one per core with 1 ORT thread each on the CPU, 2 on a GPU)",
+    )
+    a(
+        "--rate-limit",
+        type=float,
+        help="HTTP requests per second per client address, sustained; more get 429 "
+        "+ Retry-After before any other work (default 20; 0 = off; media is never limited)",
+    )
+    a("--rate-burst", type=int, help="HTTP requests a client address may send at once (default 60)")
+    a(
+        "--header-timeout-s",
+        type=float,
+        help="close connections without a complete request this long "
+        "(slowloris; also the idle keep-alive time), default 10",
+    )
+    a("--body-timeout-s", type=float, help="a request body not complete this long gets 408 (default 30)")
+    a("--max-source-pixels", type=int, help="source uploads declaring more pixels get 413 (default 40e6)")
+    a("--max-sources", type=int, help="uploaded sources kept; least recently used go first (default 64)")
+    a("--source-ttl-s", type=float, help="forget a source this long after its last use; 0 = never (3600)")
+    a(
+        "--drain-grace-s",
+        type=float,
+        help="on SIGTERM/SIGINT: refuse new sessions, then wait up to this long for live ones to end before "
+        "closing them (default 0: close at once)",
+    )
     a(
         "--shutdown-grace-s",
         type=float,
         help="on SIGTERM/SIGINT: close every peer, then keep answering 503 this long before exiting "
         "(default 0; a second signal cuts it short)",
     )
+    g = p.add_argument_group("security", "who may do what, and over what")
+    a = g.add_argument
+    a("--token", help="bearer token required on every mutating endpoint")
+    a("--token-file", type=Path, help="read the bearer token from this file")
     a(
-        "--public-url",
-        help="this replica's own reachable base URL (e.g. https://gw-3.media.example): "
-        "WHIP/WHEP Location headers become absolute so PATCH/DELETE reach this replica behind a balancer",
+        "--tenants-file",
+        type=Path,
+        help="TOML file of named tenants ([tenants.NAME] token=, max_sessions=, admin=); each owns the "
+        "sessions and sources it creates (combines with --token, which is one admin tenant)",
     )
+    a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
+    a(
+        "--tls-cert",
+        type=Path,
+        help="PEM certificate (chain): serve HTTPS, so WHIP, WHEP and /demo work from other machines",
+    )
+    a("--tls-key", type=Path, help="PEM private key of --tls-cert")
+    a(
+        "--self-signed",
+        action="store_true",
+        default=None,
+        help="DEVELOPMENT ONLY: serve HTTPS with a throw-away self-signed certificate made at start-up "
+        "(browsers warn; clients cannot verify it)",
+    )
+    a(
+        "--trusted-proxies",
+        help="comma list of proxy addresses or networks (10.0.0.0/8) whose X-Forwarded-For names the client "
+        "for the rate limit; from any other peer the header is ignored (default none)",
+    )
+    g = p.add_argument_group("monitoring", "what the gateway records and reports")
+    a = g.add_argument
     a("--log-level", help="DEBUG | INFO | WARNING | ERROR (default INFO)")
     a(
         "--event-log",
@@ -277,6 +354,47 @@ def build_parser() -> argparse.ArgumentParser:
         help="never step the pipeline down (enhancer off, detect every 2nd frame, ...) under overload",
     )
     return p
+
+
+def env_values(parser: argparse.ArgumentParser, environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
+    """LIVEFUSE_<KEY> variables as flag values: LIVEFUSE_MAX_SESSIONS=8, LIVEFUSE_NO_AUDIO=true,
+    LIVEFUSE_STUN="stun:a:3478 stun:b:3478" (repeatable flags: space-separated). An unknown LIVEFUSE_*
+    name is an error (a typo would otherwise be ignored)."""
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "version")}
+    values: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX) or name in OTHER_ENV:
+            continue
+        key = name[len(ENV_PREFIX) :].lower()
+        action = actions.get(key)
+        if action is None:
+            raise UsageError(f"unknown environment variable {name} (see gateway --help)")
+        try:
+            if action.nargs == 0:  # a switch
+                if raw.strip().lower() not in _TRUE + _FALSE:
+                    raise ValueError(f"true or false, got {raw!r}")
+                values[key] = raw.strip().lower() in _TRUE
+            elif type(action).__name__ == "_AppendAction":
+                values[key] = raw.split()
+            else:
+                value = action.type(raw) if callable(action.type) else raw
+                if action.choices is not None and value not in action.choices:
+                    raise ValueError(f"one of {', '.join(map(str, action.choices))}, got {raw!r}")
+                values[key] = value
+        except ValueError as exc:
+            raise UsageError(f"{name}: {str(exc) or 'bad value'}") from None
+    return values
+
+
+def _tls(get: Any) -> TlsConfig | None:
+    cert, key = get("tls_cert"), get("tls_key")
+    if get("self_signed"):
+        if cert or key:
+            raise ValueError("--self-signed makes its own certificate: give it without --tls-cert/--tls-key")
+        return None  # made in main(), once the config is known to be good
+    if bool(cert) != bool(key):
+        raise ValueError("--tls-cert and --tls-key go together")
+    return TlsConfig(cert=Path(str(cert)), key=Path(str(key))) if cert else None
 
 
 def _cores() -> int:
@@ -353,14 +471,27 @@ def _triton_config(get: Any) -> TritonConfig:
     )
 
 
-def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = None) -> GatewayConfig:
-    """Merge TOML values (keys like the flags, dashes or underscores) under the parsed flags."""
+def merged_values(
+    args: argparse.Namespace, file_values: dict[str, Any] | None = None, env: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One value per key: flags over environment over file."""
     merged: dict[str, Any] = {k.replace("-", "_"): v for k, v in (file_values or {}).items()}
     unknown = sorted(set(merged) - set(vars(args)) - {"config"})
     if unknown:
         raise ValueError(f"unknown key(s) in config file: {', '.join(unknown)}")
+    merged.update(env or {})
     merged.update({k: v for k, v in vars(args).items() if v is not None})
-    get = merged.get
+    return merged
+
+
+def build_config(
+    args: argparse.Namespace,
+    file_values: dict[str, Any] | None = None,
+    env: dict[str, Any] | None = None,
+) -> GatewayConfig:
+    """Merge TOML values (keys like the flags, dashes or underscores), then environment values (env_values),
+    under the parsed flags."""
+    get = merged_values(args, file_values, env).get
     token = get("token")
     if token is None and get("token_file") is not None:
         token = Path(str(get("token_file"))).read_text().strip()
@@ -436,6 +567,8 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         turn=tuple(turns),
         host_addresses=LOOPBACK if get("ice_loopback_only") else (),
         dscp=None if get("media_dscp") is None else parse_dscp(str(get("media_dscp"))),
+        udp_ports=parse_port_range(str(get("ice_udp_ports"))) if get("ice_udp_ports") else None,
+        public_address=str(get("ice_public_address")) if get("ice_public_address") else None,
     )
     event_log = get("event_log", DEFAULT_EVENT_LOG)
     monitor = MonitorConfig(
@@ -461,9 +594,12 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         rate_limit=RateLimitConfig(
             rate_per_s=float(get("rate_limit", RateLimitConfig.rate_per_s)),
             burst=int(get("rate_burst", RateLimitConfig.burst)),
+            trusted_proxies=_split(get("trusted_proxies")) or (),
         ),
         log_level=str(get("log_level", "INFO")).upper(),
+        drain_grace_s=float(get("drain_grace_s", 0.0)),
         shutdown_grace_s=float(get("shutdown_grace_s", 0.0)),
+        tls=_tls(get),
         public_url=str(get("public_url")) if get("public_url") else None,
         front_process=not get("no_front_process", False),
         front_nice=int(get("front_nice", 5)),
@@ -475,11 +611,12 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
 async def serve(config: GatewayConfig) -> int:
     """Run until SIGINT/SIGTERM; returns the exit code.
 
-    On a signal: refuse new sessions and close every peer connection at once (the HTTP server keeps
-    answering 503 and /readyz 503 for `shutdown_grace_s`), then stop listening, drain workers, close models.
+    On a signal: refuse new sessions, give live ones up to `drain_grace_s` to end (a second signal cuts it
+    short), close the rest (the HTTP server keeps answering 503 and /readyz 503 for `shutdown_grace_s`),
+    then stop listening, drain workers, close models.
     A background start-up failure (a model missing, say) ends the process with code 1 and one log line.
     """
-    from gateway.app import begin_shutdown, create_app
+    from gateway.app import begin_shutdown, create_app, drain_sessions
     from gateway.http.keys import STATE
     from gateway.listening import listening, media_config
 
@@ -508,8 +645,13 @@ async def serve(config: GatewayConfig) -> int:
             log.error("start-up failed: %s", state.startup_error)
             code = 1
         else:
-            log.info("stopping: refusing new sessions, closing peers")
+            log.info("stopping: refusing new sessions")
         drain_front()
+        if config.drain_grace_s > 0 and code == 0:
+            log.info("draining: waiting up to %g s for live sessions to end", config.drain_grace_s)
+            left = await drain_sessions(app, config.drain_grace_s, hurry)
+            if left:
+                log.warning("drain grace over: closing %d live session(s)", left)
         await begin_shutdown(app)
         if config.shutdown_grace_s > 0 and code == 0:
             with contextlib.suppress(TimeoutError):
@@ -525,17 +667,34 @@ def _one_line(exc: BaseException) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit codes: 0 clean stop, 1 failure while running, 2 bad command line, config or machine."""
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        env = env_values(parser, os.environ)
+        config_file = args.config or env.pop("config", None)
         file_values: dict[str, Any] = {}
-        if args.config is not None:
-            with open(args.config, "rb") as fh:
+        if config_file is not None:
+            with open(config_file, "rb") as fh:
                 file_values = tomllib.load(fh)
-        config = build_config(args, file_values)
+        file_values.pop("config", None)
+        config = build_config(args, file_values, env)
+        check_aiortc(installed_version("aiortc"))
         check_processing(config.processing)
-    except (OSError, ValueError, TypeError, tomllib.TOMLDecodeError, PreflightError) as exc:
+        if merged_values(args, file_values, env).get("self_signed"):
+            folder = Path(tempfile.mkdtemp(prefix="livefuse-tls-"))
+            config = replace(config, tls=make_self_signed(folder, config.host))
+        if config.tls is not None:
+            server_context(config.tls)  # a bad certificate or key: one line here, not a front that dies
+    except (OSError, ValueError, TypeError, tomllib.TOMLDecodeError, PreflightError, UncheckedVersion) as exc:
         print(f"gateway: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     setup_process(config.log_level)
+    if config.tls is not None and config.tls.self_signed:
+        logging.getLogger("gateway").warning(
+            "DEVELOPMENT ONLY: HTTPS with a self-signed certificate made just now (%s); clients cannot "
+            "verify it and browsers will warn. Use --tls-cert/--tls-key or a TLS-terminating proxy in "
+            "production.",
+            config.tls.cert,
+        )
     try:
         return asyncio.run(serve(config))
     except KeyboardInterrupt:

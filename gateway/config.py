@@ -15,6 +15,7 @@ from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.background import BackgroundConfig
 from gateway.http.rate_limit import RateLimitConfig
+from gateway.http.tls import TlsConfig
 from gateway.media.audio import AudioConfig
 from gateway.media.late import LatePolicy
 from gateway.scheduler import SchedulerConfig
@@ -152,7 +153,10 @@ class GatewayConfig:
     log_level: str = "INFO"
     header_timeout_s: float = 10.0  # a connection without a complete request this long is closed
     body_timeout_s: float = 30.0  # a request body not complete this long: 408
+    # after a stop signal: new sessions refused, live ones given this long to end before they are closed
+    drain_grace_s: float = 0.0
     shutdown_grace_s: float = 0.0  # after a stop signal: peers closed, 503s answered this long, then exit
+    tls: TlsConfig | None = None  # HTTPS on the listening port (gateway.http.tls); None = plain HTTP
     public_url: str | None = None  # absolute base for WHIP/WHEP Location headers (one replica of many)
     front_process: bool = False  # HTTP in a process of its own (gateway.front); the CLI turns it on
     front_nice: int = 5  # the front process's priority below the media's (0..19)
@@ -166,8 +170,8 @@ class GatewayConfig:
             from gateway.http.urls import check_public_url
 
             object.__setattr__(self, "public_url", check_public_url(self.public_url))
-        if self.shutdown_grace_s < 0:
-            raise ValueError("shutdown_grace_s must be >= 0")
+        if self.shutdown_grace_s < 0 or self.drain_grace_s < 0:
+            raise ValueError("shutdown_grace_s and drain_grace_s must be >= 0")
         if not 0 <= self.front_nice <= 19:
             raise ValueError(f"front nice must be 0..19, got {self.front_nice}")
         if any(c < 0 for c in self.front_cpus):

@@ -23,6 +23,7 @@ from gateway.config import GatewayConfig
 from gateway.http.access_log import runner_options
 from gateway.http.keys import MONITOR
 from gateway.http.rate_limit import RateLimitConfig
+from gateway.http.tls import server_context
 
 if TYPE_CHECKING:
     from gateway.front.supervisor import FrontProcess
@@ -44,8 +45,9 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
         runner = web.AppRunner(app, handle_signals=False, **runner_options(config.header_timeout_s))
         await runner.setup()
         try:
-            await web.TCPSite(runner, config.host, config.port).start()
-            log.info("listening on http://%s:%d", config.host, config.port)
+            context = None if config.tls is None else server_context(config.tls)
+            await web.TCPSite(runner, config.host, config.port, ssl_context=context).start()
+            log.info("listening on %s://%s:%d", scheme(config), config.host, config.port)
             yield lambda: None
         finally:
             await runner.cleanup()
@@ -74,7 +76,8 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
         await front.start()
         _show(app, front)
         log.info(
-            "listening on http://%s:%d (front process %s, nice %d, CPUs %s; media process on %s)",
+            "listening on %s://%s:%d (front process %s, nice %d, CPUs %s; media process on %s)",
+            scheme(config),
             config.host,
             config.port,
             front.pid,
@@ -89,6 +92,10 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
         listener.close()
         await runner.cleanup()
         shutil.rmtree(private, ignore_errors=True)
+
+
+def scheme(config: GatewayConfig) -> str:
+    return "http" if config.tls is None else "https"
 
 
 def routes_of(app: web.Application) -> tuple[tuple[str, str], ...]:

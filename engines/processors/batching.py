@@ -67,10 +67,14 @@ def serving_model(path: Path) -> Path:
         log.warning("%s: rewrite (%s) failed its check (%s); using the original",
                     path.name, ", ".join(steps), e)
         return path
-    fd, tmp = tempfile.mkstemp(prefix=cached.name, suffix=".part", dir=path.parent)
-    with os.fdopen(fd, "wb") as f:
-        f.write(rewritten)
-    os.replace(tmp, cached)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=cached.name, suffix=".part", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(rewritten)
+        os.replace(tmp, cached)
+    except OSError as e:  # a read-only model directory (a mounted volume, a read-only root file system)
+        log.warning("%s: cannot keep the rewritten copy beside it (%s); using the original", path.name, e)
+        return path
     log.info("%s: serving copy %s (%s)", path.name, cached.name, ", ".join(steps))
     _remove_stale_copies(path, keep=cached)
     return cached

@@ -29,6 +29,7 @@ from aiohttp import web
 from gateway.front.app import DRAINING, REJECTS, create_front_app
 from gateway.front.config import DRAIN_SIGNAL, PRIVATE_DIR_PREFIX, FrontConfig
 from gateway.http.access_log import runner_options
+from gateway.http.tls import server_context
 from gateway.process_setup import setup_process
 
 PR_SET_PDEATHSIG = 1
@@ -54,7 +55,8 @@ async def run(config: FrontConfig, listen_fd: int, media_socket: str, parent: in
     loop.add_signal_handler(DRAIN_SIGNAL, app[DRAINING].append, True)
     try:
         sock = socket.socket(fileno=listen_fd)
-        site = web.SockSite(runner, sock)
+        context = None if config.tls is None else server_context(config.tls)
+        site = web.SockSite(runner, sock, ssl_context=context)
         await site.start()
         print("ready", flush=True)
         rejects = app[REJECTS]

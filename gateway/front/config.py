@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gateway.auth import AuthConfig
 from gateway.http.rate_limit import RateLimitConfig
+from gateway.http.tls import TlsConfig
 
 if TYPE_CHECKING:
     from gateway.config import GatewayConfig
@@ -31,6 +32,7 @@ class FrontConfig:
     nice: int = 5
     cpus: tuple[int, ...] = ()  # the CPUs it may run on; () = wherever the media process may
     report_interval_s: float = 1.0  # how often reject counts go back to the media process's monitor
+    tls: TlsConfig | None = None  # HTTPS on the public port: the front terminates it
 
     def __post_init__(self) -> None:
         if not 0 <= self.nice <= 19:
@@ -52,4 +54,5 @@ def front_config(config: GatewayConfig, routes: tuple[tuple[str, str], ...]) -> 
         log_level=config.log_level,
         nice=config.front_nice,
         cpus=config.front_cpus,
+        tls=config.tls,
     )

@@ -3,17 +3,18 @@
 The dearest requests (an image without a face, a new peer connection, a body of megabytes read and thrown
 away) are well-formed, so only how often one client may ask bounds them. Every request first takes a token
 from its address's bucket (`TokenBuckets`, pure: refill `rate_per_s`, hold at most `burst`); without one it
-gets 429 with Retry-After before auth, routing or the body. The key is the TCP peer address, never
-X-Forwarded-For; loopback is not exempt (a proxy gets its own `--rate-limit`). The table is bounded
-(`max_clients`, least recently seen first). Measurements: docs/BENCHMARKS.md.
+gets 429 with Retry-After before auth, routing or the body. The key is the TCP peer address; X-Forwarded-For
+counts only from one of the operator's `--trusted-proxies` (then the rightmost address in it that is not a
+trusted proxy is the client). The table is bounded (`max_clients`, least recently seen first).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -27,8 +28,15 @@ class RateLimitConfig:
     rate_per_s: float = 20.0  # sustained requests per second per client address; 0 = no limit
     burst: int = 60  # requests a client may send at once after being idle (a WHIP join, a page load)
     max_clients: int = 10_000  # addresses remembered; the least recently seen is forgotten first
+    # addresses or networks of reverse proxies whose X-Forwarded-For names the client; () = trust none
+    trusted_proxies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for proxy in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(f"trusted proxy must be an address or a network, got {proxy!r}") from None
         if self.rate_per_s < 0 or not math.isfinite(self.rate_per_s):
             raise ValueError(f"rate limit must be a finite number >= 0 (0 = off), got {self.rate_per_s}")
         if self.burst < 1 or self.max_clients < 1:
@@ -79,17 +87,50 @@ class TokenBuckets:
         return len(self._buckets)
 
 
-def client_key(request: web.Request) -> str:
-    """The TCP peer's address (no port: one host, one bucket)."""
-    return request.remote or "unknown"
+def client_key(request: web.Request, trusted: Sequence[IpNetwork] = ()) -> str:
+    """The client's address (no port: one host, one bucket): the TCP peer's, or, when the peer is a trusted
+    proxy, the rightmost X-Forwarded-For address that is not a trusted proxy."""
+    peer = request.remote or "unknown"
+    if not trusted or not _is_trusted(peer, trusted):
+        return peer
+    hops = [h.strip() for v in request.headers.getall("X-Forwarded-For", ()) for h in v.split(",")]
+    for hop in reversed([h for h in hops if h]):
+        if not _is_trusted(hop, trusted):
+            return hop if _is_address(hop) else peer
+    return peer
+
+
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def trusted_networks(config: RateLimitConfig) -> tuple[IpNetwork, ...]:
+    return tuple(ipaddress.ip_network(p, strict=False) for p in config.trusted_proxies)
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_trusted(address: str, trusted: Sequence[IpNetwork]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip.version == net.version and ip in net for net in trusted)
 
 
 def rate_limit_middleware(buckets: TokenBuckets, on_limited: Callable[[], None] | None = None) -> Middleware:
     """The first middleware: 429 + Retry-After (whole seconds, at least 1) when the client has no token."""
 
+    trusted = trusted_networks(buckets.config)
+
     @web.middleware
     async def rate_limit(request: web.Request, handler: Handler) -> web.StreamResponse:
-        wait_s = buckets.take(client_key(request))
+        wait_s = buckets.take(client_key(request, trusted))
         if wait_s > 0.0:
             if on_limited is not None:
                 on_limited()

@@ -37,6 +37,9 @@ class AudioTotals:
         )
 
 
+_COUNTED = ("audio_packets_in", "audio_packets_relayed", "audio_dropped", "sender_reports_stamped")
+
+
 class AudioSection:
     """`name` in /api/stats; `data()` its JSON; `collector()` its Prometheus families."""
 
@@ -52,7 +55,29 @@ class AudioSection:
         return asdict(self.totals())
 
     def collector(self) -> Collector:
-        return _AudioCollector(self.totals)
+        """Prometheus counters that keep what closed sessions counted (the JSON shows open sessions)."""
+        from gateway.monitoring.prometheus import MonotonicTotals
+
+        carried = MonotonicTotals()
+
+        def totals() -> AudioTotals:
+            rows = list(self._per_session())
+            alive = {
+                str(r.get("session", n)): {k: float(r.get(k, 0)) for k in _COUNTED}
+                for n, r in enumerate(rows)
+            }
+            ever = carried.update(alive)
+            now = AudioTotals.of(rows)
+            return AudioTotals(
+                sessions_with_audio=now.sessions_with_audio,
+                viewers_with_audio=now.viewers_with_audio,
+                packets_in=int(ever.get("audio_packets_in", 0)),
+                packets_relayed=int(ever.get("audio_packets_relayed", 0)),
+                packets_dropped=int(ever.get("audio_dropped", 0)),
+                sender_reports_stamped=int(ever.get("sender_reports_stamped", 0)),
+            )
+
+        return _AudioCollector(totals)
 
 
 class _AudioCollector(Collector):
@@ -71,7 +96,7 @@ class _AudioCollector(Collector):
             "livefuse_audio_viewers", "WHEP viewers receiving relayed audio", value=t.viewers_with_audio
         )
         packets = CounterMetricFamily(
-            "livefuse_audio_packets", "Opus packets of open sessions, by fate", labels=["fate"]
+            "livefuse_audio_packets", "Opus packets since start, by fate", labels=["fate"]
         )
         packets.add_metric(["received"], t.packets_in)
         packets.add_metric(["relayed"], t.packets_relayed)
@@ -79,6 +104,6 @@ class _AudioCollector(Collector):
         yield packets
         yield CounterMetricFamily(
             "livefuse_sender_reports_stamped",
-            "RTCP sender reports rewritten to capture time (open sessions)",
+            "RTCP sender reports rewritten to capture time since start",
             value=t.sender_reports_stamped,
         )

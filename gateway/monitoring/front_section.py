@@ -8,7 +8,7 @@ the media process; nothing here runs when there is no front process.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import psutil
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -58,7 +58,17 @@ class FrontSection:
         return asdict(self._status())
 
     def collector(self) -> Collector:
-        return _FrontCollector(self._status)
+        """The CPU counter keeps what earlier front processes used (a restart would set it back)."""
+        from gateway.monitoring.prometheus import MonotonicTotals
+
+        carried = MonotonicTotals()
+
+        def status() -> FrontStatus:
+            s = self._status()
+            alive = {s.pid: {"cpu_seconds": s.cpu_seconds}} if s.running else {}
+            return replace(s, cpu_seconds=carried.update(alive).get("cpu_seconds", 0.0))
+
+        return _FrontCollector(status)
 
 
 class _FrontCollector(Collector):

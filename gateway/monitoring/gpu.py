@@ -71,7 +71,7 @@ class GpuReading:
 
 
 def _load_pynvml() -> Any:
-    import pynvml  # nvidia-ml-py; a hard dependency, but the driver behind it may be absent
+    import pynvml  # nvidia-ml-py, in the gpu extra; without it (or a driver) there is no GPU reading
 
     return pynvml
 

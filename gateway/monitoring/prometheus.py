@@ -3,16 +3,19 @@ two gateways in one process — as in tests — never collide).
 
 A custom collector reads `Monitor.snapshot()` at scrape time instead of mirroring every frame into
 prometheus-client metric objects: the monitor already keeps cumulative histograms and counters, so the media
-path
-pays for one set of bookkeeping and /metrics, /api/stats and the dashboard can never disagree.
-Latencies are exported in seconds (Prometheus convention); the JSON keeps ms.
+path pays for one set of bookkeeping and /metrics, /api/stats and the dashboard can never disagree.
+Prometheus conventions: base units (seconds, bytes), ratios 0-1, latency as histograms (quantiles are
+histogram_quantile's job, not windowed gauges), counters that never go down (`MonotonicTotals` carries the
+counts of sessions and processes that ended), the standard process_* and python_* collectors.
+The JSON keeps ms and percent for people.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import PLATFORM_COLLECTOR, CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -24,6 +27,36 @@ from prometheus_client.registry import Collector
 from .snapshot import HistogramData, StatsSnapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class MonotonicTotals:
+    """Totals that never go down although their parts end: `update({key: {name: count}})` with the counts of
+    the parts alive now (sessions, a process by pid) returns, per name, what every part ever counted. A part
+    that is gone is retired at the last counts seen; one whose count went down restarted: retired too.
+    """
+
+    def __init__(self) -> None:
+        self._retired: dict[str, float] = {}
+        self._last: dict[object, Mapping[str, float]] = {}
+
+    def _retire(self, counts: Mapping[str, float]) -> None:
+        for name, value in counts.items():
+            self._retired[name] = self._retired.get(name, 0.0) + value
+
+    def update(self, alive: Mapping[Any, Mapping[str, float]]) -> dict[str, float]:
+        for key in list(self._last):
+            if key not in alive:
+                self._retire(self._last.pop(key))
+        for key, counts in alive.items():
+            before = self._last.get(key)
+            if before is not None and any(counts.get(n, 0.0) < v for n, v in before.items()):
+                self._retire(before)
+            self._last[key] = dict(counts)
+        totals = dict(self._retired)
+        for counts in self._last.values():
+            for name, value in counts.items():
+                totals[name] = totals.get(name, 0.0) + value
+        return totals
 
 
 def _seconds_buckets(h: HistogramData) -> list[tuple[str, float]]:
@@ -79,22 +112,18 @@ class SnapshotCollector(Collector):
         yield events
 
         yield GaugeMetricFamily("livefuse_sessions_open", "Open sessions", value=s.sessions_open)
-        fps = GaugeMetricFamily("livefuse_fps", "Frames per second, all sessions (5 s)", labels=["direction"])
-        fps.add_metric(["in"], s.fps_in)
-        fps.add_metric(["out"], s.fps_out)
-        yield fps
-        sfps = GaugeMetricFamily(
-            "livefuse_session_fps",
-            "Frames per second per open session (5 s)",
+        session_frames = CounterMetricFamily(
+            "livefuse_session_frames",
+            "Per open session: frames received from the publisher (in) and sent back processed (out)",
             labels=["session", "direction"],
         )
         for x in s.sessions:
             if x.open:
-                sfps.add_metric([x.session_id, "in"], x.fps_in)
-                sfps.add_metric([x.session_id, "out"], x.fps_out)
-        yield sfps
+                session_frames.add_metric([x.session_id, "in"], x.frames_in)
+                session_frames.add_metric([x.session_id, "out"], x.frames_out)
+        yield session_frames
         send = GaugeMetricFamily(
-            "livefuse_session_send_bitrate_bps",
+            "livefuse_session_send_bits_per_second",
             "Per open session: the processed stream's encoder target (gateway.webrtc.congestion.bitrate)",
             labels=["session"],
         )
@@ -110,32 +139,30 @@ class SnapshotCollector(Collector):
                     queue.add_metric([x.session_id], x.link.queue_s)
         yield send
         yield queue
-        p = GaugeMetricFamily(
-            "livefuse_server_latency_window_seconds",
-            "Server time percentiles over the window",
-            labels=["quantile"],
+        yield CounterMetricFamily(
+            "livefuse_batches",
+            "Batches run by the cross-session scheduler",
+            value=s.scheduler.get("batches_run", 0),
         )
-        for q, v in (("0.5", s.server_ms.p50), ("0.95", s.server_ms.p95), ("0.99", s.server_ms.p99)):
-            p.add_metric([q], v / 1000.0)
-        yield p
-        batch = GaugeMetricFamily(
-            "livefuse_batch_size", "Mean batch size per stage (window)", labels=["stage"]
+        yield CounterMetricFamily(
+            "livefuse_batched_frames",
+            "Frames in those batches (mean batch size = rate of this / rate of livefuse_batches_total)",
+            value=s.scheduler.get("batched_items", 0),
         )
-        for name, b in sorted(s.batch.items()):
-            batch.add_metric([name], b.mean)
-        yield batch
 
         sysm = s.system
         if sysm is not None:
-            yield GaugeMetricFamily("livefuse_cpu_percent", "Machine CPU utilisation", value=sysm.cpu_percent)
-            core = GaugeMetricFamily("livefuse_cpu_core_percent", "CPU utilisation per core", labels=["core"])
-            for i, v in enumerate(sysm.cpu_per_core):
-                core.add_metric([str(i)], v)
-            yield core
             yield GaugeMetricFamily(
-                "livefuse_process_cpu_percent", "This process, 100 = one core", value=sysm.process_cpu_percent
+                "livefuse_cpu_usage_ratio",
+                "Machine CPU in use, 0-1 of all cores",
+                value=sysm.cpu_percent / 100,
             )
-            yield GaugeMetricFamily("livefuse_process_rss_bytes", "Resident memory", value=sysm.rss_bytes)
+            core = GaugeMetricFamily(
+                "livefuse_cpu_core_usage_ratio", "CPU in use per core, 0-1", labels=["core"]
+            )
+            for i, v in enumerate(sysm.cpu_per_core):
+                core.add_metric([str(i)], v / 100)
+            yield core
             yield GaugeMetricFamily("livefuse_process_threads", "Threads in this process", value=sysm.threads)
             yield GaugeMetricFamily(
                 "livefuse_memory_used_bytes", "System memory in use", value=sysm.mem_used_bytes
@@ -143,34 +170,29 @@ class SnapshotCollector(Collector):
             yield GaugeMetricFamily(
                 "livefuse_memory_total_bytes", "System memory", value=sysm.mem_total_bytes
             )
-        yield GaugeMetricFamily(
-            "livefuse_event_loop_lag_seconds",
-            "Event-loop lag p95 over the window",
-            value=s.loop_lag_ms.p95 / 1000,
-        )
 
         yield GaugeMetricFamily(
             "livefuse_gpu_available", "1 when NVML sees a GPU", value=int(s.gpu.available)
         )
-        util = GaugeMetricFamily("livefuse_gpu_utilization_percent", "GPU utilisation", labels=["gpu"])
+        util = GaugeMetricFamily("livefuse_gpu_utilization_ratio", "GPU busy, 0-1", labels=["gpu"])
         used = GaugeMetricFamily("livefuse_gpu_memory_used_bytes", "GPU memory used", labels=["gpu"])
         total = GaugeMetricFamily("livefuse_gpu_memory_total_bytes", "GPU memory total", labels=["gpu"])
         own = GaugeMetricFamily(
             "livefuse_gpu_process_memory_bytes", "This process's GPU memory", labels=["gpu"]
         )
         temp = GaugeMetricFamily("livefuse_gpu_temperature_celsius", "GPU temperature", labels=["gpu"])
-        enc = GaugeMetricFamily("livefuse_gpu_encoder_percent", "NVENC utilisation", labels=["gpu"])
-        dec = GaugeMetricFamily("livefuse_gpu_decoder_percent", "NVDEC utilisation", labels=["gpu"])
+        enc = GaugeMetricFamily("livefuse_gpu_encoder_utilization_ratio", "NVENC busy, 0-1", labels=["gpu"])
+        dec = GaugeMetricFamily("livefuse_gpu_decoder_utilization_ratio", "NVDEC busy, 0-1", labels=["gpu"])
         for d in s.gpu.devices:
             lbl = [str(d.index)]
             readings: tuple[tuple[GaugeMetricFamily, float | int | None], ...] = (
-                (util, d.util_percent),
+                (util, _ratio(d.util_percent)),
                 (used, d.mem_used_bytes),
                 (total, d.mem_total_bytes),
                 (own, d.process_mem_bytes),
                 (temp, d.temperature_c),
-                (enc, d.encoder_percent),
-                (dec, d.decoder_percent),
+                (enc, _ratio(d.encoder_percent)),
+                (dec, _ratio(d.decoder_percent)),
             )
             for fam, val in readings:
                 if val is not None:
@@ -187,8 +209,8 @@ class SnapshotCollector(Collector):
             value=dg.recommended_max_batch,
         )
         yield GaugeMetricFamily(
-            "livefuse_utilisation",
-            "Fraction of the binding resource (process CPU, GPU, batch workers) in use; autoscaling signal",
+            "livefuse_utilization_ratio",
+            "Share of the binding resource (process CPU, GPU, batch workers) in use, 0-1; autoscaling signal",
             value=dg.utilisation,
         )
         by_resource = GaugeMetricFamily(
@@ -207,15 +229,23 @@ class SnapshotCollector(Collector):
             )
         if s.monitor is not None:
             yield GaugeMetricFamily(
-                "livefuse_monitor_cpu_fraction",
-                "Monitor's own CPU, fraction of one core",
+                "livefuse_monitor_cpu_usage_ratio",
+                "The monitor's own CPU, 0-1 of one core",
                 value=s.monitor.cpu_fraction_of_core,
             )
 
 
+def _ratio(percent: float | int | None) -> float | None:
+    return None if percent is None else percent / 100
+
+
 def make_registry(snapshot: Callable[[], StatsSnapshot]) -> CollectorRegistry:
+    """The snapshot's families plus the standard process_* (CPU seconds, resident memory, open files, start
+    time) and python_info collectors, on a registry of this app's own."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SnapshotCollector(snapshot))
+    ProcessCollector(registry=registry)
+    registry.register(PLATFORM_COLLECTOR)
     return registry
 
 

@@ -312,6 +312,7 @@ class BatchPolicy:
             "max_batch": float(self._max_batch),
             "submitted": float(c["submitted"]),
             "batches_run": float(c["batches"]),
+            "batched_items": float(c["batched_items"]),
             "mean_batch_size": c["batched_items"] / c["batches"] if c["batches"] else 0.0,
             "processed": float(c["processed"]),
             "dropped_stale": float(c["stale"]),

@@ -22,6 +22,7 @@ from gateway.webrtc.congestion.sender_feedback import watch_sender_feedback
 from gateway.webrtc.congestion.transport_cc import SendSideFeedback, install_send_side
 from gateway.webrtc.internals import route_keyframe_requests
 from gateway.webrtc.interop.dtls import DtlsWatch, watch_dtls
+from gateway.webrtc.interop.host_ports import PortRange
 from gateway.webrtc.interop.ice import IceConfig, configure_gathering, rtc_configuration
 from gateway.webrtc.recovery.jitter_buffer import apply_low_latency_receive
 
@@ -34,12 +35,15 @@ class Features:
     dscp: int | None = None
     low_latency_receive: bool = True
     dtls_label: str | None = None  # watch DTLS under this name in the log; None: stock DTLS
+    udp_ports: PortRange | None = None  # host candidates within this UDP port range
+    public_address: str | None = None  # host candidates announced at this address
 
     @classmethod
     def of(
         cls, ice: IceConfig, *, low_latency_receive: bool = True, dtls_label: str | None = None
     ) -> Features:
-        return cls(ice.host_addresses, ice.dscp, low_latency_receive, dtls_label)
+        return cls(ice.host_addresses, ice.dscp, low_latency_receive, dtls_label, ice.udp_ports,
+                   ice.public_address)
 
 
 @dataclass(frozen=True)
@@ -50,8 +54,10 @@ class Installed:
 
 def install(pc: RTCPeerConnection, features: Features) -> Installed:
     """Apply `features` to `pc` in the order of the module docstring."""
-    if features.host_addresses or features.dscp is not None:
-        configure_gathering(pc, features.host_addresses, features.dscp)
+    if (features.host_addresses or features.dscp is not None or features.udp_ports is not None
+            or features.public_address is not None):
+        configure_gathering(pc, features.host_addresses, features.dscp, features.udp_ports,
+                            features.public_address)
     low_latency = apply_low_latency_receive(pc) if features.low_latency_receive else False
     dtls = watch_dtls(pc, features.dtls_label) if features.dtls_label is not None else None
     return Installed(low_latency, dtls)

@@ -1,6 +1,7 @@
 """Runs INSIDE a network namespace that has only `lo` (test_browser.py starts it with `unshare -n`): a real
-gateway (real pipeline) and headless Chromium with a fake camera opening /demo?autostart=1, driven over the
-DevTools protocol. Prints one JSON line with what the page saw; the test asserts on it.
+gateway (real pipeline) and headless Chromium with a fake camera opening /demo?autostart=1, then the WHEP
+player page (/watch) in a second tab on the link the demo gives, driven over the DevTools protocol. Prints
+one JSON line with what the pages saw; the test asserts on it.
 
 Why a separate process: the namespace must hold both ends (Chromium and the gateway) so loopback is the
 only path media can take, while pytest itself stays in the normal namespace.
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,15 @@ async def run(timeout_s: float) -> dict[str, Any]:
                         deadline,
                     )
                     result["after"] = after
+                    # a viewer on the gateway's WHEP player page in a second tab, from the demo's link
+                    watch = f"http://127.0.0.1:{port}{after['watch']}&autostart=1"
+                    new_tab = f"http://127.0.0.1:{devtools}/json/new?{urllib.parse.quote(watch, safe='')}"
+                    async with http.put(new_tab) as r:
+                        target = await r.json()
+                    async with http.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as viewer_ws:
+                        result["viewer"] = await _wait(
+                            Page(viewer_ws), lambda s: s.get("framesReceived", 0) >= 30, deadline
+                        )
                     result["ok"] = True
             browser.terminate()
             browser.wait(10)

@@ -47,6 +47,10 @@ def test_demo_page_streams_and_follows_a_resolution_drop(model_store: object) ->
     assert (after["sentWidth"], after["sentHeight"]) == (320, 180)
     assert (after["width"], after["height"]) == (320, 180)
     assert after["framesReceived"] >= before["framesReceived"] + 30
+    # the gateway's WHEP player page plays the same session's processed stream in another tab
+    viewer = result["viewer"]
+    assert viewer["connection"] == "connected" and viewer["framesReceived"] >= 30, viewer
+    assert (viewer["width"], viewer["height"]) == (320, 180)
     (session,) = result["gateway"].values()
     assert session["frames_out"] > 0 and session["state"] == "connected"
     # Chromium offered transport-cc, got it in the answer, stamped its packets, and was sent their arrivals

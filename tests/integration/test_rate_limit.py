@@ -1,6 +1,7 @@
-"""The HTTP rate limit per client address (issue 13, item 9), on a real gateway: a client past its burst gets
-429 with Retry-After before auth or any body is read, every endpoint included; 0 turns it off. And the
-image decoder's child process, the other item-9 change, surviving its own death."""
+"""The HTTP rate limit per client address, on a real gateway: a client past its burst gets 429 with
+Retry-After before auth or any body is read, every endpoint included; 0 turns it off; behind a trusted
+proxy the client is the one X-Forwarded-For names. And the image decoder's child process surviving its own
+death."""
 
 from __future__ import annotations
 
@@ -40,6 +41,26 @@ async def test_past_the_burst_every_request_gets_429_with_retry_after() -> None:
         assert "rate_limit" in monitor.rejects
         assert "auth" not in monitor.rejects
         assert len(gw.app[STATE].sources) == 0
+
+
+async def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_bucket() -> None:
+    """The test client is the proxy (127.0.0.1): trusted, the address it appends is the key; not trusted,
+    the header is ignored and every client behind it shares the proxy's bucket."""
+
+    async def statuses(trusted: tuple[str, ...]) -> list[int]:
+        limit = RateLimitConfig(rate_per_s=0.01, burst=2, trusted_proxies=trusted)
+        config = replace(gw_config(), rate_limit=limit)
+        got = []
+        async with running_gateway(config, pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
+            for client in ("198.51.100.1", "198.51.100.1", "198.51.100.2", "198.51.100.2", "198.51.100.1"):
+                # a client's own forged hop first, then what the proxy saw
+                forwarded = {"X-Forwarded-For": f"10.9.9.9, {client}"}
+                async with http.get(gw.url + "/healthz", headers=forwarded) as r:
+                    got.append(r.status)
+        return got
+
+    assert await statuses(("127.0.0.1",)) == [200, 200, 200, 200, 429]
+    assert await statuses(()) == [200, 200, 429, 429, 429]
 
 
 async def test_zero_turns_the_limit_off() -> None:

@@ -101,3 +101,49 @@ async def _wait_status(http: aiohttp.ClientSession, url: str, want: int, timeout
             return True
         await asyncio.sleep(0.1)
     return False
+
+
+async def test_drain_keeps_live_sessions_until_they_end_then_exits(
+    model_store: object, astronaut: np.ndarray
+) -> None:
+    """--drain-grace-s: on SIGTERM new sessions are refused at once, a live one keeps its media until its
+    publisher ends it, and the gateway then exits without waiting out the grace."""
+    import cv2
+
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    argv = [sys.executable, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
+            "--ice-loopback-only", "--drain-grace-s", "120", "--event-log", "none"]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        async with aiohttp.ClientSession() as http:
+            assert await _wait_status(http, base + "/readyz", 200, 90), "never became ready"
+            client = await publish(http, base, [cv2.resize(astronaut, (160, 120))])
+            try:
+                assert await wait_for(lambda: len(client.received.ids) >= 5, 30)
+                proc.send_signal(signal.SIGTERM)
+                assert await _wait_status(http, base + "/readyz", 503, 5)
+                async with http.post(base + "/whip", data="v=0\r\n",
+                                     headers={"Content-Type": "application/sdp"}) as r:
+                    assert r.status == 503 and "shutting down" in await r.text()
+                # the live session still gets its processed frames while the gateway drains
+                before = len(client.received.ids)
+                assert await wait_for(lambda: len(client.received.ids) >= before + 15, 30), "media stopped"
+                assert proc.poll() is None
+                async with http.delete(base + client.location) as r:
+                    assert r.status in (200, 204)
+            finally:
+                await client.close()
+        t0 = time.monotonic()
+        rc = await asyncio.get_running_loop().run_in_executor(None, proc.wait, 60)
+        assert time.monotonic() - t0 < 30  # not the 120 s grace: the last session ended
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.stderr is not None
+    stderr = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert rc == 0, stderr
+    assert "draining: waiting up to 120 s" in stderr and "Traceback" not in stderr, stderr

@@ -154,3 +154,21 @@ def test_serving_model_is_cached_by_hash(model_store: ModelStore, tmp_path: Path
         assert engine.batch.max > 1
     finally:
         engine.close()
+
+
+def test_a_read_only_model_directory_serves_the_original(
+    model_store: ModelStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the rewritten copy cannot be written (an image layer, a read-only volume), the original serves:
+    the rewrite is an optimisation. `python -m engines.models prepare` makes the copies beforehand."""
+    import tempfile
+
+    src = tmp_path / "face_landmark_468.onnx"
+    shutil.copyfile(model_store.require("facemesh_468"), src)
+
+    def read_only(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    assert serving_model(src) == src
+    assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from engines.frames import FrameItem
@@ -76,8 +76,11 @@ def test_metrics_parse_and_have_stage_histograms_after_frames() -> None:
     assert drops["stale"] == 5.0
     assert [s.value for s in fams["livefuse_rejects"].samples if s.name.endswith("_total")] == [1.0]
     assert [s.value for s in fams["livefuse_sessions_open"].samples] == [1.0]
-    batch = {s.labels["stage"]: s.value for s in fams["livefuse_batch_size"].samples}
-    assert batch == {"face_detector": 4.0, "face_landmarker": 4.0}
+    assert fams["livefuse_batches"].type == "counter" and fams["livefuse_batched_frames"].type == "counter"
+    # Prometheus conventions: no percents, no windowed quantiles posing as gauges, the standard collectors
+    assert not [n for n in fams if n.endswith("_percent") or "window" in n or n.endswith("_fraction")], fams
+    assert "process_cpu_seconds" in fams and "process_resident_memory_bytes" in fams
+    assert "python_info" in fams
     assert [s.value for s in fams["livefuse_gpu_available"].samples] == [0.0]
     assert "livefuse_recommended_max_batch" in fams and "livefuse_degradation_level" in fams
     assert "livefuse_capacity_sessions" in fams
@@ -117,9 +120,15 @@ async def test_metrics_route_serves_prometheus_text() -> None:
             assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
             fams = _families(await resp.text())
             assert "livefuse_stage_latency_seconds" in fams
-            fps = fams["livefuse_session_fps"]
-            assert {s.labels["session"] for s in fps.samples} == {"cam"}  # type: ignore[attr-defined]
-            send = fams["livefuse_session_send_bitrate_bps"].samples  # type: ignore[attr-defined]
+            frames = fams["livefuse_session_frames"]
+            assert frames.type == "counter"  # type: ignore[attr-defined]
+            per_session = {
+                (s.labels["session"], s.labels["direction"]): s.value
+                for s in frames.samples  # type: ignore[attr-defined]
+                if s.name.endswith("_total")
+            }
+            assert per_session[("cam", "in")] == 30.0
+            send = fams["livefuse_session_send_bits_per_second"].samples  # type: ignore[attr-defined]
             queue = fams["livefuse_session_path_queue_seconds"].samples  # type: ignore[attr-defined]
             assert [(s.labels["session"], s.value) for s in send] == [("cam", 450_000.0)]
             assert [s.value for s in queue] == [pytest.approx(0.095)]
@@ -175,3 +184,75 @@ def test_scheduler_dispatch_reasons_reach_the_snapshot_and_metrics() -> None:
     got = {s.labels["reason"]: s.value for s in fams["livefuse_batch_dispatch"].samples  # type: ignore[attr-defined]
            if s.name.endswith("_total")}
     assert got == {**dict.fromkeys(DISPATCH_REASONS, 0.0), "partner_not_expected": 1.0}
+    batches = fams["livefuse_batches"].samples  # type: ignore[attr-defined]
+    frames = fams["livefuse_batched_frames"].samples  # type: ignore[attr-defined]
+    assert [x.value for x in batches if x.name.endswith("_total")] == [1.0]
+    assert [x.value for x in frames if x.name.endswith("_total")] == [1.0]
+
+
+def test_ratios_are_0_to_1_and_gpu_readings_keep_base_units() -> None:
+    from gateway.monitoring.gpu import GpuDevice, GpuReading
+    from gateway.monitoring.sampler import SystemSample
+
+    mon = Monitor(MonitorConfig(nvml=False))
+    gpu = GpuReading(True, devices=(GpuDevice(0, "Fake", 50.0, 1, 2, 1, 2, 60.0, 25.0, 5.0),))
+    mon.ingest_sample(
+        SystemSample(mono=time.monotonic(), cpu_percent=40.0, cpu_per_core=(30.0, 50.0), gpu=gpu)
+    )
+    fams = _families(render(make_registry(mon.snapshot)).decode())
+
+    def values(name: str) -> list[float]:
+        return [x.value for x in fams[name].samples]  # type: ignore[attr-defined]
+
+    assert values("livefuse_cpu_usage_ratio") == [pytest.approx(0.4)]
+    assert values("livefuse_cpu_core_usage_ratio") == [pytest.approx(0.3), pytest.approx(0.5)]
+    assert values("livefuse_gpu_utilization_ratio") == [pytest.approx(0.5)]
+    assert values("livefuse_gpu_encoder_utilization_ratio") == [pytest.approx(0.25)]
+    assert values("livefuse_gpu_decoder_utilization_ratio") == [pytest.approx(0.05)]
+    assert values("livefuse_gpu_temperature_celsius") == [60.0]
+    assert 0.0 <= values("livefuse_utilization_ratio")[0] <= 1.0
+
+
+def test_monotonic_totals_keep_what_ended_parts_counted() -> None:
+    from gateway.monitoring.prometheus import MonotonicTotals
+
+    totals = MonotonicTotals()
+    assert totals.update({"a": {"n": 5}, "b": {"n": 2}}) == {"n": 7}
+    assert totals.update({"a": {"n": 9}}) == {"n": 11}  # b ended at 2: kept
+    assert totals.update({"a": {"n": 1}}) == {"n": 12}  # a restarted (count went down): its 9 kept
+    assert totals.update({}) == {"n": 12}
+    assert totals.update({"c": {"n": 3, "m": 1}}) == {"n": 15, "m": 1}
+
+
+def test_audio_and_front_counters_never_go_down_when_their_parts_end() -> None:
+    from gateway.monitoring.audio_section import AudioSection
+    from gateway.monitoring.front_section import FrontSection, FrontStatus
+
+    rows: list[dict[str, object]] = [
+        {"session": "a", "audio": True, "audio_packets_in": 100, "sender_reports_stamped": 4},
+        {"session": "b", "audio": True, "audio_packets_in": 50},
+    ]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(AudioSection(lambda: rows).collector())
+    status = [FrontStatus(running=True, pid=10, cpu_seconds=2.5)]
+    registry.register(FrontSection(lambda: status[0]).collector())
+
+    def read() -> dict[str, float]:
+        out = {}
+        for fam in text_string_to_metric_families(render(registry).decode()):
+            for x in fam.samples:
+                key = x.name + (f"{{{x.labels['fate']}}}" if "fate" in x.labels else "")
+                out[key] = x.value
+        return out
+
+    first = read()
+    assert first["livefuse_audio_packets_total{received}"] == 150.0
+    assert first["livefuse_audio_sessions"] == 2.0
+    assert first["livefuse_front_cpu_seconds_total"] == 2.5
+    rows.pop(0)  # session a closed
+    status[0] = FrontStatus(running=True, pid=11, cpu_seconds=0.5)  # the front restarted
+    second = read()
+    assert second["livefuse_audio_packets_total{received}"] == 150.0
+    assert second["livefuse_sender_reports_stamped_total"] == 4.0
+    assert second["livefuse_audio_sessions"] == 1.0  # a gauge: what is open now
+    assert second["livefuse_front_cpu_seconds_total"] == 3.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from aiohttp import web
 
 from gateway.http.rate_limit import RateLimitConfig, TokenBuckets
 
@@ -61,4 +62,37 @@ def test_zero_rate_turns_the_limit_off() -> None:
 )
 def test_bad_config_is_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
-        RateLimitConfig(**kwargs)  # type: ignore[arg-type]
+        RateLimitConfig(**kwargs)
+
+
+def _request(peer: str, forwarded: list[str] | None = None) -> web.Request:
+    from aiohttp.test_utils import make_mocked_request
+    from multidict import CIMultiDict
+
+    headers = CIMultiDict(("X-Forwarded-For", v) for v in forwarded or [])
+    request = make_mocked_request("GET", "/", headers=headers)
+    return request.clone(remote=peer)
+
+
+def test_x_forwarded_for_counts_only_from_a_trusted_proxy() -> None:
+    from gateway.http.rate_limit import client_key, trusted_networks
+
+    trusted = trusted_networks(RateLimitConfig(trusted_proxies=("10.0.0.0/8", "192.0.2.7")))
+    # a client that sends the header itself chooses nothing
+    assert client_key(_request("203.0.113.9", ["198.51.100.1"]), trusted) == "203.0.113.9"
+    # through one trusted proxy: the address it appended
+    assert client_key(_request("10.1.2.3", ["198.51.100.1"]), trusted) == "198.51.100.1"
+    # a client's forged first hop is skipped: the rightmost untrusted address is the one a proxy saw
+    key = client_key(_request("192.0.2.7", ["6.6.6.6, 198.51.100.2", "10.9.9.9"]), trusted)
+    assert key == "198.51.100.2"
+    # no header, or nothing but proxies, or garbage: the peer itself
+    assert client_key(_request("10.1.2.3"), trusted) == "10.1.2.3"
+    assert client_key(_request("10.1.2.3", ["10.4.4.4"]), trusted) == "10.1.2.3"
+    assert client_key(_request("10.1.2.3", ["not-an-address"]), trusted) == "10.1.2.3"
+    # without trusted proxies the header is never read
+    assert client_key(_request("10.1.2.3", ["198.51.100.1"]), ()) == "10.1.2.3"
+
+
+def test_a_trusted_proxy_must_be_an_address_or_a_network() -> None:
+    with pytest.raises(ValueError, match="trusted proxy"):
+        RateLimitConfig(trusted_proxies=("proxy.example",))

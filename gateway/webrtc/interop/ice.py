@@ -9,6 +9,7 @@ rather than gather on every interface.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,10 +18,13 @@ from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
 
 from gateway.webrtc import compat
 from gateway.webrtc.interop.dscp import mark_socket
+from gateway.webrtc.interop.host_ports import PortRange, gather_host_candidates
 from gateway.webrtc.transports import on_dtls_transports
 
 LOOPBACK: tuple[str, ...] = ("127.0.0.1",)
 _PC_MARK = "_livefuse_gathering"
+# what one connection gathers: host addresses, DSCP, the UDP port range, the announced public address
+Wanted = tuple[tuple[str, ...], int | None, PortRange | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,17 @@ class IceConfig:
     turn: tuple[TurnServer, ...] = ()
     host_addresses: tuple[str, ...] = ()
     dscp: int | None = None  # DSCP code point on every media socket (interop.dscp); None = unmarked
+    udp_ports: PortRange | None = None  # host candidates bound within this range (interop.host_ports)
+    public_address: str | None = None  # host candidates advertised at this address (a 1:1 NAT's public one)
+
+    def __post_init__(self) -> None:
+        if self.public_address is not None:
+            try:
+                ipaddress.ip_address(self.public_address)
+            except ValueError:
+                raise ValueError(
+                    f"ICE public address must be an IP address, got {self.public_address!r}"
+                ) from None
 
     @classmethod
     def loopback_only(cls) -> IceConfig:
@@ -85,18 +100,21 @@ def _mark_connection_sockets(connection: Any, dscp: int) -> None:
             mark_socket(sock, dscp)
 
 
-def _hook_connection(connection: Any, wanted: tuple[tuple[str, ...], int | None]) -> None:
+def _hook_connection(connection: Any, wanted: Wanted) -> None:
     if getattr(connection, _PC_MARK, None) == wanted:
         return
-    only, dscp = wanted
+    only, dscp, ports, announce = wanted
     original = getattr(connection, "_livefuse_original_gcc", None) or connection.get_component_candidates
 
     async def get_component_candidates(
         component: int, addresses: list[str] | None = None, timeout: int = 5
     ) -> Any:
-        candidates = await original(
-            component=component, addresses=list(only or addresses or []), timeout=timeout
-        )
+        chosen = list(only or addresses or [])
+        if ports is None and announce is None:
+            candidates = await original(component=component, addresses=chosen, timeout=timeout)
+        else:  # our own host candidates; aioice adds TURN's (no addresses: no host candidates of its own)
+            candidates = await gather_host_candidates(connection, component, chosen, ports, announce, timeout)
+            candidates += await original(component=component, addresses=[], timeout=timeout)
         if dscp is not None:
             _mark_connection_sockets(connection, dscp)
         return candidates
@@ -106,17 +124,22 @@ def _hook_connection(connection: Any, wanted: tuple[tuple[str, ...], int | None]
     setattr(connection, _PC_MARK, wanted)
 
 
-def _hook_dtls(dtls_transport: Any, wanted: tuple[tuple[str, ...], int | None]) -> None:
+def _hook_dtls(dtls_transport: Any, wanted: Wanted) -> None:
     connection = getattr(dtls_transport.transport.iceGatherer, compat.GATHERER_CONNECTION)
     _hook_connection(connection, wanted)
 
 
 def configure_gathering(
-    pc: RTCPeerConnection, addresses: Sequence[str] = (), dscp: int | None = None
+    pc: RTCPeerConnection,
+    addresses: Sequence[str] = (),
+    dscp: int | None = None,
+    ports: PortRange | None = None,
+    announce: str | None = None,
 ) -> None:
-    """Gather host candidates of `pc` on exactly `addresses` (empty: aioice's own choice) and mark every
-    gathered socket with `dscp` (None: unmarked). Before `setLocalDescription`. Idempotent."""
-    wanted = (tuple(addresses), dscp)
+    """Gather host candidates of `pc` on exactly `addresses` (empty: aioice's own choice), bound within
+    `ports` and advertised at `announce` (interop.host_ports), and mark every gathered socket with `dscp`
+    (None: unmarked). Before `setLocalDescription`. Idempotent."""
+    wanted: Wanted = (tuple(addresses), dscp, ports, announce)
     if not on_dtls_transports(pc, _PC_MARK, lambda transport: _hook_dtls(transport, wanted)):
         raise RuntimeError(
             "this aiortc version has no per-connection ICE hook; cannot restrict host addresses or mark DSCP"
