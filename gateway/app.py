@@ -21,6 +21,7 @@ from aiohttp import web
 from engines.frames import FrameItem, FrameOutput
 from gateway.auth import identify, is_authorized
 from gateway.config import GatewayConfig
+from gateway.egress import routes as egress_routes
 from gateway.engine_watch import EngineWatch
 from gateway.errors import Unauthorized, Unavailable
 from gateway.http import exposure, health, sessions, sources, whep, whip
@@ -258,6 +259,7 @@ def create_app(
         app[EXTRA_COLLECTORS] = [audio.collector]
         metrics_views: list[MetricsView] = [exposure.metrics_view]
         app[METRICS_VIEWS] = metrics_views
+    egress_routes.install(app, config.egress)
     return app
 
 

@@ -14,6 +14,7 @@ from engines.frames import MASK_REGIONS, PROCESSORS
 from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.background import BackgroundConfig
+from gateway.egress.config import EgressConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.media.audio import AudioConfig
 from gateway.media.late import LatePolicy
@@ -144,6 +145,7 @@ class GatewayConfig:
     background: BackgroundConfig = field(default_factory=BackgroundConfig)
     rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)  # HTTP requests per client address
     monitor: Any = None  # gateway.monitoring.MonitorConfig; None = its defaults
+    egress: EgressConfig = field(default_factory=EgressConfig)  # WHIP push downstream (gateway.egress)
     max_body_bytes: int = 8 * 1024 * 1024  # client_max_size: source images; SDP is checked far lower
     max_sdp_bytes: int = 64 * 1024
     log_level: str = "INFO"

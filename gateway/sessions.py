@@ -23,7 +23,7 @@ import itertools
 import logging
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -190,6 +190,8 @@ class Session:
         self.transport_cc: transport_cc.TransportCcFeedback | None = None  # when the answer negotiated it
         self.transport_cc_send: transport_cc.SendSideFeedback | None = None  # the publisher's return stream
         self._media_started = False
+        # awaited first when the session closes, while its encoders still run (egress: gateway.egress)
+        self.closing_hooks: list[Callable[[str], Awaitable[None]]] = []
 
     # --- wiring ---------------------------------------------------------------------------------------------
     def start_media(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
@@ -508,6 +510,9 @@ class Session:
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
+        for hook in list(self.closing_hooks):
+            with _logged_failure(f"session {self.id}: closing hook"):
+                await hook(reason)
         self.audio.close()
         for viewer_id in list(self.viewers):
             with _logged_failure(f"session {self.id}: closing viewer {viewer_id}"):
