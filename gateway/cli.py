@@ -23,6 +23,8 @@ from engines.models.store import default_model_dir
 from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
+from gateway.egress.config import EgressConfig
+from gateway.egress.policy import RetryConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.media.late import LatePolicy
 from gateway.monitoring.capacity import usable_cores
@@ -260,6 +262,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="this replica's own reachable base URL (e.g. https://gw-3.media.example): "
         "WHIP/WHEP Location headers become absolute so PATCH/DELETE reach this replica behind a balancer",
     )
+    a(
+        "--egress-url",
+        help="WHIP endpoint every session pushes its processed stream to (video + Opus; {session} becomes "
+        "the session id) unless it names its own (?egress=URL | none)",
+    )
+    a("--egress-token", help="bearer token for --egress-url")
+    a("--egress-token-file", type=Path, help="read the --egress-url bearer token from this file")
+    a(
+        "--egress-allow",
+        action="append",
+        metavar="URL_PREFIX",
+        help="WHIP endpoints a client may name for its session (?egress=, POST /sessions/{id}/egress): "
+        "URL prefixes, repeatable, '*' = any (default none: only --egress-url)",
+    )
+    a(
+        "--egress-max-attempts",
+        type=int,
+        help="failed egress attempts in a row (5xx, network, lost link) before the push gives up; "
+        "0 = retry while the session lives (default 6)",
+    )
+    a(
+        "--egress-host",
+        action="append",
+        metavar="ADDRESS",
+        help="local address egress peers gather ICE candidates on (repeatable; default: every interface)",
+    )
     a("--log-level", help="DEBUG | INFO | WARNING | ERROR (default INFO)")
     a(
         "--event-log",
@@ -468,6 +496,21 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         front_nice=int(get("front_nice", 5)),
         front_cpus=_cpu_list(get("front_cpus"), os.sched_getaffinity(0)),
         monitor=monitor,
+        egress=_egress_config(get),
+    )
+
+
+def _egress_config(get: Any) -> EgressConfig:
+    token = get("egress_token")
+    if token is None and get("egress_token_file") is not None:
+        token = Path(str(get("egress_token_file"))).read_text().strip()
+    retry = RetryConfig()
+    return EgressConfig(
+        default_url=str(get("egress_url")) if get("egress_url") else None,
+        default_token=token or None,
+        allowed_prefixes=_split(get("egress_allow")) or (),
+        host_addresses=_split(get("egress_host")) or (),
+        retry=replace(retry, max_attempts=int(get("egress_max_attempts", retry.max_attempts))),
     )
 
 

@@ -40,15 +40,6 @@ FRONT_PORT = 18090
 TOKEN = "janus-front-secret"
 
 
-class EventMonitor(RecordingMonitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def event(self, kind: str, message: str, **data: Any) -> None:
-        self.events.append((kind, data))
-
-
 async def _until(check: Any, timeout_s: float, step_s: float = 0.2) -> Any:
     deadline = time.monotonic() + timeout_s
     value = await check()
@@ -66,7 +57,7 @@ async def run(timeout_s: float) -> dict[str, Any]:
     front_runner = web.AppRunner(front.app())
     await front_runner.setup()
     await web.TCPSite(front_runner, "127.0.0.1", FRONT_PORT).start()
-    monitor = EventMonitor()
+    monitor = RecordingMonitor()
     config = GatewayConfig(
         host="127.0.0.1",
         port=0,
@@ -129,7 +120,7 @@ async def run(timeout_s: float) -> dict[str, Any]:
             result["janus_deleted"] = await _until(deleted, 15)
             result["janus_sessions_after"] = await janus.list_sessions(http)
             result["front_requests"] = front.requests
-            result["events"] = [d for kind, d in monitor.events if kind == "egress"]
+            result["events"] = [d for kind, _, d in monitor.events if kind == "egress"]
             result["ok"] = True
             return result
     finally:

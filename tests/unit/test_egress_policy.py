@@ -72,3 +72,35 @@ def test_targets_must_be_absolute_and_allowed() -> None:
     assert default.default_for("abc") == "https://sfu.example/whip/abc"
     with pytest.raises(ValueError):
         EgressConfig(default_url="not a url")
+
+
+def test_hub_counts_state_changes_for_prometheus() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gateway.egress.hub import EgressHub
+
+    events: list[tuple[str, str, dict[str, object]]] = []
+    hub = EgressHub(EgressConfig(), lambda kind, message, **data: events.append((kind, message, data)))
+
+    class FakePush:
+        class source:  # noqa: N801  (stands for the session)
+            id = "s1"
+
+        class target:  # noqa: N801
+            url = "https://sfu.example/whip"
+
+        attempts = 1
+        state = EgressState.LIVE
+
+    push: object = FakePush()
+    hub.pushes["s1"] = push  # type: ignore[assignment]
+    for state in (EgressState.CONNECTING, EgressState.LIVE, EgressState.RETRYING, EgressState.CONNECTING):
+        hub._on_state(push, state, "why")  # type: ignore[arg-type]
+    registry = CollectorRegistry()
+    registry.register(hub.collector())
+    text = generate_latest(registry).decode()
+    assert 'livefuse_egress_state_changes_total{state="connecting"} 2.0' in text
+    assert 'livefuse_egress_state_changes_total{state="failed"} 0.0' in text
+    assert 'livefuse_egress_pushes{state="live"} 1.0' in text
+    assert [e[2]["state"] for e in events] == ["connecting", "live", "retrying", "connecting"]
+    assert all(e[0] == "egress" and e[2]["session_id"] == "s1" for e in events)
