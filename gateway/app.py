@@ -24,7 +24,7 @@ from gateway.config import GatewayConfig
 from gateway.egress import routes as egress_routes
 from gateway.engine_watch import EngineWatch
 from gateway.errors import Unauthorized, Unavailable
-from gateway.http import exposure, health, sessions, sources, whep, whip
+from gateway.http import control, exposure, health, sessions, sources, whep, whip
 from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
 from gateway.http.replies import replied
@@ -230,6 +230,7 @@ def create_app(
     whep.add_routes(app)
     sources.add_routes(app)
     sessions.add_routes(app)
+    control.add_routes(app)
     app.router.add_get("/demo", _demo)
     if monitor is None or hasattr(the_monitor, "snapshot_dict"):
         from gateway.monitoring.audio_section import AudioSection

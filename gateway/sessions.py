@@ -230,6 +230,22 @@ class Session:
     def task_count(self) -> int:
         return len(self._tasks)
 
+    @property
+    def face_settings(self) -> FaceSettings | None:
+        """What the session asked for about faces (None: the pipeline's defaults)."""
+        return self._face_track.settings
+
+    def reconfigure(
+        self, source: SourceFace | None, processors: tuple[str, ...], face_settings: FaceSettings | None
+    ) -> None:
+        """Live control (gateway.http.control): the next frame received is processed with these. Values are
+        checked by the caller; all three change together, on the loop, between two frames."""
+        if face_settings != self._face_track.settings:
+            self._face_track.settings = face_settings
+            self._face_track.selected_id = None  # `one` chooses again among the faces it tracks
+        self.source = source
+        self.processors = processors
+
     # --- media ----------------------------------------------------------------------------------------------
     async def _receive_loop(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
         loop = asyncio.get_running_loop()

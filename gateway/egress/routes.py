@@ -8,7 +8,6 @@ the gateway would otherwise POST wherever any client asked.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,7 +18,7 @@ from gateway.egress.hub import EgressHub
 from gateway.egress.push import EgressPush, Target
 from gateway.egress.whip_client import check_endpoint
 from gateway.errors import BadRequest, Forbidden, NotFound, PayloadTooLarge, Unprocessable
-from gateway.http.body import read_body
+from gateway.http.body import read_json_object
 from gateway.http.keys import CONFIG, MONITOR, principal_of, sessions_of
 from gateway.sessions import Session
 
@@ -82,21 +81,8 @@ def begin(app: web.Application, session: Session, target: Target | None) -> Egre
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
     config = request.app[CONFIG]
-    raw = await read_body(
-        request,
-        MAX_JSON_BYTES,
-        config.body_timeout_s,
-        PayloadTooLarge(f"JSON body over {MAX_JSON_BYTES} bytes"),
-    )
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("body must be a JSON object")
-    return body
+    too_large = PayloadTooLarge(f"JSON body over {MAX_JSON_BYTES} bytes")
+    return await read_json_object(request, MAX_JSON_BYTES, config.body_timeout_s, too_large)
 
 
 def _reply(session: Session, push: EgressPush, status: int = 200) -> web.Response:

@@ -9,10 +9,11 @@ sends its headers and then dribbles the body would hold a handler forever. Every
 from __future__ import annotations
 
 import asyncio
+import json
 
 from aiohttp import web
 
-from gateway.errors import GatewayError
+from gateway.errors import BadRequest, GatewayError
 
 
 class RequestTimeout(GatewayError):
@@ -39,3 +40,19 @@ async def read_body(request: web.Request, limit: int, timeout_s: float, too_larg
         return await asyncio.wait_for(read(), timeout_s)
     except TimeoutError:
         raise RequestTimeout(f"request body not received within {timeout_s:g} s") from None
+
+
+async def read_json_object(
+    request: web.Request, limit: int, timeout_s: float, too_large: GatewayError
+) -> dict[str, object]:
+    """A JSON object body (an empty body is `{}`); anything else is a one-line 400."""
+    raw = await read_body(request, limit, timeout_s, too_large)
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("body must be a JSON object")
+    return body
