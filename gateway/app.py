@@ -31,6 +31,7 @@ from gateway.http.replies import replied
 from gateway.http.request_checks import MUTATING_WHILE_SHUTTING_DOWN
 from gateway.scheduler import FrameScheduler
 from gateway.sessions import MonitorLike, SessionManager
+from gateway.webhooks import wiring as webhooks
 
 logger = logging.getLogger(__name__)
 
@@ -261,6 +262,7 @@ def create_app(
         metrics_views: list[MetricsView] = [exposure.metrics_view]
         app[METRICS_VIEWS] = metrics_views
     egress_routes.install(app, config.egress)
+    webhooks.install(app, config.webhooks, the_monitor)
     return app
 
 

@@ -37,6 +37,7 @@ from gateway.rtc.ice import LOOPBACK, IceConfig, TurnServer
 from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
 from gateway.tenants import load_tenants
+from gateway.webhooks.delivery import WebhookConfig
 
 
 class UsageError(ValueError):
@@ -288,6 +289,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDRESS",
         help="local address egress peers gather ICE candidates on (repeatable; default: every interface)",
     )
+    a(
+        "--webhook-url",
+        action="append",
+        help="POST session.started/ended/degraded, degraded and egress.failed events here, signed "
+        "(Livefuse-Signature: HMAC-SHA256, docs/EGRESS.md); repeatable",
+    )
+    a("--webhook-secret", help="HMAC secret that signs every webhook (required with --webhook-url)")
+    a("--webhook-secret-file", type=Path, help="read the webhook secret from this file")
+    a(
+        "--webhook-events",
+        help="comma-separated events to send (default all: session.started, session.ended, "
+        "session.degraded, degraded, egress.failed)",
+    )
+    a("--webhook-attempts", type=int, help="attempts per webhook on 5xx/network errors (default 5)")
     a("--log-level", help="DEBUG | INFO | WARNING | ERROR (default INFO)")
     a(
         "--event-log",
@@ -497,6 +512,20 @@ def build_config(args: argparse.Namespace, file_values: dict[str, Any] | None = 
         front_cpus=_cpu_list(get("front_cpus"), os.sched_getaffinity(0)),
         monitor=monitor,
         egress=_egress_config(get),
+        webhooks=_webhook_config(get),
+    )
+
+
+def _webhook_config(get: Any) -> WebhookConfig:
+    secret = get("webhook_secret")
+    if secret is None and get("webhook_secret_file") is not None:
+        secret = Path(str(get("webhook_secret_file"))).read_text().strip()
+    hooks = WebhookConfig()
+    return WebhookConfig(
+        urls=_split(get("webhook_url")) or (),
+        secret=secret or None,
+        events=_split(get("webhook_events")) or hooks.events,
+        max_attempts=int(get("webhook_attempts", hooks.max_attempts)),
     )
 
 

@@ -22,6 +22,7 @@ from gateway.media.uplink_rate import UplinkRateConfig
 from gateway.rtc.ice import IceConfig
 from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
+from gateway.webhooks.delivery import WebhookConfig
 
 ENGINES = ("onnxruntime", "tensorrt", "triton")
 
@@ -146,6 +147,7 @@ class GatewayConfig:
     rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)  # HTTP requests per client address
     monitor: Any = None  # gateway.monitoring.MonitorConfig; None = its defaults
     egress: EgressConfig = field(default_factory=EgressConfig)  # WHIP push downstream (gateway.egress)
+    webhooks: WebhookConfig = field(default_factory=WebhookConfig)  # signed event POSTs (gateway.webhooks)
     max_body_bytes: int = 8 * 1024 * 1024  # client_max_size: source images; SDP is checked far lower
     max_sdp_bytes: int = 64 * 1024
     log_level: str = "INFO"
