@@ -1,17 +1,19 @@
 """Live control: PATCH /sessions/{id} changes a running session's source face, processors, kept regions and
 face selector without reconnecting. The first frame the publisher sends after the PATCH is answered is
 processed with the new values (each frame's stamp tells which frame the pipeline worked on); a bad value is a
-one-line 4xx and changes nothing."""
+one-line 4xx and changes nothing; only the session's owner or an admin may change it (or its egress)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import aiohttp
 import cv2
 import numpy as np
 
 from engines.frames import FaceSettings, FrameItem, FrameOutput
+from gateway.auth import AuthConfig
+from gateway.tenants import Tenant
 from loadgen.stamp import read_stamp
 from tests.integration.conftest import (
     FakePipeline,
@@ -137,5 +139,38 @@ async def test_patch_changes_the_face_within_one_frame_and_bad_values_change_not
             received = len(pub.received.ids)
             assert await wait_for(lambda: len(pub.received.ids) >= received + 10, 20)
             assert after() == [], after()  # no frame sent after that answer reached the pipeline
+        finally:
+            await pub.close()
+
+
+async def test_only_the_owner_or_an_admin_controls_a_session_and_its_egress(astronaut: np.ndarray) -> None:
+    owner, other = Tenant("acme", "acme-token-0123456789"), Tenant("beta", "beta-token-0123456789")
+    admin = Tenant("ops", "ops-token-0123456789", admin=True)
+    config = replace(gw_config(), auth=AuthConfig(tenants=(owner, other, admin)))
+    async with (
+        running_gateway(config, pipeline=SourcePipeline(), monitor=RecordingMonitor()) as gw,
+        aiohttp.ClientSession() as http,
+    ):
+
+        def bearer(tenant: Tenant) -> dict[str, str]:
+            return {"Authorization": f"Bearer {tenant.token}"}
+
+        frames = [cv2.resize(astronaut, (160, 120))]
+        pub = await publish(http, gw.url, frames, query="?processors=none", headers=bearer(owner))
+        session_id = pub.location.rsplit("/", 1)[-1]
+        try:
+            url = f"{gw.url}/sessions/{session_id}"
+            change = {"faces": "one"}
+            async with http.patch(url, json=change) as r:
+                assert r.status == 401
+            # another tenant's session is as unknown as a missing one, for control and egress alike
+            async with http.patch(url, json=change, headers=bearer(other)) as r:
+                assert r.status == 404
+            async with http.post(url + "/egress", json={}, headers=bearer(other)) as r:
+                assert r.status == 404
+            async with http.patch(url, json=change, headers=bearer(owner)) as r:
+                assert r.status == 200 and (await r.json())["faces"] == "one"
+            async with http.patch(url, json={"faces": "many"}, headers=bearer(admin)) as r:
+                assert r.status == 200 and (await r.json())["faces"] == "many"
         finally:
             await pub.close()
