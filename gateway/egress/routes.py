@@ -17,14 +17,13 @@ from gateway.egress.config import SESSION_PLACEHOLDER, EgressConfig
 from gateway.egress.hub import EgressHub
 from gateway.egress.push import EgressPush, Target
 from gateway.egress.whip_client import check_endpoint
-from gateway.errors import BadRequest, Forbidden, NotFound, PayloadTooLarge, Unprocessable
+from gateway.errors import BadRequest, Forbidden, NotFound, Unprocessable
 from gateway.http.body import read_json_object
 from gateway.http.keys import CONFIG, MONITOR, principal_of, sessions_of
 from gateway.sessions import Session
 
 EGRESS = web.AppKey("livefuse_egress", EgressHub)
 TOKEN_HEADER = "Livefuse-Egress-Token"
-MAX_JSON_BYTES = 16 * 1024
 
 
 def owned_session(request: web.Request) -> Session:
@@ -80,9 +79,7 @@ def begin(app: web.Application, session: Session, target: Target | None) -> Egre
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
-    config = request.app[CONFIG]
-    too_large = PayloadTooLarge(f"JSON body over {MAX_JSON_BYTES} bytes")
-    return await read_json_object(request, MAX_JSON_BYTES, config.body_timeout_s, too_large)
+    return await read_json_object(request, request.app[CONFIG].body_timeout_s)
 
 
 def _reply(session: Session, push: EgressPush, status: int = 200) -> web.Response:

@@ -13,7 +13,7 @@ import json
 
 from aiohttp import web
 
-from gateway.errors import BadRequest, GatewayError
+from gateway.errors import BadRequest, GatewayError, PayloadTooLarge
 
 
 class RequestTimeout(GatewayError):
@@ -42,11 +42,25 @@ async def read_body(request: web.Request, limit: int, timeout_s: float, too_larg
         raise RequestTimeout(f"request body not received within {timeout_s:g} s") from None
 
 
+MAX_JSON_BYTES = 16 * 1024  # control and egress requests: a few keys
+
+
+async def read_json_body(request: web.Request, timeout_s: float, limit: int = MAX_JSON_BYTES) -> bytes:
+    """The raw body when it is a JSON object (or empty); anything else is a one-line 400 (413 past `limit`).
+    The front process forwards these bytes; the media handler parses them (`read_json_object`)."""
+    raw = await read_body(request, limit, timeout_s, PayloadTooLarge(f"JSON body over {limit} bytes"))
+    _parse_object(raw)
+    return raw
+
+
 async def read_json_object(
-    request: web.Request, limit: int, timeout_s: float, too_large: GatewayError
+    request: web.Request, timeout_s: float, limit: int = MAX_JSON_BYTES
 ) -> dict[str, object]:
-    """A JSON object body (an empty body is `{}`); anything else is a one-line 400."""
-    raw = await read_body(request, limit, timeout_s, too_large)
+    """A JSON object body (an empty body is `{}`); anything else is a one-line 4xx."""
+    return _parse_object(await read_json_body(request, timeout_s, limit))
+
+
+def _parse_object(raw: bytes) -> dict[str, object]:
     if not raw.strip():
         return {}
     try:

@@ -17,14 +17,13 @@ from typing import Any
 from aiohttp import web
 
 from engines.frames import FACE_SELECTORS, MASK_REGIONS, PROCESSORS, FaceSettings, SourceFace
-from gateway.errors import BadRequest, NotFound, PayloadTooLarge, Unprocessable
+from gateway.errors import BadRequest, NotFound, Unprocessable
 from gateway.http.body import read_json_object
 from gateway.http.keys import CONFIG, MONITOR, STATE
 from gateway.http.sources import visible_source
 from gateway.http.whip import owned_session
 
 KEYS = ("source", "processors", "mask", "faces", "reference")
-MAX_JSON_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -117,8 +116,7 @@ def describe(control: Control, defaults: FaceSettings) -> dict[str, Any]:
 async def patch_session(request: web.Request) -> web.Response:
     session = owned_session(request)
     config = request.app[CONFIG]
-    too_large = PayloadTooLarge(f"JSON body over {MAX_JSON_BYTES} bytes")
-    body = await read_json_object(request, MAX_JSON_BYTES, config.body_timeout_s, too_large)
+    body = await read_json_object(request, config.body_timeout_s)
     defaults = FaceSettings(config.processing.mask_regions, config.processing.face_selector)
     pipeline = request.app[STATE].pipeline
     new = plan(
