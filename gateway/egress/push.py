@@ -158,8 +158,8 @@ class EgressPush:
             return Failure(str(exc), exc.status, exc.retry_after_s)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             return Failure(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-        except Exception as exc:  # noqa: BLE001  (a bad answer: aiortc raises ValueError and others)
-            return Failure(f"cannot use the endpoint's answer: {type(exc).__name__}: {exc}", 422)
+        except Exception as exc:  # noqa: BLE001  (an answer aiortc cannot apply: ValueError and others)
+            return Failure(f"egress attempt failed: {type(exc).__name__}: {exc}", 422)
         self.failures_in_a_row = 0
         self.connected_s = time.monotonic()
         self._set(EgressState.LIVE, f"to {resource.location}")
