@@ -145,3 +145,37 @@ async def test_a_gone_endpoint_is_retried_then_given_up_and_the_session_never_st
                 assert len(pub.received.ids) >= session["frames_in"] * 0.8
             finally:
                 await pub.close()
+
+
+async def test_an_h264_session_pushes_h264_from_its_one_encoder(astronaut: np.ndarray) -> None:
+    endpoint = WhipEndpoint()
+    async with running_endpoint(endpoint) as downstream, aiohttp.ClientSession() as http:
+        config = replace(
+            gw_config(),
+            egress=EgressConfig(allowed_prefixes=("*",), host_addresses=LOOPBACK_EGRESS),
+        )
+        async with running_gateway(config, pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw:
+            frames = [cv2.resize(astronaut, (160, 120))]
+            pub = await publish(
+                http,
+                gw.url,
+                frames,
+                query=f"?processors=none&egress={downstream}/ingest/h264",
+                headers={"Livefuse-Egress-Token": endpoint.token},
+                codec="H264",
+            )
+            session_id = pub.location.rsplit("/", 1)[-1]
+            try:
+                assert await wait_for(
+                    lambda: any(len(p.video_ids) >= 15 for p in endpoint.resources.values()), 30
+                )
+                (pushed,) = endpoint.resources.values()
+                offer = pushed.pc.remoteDescription.sdp  # the push offered H.264 only, and was decoded as it
+                assert "H264/90000" in offer and "VP8/90000" not in offer
+                async with http.get(f"{gw.url}/sessions/{session_id}") as r:
+                    session = await _json(r)
+                assert list(session["send_bitrate"]) == ["H264"]  # the publisher's codec, encoded once
+                assert endpoint.requests[1][2] == f"Bearer {endpoint.token}"  # the header's token
+            finally:
+                await pub.close()
+            assert await wait_for(lambda: pushed.deleted, 10)  # the session ended: its resource DELETEd
