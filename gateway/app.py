@@ -23,15 +23,17 @@ from engines.frames import FrameItem, FrameOutput
 from gateway.auth import identify, is_authorized
 from gateway.config import GatewayConfig
 from gateway.control import Governor
+from gateway.egress import routes as egress_routes
 from gateway.engine_watch import EngineWatch
 from gateway.errors import Unauthorized, Unavailable
-from gateway.http import exposure, health, sessions, sources, whep, whip
+from gateway.http import control, exposure, health, sessions, sources, whep, whip
 from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
 from gateway.http.replies import replied
 from gateway.http.request_checks import MUTATING_WHILE_SHUTTING_DOWN
 from gateway.scheduler import FrameScheduler
 from gateway.session import MonitorLike, SessionManager
+from gateway.webhooks import wiring as webhooks
 
 if TYPE_CHECKING:
     from gateway.monitoring.monitor import MonitorConfig
@@ -253,6 +255,7 @@ def create_app(
     whep.add_routes(app)
     sources.add_routes(app)
     sessions.add_routes(app)
+    control.add_routes(app)
     app.router.add_get("/demo", _demo)
     app.router.add_get("/watch", _watch)
     if monitor is None or hasattr(the_monitor, "snapshot_dict"):
@@ -285,6 +288,8 @@ def create_app(
         app[EXTRA_COLLECTORS] = [audio.collector]
         metrics_views: list[MetricsView] = [exposure.metrics_view]
         app[METRICS_VIEWS] = metrics_views
+    egress_routes.install(app, config.egress)
+    webhooks.install(app, config.webhooks, the_monitor)
     return app
 
 

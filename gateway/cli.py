@@ -26,6 +26,8 @@ from gateway.auth import AuthConfig
 from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
 from gateway.control.capacity import usable_cores
 from gateway.control.degradation import DegradationConfig
+from gateway.egress.config import EgressConfig
+from gateway.egress.policy import RetryConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.http.tls import TlsConfig, make_self_signed, server_context
 from gateway.media.late import LatePolicy
@@ -35,6 +37,7 @@ from gateway.process_setup import setup_process
 from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
 from gateway.tenants import load_tenants
+from gateway.webhooks.delivery import WebhookConfig
 from gateway.webrtc.interop.dscp import parse_dscp
 from gateway.webrtc.interop.host_ports import parse_port_range
 from gateway.webrtc.interop.ice import LOOPBACK, IceConfig, TurnServer
@@ -336,6 +339,50 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma list of proxy addresses or networks (10.0.0.0/8) whose X-Forwarded-For names the client "
         "for the rate limit; from any other peer the header is ignored (default none)",
     )
+    g = p.add_argument_group(
+        "egress and webhooks", "pushing processed streams into the platform's media servers; signed events"
+    )
+    a = g.add_argument
+    a(
+        "--egress-url",
+        help="WHIP endpoint every session pushes its processed stream to (video + Opus; {session} becomes "
+        "the session id) unless it names its own (?egress=URL | none)",
+    )
+    a("--egress-token", help="bearer token for --egress-url")
+    a("--egress-token-file", type=Path, help="read the --egress-url bearer token from this file")
+    a(
+        "--egress-allow",
+        action="append",
+        metavar="URL_PREFIX",
+        help="WHIP endpoints a client may name for its session (?egress=, POST /sessions/{id}/egress): "
+        "URL prefixes, repeatable, '*' = any (default none: only --egress-url)",
+    )
+    a(
+        "--egress-max-attempts",
+        type=int,
+        help="failed egress attempts in a row (5xx, network, lost link) before the push gives up; "
+        "0 = retry while the session lives (default 6)",
+    )
+    a(
+        "--egress-host",
+        action="append",
+        metavar="ADDRESS",
+        help="local address egress peers gather ICE candidates on (repeatable; default: every interface)",
+    )
+    a(
+        "--webhook-url",
+        action="append",
+        help="POST session.started/ended/degraded, degraded and egress.failed events here, signed "
+        "(Livefuse-Signature: HMAC-SHA256, docs/EGRESS.md); repeatable",
+    )
+    a("--webhook-secret", help="HMAC secret that signs every webhook (required with --webhook-url)")
+    a("--webhook-secret-file", type=Path, help="read the webhook secret from this file")
+    a(
+        "--webhook-events",
+        help="comma-separated events to send (default all: session.started, session.ended, "
+        "session.degraded, degraded, egress.failed)",
+    )
+    a("--webhook-attempts", type=int, help="attempts per webhook on 5xx/network errors (default 5)")
     g = p.add_argument_group("monitoring", "what the gateway records and reports")
     a = g.add_argument
     a("--log-level", help="DEBUG | INFO | WARNING | ERROR (default INFO)")
@@ -605,6 +652,35 @@ def build_config(
         front_nice=int(get("front_nice", 5)),
         front_cpus=_cpu_list(get("front_cpus"), os.sched_getaffinity(0)),
         monitor=monitor,
+        egress=_egress_config(get),
+        webhooks=_webhook_config(get),
+    )
+
+
+def _webhook_config(get: Any) -> WebhookConfig:
+    secret = get("webhook_secret")
+    if secret is None and get("webhook_secret_file") is not None:
+        secret = Path(str(get("webhook_secret_file"))).read_text().strip()
+    hooks = WebhookConfig()
+    return WebhookConfig(
+        urls=_split(get("webhook_url")) or (),
+        secret=secret or None,
+        events=_split(get("webhook_events")) or hooks.events,
+        max_attempts=int(get("webhook_attempts", hooks.max_attempts)),
+    )
+
+
+def _egress_config(get: Any) -> EgressConfig:
+    token = get("egress_token")
+    if token is None and get("egress_token_file") is not None:
+        token = Path(str(get("egress_token_file"))).read_text().strip()
+    retry = RetryConfig()
+    return EgressConfig(
+        default_url=str(get("egress_url")) if get("egress_url") else None,
+        default_token=token or None,
+        allowed_prefixes=_split(get("egress_allow")) or (),
+        host_addresses=_split(get("egress_host")) or (),
+        retry=replace(retry, max_attempts=int(get("egress_max_attempts", retry.max_attempts))),
     )
 
 

@@ -14,12 +14,14 @@ from engines.frames import KEPT_REGIONS, MASK_REGIONS, PROCESSORS
 from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.background import BackgroundConfig
+from gateway.egress.config import EgressConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.http.tls import TlsConfig
 from gateway.media.audio import AudioConfig
 from gateway.media.late import LatePolicy
 from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
+from gateway.webhooks.delivery import WebhookConfig
 from gateway.webrtc.congestion.uplink_rate import UplinkRateConfig
 from gateway.webrtc.interop.ice import IceConfig
 
@@ -148,6 +150,8 @@ class GatewayConfig:
     background: BackgroundConfig = field(default_factory=BackgroundConfig)
     rate_limit: RateLimitConfig = field(default_factory=RateLimitConfig)  # HTTP requests per client address
     monitor: Any = None  # gateway.monitoring.MonitorConfig; None = its defaults
+    egress: EgressConfig = field(default_factory=EgressConfig)  # WHIP push downstream (gateway.egress)
+    webhooks: WebhookConfig = field(default_factory=WebhookConfig)  # signed event POSTs (gateway.webhooks)
     max_body_bytes: int = 8 * 1024 * 1024  # client_max_size: source images; SDP is checked far lower
     max_sdp_bytes: int = 64 * 1024
     log_level: str = "INFO"

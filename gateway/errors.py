@@ -74,3 +74,7 @@ class Unavailable(GatewayError):
 
     def __init__(self, reason: str, *, retry_after_s: int = 5) -> None:
         super().__init__(reason, headers={"Retry-After": str(retry_after_s)})
+
+
+class Forbidden(GatewayError):
+    status = 403

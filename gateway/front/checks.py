@@ -13,6 +13,7 @@ from aiohttp import web
 
 from gateway.errors import PreconditionRequired, UnsupportedMediaType
 from gateway.front.config import FrontConfig
+from gateway.http.body import read_json_body
 from gateway.http.request_checks import (
     TRICKLE_TYPE,
     check_image_size,
@@ -57,11 +58,18 @@ async def source_image(request: web.Request, config: FrontConfig) -> bytes:
     return body
 
 
+async def json_object(request: web.Request, config: FrontConfig) -> bytes:
+    """Live control and egress requests: a small JSON object (its values are the media process's to check)."""
+    return await read_json_body(request, config.body_timeout_s)
+
+
 CHECKS: dict[tuple[str, str], Check] = {
     ("POST", "/whip"): whip_offer,
     ("POST", "/whep/{session_id}"): whep_offer,
     ("PATCH", "/whip/{session_id}"): trickle,
     ("POST", "/sources"): source_image,
+    ("PATCH", "/sessions/{session_id}"): json_object,
+    ("POST", "/sessions/{session_id}/egress"): json_object,
 }
 
 

@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http_exceptions import HttpProcessingError
 
-SECRET_KEYS = ("token", "access_token", "viewer_token")
+SECRET_KEYS = ("token", "access_token", "viewer_token", "egress_token")
 _SECRET = re.compile(r"(?i)([?&](?:" + "|".join(SECRET_KEYS) + r")=)[^&#\s]*")
 
 

@@ -9,10 +9,11 @@ sends its headers and then dribbles the body would hold a handler forever. Every
 from __future__ import annotations
 
 import asyncio
+import json
 
 from aiohttp import web
 
-from gateway.errors import GatewayError
+from gateway.errors import BadRequest, GatewayError, PayloadTooLarge
 
 
 class RequestTimeout(GatewayError):
@@ -39,3 +40,33 @@ async def read_body(request: web.Request, limit: int, timeout_s: float, too_larg
         return await asyncio.wait_for(read(), timeout_s)
     except TimeoutError:
         raise RequestTimeout(f"request body not received within {timeout_s:g} s") from None
+
+
+MAX_JSON_BYTES = 16 * 1024  # control and egress requests: a few keys
+
+
+async def read_json_body(request: web.Request, timeout_s: float, limit: int = MAX_JSON_BYTES) -> bytes:
+    """The raw body when it is a JSON object (or empty); anything else is a one-line 400 (413 past `limit`).
+    The front process forwards these bytes; the media handler parses them (`read_json_object`)."""
+    raw = await read_body(request, limit, timeout_s, PayloadTooLarge(f"JSON body over {limit} bytes"))
+    _parse_object(raw)
+    return raw
+
+
+async def read_json_object(
+    request: web.Request, timeout_s: float, limit: int = MAX_JSON_BYTES
+) -> dict[str, object]:
+    """A JSON object body (an empty body is `{}`); anything else is a one-line 4xx."""
+    return _parse_object(await read_json_body(request, timeout_s, limit))
+
+
+def _parse_object(raw: bytes) -> dict[str, object]:
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("body must be a JSON object")
+    return body

@@ -2,7 +2,8 @@
 
 The publisher gets its processed video back on the same peer connection (sendrecv). Query: ?source=<id>
 (else the configured default source) and ?processors=face_swapper,face_enhancer (or none: pass-through);
-?mask=mouth,eyes|mouth|eyes|none (target regions kept), ?faces=many|one|reference (&reference=<source id>).
+?mask=mouth,eyes|mouth|eyes|none (target regions kept), ?faces=many|one|reference (&reference=<source id>);
+?egress=<WHIP URL>|none (gateway.egress.routes).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from engines.frames import FACE_SELECTORS, MASK_REGIONS, PROCESSORS, FaceSettings, SourceFace
+from gateway.egress import routes as egress
 from gateway.errors import (
     BadRequest,
     NotFound,
@@ -31,7 +33,7 @@ VIEWER_TOKEN_HEADER = "Livefuse-Viewer-Token"  # WHEP may use it (as a bearer to
 CORS = {
     "Access-Control-Allow-Origin": "*",
     "Access-Control-Allow-Methods": "POST, DELETE, PATCH, OPTIONS",
-    "Access-Control-Allow-Headers": "Authorization, Content-Type, If-Match",
+    "Access-Control-Allow-Headers": f"Authorization, Content-Type, If-Match, {egress.TOKEN_HEADER}",
     "Access-Control-Expose-Headers": "Location, ETag, Link, Accept-Patch, Livefuse-Viewer-Token",
 }
 
@@ -121,6 +123,7 @@ async def post_whip(request: web.Request) -> web.Response:
     source = choose_source(request)
     owner = principal_of(request).tenant
     face_settings = choose_face_settings(request)
+    egress_target = egress.requested_target(request)
     try:
         session, answer = await sessions_of(request.app).create(
             offer,
@@ -132,6 +135,7 @@ async def post_whip(request: web.Request) -> web.Response:
         )
     except SdpError as exc:
         raise BadRequest(str(exc)) from None
+    egress.begin(request.app, session, egress_target)
     response = web.Response(
         status=201,
         text=answer,

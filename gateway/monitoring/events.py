@@ -116,6 +116,11 @@ class EventLog:
         self._seq = 0
         self._wall = wall_clock
         self.counts: dict[str, int] = {}
+        self._listeners: list[Callable[[Event], None]] = []
+
+    def subscribe(self, listener: Callable[[Event], None]) -> None:
+        """`listener(event)` after every emit, on the emitting thread: it must not block (webhooks queue)."""
+        self._listeners.append(listener)
 
     def emit(self, now: float, kind: str, message: str, data: dict[str, object] | None = None) -> Event:
         with self._lock:
@@ -132,6 +137,11 @@ class EventLog:
             self.counts[kind] = self.counts.get(kind, 0) + 1
         if self._writer is not None:
             self._writer.write(ev.as_dict())
+        for listener in self._listeners:
+            try:
+                listener(ev)
+            except Exception:  # noqa: BLE001  (observability must not take the gateway down)
+                log.exception("event listener failed")
         # Operators tailing the log see the same story as the dashboard's event list.
         log.log(logging.WARNING if kind in _WARN_KINDS else logging.INFO, "%s: %s", kind, message)
         return ev

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,6 +103,8 @@ class Session:
         self.transport_cc: transport_cc.TransportCcFeedback | None = None  # when the answer negotiated it
         self.transport_cc_send: transport_cc.SendSideFeedback | None = None  # the publisher's return stream
         self._media_started = False
+        # awaited first when the session closes, while its encoders still run (egress: gateway.egress)
+        self.closing_hooks: list[Callable[[str], Awaitable[None]]] = []
         self.video = VideoLoop(
             self,
             scheduler=scheduler,
@@ -149,6 +151,20 @@ class Session:
     @property
     def task_count(self) -> int:
         return len(self._tasks)
+
+    @property
+    def face_settings(self) -> FaceSettings | None:
+        """What the session asked for about faces (None: the pipeline's defaults)."""
+        return self.video.face_settings
+
+    def reconfigure(
+        self, source: SourceFace | None, processors: tuple[str, ...], face_settings: FaceSettings | None
+    ) -> None:
+        """Live control (gateway.http.control): the next frame received is processed with these. Values are
+        checked by the caller; all three change together, on the loop, between two frames."""
+        self.video.change_face_settings(face_settings)
+        self.source = source
+        self.processors = processors
 
     async def add_remote_candidates(self, fragment: TrickleFragment) -> None:
         """Feed trickled candidates to ICE. A different ufrag is an ICE restart, which is refused."""
@@ -258,6 +274,9 @@ class Session:
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
+        for hook in list(self.closing_hooks):
+            with _logged_failure(f"session {self.id}: closing hook"):
+                await hook(reason)
         self.audio.close()
         for viewer_id in list(self.viewers):
             with _logged_failure(f"session {self.id}: closing viewer {viewer_id}"):

@@ -101,6 +101,17 @@ class VideoLoop:
         self._last_sent_s: float | None = None  # when a picture last went to the encoders
         self._link_reported_s = float("-inf")
 
+    @property
+    def face_settings(self) -> FaceSettings | None:
+        """What the session asked for about faces (None: the pipeline's defaults)."""
+        return self._face_track.settings
+
+    def change_face_settings(self, face_settings: FaceSettings | None) -> None:
+        """From the next frame on (live control); `one` chooses again among the faces it tracks."""
+        if face_settings != self._face_track.settings:
+            self._face_track.settings = face_settings
+            self._face_track.selected_id = None
+
     async def receive(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
         session = self._session
         loop = asyncio.get_running_loop()

@@ -1,9 +1,9 @@
 """The start-up self-check: refuse an aiortc that the gateway's patches were not checked against.
 
-The extensions in gateway.webrtc reach into aiortc's private names (compat). On another aiortc they would
-each switch themselves off with a warning, leaving a gateway that starts but quietly loses marker release,
-transport-cc or the audio relay. So the CLI checks first and refuses to start with one line naming the patch, the
-version found and the one to install. Pure: the version and the checks are passed in.
+The extensions in gateway.webrtc reach into aiortc's private names (compat). On another aiortc each
+would switch itself off with a warning, leaving a gateway that starts but quietly loses marker release,
+transport-cc or the audio relay. So the CLI checks first and refuses to start with one line naming the
+patch, the version found and the one to install. Pure: the version and the checks are passed in.
 """
 
 from __future__ import annotations

@@ -301,6 +301,7 @@ class RecordingMonitor:
         self.closed: list[tuple[str, str]] = []
         self.rejects: list[str] = []
         self.links: list[tuple[str, LinkState]] = []
+        self.events: list[tuple[str, str, dict[str, Any]]] = []  # kind, message, data
 
     def record_frame(self, rec: FrameRecord) -> None:
         self.records.append(rec)
@@ -318,7 +319,7 @@ class RecordingMonitor:
         self.rejects.append(reason)
 
     def event(self, kind: str, message: str, **data: Any) -> None:
-        pass
+        self.events.append((kind, message, data))
 
     def frame_options(self, requested: tuple[str, ...]) -> FrameOptions:
         return FrameOptions(processors=requested)

@@ -29,6 +29,8 @@ ROUTES = (
     ("DELETE", "/whip/{session_id}"),
     ("POST", "/whep/{session_id}"),
     ("POST", "/sources"),
+    ("PATCH", "/sessions/{session_id}"),
+    ("POST", "/sessions/{session_id}/egress"),
     ("GET", "/api/stream"),
     ("GET", "/metrics"),
     ("HEAD", "/metrics"),
@@ -195,6 +197,27 @@ async def test_a_small_valid_image_is_forwarded(media: tuple[Media, str]) -> Non
         resp = await client.post("/sources", data=image, headers={**AUTH, "Content-Type": "image/png"})
         assert resp.status == 200
     assert [(m, b) for m, _, _, b in recorder.seen] == [("POST", image)]
+
+
+async def test_live_control_and_egress_json_is_forwarded_and_what_is_not_a_json_object_stays(
+    media: tuple[Media, str],
+) -> None:
+    recorder, path = media
+    change = b'{"faces": "one"}'
+    target = b'{"url": "https://sfu.example/whip"}'
+    json_type = {**AUTH, "Content-Type": "application/json"}
+    async with await _front(path) as client:
+        resp = await client.patch("/sessions/abc", data=change, headers=json_type)
+        assert resp.status == 200
+        resp = await client.post("/sessions/abc/egress", data=target, headers=json_type)
+        assert resp.status == 200
+        for bad in (b"[1, 2]", b"{nope", b"x" * 20_000):
+            resp = await client.patch("/sessions/abc", data=bad, headers=json_type)
+            assert resp.status in (400, 413) and "\n" not in (await resp.text()).strip()
+    assert [(m, p, b) for m, p, _, b in recorder.seen] == [
+        ("PATCH", "/sessions/abc", change),
+        ("POST", "/sessions/abc/egress", target),
+    ]
 
 
 async def test_server_sent_events_stream_through_and_head_has_no_body(media: tuple[Media, str]) -> None:

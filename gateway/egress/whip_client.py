@@ -1,0 +1,133 @@
+"""The WHIP client side of RFC 9725: the HTTP exchange only (the peer connection is `gateway.egress.push`).
+
+POST the SDP offer with `Authorization: Bearer <token>`; the endpoint answers 201 with the SDP answer and
+`Location` (the session's resource, resolved against the endpoint URL: it may be relative); DELETE that
+resource to end. ICE servers come as `Link: <url>; rel="ice-server"` (section 4.6): aiortc cannot change
+its servers after the offer gathered, so they are asked for first with OPTIONS (which servers may refuse;
+then none are used) and the POST's own Link headers are kept for the next attempt.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+from aiortc import RTCIceServer
+
+SDP_TYPE = "application/sdp"
+_LINK = re.compile(r"<([^>]*)>\s*((?:;\s*[\w-]+\s*=\s*(?:\"[^\"]*\"|[^;,\s]*)\s*)*)")
+_PARAM = re.compile(r";\s*([\w-]+)\s*=\s*(\"[^\"]*\"|[^;,\s]*)")
+
+
+class WhipRefused(Exception):
+    """The endpoint answered, but not 201 (or 201 without an SDP answer or Location)."""
+
+    def __init__(self, status: int, reason: str, retry_after_s: float | None = None) -> None:
+        super().__init__(f"WHIP endpoint answered {status}: {reason}")
+        self.status = status
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class WhipResource:
+    location: str  # absolute
+    answer_sdp: str
+    ice_servers: tuple[RTCIceServer, ...] = ()
+    etag: str | None = None
+
+
+def check_endpoint(url: str) -> str:
+    """`url` when it is an absolute http(s) URL; ValueError (one line) otherwise."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"egress endpoint must be an absolute http(s) URL, got {url!r}")
+    return url
+
+
+def ice_servers_from_links(values: list[str]) -> tuple[RTCIceServer, ...]:
+    """`Link` header values -> ICE servers: only rel="ice-server" links of stun:/turn:/turns: URLs."""
+    servers = []
+    for value in values:
+        for match in _LINK.finditer(value):
+            url = match.group(1).strip()
+            params = {k.lower(): v.strip('"') for k, v in _PARAM.findall(match.group(2))}
+            if params.get("rel") != "ice-server" or not url.startswith(("stun:", "turn:", "turns:")):
+                continue
+            servers.append(
+                RTCIceServer(
+                    urls=url,
+                    username=params.get("username") or None,
+                    credential=params.get("credential") or None,
+                )
+            )
+    return tuple(servers)
+
+
+def _headers(token: str | None, **more: str) -> dict[str, str]:
+    headers = dict(more)
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def _retry_after(response: aiohttp.ClientResponse) -> float | None:
+    value = response.headers.get("Retry-After", "")
+    return float(value) if value.strip().isdigit() else None
+
+
+async def ice_servers(
+    http: aiohttp.ClientSession, url: str, token: str | None, timeout_s: float
+) -> tuple[RTCIceServer, ...]:
+    """The endpoint's ICE servers from an OPTIONS request; () when it has none or refuses OPTIONS."""
+    try:
+        async with http.options(
+            url, headers=_headers(token), timeout=aiohttp.ClientTimeout(total=timeout_s)
+        ) as response:
+            if response.status >= 300:
+                return ()
+            return ice_servers_from_links(response.headers.getall("Link", []))
+    except (TimeoutError, aiohttp.ClientError):
+        return ()
+
+
+async def post_offer(
+    http: aiohttp.ClientSession, url: str, token: str | None, offer_sdp: str, timeout_s: float
+) -> WhipResource:
+    """POST the offer; the resource on 201, else `WhipRefused` (network errors raise aiohttp's/timeouts)."""
+    async with http.post(
+        url,
+        data=offer_sdp.encode(),
+        headers=_headers(token, **{"Content-Type": SDP_TYPE}),
+        timeout=aiohttp.ClientTimeout(total=timeout_s),
+        allow_redirects=True,
+    ) as response:
+        body = await response.text(errors="replace")
+        if response.status != 201:
+            first = body.strip().splitlines()[0][:200] if body.strip() else response.reason or ""
+            raise WhipRefused(response.status, first, _retry_after(response))
+        location = response.headers.get("Location")
+        if not location:
+            raise WhipRefused(response.status, "201 without a Location header")
+        if not body.startswith("v=0"):
+            raise WhipRefused(response.status, "201 without an SDP answer")
+        return WhipResource(
+            location=urljoin(str(response.url), location),
+            answer_sdp=body,
+            ice_servers=ice_servers_from_links(response.headers.getall("Link", [])),
+            etag=response.headers.get("ETag"),
+        )
+
+
+async def delete_resource(
+    http: aiohttp.ClientSession, location: str, token: str | None, timeout_s: float
+) -> int | None:
+    """DELETE the session's resource: the status, or None when the endpoint could not be reached."""
+    try:
+        async with http.delete(
+            location, headers=_headers(token), timeout=aiohttp.ClientTimeout(total=timeout_s)
+        ) as response:
+            return response.status
+    except (TimeoutError, aiohttp.ClientError):
+        return None
