@@ -38,9 +38,14 @@ $(STAMP): pyproject.toml | $(PY)
 
 # Triton tests run the real tritonserver from the nvidia-pytriton wheel (~100 MB): --no-deps because it
 # declares numpy<2 for its own Python layer, which livefuse never imports (see pyproject's triton extra).
+# The torch backend is tested on the CPU: torch==2.13.0 (pip takes a CPU build where the machine offers one;
+# a plain `torch` would fetch a CUDA build of several GB) and onnx2torch without its torchvision dependency
+# (PyPI's torchvision is a CUDA build that cannot load beside CPU torch; onnx2torch needs it for no op used here).
 $(DEVSTAMP): $(STAMP) pyproject.toml
 	$(PIP) install -e ".[dev,triton]"
 	$(PIP) install --no-deps "nvidia-pytriton==0.7.0"
+	$(PIP) install "torch==2.13.0"
+	$(PIP) install --no-deps "onnx2torch==1.5.15"
 	@touch $@
 
 # Provisioning always runs: it is idempotent and quick when the cache is complete (hash checks only), and a

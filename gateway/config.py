@@ -22,7 +22,7 @@ from gateway.rtc.ice import IceConfig
 from gateway.scheduler import SchedulerConfig
 from gateway.source_store import SourcesConfig
 
-ENGINES = ("onnxruntime", "tensorrt", "triton")
+ENGINES = ("onnxruntime", "tensorrt", "triton", "torch")
 
 
 @dataclass(frozen=True)
