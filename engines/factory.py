@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engines.engine import Engine, EngineError
-from engines.onnxruntime_engine import OrtConfig, OrtEngine
+from engines.onnxruntime_engine import OrtConfig, OrtEngine, route_extra
 from engines.triton_engine import TritonConfig, TritonEngine
 from engines.trt_planning import parse_plan_filename, plan_model_name, select_plan
 
@@ -28,7 +28,8 @@ class EngineConfig:
     fp16: bool = False
     trt_cache_dir: Path | None = None       # ORT-TRT engine/timing cache; native plan directory
     contexts: int = 2                       # TensorRT contexts / torch slots (one CUDA stream each)
-    extra: dict[str, str] = field(default_factory=dict)  # raw ORT options for every GPU provider
+    # raw ORT options: `provider:key`, or by name (trt_* to tensorrt, the rest to cuda): see route_extra
+    extra: dict[str, str] = field(default_factory=dict)
     cuda_graphs: bool = False               # native TensorRT: one CUDA graph per bucket and input shape
     cudnn_conv_algo_search: str = "HEURISTIC"  # ORT CUDA provider
     opt_batch: int | None = None            # TensorRT profile opt batch (default max/2)
@@ -55,7 +56,7 @@ def ort_config_of(config: EngineConfig) -> OrtConfig:
         trt_timing_cache_dir=cache / "ort-timing" if cache else None,
         cudnn_conv_algo_search=config.cudnn_conv_algo_search,
         input_shapes=config.input_shapes,
-        extra={p: gpu_extra for p in config.providers if p != "cpu" and gpu_extra},
+        extra=route_extra(gpu_extra, config.providers),
     )
 
 
@@ -125,7 +126,7 @@ def create_engine(model_path: Path, config: EngineConfig, name: str | None = Non
 
         plan = find_plan(model_path, config)
         return TrtEngine(plan, TrtConfig(device_id=config.device_id, contexts=config.contexts,
-                                         cuda_graphs=config.cuda_graphs),
+                                         cuda_graphs=config.cuda_graphs, input_shapes=config.input_shapes),
                          name=name or plan_model_name(model_path))
     if config.backend == "torch":
         from engines.torch_engine import TorchEngine

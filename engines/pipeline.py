@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +50,7 @@ from engines.models.registry import get_spec
 from engines.models.store import ModelStore
 from engines.processors.arcface import ArcFaceEmbedder
 from engines.processors.batching import serving_model
-from engines.processors.face_detector import Face, FaceDetector
+from engines.processors.face_detector import Face, FaceDetector, detector_input_shapes
 from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
 from engines.processors.face_landmarker import FaceLandmarker
 from engines.processors.inswapper import InswapperSwapper, load_emap
@@ -190,13 +190,16 @@ class Pipeline:
 
         engines: list[Engine] = []
 
-        def make(path: Path, name: str) -> Engine:
-            engine = create_engine(path, config.engine, name=name)
+        def make(path: Path, name: str, engine_config: EngineConfig = config.engine) -> Engine:
+            engine = create_engine(path, engine_config, name=name)
             engines.append(engine)
             return engine
 
+        # the detector's spatial dims are dynamic: GPU engines get the canvases it will run (profiles, graphs)
+        det_config = replace(config.engine, input_shapes=config.engine.input_shapes or detector_input_shapes(
+            config.detector_size, max(SOURCE_DETECT_SIZE, config.detector_size)))
         try:
-            detector = FaceDetector(make(det_path, "face_detector"), config.detector_size,
+            detector = FaceDetector(make(det_path, "face_detector", det_config), config.detector_size,
                                     config.detector_score)
             landmarker = FaceLandmarker(make(serving_model(mesh_path), "face_landmarker"),
                                         config.presence_threshold)
