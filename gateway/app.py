@@ -105,6 +105,24 @@ def _default_monitor(config: GatewayConfig) -> MonitorLike:
     return Monitor(monitor_config)
 
 
+def _start_decoders(app: web.Application, parts: dict[str, Any], monitor: MonitorLike) -> None:
+    """NVDEC where the GPU has it (gateway.media.hw_decode): an event and /api/stats "decoder" say which
+    decoder runs per codec."""
+    from gateway.media import hw_decode
+    from gateway.monitoring.routes import STATS_VIEWS
+
+    choice = hw_decode.detect()
+    parts["undo_decoders"] = hw_decode.install(choice, lambda msg: monitor.event(hw_decode.EVENT, msg))
+    monitor.event(hw_decode.EVENT, f"video decode: {choice.summary()}", **choice.to_dict())
+
+    def view(request: web.Request, data: dict[str, object]) -> dict[str, object]:
+        data["decoder"] = choice.to_dict()
+        return data
+
+    if STATS_VIEWS in app:
+        app[STATS_VIEWS].append(view)
+
+
 def create_app(
     config: GatewayConfig,
     *,
@@ -138,6 +156,7 @@ def create_app(
 
     async def start_media() -> None:
         loop = asyncio.get_running_loop()
+        _start_decoders(app, parts, the_monitor)
         the_pipeline = pipeline
         if the_pipeline is None:
             the_pipeline = await loop.run_in_executor(None, _default_pipeline, config)
@@ -217,6 +236,9 @@ def create_app(
             the_pipeline = parts.get("pipeline")
             if the_pipeline is not None:
                 await asyncio.get_running_loop().run_in_executor(None, the_pipeline.close)
+            undo_decoders = parts.get("undo_decoders")
+            if undo_decoders is not None:
+                undo_decoders()
 
     async def on_shutdown(app: web.Application) -> None:
         await begin_shutdown(app)

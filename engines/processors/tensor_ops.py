@@ -42,13 +42,15 @@ def gaussian_blur(x: Any, sigma: float) -> Any:
     torch = _torch()
     import torch.nn.functional as F
 
-    k = torch.from_numpy(gaussian_kernel(sigma)).to(x.device, x.dtype)
+    k = torch.from_numpy(gaussian_kernel(sigma)).to(x.device, x.dtype).view(1, 1, -1)
     r = (k.numel() - 1) // 2
     n, c, h, w = x.shape
-    y = x.reshape(n * c, 1, h, w)
-    y = F.conv2d(_pad_reflect101(y, (r, r, 0, 0)), k.view(1, 1, 1, -1))
-    y = F.conv2d(_pad_reflect101(y, (0, 0, r, r)), k.view(1, 1, -1, 1))
-    return y.reshape(n, c, h, w)
+    # rows, then columns, each as a 1-D convolution over every line at once (half the time of conv2d with a
+    # 1xK kernel on CPU torch)
+    y = _pad_reflect101(x.reshape(n * c, 1, h, w), (r, r, 0, 0)).reshape(-1, 1, w + 2 * r)
+    y = F.conv1d(y, k).reshape(n * c, 1, h, w).transpose(2, 3)
+    y = _pad_reflect101(y, (r, r, 0, 0)).reshape(-1, 1, h + 2 * r)
+    return F.conv1d(y, k).reshape(n * c, 1, w, h).transpose(2, 3).reshape(n, c, h, w)
 
 
 def _pad_reflect101(x: Any, pad: tuple[int, int, int, int]) -> Any:
@@ -93,16 +95,20 @@ def dilate(mask: Any, radius: int, outside: float = 0.0) -> Any:
 def polygon_mask(h: int, w: int, polygon: np.ndarray, device: Any) -> Any:
     """(h, w) float {0, 1}: pixel centres inside a convex polygon (either winding), as cv2.fillConvexPoly."""
     torch = _torch()
-    p = torch.as_tensor(np.asarray(polygon, dtype=np.float64), device=device)
-    if p.shape[0] < 3:
+    pts = np.asarray(polygon, dtype=np.float64)
+    if pts.shape[0] < 3:
         return torch.zeros((h, w), dtype=torch.float32, device=device)
-    ys = torch.arange(h, device=device, dtype=torch.float64)[:, None, None]
-    xs = torch.arange(w, device=device, dtype=torch.float64)[None, :, None]
-    a, b = p, torch.roll(p, -1, 0)
-    cross = (b[:, 0] - a[:, 0]) * (ys - a[:, 1]) - (b[:, 1] - a[:, 1]) * (xs - a[:, 0])  # (h, w, E)
-    tol = 0.5 * torch.hypot(b[:, 0] - a[:, 0], b[:, 1] - a[:, 1])  # half a pixel, as the 8-connected fill
-    inside = (cross >= -tol).all(-1) | (cross <= tol).all(-1)
-    return inside.to(torch.float32)
+    ys = torch.arange(h, device=device, dtype=torch.float32)[:, None]
+    xs = torch.arange(w, device=device, dtype=torch.float32)[None, :]
+    pos = torch.ones((h, w), dtype=torch.bool, device=device)
+    neg = torch.ones((h, w), dtype=torch.bool, device=device)
+    for (ax, ay), (bx, by) in zip(pts, np.roll(pts, -1, 0), strict=True):  # one half-plane per edge
+        dx, dy = float(bx - ax), float(by - ay)
+        cross = (ys - float(ay)) * dx - (xs - float(ax)) * dy
+        tol = 0.5 * float(np.hypot(dx, dy))  # half a pixel, as the 8-connected fill
+        pos &= cross >= -tol
+        neg &= cross <= tol
+    return (pos | neg).to(torch.float32)
 
 
 def feather(region: Any, erode_px: int, blur: float) -> Any:
@@ -364,18 +370,15 @@ def rgb_to_i420(frame: Any) -> Any:
     h, w = frame.shape[:2]
     if h % 2 or w % 2:
         raise ValueError(f"I420 needs even sizes, got {w}x{h}")
-    rgb = frame.float()
-    y = rgb @ torch.tensor(_Y, device=frame.device) + 16.0
-    half = F.avg_pool2d(rgb.permute(2, 0, 1)[None], 2)[0].permute(1, 2, 0)
-    half = torch.floor(half + 0.5)  # INTER_AREA's uint8 mean, rounded
-    m = torch.tensor(_UV, device=frame.device) / 255.0
-    uv = half @ m[:, :3].T + m[:, 3]
+    r, g, b = frame.permute(2, 0, 1).float()  # planes: elementwise work, no (.., 3) @ (3,) products
     out = torch.empty((h * 3 // 2, w), dtype=torch.uint8, device=frame.device)
-    out[:h] = torch.round(y).clamp(0, 255).to(torch.uint8)
+    out[:h] = torch.round(r * _Y[0] + g * _Y[1] + b * _Y[2] + 16.0).clamp(0, 255).to(torch.uint8)
+    half = torch.floor(F.avg_pool2d(torch.stack([r, g, b])[None], 2)[0] + 0.5)  # INTER_AREA's uint8 mean
     flat = out[h:].view(-1)
     n = (h // 2) * (w // 2)
-    flat[:n] = torch.round(uv[..., 0]).clamp(0, 255).to(torch.uint8).reshape(-1)
-    flat[n:] = torch.round(uv[..., 1]).clamp(0, 255).to(torch.uint8).reshape(-1)
+    for row, start in zip(_UV, (0, n), strict=True):
+        c = (half[0] * row[0] + half[1] * row[1] + half[2] * row[2] + row[3]) * (1.0 / 255.0)
+        flat[start : start + n] = torch.round(c).clamp(0, 255).to(torch.uint8).reshape(-1)
     return out
 
 
