@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -33,6 +34,7 @@ from engines.processors import tensor_ops as T  # noqa: E402
 from engines.processors.face_enhancer import DetailEnhancer  # noqa: E402
 from engines.processors.mesh_warp import MARGIN, MeshSource, match_colour, warp_maps  # noqa: E402
 from engines.processors.paste import FacePatch, feathered_polygon_mask, paste_back  # noqa: E402
+from loadgen.media import default_media_dir  # noqa: E402
 
 
 def timed(fn: Callable[[], object], rounds: int, sync: Callable[[], None]) -> dict[str, float]:
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (the gateway's workers run one each)")
     p.add_argument("--output", type=Path, default=Path("reports/bench_tensor_ops.json"))
-    p.add_argument("--media-dir", type=Path, default=Path.home() / ".cache" / "livefuse" / "media")
+    p.add_argument("--media-dir", type=Path, default=default_media_dir(os.environ))
     args = p.parse_args(argv)
     try:
         import torch
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     frame = scene(args.media_dir)
-    pipeline = Pipeline.from_config(PipelineConfig(), ModelStore(default_model_dir({})))
+    pipeline = Pipeline.from_config(PipelineConfig(), ModelStore(default_model_dir(os.environ)))
     source = pipeline.prepare_source(frame, "astronaut")
     track = FaceTrack()
     pipeline.process([FrameItem(frame, source, track=track, time_s=0.0)])
