@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from engines.engine import EngineError
 from engines.factory import EngineConfig
 from engines.frames import PROCESSORS, FaceTrack, FrameItem, FrameOptions, SourceFace
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
@@ -323,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             runs = run_benchmark(config, store, media_root, on_progress)
-        except (ModelUnavailable, MediaUnavailable) as e:
+        except (ModelUnavailable, MediaUnavailable, EngineError) as e:  # e.g. a GPU backend without a GPU
             err.print(f"error: {e}")
             return 2
     cfg_dict = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}

@@ -5,7 +5,7 @@
 #   3. the offline pipeline benchmark at 1280x720, batch 1/4/16/64: torch CUDA fp16 vs ONNX Runtime CPU,
 #      and the per-face image ops (numpy/OpenCV vs torch CPU vs torch CUDA);
 #   4. a live capacity series: `loadgen --concurrent-jobs N` at 1280x720@30 against a gateway on the GPU
-#      (--engine torch --providers cuda --fp16), N from $PROOF_JOBS;
+#      ($PROOF_GATEWAY_ARGS, default --engine torch --providers cuda --fp16), N from $PROOF_JOBS;
 #   5. writes $OUT/summary.json (every figure), nvidia-smi samples, the test log and the logs: 5 files.
 # Budget: about 8 minutes (each step has its own timeout; a step that fails is recorded, the rest still run).
 #   OUT=/somewhere bash scripts/gpu_proof.sh        (default OUT: reports/gpu-proof)
@@ -16,6 +16,7 @@ CARRY=${GPU_CARRY:-.gpu-carry}
 PY=${PYTHON:-python3}
 JOBS=${PROOF_JOBS:-"8 24 40"}
 LIVE_S=${PROOF_LIVE_S:-20}
+GATEWAY_ARGS=${PROOF_GATEWAY_ARGS:-"--engine torch --providers cuda --fp16 --max-batch 32"}
 WORK=$(mktemp -d /tmp/livefuse-proof.XXXXXX)
 mkdir -p "$OUT"
 exec > >(tee "$OUT/proof.log") 2>&1
@@ -66,24 +67,29 @@ timeout 120 "$PY" "${BENCH[@]}" --engine onnxruntime --providers cpu --output-re
 step "image ops: numpy/OpenCV vs torch CPU vs torch CUDA"
 timeout 60 "$PY" scripts/bench_tensor_ops.py --rounds 20 --output "$WORK/bench-ops.json" | tail -n 10
 
-step "live series at 1280x720@30 (gateway: --engine torch --providers cuda --fp16)"
+step "live series at 1280x720@30 (gateway $GATEWAY_ARGS)"
 PORT=8089
-"$PY" -m gateway.cli --host 127.0.0.1 --port $PORT --engine torch --providers cuda --fp16 --max-batch 32 \
-    --log-level warning > "$WORK/gateway.log" 2>&1 &
+# shellcheck disable=SC2086  # the gateway's flags, word-split on purpose
+"$PY" -m gateway.cli --host 127.0.0.1 --port $PORT $GATEWAY_ARGS --log-level warning > "$WORK/gateway.log" 2>&1 &
 GW=$!
-for _ in $(seq 1 120); do
-    fetch "http://127.0.0.1:$PORT/readyz" && break
+READY=0
+for _ in $(seq 1 150); do  # models load and CUDA graphs are captured before /readyz turns 200
+    if fetch "http://127.0.0.1:$PORT/readyz"; then READY=1; break; fi
     kill -0 $GW 2>/dev/null || break
     sleep 1
 done
-fetch "http://127.0.0.1:$PORT/api/stats" "$WORK/stats-start.json" || { echo "gateway not ready:"; tail -n 20 "$WORK/gateway.log"; }
+if [ $READY = 1 ]; then
+    fetch "http://127.0.0.1:$PORT/api/stats" "$WORK/stats-start.json"
+else
+    echo "gateway not ready, no live series:"; tail -n 20 "$WORK/gateway.log"; JOBS=""
+fi
 for N in $JOBS; do
     step "live: $N publishers"
     timeout $((LIVE_S + 60)) "$PY" -m loadgen.cli --url "http://127.0.0.1:$PORT" --concurrent-jobs "$N" \
         --duration "$LIVE_S" --resolution 1280x720 --fps 30 --ramp-up-rate 8 --no-live \
         --output-report "$WORK/live-$N.json" | tail -n 4
 done
-fetch "http://127.0.0.1:$PORT/api/stats" "$WORK/stats-end.json"
+fetch "http://127.0.0.1:$PORT/api/stats" "$WORK/stats-end.json" || true
 kill $GW 2>/dev/null; wait $GW 2>/dev/null
 cp "$WORK/gateway.log" "$OUT/gateway.log"
 
