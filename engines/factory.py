@@ -70,7 +70,8 @@ def torch_config_of(config: EngineConfig) -> TorchConfig:
         raise EngineError(f"the torch backend runs on cpu or cuda, not {', '.join(unknown)}")
     device = f"cuda:{config.device_id}" if config.providers[:1] == ("cuda",) else "cpu"
     return TorchConfig(device=device, fp16=config.fp16, max_batch=config.max_batch,
-                       workers=config.contexts, input_shapes=config.input_shapes)
+                       workers=config.contexts, input_shapes=config.input_shapes,
+                       threads=config.intra_op_threads)
 
 
 def build_command(model_path: Path, config: EngineConfig) -> str:

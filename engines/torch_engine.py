@@ -44,6 +44,10 @@ class TorchConfig:
     # full shapes of inputs with dynamic non-batch dims, captured at warm-up (a name may appear twice)
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     acquire_timeout_s: float = 30.0
+    # CPU intra-op threads; 0 = torch's default. torch keeps ONE pool per process, so this sets it for the
+    # process (as the gateway's --intra-op-threads means it): with one worker per core, 1 avoids the
+    # oversubscription that made a FaceMesh call 10x slower on a loaded 2-core box.
+    threads: int = 0
 
 
 def import_torch() -> tuple[Any, Any]:
@@ -153,6 +157,8 @@ class TorchEngine(DescribedEngine):
         if self._cuda and not torch.cuda.is_available():
             raise EngineError(f"{self._name}: torch {torch.__version__} sees no CUDA device "
                               f"(asked for {config.device}); a CPU run here would be silently slow")
+        if config.threads > 0 and torch.get_num_threads() != config.threads:
+            torch.set_num_threads(config.threads)
         if self._device.type not in ("cpu", "cuda"):
             raise EngineError(f"{self._name}: torch device must be cpu or cuda[:N], got {config.device!r}")
         proto = onnx.load_model_from_string(model.read_bytes() if isinstance(model, Path) else model)
