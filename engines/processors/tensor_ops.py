@@ -111,6 +111,54 @@ def polygon_mask(h: int, w: int, polygon: np.ndarray, device: Any) -> Any:
     return (pos | neg).to(torch.float32)
 
 
+def polygons_mask(h: int, w: int, polygons: Sequence[np.ndarray], device: Any) -> Any:
+    """(h, w) bool: pixel centres inside any of the (possibly concave) polygons, by crossing parity, as
+    cv2.fillPoly for non-overlapping rings (the lips, the eyes)."""
+    torch = _torch()
+    ys = torch.arange(h, device=device, dtype=torch.float32)[:, None]
+    xs = torch.arange(w, device=device, dtype=torch.float32)[None, :]
+    out = torch.zeros((h, w), dtype=torch.bool, device=device)
+    for poly in polygons:
+        pts = np.asarray(poly, dtype=np.float64)
+        inside = torch.zeros((h, w), dtype=torch.bool, device=device)
+        for (ax, ay), (bx, by) in zip(pts, np.roll(pts, -1, 0), strict=True):
+            if ay == by:
+                continue
+            spans = (ys >= min(ay, by)) & (ys < max(ay, by))  # (h, 1): rows this edge crosses
+            x_at = float(ax) + (ys - float(ay)) * float((bx - ax) / (by - ay))
+            inside ^= spans & (xs <= x_at)
+        out |= inside
+    return out
+
+
+def region_mask(h: int, w: int, landmarks: np.ndarray, regions: Sequence[str], face_size: float,
+                device: Any) -> Any:
+    """masks.region_mask on the device: 1 where the target's `regions` (mouth, eyes) are kept."""
+    torch = _torch()
+    from engines.processors.masks import FEATHER, GROW, REGION_RINGS
+
+    out = torch.zeros((1, 1, h, w), dtype=torch.float32, device=device)
+    for region in regions:
+        rings = [landmarks[list(r)] for r in REGION_RINGS[region]]
+        filled = polygons_mask(h, w, rings, device).to(torch.float32)[None, None]
+        filled = dilate(filled, int(round(face_size * GROW[region])))
+        out = torch.maximum(out, filled)
+    if not regions:
+        return out[0, 0]
+    return gaussian_blur(out, max(0.5, face_size * FEATHER))[0, 0]
+
+
+def skin_mask(h: int, w: int, landmarks: np.ndarray, face_size: float, device: Any) -> Any:
+    """masks.skin_mask on the device: True except on the lips and the eyes, grown."""
+    torch = _torch()
+    from engines.processors.masks import EYE_LEFT, EYE_RIGHT, OUTER_LIPS
+
+    rings = [landmarks[list(r)] for r in (OUTER_LIPS, EYE_RIGHT, EYE_LEFT)]
+    filled = polygons_mask(h, w, rings, device).to(torch.float32)[None, None]
+    grown = dilate(filled, max(1, int(round(face_size * 0.03))))
+    return grown[0, 0] < 0.5
+
+
 def feather(region: Any, erode_px: int, blur: float) -> Any:
     """(h, w) {0, 1} region -> float mask in [0, 1]: eroded, then blurred (paste.feather)."""
     m = region.to(_torch().float32)[None, None]
