@@ -119,6 +119,22 @@ def share_weights(base: Any, other: Any) -> int:
     return shared
 
 
+def to_device_keeping_indices(module: Any, device: Any) -> Any:
+    """Move the module's weights (parameters, floating buffers) to `device` and leave its integer buffers
+    (reshape targets, pads, resize sizes, axes: what onnx2torch's ops read back with `.tolist()` or iterate)
+    on the CPU: on CUDA each read-back is a host synchronisation, and inside a graph capture an error."""
+    import torch
+
+    for sub in module.modules():
+        for key, param in list(sub._parameters.items()):
+            if param is not None:
+                sub._parameters[key] = torch.nn.Parameter(param.detach().to(device), requires_grad=False)
+        for key, tensor in list(sub._buffers.items()):
+            if tensor is not None and (tensor.is_floating_point() or tensor.is_complex()):
+                sub._buffers[key] = tensor.to(device)
+    return module
+
+
 @dataclass
 class _Graph:
     """One captured forward on one slot: static device inputs/outputs, pinned host staging, the graph."""
@@ -195,7 +211,7 @@ class TorchEngine(DescribedEngine):
     def _convert(self, proto: Any) -> Any:
         torch = self._torch
         module = self._onnx2torch.convert(proto).eval()
-        module = module.to(self._device)
+        module = to_device_keeping_indices(module, self._device)
         if self._config.fp16:
             module = module.half()
         if self._cuda:

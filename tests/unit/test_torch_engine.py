@@ -16,7 +16,7 @@ from engines.engine import EngineError, run_batched
 from engines.factory import EngineConfig, create_engine, torch_config_of
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore
-from engines.onnx_specialise import has_shape_ops, specialise
+from engines.onnx_specialise import has_shape_ops, inline_identities, specialise
 from engines.onnxruntime_engine import OrtConfig, OrtEngine
 from engines.processors.batching import serving_model
 from engines.torch_engine import TorchConfig, TorchEngine, import_torch
@@ -122,3 +122,19 @@ def test_cuda_asked_without_cuda_is_one_line_error(facemesh: Path) -> None:
     with pytest.raises(EngineError, match="no CUDA device") as err:
         TorchEngine(facemesh, TorchConfig(device="cuda:0"))
     assert "\n" not in str(err.value)
+
+
+def test_shape_tensors_stay_on_the_host_and_weights_go_to_the_device(retinaface: Path) -> None:
+    """onnx2torch reads reshape targets, pads and sizes back with `.tolist()`: on CUDA that is a host sync
+    per op and fails a graph capture, so integer buffers stay on the CPU ("meta" stands in for CUDA here)."""
+    import onnx
+
+    from engines.torch_engine import to_device_keeping_indices
+
+    _, onnx2torch = import_torch()
+    fixed = specialise(inline_identities(onnx.load(str(retinaface))), {"input": (1, 3, 192, 320)})
+    module = to_device_keeping_indices(onnx2torch.convert(fixed), "meta")
+    ints = [b for b in module.buffers() if not b.is_floating_point()]
+    floats = [t for t in (*module.parameters(), *module.buffers()) if t.is_floating_point()]
+    assert ints and all(b.device.type == "cpu" for b in ints)
+    assert floats and all(t.device.type == "meta" for t in floats)
