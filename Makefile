@@ -12,7 +12,7 @@ DEVSTAMP := $(VENV)/.installed-dev
 # pip: quiet, no version nag; each step re-runs only when its inputs change.
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint typecheck provision benchmark fuzz soak clean help
+.PHONY: demo test lint typecheck provision benchmark fuzz soak clean help gpu-wheels gpu-proof
 
 help:
 	@echo "make demo       install, provision, run the gateway + a short load test (CPU), write reports/demo.json"
@@ -21,6 +21,8 @@ help:
 	@echo "make benchmark  offline pipeline benchmark (writes reports/benchmark.json)"
 	@echo "make fuzz       attack a loopback gateway: 2x10000 fuzzed requests + kill -9 cycles (reports/fuzz*.json)"
 	@echo "make soak       15 min of live video under a steady light attack (reports/soak.json)"
+	@echo "make gpu-wheels what an offline GPU machine lacks (cp312 wheels, models, media) into $(GPU_CARRY)"
+	@echo "make gpu-proof  on the GPU machine: scripts/gpu_proof.sh (tests/gpu, benchmarks, live series)"
 
 $(PY):
 	@test -n "$(PYTHON)" || { echo "no Python >= 3.11 found (tried python3.13, python3.12, python3.11, python3; set PYTHON=...)"; exit 2; }
@@ -37,9 +39,14 @@ $(STAMP): pyproject.toml | $(PY)
 
 # Triton tests run the real tritonserver from the nvidia-pytriton wheel (~100 MB): --no-deps because it
 # declares numpy<2 for its own Python layer, which livefuse never imports (see pyproject's triton extra).
+# The torch backend is tested on the CPU: torch==2.13.0 (pip takes a CPU build where the machine offers one;
+# a plain `torch` would fetch a CUDA build of several GB) and onnx2torch without its torchvision dependency
+# (PyPI's torchvision is a CUDA build that cannot load beside CPU torch; onnx2torch needs it for no op used here).
 $(DEVSTAMP): $(STAMP) pyproject.toml
 	$(PIP) install -e ".[dev,triton,quality]"
 	$(PIP) install --no-deps "nvidia-pytriton==0.7.0"
+	$(PIP) install "torch==2.13.0"
+	$(PIP) install --no-deps "onnx2torch==1.5.15"
 	@touch $@
 
 # Provisioning always runs: it is idempotent and quick when the cache is complete (hash checks only), and a
@@ -79,5 +86,29 @@ soak: provision
 	@mkdir -p reports
 	$(PY) -m loadgen.bench.fuzz_gateway soak --duration 900 --rate 20 --output reports/soak.json
 
+# The GPU proof machine (CPython 3.12 with CUDA torch, no network) lacks these; torch is there, and so are
+# numpy, onnx, onnxruntime (CPU), opencv, aiohttp, pytest. They travel with the repository (64 MiB in all):
+# wheels ~42 MB, the provisioned models (without their serving copies, made again there) and media ~7 MB.
+GPU_CARRY ?= .gpu-carry
+GPU_WHEELS := aiortc==1.16.0 aioice==0.13.0 av==18.1.0 cryptography==50.0.2 pylibsrtp==1.0.0 pyee==13.0.1 \
+	google-crc32c==1.9.0 pyOpenSSL==26.4.0 dnspython==2.9.2 ifaddr==0.2.0 cffi==2.1.1 pycparser==3.12 \
+	onnx2torch==1.5.15 pytest-asyncio==1.5.0
+GPU_PLATFORMS := $(foreach p,manylinux_2_34 manylinux_2_28 manylinux_2_27 manylinux_2_17 manylinux2014 manylinux1,\
+	--platform $(p)_x86_64)
+
+gpu-wheels: provision
+	rm -rf $(GPU_CARRY)
+	mkdir -p $(GPU_CARRY)/wheels $(GPU_CARRY)/cache
+	$(PIP) download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $(GPU_PLATFORMS) \
+		-d $(GPU_CARRY)/wheels $(GPU_WHEELS)
+	$(PY) -c 'import os, shutil, sys; from engines.models.store import default_model_dir; \
+		from loadgen.media import default_media_dir; skip = shutil.ignore_patterns("*.serve*", "*.part"); \
+		shutil.copytree(default_model_dir(os.environ), sys.argv[1] + "/models", ignore=skip); \
+		shutil.copytree(default_media_dir(os.environ), sys.argv[1] + "/media", ignore=skip)' $(GPU_CARRY)/cache
+	@du -sh $(GPU_CARRY) $(GPU_CARRY)/wheels $(GPU_CARRY)/cache
+
+gpu-proof:
+	bash scripts/gpu_proof.sh
+
 clean:
-	rm -rf $(VENV) reports .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) reports .pytest_cache .mypy_cache .ruff_cache $(GPU_CARRY)

@@ -5,29 +5,36 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engines.engine import Engine, EngineError
-from engines.onnxruntime_engine import OrtConfig, OrtEngine
+from engines.onnxruntime_engine import OrtConfig, OrtEngine, route_extra
 from engines.triton_engine import TritonConfig, TritonEngine
 from engines.trt_planning import parse_plan_filename, plan_model_name, select_plan
+
+if TYPE_CHECKING:
+    from engines.torch_engine import TorchConfig
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    backend: str = "onnxruntime"            # "onnxruntime" | "tensorrt" (native plans) | "triton" (remote)
-    providers: tuple[str, ...] = ("cpu",)   # ORT providers: cpu | cuda | tensorrt
+    # "onnxruntime" | "tensorrt" (native plans) | "triton" (remote) | "torch" (onnx2torch, CPU or CUDA)
+    backend: str = "onnxruntime"
+    providers: tuple[str, ...] = ("cpu",)   # ORT providers: cpu | cuda | tensorrt; torch: cpu | cuda
     intra_op_threads: int = 0
     ort_spinning: bool = False              # ORT intra-op threads spin-wait between jobs
     device_id: int = 0
     max_batch: int = 16
     fp16: bool = False
     trt_cache_dir: Path | None = None       # ORT-TRT engine/timing cache; native plan directory
-    contexts: int = 2                       # native TensorRT: execution contexts (one CUDA stream each)
-    extra: dict[str, str] = field(default_factory=dict)  # raw ORT options for every GPU provider
-    cuda_graphs: bool = False               # native TensorRT: one CUDA graph per batch bucket
+    contexts: int = 2                       # TensorRT contexts / torch slots (one CUDA stream each)
+    # raw ORT options: `provider:key`, or by name (trt_* to tensorrt, the rest to cuda): see route_extra
+    extra: dict[str, str] = field(default_factory=dict)
+    cuda_graphs: bool = False               # native TensorRT: one CUDA graph per bucket and input shape
     cudnn_conv_algo_search: str = "HEURISTIC"  # ORT CUDA provider
     opt_batch: int | None = None            # TensorRT profile opt batch (default max/2)
-    # full shapes of inputs with dynamic non-batch dims (TensorRT profiles): (("input", (1, 3, 640, 640)),)
+    # full shapes of inputs with dynamic non-batch dims (TensorRT profiles span them, torch captures each);
+    # a name may appear several times: (("input", (1, 3, 320, 320)), ("input", (1, 3, 192, 320)))
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     triton: TritonConfig | None = None      # backend "triton": server URL, model prefix, shm, timeouts
 
@@ -49,8 +56,22 @@ def ort_config_of(config: EngineConfig) -> OrtConfig:
         trt_timing_cache_dir=cache / "ort-timing" if cache else None,
         cudnn_conv_algo_search=config.cudnn_conv_algo_search,
         input_shapes=config.input_shapes,
-        extra={p: gpu_extra for p in config.providers if p != "cpu" and gpu_extra},
+        extra=route_extra(gpu_extra, config.providers),
     )
+
+
+def torch_config_of(config: EngineConfig) -> TorchConfig:
+    """EngineConfig -> TorchConfig: `providers` picks the device (cuda -> cuda:<device_id>, else cpu); CUDA
+    graphs are on for CUDA unless a TensorRT-only setting turned them off (they are the point of the path)."""
+    from engines.torch_engine import TorchConfig
+
+    unknown = [p for p in config.providers if p not in ("cpu", "cuda")]
+    if unknown:
+        raise EngineError(f"the torch backend runs on cpu or cuda, not {', '.join(unknown)}")
+    device = f"cuda:{config.device_id}" if config.providers[:1] == ("cuda",) else "cpu"
+    return TorchConfig(device=device, fp16=config.fp16, max_batch=config.max_batch,
+                       workers=config.contexts, input_shapes=config.input_shapes,
+                       threads=config.intra_op_threads)
 
 
 def build_command(model_path: Path, config: EngineConfig) -> str:
@@ -106,9 +127,13 @@ def create_engine(model_path: Path, config: EngineConfig, name: str | None = Non
 
         plan = find_plan(model_path, config)
         return TrtEngine(plan, TrtConfig(device_id=config.device_id, contexts=config.contexts,
-                                         cuda_graphs=config.cuda_graphs),
+                                         cuda_graphs=config.cuda_graphs, input_shapes=config.input_shapes),
                          name=name or plan_model_name(model_path))
+    if config.backend == "torch":
+        from engines.torch_engine import TorchEngine
+
+        return TorchEngine(model_path, torch_config_of(config), name=name)
     if config.backend == "triton":
         # the model runs on the server, under the pipeline's engine name: the local file is not read
         return TritonEngine(name or plan_model_name(model_path), config.triton or TritonConfig())
-    raise EngineError(f"unknown engine backend {config.backend!r} (onnxruntime | tensorrt | triton)")
+    raise EngineError(f"unknown engine backend {config.backend!r} (onnxruntime | tensorrt | triton | torch)")

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from engines.engine import BatchRange, DescribedEngine, EngineError, TensorSpec
+from engines.graph_keys import shapes_by_input
 
 PROVIDER_NAMES: Mapping[str, str] = {
     "cpu": "CPUExecutionProvider",
@@ -45,12 +46,13 @@ class OrtConfig:
     device_id: int = 0
     min_batch: int = 1
     opt_batch: int | None = None               # TensorRT profile opt (default: max/2)
-    fp16: bool = False                         # TensorRT provider: allow FP16 kernels
+    fp16: bool = False                         # TensorRT: allow FP16 kernels; CUDA alone: an fp16 graph
     trt_engine_cache_dir: Path | None = None   # TensorRT provider: serialized engines
     trt_timing_cache_dir: Path | None = None   # TensorRT provider: layer timing cache
     trt_workspace_gb: float = 4.0
     cudnn_conv_algo_search: str = "HEURISTIC"  # CUDA provider
-    # full shapes (batch ignored) of inputs whose non-batch dims are dynamic, e.g. RetinaFace at 640x640
+    # full shapes (batch ignored) of inputs whose non-batch dims are dynamic, e.g. RetinaFace at 640x640; an
+    # input named several times gets a TensorRT profile spanning all its shapes
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     extra: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # provider -> raw ORT options
 
@@ -79,13 +81,61 @@ def check_available(providers: Sequence[str], available: Sequence[str]) -> None:
                           f"(have {', '.join(sorted(available))}; {GPU_HINT})")
 
 
+def check_loaded(name: str, requested: Sequence[str], loaded: Sequence[str]) -> None:
+    """ONNX Runtime drops a provider it cannot load (missing CUDA libraries, an unsupported GPU) with a
+    warning and runs on the CPU: for a GPU deployment that is a silently slow gateway, so it is an error
+    at start."""
+    missing = [p for p in requested if p not in loaded and p != "CPUExecutionProvider"]
+    if missing:
+        raise EngineError(f"{name}: ONNX Runtime did not load {', '.join(missing)} (running on "
+                          f"{', '.join(loaded) or 'nothing'}); {GPU_HINT}")
+
+
+def route_extra(extra: Mapping[str, str], providers: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Raw provider options -> per provider. Each GPU provider gets only its own options: CUDA's and
+    TensorRT's option names differ, and either rejects the other's. `provider:key` names one explicitly;
+    otherwise `trt_*` keys go to tensorrt and the rest to cuda (to the only GPU provider when there is
+    one)."""
+    gpu = [p for p in providers if p != "cpu"]
+    out: dict[str, dict[str, str]] = {p: {} for p in gpu}
+    for key, value in extra.items():
+        provider, sep, name = key.partition(":")
+        if sep:
+            if provider not in out:
+                raise EngineError(f"option {key!r} is for provider {provider!r}, which is not configured")
+            out[provider][name] = value
+        elif len(gpu) == 1:
+            out[gpu[0]][key] = value
+        elif gpu:
+            target = "tensorrt" if key.startswith("trt_") else "cuda"
+            if target in out:
+                out[target][key] = value
+    return {p: o for p, o in out.items() if o}
+
+
+def needs_fp16_model(config: OrtConfig) -> bool:
+    """fp16 on the CUDA provider needs an fp16 graph (it has no precision switch; TensorRT has one)."""
+    return config.fp16 and "cuda" in config.providers and "tensorrt" not in config.providers
+
+
+def fp16_model(model: Path | bytes) -> bytes:
+    """The model with fp16 weights and activations, fp32 inputs and outputs (onnxconverter-common)."""
+    try:
+        import onnx
+        from onnxconverter_common import float16
+    except ImportError:
+        raise EngineError(f"--fp16 on the CUDA provider converts the model: {GPU_HINT}") from None
+    proto = onnx.load(str(model)) if isinstance(model, Path) else onnx.load_model_from_string(model)
+    return bytes(float16.convert_float_to_float16(proto, keep_io_types=True).SerializeToString())
+
+
 def trt_profile_options(inputs: Sequence[TensorSpec], config: OrtConfig) -> dict[str, str]:
     """trt_profile_{min,opt,max}_shapes strings for the dynamic batch, built from the model's inputs.
 
     Empty when the model has a fixed batch or a dynamic non-batch dim without a configured shape (then ORT
     derives profiles from the shapes it sees, at the cost of rebuilds).
     """
-    fixed = dict(config.input_shapes)
+    fixed = shapes_by_input(config.input_shapes)
     mins, opts, maxs = [], [], []
     opt = config.opt_batch or max(config.min_batch, config.max_batch // 2)
     for spec in inputs:
@@ -94,13 +144,19 @@ def trt_profile_options(inputs: Sequence[TensorSpec], config: OrtConfig) -> dict
         dim0 = spec.shape[0]
         if isinstance(dim0, int) and dim0 > 0:
             return {}
-        rest = list(fixed[spec.name][1:]) if spec.name in fixed else list(spec.shape[1:])
-        if not all(isinstance(d, int) and d > 0 for d in rest):
+        given = [list(s[1:]) for s in fixed[spec.name]] if spec.name in fixed else [list(spec.shape[1:])]
+        if not all(isinstance(d, int) and d > 0 for rest in given for d in rest):
             return {}
-        tail = "".join(f"x{d}" for d in rest)
-        mins.append(f"{spec.name}:{config.min_batch}{tail}")
-        opts.append(f"{spec.name}:{opt}{tail}")
-        maxs.append(f"{spec.name}:{config.max_batch}{tail}")
+        # several configured shapes (the detector's letterboxes) span the profile: min/max per dim
+        lo = [min(col) for col in zip(*given, strict=True)]
+        hi = [max(col) for col in zip(*given, strict=True)]
+
+        def tail(dims: Sequence[int | str | None]) -> str:
+            return "".join(f"x{d}" for d in dims)
+
+        mins.append(f"{spec.name}:{config.min_batch}{tail(lo)}")
+        opts.append(f"{spec.name}:{opt}{tail(given[0])}")
+        maxs.append(f"{spec.name}:{config.max_batch}{tail(hi)}")
     return {
         "trt_profile_min_shapes": ",".join(mins),
         "trt_profile_opt_shapes": ",".join(opts),
@@ -182,13 +238,16 @@ class OrtEngine(DescribedEngine):
         for cache in (config.trt_engine_cache_dir, config.trt_timing_cache_dir):
             if cache is not None and "tensorrt" in config.providers:
                 cache.mkdir(parents=True, exist_ok=True)
-        src = str(model) if isinstance(model, Path) else model
+        src: str | bytes = str(model) if isinstance(model, Path) else model
+        if needs_fp16_model(config):
+            src = fp16_model(model)
         try:
             session: Any = ort.InferenceSession(src, sess_options=opts, providers=providers)
         except Exception as e:  # ORT raises its own exception types
             raise EngineError(f"{self._name}: cannot load model: {e}") from None
-        self._session: Any | None = session
         self._providers = tuple(session.get_providers())
+        check_loaded(self._name, [name for name, _ in providers], self._providers)
+        self._session: Any | None = session
         self._inputs = tuple(TensorSpec(i.name, i.type, _dims(i.shape)) for i in session.get_inputs())
         self._outputs = tuple(TensorSpec(o.name, o.type, _dims(o.shape)) for o in session.get_outputs())
         self._batch = batch_range_of(self._inputs, config.max_batch)

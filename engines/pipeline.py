@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +50,8 @@ from engines.models.registry import get_spec
 from engines.models.store import ModelStore
 from engines.processors.arcface import ArcFaceEmbedder
 from engines.processors.batching import serving_model
-from engines.processors.face_detector import Face, FaceDetector
+from engines.processors.device_mesh_warp import DeviceMeshWarp, swap_device
+from engines.processors.face_detector import Face, FaceDetector, detector_input_shapes
 from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
 from engines.processors.face_landmarker import FaceLandmarker
 from engines.processors.inswapper import InswapperSwapper, load_emap
@@ -99,6 +100,10 @@ class PipelineConfig:
     poisson: bool = False             # mesh_warp: Poisson (seamlessClone) blend instead of colour transfer
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    # torch device for the swap stage's image work (mesh_warp: warp, masks, colour, paste; the frame goes up
+    # and back once per batch). None = numpy/OpenCV, except with `--engine torch --providers cuda`, where
+    # it is that CUDA device (`image_device_of`).
+    image_device: str | None = None
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.processors if p not in PROCESSORS]
@@ -116,6 +121,10 @@ class PipelineConfig:
         if self.face_selector not in FACE_SELECTORS or self.face_selector == "reference":
             raise ValueError(f"default face selector must be many or one, got {self.face_selector!r} "
                              "(reference is chosen per session, with its reference face)")
+
+
+def image_device_of(config: PipelineConfig) -> str | None:
+    return swap_device(config.swapper, config.poisson, config.image_device, config.engine)
 
 
 Swapper = MeshWarpSwapper | InswapperSwapper
@@ -163,6 +172,10 @@ class Pipeline:
         self._clock = clock
         self._defaults = FaceSettings(keep_regions=config.keep_regions, selector=config.face_selector)
         self.selector = FaceSelector(embedder)
+        device = image_device_of(config) if isinstance(swapper, MeshWarpSwapper) else None
+        self.device_swap: DeviceMeshWarp | None = None
+        if device is not None:
+            self.device_swap = DeviceMeshWarp(device)
 
     @property
     def supports_reference(self) -> bool:
@@ -190,13 +203,16 @@ class Pipeline:
 
         engines: list[Engine] = []
 
-        def make(path: Path, name: str) -> Engine:
-            engine = create_engine(path, config.engine, name=name)
+        def make(path: Path, name: str, engine_config: EngineConfig = config.engine) -> Engine:
+            engine = create_engine(path, engine_config, name=name)
             engines.append(engine)
             return engine
 
+        # the detector's spatial dims are dynamic: GPU engines get the canvases it will run (profiles, graphs)
+        det_config = replace(config.engine, input_shapes=config.engine.input_shapes or detector_input_shapes(
+            config.detector_size, max(SOURCE_DETECT_SIZE, config.detector_size)))
         try:
-            detector = FaceDetector(make(det_path, "face_detector"), config.detector_size,
+            detector = FaceDetector(make(det_path, "face_detector", det_config), config.detector_size,
                                     config.detector_score)
             landmarker = FaceLandmarker(make(serving_model(mesh_path), "face_landmarker"),
                                         config.presence_threshold)
@@ -263,7 +279,10 @@ class Pipeline:
         working: dict[int, np.ndarray] = {}
         touched: dict[int, list[tuple[int, int, int, int]]] = {}
         swap_jobs = [(i, f) for i in active if swap_on[i] for f in faces[i]]
-        if swap_jobs:
+        if swap_jobs and self.device_swap is not None:
+            with book.time(STAGE_SWAP, [i for i, _ in swap_jobs], len(swap_jobs)):  # swap and paste
+                self._device_swap(self.device_swap, items, swap_jobs, working, touched)
+        elif swap_jobs:
             with book.time(STAGE_SWAP, [i for i, _ in swap_jobs], len(swap_jobs)):
                 patches = self._swap(items, swap_jobs)
             self._paste(items, working, swap_jobs, patches, book, touched)
@@ -468,6 +487,22 @@ class Pipeline:
             assert isinstance(d, MeshSource) and f.landmarks is not None
             mesh_jobs.append((fr, f.landmarks, d))
         return self.swapper.swap(mesh_jobs, keep)
+
+    def _device_swap(self, device_swap: DeviceMeshWarp, items: Sequence[FrameItem],
+                     jobs: list[tuple[int, Face]], working: dict[int, np.ndarray],
+                     touched: dict[int, list[tuple[int, int, int, int]]]) -> None:
+        frames = {i: items[i].image for i, _ in jobs}
+        device_jobs = []
+        for i, f in jobs:
+            src = items[i].source
+            assert src is not None and f.landmarks is not None
+            data = self._source_data(src)
+            assert isinstance(data, MeshSource)
+            device_jobs.append((i, f.landmarks, data, self.settings_of(items[i]).keep_regions))
+        swapped, boxes = device_swap.swap_and_paste(frames, device_jobs)
+        working.update(swapped)
+        for i, b in boxes.items():
+            touched.setdefault(i, []).extend(b)
 
     def _paste(self, items: Sequence[FrameItem], working: dict[int, np.ndarray], jobs: list[tuple[int, Face]],
                patches: Sequence[FacePatch | None], book: _Stages,

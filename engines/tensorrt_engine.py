@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from engines.engine import BatchRange, DescribedEngine, EngineError, TensorSpec, batch_size_of
+from engines.graph_keys import GraphKey, graph_key, warmup_shapes
 from engines.trt_planning import (
     BatchProfile,
     TensorLayout,
@@ -47,8 +48,10 @@ GPU_HINT = "TensorRT backend needs an NVIDIA GPU and `pip install 'livefuse[gpu]
 class TrtConfig:
     device_id: int = 0
     contexts: int = 2           # upper bound; the plan's profile count caps it
-    cuda_graphs: bool = False   # capture one CUDA graph per batch bucket (padded batches)
+    cuda_graphs: bool = False   # one CUDA graph per batch bucket and input shape (padded batches)
     acquire_timeout_s: float = 30.0
+    # full shapes of inputs with dynamic non-batch dims, captured at start (a name may repeat)
+    input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 def _import_gpu() -> tuple[Any, Any]:
@@ -120,6 +123,17 @@ class ContextPool:
                 self._free.append(slot)
                 self._cond.notify_all()
 
+    @property
+    def slots(self) -> list[Any]:
+        return list(self._slots)
+
+    def all_idle(self) -> list[Any]:
+        """Every slot, when none is in use (at start, before any `take`)."""
+        with self._cond:
+            if len(self._free) != len(self._slots):
+                raise EngineError("contexts are in use")
+            return list(self._slots)
+
     def drain(self, timeout_s: float) -> list[Any]:
         """Close the pool, wait for slots in use to come back, and return every slot (for freeing)."""
         with self._cond:
@@ -140,7 +154,7 @@ class _Slot:
         cudart = engine._cudart
         self.profile = profile
         self.index = index
-        self.graphs: dict[int, Any] = {}
+        self.graphs: dict[GraphKey, Any] = {}
         self.device: dict[str, int] = {}
         self.host: dict[str, int] = {}
         self.host_views: dict[str, np.ndarray] = {}
@@ -235,6 +249,23 @@ class TrtEngine(DescribedEngine):
         hi = min(s.profile.max for s in slots)
         self._batch = BatchRange(lo, hi)
         self._buckets = {s.index: graph_buckets(s.profile) for s in slots}
+        if config.cuda_graphs:
+            self._capture_all()
+
+    def _capture_all(self) -> None:
+        """Capture every bucket's graph for every configured input shape on every context, at start: a
+        capture on the live path stalls that batch (and every frame in it) for the capture's time."""
+        for shapes in warmup_shapes(self._inputs, self._config.input_shapes):
+            for slot in self._pool.all_idle():
+                for bucket in self._buckets[slot.index]:
+                    zeros = {s.name: np.zeros((bucket, *shapes[s.name][1:]), dtype=np.dtype(s.dtype))
+                             for s in self._inputs}
+                    self._run(slot, zeros, bucket, bucket)
+
+    def captured(self) -> list[GraphKey]:
+        """Graph keys captured on every context (what replays without a capture)."""
+        keys = [set(s.graphs) for s in self._pool.slots]
+        return sorted(set.intersection(*keys)) if keys else []
 
     @property
     def contexts(self) -> int:
@@ -259,23 +290,30 @@ class TrtEngine(DescribedEngine):
         cudart = self._cudart
         h2d = cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
         d2h = cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        shapes: dict[str, tuple[int, ...]] = {}
         for spec in self._inputs:
-            arr = np.ascontiguousarray(inputs[spec.name], dtype=np.dtype(spec.dtype))
-            if run_n > n:  # pad to the bucket with copies of the last item; extra results are cut
-                arr = np.concatenate([arr, np.repeat(arr[-1:], run_n - n, axis=0)])
-            size = arr.nbytes
+            src = inputs[spec.name]
+            dtype = np.dtype(spec.dtype)
+            shape = (run_n, *src.shape[1:])
+            size = nbytes(shape, dtype.itemsize)
             view = slot.host_views[spec.name]
             if size > view.size:
-                raise EngineError(f"{self._name}: input {spec.name} {arr.shape} exceeds the profile's "
+                raise EngineError(f"{self._name}: input {spec.name} {shape} exceeds the profile's "
                                   "max shape")
-            view[:size] = arr.reshape(-1).view(np.uint8)
-            if not slot.context.set_input_shape(spec.name, arr.shape):
-                raise EngineError(f"{self._name}: shape {arr.shape} rejected for input {spec.name}")
+            # one host copy, straight into pinned memory (dtype and layout converted on the way); a batch
+            # padded to its bucket repeats its last item there (the extra results are cut)
+            staged = view[:size].view(dtype).reshape(shape)
+            staged[:n] = src
+            if run_n > n:
+                staged[n:] = src[n - 1 : n]
+            if not slot.context.set_input_shape(spec.name, shape):
+                raise EngineError(f"{self._name}: shape {shape} rejected for input {spec.name}")
+            shapes[spec.name] = shape
             _check(cudart, cudart.cudaMemcpyAsync(slot.device[spec.name], slot.host[spec.name], size, h2d,
                                                   slot.stream), "cudaMemcpyAsync H2D")
         out_shapes = {s.name: tuple(slot.context.get_tensor_shape(s.name)) for s in self._outputs}
         if self._config.cuda_graphs:
-            self._launch_graph(slot, run_n)
+            self._launch_graph(slot, graph_key(shapes, run_n))
         elif not slot.context.execute_async_v3(int(slot.stream)):
             raise EngineError(f"{self._name}: execute_async_v3 failed")
         for spec in self._outputs:
@@ -291,11 +329,12 @@ class TrtEngine(DescribedEngine):
             result[spec.name] = full[:n].copy()
         return result
 
-    def _launch_graph(self, slot: _Slot, bucket: int) -> None:
-        """Replay the bucket's CUDA graph; the first time, run once (TensorRT's lazy setup must not be
-        captured) and capture. Input shapes are set before, so the captured kernels match the bucket."""
+    def _launch_graph(self, slot: _Slot, key: GraphKey) -> None:
+        """Replay the graph of these exact input shapes; the first time, run once (TensorRT's lazy setup must
+        not be captured) and capture. Input shapes are set before, so the captured kernels match the key: a
+        graph keyed by batch alone would replay another spatial size's kernels on this one's buffers."""
         cudart = self._cudart
-        exec_graph = slot.graphs.get(bucket)
+        exec_graph = slot.graphs.get(key)
         if exec_graph is None:
             if not slot.context.execute_async_v3(int(slot.stream)):
                 raise EngineError(f"{self._name}: execute_async_v3 failed")
@@ -308,7 +347,7 @@ class TrtEngine(DescribedEngine):
                 raise EngineError(f"{self._name}: execute_async_v3 failed during graph capture")
             exec_graph = _check(cudart, cudart.cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate")
             cudart.cudaGraphDestroy(graph)
-            slot.graphs[bucket] = exec_graph
+            slot.graphs[key] = exec_graph
             return  # the warm-up run already produced this batch's outputs
         _check(cudart, cudart.cudaGraphLaunch(exec_graph, slot.stream), "cudaGraphLaunch")
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PRECISIONS = ("fp32", "fp16")
 
@@ -253,21 +254,41 @@ def plan_buffers(tensors: Sequence[TensorLayout], max_batch: int,
 def profile_shapes(
     inputs: Sequence[tuple[str, Sequence[int | str | None]]],
     profile: BatchProfile,
-    fixed_dims: Mapping[str, Sequence[int]] | None = None,
+    fixed_dims: Mapping[str, Sequence[int] | Sequence[Sequence[int]]] | None = None,
 ) -> dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
     """min/opt/max shape per input for a batch profile; dims other than the batch must be static, or given in
-    `fixed_dims` (name -> full shape with any batch value, e.g. RetinaFace at 640x640)."""
+    `fixed_dims` (name -> one full shape, or several: any batch value, e.g. RetinaFace at 640x640).
+
+    Several shapes for one input span the profile: each non-batch dim ranges from its smallest to its largest
+    value and opt is the first shape given (the detector runs 320x320 at warm-up and 320x192 for 16:9; a
+    profile of one of them rejects the other at `set_input_shape`).
+    """
     result: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
     for name, shape in inputs:
-        base = list(fixed_dims[name]) if fixed_dims and name in fixed_dims else list(shape)
-        rest: list[int] = []
-        for d in base[1:]:
-            if not isinstance(d, int) or d <= 0:
-                raise ValueError(f"input {name} has a dynamic non-batch dim {tuple(shape)}: pass its shape "
-                                 f"(e.g. --shape {name}:1x3x640x640)")
-            rest.append(d)
-        result[name] = ((profile.min, *rest), (profile.opt, *rest), (profile.max, *rest))
+        given = _shape_list(fixed_dims[name]) if fixed_dims and name in fixed_dims else [list(shape)]
+        rests: list[list[int]] = []
+        for base in given:
+            rest: list[int] = []
+            for d in base[1:]:
+                if not isinstance(d, int) or d <= 0:
+                    raise ValueError(f"input {name} has a dynamic non-batch dim {tuple(shape)}: pass its "
+                                     f"shape (e.g. --shape {name}:1x3x640x640)")
+                rest.append(d)
+            rests.append(rest)
+        if len({len(r) for r in rests}) != 1:
+            raise ValueError(f"input {name}: shapes of different ranks given {given}")
+        lo = [min(col) for col in zip(*rests, strict=True)]
+        hi = [max(col) for col in zip(*rests, strict=True)]
+        result[name] = ((profile.min, *lo), (profile.opt, *rests[0]), (profile.max, *hi))
     return result
+
+
+def _shape_list(value: Sequence[int] | Sequence[Sequence[int]]) -> list[list[Any]]:
+    """One shape (ints) or several -> a list of shapes."""
+    items = list(value)
+    if items and not isinstance(items[0], int):
+        return [list(v) for v in items]  # type: ignore[call-overload]
+    return [items]
 
 
 def shape_string(shapes: dict[str, tuple[int, ...]]) -> str:

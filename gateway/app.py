@@ -125,6 +125,24 @@ def _default_monitor(config: GatewayConfig, governor: Governor) -> MonitorLike:
     return Monitor(_monitor_config(config), governor=governor)
 
 
+def _start_decoders(app: web.Application, parts: dict[str, Any], monitor: MonitorLike) -> None:
+    """NVDEC where the GPU has it (webrtc.codecs.hw_decode): an event and /api/stats "decoder" say which
+    decoder runs per codec."""
+    from gateway.monitoring.routes import STATS_VIEWS
+    from gateway.webrtc.codecs import hw_decode
+
+    choice = hw_decode.detect()
+    parts["undo_decoders"] = hw_decode.install(choice, lambda msg: monitor.event(hw_decode.EVENT, msg))
+    monitor.event(hw_decode.EVENT, f"video decode: {choice.summary()}", **choice.to_dict())
+
+    def view(request: web.Request, data: dict[str, object]) -> dict[str, object]:
+        data["decoder"] = choice.to_dict()
+        return data
+
+    if STATS_VIEWS in app:
+        app[STATS_VIEWS].append(view)
+
+
 def create_app(
     config: GatewayConfig,
     *,
@@ -159,6 +177,7 @@ def create_app(
 
     async def start_media() -> None:
         loop = asyncio.get_running_loop()
+        _start_decoders(app, parts, the_monitor)
         the_pipeline = pipeline
         if the_pipeline is None:
             the_pipeline = await loop.run_in_executor(None, _default_pipeline, config)
@@ -243,6 +262,9 @@ def create_app(
             the_pipeline = parts.get("pipeline")
             if the_pipeline is not None:
                 await asyncio.get_running_loop().run_in_executor(None, the_pipeline.close)
+            undo_decoders = parts.get("undo_decoders")
+            if undo_decoders is not None:
+                undo_decoders()
 
     async def on_shutdown(app: web.Application) -> None:
         await begin_shutdown(app)

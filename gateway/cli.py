@@ -213,12 +213,18 @@ def build_parser() -> argparse.ArgumentParser:
     a("--detector-size", type=int, help="face detector letterbox size, multiple of 32 (default 320)")
     a(
         "--engine",
-        choices=["onnxruntime", "tensorrt", "triton"],
-        help="inference backend (default onnxruntime; triton = a Triton Inference Server at --triton-url)",
+        choices=["onnxruntime", "tensorrt", "triton", "torch"],
+        help="inference backend (default onnxruntime; triton = a Triton Inference Server at --triton-url; "
+        "torch = PyTorch via onnx2torch, on --providers cuda or cpu)",
     )
     a("--providers", help="comma list of ONNX Runtime providers: cpu,cuda,tensorrt (default cpu)")
     a("--device-id", type=int, help="GPU index for cuda/tensorrt (default 0)")
-    a("--fp16", action="store_true", default=None, help="FP16 engines (ORT TensorRT provider; fp16 plans)")
+    a(
+        "--fp16",
+        action="store_true",
+        default=None,
+        help="FP16 engines (ORT CUDA/TensorRT providers; fp16 plans; torch)",
+    )
     a(
         "--trt-cache-dir",
         type=Path,
@@ -231,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="ONNX Runtime threads per engine call (default: 1 on the CPU "
         "with several workers, else all cores)",
     )
-    a("--contexts", type=int, help="--engine tensorrt: execution contexts (CUDA streams), default 2")
+    a("--contexts", type=int, help="--engine tensorrt|torch: execution contexts (CUDA streams), default 2")
     a("--triton-url", help="--engine triton: gRPC endpoint HOST:PORT (default 127.0.0.1:8001)")
     a("--triton-model-prefix", help="--engine triton: prefix of the repository's model names (default none)")
     a(

@@ -25,7 +25,7 @@ from gateway.webhooks.delivery import WebhookConfig
 from gateway.webrtc.congestion.uplink_rate import UplinkRateConfig
 from gateway.webrtc.interop.ice import IceConfig
 
-ENGINES = ("onnxruntime", "tensorrt", "triton")
+ENGINES = ("onnxruntime", "tensorrt", "triton", "torch")
 
 
 @dataclass(frozen=True)
@@ -84,11 +84,14 @@ def default_parallelism(engine: str, providers: tuple[str, ...], cores: int) -> 
     On the CPU, one single-threaded batch per core beats one batch spread over all cores: much of a batch is
     Python and numpy work between engine calls (alignment, warps, paste) that one thread does anyway, and
     parallel batches come from different sessions. Measured here (2 vCPU, 320x240@15): 4 streams p95 53 ms
-    vs 73 ms, 5 streams inside the 150 ms SLO vs not. On a GPU: two batches in flight (two CUDA streams).
+    vs 73 ms, 5 streams inside the 150 ms SLO vs not. On a GPU (and with remote or torch engines) the same
+    workers run the CPU stages around each engine call, most of a frame's work: one worker per core (up to
+    16), each engine call with one ORT thread; the engines' own contexts (CUDA streams) bound what runs on the
+    device at once, the rest of the workers keep the CPU stages going meanwhile.
     """
     if engine == "onnxruntime" and all(p == "cpu" for p in providers):
         return max(1, min(cores, 8)), 1
-    return 2, 0
+    return max(2, min(cores, 16)), 1
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ def check_processing(proc: ProcessingConfig) -> None:
 
             # imports TensorRT and cuda-python, asks the driver for the GPU
             device_compute_capability(proc.device_id)
+        elif proc.engine == "torch":
+            check_torch(proc.providers, proc.device_id)
         else:
             import onnxruntime as ort
 
@@ -40,3 +42,19 @@ def check_processing(proc: ProcessingConfig) -> None:
     except Exception as exc:  # a broken driver or library: still one line, never a traceback
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
         raise PreflightError(f"--engine {proc.engine}: GPU check failed: {reason}") from None
+
+
+def check_torch(providers: tuple[str, ...], device_id: int) -> None:
+    """torch and onnx2torch import; with `cuda`, torch sees the device (ONNX Runtime's providers do not
+    matter to this backend: a CPU-only onnxruntime beside CUDA torch is a working setup)."""
+    from engines.engine import EngineError
+    from engines.factory import EngineConfig, torch_config_of
+    from engines.torch_engine import import_torch
+
+    config = torch_config_of(EngineConfig(backend="torch", providers=providers, device_id=device_id))
+    torch, _ = import_torch()
+    if config.device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count <= device_id:
+            raise EngineError(f"torch {torch.__version__} sees {count} CUDA device(s), "
+                              f"device {device_id} asked")

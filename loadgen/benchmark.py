@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from engines.engine import EngineError
 from engines.factory import EngineConfig
 from engines.frames import PROCESSORS, FaceTrack, FrameItem, FrameOptions, SourceFace
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
@@ -241,8 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--durations", type=float, nargs="+", default=[10.0])
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1])
     p.add_argument("--processors", type=_csv, default=("face_swapper",))
-    p.add_argument("--engine", default="onnxruntime", help="engine backend: onnxruntime | tensorrt")
-    p.add_argument("--providers", type=_csv, default=("cpu",), help="ORT providers: cpu,cuda,tensorrt")
+    p.add_argument("--engine", default="onnxruntime", help="engine backend: onnxruntime | tensorrt | torch")
+    p.add_argument("--providers", type=_csv, default=("cpu",),
+                   help="ORT providers: cpu,cuda,tensorrt; torch: cpu | cuda")
+    p.add_argument("--fp16", action="store_true", help="FP16 engines (torch, ORT CUDA/TensorRT)")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds run before measuring each cell")
     p.add_argument("--cold", action="store_true",
                    help="build a fresh pipeline per cell and time its first batch")
@@ -297,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         durations=tuple(args.durations),
         batch_sizes=tuple(args.batch_sizes), processors=tuple(args.processors),
         engine=EngineConfig(backend=args.engine, providers=tuple(args.providers),
-                            max_batch=max(args.batch_sizes)),
+                            max_batch=max(args.batch_sizes), fp16=args.fp16),
         warmup_s=args.warmup, cold=args.cold, budget_ms=args.budget_ms)
     store = ModelStore(args.model_dir or default_model_dir(os.environ))
     media_root = args.media_dir or default_media_dir(os.environ)
@@ -313,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             runs = run_benchmark(config, store, media_root, on_progress)
-        except (ModelUnavailable, MediaUnavailable) as e:
+        except (ModelUnavailable, MediaUnavailable, EngineError) as e:  # e.g. a GPU backend without a GPU
             err.print(f"error: {e}")
             return 2
     cfg_dict = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}

@@ -34,6 +34,7 @@ if str(REPO) not in sys.path:  # run as a file from a checkout as well as from a
     sys.path.insert(0, str(REPO))
 
 from engines.engine import EngineError  # noqa: E402
+from engines.graph_keys import shapes_by_input  # noqa: E402
 from engines.trt_planning import (  # noqa: E402
     BatchProfile,
     PlanKey,
@@ -59,7 +60,7 @@ class BuildOptions:
     precision: str
     workspace_gb: float
     timing_cache: Path | None
-    shapes: dict[str, tuple[int, ...]]
+    shapes: dict[str, list[tuple[int, ...]]]  # several shapes per input span its profile
     device_id: int
 
 
@@ -193,7 +194,7 @@ def build_triton_repository(args: argparse.Namespace) -> list[str]:
     try:
         config = RepositoryConfig(args.backend, args.max_batch, preferred, args.max_queue_delay_us,
                                   args.instances, kind, args.intra_op_threads)
-        shapes = dict(parse_shape_arg(s) for s in args.shape)
+        shapes = shapes_by_input([parse_shape_arg(s) for s in args.shape])
     except ValueError as e:
         raise BuildError(str(e)) from None
 
@@ -237,7 +238,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timing-cache", type=Path, default=None, help="timing cache file (read and updated)")
     p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32")
     p.add_argument("--shape", action="append", default=[], metavar="NAME:DxDxD",
-                   help="fixed shape for an input with dynamic non-batch dims (batch value ignored)")
+                   help="shape of an input with dynamic non-batch dims (batch value ignored); repeat it "
+                   "for the same input to span several (the profile takes each dim's min..max)")
     p.add_argument("--device", type=int, default=0, help="CUDA device id")
     t = p.add_argument_group("Triton model repository")
     t.add_argument("--triton-repository", type=Path, metavar="DIR",
@@ -278,7 +280,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.onnx:
         try:
             profile = batch_profile(args)
-            shapes = dict(parse_shape_arg(s) for s in args.shape)
+            shapes = shapes_by_input([parse_shape_arg(s) for s in args.shape])
         except ValueError as e:
             raise BuildError(str(e)) from None
         for path in args.onnx:

@@ -63,6 +63,26 @@ def canvas_for(height: int, width: int, size: int) -> tuple[int, int]:
     return size, min(size, -(-size * width // (height * 32)) * 32 or 32)
 
 
+# Frame shapes (h, w) whose letterbox canvases a GPU engine prepares for: square (warm-up, sources), 16:9 and
+# 4:3 landscape, 9:16 portrait (phones).
+COMMON_FRAMES = ((1, 1), (9, 16), (3, 4), (16, 9))
+INPUT_NAME = "input"
+
+
+def detector_input_shapes(size: int, source_size: int) -> tuple[tuple[str, tuple[int, int, int, int]], ...]:
+    """The detector input shapes a GPU engine must accept without a rebuild or a live capture: the canvas of
+    each common frame shape at `size`, then the square `source_size` canvas the source image is detected on.
+    The first is the most common live one (TensorRT's opt)."""
+    canvases = [canvas_for(h * 1000, w * 1000, size) for h, w in ((9, 16), *COMMON_FRAMES)]
+    canvases.append((source_size, source_size))
+    out: list[tuple[str, tuple[int, int, int, int]]] = []
+    for ch, cw in canvases:
+        shape = (1, 3, ch, cw)
+        if (INPUT_NAME, shape) not in out:
+            out.append((INPUT_NAME, shape))
+    return tuple(out)
+
+
 @lru_cache(maxsize=32)
 def priors(height: int, width: int) -> np.ndarray:
     """(A, 4) anchors cx, cy, w, h normalised to the input canvas; the order the model's heads emit."""

@@ -1,25 +1,12 @@
-"""GPU tests: marked `gpu` and skipped, with the reason, where TensorRT, cuda-python or a GPU is missing."""
+"""GPU tests: marked `gpu`; each skipped, with the reason, where what it needs is missing (gpu_needs)."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
 
-
-@functools.cache
-def gpu_missing() -> str | None:
-    """Why GPU tests cannot run here, or None when they can."""
-    try:
-        import tensorrt  # noqa: F401
-        from cuda.bindings import runtime as cudart
-    except ImportError:
-        return "needs TensorRT and cuda-python (`pip install 'livefuse[gpu]'`)"
-    err, count = cudart.cudaGetDeviceCount()
-    if err != cudart.cudaError_t.cudaSuccess or count < 1:
-        return "no CUDA device"
-    return None
+from tests.gpu_needs import probe, skip_reason
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -27,6 +14,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.gpu)
-            reason = gpu_missing()
+            needs = [str(a) for m in item.iter_markers("needs") for a in m.args]
+            reason = skip_reason(needs, probe)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))

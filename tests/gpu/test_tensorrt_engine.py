@@ -1,4 +1,4 @@
-"""Native TensorRT backend and ORT GPU providers on a real GPU (skipped elsewhere, see conftest).
+"""Native TensorRT backend and ORT GPU providers on a real GPU (each skipped where its needs are not met).
 
 The FaceMesh model is made batch-dynamic, built into a plan by scripts/build_engines.py, and every result is
 compared with ONNX Runtime on CPU.
@@ -22,6 +22,7 @@ from engines.onnx_batch import make_batch_dynamic_bytes
 from engines.onnxruntime_engine import OrtConfig, OrtEngine
 
 REPO = Path(__file__).resolve().parents[2]
+needs_tensorrt = pytest.mark.needs("tensorrt")
 ATOL = 2e-2  # TensorRT picks other kernels (TF32 on Ampere+); outputs are pixel coordinates up to ~192
 
 
@@ -60,6 +61,7 @@ def _close(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
         np.testing.assert_allclose(a[k], b[k], atol=ATOL, rtol=1e-2)
 
 
+@needs_tensorrt
 @pytest.mark.parametrize("graphs", [False, True])
 def test_plan_matches_ort_cpu(facemesh_dyn: Path, plan_dir: Path, reference: OrtEngine, graphs: bool) -> None:
     plans = list(plan_dir.glob("face_landmark_468.trt*.fp32.b1-8.plan"))
@@ -82,6 +84,7 @@ def test_plan_matches_ort_cpu(facemesh_dyn: Path, plan_dir: Path, reference: Ort
         eng.infer({"input_1": _x(1)})
 
 
+@needs_tensorrt
 def test_concurrent_threads_use_separate_contexts(facemesh_dyn: Path, plan_dir: Path,
                                                   reference: OrtEngine) -> None:
     eng = create_engine(facemesh_dyn, EngineConfig(backend="tensorrt", trt_cache_dir=plan_dir, max_batch=8,
@@ -109,11 +112,8 @@ def test_concurrent_threads_use_separate_contexts(facemesh_dyn: Path, plan_dir: 
         _close(got[i], expected[i])
 
 
+@pytest.mark.needs("ort_gpu")
 def test_ort_cuda_provider_matches_cpu(facemesh_dyn: Path, reference: OrtEngine) -> None:
-    import onnxruntime as ort
-
-    if "CUDAExecutionProvider" not in ort.get_available_providers():
-        pytest.skip("onnxruntime-gpu not installed")
     eng = OrtEngine(facemesh_dyn, OrtConfig(providers=("cuda", "cpu"), max_batch=8))
     assert eng.providers[0] == "CUDAExecutionProvider"
     x = _x(3)

@@ -156,8 +156,11 @@ def test_batch_wait_flag_reaches_the_scheduler_config() -> None:
 def test_default_parallelism() -> None:
     assert default_parallelism("onnxruntime", ("cpu",), 2) == (2, 1)  # one single-threaded batch per core
     assert default_parallelism("onnxruntime", ("cpu",), 64) == (8, 1)
-    assert default_parallelism("onnxruntime", ("cuda", "cpu"), 16) == (2, 0)  # two CUDA streams
-    assert default_parallelism("tensorrt", ("cpu",), 16) == (2, 0)
+    # GPU engines: the workers also run the CPU stages around the engines, so one per core (two at least)
+    assert default_parallelism("onnxruntime", ("cuda", "cpu"), 16) == (16, 1)
+    assert default_parallelism("tensorrt", ("cpu",), 16) == (16, 1)
+    assert default_parallelism("torch", ("cuda",), 64) == (16, 1)
+    assert default_parallelism("tensorrt", ("cpu",), 1) == (2, 1)
     # an explicit single worker gets ORT's own threading (all cores)
     one = _config(["--workers", "1"])
     assert one.scheduler.workers == 1 and one.processing.intra_op_threads == 0

@@ -97,8 +97,9 @@ class FakeCudart:
 
 
 class FakeContext:
-    def __init__(self, cudart: FakeCudart, runs: list[int]) -> None:
+    def __init__(self, cudart: FakeCudart, runs: list[int], feats: tuple[int, ...] = (FEAT,)) -> None:
         self.cudart = cudart
+        self.feats = feats
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.addr: dict[str, int] = {}
         self.runs = runs
@@ -108,26 +109,26 @@ class FakeContext:
         return True
 
     def set_input_shape(self, name: str, shape: tuple[int, ...]) -> bool:
-        if not 1 <= shape[0] <= 8 or tuple(shape[1:]) != (FEAT,):
+        if not 1 <= shape[0] <= 8 or len(shape) != 2 or shape[1] not in self.feats:
             return False
         self.shapes[name] = tuple(shape)
         return True
 
     def get_tensor_shape(self, name: str) -> tuple[int, ...]:
-        return self.shapes["x"] if name == "x" else (self.shapes["x"][0], FEAT)
+        return self.shapes["x"]
 
     def set_tensor_address(self, name: str, ptr: int) -> bool:
         self.addr[name] = ptr
         return True
 
     def execute_async_v3(self, stream: int) -> bool:
-        n = self.shapes["x"][0]
+        n, f = self.shapes["x"]
         src, dst = self.addr["x"], self.addr["y"]
 
-        def op() -> None:
+        def op() -> None:  # the shape is the one set when it was recorded, as in a captured CUDA graph
             self.runs.append(n)
-            x = np.ctypeslib.as_array((ctypes.c_float * (n * FEAT)).from_address(src))
-            y = np.ctypeslib.as_array((ctypes.c_float * (n * FEAT)).from_address(dst))
+            x = np.ctypeslib.as_array((ctypes.c_float * (n * f)).from_address(src))
+            y = np.ctypeslib.as_array((ctypes.c_float * (n * f)).from_address(dst))
             y[:] = 2 * x + 1
 
         if stream in self.cudart.capturing:
@@ -141,9 +142,10 @@ class FakeCudaEngine:
     num_io_tensors = 2
     num_optimization_profiles = 2
 
-    def __init__(self, cudart: FakeCudart) -> None:
+    def __init__(self, cudart: FakeCudart, feats: tuple[int, ...] = (FEAT,)) -> None:
         self.cudart = cudart
         self.runs: list[int] = []
+        self.feats = feats
 
     def get_tensor_name(self, i: int) -> str:
         return ["x", "y"][i]
@@ -155,13 +157,13 @@ class FakeCudaEngine:
         return "DataType.FLOAT"
 
     def get_tensor_shape(self, name: str) -> tuple[int, ...]:
-        return (-1, FEAT)
+        return (-1, FEAT) if len(self.feats) == 1 else (-1, -1)
 
     def get_tensor_profile_shape(self, name: str, profile: int) -> list[tuple[int, ...]]:
-        return [(1, FEAT), (4, FEAT), (8, FEAT)]
+        return [(1, min(self.feats)), (4, self.feats[0]), (8, max(self.feats))]
 
     def create_execution_context(self) -> FakeContext:
-        return FakeContext(self.cudart, self.runs)
+        return FakeContext(self.cudart, self.runs, self.feats)
 
 
 @pytest.fixture
@@ -203,17 +205,47 @@ def test_fake_plan_infers_every_batch_size(fake: tuple[Any, FakeCudart]) -> None
 def test_fake_plan_cuda_graph_buckets_pad_and_replay(fake: tuple[Any, FakeCudart]) -> None:
     engine, cudart = fake
     eng = te.TrtEngine(b"plan", te.TrtConfig(contexts=1, cuda_graphs=True), name="m")
+    # every bucket is captured at start (each run once first, then recorded), none on the live path
+    assert engine.runs == [1, 2, 4, 8] and cudart.launches == 0
+    assert eng.captured() == [(("x", (b, FEAT)),) for b in (1, 2, 4, 8)]
     rng = np.random.default_rng(1)
     x5 = rng.standard_normal((5, FEAT)).astype(np.float32)
-    np.testing.assert_allclose(eng.infer({"x": x5})["y"], 2 * x5 + 1, rtol=1e-6)  # warm-up + capture
-    assert engine.runs == [8] and cudart.launches == 0
+    np.testing.assert_allclose(eng.infer({"x": x5})["y"], 2 * x5 + 1, rtol=1e-6)  # replays the 8 bucket
+    assert engine.runs[4:] == [8] and cudart.launches == 1
     x6 = rng.standard_normal((6, FEAT)).astype(np.float32)
-    y6 = eng.infer({"x": x6})["y"]  # replays the 8 bucket with new data
+    y6 = eng.infer({"x": x6})["y"]  # the same graph with new data
     assert y6.shape == (6, FEAT)
     np.testing.assert_allclose(y6, 2 * x6 + 1, rtol=1e-6)
-    assert engine.runs == [8, 8] and cudart.launches == 1
+    assert engine.runs[4:] == [8, 8] and cudart.launches == 2
     eng.infer({"x": x6[:1]})
     assert engine.runs[-1] == 1
+    eng.close()
+
+
+def test_fake_plan_graphs_are_keyed_by_full_shape(fake: tuple[Any, FakeCudart],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two spatial sizes at one batch bucket: each replays its own graph (keyed by batch alone, the second
+    size replayed the first one's kernels and returned half its output unwritten)."""
+    engine, cudart = fake
+    engine.feats = (FEAT, 2 * FEAT)
+    shapes = (("x", (1, FEAT)), ("x", (1, 2 * FEAT)))
+    eng = te.TrtEngine(b"plan", te.TrtConfig(contexts=1, cuda_graphs=True, input_shapes=shapes), name="m")
+    assert len(eng.captured()) == 2 * 4  # both sizes x buckets 1, 2, 4, 8
+    warm = len(engine.runs)
+    rng = np.random.default_rng(2)
+    for f in (FEAT, 2 * FEAT, FEAT, 2 * FEAT):
+        x = rng.standard_normal((3, f)).astype(np.float32)
+        np.testing.assert_allclose(eng.infer({"x": x})["y"], 2 * x + 1, rtol=1e-6)
+    assert engine.runs[warm:] == [4, 4, 4, 4] and cudart.launches == 4  # replays only
+
+    # one host copy per input: staged straight into pinned memory, padded there
+    def refuse(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("an extra host copy")
+
+    monkeypatch.setattr(np, "concatenate", refuse)
+    monkeypatch.setattr(np, "ascontiguousarray", refuse)
+    x = rng.standard_normal((8, 2 * FEAT)).astype(np.float32)[::2]  # strided: converted during the copy
+    np.testing.assert_allclose(eng.infer({"x": x})["y"], 2 * x + 1, rtol=1e-6)
     eng.close()
 
 

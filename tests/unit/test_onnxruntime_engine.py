@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from engines.onnxruntime_engine import (
     OrtEngine,
     provider_options,
     resolve_providers,
+    route_extra,
     trt_profile_options,
 )
 
@@ -208,3 +210,99 @@ def test_intra_op_spinning_is_off_unless_asked(retinaface: Path) -> None:
             assert opts.get_session_config_entry("session.intra_op.allow_spinning") == expected
         finally:
             eng.close()
+
+
+# -- GPU provider set-up, checked without a GPU ------------------------------------------------------------
+
+GPU_AVAILABLE = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+def test_trt_provider_profile_spans_the_detector_shapes() -> None:
+    det = (TensorSpec("input", "tensor(float)", ("N", 3, "H", "W")),)
+    cfg = OrtConfig(max_batch=8, opt_batch=4, input_shapes=(("input", (1, 3, 192, 320)),
+                                                             ("input", (1, 3, 320, 192)),
+                                                             ("input", (1, 3, 640, 640))))
+    opts = trt_profile_options(det, cfg)
+    assert opts["trt_profile_min_shapes"] == "input:1x3x192x192"
+    assert opts["trt_profile_opt_shapes"] == "input:4x3x192x320"
+    assert opts["trt_profile_max_shapes"] == "input:8x3x640x640"
+
+
+def test_pipeline_gives_the_detector_engine_its_shapes(model_store: ModelStore,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import engines.pipeline as pl
+    from engines.processors.face_detector import canvas_for
+
+    seen: dict[str, EngineConfig] = {}
+    real = pl.create_engine
+
+    def recording(path: Path, config: EngineConfig, name: str | None = None) -> Any:
+        seen[name or path.stem] = config
+        return real(path, config, name=name)
+
+    monkeypatch.setattr(pl, "create_engine", recording)
+    pipe = pl.Pipeline.from_config(pl.PipelineConfig(detector_size=320), model_store)
+    pipe.close()
+    shapes = [s for n, s in seen["face_detector"].input_shapes if n == "input"]
+    assert (1, 3, *canvas_for(720, 1280, 320)) in shapes and (1, 3, 320, 320) in shapes
+    assert (1, 3, 640, 640) in shapes  # sources are detected at 640
+    assert seen["face_landmarker"].input_shapes == ()  # FaceMesh's dims are static
+
+
+def test_a_requested_gpu_provider_that_did_not_load_is_an_error(retinaface: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """ORT falls back to the CPU with a warning when CUDA cannot load: a silently slow gateway."""
+    import onnxruntime as ort
+
+    real = ort.InferenceSession
+
+    def cpu_only(src: Any, sess_options: Any = None, providers: Any = None) -> Any:
+        return real(src, sess_options=sess_options, providers=["CPUExecutionProvider"])
+
+    monkeypatch.setattr(ort, "get_available_providers", lambda: GPU_AVAILABLE)
+    monkeypatch.setattr(ort, "InferenceSession", cpu_only)
+    with pytest.raises(EngineError, match="did not load CUDAExecutionProvider") as err:
+        OrtEngine(retinaface, OrtConfig(providers=("cuda", "cpu")))
+    assert "\n" not in str(err.value)
+    OrtEngine(retinaface, OrtConfig(providers=("cpu",))).close()  # CPU asked, CPU got: fine
+
+
+def test_each_gpu_provider_gets_only_its_own_raw_options() -> None:
+    cfg = ort_config_of(EngineConfig(providers=("tensorrt", "cuda", "cpu"),
+                                     extra={"trt_builder_optimization_level": "5", "gpu_mem_limit": "1024",
+                                            "cuda:arena_extend_strategy": "kSameAsRequested"}))
+    opts = dict(provider_options(cfg, ()))
+    trt, cuda = opts["TensorrtExecutionProvider"], opts["CUDAExecutionProvider"]
+    assert trt["trt_builder_optimization_level"] == "5" and "gpu_mem_limit" not in trt
+    assert cuda["gpu_mem_limit"] == "1024" and "trt_builder_optimization_level" not in cuda
+    assert cuda["arena_extend_strategy"] == "kSameAsRequested" and "arena_extend_strategy" not in trt
+    assert route_extra({"x": "1"}, ("cuda", "cpu")) == {"cuda": {"x": "1"}}
+    with pytest.raises(EngineError, match="not configured"):
+        route_extra({"tensorrt:x": "1"}, ("cuda",))
+
+
+def test_fp16_on_the_cuda_provider_runs_an_fp16_graph(retinaface: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA provider has no precision switch: --fp16 used to change nothing there."""
+    import onnxruntime as ort
+
+    import engines.onnxruntime_engine as oe
+
+    assert oe.needs_fp16_model(OrtConfig(providers=("cuda", "cpu"), fp16=True))
+    assert not oe.needs_fp16_model(OrtConfig(providers=("tensorrt", "cuda"), fp16=True))  # TRT's own flag
+    assert not oe.needs_fp16_model(OrtConfig(providers=("cuda",), fp16=False))
+    loaded: list[Any] = []
+    real = ort.InferenceSession
+
+    def session(src: Any, sess_options: Any = None, providers: Any = None) -> Any:
+        loaded.append(src)
+        s = real(retinaface.read_bytes(), sess_options=sess_options, providers=["CPUExecutionProvider"])
+        return type("S", (), {"get_providers": lambda self: GPU_AVAILABLE,
+                              "get_inputs": lambda self: s.get_inputs(),
+                              "get_outputs": lambda self: s.get_outputs()})()
+
+    monkeypatch.setattr(ort, "get_available_providers", lambda: GPU_AVAILABLE)
+    monkeypatch.setattr(ort, "InferenceSession", session)
+    monkeypatch.setattr(oe, "fp16_model", lambda model: b"fp16:" + Path(model).read_bytes()[:4])
+    OrtEngine(retinaface, OrtConfig(providers=("cuda", "cpu"), fp16=True)).close()
+    OrtEngine(retinaface, OrtConfig(providers=("cuda", "cpu"))).close()
+    assert loaded[0] == b"fp16:" + retinaface.read_bytes()[:4] and loaded[1] == str(retinaface)

@@ -139,3 +139,21 @@ def test_profile_shapes_and_strings() -> None:
         parse_shape_arg("1x3")
     with pytest.raises(ValueError):
         parse_shape_arg("a:1x0")
+
+
+def test_profile_spans_every_configured_shape_of_an_input() -> None:
+    """The detector runs 320x320 at warm-up and 320x192 for 16:9: a profile fixed to one rejects the other."""
+    from engines.processors.face_detector import canvas_for, detector_input_shapes
+
+    prof = BatchProfile(1, 4, 16)
+    given = detector_input_shapes(320, 640)
+    shapes = profile_shapes([("input", ["N", 3, None, None])], prof,
+                            {"input": [s for _, s in given]})
+    mn, opt, mx = shapes["input"]
+    assert opt == (4, 3, 192, 320)  # the first given: 16:9 landscape, the common live shape
+    for h, w in ((720, 1280), (480, 640), (320, 320), (1280, 720)):
+        ch, cw = canvas_for(h, w, 320)
+        assert mn[2] <= ch <= mx[2] and mn[3] <= cw <= mx[3], (h, w)
+    assert mx == (16, 3, 640, 640)  # the source image is detected at 640
+    with pytest.raises(ValueError, match="ranks"):
+        profile_shapes([("input", ["N", 3, None, None])], prof, {"input": [(1, 3, 8, 8), (1, 3, 8)]})

@@ -1,0 +1,148 @@
+"""Hardware video decode (NVDEC through PyAV's `*_cuvid` decoders) where the GPU has it, software otherwise.
+
+Why: at 1280x720 every publisher's decode runs on the CPU beside the image work; an NVIDIA GPU decodes H.264
+and VP8 on NVDEC for free. PyAV's wheels carry `h264_cuvid` and `vp8_cuvid`, but they open only where a CUDA
+driver and an NVDEC unit exist, so each is tried once at start (`detect`): one event and the /api/stats
+"decoder" field say which decoder runs per codec and why hardware is not used. A hardware decoder that fails
+mid-stream hands its stream to the software decoder (counted, one event); a session never fails for it.
+
+How: aiortc creates each receiver's decoder through `aiortc.rtcrtpreceiver.get_decoder` inside its decoder
+thread; `install` wraps that one factory for this process while the media side runs (returning the undo),
+only when some hardware decoder opened. NVDEC's frames (NV12) are converted to yuv420p, what aiortc's own
+decoders hand on. Nothing is installed on a machine without one, so the software path is unchanged there.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+HARDWARE: Mapping[str, str] = {"video/h264": "h264_cuvid", "video/vp8": "vp8_cuvid"}
+SOFTWARE = "software"
+EVENT = "decoder"
+
+
+@dataclass
+class DecoderChoice:
+    """Per codec (mime type): the decoder that runs, and for software, why no hardware one does."""
+
+    decoders: dict[str, str]
+    reasons: dict[str, str] = field(default_factory=dict)
+    fallbacks: int = 0  # streams moved from hardware to software mid-stream
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def hardware(self) -> bool:
+        return any(d != SOFTWARE for d in self.decoders.values())
+
+    def fell_back(self) -> None:
+        with self._lock:
+            self.fallbacks += 1
+
+    def to_dict(self) -> dict[str, object]:
+        return {"decoders": dict(self.decoders), "software_reasons": dict(self.reasons),
+                "hardware_fallbacks": self.fallbacks}
+
+    def summary(self) -> str:
+        return ", ".join(f"{mime.split('/')[1]}: {name}" for mime, name in sorted(self.decoders.items()))
+
+
+def probe(name: str) -> str | None:
+    """Why the PyAV decoder `name` cannot run here (one line), or None when it opened."""
+    try:
+        import av
+
+        if name not in av.codecs_available:
+            return f"{name} is not in this PyAV build"
+        ctx = av.CodecContext.create(name, "r")
+        ctx.open()
+    except Exception as e:  # PyAV raises FFmpegError subclasses, PermissionError, ValueError...
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return f"{name}: {text}"
+    return None
+
+
+def choose(probe_one: Callable[[str], str | None], wanted: Mapping[str, str] = HARDWARE) -> DecoderChoice:
+    """The decoder per codec given what `probe_one` says about each hardware decoder (pure)."""
+    choice = DecoderChoice(decoders={})
+    for mime, name in wanted.items():
+        reason = probe_one(name)
+        choice.decoders[mime] = SOFTWARE if reason else name
+        if reason:
+            choice.reasons[mime] = reason
+    return choice
+
+
+def detect(enabled: bool = True) -> DecoderChoice:
+    if not enabled:
+        return choose(lambda name: "hardware decode is turned off")
+    return choose(probe)
+
+
+class HardwareDecoder:
+    """aiortc's decoder interface (`decode(encoded_frame) -> frames`) over a PyAV hardware decoder, handing
+    the stream to `software()` (aiortc's own decoder) on the first failure."""
+
+    def __init__(self, name: str, software: Callable[[], Any], choice: DecoderChoice,
+                 on_fallback: Callable[[str], None]) -> None:
+        import av
+
+        self._av = av
+        self.name = name
+        self._software_factory = software
+        self._software: Any | None = None
+        self._choice = choice
+        self._on_fallback = on_fallback
+        self.codec: Any = av.CodecContext.create(name, "r")
+
+    def decode(self, encoded_frame: Any) -> list[Any]:
+        if self._software is not None:
+            return list(self._software.decode(encoded_frame))
+        from aiortc.mediastreams import VIDEO_TIME_BASE
+
+        packet = self._av.Packet(encoded_frame.data)
+        packet.pts = encoded_frame.timestamp
+        packet.time_base = VIDEO_TIME_BASE
+        try:
+            frames = self.codec.decode(packet)
+        except Exception as e:  # any decoder error: the software decoder takes the stream from here
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            self._choice.fell_back()
+            self._on_fallback(f"{self.name} failed ({reason}); this stream decodes in software")
+            self._software = self._software_factory()
+            return list(self._software.decode(encoded_frame))
+        return [f if f.format.name == "yuv420p" else f.reformat(format="yuv420p") for f in frames]
+
+
+def install(choice: DecoderChoice, on_fallback: Callable[[str], None]) -> Callable[[], None]:
+    """Make new aiortc receivers decode with `choice`'s hardware decoders; returns the undo. A no-op (and a
+    no-op undo) when every codec decodes in software."""
+    if not choice.hardware:
+        return lambda: None
+    import aiortc.rtcrtpreceiver as receiver_module
+
+    original = receiver_module.get_decoder
+
+    def get_decoder(codec: Any) -> Any:
+        name = choice.decoders.get(str(codec.mimeType).lower(), SOFTWARE)
+        if name == SOFTWARE:
+            return original(codec)
+        try:
+            return HardwareDecoder(name, lambda: original(codec), choice, on_fallback)
+        except Exception as e:  # could not even create it: software for this stream
+            choice.fell_back()
+            on_fallback(f"{name} could not start ({e}); this stream decodes in software")
+            return original(codec)
+
+    receiver_module.get_decoder = get_decoder
+
+    def undo() -> None:
+        if receiver_module.get_decoder is get_decoder:
+            receiver_module.get_decoder = original
+
+    return undo

@@ -1,0 +1,160 @@
+"""Per-face image work at 1280x720: today's numpy/OpenCV functions against their torch twins
+(engines.processors.tensor_ops) on the CPU, and on CUDA where torch sees a GPU.
+
+Why: the torch ops exist so the image work can run on the GPU beside the models; on the CPU they must not
+cost much more than today's path (CI runs them there). The frame: the astronaut portrait scaled to 720 px
+high on a 1280x720 canvas (a ~300 px face, a presenter's close-up); its FaceMesh comes from the real pipeline.
+Each op runs `--rounds` times after one warm-up; the JSON holds the median and p90 wall time per op and
+backend (CUDA timings synchronise before the clock stops), plus one frame's upload and download.
+
+    .venv/bin/python -m loadgen.bench.tensor_ops --output reports/bench_tensor_ops.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from engines.frames import FaceTrack, FrameItem
+from engines.models.store import ModelStore, default_model_dir
+from engines.pipeline import Pipeline, PipelineConfig
+from engines.processors import tensor_ops as T
+from engines.processors.face_enhancer import DetailEnhancer
+from engines.processors.mesh_warp import MARGIN, MeshSource, match_colour, warp_maps
+from engines.processors.paste import FacePatch, feathered_polygon_mask, paste_back
+from loadgen.media import default_media_dir
+
+
+def timed(fn: Callable[[], object], rounds: int, sync: Callable[[], None]) -> dict[str, float]:
+    fn()
+    sync()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - t0) * 1000.0)
+    arr = np.asarray(times)
+    return {"median_ms": round(float(np.median(arr)), 3), "p90_ms": round(float(np.percentile(arr, 90)), 3)}
+
+
+def scene(media_dir: Path) -> np.ndarray:
+    image = cv2.imread(str(media_dir / "astronaut.png"))
+    if image is None:
+        raise SystemExit(f"no astronaut.png in {media_dir} (run `python -m loadgen.media provision`)")
+    face = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    frame = np.full((720, 1280, 3), 90, dtype=np.uint8)
+    frame[:, 280:1000] = cv2.resize(face, (720, 720), interpolation=cv2.INTER_CUBIC)
+    return frame
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads (the gateway's workers run one each)")
+    p.add_argument("--output", type=Path, default=Path("reports/bench_tensor_ops.json"))
+    p.add_argument("--media-dir", type=Path, default=default_media_dir(os.environ))
+    args = p.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        p.error("needs torch: pip install 'livefuse[torch]'")
+    if not (args.media_dir / "astronaut.png").is_file():
+        p.error(f"{args.media_dir}/astronaut.png missing: run `make provision`")
+
+    torch.set_num_threads(args.threads)
+    frame = scene(args.media_dir)
+    pipeline = Pipeline.from_config(PipelineConfig(), ModelStore(default_model_dir(os.environ)))
+    source = pipeline.prepare_source(frame, "astronaut")
+    track = FaceTrack()
+    pipeline.process([FrameItem(frame, source, track=track, time_s=0.0)])
+    target = track.faces[0].shown.landmarks
+    face = track.faces[0].shown
+    pipeline.close()
+    mesh = source.data["mesh_warp"]
+    assert isinstance(mesh, MeshSource) and target is not None
+    lo = np.floor(target.min(0)).astype(int) - MARGIN
+    hi = np.ceil(target.max(0)).astype(int) + MARGIN
+    x0, y0, x1, y1 = max(int(lo[0]), 0), max(int(lo[1]), 0), min(int(hi[0]), 1280), min(int(hi[1]), 720)
+    h, w = y1 - y0, x1 - x0
+    local = target.astype(np.float64) - (x0, y0)
+    maps = warp_maps(local, mesh, h, w)
+    assert maps is not None
+    warped = cv2.remap(mesh.image, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    roi = np.ascontiguousarray(frame[y0:y1, x0:x1])
+    hull = cv2.convexHull(local[mesh.mask_points].astype(np.float32)).reshape(-1, 2)
+    erode, blur = max(1, int(max(h, w) * 0.04)), max(0.5, max(h, w) * 0.035)
+    enhancer = DetailEnhancer(0.8)
+    patch = FacePatch(image=warped.astype(np.float32), mask=np.ones((h, w), np.float32) * 0.8,
+                      matrix=np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0]], np.float32))
+    from gateway.media.colour import rgb_to_i420
+
+    numpy_ops: dict[str, Callable[[], object]] = {
+        "mesh_rasterise": lambda: warp_maps(local, mesh, h, w),
+        "remap": lambda: cv2.remap(mesh.image, maps[0], maps[1], cv2.INTER_LINEAR,
+                                   borderMode=cv2.BORDER_REPLICATE),
+        "feathered_mask": lambda: feathered_polygon_mask(h, w, hull, erode=erode, blur=blur),
+        "colour_match": lambda: match_colour(warped, roi, maps[2]),
+        "detail_enhance": lambda: enhancer.enhance_one(frame, face),
+        "paste": lambda: paste_back(frame.copy(), patch),
+        "rgb_to_i420": lambda: rgb_to_i420(frame),
+    }
+    results: dict[str, Any] = {"numpy_opencv": {k: timed(f, args.rounds, lambda: None)
+                                                for k, f in numpy_ops.items()}}
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for dev_name in devices:
+        dev = torch.device(dev_name)
+        sync: Callable[[], None] = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+        src = torch.from_numpy(mesh.image).permute(2, 0, 1).float().to(dev)
+        t_frame = torch.from_numpy(frame).to(dev)
+        t_warped, t_roi = torch.from_numpy(warped).to(dev), torch.from_numpy(roi).to(dev)
+        t_maps = T.warp_maps(local, mesh, h, w, dev)
+        assert t_maps is not None
+        t_img = torch.from_numpy(patch.image).permute(2, 0, 1)[None].to(dev)
+        t_mask = torch.from_numpy(patch.mask)[None, None].to(dev)
+        box = face.box
+        ex0, ey0 = max(int(np.floor(box[0])), 0), max(int(np.floor(box[1])), 0)
+        ex1, ey1 = min(int(np.ceil(box[2])), 1280), min(int(np.ceil(box[3])), 720)
+        t_face = t_frame[ey0:ey1, ex0:ex1].float()
+        ops: dict[str, Callable[[], object]] = {
+            "mesh_rasterise": lambda: T.warp_maps(local, mesh, h, w, dev),  # noqa: B023
+            "remap": lambda: T.remap(src, t_maps[0], t_maps[1]),  # noqa: B023
+            "feathered_mask": lambda: T.feathered_polygon_mask(h, w, hull, erode, blur, dev),  # noqa: B023
+            "colour_match": lambda: T.match_colour(t_warped, t_roi, t_maps[2]),  # noqa: B023
+            "detail_enhance": lambda: T.detail_enhance(t_face, 0.8, 0.8, 0.4),  # noqa: B023
+            "paste": lambda: T.paste_back(t_frame.clone(), t_img, t_mask, patch.matrix[None]),  # noqa: B023
+            "rgb_to_i420": lambda: T.rgb_to_i420(t_frame),  # noqa: B023
+        }
+        res = {k: timed(f, args.rounds, sync) for k, f in ops.items()}
+        if dev.type == "cuda":
+            res["upload_frame"] = timed(lambda: torch.from_numpy(frame).to(dev), args.rounds, sync)  # noqa: B023
+            res["download_frame"] = timed(lambda: t_frame.cpu(), args.rounds, sync)  # noqa: B023
+        results[f"torch_{dev_name}"] = res
+    report = {"frame": "1280x720", "face_box_px": [w, h], "rounds": args.rounds, "torch": torch.__version__,
+              "torch_threads": torch.get_num_threads(), "machine": platform.machine(),
+              "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "results": results}
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2))
+    names = list(numpy_ops)
+    cols = list(results)
+    print(f"{'op (median ms)':<16}" + "".join(f"{c:>16}" for c in cols))
+    for n in names + ["upload_frame", "download_frame"]:
+        cells = [results[c].get(n, {}).get("median_ms") for c in cols]
+        if any(v is not None for v in cells):
+            print(f"{n:<16}" + "".join(f"{'-' if v is None else v:>16}" for v in cells))
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
