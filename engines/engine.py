@@ -7,6 +7,7 @@ pass any batch size — `run_batched` splits inputs larger than the engine's max
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -91,6 +92,20 @@ def batch_size_of(inputs: dict[str, np.ndarray]) -> int:
     if len(sizes) != 1:
         raise EngineError(f"inputs disagree on batch size: {sorted(sizes)}")
     return sizes.pop()
+
+
+def checked_batch(name: str, closed: bool, batch: BatchRange, specs: Sequence[TensorSpec],
+                  inputs: dict[str, np.ndarray]) -> int:
+    """The batch size of `inputs` for an engine's `infer`, after the checks every backend makes first."""
+    if closed:
+        raise EngineError(f"{name}: engine is closed")
+    n = batch_size_of(inputs)
+    if not batch.min <= n <= batch.max:
+        raise EngineError(f"{name}: batch {n} outside {batch.min}..{batch.max}")
+    missing = {s.name for s in specs} - set(inputs)
+    if missing:
+        raise EngineError(f"{name}: missing inputs {sorted(missing)}")
+    return n
 
 
 def run_batched(engine: Engine, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

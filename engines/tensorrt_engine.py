@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from engines.engine import BatchRange, DescribedEngine, EngineError, TensorSpec, batch_size_of
+from engines.engine import BatchRange, DescribedEngine, EngineError, TensorSpec, checked_batch
 from engines.graph_keys import GraphKey, graph_key, warmup_shapes
 from engines.trt_planning import (
     BatchProfile,
@@ -272,14 +272,7 @@ class TrtEngine(DescribedEngine):
         return self._pool.size
 
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if self._closed:
-            raise EngineError(f"{self._name}: engine is closed")
-        n = batch_size_of(inputs)
-        if not self._batch.min <= n <= self._batch.max:
-            raise EngineError(f"{self._name}: batch {n} outside {self._batch.min}..{self._batch.max}")
-        missing = {s.name for s in self._inputs} - set(inputs)
-        if missing:
-            raise EngineError(f"{self._name}: missing inputs {sorted(missing)}")
+        n = checked_batch(self._name, self._closed, self._batch, self._inputs, inputs)
         cudart = self._cudart
         _check(cudart, cudart.cudaSetDevice(self._config.device_id), "cudaSetDevice")
         with self._pool.take(n) as slot:

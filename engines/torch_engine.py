@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from engines.engine import DescribedEngine, EngineError, TensorSpec, batch_size_of
+from engines.engine import DescribedEngine, EngineError, TensorSpec, checked_batch
 from engines.graph_keys import GraphKey, graph_key, warmup_shapes
 from engines.onnx_specialise import has_shape_ops, inline_identities, specialise
 from engines.onnxruntime_engine import batch_range_of
@@ -276,14 +276,7 @@ class TorchEngine(DescribedEngine):
                     self._run(slot, zeros, b)
 
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if self._closed:
-            raise EngineError(f"{self._name}: engine is closed")
-        n = batch_size_of(inputs)
-        if not self._batch.min <= n <= self._batch.max:
-            raise EngineError(f"{self._name}: batch {n} outside {self._batch.min}..{self._batch.max}")
-        missing = {s.name for s in self._inputs} - set(inputs)
-        if missing:
-            raise EngineError(f"{self._name}: missing inputs {sorted(missing)}")
+        n = checked_batch(self._name, self._closed, self._batch, self._inputs, inputs)
         with self._pool.take(n) as slot:
             return self._run(slot, inputs, n)
 

@@ -19,8 +19,7 @@ import numpy as np
 
 from engines.factory import EngineConfig
 from engines.processors import tensor_ops as T
-from engines.processors.alignment import extent
-from engines.processors.mesh_warp import BLUR_FRAC, ERODE_FRAC, MARGIN, MeshSource
+from engines.processors.mesh_warp import BLUR_FRAC, ERODE_FRAC, MeshSource, face_window
 
 SOURCES_KEPT = 16
 
@@ -84,14 +83,10 @@ class DeviceMeshWarp:
     def _swap_one(self, frame: Any, target: np.ndarray, source: MeshSource, keep: tuple[str, ...]
                   ) -> tuple[int, int, int, int] | None:
         torch = self._torch
-        fh, fw = frame.shape[:2]
-        ext = extent(target)
-        lo = np.floor(ext[:2]).astype(int) - MARGIN
-        hi = np.ceil(ext[2:]).astype(int) + MARGIN
-        x0, y0 = max(int(lo[0]), 0), max(int(lo[1]), 0)
-        x1, y1 = min(int(hi[0]), fw), min(int(hi[1]), fh)
-        if x1 - x0 < 4 or y1 - y0 < 4:
+        window = face_window(frame.shape[:2], target)
+        if window is None:
             return None
+        x0, y0, x1, y1 = window
         h, w = y1 - y0, x1 - x0
         local = target.astype(np.float64) - (x0, y0)
         maps = T.warp_maps(local, source, h, w, self.device)

@@ -259,14 +259,10 @@ class MeshWarpSwapper:
 
     def swap_one(self, frame: np.ndarray, target: np.ndarray, source: MeshSource,
                  keep: tuple[str, ...] = ()) -> FacePatch | None:
-        fh, fw = frame.shape[:2]
-        box = extent(target)
-        lo = np.floor(box[:2]).astype(int) - MARGIN
-        hi = np.ceil(box[2:]).astype(int) + MARGIN
-        x0, y0 = max(int(lo[0]), 0), max(int(lo[1]), 0)
-        x1, y1 = min(int(hi[0]), fw), min(int(hi[1]), fh)
-        if x1 - x0 < 4 or y1 - y0 < 4:
+        window = face_window(frame.shape[:2], target)
+        if window is None:
             return None
+        x0, y0, x1, y1 = window
         h, w = y1 - y0, x1 - x0
         local = target.astype(np.float64) - (x0, y0)
         maps = warp_maps(local, source, h, w)
@@ -310,3 +306,16 @@ def _poisson(warped: np.ndarray, roi: np.ndarray, mask: np.ndarray) -> np.ndarra
                                             centre, cv2.NORMAL_CLONE))
     except cv2.error:
         return None
+
+
+def face_window(frame_hw: tuple[int, ...], target: np.ndarray) -> tuple[int, int, int, int] | None:
+    """(x0, y0, x1, y1): the target mesh's extent plus MARGIN, inside the frame; None when under 4 px."""
+    fh, fw = frame_hw[:2]
+    box = extent(target)
+    lo = np.floor(box[:2]).astype(int) - MARGIN
+    hi = np.ceil(box[2:]).astype(int) + MARGIN
+    x0, y0 = max(int(lo[0]), 0), max(int(lo[1]), 0)
+    x1, y1 = min(int(hi[0]), fw), min(int(hi[1]), fh)
+    if x1 - x0 < 4 or y1 - y0 < 4:
+        return None
+    return x0, y0, x1, y1
