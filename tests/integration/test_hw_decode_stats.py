@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import aiohttp
 
-from gateway.media import hw_decode
+from gateway.webrtc.codecs import hw_decode
 from tests.integration.conftest import FakePipeline, gw_config, running_gateway
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from aiortc.codecs import get_decoder as stock_get_decoder
 
-from gateway.media import hw_decode
+from gateway.webrtc.codecs import hw_decode
 
 
 def _h264_packets(n: int = 6) -> list[bytes]:
