@@ -23,10 +23,10 @@ from engines.frames import FrameItem, FrameOutput
 from gateway.auth import identify, is_authorized
 from gateway.config import GatewayConfig
 from gateway.control import Governor
-from gateway.egress import routes as egress_routes
 from gateway.engine_watch import EngineWatch
 from gateway.errors import Unauthorized, Unavailable
 from gateway.http import control, exposure, health, sessions, sources, whep, whip
+from gateway.http import egress as egress_routes
 from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
 from gateway.http.replies import replied

@@ -14,7 +14,9 @@ looks and talks when the target does).
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import cv2
@@ -76,19 +78,31 @@ def centred_cosine(a: np.ndarray, b: np.ndarray, mean: np.ndarray) -> float:
     return float(x @ y / max(float(np.linalg.norm(x) * np.linalg.norm(y)), 1e-12))
 
 
+def _model_dir() -> Path:
+    """The model files inside the face-recognition-models package, found without importing it (its
+    __init__ needs pkg_resources, which recent setuptools no longer ships)."""
+    spec = importlib.util.find_spec("face_recognition_models")
+    if spec is None or not spec.submodule_search_locations:
+        raise IdentityUnavailable(INSTALL_HINT)
+    models = Path(next(iter(spec.submodule_search_locations))) / "models"
+    if not (models / "dlib_face_recognition_resnet_model_v1.dat").is_file():
+        raise IdentityUnavailable(INSTALL_HINT)
+    return models
+
+
 class FaceRecognizer:
     """dlib's face embedder. Blocking; one instance per thread (dlib's objects are not shared)."""
 
     def __init__(self) -> None:
         try:
             import dlib
-            import face_recognition_models as frm
         except ImportError:
             raise IdentityUnavailable(INSTALL_HINT) from None
+        models = _model_dir()
         self._dlib: Any = dlib
         self._detector = dlib.get_frontal_face_detector()
-        self._aligner = dlib.shape_predictor(frm.pose_predictor_five_point_model_location())
-        self._net = dlib.face_recognition_model_v1(frm.face_recognition_model_location())
+        self._aligner = dlib.shape_predictor(str(models / "shape_predictor_5_face_landmarks.dat"))
+        self._net = dlib.face_recognition_model_v1(str(models / "dlib_face_recognition_resnet_model_v1.dat"))
 
     def _rectangle(self, image: np.ndarray, box: np.ndarray | None) -> Any:
         """dlib's own detection (what its aligner was trained on) nearest `box`, looked for around `box`

@@ -3,7 +3,7 @@
 The publisher gets its processed video back on the same peer connection (sendrecv). Query: ?source=<id>
 (else the configured default source) and ?processors=face_swapper,face_enhancer (or none: pass-through);
 ?mask=mouth,eyes|mouth|eyes|none (target regions kept), ?faces=many|one|reference (&reference=<source id>);
-?egress=<WHIP URL>|none (gateway.egress.routes).
+?egress=<WHIP URL>|none (gateway.http.egress).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from aiohttp import web
 
 from engines.frames import FACE_SELECTORS, MASK_REGIONS, PROCESSORS, FaceSettings, SourceFace
-from gateway.egress import routes as egress
 from gateway.errors import (
     BadRequest,
     NotFound,
@@ -20,6 +19,7 @@ from gateway.errors import (
     Unprocessable,
     UnsupportedMediaType,
 )
+from gateway.http import egress
 from gateway.http.keys import CONFIG, STATE, principal_of, sessions_of
 from gateway.http.request_checks import SDP_TYPE, TRICKLE_TYPE, read_offer_text, read_trickle_fragment
 from gateway.http.sources import visible_source

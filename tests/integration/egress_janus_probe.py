@@ -24,7 +24,7 @@ from aiortc.mediastreams import AudioStreamTrack
 from gateway.config import GatewayConfig
 from gateway.egress.config import EgressConfig
 from gateway.egress.policy import RetryConfig
-from gateway.egress.routes import TOKEN_HEADER
+from gateway.http.egress import TOKEN_HEADER
 from gateway.webrtc.install import create_peer_connection
 from tests.integration.conftest import (
     LOOPBACK,

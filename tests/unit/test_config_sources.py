@@ -12,7 +12,7 @@ from gateway.cli import build_config, build_parser, env_values, main, merged_val
 from gateway.http.tls import make_self_signed
 
 EXAMPLE = Path(__file__).parents[2] / "deploy" / "gateway.example.toml"
-GROUPS = ("network", "media", "models", "limits", "security", "monitoring")
+GROUPS = ("network", "media", "models", "limits", "security", "egress and webhooks", "monitoring")
 
 
 def _keys() -> set[str]:
