@@ -1,6 +1,10 @@
 """The quality report on the real pipeline and media: the contact sheet and metrics are written, and they say
 what the defaults promise (mouth and eyes kept, masks cover the face, tracking steadier than detection, the
-eye openings kept alive without handing the face back as the whole eye area did)."""
+eye openings kept alive without handing the face back as the whole eye area did).
+
+It takes 30-60 s (longer on a busy machine): the whole report runs, because what it checks is that report's
+own numbers: the real detector and landmarker over the talking clip, every kept-region setting on every
+source/target case, and dlib's embedder on each output."""
 
 from __future__ import annotations
 
