@@ -193,8 +193,8 @@ class BatchPolicy:
         is due (the session's frame interval, with its jitter), or `interval_deadline_batches` single-frame
         batch times if that is longer, so a frame that costs more than the interval still runs. A frame that
         would finish later is rejected up front (or its batch shrunk) rather than making every later frame
-        of the machine wait behind it (measured: lower p95 below capacity, capacity even; docs/BENCHMARKS.md,
-        fourth round). None when off or while the session's interval is still unknown (the budget alone)."""
+        of the machine wait behind it (measured: lower p95 below capacity, capacity even; docs/BENCHMARKS.md).
+        None when off or while the session's interval is still unknown (the budget alone)."""
         factor = self._config.interval_deadline_batches
         interval = self._arrivals.steady_interval(session_id) if factor > 0 else None
         if interval is None:

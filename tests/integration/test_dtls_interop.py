@@ -1,4 +1,4 @@
-"""DTLS and SDP interop with publishers that are not stock aiortc (issue 13, item 7), with real aiortc peers
+"""DTLS and SDP interop with publishers that are not stock aiortc, with real aiortc peers
 on 127.0.0.1 dressed as other stacks: an RSA certificate (GStreamer's webrtcbin, many media servers), a
 publisher that insists on being the DTLS server (`a=setup:passive`), one that offers only RSA cipher suites,
 and an H.264 offer spelled `42c01f` (Constrained Baseline, as some encoders write it)."""

@@ -1,5 +1,5 @@
 """An independent WebRTC stack publishes to the gateway: GStreamer's `webrtcbin` (libnice ICE, OpenSSL DTLS
-with an RSA certificate), the element behind `whipsink` / `whipclientsink`. Before issue 13 it got 201 and
+with an RSA certificate), the element behind `whipsink` / `whipclientsink`. Before, it got 201 and
 then died in DTLS ("no shared cipher"). The publisher runs as a subprocess of Debian's system Python, which
 has the GObject bindings (python3-gi); `.ci/run` installs the packages. Everything stays on 127.0.0.1."""
 

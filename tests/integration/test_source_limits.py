@@ -1,4 +1,4 @@
-"""Source uploads are bounded (issue 13, items 2 and 3): image bombs are refused from their header (4xx with
+"""Source uploads are bounded: image bombs are refused from their header (4xx with
 the limit), decoding never runs on the event loop, and what is kept per source and in total is bounded and
 accounted in /api/stats.
 

@@ -1,4 +1,4 @@
-"""The `--shaper tc` path of loadgen/bench/network.py on the real kernel (issue 13, item 8): a private network
+"""The `--shaper tc` path of loadgen/bench/network.py on the real kernel: a private network
 namespace, the 600 kbit/s bottleneck as a real `tbf` on its `lo`, a real gateway and publisher inside it.
 Asserts that the media really crossed the kernel's qdisc (its own byte/packet counters) and that a profile
 the kernel cannot shape is refused in one line instead of running unshaped. Skips, saying why, where

@@ -1,4 +1,4 @@
-"""Secrets, exposure and tenants (issue 13, items 5 and 6).
+"""Secrets, exposure and tenants.
 
 Before: `?token=` was written to the access log; a connection sending blank lines stayed open for aiohttp's
 75 s keep-alive; anonymous reads listed every session id; every holder of the one token could end, patch

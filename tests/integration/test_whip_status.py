@@ -90,7 +90,7 @@ async def test_status_codes(astronaut: np.ndarray) -> None:
             async with http.patch(u + pub.location, data=restart, headers={**trickle, "If-Match": "*"}) as r:
                 assert r.status == 422 and "ICE restart" in await r.text()
             async with http.get(f"{u}/sessions/{session}") as r:
-                assert r.status == 404  # a session's details are its owner's (issue 13.5)
+                assert r.status == 404  # a session's details are its owner's
             async with http.get(f"{u}/sessions/{session}", headers=auth) as r:
                 assert r.status == 200 and (await r.json())["source"] == source["id"]
             second = pub.pc.localDescription.sdp

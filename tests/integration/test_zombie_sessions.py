@@ -1,4 +1,4 @@
-"""Offers that cannot be answered never hold an admission slot (issue 13 items 1 and 4).
+"""Offers that cannot be answered never hold an admission slot.
 
 Before the fix: `a=group:BUNDLE -1 1` or an m-line without `a=mid` got a 500 and left a session nobody could
 remove (16 of them locked every publisher out); `c=IN IP6 zz` got 201 and every later PATCH a 500; a

@@ -1,4 +1,4 @@
-"""`make` picks the first Python >= 3.11 on PATH and says which (issue 13.10: it insisted on 3.11)."""
+"""`make` picks the first Python >= 3.11 on PATH and says which."""
 
 from __future__ import annotations
 
