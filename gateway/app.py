@@ -128,19 +128,14 @@ def _default_monitor(config: GatewayConfig, governor: Governor) -> MonitorLike:
 def _start_decoders(app: web.Application, parts: dict[str, Any], monitor: MonitorLike) -> None:
     """NVDEC where the GPU has it (webrtc.codecs.hw_decode): an event and /api/stats "decoder" say which
     decoder runs per codec."""
-    from gateway.monitoring.routes import STATS_VIEWS
+    from gateway.monitoring.routes import add_section
     from gateway.webrtc.codecs import hw_decode
 
     choice = hw_decode.detect()
     parts["undo_decoders"] = hw_decode.install(choice, lambda msg: monitor.event(hw_decode.EVENT, msg))
     monitor.event(hw_decode.EVENT, f"video decode: {choice.summary()}", **choice.to_dict())
 
-    def view(request: web.Request, data: dict[str, object]) -> dict[str, object]:
-        data["decoder"] = choice.to_dict()
-        return data
-
-    if STATS_VIEWS in app:
-        app[STATS_VIEWS].append(view)
+    add_section(app, "decoder", choice.to_dict)
 
 
 def create_app(

@@ -106,14 +106,7 @@ def routes_of(app: web.Application) -> tuple[tuple[str, str], ...]:
 def _show(app: web.Application, front: FrontProcess) -> None:
     """The front's numbers in /api/stats and /metrics (gateway.monitoring.front_section)."""
     from gateway.monitoring.front_section import FrontSection, read_status
-    from gateway.monitoring.routes import EXTRA_COLLECTORS, STATS_VIEWS
+    from gateway.monitoring.routes import add_section
 
     section = FrontSection(lambda: read_status(front.pid, front.restarts))
-
-    def view(request: web.Request, data: dict[str, object]) -> dict[str, object]:
-        data[section.name] = section.data()
-        return data
-
-    if STATS_VIEWS in app:  # lists the app built: they stay mutable after the app is frozen
-        app[STATS_VIEWS].append(view)
-        app[EXTRA_COLLECTORS].append(section.collector)
+    add_section(app, section.name, section.data, section.collector)

@@ -139,13 +139,7 @@ def install(app: web.Application, config: EgressConfig) -> EgressHub:
     app.router.add_get(path, get_egress)
     app.router.add_delete(path, delete_egress)
 
-    from gateway.monitoring.routes import EXTRA_COLLECTORS, STATS_VIEWS
+    from gateway.monitoring.routes import add_section
 
-    def view(request: web.Request, data: dict[str, object]) -> dict[str, object]:
-        data["egress"] = hub.data()
-        return data
-
-    if STATS_VIEWS in app:
-        app[STATS_VIEWS].append(view)
-        app[EXTRA_COLLECTORS].append(hub.collector)
+    add_section(app, "egress", hub.data, hub.collector)
     return hub

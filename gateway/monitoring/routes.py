@@ -38,6 +38,23 @@ METRICS_VIEWS = web.AppKey("livefuse_metrics_views", list[MetricsView])
 EXTRA_COLLECTORS = web.AppKey("livefuse_extra_collectors", list[Callable[[], Collector]])
 
 
+def add_section(app: web.Application, name: str, data: Callable[[], object],
+                collector: Callable[[], Collector] | None = None) -> None:
+    """A part of the gateway the monitor does not own shows `data()` under `name` in /api/stats (and
+    /api/stream), and `collector`'s families in /metrics. The lists stay mutable after the app is frozen;
+    an app without the monitor's routes has neither, and nothing is added."""
+    if STATS_VIEWS not in app:
+        return
+
+    def view(request: web.Request, stats: dict[str, object]) -> dict[str, object]:
+        stats[name] = data()
+        return stats
+
+    app[STATS_VIEWS].append(view)
+    if collector is not None:
+        app[EXTRA_COLLECTORS].append(collector)
+
+
 def _monitor(request: web.Request) -> Monitor:
     return request.app[MONITOR_KEY]
 

@@ -36,13 +36,7 @@ def install(app: web.Application, config: WebhookConfig, monitor: Any) -> Webhoo
 
     # first in, last out: sessions (and their session.ended events) close before the workers stop
     app.cleanup_ctx.insert(0, webhooks_ctx)
-    from gateway.monitoring.routes import EXTRA_COLLECTORS, STATS_VIEWS
+    from gateway.monitoring.routes import add_section
 
-    def view(request: web.Request, data: dict[str, object]) -> dict[str, object]:
-        data["webhooks"] = hooks.data()
-        return data
-
-    if STATS_VIEWS in app:
-        app[STATS_VIEWS].append(view)
-        app[EXTRA_COLLECTORS].append(hooks.collector)
+    add_section(app, "webhooks", hooks.data, hooks.collector)
     return hooks
