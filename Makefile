@@ -60,6 +60,10 @@ demo: provision
 	$(VENV)/bin/loadgen --concurrent-jobs 2 --duration 15 --resolution 320x240 --fps 15 \
 		--test-cases single_face --output-report reports/demo.json
 
+# Two workers, each running whole test files (module fixtures such as a Triton server stay per file). Most
+# integration tests wait on real-time media, so two of them share two cores well; every test is written to
+# pass beside a busy neighbour. `make test PYTEST_ARGS=` runs them one at a time.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 test: $(DEVSTAMP) provision
 	$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -208,12 +208,12 @@ async def test_pli_from_a_viewer_makes_the_next_encoded_frame_a_keyframe(astrona
 
 
 async def test_a_filling_queue_brings_the_rate_down_before_anything_is_lost(astronaut: np.ndarray) -> None:
-    """A bottleneck with a deep buffer (6 s at 350 kbit/s) drops nothing for seconds while its queue grows:
-    the loss-based rule alone would keep sending 500 kbit/s into it until the buffer overflowed. The
+    """A bottleneck with a deep buffer (20 s at 350 kbit/s) drops nothing for seconds while its queue grows:
+    the loss-based rule alone would keep sending up to 1 Mbit/s into it until the buffer overflowed. The
     round trips in the client's receiver reports (LSR/DLSR) show the queue, and the rate comes down first.
     (The buffer is deep enough that a busy machine's late receiver reports still come before it overflows:
-    the invariant is the order, not how fast.)"""
-    deep = Impairment("deep-buffer-350k", delay_ms=10, rate_kbps=350, queue_ms=6000)
+    at 1 Mbit/s it takes 10 s to fill. The invariant is the order, not how fast.)"""
+    deep = Impairment("deep-buffer-350k", delay_ms=10, rate_kbps=350, queue_ms=20000)
     at_cut: list[Probe] = []
 
     def cut_and_shown(r: Probe) -> bool:
