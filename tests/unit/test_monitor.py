@@ -250,7 +250,7 @@ def test_memory_stays_bounded_over_a_long_run() -> None:
     assert snap.frames_received == 60_000
     assert len(snap.sessions) == 20  # only the last closed ones are kept
     assert len(snap.series) == 50
-    assert len(mon._server) <= 8192 and all(len(w) <= 4096 for w in mon._stages.values())
+    assert len(mon.stats.server) <= 8192 and all(len(w) <= 4096 for w in mon.stats.stages.values())
     assert len(mon.events.recent()) <= 500
 
 
