@@ -113,3 +113,20 @@ class FrameOutput:
     # Where `image` differs from the input: (x0, y0, x1, y1) boxes, () = the input itself, unchanged; None =
     # not known (treat the whole frame as changed). Lets the gateway convert only these regions back to YUV.
     changed: tuple[tuple[int, int, int, int], ...] | None = None
+    # One per `changed` box, when the device path made them: the I420 planes (Y, U, V flat, as
+    # `gateway.media.colour.rgb_to_i420`) of `image` over `even_box(box)`, None for an empty box. None = the
+    # gateway converts those boxes itself.
+    changed_i420: tuple[np.ndarray | None, ...] | None = None
+
+
+Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (exclusive), pixels
+
+
+def even_box(box: Box, width: int, height: int) -> Box | None:
+    """`box` clipped to the frame and widened to even corners (whole chroma blocks); None when empty."""
+    x0, y0, x1, y1 = box
+    x0, y0 = max(0, x0 - x0 % 2), max(0, y0 - y0 % 2)
+    x1, y1 = min(width, x1 + x1 % 2), min(height, y1 + y1 % 2)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    return x0, y0, x1, y1

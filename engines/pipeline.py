@@ -50,6 +50,8 @@ from engines.models.registry import get_spec
 from engines.models.store import ModelStore
 from engines.processors.arcface import ArcFaceEmbedder
 from engines.processors.batching import serving_model
+from engines.processors.device_enhancer import DeviceEnhancer, enhance_device
+from engines.processors.device_frames import DeviceFrames
 from engines.processors.device_mesh_warp import DeviceMeshWarp, swap_device
 from engines.processors.face_detector import Face, FaceDetector, detector_input_shapes
 from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
@@ -100,9 +102,10 @@ class PipelineConfig:
     poisson: bool = False             # mesh_warp: Poisson (seamlessClone) blend instead of colour transfer
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
-    # torch device for the swap stage's image work (mesh_warp: warp, masks, colour, paste; the frame goes up
-    # and back once per batch). None = numpy/OpenCV, except with `--engine torch --providers cuda`, where
-    # it is that CUDA device (`image_device_of`).
+    # torch device for the swap and enhancer stages' image work (mesh_warp: warp, masks, colour, paste; the
+    # enhancer: crops, masks, paste; the frame goes up and back once per batch, with its changed boxes' I420
+    # planes). None = numpy/OpenCV, except with `--engine torch --providers cuda`, where it is that CUDA
+    # device (`image_device_of`, `enhance_device`).
     image_device: str | None = None
 
     def __post_init__(self) -> None:
@@ -176,6 +179,10 @@ class Pipeline:
         self.device_swap: DeviceMeshWarp | None = None
         if device is not None:
             self.device_swap = DeviceMeshWarp(device)
+        self.device_enhance: DeviceEnhancer | None = None
+        on = enhance_device(config.image_device, config.engine)
+        if enhancer is not None and on is not None:
+            self.device_enhance = DeviceEnhancer(enhancer, on)
 
     @property
     def supports_reference(self) -> bool:
@@ -278,30 +285,58 @@ class Pipeline:
 
         working: dict[int, np.ndarray] = {}
         touched: dict[int, list[tuple[int, int, int, int]]] = {}
+        on_device: DeviceFrames | None = None  # frames the device stages hold, brought back once at the end
         swap_jobs = [(i, f) for i in active if swap_on[i] for f in faces[i]]
         if swap_jobs and self.device_swap is not None:
+            on_device = DeviceFrames(self.device_swap.device, lambda i: working.get(i, items[i].image))
             with book.time(STAGE_SWAP, [i for i, _ in swap_jobs], len(swap_jobs)):  # swap and paste
-                self._device_swap(self.device_swap, items, swap_jobs, working, touched)
+                self._device_swap(self.device_swap, on_device, items, swap_jobs, touched)
         elif swap_jobs:
             with book.time(STAGE_SWAP, [i for i, _ in swap_jobs], len(swap_jobs)):
                 patches = self._swap(items, swap_jobs)
             self._paste(items, working, swap_jobs, patches, book, touched)
 
         enhance_jobs = [(i, f) for i in active if enhance_on[i] for f in faces[i]]
-        if enhance_jobs and self.enhancer is not None:
+        if enhance_jobs and self.device_enhance is not None:
+            if on_device is None or on_device.device != self.device_enhance.device:
+                self._download(on_device, working, touched, book)
+                on_device = DeviceFrames(self.device_enhance.device, lambda i: working.get(i, items[i].image))
+            with book.time(STAGE_ENHANCE, [i for i, _ in enhance_jobs], len(enhance_jobs)):  # and paste
+                for i, boxes in self.device_enhance.enhance_and_paste(on_device, enhance_jobs).items():
+                    touched.setdefault(i, []).extend(boxes)
+        elif enhance_jobs and self.enhancer is not None:
+            self._download(on_device, working, touched, book)  # the host enhancer reads swapped frames
+            on_device = None
             with book.time(STAGE_ENHANCE, [i for i, _ in enhance_jobs], len(enhance_jobs)):
                 frames = [working.get(i, items[i].image) for i, _ in enhance_jobs]
                 e_patches = self.enhancer.enhance([(fr, f) for fr, (_, f) in zip(frames, enhance_jobs,
                                                                                     strict=True)])
             self._paste(items, working, enhance_jobs, e_patches, book, touched)
 
+        made = self._download(on_device, working, touched, book)
         outputs = []
         for i, item in enumerate(items):
             timings, sizes = book.for_item(i)
             outputs.append(FrameOutput(image=working.get(i, item.image), faces=len(faces[i]),
                                        timings_ms=timings, batch_sizes=sizes,
-                                       changed=tuple(touched.get(i, ()))))
+                                       changed=tuple(touched.get(i, ())), changed_i420=made.get(i)))
         return outputs
+
+    def _download(self, on_device: DeviceFrames | None, working: dict[int, np.ndarray],
+                  touched: dict[int, list[tuple[int, int, int, int]]], book: _Stages
+                  ) -> dict[int, tuple[np.ndarray | None, ...] | None]:
+        """The touched frames the device holds, back in `working` in one transfer; their I420 planes per
+        changed box (timed as the paste: the device stages' last step)."""
+        if on_device is None:
+            return {}
+        keys = [i for i in touched if i in on_device]
+        if not keys:
+            return {}
+        with book.time(STAGE_PASTE, keys, len(keys)):
+            back = on_device.download({i: touched[i] for i in keys})
+        for i, d in back.items():
+            working[i] = d.image
+        return {i: d.regions for i, d in back.items()}
 
     def warmup(self) -> None:
         """Run every stage once on a synthetic frame so the first real frame does not pay for lazy init."""
@@ -488,10 +523,9 @@ class Pipeline:
             mesh_jobs.append((fr, f.landmarks, d))
         return self.swapper.swap(mesh_jobs, keep)
 
-    def _device_swap(self, device_swap: DeviceMeshWarp, items: Sequence[FrameItem],
-                     jobs: list[tuple[int, Face]], working: dict[int, np.ndarray],
-                     touched: dict[int, list[tuple[int, int, int, int]]]) -> None:
-        frames = {i: items[i].image for i, _ in jobs}
+    def _device_swap(self, device_swap: DeviceMeshWarp, frames: DeviceFrames, items: Sequence[FrameItem],
+                     jobs: list[tuple[int, Face]], touched: dict[int, list[tuple[int, int, int, int]]]
+                     ) -> None:
         device_jobs = []
         for i, f in jobs:
             src = items[i].source
@@ -499,9 +533,7 @@ class Pipeline:
             data = self._source_data(src)
             assert isinstance(data, MeshSource)
             device_jobs.append((i, f.landmarks, data, self.settings_of(items[i]).keep_regions))
-        swapped, boxes = device_swap.swap_and_paste(frames, device_jobs)
-        working.update(swapped)
-        for i, b in boxes.items():
+        for i, b in device_swap.swap_and_paste(frames, device_jobs).items():
             touched.setdefault(i, []).extend(b)
 
     def _paste(self, items: Sequence[FrameItem], working: dict[int, np.ndarray], jobs: list[tuple[int, Face]],

@@ -37,6 +37,7 @@ from gateway.webhooks import wiring as webhooks
 
 if TYPE_CHECKING:
     from gateway.monitoring.monitor import MonitorConfig
+    from gateway.webrtc.codecs.hw_encode import HardwareH264
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +139,18 @@ def _start_decoders(app: web.Application, parts: dict[str, Any], monitor: Monito
     add_section(app, "decoder", choice.to_dict)
 
 
+def _start_encoders(app: web.Application, monitor: MonitorLike) -> HardwareH264:
+    """NVENC for H.264 where the GPU has it (webrtc.codecs.hw_encode): an event and /api/stats "encoder" say
+    which encoder runs; every stream falls back to software on its own if NVENC fails it."""
+    from gateway.monitoring.routes import add_section
+    from gateway.webrtc.codecs import hw_encode
+
+    choice = hw_encode.detect()
+    monitor.event(hw_encode.EVENT, f"video encode: {choice.summary()}", **choice.to_dict())
+    add_section(app, "encoder", choice.to_dict)
+    return hw_encode.HardwareH264(choice, lambda msg: monitor.event(hw_encode.EVENT, msg))
+
+
 def create_app(
     config: GatewayConfig,
     *,
@@ -173,6 +186,7 @@ def create_app(
     async def start_media() -> None:
         loop = asyncio.get_running_loop()
         _start_decoders(app, parts, the_monitor)
+        hardware_h264 = _start_encoders(app, the_monitor)
         the_pipeline = pipeline
         if the_pipeline is None:
             the_pipeline = await loop.run_in_executor(None, _default_pipeline, config)
@@ -198,6 +212,7 @@ def create_app(
             the_monitor,
             governor,
             budget_ms=config.scheduler.budget_ms,
+            hardware_h264=hardware_h264,
         )
         parts["manager"] = manager
         await manager.start()

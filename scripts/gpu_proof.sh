@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU proof, one command on a fresh NVIDIA machine without network (README "GPU proof"):
 #   1. installs the carried wheels (make gpu-wheels) offline into a private site directory;
-#   2. runs tests/gpu (each test skipped only for what it needs: torch+CUDA, TensorRT, onnxruntime-gpu);
+#   2. runs tests/gpu (each test skipped only for what it needs: torch+CUDA, TensorRT, onnxruntime-gpu,
+#      NVENC): the models, the swap and enhancer image ops on CUDA, NVENC's H.264;
 #   3. the offline pipeline benchmark at 1280x720, batch 1/4/16/64: torch CUDA fp16 vs ONNX Runtime CPU,
 #      and the per-face image ops (numpy/OpenCV vs torch CPU vs torch CUDA);
 #   4. a live capacity series: `loadgen --concurrent-jobs N` at 1280x720@30 against a gateway on the GPU
@@ -65,7 +66,7 @@ step "offline benchmark: ONNX Runtime CPU"
 timeout 120 "$PY" "${BENCH[@]}" --engine onnxruntime --providers cpu --output-report "$WORK/bench-ort.json" \
     | tail -n 12
 step "image ops: numpy/OpenCV vs torch CPU vs torch CUDA"
-timeout 60 "$PY" -m loadgen.bench.tensor_ops --rounds 20 --output "$WORK/bench-ops.json" | tail -n 10
+timeout 60 "$PY" -m loadgen.bench.tensor_ops --rounds 20 --output "$WORK/bench-ops.json" | tail -n 16
 
 step "live series at 1280x720@30 (gateway $GATEWAY_ARGS)"
 PORT=8089

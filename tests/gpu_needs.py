@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 
-NEEDS = ("cuda", "torch_cuda", "tensorrt", "ort_gpu")
+NEEDS = ("cuda", "torch_cuda", "tensorrt", "ort_gpu", "nvenc")
 
 
 def skip_reason(needs: Iterable[str], probe: Callable[[str], str | None]) -> str | None:
@@ -41,6 +41,10 @@ def probe(need: str) -> str | None:
         except ImportError:
             return "needs TensorRT (`pip install 'livefuse[gpu]'`)"
         return probe("cuda")
+    if need == "nvenc":
+        from gateway.webrtc.codecs import hw_encode
+
+        return hw_encode.probe()
     if need == "ort_gpu":
         import onnxruntime as ort
 

@@ -2,10 +2,11 @@
 
 Why: on a GPU the per-face image work (rasterisation, remap, masks, colour matching, paste) belongs beside
 the models, and the frame should cross the bus twice per batch, not once per face and step. Each frame with
-a face goes up once (uint8), every face of it is warped, matched, masked and pasted there with
-`tensor_ops`, and the frame comes back once. The result mirrors `MeshWarpSwapper.swap_one` + `paste_back`
-step by step (tests/unit/test_device_mesh_warp.py holds the two to a PSNR bound on CPU torch). Poisson
-blending stays on the CPU path. Source images are uploaded once per source and kept while it is in use.
+a face goes up once (uint8, `DeviceFrames`), every face of it is warped, matched, masked and pasted there
+with `tensor_ops`, and the frame stays there for the enhancer; it comes back once per batch. The result
+mirrors `MeshWarpSwapper.swap_one` + `paste_back` step by step (tests/unit/test_device_mesh_warp.py holds
+the two to a PSNR bound on CPU torch). Poisson blending stays on the CPU path. Source images are uploaded
+once per source and kept while it is in use.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from engines.factory import EngineConfig
 from engines.processors import tensor_ops as T
+from engines.processors.device_frames import DeviceFrames
 from engines.processors.mesh_warp import BLUR_FRAC, ERODE_FRAC, MeshSource, face_window
 
 SOURCES_KEPT = 16
@@ -29,8 +31,11 @@ def swap_device(swapper: str, poisson: bool, configured: str | None, engine: Eng
     (mesh_warp without Poisson blending only: the device path has no seamlessClone)."""
     if swapper != "mesh_warp" or poisson:
         return None
-    if configured is not None:
-        return configured
+    return configured if configured is not None else torch_cuda_device(engine)
+
+
+def torch_cuda_device(engine: EngineConfig) -> str | None:
+    """The torch engine's CUDA device, where the image work joins the models; None for any other engine."""
     if engine.backend == "torch" and engine.providers[:1] == ("cuda",):
         return f"cuda:{engine.device_id}"
     return None
@@ -59,26 +64,19 @@ class DeviceMeshWarp:
             self._sources.popitem(last=False)
         return self._sources[key][1]
 
-    def swap_and_paste(self, frames: dict[int, np.ndarray],
+    def swap_and_paste(self, frames: DeviceFrames,
                        jobs: Sequence[tuple[int, np.ndarray, MeshSource, tuple[str, ...]]]
-                       ) -> tuple[dict[int, np.ndarray], dict[int, list[tuple[int, int, int, int]]]]:
-        """For jobs (frame key, target landmarks (468, 2), source, regions kept): the swapped frames (new
-        arrays, only for frames something was pasted into) and the boxes pasted per frame."""
-        torch = self._torch
-        on_device: dict[int, Any] = {}
+                       ) -> dict[int, list[tuple[int, int, int, int]]]:
+        """For jobs (frame key, target landmarks (468, 2), source, regions kept): swap and paste each face
+        into its frame on the device (`frames`, uploaded on first use, left there); the boxes pasted per
+        frame."""
         touched: dict[int, list[tuple[int, int, int, int]]] = {}
-        with torch.inference_mode():
+        with self._torch.inference_mode():
             for key, target, source, keep in jobs:
-                frame = on_device.get(key)
-                if frame is None:
-                    # a copy even on the CPU: the input frame is never written (the numpy path copies too)
-                    frame = on_device[key] = torch.from_numpy(np.ascontiguousarray(frames[key])).to(
-                        self.device, copy=True)
-                box = self._swap_one(frame, target, source, keep)
+                box = self._swap_one(frames.get(key), target, source, keep)
                 if box is not None:
                     touched.setdefault(key, []).append(box)
-            out = {k: on_device[k].cpu().numpy() for k in touched}
-        return out, touched
+        return touched
 
     def _swap_one(self, frame: Any, target: np.ndarray, source: MeshSource, keep: tuple[str, ...]
                   ) -> tuple[int, int, int, int] | None:
@@ -105,7 +103,5 @@ class DeviceMeshWarp:
         image = T.match_colour(warped, roi, skin)
         if keep:
             mask = mask * (1.0 - T.region_mask(h, w, local, keep, size, self.device))
-        r = roi.float()
-        blended = (image - r) * mask.clamp(0.0, 1.0)[:, :, None] + r + 0.5
-        roi.copy_(blended.clamp(0.5, 255.5).to(torch.uint8))
+        T.blend(roi, image, mask)
         return x0, y0, x1, y1

@@ -64,8 +64,8 @@ class GfpganEnhancer:
         self.engine = engine
         self.blend = blend
         self.mask = mask or BoxMaskConfig()
-        self._box_mask = box_mask(GFPGAN_SIZE, self.mask)
-        self._input = engine.inputs[0].name if engine.inputs else "input"
+        self.base_mask = box_mask(GFPGAN_SIZE, self.mask)  # read-only, shared by every face
+        self.input_name = engine.inputs[0].name if engine.inputs else "input"
 
     def enhance(self, jobs: Sequence[tuple[np.ndarray, Face]]) -> list[FacePatch | None]:
         if not jobs:
@@ -75,10 +75,10 @@ class GfpganEnhancer:
         for i, ((frame, _), m) in enumerate(zip(jobs, matrices, strict=True)):
             crop = warp_crop(frame, m, GFPGAN_SIZE).astype(np.float32)
             batch[i] = (crop.transpose(2, 0, 1) / 255.0 - 0.5) / 0.5
-        out = next(iter(run_batched(self.engine, {self._input: batch}).values()))
+        out = next(iter(run_batched(self.engine, {self.input_name: batch}).values()))
         patches: list[FacePatch | None] = []
         for i, m in enumerate(matrices):
             image = (np.clip(out[i].transpose(1, 2, 0), -1.0, 1.0) + 1.0) * 127.5
-            mask = paste_mask(jobs[i][1].box, m, self._box_mask) * self.blend
+            mask = paste_mask(jobs[i][1].box, m, self.base_mask) * self.blend
             patches.append(FacePatch(image=image.astype(np.float32), mask=mask, matrix=m))
         return patches

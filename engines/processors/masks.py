@@ -125,6 +125,15 @@ def face_region_mask(box: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarr
     reaches past the face at its sides) while the face itself stays at full strength. Drawn at most 128 px
     wide and resized: the 512 GFPGAN crop must not pay a 512 blur per face.
     """
+    out = face_region_work_mask(box, matrix, size)
+    if out.shape[0] != size:
+        out = np.asarray(cv2.resize(out, (size, size), interpolation=cv2.INTER_LINEAR), dtype=np.float32)
+    return out
+
+
+def face_region_work_mask(box: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarray:
+    """`face_region_mask` before its resize to `size` (at most 128 px wide): the device path uploads this
+    and resizes there."""
     w, h = float(box[2] - box[0]), float(box[3] - box[1])
     g = REGION_GROW
     x0, y0, x1, y1 = box[0] - g * w, box[1] - g * h, box[2] + g * w, box[3] + g * h
@@ -137,10 +146,7 @@ def face_region_mask(box: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarr
     pull = int(round(2.0 * sigma))
     if pull > 0:  # pull the edge in by 2 sigma, then blur: the box itself stays at full strength
         filled = np.asarray(cv2.erode(filled, cv2.getStructuringElement(cv2.MORPH_RECT, (2 * pull + 1,) * 2)))
-    out = np.asarray(cv2.GaussianBlur(filled, (0, 0), sigma), dtype=np.float32)
-    if work != size:
-        out = np.asarray(cv2.resize(out, (size, size), interpolation=cv2.INTER_LINEAR), dtype=np.float32)
-    return out
+    return np.asarray(cv2.GaussianBlur(filled, (0, 0), sigma), dtype=np.float32)
 
 
 def paste_mask(box: np.ndarray, matrix: np.ndarray, base: np.ndarray) -> np.ndarray:

@@ -222,6 +222,39 @@ def affine_crops(frames: Any, index: Sequence[int], matrices: np.ndarray, size: 
     return sample(src, sx, sy)
 
 
+def frame_crops(frame: Any, matrices: np.ndarray, size: int) -> Any:
+    """`affine_crops` of one (H, W, 3) uint8 frame, reading only the frame box the crops sample (its float
+    copy is the faces' neighbourhood, not the whole frame). Equal to cropping the whole frame: replicated
+    borders clamp to the frame's edge, and that edge lies inside the box whenever a sample reaches past it."""
+    fh, fw = frame.shape[:2]
+    m = np.asarray(matrices, dtype=np.float64)
+    inv = invert_affines(m)
+    corners = np.array([[0.0, 0.0], [size - 1.0, 0.0], [0.0, size - 1.0], [size - 1.0, size - 1.0]])
+    pts = np.einsum("nij,kj->nki", inv[:, :, :2], corners) + inv[:, None, :, 2]
+    lo, hi = pts.reshape(-1, 2).min(0), pts.reshape(-1, 2).max(0)
+    x0, y0 = int(np.clip(np.floor(lo[0]), 0, fw - 1)), int(np.clip(np.floor(lo[1]), 0, fh - 1))
+    x1, y1 = int(np.clip(np.ceil(hi[0]) + 1, x0 + 1, fw)), int(np.clip(np.ceil(hi[1]) + 1, y0 + 1, fh))
+    shifted = m.copy()  # box pixel (x, y) is frame pixel (x + x0, y + y0)
+    shifted[:, :, 2] += np.einsum("nij,j->ni", m[:, :, :2], np.array([x0, y0], dtype=np.float64))
+    region = frame[y0:y1, x0:x1].permute(2, 0, 1)[None].float()
+    return affine_crops(region, [0] * len(m), shifted, size)
+
+
+def blend(region: Any, image: Any, alpha: Any) -> None:
+    """`region` ((h, w, 3) uint8, in place) += (image - region) * alpha, rounded half up as paste.paste_back
+    (`image` (h, w, 3) float 0..255, `alpha` (h, w) float, clipped to [0, 1])."""
+    r = region.float()
+    blended = (image - r) * alpha.clamp(0.0, 1.0)[:, :, None] + r + 0.5
+    region.copy_(blended.clamp(0.5, 255.5).to(_torch().uint8))
+
+
+def resize_linear(x: Any, size: int) -> Any:
+    """(N, C, h, w) float -> (N, C, size, size), as cv2.resize INTER_LINEAR (half-pixel centres)."""
+    import torch.nn.functional as F
+
+    return F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+
+
 # -- mesh warp ----------------------------------------------------------------------------------------------
 
 def warp_maps(local: np.ndarray, source: MeshSource, h: int, w: int, device: Any

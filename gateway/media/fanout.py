@@ -24,6 +24,7 @@ from aiortc import RTCRtpSender
 from gateway.media.colour import rgb_to_i420
 from gateway.media.packet_track import QueuedPacketTrack
 from gateway.media.planes import is_i420
+from gateway.webrtc.codecs import hw_encode
 from gateway.webrtc.codecs.h264_encoder import H264Encoder
 from gateway.webrtc.codecs.libvpx import Libvpx
 from gateway.webrtc.codecs.libx264 import Libx264
@@ -95,6 +96,7 @@ class FanoutEncoder:
         bitrate_config: BitrateConfig | None = None,
         libvpx: Libvpx | None = None,
         libx264: Libx264 | None = None,
+        hardware_h264: hw_encode.HardwareH264 | None = None,
     ) -> None:
         if codec not in ("VP8", "H264"):
             raise ValueError(f"unsupported codec {codec!r}")
@@ -113,6 +115,10 @@ class FanoutEncoder:
         self._vp8_noise_sensitivity = vp8_noise_sensitivity
         self._libvpx = libvpx  # VP8 through libvpx itself: a new rate without a keyframe (vp8_encoder)
         self._libx264 = libx264  # and H.264 through libx264 itself (h264_encoder)
+        # NVENC where it opened at start (hw_encode), until this stream's hardware encoder fails
+        hardware = hardware_h264 is not None and hardware_h264.choice.hardware and codec == "H264"
+        self._hardware = hardware_h264 if hardware else None
+        self._on_hardware = False
         # Receivers' feedback (on the loop) -> target; encode() (a worker thread) re-opens at a new target.
         self.bitrate = BitratePolicy(
             bitrate_config or BitrateConfig(max_bps=bitrate, min_bps=min(100_000, bitrate))
@@ -129,6 +135,15 @@ class FanoutEncoder:
     def encoding_bps(self) -> int | None:
         """The bitrate the open encoder context runs at (None before the first frame)."""
         return None if self._codec is None else self._codec.bit_rate
+
+    @property
+    def encoder_name(self) -> str | None:
+        """The encoder this stream runs now (None before the first frame)."""
+        if self._codec is None:
+            return None
+        if self._on_hardware and self._hardware is not None:
+            return self._hardware.choice.h264
+        return "libvpx" if self.codec_name == "VP8" else hw_encode.SOFTWARE
 
     @property
     def subscribers(self) -> int:
@@ -262,7 +277,14 @@ class FanoutEncoder:
         elif self._force_key.is_set():
             frame.pict_type = av.video.frame.PictureType.I
         self._force_key.clear()
-        packets = list(codec.encode(frame))
+        try:
+            packets = list(codec.encode(frame))
+        except Exception as e:  # a hardware encoder's failure: software from here, starting with a keyframe
+            if not self._on_hardware or self._hardware is None:
+                raise
+            self._hardware.failed("failed", e)
+            self._hardware = None
+            packets = list(self._open(frame.width, frame.height).encode(frame))
         for packet in packets:
             packet.time_base = VIDEO_TIME_BASE
             if packet.pts is None:
@@ -287,7 +309,14 @@ class FanoutEncoder:
     ) -> av.video.codeccontext.VideoCodecContext | Vp8Encoder | H264Encoder:
         """A new encoder (its first frame is a keyframe). The one it replaces is freed when the last
         reference goes (`Vp8Encoder.__del__`), never here: `close()` may run on the loop during an encode."""
+        self._on_hardware = False
         if self.codec_name == "H264":
+            if self._hardware is not None:
+                try:
+                    return self._open_hardware(self._hardware.choice.h264, width, height)
+                except Exception as e:  # no device after all, a size it refuses...: software, for good
+                    self._hardware.failed("could not start", e)
+                    self._hardware = None
             if self._libx264 is not None:
                 self._codec = H264Encoder(self._libx264, width, height, self._bitrate)
                 return self._codec
@@ -320,6 +349,15 @@ class FanoutEncoder:
         }
         self._codec = codec  # type: ignore[assignment]
         return codec  # type: ignore[return-value]
+
+    def _open_hardware(self, name: str, width: int, height: int) -> av.video.codeccontext.VideoCodecContext:
+        """NVENC with the WebRTC settings (hw_encode.configure), opened now so a failure shows here."""
+        codec = self._context(name, width, height)
+        hw_encode.configure(codec)
+        codec.open()
+        self._codec = codec  # type: ignore[assignment]
+        self._on_hardware = True
+        return codec
 
     def _open_h264(self, width: int, height: int) -> av.video.codeccontext.VideoCodecContext:
         """FFmpeg's libx264 as aiortc's H264Encoder sets it up for WebRTC: constrained baseline (no B-frames,

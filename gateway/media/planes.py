@@ -14,9 +14,10 @@ from collections.abc import Sequence
 import av
 import numpy as np
 
+from engines.frames import Box, even_box
 from gateway.media.colour import rgb_to_i420
 
-Box = tuple[int, int, int, int]  # x0, y0, x1, y1 (exclusive), pixels
+__all__ = ["Box", "even_box", "is_i420", "patched_frame", "plane_views"]
 
 
 def is_i420(frame: av.VideoFrame) -> bool:
@@ -35,20 +36,12 @@ def plane_views(frame: av.VideoFrame) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return y, u, v
 
 
-def even_box(box: Box, width: int, height: int) -> Box | None:
-    """`box` clipped to the frame and widened to even corners (whole chroma blocks); None when empty."""
-    x0, y0, x1, y1 = box
-    x0, y0 = max(0, x0 - x0 % 2), max(0, y0 - y0 % 2)
-    x1, y1 = min(width, x1 + x1 % 2), min(height, y1 + y1 % 2)
-    if x1 <= x0 or y1 <= y0:
-        return None
-    return x0, y0, x1, y1
-
-
-def patched_frame(decoded: av.VideoFrame, image_rgb: np.ndarray, changed: Sequence[Box]) -> av.VideoFrame:
+def patched_frame(decoded: av.VideoFrame, image_rgb: np.ndarray, changed: Sequence[Box],
+                  regions: Sequence[np.ndarray | None] | None = None) -> av.VideoFrame:
     """A yuv420p frame of `image_rgb`, given the decoded frame it was made from and the boxes where it
     differs from that frame. Unchanged: `decoded` itself. `decoded` is never written (it may be sent again,
-    and its buffers belong to the decoder)."""
+    and its buffers belong to the decoder). `regions`, one per box, are those boxes' I420 planes already
+    made (`FrameOutput.changed_i420`, the device path's); they are written as they are, not converted."""
     height, width = image_rgb.shape[:2]
     if not is_i420(decoded) or (decoded.height, decoded.width) != (height, width):
         raise ValueError(
@@ -62,14 +55,19 @@ def patched_frame(decoded: av.VideoFrame, image_rgb: np.ndarray, changed: Sequen
     for d, s in zip(dst, plane_views(decoded), strict=True):
         np.copyto(d, s)
     y, u, v = dst
-    for box in changed:
+    if regions is not None and len(regions) != len(changed):
+        raise ValueError(f"{len(regions)} I420 regions for {len(changed)} changed boxes")
+    for k, box in enumerate(changed):
         even = even_box(box, width, height)
         if even is None:
             continue
         x0, y0, x1, y1 = even
-        region = rgb_to_i420(np.ascontiguousarray(image_rgb[y0:y1, x0:x1]))
-        assert region is not None  # even size, uint8 RGB
         rh, rw = y1 - y0, x1 - x0
+        made = regions[k] if regions is not None else None
+        region = made if made is not None else rgb_to_i420(np.ascontiguousarray(image_rgb[y0:y1, x0:x1]))
+        assert region is not None  # even size, uint8 RGB
+        if region.shape != (rh * 3 // 2, rw):
+            raise ValueError(f"I420 region {region.shape} does not fit box {even}")
         flat, n_c = region.reshape(-1), (rh // 2) * (rw // 2)
         y[y0:y1, x0:x1] = region[:rh]
         u[y0 // 2 : y1 // 2, x0 // 2 : x1 // 2] = flat[rh * rw : rh * rw + n_c].reshape(rh // 2, rw // 2)

@@ -20,6 +20,7 @@ from gateway.session.admission import decide
 from gateway.session.ports import MonitorLike, SchedulerLike
 from gateway.session.reaping import verdict
 from gateway.session.session import Session
+from gateway.webrtc.codecs.hw_encode import HardwareH264
 from gateway.webrtc.codecs.live_rate import live_rate_libraries
 from gateway.webrtc.install import open_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
@@ -42,6 +43,7 @@ class SessionManager:
         *,
         budget_ms: float,
         executor: Executor | None = None,
+        hardware_h264: HardwareH264 | None = None,
     ) -> None:
         self.config = config
         self.ice = ice
@@ -53,6 +55,7 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         self.accepting = True
         self.libvpx, self.libx264 = live_rate_libraries(config.live_bitrate)
+        self.hardware_h264 = hardware_h264
         self._reaper: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -129,6 +132,7 @@ class SessionManager:
             face_settings=face_settings,
             libvpx=self.libvpx,
             libx264=self.libx264,
+            hardware_h264=self.hardware_h264,
         )
         session.owner = owner
         self.sessions[session_id] = session

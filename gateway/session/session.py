@@ -28,6 +28,7 @@ from gateway.media.fanout import FanoutEncoder
 from gateway.media.session_audio import SessionAudio
 from gateway.session.ports import MonitorLike, SchedulerLike
 from gateway.session.video_loop import VideoLoop
+from gateway.webrtc.codecs.hw_encode import HardwareH264
 from gateway.webrtc.codecs.libvpx import Libvpx
 from gateway.webrtc.codecs.libx264 import Libx264
 from gateway.webrtc.congestion import transport_cc, uplink_feedback
@@ -71,11 +72,13 @@ class Session:
         face_settings: FaceSettings | None = None,
         libvpx: Libvpx | None = None,
         libx264: Libx264 | None = None,
+        hardware_h264: HardwareH264 | None = None,
     ) -> None:
         self.id = session_id
         # VP8 / H.264 rate changes without a keyframe (None: FFmpeg's encoder, reopened at each rate)
         self._libvpx = libvpx
         self._libx264 = libx264
+        self._hardware_h264 = hardware_h264  # NVENC where it opened at start (webrtc.codecs.hw_encode)
         self.pc = pc
         self.source = source
         self.processors = processors
@@ -187,7 +190,8 @@ class Session:
         encoder = self.encoders.get(codec)
         if encoder is None:
             encoder = self.encoders[codec] = FanoutEncoder(
-                bitrate=self.config.bitrate, codec=codec, libvpx=self._libvpx, libx264=self._libx264
+                bitrate=self.config.bitrate, codec=codec, libvpx=self._libvpx, libx264=self._libx264,
+                hardware_h264=self._hardware_h264,
             )
         return encoder
 

@@ -221,6 +221,7 @@ class VideoLoop:
             ):
                 image = None  # the viewer still holds this picture: a repeat now would cost CPU for nothing
             base, changed = _yuv_source(image, pending, output, self._last_processed, self._last_yuv)
+            made = output.changed_i420 if output is not None and image is output.image else None
             if result.outcome is Outcome.PROCESSED and image is not None:
                 self._last_processed, self._last_yuv = image, None
             else:
@@ -235,7 +236,7 @@ class VideoLoop:
                 for encoder in encoders:
                     encoder.fit_size(image.shape[1], image.shape[0])
                 yuv, encoded = await loop.run_in_executor(
-                    self._executor, _encode, encoders, image, base, changed, pending.pts
+                    self._executor, _encode, encoders, image, base, changed, pending.pts, made
                 )
                 if image is self._last_processed:
                     self._last_yuv = yuv
@@ -315,15 +316,16 @@ def _encode(
     base: av.VideoFrame | None,
     changed: tuple[Box, ...] | None,
     pts: int,
+    made: tuple[np.ndarray | None, ...] | None = None,
 ) -> tuple[av.VideoFrame | None, list[list[av.Packet]]]:
     """One worker-thread hop per frame: the YUV frame once (reused, patched or converted whole), then every
-    codec's encode of it."""
+    codec's encode of it. `made`: the changed boxes' I420 planes when the pipeline's device made them."""
     if not encoders:
         return None, []
     h, w = image.shape[:2]
     yuv: av.VideoFrame | None = None
     if base is not None and changed is not None and (base.height, base.width) == (h, w) and is_i420(base):
-        yuv = patched_frame(base, image, changed)
+        yuv = patched_frame(base, image, changed, made)
     else:
         i420 = rgb_to_i420(image)  # None for odd sizes: each encoder converts from RGB itself
         yuv = av.VideoFrame.from_ndarray(i420, format="yuv420p") if i420 is not None else None

@@ -4,8 +4,11 @@
 Why: the torch ops exist so the image work can run on the GPU beside the models; on the CPU they must not
 cost much more than today's path (CI runs them there). The frame: the astronaut portrait scaled to 720 px
 high on a 1280x720 canvas (a ~300 px face, a presenter's close-up); its FaceMesh comes from the real pipeline.
-Each op runs `--rounds` times after one warm-up; the JSON holds the median and p90 wall time per op and
-backend (CUDA timings synchronise before the clock stops), plus one frame's upload and download.
+The ops: the swap's (rasterise, remap, masks, colour, paste), the enhancers' (detail; GFPGAN's 512 crop and
+its masked paste, the model left out) and RGB -> I420 (whole frame, and the face's even box as the encoder
+converts it). Each runs `--rounds` times after one warm-up; the JSON holds the median and p90 wall time per
+op and backend (CUDA timings synchronise before the clock stops), plus one frame's upload and download and,
+on CUDA, the device path's one download (the frame with its box's I420 planes).
 
     .venv/bin/python -m loadgen.bench.tensor_ops --output reports/bench_tensor_ops.json
 """
@@ -28,7 +31,10 @@ from engines.frames import FaceTrack, FrameItem
 from engines.models.store import ModelStore, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors import tensor_ops as T
-from engines.processors.face_enhancer import DetailEnhancer
+from engines.processors.alignment import FFHQ_512, estimate_affine, warp_crop
+from engines.processors.device_frames import DeviceFrames
+from engines.processors.face_enhancer import GFPGAN_SIZE, DetailEnhancer
+from engines.processors.masks import BoxMaskConfig, box_mask, face_region_work_mask, paste_mask
 from engines.processors.mesh_warp import MARGIN, MeshSource, match_colour, warp_maps
 from engines.processors.paste import FacePatch, feathered_polygon_mask, paste_back
 from loadgen.media import default_media_dir
@@ -99,6 +105,21 @@ def main(argv: list[str] | None = None) -> int:
                       matrix=np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0]], np.float32))
     from gateway.media.colour import rgb_to_i420
 
+    # the GFPGAN enhancer's image work around its model: the aligned 512 crop in, its masked paste out
+    g_m = estimate_affine(face.kps5, FFHQ_512, GFPGAN_SIZE, robust=True)
+    g_base = box_mask(GFPGAN_SIZE, BoxMaskConfig())
+    g_image = (warp_crop(frame, g_m, GFPGAN_SIZE).astype(np.float32) * 0.9 + 10.0)  # a stand-in output
+    g_patch = FacePatch(image=g_image, mask=paste_mask(face.box, g_m, g_base) * 0.8, matrix=g_m)
+    fb = (max(int(face.box[0]) - 1, 0) & ~1, max(int(face.box[1]) - 1, 0) & ~1,
+          min(int(np.ceil(face.box[2])) + 1, 1280) & ~1, min(int(np.ceil(face.box[3])) + 1, 720) & ~1)
+
+    def gfpgan_crop() -> object:
+        crop = warp_crop(frame, g_m, GFPGAN_SIZE).astype(np.float32)
+        return (crop.transpose(2, 0, 1) / 255.0 - 0.5) / 0.5
+
+    def gfpgan_paste() -> object:
+        return paste_back(frame.copy(), FacePatch(g_image, paste_mask(face.box, g_m, g_base) * 0.8, g_m))
+
     numpy_ops: dict[str, Callable[[], object]] = {
         "mesh_rasterise": lambda: warp_maps(local, mesh, h, w),
         "remap": lambda: cv2.remap(mesh.image, maps[0], maps[1], cv2.INTER_LINEAR,
@@ -108,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         "detail_enhance": lambda: enhancer.enhance_one(frame, face),
         "paste": lambda: paste_back(frame.copy(), patch),
         "rgb_to_i420": lambda: rgb_to_i420(frame),
+        "rgb_to_i420_box": lambda: rgb_to_i420(np.ascontiguousarray(frame[fb[1]:fb[3], fb[0]:fb[2]])),
+        "gfpgan_crop": gfpgan_crop,
+        "gfpgan_paste": gfpgan_paste,
     }
     results: dict[str, Any] = {"numpy_opencv": {k: timed(f, args.rounds, lambda: None)
                                                 for k, f in numpy_ops.items()}}
@@ -126,6 +150,19 @@ def main(argv: list[str] | None = None) -> int:
         ex0, ey0 = max(int(np.floor(box[0])), 0), max(int(np.floor(box[1])), 0)
         ex1, ey1 = min(int(np.ceil(box[2])), 1280), min(int(np.ceil(box[3])), 720)
         t_face = t_frame[ey0:ey1, ex0:ex1].float()
+        t_g_image = torch.from_numpy(g_patch.image).permute(2, 0, 1)[None].to(dev)
+        t_g_base = torch.from_numpy(np.array(g_base)).to(dev)
+
+        def t_gfpgan_crop(dev: Any = dev, t_frame: Any = t_frame) -> object:
+            crop = T.frame_crops(t_frame, g_m[None], GFPGAN_SIZE)
+            return torch.floor(crop + 0.5).clamp(0, 255) * (2.0 / 255.0) - 1.0
+
+        def t_gfpgan_paste(dev: Any = dev, t_frame: Any = t_frame, t_g_image: Any = t_g_image,
+                           t_g_base: Any = t_g_base) -> object:
+            work = face_region_work_mask(face.box, g_m, GFPGAN_SIZE)
+            region = T.resize_linear(torch.from_numpy(work)[None, None].to(dev), GFPGAN_SIZE)
+            return T.paste_back(t_frame.clone(), t_g_image, t_g_base * region * 0.8, g_m[None])
+
         ops: dict[str, Callable[[], object]] = {
             "mesh_rasterise": lambda: T.warp_maps(local, mesh, h, w, dev),  # noqa: B023
             "remap": lambda: T.remap(src, t_maps[0], t_maps[1]),  # noqa: B023
@@ -134,11 +171,18 @@ def main(argv: list[str] | None = None) -> int:
             "detail_enhance": lambda: T.detail_enhance(t_face, 0.8, 0.8, 0.4),  # noqa: B023
             "paste": lambda: T.paste_back(t_frame.clone(), t_img, t_mask, patch.matrix[None]),  # noqa: B023
             "rgb_to_i420": lambda: T.rgb_to_i420(t_frame),  # noqa: B023
+            "rgb_to_i420_box": lambda: T.rgb_to_i420(t_frame[fb[1]:fb[3], fb[0]:fb[2]]),  # noqa: B023
+            "gfpgan_crop": t_gfpgan_crop,
+            "gfpgan_paste": t_gfpgan_paste,
         }
         res = {k: timed(f, args.rounds, sync) for k, f in ops.items()}
         if dev.type == "cuda":
             res["upload_frame"] = timed(lambda: torch.from_numpy(frame).to(dev), args.rounds, sync)  # noqa: B023
             res["download_frame"] = timed(lambda: t_frame.cpu(), args.rounds, sync)  # noqa: B023
+            on_device = DeviceFrames(dev, lambda _: frame)
+            on_device.get(0)
+            res["download_frame_box_i420"] = timed(  # the device path's one download: RGB + the box's I420
+                lambda: on_device.download({0: [fb]}), args.rounds, sync)  # noqa: B023
         results[f"torch_{dev_name}"] = res
     report = {"frame": "1280x720", "face_box_px": [w, h], "rounds": args.rounds, "torch": torch.__version__,
               "torch_threads": torch.get_num_threads(), "machine": platform.machine(),
@@ -147,11 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     args.output.write_text(json.dumps(report, indent=2))
     names = list(numpy_ops)
     cols = list(results)
-    print(f"{'op (median ms)':<16}" + "".join(f"{c:>16}" for c in cols))
-    for n in names + ["upload_frame", "download_frame"]:
+    print(f"{'op (median ms)':<24}" + "".join(f"{c:>16}" for c in cols))
+    for n in names + ["upload_frame", "download_frame", "download_frame_box_i420"]:
         cells = [results[c].get(n, {}).get("median_ms") for c in cols]
         if any(v is not None for v in cells):
-            print(f"{n:<16}" + "".join(f"{'-' if v is None else v:>16}" for v in cells))
+            print(f"{n:<24}" + "".join(f"{'-' if v is None else v:>16}" for v in cells))
     print(f"wrote {args.output}")
     return 0
 

@@ -189,6 +189,32 @@ def test_session_builds_yuv_from_what_it_knows(astronaut: np.ndarray) -> None:
     assert _encode([], edited, frame, boxes, 12000) == (None, [])
 
 
+def test_planes_the_device_made_are_written_as_given(astronaut: np.ndarray) -> None:
+    """`FrameOutput.changed_i420` (the device path's planes of each even-widened box) replaces the host's
+    conversion of those boxes, and the encode hop passes them on; planes that do not fit a box are refused."""
+    w, h = 320, 240
+    frame = _decoded(cv2.resize(astronaut, (w, h), interpolation=cv2.INTER_AREA))
+    edited = frame.to_ndarray(format="rgb24")
+    boxes = ((33, 21, 97, 140), (90, 100, 96, 100))  # the second is empty
+    x0, y0, x1, y1 = even_box(boxes[0], w, h)  # type: ignore[misc]
+    made = np.full(((y1 - y0) * 3 // 2, x1 - x0), 77, np.uint8)  # not what converting the RGB would give
+    out = patched_frame(frame, edited, boxes, (made, None))
+    y, u, v = plane_views(out)
+    assert (y[y0:y1, x0:x1] == 77).all() and (u[y0 // 2 : y1 // 2, x0 // 2 : x1 // 2] == 77).all()
+    assert (v[y0 // 2 : y1 // 2, x0 // 2 : x1 // 2] == 77).all()
+    outside = np.ones((h, w), bool)
+    outside[y0:y1, x0:x1] = False
+    assert np.array_equal(y[outside], plane_views(frame)[0][outside])  # the decoded picture elsewhere
+    enc = FanoutEncoder()
+    enc.subscribe()
+    yuv, _ = _encode([enc], edited, frame, boxes, 0, (made, None))
+    assert yuv is not None and (plane_views(yuv)[0][y0:y1, x0:x1] == 77).all()
+    with pytest.raises(ValueError, match="does not fit"):
+        patched_frame(frame, edited, boxes, (made[:-2], None))
+    with pytest.raises(ValueError, match="regions"):
+        patched_frame(frame, edited, boxes, (made,))
+
+
 def _round_trip_psnr(frames: list[np.ndarray], noise: int) -> float:
     enc = FanoutEncoder(bitrate=1_000_000, vp8_noise_sensitivity=noise)
     enc.subscribe()

@@ -2,6 +2,7 @@
 mirror, on real faces. Bounds, per op (grey levels 0..255 unless said):
 - mesh rasterisation: the same covered pixels; source points within 1e-3 px;
 - remap and aligned crops (grid_sample vs OpenCV's 5-bit fixed-point bilinear): max 2, PSNR >= 45 dB;
+- aligned crops read from the faces' box only vs from the whole frame: max 0.01 (float32 grid coordinates);
 - Gaussian blur: max 1e-3; polygon fill (pixel centres vs cv2.fillConvexPoly's edge rule): IoU > 0.98;
   feathered polygon masks: mean 0.01 and max 0.35 of full strength (edge pixels only);
 - colour matching (exact sRGB gamma vs OpenCV's spline table): max 1.5, mean 0.25;
@@ -103,6 +104,21 @@ def test_aligned_crops_in_one_batch_match_warp_crop(faces: list[tuple[np.ndarray
             want = warp_crop(frame, m, size)
             got = np.floor(crops[i].permute(1, 2, 0).numpy() + 0.5).clip(0, 255).astype(np.uint8)
             assert np.abs(got.astype(int) - want.astype(int)).max() <= 2 and psnr(got, want) >= 45
+
+
+def test_frame_crops_read_only_the_faces_box_and_equal_whole_frame_crops(
+        faces: list[tuple[np.ndarray, np.ndarray]], pipeline: Pipeline) -> None:
+    frame = faces[-1][0]
+    face = pipeline.detect([frame])[0][0]
+    whole = torch.from_numpy(frame).permute(2, 0, 1)[None].float()
+    # the 512 FFHQ crop reaches past the portrait's edges; a shifted one lies wholly outside the frame
+    far = estimate_affine(face.kps5, FFHQ_512, 512)
+    far[:, 2] += (3000.0, -2000.0)
+    ms = np.stack([estimate_affine(face.kps5, FFHQ_512, 512), estimate_affine(face.kps5 * 0.5, FFHQ_512, 512),
+                   far])
+    want = T.affine_crops(whole, [0, 0, 0], ms, 512)
+    got = T.frame_crops(torch.from_numpy(frame), ms, 512)
+    assert got.shape == want.shape and float((got - want).abs().max()) < 0.01  # float32 grid coordinates
 
 
 def test_blur_and_feathered_masks_match_opencv() -> None:

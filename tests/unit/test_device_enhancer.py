@@ -1,0 +1,199 @@
+"""The enhancer stage on a torch device (CPU torch here; CUDA on a GPU) against the numpy/OpenCV enhancer,
+through the real pipeline on real faces, and the batch's one upload and one download. Bounds (0..255):
+- "detail": the same boxes touched, nothing outside them changed, inside max 1 (rounding of the blend);
+  after the device swap, the swap's bound (tests/unit/test_device_mesh_warp.py: PSNR >= 38 dB) through the
+  sharpening's gain (up to 1 + 0.8 + 0.4 = 2.2, -7 dB): PSNR >= 32 dB, mean under 1.5;
+- "gfpgan_1.4" on its stand-in graph (tanh(2x), which doubles any input difference): the same boxes, nothing
+  outside changed, inside max 2 and PSNR >= 60 dB (the crops are rounded to uint8 as warp_crop's, so the
+  two paths differ only where OpenCV's fixed-point bilinear rounds the other way);
+- the I420 planes the device hands the encoder: max 1 from gateway.media.colour.rgb_to_i420 of the same box.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+import engines.pipeline as pipeline_module
+from engines.factory import EngineConfig
+from engines.frames import (
+    STAGE_ENHANCE,
+    STAGE_SWAP,
+    Box,
+    FaceTrack,
+    FrameItem,
+    FrameOptions,
+    FrameOutput,
+    even_box,
+)
+from engines.models.registry import get_spec
+from engines.models.store import ModelStore, sha256_file
+from engines.pipeline import Pipeline, PipelineConfig
+from engines.processors.device_enhancer import enhance_device
+from engines.processors.device_frames import DeviceFrames, Downloaded
+from gateway.media.colour import rgb_to_i420
+from tests.onnx_graphs import copy_embedded_models, gfpgan_graph
+
+pytest.importorskip("torch")
+BOTH = (STAGE_SWAP, STAGE_ENHANCE)
+ENHANCE_ONLY = FrameOptions(processors=(STAGE_ENHANCE,))
+
+
+@pytest.fixture(scope="module")
+def frames(media: dict[str, Path], astronaut: np.ndarray, group_photo: np.ndarray) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    with av.open(str(media["carphone_pristine.mp4"])) as c:
+        for i, decoded in enumerate(c.decode(video=0)):
+            if i % 20 == 0:
+                rgb = np.asarray(decoded.to_ndarray(format="rgb24"), dtype=np.uint8)
+                out.append(np.asarray(cv2.resize(rgb, (640, 480), interpolation=cv2.INTER_CUBIC)))
+            if i == 20:
+                break
+    return [*out, astronaut, group_photo]
+
+
+@pytest.fixture(scope="module")
+def gfpgan_store(tmp_path_factory: pytest.TempPathFactory, model_store: ModelStore) -> ModelStore:
+    store = ModelStore(tmp_path_factory.mktemp("models"))
+    copy_embedded_models(store, model_store)
+    graph = gfpgan_graph(tmp_path_factory.mktemp("graphs") / "gfpgan.onnx")
+    store.add(get_spec("gfpgan_1.4"), graph, sha256_file(graph))
+    return store
+
+
+def _pair(config: PipelineConfig, store: ModelStore) -> Iterator[tuple[Pipeline, Pipeline]]:
+    host = Pipeline.from_config(config, store)
+    dev = Pipeline.from_config(replace(config, image_device="cpu"), store)
+    try:
+        assert host.device_enhance is None and dev.device_enhance is not None
+        yield host, dev
+    finally:
+        host.close()
+        dev.close()
+
+
+@pytest.fixture(scope="module")
+def detail(model_store: ModelStore) -> Iterator[tuple[Pipeline, Pipeline]]:
+    yield from _pair(PipelineConfig(processors=BOTH), model_store)
+
+
+@pytest.fixture(scope="module")
+def gfpgan(gfpgan_store: ModelStore) -> Iterator[tuple[Pipeline, Pipeline]]:
+    yield from _pair(PipelineConfig(processors=BOTH, enhancer="gfpgan_1.4", enhancer_blend=1.0), gfpgan_store)
+
+
+def _run(p: Pipeline, frame: np.ndarray, options: FrameOptions, source: object = None) -> FrameOutput:
+    return p.process([FrameItem(frame, source, options, FaceTrack(), time_s=0.0)])[0]  # type: ignore[arg-type]
+
+
+def _compare(frame: np.ndarray, want: FrameOutput, got: FrameOutput) -> np.ndarray:
+    """Same boxes, nothing outside them changed, something inside changed; the differences inside."""
+    assert want.changed and got.changed == want.changed
+    outside = np.ones(frame.shape[:2], bool)
+    for x0, y0, x1, y1 in want.changed:
+        outside[y0:y1, x0:x1] = False
+    assert (got.image[outside] == frame[outside]).all()
+    assert got.image is not frame and (got.image[~outside] != frame[~outside]).any()
+    return np.abs(got.image.astype(np.int16) - want.image.astype(np.int16))[~outside]
+
+
+def _psnr(diff: np.ndarray) -> float:
+    return float(10 * np.log10(255.0**2 / max(float(np.mean(diff.astype(np.float64) ** 2)), 1e-9)))
+
+
+def _i420_made_on_the_device(out: FrameOutput) -> None:
+    assert out.changed and out.changed_i420 is not None and len(out.changed_i420) == len(out.changed)
+    h, w = out.image.shape[:2]
+    for box, planes in zip(out.changed, out.changed_i420, strict=True):
+        x0, y0, x1, y1 = even_box(box, w, h)  # type: ignore[misc]
+        want = rgb_to_i420(np.ascontiguousarray(out.image[y0:y1, x0:x1]))
+        assert planes is not None and want is not None and planes.shape == want.shape
+        assert np.abs(planes.astype(int) - want.astype(int)).max() <= 1
+
+
+def test_detail_enhancer_on_the_device_matches(detail: tuple[Pipeline, Pipeline], frames: list[np.ndarray],
+                                              astronaut: np.ndarray) -> None:
+    host, dev = detail
+    source = host.prepare_source(astronaut, "astronaut")
+    for frame in frames:
+        for options, src in ((ENHANCE_ONLY, None), (FrameOptions(processors=BOTH), source)):
+            want, got = _run(host, frame, options, src), _run(dev, frame, options, src)
+            assert want.changed_i420 is None  # the CPU path converts on the host, as before
+            diff = _compare(frame, want, got)
+            if src is None:
+                assert diff.max() <= 1, diff.max()
+            else:
+                assert _psnr(diff) >= 32 and diff.mean() < 1.5, (_psnr(diff), diff.mean())
+            _i420_made_on_the_device(got)
+
+
+def test_gfpgan_on_the_device_matches(gfpgan: tuple[Pipeline, Pipeline], frames: list[np.ndarray]) -> None:
+    host, dev = gfpgan
+    for frame in frames:
+        want, got = _run(host, frame, ENHANCE_ONLY), _run(dev, frame, ENHANCE_ONLY)
+        assert got.batch_sizes[STAGE_ENHANCE] == want.batch_sizes[STAGE_ENHANCE] >= 1
+        diff = _compare(frame, want, got)
+        assert diff.max() <= 2 and _psnr(diff) >= 60, (_psnr(diff), diff.max())
+        _i420_made_on_the_device(got)
+
+
+class _Counting(DeviceFrames):
+    uploads: list[int] = []
+    downloads: list[list[int]] = []
+
+    def get(self, key: int) -> Any:
+        if key not in self:
+            _Counting.uploads.append(key)
+        return super().get(key)
+
+    def download(self, touched: Mapping[int, Sequence[Box]], i420: bool = True) -> dict[int, Downloaded]:
+        _Counting.downloads.append(sorted(touched))
+        return super().download(touched, i420)
+
+
+def test_swap_and_enhance_share_one_upload_and_one_download(
+        detail: tuple[Pipeline, Pipeline], astronaut: np.ndarray, frames: list[np.ndarray],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, dev = detail
+    assert dev.device_swap is not None
+    source = dev.prepare_source(astronaut, "astronaut")
+    monkeypatch.setattr(pipeline_module, "DeviceFrames", _Counting)
+    _Counting.uploads, _Counting.downloads = [], []
+    items = [FrameItem(f, source, FrameOptions(processors=BOTH), FaceTrack(), time_s=0.0) for f in frames[:3]]
+    outs = dev.process(items)
+    assert all(o.changed for o in outs)
+    assert sorted(_Counting.uploads) == [0, 1, 2]   # each frame up once, for both stages
+    assert _Counting.downloads == [[0, 1, 2]]       # and back once, together
+    assert all(o.timings_ms.keys() >= {STAGE_SWAP, STAGE_ENHANCE} for o in outs)
+
+
+def test_device_frames_leave_the_host_frame_alone_and_skip_i420_for_odd_sizes() -> None:
+    import torch
+
+    odd = np.zeros((5, 8, 3), np.uint8)
+    even = np.zeros((6, 8, 3), np.uint8)
+    host = {0: odd, 1: even}
+    frames = DeviceFrames("cpu", host.__getitem__)
+    for k in (0, 1):
+        frames.get(k)[1:3, 2:4] = 200
+    back = frames.download({0: [(2, 1, 4, 3)], 1: [(2, 1, 4, 3), (4, 2, 4, 4)]})
+    assert not odd.any() and not even.any()  # the host frames are never written
+    assert back[0].regions is None and (back[0].image[1:3, 2:4] == 200).all()
+    regions = back[1].regions
+    assert regions is not None and regions[1] is None  # an empty box has no planes
+    assert regions[0] is not None and regions[0].shape == (6, 2)  # rows 0..4 x cols 2..4, even-widened
+    assert torch.equal(frames.get(1), torch.from_numpy(back[1].image))
+
+
+def test_the_torch_cuda_engine_moves_the_enhancer_to_its_device() -> None:
+    assert enhance_device(None, EngineConfig(backend="torch", providers=("cuda",), device_id=1)) == "cuda:1"
+    assert enhance_device("cpu", EngineConfig()) == "cpu"
+    assert enhance_device(None, EngineConfig()) is None  # the CPU default: numpy/OpenCV
+    assert enhance_device(None, EngineConfig(backend="torch")) is None
