@@ -15,8 +15,9 @@ from aiortc import MediaStreamTrack
 from engines.frames import FaceSettings, SourceFace
 from gateway.config import SessionConfig
 from gateway.control import GovernorLike
-from gateway.errors import BadRequest, NotFound, Unavailable
+from gateway.errors import NotFound, Unavailable
 from gateway.session.admission import decide
+from gateway.session.answering import answer_or_refuse
 from gateway.session.ports import MonitorLike, SchedulerLike
 from gateway.session.reaping import verdict
 from gateway.session.session import Session
@@ -24,7 +25,6 @@ from gateway.webrtc.codecs.hw_encode import HardwareH264
 from gateway.webrtc.codecs.live_rate import live_rate_libraries
 from gateway.webrtc.install import open_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
-from gateway.webrtc.negotiation.answer import answer_offer
 from gateway.webrtc.negotiation.sdp import check_offer
 
 logger = logging.getLogger(__name__)
@@ -160,17 +160,15 @@ class SessionManager:
             # every audio m-line is answered by attach_publisher: Opus recvonly, anything else inactive
             session.audio.attach_publisher(pc)
 
-        try:
-            answer = await answer_offer(
-                pc, offer_sdp, offer, transport_cc=self.config.transport_cc, attach=attach
-            )
-        except BaseException as exc:
-            # every failure (a cancelled request included) gives the slot back before it propagates
-            await asyncio.shield(session.close("bad offer"))
-            if not isinstance(exc, Exception):
-                raise
-            logger.info("WHIP offer refused: %s: %s", type(exc).__name__, exc)
-            raise BadRequest(f"cannot answer WHIP offer: {type(exc).__name__}: {exc}") from None
+        answer = await answer_or_refuse(
+            pc,
+            offer_sdp,
+            offer,
+            transport_cc=self.config.transport_cc,
+            attach=attach,
+            give_back=lambda: session.close("bad offer"),
+            what="WHIP offer",
+        )
         self._monitor.session_opened(
             session_id, {"source": source.id if source else None, "processors": list(processors)}
         )

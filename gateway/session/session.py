@@ -23,9 +23,10 @@ from aiortc.sdp import candidate_from_sdp
 from engines.frames import FaceSettings, SourceFace
 from gateway.config import SessionConfig
 from gateway.control import GovernorLike
-from gateway.errors import BadRequest, Unavailable
+from gateway.errors import Unavailable
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.session_audio import SessionAudio
+from gateway.session.answering import answer_or_refuse
 from gateway.session.ports import MonitorLike, SchedulerLike
 from gateway.session.video_loop import VideoLoop
 from gateway.webrtc.codecs.hw_encode import HardwareH264
@@ -35,7 +36,6 @@ from gateway.webrtc.congestion import transport_cc, uplink_feedback
 from gateway.webrtc.congestion.queue_delay import OneWayDelay
 from gateway.webrtc.install import install_sender, open_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
-from gateway.webrtc.negotiation.answer import answer_offer
 from gateway.webrtc.negotiation.sdp import SdpError, TrickleFragment, check_offer
 from gateway.webrtc.recovery.jitter_buffer import measure_transit, recovery_counters
 
@@ -228,16 +228,19 @@ class Session:
             self.subscribe(pc, codec)
             self.audio.attach_viewer(pc)
 
-        try:
-            answer = await answer_offer(
-                pc, offer_sdp, offer, transport_cc=self.config.transport_cc, attach=attach
-            )
-        except BaseException as exc:
+        async def give_back() -> None:
             with _logged_failure(f"session {self.id}: closing refused viewer"):
-                await asyncio.shield(self.remove_viewer(viewer_id))
-            if not isinstance(exc, Exception):
-                raise
-            raise BadRequest(f"cannot answer WHEP offer: {type(exc).__name__}: {exc}") from None
+                await self.remove_viewer(viewer_id)
+
+        answer = await answer_or_refuse(
+            pc,
+            offer_sdp,
+            offer,
+            transport_cc=self.config.transport_cc,
+            attach=attach,
+            give_back=give_back,
+            what="WHEP offer",
+        )
         return viewer_id, answer
 
     async def remove_viewer(self, viewer_id: str) -> bool:
