@@ -119,13 +119,13 @@ async def _publish(base: str, http: aiohttp.ClientSession) -> tuple[Any, str]:
     from gateway.webrtc.install import create_peer_connection
     from loadgen.avsync import ClickAudioTrack, MediaClock
     from tests.integration.conftest import LOOPBACK, _negotiate, source_query
-    from tests.integration.test_audio import FlashTrack
+    from tests.integration.test_audio import flash_track
 
     astronaut = _astronaut()
     query = await source_query(http, base, astronaut)
     clock = MediaClock()
     pc = create_peer_connection(LOOPBACK)
-    pc.addTransceiver(FlashTrack(cv2.resize(astronaut, (320, 240)), clock), direction="sendonly")
+    pc.addTransceiver(flash_track(cv2.resize(astronaut, (320, 240)), clock), direction="sendonly")
     pc.addTransceiver(ClickAudioTrack(clock), direction="sendonly")
     status, body, location = await _negotiate(http, f"{base}/whip{query}", pc, None)
     if status != 201:
@@ -165,7 +165,7 @@ async def run(timeout_s: float, mode: str) -> dict[str, Any]:
         from gateway.webrtc.install import create_peer_connection
         from loadgen.avsync import ClickAudioTrack, MediaClock
         from tests.integration.conftest import LOOPBACK
-        from tests.integration.test_audio import FlashTrack
+        from tests.integration.test_audio import flash_track
 
         astronaut = _astronaut()
         clock = MediaClock()
@@ -173,7 +173,7 @@ async def run(timeout_s: float, mode: str) -> dict[str, Any]:
         direct_pcs.append(pc)
         await pc.setRemoteDescription(RTCSessionDescription(sdp=await request.text(), type="offer"))
         for transceiver in pc.getTransceivers():
-            track = (FlashTrack(cv2.resize(astronaut, (320, 240)), clock) if transceiver.kind == "video"
+            track = (flash_track(cv2.resize(astronaut, (320, 240)), clock) if transceiver.kind == "video"
                      else ClickAudioTrack(clock))
             transceiver.sender.replaceTrack(track)
             transceiver.direction = "sendonly"
