@@ -140,16 +140,14 @@ async def inside(
     from gateway.cli import build_config, build_parser
     from gateway.http.keys import STATE
     from loadgen.chromium import Page, open_page, page_ws
-    from loadgen.embedded import free_port
+    from loadgen.embedded import free_port, start_site
 
     dscp = f"--media-dscp={bench_network.GATEWAY_DSCP}"
     argv = ["--host", "127.0.0.1", "--port", "0", "--ice-loopback-only", dscp]
     app = create_app(build_config(build_parser().parse_args([*argv, *gateway_args])))
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = await start_site(runner)
     result: dict[str, Any] = {"gateway_args": gateway_args, "samples": []}
     browser: subprocess.Popen[bytes] | None = None
     try:

@@ -32,7 +32,7 @@ from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
 from gateway.webrtc.interop.ice import IceConfig
 from loadgen.chromium import Page, open_page, page_ws
-from loadgen.embedded import free_port
+from loadgen.embedded import free_port, start_site
 
 CLICKS = int(os.environ.get("AVSYNC_CLICKS", "14"))
 DELAY_MS = float(os.environ.get("AVSYNC_DELAY_MS", "80"))
@@ -183,9 +183,7 @@ async def run(timeout_s: float, mode: str) -> dict[str, Any]:
     app.router.add_post("/direct", direct)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = await start_site(runner)
     base = f"http://127.0.0.1:{port}"
     result: dict[str, Any] = {"ok": False, "mode": mode, "delay_ms": DELAY_MS}
     browser: subprocess.Popen[bytes] | None = None

@@ -26,7 +26,7 @@ from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
 from gateway.webrtc.interop.ice import IceConfig
 from loadgen.chromium import Page, open_page, page_ws
-from loadgen.embedded import free_port
+from loadgen.embedded import free_port, start_site
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
@@ -44,9 +44,7 @@ async def run(timeout_s: float) -> dict[str, Any]:
     app = create_app(config)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = await start_site(runner)
     result: dict[str, Any] = {"ok": False}
     browser: subprocess.Popen[bytes] | None = None
     try:

@@ -25,6 +25,7 @@ from gateway.monitoring.records import FrameRecord, LinkState
 from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
 from loadgen.client import offer_only
+from loadgen.embedded import start_site
 from loadgen.stamp import read_stamp
 from loadgen.track import StampedVideoTrack
 
@@ -50,9 +51,7 @@ async def start_gateway(config: GatewayConfig, *, wait_ready: bool = True, **kwa
     app = create_app(config, **kwargs)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = await start_site(runner)
     if wait_ready:
         try:
             await wait_started(app, 60)
