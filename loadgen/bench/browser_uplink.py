@@ -39,6 +39,7 @@ from typing import Any
 
 from loadgen.bench import network as bench_network
 from loadgen.impair import Impairment
+from loadgen.percentiles import percentile
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -208,14 +209,11 @@ async def inside(
 
 
 def _median(values: list[float]) -> float | None:
-    return round(statistics.median(values), 1) if values else None
+    return round(percentile(values, 50), 1) if values else None
 
 
 def _p95(values: list[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1)
+    return round(percentile(values, 95), 1) if values else None
 
 
 def window(samples: list[dict[str, Any]], start_s: float, end_s: float) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
 from loadgen.media import default_media_dir
+from loadgen.percentiles import Statistic, summary
 from loadgen.stamp import read_stamp
 from loadgen.track import StampedVideoTrack
 
@@ -96,15 +97,9 @@ async def _publish(http: aiohttp.ClientSession, url: str, image: np.ndarray, fps
 def _percentiles(values: list[float]) -> dict[str, float]:
     if not values:
         return {"count": 0}
-    arr = np.asarray(values) * 1000.0
-    return {
-        "count": int(arr.size),
-        "p50_ms": round(float(np.percentile(arr, 50)), 2),
-        "p95_ms": round(float(np.percentile(arr, 95)), 2),
-        "p99_ms": round(float(np.percentile(arr, 99)), 2),
-        "mean_ms": round(float(arr.mean()), 2),
-        "max_ms": round(float(arr.max()), 2),
-    }
+    fields: dict[str, Statistic] = {"p50_ms": 50, "p95_ms": 95, "p99_ms": 99, "mean_ms": "mean",
+                                    "max_ms": "max"}
+    return {"count": len(values), **summary(np.asarray(values) * 1000.0, fields, 2)}
 
 
 def _image(case: Case, media: Path) -> np.ndarray:

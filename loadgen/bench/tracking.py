@@ -35,6 +35,7 @@ from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.tracking import TrackingConfig, face_size, measured, mesh_center
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
+from loadgen.percentiles import percentile
 from loadgen.quality import read_rgb
 from loadgen.synth import SynthConfig, build_loop
 
@@ -93,7 +94,7 @@ def run_clip(pipeline: Pipeline, frames: list[np.ndarray], source: Any, stride: 
             "lost_share": round(lost / processed, 3), "no_face_share": round(without_face / processed, 3),
             "ms_per_frame": round(total_ms / processed, 2),
             "paste_error_pct_mean": round(float(np.mean(errors)), 1) if errors else None,
-            "paste_error_pct_p95": round(float(np.percentile(errors, 95)), 1) if errors else None}
+            "paste_error_pct_p95": round(percentile(errors, 95), 1) if errors else None}
 
 
 SHEET_CASE = ("glide 640x360", 2)

@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from engines.onnxruntime_engine import OrtConfig, OrtEngine
 from engines.triton.repository import RepositoryConfig, build_pipeline_repository
 from engines.triton.server import TritonProcess, TritonServerConfig
 from engines.triton_engine import TritonConfig, TritonEngine
+from loadgen.percentiles import percentile
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,7 +54,7 @@ def _time(fn: Any, feeds: dict[str, np.ndarray], iterations: int, warmup: int) -
         t0 = time.perf_counter()
         fn(feeds)
         times.append((time.perf_counter() - t0) * 1000.0)
-    return statistics.median(times)
+    return percentile(times, 50)
 
 
 def bench_cost(repo: Path, url: str, batches: list[int], iterations: int,
