@@ -134,14 +134,13 @@ async def inside(
 ) -> int:
     """In the namespace: the gateway, Chromium publishing to it, samples every second (with the uplink
     qdisc's counters), the uplink's rate stepped to `step` = (kbit/s, at second) if given."""
-    import aiohttp
     from aiohttp import web
 
     from gateway.app import create_app, wait_started
     from gateway.cli import build_config, build_parser
     from gateway.http.keys import STATE
-    from loadgen.chromium import Page, open_page, page_ws
-    from loadgen.embedded import free_port, start_site
+    from loadgen.chromium import launch
+    from loadgen.embedded import start_site
 
     dscp = f"--media-dscp={bench_network.GATEWAY_DSCP}"
     argv = ["--host", "127.0.0.1", "--port", "0", "--ice-loopback-only", dscp]
@@ -150,55 +149,40 @@ async def inside(
     await runner.setup()
     port = await start_site(runner)
     result: dict[str, Any] = {"gateway_args": gateway_args, "samples": []}
-    browser: subprocess.Popen[bytes] | None = None
     try:
         await wait_started(app, 60)
-        devtools = free_port()
-        with tempfile.TemporaryDirectory() as profile:
-            browser = open_page(
-                f"http://127.0.0.1:{port}/demo?autostart=1&codec={codec}",
-                profile,
-                devtools,
-                (f"--use-file-for-fake-video-capture={video}",),
-            )
-            async with aiohttp.ClientSession() as http:
-                deadline = time.monotonic() + 60
-                async with http.ws_connect(await page_ws(http, devtools, deadline), max_msg_size=0) as ws:
-                    page = Page(ws)
-                    t0 = time.monotonic()
-                    stepped = step is None
-                    while time.monotonic() - t0 < duration_s:
-                        await asyncio.sleep(1.0)
-                        if not stepped and step is not None and time.monotonic() - t0 >= step[1]:
-                            subprocess.run(tbf_change(step[0], queue_ms, shared, step[2]), check=True)
-                            stepped = True
-                            result["stepped_at_s"] = round(time.monotonic() - t0, 2)
-                        browser_stats = json.loads(await page.evaluate(STATS_JS) or "{}")
-                        manager = app[STATE].sessions
-                        sessions = list(manager.sessions.values()) if manager is not None else []
-                        summary = sessions[0].summary() if sessions else {}
-                        counters = await qdisc_counters()
-                        result["samples"].append({
-                            "t_s": round(time.monotonic() - t0, 2),
-                            "browser": browser_stats,
-                            "frames_in": summary.get("frames_in"),
-                            "uplink": summary.get("uplink"),
-                            "transport_cc": summary.get("transport_cc"),
-                            "receive_recovery": summary.get("receive_recovery"),
-                            "send_bitrate": summary.get("send_bitrate"),
-                            "transport_cc_send": summary.get("transport_cc_send"),
-                            "retransmits": summary.get("retransmits"),
-                            **{f"{name}_qdisc": counters.get(handle, {}) for handle, name in
-                               (("10:", "uplink"), ("20:", "downlink"))},
-                        })  # fmt: skip
-            browser.terminate()
-            browser.wait(10)
+        url = f"http://127.0.0.1:{port}/demo?autostart=1&codec={codec}"
+        async with launch(url, extra_flags=(f"--use-file-for-fake-video-capture={video}",)) as browser:
+            page = browser.page
+            t0 = time.monotonic()
+            stepped = step is None
+            while time.monotonic() - t0 < duration_s:
+                await asyncio.sleep(1.0)
+                if not stepped and step is not None and time.monotonic() - t0 >= step[1]:
+                    subprocess.run(tbf_change(step[0], queue_ms, shared, step[2]), check=True)
+                    stepped = True
+                    result["stepped_at_s"] = round(time.monotonic() - t0, 2)
+                browser_stats = json.loads(await page.evaluate(STATS_JS) or "{}")
+                manager = app[STATE].sessions
+                sessions = list(manager.sessions.values()) if manager is not None else []
+                summary = sessions[0].summary() if sessions else {}
+                counters = await qdisc_counters()
+                result["samples"].append({
+                    "t_s": round(time.monotonic() - t0, 2),
+                    "browser": browser_stats,
+                    "frames_in": summary.get("frames_in"),
+                    "uplink": summary.get("uplink"),
+                    "transport_cc": summary.get("transport_cc"),
+                    "receive_recovery": summary.get("receive_recovery"),
+                    "send_bitrate": summary.get("send_bitrate"),
+                    "transport_cc_send": summary.get("transport_cc_send"),
+                    "retransmits": summary.get("retransmits"),
+                    **{f"{name}_qdisc": counters.get(handle, {}) for handle, name in
+                       (("10:", "uplink"), ("20:", "downlink"))},
+                })  # fmt: skip
     except Exception as exc:  # noqa: BLE001  (reported in the result, the outer process prints it)
         result["error"] = f"{type(exc).__name__}: {exc}"
     finally:
-        if browser is not None and browser.poll() is None:
-            browser.kill()
-            browser.wait(10)
         await runner.cleanup()
         tc = subprocess.run(["tc", "-s", "qdisc", "show", "dev", "lo"], capture_output=True, text=True)
         counters = bench_network.qdisc_counters_by_handle(tc.stdout)
