@@ -1,7 +1,7 @@
 """Quality report: what the swapped face looks like, measured, before and after (issue "a swap you can put
 on air").
 
-`python scripts/quality_report.py` (or `python -m loadgen.quality`) runs the real pipeline (RetinaFace +
+`python -m loadgen.quality` runs the real pipeline (RetinaFace +
 FaceMesh + mesh_warp, weight-free) on provisioned media and writes `reports/quality.png` (contact sheet:
 source | target | result per mask setting) and `reports/quality.json`:
 
@@ -490,7 +490,7 @@ def _embed(recognizer: FaceRecognizer, image: np.ndarray) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="scripts/quality_report.py", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m loadgen.quality", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out-dir", type=Path, default=Path("reports"))
     p.add_argument("--media-dir", type=Path)
