@@ -1,27 +1,12 @@
-"""Quality report: what the swapped face looks like, measured, before and after (issue "a swap you can put
-on air").
+"""Quality report: what the swapped face looks like on air, measured before and after each picture fix.
 
-`python -m loadgen.quality` runs the real pipeline (RetinaFace +
-FaceMesh + mesh_warp, weight-free) on provisioned media and writes `reports/quality.png` (contact sheet:
-source | target | result per mask setting) and `reports/quality.json`:
-
-- mouth / eyes: mean |result - target| inside the target's inner-lip ring and eye rings (0 = kept), and the
-  share of bright "teeth" pixels in the inner mouth, target vs result; with regions kept (now) and swapped
-  (before: `--mask-regions none`).
-- jitter: landmark motion of a still face (one image through a real VP8 encode/decode, 45 frames), as mean
-  frame-to-frame displacement per mille of the face size, for the 468 mesh points and the five alignment
-  points; and on the carphone clip as mean landmark acceleration (second difference) per mille. "before" =
-  per-frame detection, raw mesh, RetinaFace's five points (the old path); "after" = the tracked path.
-- seam: mean gradient magnitude of the result on the blend mask's edge band divided by the target's there
-  (1 = no seam added), colour transfer vs Poisson.
-- masks: full-strength (>= 0.99) share of the aligned crop and of the face's box, old vs new paste masks.
-- identity proxy (no weights): where the result's FaceMesh geometry (normalised distances between eyes, nose,
-  mouth, jaw) lies between the target's (0) and the source's (1).
-- identity (dlib's face embedder, `livefuse[quality]`): centred cosine of each output face to its source and
-  to its target, per case and kept-regions setting, on the report's faces and on held-out ones; liveliness:
-  the target's eye / mouth openness against the output's over the talking clip (loadgen.identity_study).
-- cost: kept-region masks (at 640x360 too), skin mask and One Euro filter per face, in ms.
-
+`python -m loadgen.quality` runs the real pipeline (RetinaFace + FaceMesh + mesh_warp, weight-free) on the
+provisioned media and writes `reports/quality.png` (contact sheet: source | target | result per mask setting)
+and `reports/quality.json`: mouth and eye differences to the target (0 = kept) and the inner mouth's teeth
+share; landmark jitter of a still face through VP8 and acceleration on the carphone clip (per mille of the
+face size; "before" = per-frame detection, "after" = tracked); the seam's gradient against the target's; the
+paste masks' full-strength share; identity (a geometry proxy, and with `livefuse[quality]` dlib's embedder:
+centred cosine to source and target) and liveliness (loadgen.identity_study); each mask's cost per face.
 Only `main` prints.
 """
 

@@ -1,22 +1,15 @@
 """A real browser publishing to the gateway through a bottleneck: how its sending rate, the uplink's queue and
-loss, and the processed stream it gets back behave, with and without transport-cc
-(gateway.webrtc.congestion.transport_cc).
+loss, and the processed stream it gets back behave, with and without transport-cc.
 
 Each run is a private network namespace (`unshare -n`, root) holding the gateway (real pipeline), headless
-Chromium opening /demo?autostart=1 with the carphone clip as its camera (scaled to 640x360, 15 fps, looped),
-and the kernel's tbf on `lo`, one bottleneck per direction as in `bench_network.py --per-direction` (the
-gateway marks its media AF41, u32 splits the directions, TCP is unshaped). Every second it samples Chromium's
-`getStats()` (what the browser sends, its own estimate of the link, the processed stream it receives) and the
-gateway's view of the session (frames in, the uplink's loss and queue, feedback sent); at the end the qdisc's
-own counters per direction. `--arms` picks the gateway flags to compare (`tcc`: the default, transport-cc
-answered; `remb`: `--no-transport-cc`; `-reopen`: with `--no-live-bitrate` as well, FFmpeg's encoder
-reopened with a keyframe at each new rate); arms alternate within each repeat. `--codec H264`: Chromium
-offers H.264 only, so it publishes and receives H.264 (VP8 by default). `--step KBPS@S` changes the
-uplink's rate S seconds in (`--step-link down`: the downlink's, which carries the processed stream back to
-the browser), and the numbers are then given before and after it.
-
-Delay, jitter and loss need sch_netem, which this project's kernels lack: the link here is a rate and a
-drop-tail queue on a loopback with no base delay. Traffic stays on 127.0.0.1.
+Chromium opening /demo?autostart=1 with the carphone clip as its camera (640x360, 15 fps, looped) and the
+kernel's tbf on `lo`, one bottleneck per direction as in `loadgen.bench.network --per-direction`. Every
+second it samples Chromium's `getStats()` and the gateway's view of the session; at the end the qdisc's
+counters. `--arms` picks the gateway flags compared (`tcc`: default; `remb`: `--no-transport-cc`;
+`-reopen`: with `--no-live-bitrate`), alternating within each repeat; `--codec H264`; `--step KBPS@S`
+changes the uplink's (`--step-link down`: the downlink's) rate S seconds in, and the numbers are given before
+and after it. The link is a rate and a drop-tail queue without base delay (this project's kernels lack
+sch_netem).
 
     python -m loadgen.bench.browser_uplink --rate-kbps 600 --duration 40 --repeats 2 \
         --output reports/browser_uplink.json
