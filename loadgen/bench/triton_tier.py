@@ -1,22 +1,13 @@
 """What Triton costs and what it holds, on this machine: prints a table and writes JSON.
 
-Part `cost`: per-batch wall time of each pipeline model in-process (ONNX Runtime, 1 thread) vs through a
-local Triton (the nvidia-pytriton wheel's tritonserver, python backend running the same ONNX on ONNX
-Runtime, 1 thread) over gRPC and over gRPC + system shared memory. Inputs are the detector's letterbox for
-320x240 frames (320x320) and for 640x360 frames (640x640), and FaceMesh crops (192x192); batches 1, 4, 8.
-The difference is what the network hop (serialization, copies, Triton's scheduler, the Python backend's
-IPC) adds per batch.
-
-Part `capacity`: `loadgen --find-capacity` against one gateway with `--engine triton` (Triton on the same
-box), to compare with the in-process capacity (`loadgen --find-capacity` with its embedded gateway).
+`--part cost`: per-batch wall time of each pipeline model in-process (ONNX Runtime, 1 thread) vs through a
+local Triton (the nvidia-pytriton wheel, python backend running the same ONNX) over gRPC and over gRPC +
+system shared memory, for the detector's 320x320 and 640x640 letterboxes and FaceMesh's 192x192 crops at
+batches 1, 4, 8: the difference is what the hop adds per batch. `--part capacity`: `loadgen --find-capacity`
+against a gateway with `--engine triton`, to compare with the in-process capacity.
 
     flock /tmp/livefuse-bench.lock python -m loadgen.bench.triton_tier --part cost \
         --output reports/bench_triton.json
-    flock /tmp/livefuse-bench.lock python -m loadgen.bench.triton_tier --part capacity \
-        --output reports/bench_triton_capacity.json
-
-On a GPU node Triton's hop costs the same CPU time but the model time shrinks; no GPU here: GPU numbers in
-docs/BENCHMARKS.md are marked as not measured.
 """
 
 from __future__ import annotations
