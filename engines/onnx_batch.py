@@ -1,27 +1,15 @@
 """Turn a fixed-batch-1 ONNX model into a dynamic-batch one, and prove the rewrite changed nothing per item.
 
 Why: cross-session batching needs every model to take N items at once, but many published exports
-(inswapper_128, tflite-converted FaceMesh/BlazeFace) declare batch 1 and bake it into constants. Renaming the
-input's dim 0 is not enough — a `Reshape` to `[1, 1024, 1, 1]` or a constant concatenated with a batch
-tensor fails (or silently mixes items) at batch 4. The rewrite therefore:
+(inswapper_128, tflite-converted FaceMesh) declare batch 1 and bake it into constants: renaming the input's
+dim 0 is not enough (a `Reshape` to `[1, 1024, 1, 1]` fails, or silently mixes items, at batch 4). The rewrite
+finds the tensors that carry the batch, makes dim 0 of every graph input and output symbolic (re-deriving
+shapes by inference), and rewrites what bakes batch 1 on the batch path: Reshape shapes (a fresh constant per
+node), Concats with batch-1 constants (Expanded first), Slices that keep item 0, Flatten(axis=0); Pads, Tiles,
+Gathers and Squeezes that act on the batch axis cannot be made per-item and are refused.
 
-1. finds the tensors that carry the batch (everything computed from a graph input's data, not from its shape);
-2. makes dim 0 of every graph input/output symbolic (`dim_name`) and drops the stale `value_info`, then
-   re-derives it by shape inference so dim 0 flows as the symbol;
-3. rewrites constants that bake batch 1 on the batch path:
-   - `Reshape` shape constants (initializer or `Constant` node) whose first element is 1 -> 0 (copy the batch
-     from the input) or -1 (infer it) — a fresh initializer per node, so a shape constant shared with a
-     weight reshape keeps its meaning;
-   - `Concat` along a non-batch axis that joins a batch tensor with a batch-1 constant (the typical output of
-     `ConstantOfShape`/`Expand`/`Tile` with a constant shape, or a learned token) -> the constant is
-     `Expand`ed to the live batch first;
-   - `Slice` that keeps items [0:1] of the batch axis -> keeps all items; `Flatten(axis=0)` -> `axis=1`;
-   - `Pad` pads and `Tile` repeats act per item as long as they leave the batch axis alone; a Pad/Tile that
-     touches axis 0 on the batch path cannot be made per-item and is refused, as are `Gather`/`Squeeze` that
-     remove the batch axis.
-
-`verify_batch_equivalence` is the proof: it runs the original item by item and the rewrite batched, on the
-same random inputs, in ONNX Runtime, and returns the largest difference. Run it after every rewrite.
+`verify_batch_equivalence` is the proof: the original item by item against the rewrite batched, same random
+inputs, in ONNX Runtime; it returns the largest difference. Run it after every rewrite.
 """
 
 from __future__ import annotations

@@ -4,15 +4,9 @@
 one detector batch per letterbox size, one landmarker batch over every face of every frame, one swapper and
 one enhancer batch over every face that asked for them. Each output carries the wall time of the batches it
 took part in (`timings_ms`) and their sizes (`batch_sizes`), under the stage names of `engines.frames`.
-
-Per-frame options (`FrameOptions`) pick processors (intersected with the ones this pipeline loaded) and the
-detector size. A frame that carries its session's `FaceTrack` is tracked (`processors.tracking`): the
-detector runs only when needed (first frame, a face lost, every K frames / T ms), FaceMesh runs on every
-frame from the previous mesh's crop, each face keeps a track id and a One Euro filter, and a lost face is
-held a couple of frames. Every frame's five points come from the (smoothed) mesh, so the aligned crops do not
-jump between detection and tracked frames. A frame without a track is detected from scratch (stateless).
-The session's `FaceSettings` (on its track) choose the target regions kept (mouth, eyes) and which faces
-are swapped (many, one, reference); the stages stay batched across every session's frames.
+Per-frame options (`FrameOptions`) pick processors and the detector size; a frame that carries its session's
+`FaceTrack` is tracked (`processors.tracking`), one without is detected from scratch; the session's
+`FaceSettings` choose the regions kept and which faces are swapped, and stages stay batched across sessions.
 
 Thread-safety: engines are shared and ONNX Runtime's `Run` is thread-safe; all per-call state is local, the
 prepared source data is read-only, and a `FaceTrack` belongs to one session (one frame in flight at a time).

@@ -1,20 +1,13 @@
 """Triton Inference Server backend: the `Engine` protocol over `tritonclient` gRPC, one request per batch.
 
 Why: with Triton as the shared inference tier, its dynamic batcher merges frames from every gateway replica,
-not only from the sessions of one process. The pipeline and the scheduler never learn which backend runs.
-
-- Tensor specs and the batch range come from the server (model metadata + config `max_batch_size`), so a
-  repository built with another max batch needs no gateway flag.
-- Failures are `EngineError` lines that say what to do: server unreachable, model not ready, shape mismatch
-  (checked here before a request leaves), timeout. The scheduler turns a failed batch into late-policy frames.
-- Recovery is the gRPC channel's: reconnect backoff is capped at `reconnect_max_ms` (gRPC's default grows to
-  two minutes, far too long for live video), so a restarted server is used again within a second or two.
-- `shm=True` (same host only) sends inputs and fixed-shape outputs through POSIX shared memory registered with
-  the server: a pool of regions, one per concurrent call, grown on demand; after a server restart the
-  registrations are gone, so any failure drops the pool and the next call registers afresh.
-  CUDA shared memory (`tritonclient.utils.cuda_shared_memory`) is the GPU-host equivalent — inputs written
-  straight to device memory Triton reads — and is a documented option (docs/SCALING.md), not wired here:
-  it needs the frames on the GPU already, which the CPU pre-processing does not give.
+not only from the sessions of one process; the pipeline and the scheduler never learn which backend runs.
+Tensor specs and the batch range come from the server. Failures are one-line `EngineError`s that say what to
+do (checked here before a request leaves where possible). gRPC's reconnect backoff is capped at
+`reconnect_max_ms` (its default grows to two minutes), so a restarted server is used again within seconds.
+`shm=True` (same host) passes tensors through a pool of registered POSIX shared-memory regions, dropped and
+registered afresh after any failure (a restarted server forgets them); CUDA shared memory is documented in
+docs/SCALING.md but not wired: it needs the frames on the GPU already.
 """
 
 from __future__ import annotations

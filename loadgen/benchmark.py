@@ -29,6 +29,7 @@ from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from loadgen.fingerprint import host_fingerprint
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
+from loadgen.percentiles import summary
 from loadgen.report import build_report, latency_dict, write_json
 from loadgen.stats import LatencySummary
 from loadgen.synth import TEST_CASES, SynthConfig, build_loop
@@ -95,9 +96,7 @@ class PeakVram:
 
 
 def _stage_summary(values: list[float]) -> dict[str, float]:
-    a = np.asarray(values, dtype=np.float64)
-    return {"mean": round(float(a.mean()), 3), "p50": round(float(np.percentile(a, 50)), 3),
-            "p95": round(float(np.percentile(a, 95)), 3)}
+    return summary(values, {"mean": "mean", "p50": 50, "p95": 95}, 3)
 
 
 def _read_rgb(path: Path) -> np.ndarray:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fractions
 import ipaddress
 import json
 import time
@@ -40,7 +39,6 @@ from loadgen.avsync import (
     ClickAudioTrack,
     MediaClock,
     stamp_capture_reports,
-    wait_due,
 )
 from loadgen.fidelity import median_block_psnr
 from loadgen.impair import Impairment, impair_peer_connection
@@ -48,9 +46,8 @@ from loadgen.publisher_encoder import use_publisher_encoder
 from loadgen.stamp import BandGeometry, read_stamp
 from loadgen.stats import AvOffset, Event, FrameReceived, FrameSent, JobJoined
 from loadgen.synth import FrameLoop
+from loadgen.track import VIDEO_CLOCK, StampedVideoTrack
 from loadgen.transport_cc import offer_with_transport_cc, receive_with_transport_cc
-
-VIDEO_CLOCK = 90_000
 
 
 class JoinError(RuntimeError):
@@ -138,46 +135,6 @@ async def upload_source(http: aiohttp.ClientSession, config: ClientConfig, image
     return sid
 
 
-class StampedVideoTrack(MediaStreamTrack):
-    """Sends frame N of the loop at start + N/fps, stamped with N, and reports when each one left."""
-
-    kind = "video"
-
-    def __init__(self, loop: FrameLoop, fps: float, job: int, emit: Callable[[Event], None],
-                 clock: MediaClock | None = None) -> None:
-        super().__init__()
-        self._clock = clock  # shared with the job's audio track (--audio): both paced from one start
-        self._frames = loop  # not `_loop`: the track's event emitter owns that name
-        self._fps = fps
-        self._job = job
-        self._emit = emit
-        self._next_id = 1
-        self._start: float | None = None
-        self.paused = False
-
-    async def recv(self) -> av.VideoFrame:
-        frame_id = self._next_id
-        self._next_id += 1
-        frame = self._frames.frame(frame_id)
-        now = time.monotonic()
-        if self._clock is not None:
-            await wait_due(self._clock, (frame_id - 1) / self._fps)
-            now = time.monotonic()
-            self._start = now - (frame_id - 1) / self._fps
-        if self._start is None:
-            self._start = now
-        due = self._start + (frame_id - 1) / self._fps
-        if due > now:
-            await asyncio.sleep(due - now)
-        elif now - due > 1.0:
-            # Far behind (the machine is saturated): re-anchor instead of bursting to catch up.
-            self._start = now - (frame_id - 1) / self._fps
-        frame.pts = int(round((frame_id - 1) * VIDEO_CLOCK / self._fps))
-        frame.time_base = fractions.Fraction(1, VIDEO_CLOCK)
-        self._emit(FrameSent(self._job, frame_id, time.monotonic()))
-        return frame
-
-
 class WhipJob:
     """Publish, receive, measure. `start()` joins (raises JoinError), `stop()` leaves; both idempotent-ish."""
 
@@ -216,7 +173,9 @@ class WhipJob:
         if self.config.network is not None:
             impair_peer_connection(pc, self.config.network, seed=self.job)
         clock = MediaClock() if self.config.audio else None
-        track = StampedVideoTrack(self._loop, self._fps, self.job, self._emit, clock)
+        job = self.job
+        track = StampedVideoTrack(self._loop, self._fps, clock=clock, first_id=1,
+                                  on_sent=lambda frame_id, at: self._emit(FrameSent(job, frame_id, at)))
         video = pc.addTransceiver(track, direction="sendrecv")
         if self.config.codec is not None:  # the gateway answers in kind
             offer_only(video, self.config.codec)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+from aiohttp import web
 
 
 class GatewayStartError(RuntimeError):
@@ -56,9 +57,9 @@ class EmbeddedGatewayConfig:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on 127.0.0.1 now, for a process started later to bind (prefer `start_site` in-process:
+    there is no window in which another process could take it)."""
+    return free_ports(1)[0]
 
 
 def free_ports(count: int) -> list[int]:
@@ -72,6 +73,12 @@ def free_ports(count: int) -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+async def start_site(runner: web.AppRunner, host: str = "127.0.0.1") -> int:
+    """Start a set-up `runner` on a port the OS picks; that port."""
+    await web.TCPSite(runner, host, 0).start()
+    return int(runner.addresses[-1][1])
 
 
 class EmbeddedGateway:

@@ -27,6 +27,7 @@ import numpy as np
 
 from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
+from loadgen.percentiles import percentile, percentiles
 from loadgen.stats import Event, StatsCollector
 
 SDP = "application/sdp"
@@ -574,7 +575,7 @@ async def cost_by_kind(
                 kind=kind,
                 requests=len(group),
                 cpu_ms_per_request=1000.0 * max(0.0, cpu - idle_rate * span) / len(group),
-                wall_ms_p50=float(np.percentile(walls, 50)),
+                wall_ms_p50=percentile(walls, 50),
                 wall_ms_max=max(walls),
                 statuses={str(k): v for k, v in sorted(result.statuses.items())},
                 after_cpu_pct=100.0 * after,
@@ -671,7 +672,7 @@ class LiveProbe:
         sent, received = sum(w.sent for w in parts), sum(w.received for w in parts)
         unreadable = sum(w.unreadable for w in parts)
         span = max(sum(t1 - t0 for t0, t1 in spans), 1e-6)
-        p50, p95 = (float(v) for v in np.percentile(latencies, [50, 95])) if latencies else (None, None)
+        p50, p95 = percentiles(latencies, (50, 95)) if latencies else (None, None)
         return LiveWindow(
             sent=sent,
             received=received,

@@ -1,27 +1,12 @@
-"""Quality report: what the swapped face looks like, measured, before and after (issue "a swap you can put
-on air").
+"""Quality report: what the swapped face looks like on air, measured before and after each picture fix.
 
-`python scripts/quality_report.py` (or `python -m loadgen.quality`) runs the real pipeline (RetinaFace +
-FaceMesh + mesh_warp, weight-free) on provisioned media and writes `reports/quality.png` (contact sheet:
-source | target | result per mask setting) and `reports/quality.json`:
-
-- mouth / eyes: mean |result - target| inside the target's inner-lip ring and eye rings (0 = kept), and the
-  share of bright "teeth" pixels in the inner mouth, target vs result; with regions kept (now) and swapped
-  (before: `--mask-regions none`).
-- jitter: landmark motion of a still face (one image through a real VP8 encode/decode, 45 frames), as mean
-  frame-to-frame displacement per mille of the face size, for the 468 mesh points and the five alignment
-  points; and on the carphone clip as mean landmark acceleration (second difference) per mille. "before" =
-  per-frame detection, raw mesh, RetinaFace's five points (the old path); "after" = the tracked path.
-- seam: mean gradient magnitude of the result on the blend mask's edge band divided by the target's there
-  (1 = no seam added), colour transfer vs Poisson.
-- masks: full-strength (>= 0.99) share of the aligned crop and of the face's box, old vs new paste masks.
-- identity proxy (no weights): where the result's FaceMesh geometry (normalised distances between eyes, nose,
-  mouth, jaw) lies between the target's (0) and the source's (1).
-- identity (dlib's face embedder, `livefuse[quality]`): centred cosine of each output face to its source and
-  to its target, per case and kept-regions setting, on the report's faces and on held-out ones; liveliness:
-  the target's eye / mouth openness against the output's over the talking clip (loadgen.identity_study).
-- cost: kept-region masks (at 640x360 too), skin mask and One Euro filter per face, in ms.
-
+`python -m loadgen.quality` runs the real pipeline (RetinaFace + FaceMesh + mesh_warp, weight-free) on the
+provisioned media and writes `reports/quality.png` (contact sheet: source | target | result per mask setting)
+and `reports/quality.json`: mouth and eye differences to the target (0 = kept) and the inner mouth's teeth
+share; landmark jitter of a still face through VP8 and acceleration on the carphone clip (per mille of the
+face size; "before" = per-frame detection, "after" = tracked); the seam's gradient against the target's; the
+paste masks' full-strength share; identity (a geometry proxy, and with `livefuse[quality]` dlib's embedder:
+centred cosine to source and target) and liveliness (loadgen.identity_study); each mask's cost per face.
 Only `main` prints.
 """
 
@@ -63,6 +48,7 @@ from loadgen.contact_sheet import caption, contact_sheet, crop_face, webcam_fram
 from loadgen.identity import FaceRecognizer, IdentityUnavailable
 from loadgen.identity_study import SETTINGS, identity_cases, liveliness, reference_mean, verdict
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
+from loadgen.percentiles import percentile
 
 KEPT = KEPT_REGIONS
 HELD_OUT = ("obama", "obama2", "biden")  # faces no test or tuning of the swap was written against
@@ -338,7 +324,7 @@ def costs(study: Study, image: np.ndarray, repeats: int = 200) -> dict[str, floa
             t0 = time.perf_counter()
             fn(k)
             ts.append((time.perf_counter() - t0) * 1000)
-        return round(float(np.median(ts)), 4)
+        return round(percentile(ts, 50), 4)
 
     return {
         "face_px": round(size, 1),
@@ -489,7 +475,7 @@ def _embed(recognizer: FaceRecognizer, image: np.ndarray) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="scripts/quality_report.py", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m loadgen.quality", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out-dir", type=Path, default=Path("reports"))
     p.add_argument("--media-dir", type=Path)

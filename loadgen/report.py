@@ -1,20 +1,5 @@
-"""Format functions: run data in, JSON / CSV / HTML out. One report schema for live runs and the benchmark.
-
-Report (schema_version 1), top level:
-    schema_version, kind ("loadgen" | "benchmark"), created (UTC ISO 8601), host (fingerprint), config (every
-    option the run used), runs [...], slo_met (bool), capacity (only for --find-capacity)
-A loadgen run:
-    name, test_case, resolution, fps, concurrent_jobs, batch_size {requested, observed}, duration_s,
-    budget_ms, latency_ms {count, mean, p50, p90, p95, p99, max}, within_budget (fraction of returned frames),
-    frames {sent, received, lost, repeated, unreadable}, received_ratio, fps_per_job {mean, min},
-    picture_psnr_db {count, p5, p50, p95, min, max} (with --picture-quality only: loadgen.fidelity),
-    jobs [{job, sent, received, lost, repeated, fps, p95_ms, av_offset_ms {count, p5, p50, p95, min, max}
-    (with --audio only; + = audio late)}], join_failures [{job, t_s, detail}],
-    windows [{p95_ms, received_ratio}], gateway (its /api/stats view of the same window, or available=false),
-    slo_met, latency_samples_ms [every returned frame's latency in the window, for `loadgen merge`]
-A benchmark run:
-    name, test_case, resolution, batch_size, duration_s, frames, frames_per_s, latency_ms (whole pipeline per
-    frame), stages_ms {stage: {mean, p50, p95}}, peak_rss_bytes, peak_vram_bytes, cpu_percent, cold_start_ms
+"""Format functions: run data in, JSON / CSV / HTML out. One report schema (schema_version 1) for live runs
+and the benchmark; its fields: docs/ARCHITECTURE.md "The report".
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.percentiles import percentiles
+
 
 @dataclass(frozen=True)
 class FrameSent:
@@ -82,7 +84,7 @@ class LatencySummary:
         if not latencies_ms:
             return LatencySummary(0, None, None, None, None, None, None, None)
         a = np.asarray(latencies_ms, dtype=np.float64)
-        p50, p90, p95, p99 = (float(x) for x in np.percentile(a, [50, 90, 95, 99]))
+        p50, p90, p95, p99 = percentiles(a, (50, 90, 95, 99))
         return LatencySummary(
             count=int(a.size), mean=float(a.mean()), p50=p50, p90=p90, p95=p95, p99=p99, max=float(a.max()),
             within_budget=float((a <= budget_ms).mean()),
@@ -120,7 +122,7 @@ class OffsetSummary:
         if not offsets_ms:
             return None
         a = np.asarray(offsets_ms, dtype=np.float64)
-        p5, p50, p95 = (float(x) for x in np.percentile(a, [5, 50, 95]))
+        p5, p50, p95 = percentiles(a, (5, 50, 95))
         return OffsetSummary(int(a.size), p5, p50, p95, float(a.min()), float(a.max()))
 
 

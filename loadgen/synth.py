@@ -10,6 +10,7 @@ a background) and ``multi_face`` (the six-person group photo panning and zooming
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +105,16 @@ class FrameLoop:
         self.height = height
         self.fps = fps
 
+    @classmethod
+    def from_rgb(cls, images: Sequence[np.ndarray], fps: float) -> FrameLoop:
+        """RGB pictures of one size, converted as aiortc's encoder would convert them (swscale)."""
+        if not images:
+            raise ValueError("empty frame loop")
+        frames = [av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
+                  .reformat(format="yuv420p").to_ndarray() for image in images]
+        height, width = images[0].shape[:2]
+        return cls(frames, width, height, fps)
+
     def __len__(self) -> int:
         return len(self.frames)
 
@@ -114,6 +125,10 @@ class FrameLoop:
 
     def frame(self, frame_id: int) -> av.VideoFrame:
         return av.VideoFrame.from_ndarray(self.stamped_i420(frame_id), format="yuv420p")
+
+    def plain(self, frame_id: int) -> av.VideoFrame:
+        """Frame i of the loop without a stamp."""
+        return av.VideoFrame.from_ndarray(self.frames[frame_id % len(self.frames)], format="yuv420p")
 
     def rgb(self, frame_id: int) -> np.ndarray:
         """The stamped frame as HxWx3 RGB (what the offline benchmark feeds the pipeline)."""

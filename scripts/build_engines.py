@@ -29,13 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a file from a checkout as well as from an installed package
-    sys.path.insert(0, str(REPO))
-
-from engines.engine import EngineError  # noqa: E402
-from engines.graph_keys import shapes_by_input  # noqa: E402
-from engines.trt_planning import (  # noqa: E402
+from engines.engine import EngineError
+from engines.graph_keys import shapes_by_input
+from engines.trt_planning import (
     BatchProfile,
     PlanKey,
     parse_shape_arg,

@@ -11,7 +11,7 @@ PY=${PYTHON:-python}
 RES=${RESOLUTION:-320x240}
 command -v py-spy >/dev/null || { echo "py-spy not found: pip install py-spy" >&2; exit 2; }
 mkdir -p "$OUT"
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$("$PY" -c 'from loadgen.embedded import free_port; print(free_port())')
 "$PY" -m gateway.cli --host 127.0.0.1 --port "$PORT" --ice-loopback-only --no-degradation --log-level warning \
     --event-log none "$@" > "$OUT/gateway.log" 2>&1 &
 GW=$!

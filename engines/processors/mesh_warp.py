@@ -1,25 +1,13 @@
 """Weight-free face swap: warp the source face onto each target face along the 468-point FaceMesh.
 
-Why this exists: no face-swap weights are reachable here, yet the gateway must do real, per-frame,
-pose-following work out of the box. The source's mesh is triangulated once (Delaunay, cv2.Subdiv2D) in
-`prepare`; for every target face the same triangles, placed on the target's mesh, define a piecewise-affine
-map target pixel -> source pixel. Instead of one `warpAffine` per triangle (~900 calls), all visible
-triangles are rasterised at once with numpy (`warp_maps`: row spans from edge functions, each pixel's source
-position from its triangle's barycentric map; no per-triangle Python loop), and a single `cv2.remap` samples
-the source. Colours are matched source -> target (mean/std in LAB over the face's skin: lips and eyes
-excluded, so the statistics do not move when the mouth opens) and the result is blended through a feathered
-convex-hull mask. No boundary points are added: the mask is the mesh's hull, so warping beyond it would be
-thrown away.
-
-Mouth and eyes: the target's inner mouth (teeth, tongue, the dark opening) and eye openings are cut out of
-the mask (`masks.region_mask`), so a talking target keeps its mouth under a closed-mouth source and blinks
-stay the target's. Optional Poisson blending (`cv2.seamlessClone`) matches the seam's gradients instead of
-the face's mean colour; it costs a few ms per face, so it is off by default.
-
-Turned heads: on the side of a face turned away from the camera the 2-D mesh folds over itself, and those
-triangles come out mirrored (their signed area flips against the source's). They are back-facing: drawing them
-pastes stretched cheek, ear or background over the visible half. They are culled, and the blend mask is the
-feathered union of the visible triangles (inside the hull), so the seam also fades where the face turns away.
+Why: no face-swap weights are reachable here, yet the gateway must do real, per-frame, pose-following work
+out of the box. The source's mesh is triangulated once (Delaunay) in `prepare`; on every target face the same
+triangles give a piecewise-affine map, rasterised for all triangles at once with numpy (`warp_maps`, no
+per-triangle loop) and sampled by one `cv2.remap`. Colours are matched on skin only (lips and eyes excluded,
+so they do not move when the mouth opens) and the result is blended through a feathered hull mask, with the
+target's inner mouth and eye openings cut out (`masks.region_mask`); Poisson blending is optional (a few ms
+per face). Turned heads: triangles whose signed area flips against the source's are back-facing (the 2-D mesh
+folds over the far side) and are culled, so no stretched cheek or background is pasted over the visible half.
 """
 
 from __future__ import annotations

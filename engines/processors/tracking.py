@@ -1,39 +1,18 @@
 """Per-face tracks across frames: box-overlap linking, One Euro landmark smoothing, when to run the detector.
 
-Pure policy and small numeric state; the pipeline runs the models, this module decides and filters. The state
-lives in each session's `engines.frames.FaceTrack` (one frame of a session in flight at a time), never here.
-
-- Detect only when needed (MediaPipe's face-mesh graph): the detector runs on a session's first frame, when a
-  tracked face's FaceMesh presence drops, after a resolution change, and every `detect_every_frames` frames or
-  `detect_every_ms` to find faces that entered. In between, FaceMesh on the previous frame's mesh gives the
-  next crop. The degradation controller's `detect_every` (2 under load) only ever lengthens the interval.
-- One point source: every frame's five points come from the (smoothed) mesh, detection frame or not, so the
-  aligned crops do not jump when the detector runs (RetinaFace's and FaceMesh's points differ by 1-13 px).
-- One Euro filter (Casiez et al. 2012; MediaPipe's landmark smoothing): a low-pass whose cutoff rises with
-  speed, so a still face does not shimmer and a moving one does not lag. Speed is measured in face sizes per
-  second, so one setting fits every face size.
-- The next frame's FaceMesh crop comes from the last mesh, but only moves when the face moved more than
-  `crop_tolerance` (of its size, or ~2 degrees): re-centring on every mesh feeds FaceMesh's own noise back
-  into its next crop, and a still face then jitters by itself (measured: 7.5 per mille of its size per frame
-  on identical frames, 0 with the hysteresis).
-- The crop leads a moving face: each track keeps the velocity of its mesh (px/s, from the last two
-  measurements and their capture times), and the next crop is the last mesh moved by velocity x elapsed
-  time once that move passes the hysteresis. Without it the crop waits where the face was: a face moving
-  a fifth of its size between processed frames (a quick head turn, or any motion once the gateway drops
-  frames under load) left the crop, FaceMesh lost it, and every such frame paid for the detector too, so
-  dropping frames made the remaining ones dearer (measured on loadgen's gliding face, 640x360, every 2nd
-  frame processed: the detector ran on 85 % of frames and the frame cost doubled; docs/BENCHMARKS.md).
-- A lost face that no detection overlaps takes the nearest detection nothing else linked to, within
-  `relink_radius` face sizes and a factor 2 in size (a face that turned round while lost is no longer where
-  its velocity put it): the same track, filter and id go on instead of a new track beside a held one.
-- A face whose mesh is lost on a frame that did not run the detector is looked for again in that same frame
-  (`redetect_lost`): the detector runs now instead of on the next frame, so a loss costs no more detector runs
-  than before, and the swap lands on the face instead of where the face was.
-- A mesh found far from its crop's centre (`refine_offset`: the crop led past a face that turned, or a
-  detection box that sits loosely) is run once more from its own crop: FaceMesh is accurate on a centred
-  face, and a face half out of its crop gives a distorted mesh that still passes the presence test.
-- A face that is still not found is held (last landmarks, moved on by its velocity) for `hold_frames` frames
-  while the detector looks for it: one missed frame must not flicker between swapped and unswapped.
+Pure policy and small numeric state: the pipeline runs the models, this module decides and filters; the state
+lives in each session's `engines.frames.FaceTrack`, never here. Each rule answers a failure seen on live video
+(docs/ARCHITECTURE.md "Faces on air"; numbers in docs/BENCHMARKS.md "Picture"):
+- detect only when needed (first frame, a presence drop, a resolution change, every N frames / T ms to find
+  newcomers); the degradation controller only ever lengthens the interval;
+- every frame's five points come from the smoothed mesh: crops do not jump when the detector runs;
+- One Euro smoothing (speed in face sizes per second): a still face does not shimmer, a moving one does not
+  lag;
+- the next crop moves only past `crop_tolerance`, led by the face's velocity: re-centring on FaceMesh's own
+  noise made a still face jitter, and a crop left where a fast face was lost it (and paid for the detector);
+- a lost face relinks to the nearest free detection (`relink_radius`), is looked for again in the same frame
+  (`redetect_lost`), is re-run from its own crop when far off-centre (`refine_offset`), and is held for
+  `hold_frames` frames so it does not flicker between swapped and unswapped.
 """
 
 from __future__ import annotations

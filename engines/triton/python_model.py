@@ -1,20 +1,12 @@
 """Triton Python-backend model that runs `model.onnx` (beside this file's version dir) on ONNX Runtime.
 
-Copied as `<repo>/<model>/1/model.py` by `engines.triton.repository`. It is what CPU-only Triton builds
-(such as the `nvidia-pytriton` wheel's, which has no onnxruntime backend) need to serve the pipeline's models.
-
-Triton's dynamic batcher hands `execute` several requests at once (from any number of gateways); the Python
-backend does not concatenate them, so this does: requests with equal non-batch shapes are stacked into ONE
-ONNX Runtime run and the outputs split back per request. That single run is one "execution" in Triton's
-`nv_inference_exec_count`, while `nv_inference_count` counts the items.
-
-Tensors cross the stub boundary through DLPack (`np.from_dlpack(input)`, `pb_utils.Tensor.from_dlpack`), not
-`as_numpy()` / `pb_utils.Tensor(name, array)`: the wheel's stub was built against numpy 1, and with numpy 2
-(this project's) those return garbage inputs and serialize ZERO-byte outputs (numpy 2 changed the C layout
-they read). Found by the Triton-vs-in-process equality test; DLPack is ABI-stable. Its only wart: the stub
-renames the capsule it consumed, and numpy's capsule destructor then reports "PyCapsule_GetPointer called with
-incorrect name" as an unraisable error (harmless: measured no memory growth over 1,500 1-MB outputs), which
-`_quiet_capsule_rename` keeps out of Triton's log while letting every other unraisable error through.
+Copied as `<repo>/<model>/1/model.py` by `engines.triton.repository`, for CPU-only Triton builds (the
+`nvidia-pytriton` wheel has no onnxruntime backend). Triton's dynamic batcher hands `execute` several
+requests; those with equal non-batch shapes are stacked into ONE ONNX Runtime run (one Triton "execution")
+and the outputs split back. Tensors cross the stub boundary through DLPack, not `as_numpy()`: the wheel's
+stub was built against numpy 1, and with numpy 2 those return garbage inputs and zero-byte outputs. The stub
+renames the capsule it consumed, which numpy reports as a harmless unraisable error (no memory growth over
+1,500 1-MB outputs); `_quiet_capsule_rename` keeps that one out of Triton's log.
 
 This file runs inside Triton's stub process and imports nothing from livefuse.
 """

@@ -1,51 +1,6 @@
 """`StatsSnapshot`: the one stats object. Prometheus (/metrics), the dashboard (/api/stats, /api/stream) and
-the
-load generator's report all read it; nothing computes its own numbers.
-
-JSON schema of `StatsSnapshot.to_dict()` (schema_version 1; times in ms unless the name says _s, memory in
-bytes;
-"summary" = {"count", "mean", "p50", "p95", "p99", "max"} over the rolling window, zeros when count is 0):
-
-    schema_version   int, bumped on any incompatible change
-    time_s           wall clock (epoch s) when taken;  uptime_s: since Monitor.start;  window_s: rolling
-                      window
-    budget_ms        end-to-end budget the gateway works to
-    system           {cpu_percent, cpu_per_core[], process_cpu_percent (100 = one core), rss_bytes,
-                      rss_peak_bytes, mem_used_bytes, mem_total_bytes, mem_percent, threads,
-                      sample_interval_s,
-                      loop_lag_ms: summary}           (cpu/mem fields are null before the first sample)
-    gpu              {available, reason ("no GPU (...)" when absent), vram_peak_bytes,
-                      devices: [{index, name, util_percent, mem_used_bytes, mem_total_bytes, mem_percent,
-                      process_mem_bytes, processes_mem_bytes, temperature_c, encoder_percent,
-                      decoder_percent}]}
-                      (any device field may be null when the board does not support that reading)
-    frames           {received, processed, dropped: {stale, deadline, error}, fps_in, fps_out}  (totals since
-                      start;
-                      fps over the last 5 s, all sessions)
-    latency          {server_ms: summary, stages_ms: {stage: summary}, histogram: {bounds_ms[], counts[]}
-                      (window counts; counts has len(bounds_ms)+1, the last is the overflow),
-                      cumulative: {server_ms: H, stages_ms: {stage: H}}  with H = {buckets: [[le, count]...,
-                      ["+Inf", n]], sum, count} never reset (Prometheus histogram semantics)}
-    batch            {stage: summary of batch sizes}
-    sessions         {open: int, list: [{session_id, open, info, age_s, frames_in, frames_out,
-                      dropped: {stale, deadline, error}, fps_in, fps_out, server_ms: summary, width, height,
-                      close_reason, send_kbps, path_queue_ms, path_loss}]}     (open sessions, then up to 20
-                      recently closed; send_kbps: the processed stream's encoder target, path_*: the worst
-                      receiver's queueing delay and loss, gateway.webrtc.congestion.bitrate; None when not
-                      sending)
-    rejects          {reason: count}  (auth, capacity, bad_request, ...)
-    degradation      {enabled, level, level_name, admits_new_sessions, recommended_max_batch,
-                      capacity_sessions
-                      (null without evidence), work_ms_per_frame, fps_per_session, steps}
-    series           [{t (uptime s), cpu, proc_cpu, rss, mem_percent, gpu_util, vram_percent, server_p95,
-                      fps_in, fps_out, level}]   chart history, one point per sampler tick, bounded
-    events           [{t, seq, kind, message, data}]  the latest 50;  event_counts: {kind: n}
-    monitor          {cpu_fraction_of_core, sampler_cpu_s, record_cpu_s, snapshot_cpu_s, record_us_per_frame,
-                      samples, sampler_errors, event_write_errors}   what the monitor itself costs
-    scheduler        {dispatch_reasons: {full, deadline, max_delay, partner_not_expected, wait_not_worth_it},
-                      batches_run, batches_waited, mean_batch_size, est_*_ms, ...}  the batcher's own counters
-                      (totals since start; {} before the scheduler exists); why each batch left
-"""
+the load generator's report all read it; nothing computes its own numbers. The JSON of `to_dict()`, field by
+field: docs/ARCHITECTURE.md "The stats snapshot"."""
 
 from __future__ import annotations
 

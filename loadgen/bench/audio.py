@@ -24,7 +24,6 @@ import os
 import platform
 import sys
 import time
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +31,13 @@ import aiohttp
 import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
-from av import VideoFrame
 
 from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
-from loadgen.avsync import ClickAudioTrack, MediaClock, wait_due
+from loadgen.avsync import ClickAudioTrack, MediaClock
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
 from loadgen.fuzz import process_cpu_s
+from loadgen.track import StampedVideoTrack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,25 +45,10 @@ FPS = 5.0
 LOOPBACK = IceConfig.loopback_only()
 
 
-class SmallVideo(MediaStreamTrack):
-    kind = "video"
-
-    def __init__(self, clock: MediaClock) -> None:
-        super().__init__()
-        self._clock = clock
-        self._n = 0
-        self._image = np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8)
-
-    async def recv(self) -> VideoFrame:
-        if self.readyState != "live":
-            raise MediaStreamError
-        n = self._n
-        self._n += 1
-        await wait_due(self._clock, n / FPS)
-        frame = VideoFrame.from_ndarray(self._image, format="rgb24")
-        frame.pts = int(n * 90000 / FPS)
-        frame.time_base = Fraction(1, 90000)
-        return frame
+def small_video(clock: MediaClock) -> StampedVideoTrack:
+    """160x120 of still noise, unstamped, on the publisher's clock (shared with its audio)."""
+    picture = np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8)
+    return StampedVideoTrack.from_rgb([picture], FPS, clock=clock, stamp=False)
 
 
 async def _offer(http: aiohttp.ClientSession, url: str, pc: RTCPeerConnection) -> str:
@@ -93,7 +77,7 @@ async def run_case(base: str, pid: int, publishers: int, viewers: int, audio: bo
                 clock = MediaClock()
                 pc = create_peer_connection(LOOPBACK)
                 pcs.append(pc)
-                pc.addTransceiver(SmallVideo(clock), direction="sendonly")
+                pc.addTransceiver(small_video(clock), direction="sendonly")
                 if audio:
                     pc.addTransceiver(ClickAudioTrack(clock), direction="sendonly")
                 location = await _offer(http, f"{base}/whip?processors=none", pc)

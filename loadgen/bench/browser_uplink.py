@@ -1,22 +1,15 @@
 """A real browser publishing to the gateway through a bottleneck: how its sending rate, the uplink's queue and
-loss, and the processed stream it gets back behave, with and without transport-cc
-(gateway.webrtc.congestion.transport_cc).
+loss, and the processed stream it gets back behave, with and without transport-cc.
 
 Each run is a private network namespace (`unshare -n`, root) holding the gateway (real pipeline), headless
-Chromium opening /demo?autostart=1 with the carphone clip as its camera (scaled to 640x360, 15 fps, looped),
-and the kernel's tbf on `lo`, one bottleneck per direction as in `bench_network.py --per-direction` (the
-gateway marks its media AF41, u32 splits the directions, TCP is unshaped). Every second it samples Chromium's
-`getStats()` (what the browser sends, its own estimate of the link, the processed stream it receives) and the
-gateway's view of the session (frames in, the uplink's loss and queue, feedback sent); at the end the qdisc's
-own counters per direction. `--arms` picks the gateway flags to compare (`tcc`: the default, transport-cc
-answered; `remb`: `--no-transport-cc`; `-reopen`: with `--no-live-bitrate` as well, FFmpeg's encoder
-reopened with a keyframe at each new rate); arms alternate within each repeat. `--codec H264`: Chromium
-offers H.264 only, so it publishes and receives H.264 (VP8 by default). `--step KBPS@S` changes the
-uplink's rate S seconds in (`--step-link down`: the downlink's, which carries the processed stream back to
-the browser), and the numbers are then given before and after it.
-
-Delay, jitter and loss need sch_netem, which this project's kernels lack: the link here is a rate and a
-drop-tail queue on a loopback with no base delay. Traffic stays on 127.0.0.1.
+Chromium opening /demo?autostart=1 with the carphone clip as its camera (640x360, 15 fps, looped) and the
+kernel's tbf on `lo`, one bottleneck per direction as in `loadgen.bench.network --per-direction`. Every
+second it samples Chromium's `getStats()` and the gateway's view of the session; at the end the qdisc's
+counters. `--arms` picks the gateway flags compared (`tcc`: default; `remb`: `--no-transport-cc`;
+`-reopen`: with `--no-live-bitrate`), alternating within each repeat; `--codec H264`; `--step KBPS@S`
+changes the uplink's (`--step-link down`: the downlink's) rate S seconds in, and the numbers are given before
+and after it. The link is a rate and a drop-tail queue without base delay (this project's kernels lack
+sch_netem).
 
     python -m loadgen.bench.browser_uplink --rate-kbps 600 --duration 40 --repeats 2 \
         --output reports/browser_uplink.json
@@ -39,6 +32,7 @@ from typing import Any
 
 from loadgen.bench import network as bench_network
 from loadgen.impair import Impairment
+from loadgen.percentiles import percentile
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -133,73 +127,55 @@ async def inside(
 ) -> int:
     """In the namespace: the gateway, Chromium publishing to it, samples every second (with the uplink
     qdisc's counters), the uplink's rate stepped to `step` = (kbit/s, at second) if given."""
-    import aiohttp
     from aiohttp import web
 
     from gateway.app import create_app, wait_started
     from gateway.cli import build_config, build_parser
     from gateway.http.keys import STATE
-    from loadgen.chromium import Page, open_page, page_ws
-    from loadgen.embedded import free_port
+    from loadgen.chromium import launch
+    from loadgen.embedded import start_site
 
     dscp = f"--media-dscp={bench_network.GATEWAY_DSCP}"
     argv = ["--host", "127.0.0.1", "--port", "0", "--ice-loopback-only", dscp]
     app = create_app(build_config(build_parser().parse_args([*argv, *gateway_args])))
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = await start_site(runner)
     result: dict[str, Any] = {"gateway_args": gateway_args, "samples": []}
-    browser: subprocess.Popen[bytes] | None = None
     try:
         await wait_started(app, 60)
-        devtools = free_port()
-        with tempfile.TemporaryDirectory() as profile:
-            browser = open_page(
-                f"http://127.0.0.1:{port}/demo?autostart=1&codec={codec}",
-                profile,
-                devtools,
-                (f"--use-file-for-fake-video-capture={video}",),
-            )
-            async with aiohttp.ClientSession() as http:
-                deadline = time.monotonic() + 60
-                async with http.ws_connect(await page_ws(http, devtools, deadline), max_msg_size=0) as ws:
-                    page = Page(ws)
-                    t0 = time.monotonic()
-                    stepped = step is None
-                    while time.monotonic() - t0 < duration_s:
-                        await asyncio.sleep(1.0)
-                        if not stepped and step is not None and time.monotonic() - t0 >= step[1]:
-                            subprocess.run(tbf_change(step[0], queue_ms, shared, step[2]), check=True)
-                            stepped = True
-                            result["stepped_at_s"] = round(time.monotonic() - t0, 2)
-                        browser_stats = json.loads(await page.evaluate(STATS_JS) or "{}")
-                        manager = app[STATE].sessions
-                        sessions = list(manager.sessions.values()) if manager is not None else []
-                        summary = sessions[0].summary() if sessions else {}
-                        counters = await qdisc_counters()
-                        result["samples"].append({
-                            "t_s": round(time.monotonic() - t0, 2),
-                            "browser": browser_stats,
-                            "frames_in": summary.get("frames_in"),
-                            "uplink": summary.get("uplink"),
-                            "transport_cc": summary.get("transport_cc"),
-                            "receive_recovery": summary.get("receive_recovery"),
-                            "send_bitrate": summary.get("send_bitrate"),
-                            "transport_cc_send": summary.get("transport_cc_send"),
-                            "retransmits": summary.get("retransmits"),
-                            **{f"{name}_qdisc": counters.get(handle, {}) for handle, name in
-                               (("10:", "uplink"), ("20:", "downlink"))},
-                        })  # fmt: skip
-            browser.terminate()
-            browser.wait(10)
+        url = f"http://127.0.0.1:{port}/demo?autostart=1&codec={codec}"
+        async with launch(url, extra_flags=(f"--use-file-for-fake-video-capture={video}",)) as browser:
+            page = browser.page
+            t0 = time.monotonic()
+            stepped = step is None
+            while time.monotonic() - t0 < duration_s:
+                await asyncio.sleep(1.0)
+                if not stepped and step is not None and time.monotonic() - t0 >= step[1]:
+                    subprocess.run(tbf_change(step[0], queue_ms, shared, step[2]), check=True)
+                    stepped = True
+                    result["stepped_at_s"] = round(time.monotonic() - t0, 2)
+                browser_stats = json.loads(await page.evaluate(STATS_JS) or "{}")
+                manager = app[STATE].sessions
+                sessions = list(manager.sessions.values()) if manager is not None else []
+                summary = sessions[0].summary() if sessions else {}
+                counters = await qdisc_counters()
+                result["samples"].append({
+                    "t_s": round(time.monotonic() - t0, 2),
+                    "browser": browser_stats,
+                    "frames_in": summary.get("frames_in"),
+                    "uplink": summary.get("uplink"),
+                    "transport_cc": summary.get("transport_cc"),
+                    "receive_recovery": summary.get("receive_recovery"),
+                    "send_bitrate": summary.get("send_bitrate"),
+                    "transport_cc_send": summary.get("transport_cc_send"),
+                    "retransmits": summary.get("retransmits"),
+                    **{f"{name}_qdisc": counters.get(handle, {}) for handle, name in
+                       (("10:", "uplink"), ("20:", "downlink"))},
+                })  # fmt: skip
     except Exception as exc:  # noqa: BLE001  (reported in the result, the outer process prints it)
         result["error"] = f"{type(exc).__name__}: {exc}"
     finally:
-        if browser is not None and browser.poll() is None:
-            browser.kill()
-            browser.wait(10)
         await runner.cleanup()
         tc = subprocess.run(["tc", "-s", "qdisc", "show", "dev", "lo"], capture_output=True, text=True)
         counters = bench_network.qdisc_counters_by_handle(tc.stdout)
@@ -210,14 +186,11 @@ async def inside(
 
 
 def _median(values: list[float]) -> float | None:
-    return round(statistics.median(values), 1) if values else None
+    return round(percentile(values, 50), 1) if values else None
 
 
 def _p95(values: list[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 1)
+    return round(percentile(values, 95), 1) if values else None
 
 
 def window(samples: list[dict[str, Any]], start_s: float, end_s: float) -> dict[str, Any]:

@@ -16,12 +16,10 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import av
 import numpy as np
 from aiohttp import web
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
@@ -29,31 +27,17 @@ from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, free_port
+from loadgen.track import StampedVideoTrack
 
 LOOPBACK = IceConfig.loopback_only()
 SDP = {"Content-Type": "application/sdp"}
 
 
-class NoiseTrack(MediaStreamTrack):
-    kind = "video"
-
-    def __init__(self, fps: float = 15.0) -> None:
-        super().__init__()
-        self._fps = fps
-        self._n = 0
-        self._start: float | None = None
-        self._rng = np.random.default_rng(1)
-        self._base = self._rng.integers(0, 255, (240 + 64, 320 + 64, 3), dtype=np.uint8)
-
-    async def recv(self) -> av.VideoFrame:
-        if self._start is None:
-            self._start = time.monotonic()
-        await asyncio.sleep(max(0.0, self._start + self._n / self._fps - time.monotonic()))
-        dx, dy = self._n % 64, (2 * self._n) % 64
-        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(self._base[dy : dy + 240, dx : dx + 320]))
-        frame.pts, frame.time_base = int(self._n * 90000 / self._fps), Fraction(1, 90000)
-        self._n += 1
-        return frame
+def moving_noise(fps: float = 15.0) -> StampedVideoTrack:
+    """320x240 of noise panning across a larger field (period 64 frames), unstamped: the encoder works."""
+    field = np.random.default_rng(1).integers(0, 255, (240 + 64, 320 + 64, 3), dtype=np.uint8)
+    windows = [field[(2 * n) % 64 : (2 * n) % 64 + 240, n % 64 : n % 64 + 320] for n in range(64)]
+    return StampedVideoTrack.from_rgb(windows, fps, stamp=False)
 
 
 class Counter:
@@ -140,7 +124,7 @@ async def measure(seconds: float, warmup_s: float) -> dict[str, Any]:
     try:
         async with aiohttp.ClientSession() as http:
             own = Counter()
-            transceiver = publisher.addTransceiver(NoiseTrack(), direction="sendrecv")
+            transceiver = publisher.addTransceiver(moving_noise(), direction="sendrecv")
             await publisher.setLocalDescription(await publisher.createOffer())
             async with http.post(f"{url}/whip", data=publisher.localDescription.sdp, headers=SDP) as r:
                 assert r.status == 201, await r.text()

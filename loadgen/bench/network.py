@@ -1,36 +1,15 @@
 """Latency and quality of the processed stream on impaired networks: the load generator (embedded gateway,
 real face swap) once per network profile, then per profile: fps, frames lost, p50/p95 latency and frozen
-frames (a gap between returned frames longer than max(3 frame intervals, 1 interval + 150 ms), WebRTC's
-freeze definition), written as JSON and printed as a Markdown table.
+frames (WebRTC's freeze: a gap longer than max(3 frame intervals, 1 interval + 150 ms)), written as JSON and
+printed as a Markdown table.
 
-Shapers: `udp` (default) impairs every datagram of each loadgen job's connection in-process (loadgen.impair:
-netem's loss/delay/jitter model, tbf's bottleneck); `tc` runs each run inside a private network namespace
-(`unshare -n` as root, `unshare -rn` otherwise) with the kernel's qdiscs on its `lo` instead. Which qdiscs
-exist is probed first: a profile's bottleneck runs in the kernel's `tbf` wherever tbf exists; its delay,
-jitter and loss need `sch_netem`, and where the kernel lacks it (this project's VMs) a bottleneck profile
-keeps that part in-process (said in the row's `shaper`), and a profile that is only delay/jitter/loss is
-refused with a one-line reason (never run unshaped). On `lo` one tbf shapes both directions TOGETHER (every
-packet leaves through lo), unlike the in-process link, which limits each direction on its own. The kernel's
-own count of bytes and drops at the qdisc (`tc -s qdisc`) is kept per run, and the gateway runs inside the
-namespace under this script (`--inside-namespace`, loadgen pointed at it with `--url`) so that its sender's
-bitrate (`gateway_bitrate`) and what it saw of the publisher's stream and asked it for (`gateway_uplink`: loss
-per window, the loss-based REMB cap of gateway.webrtc.congestion.uplink_rate) are sampled from GET /sessions;
-`--gateway-arg` passes flags to that gateway (`--gateway-arg=--no-uplink-loss-cap` for the run without the
-cap). Traffic stays on 127.0.0.1.
-
-`--per-direction` (tc): a bottleneck of its own for each direction, as on a real access link, where the
-shared tbf above puts both directions through one. The gateway marks its media with DSCP AF41
-(`--media-dscp af41`, gateway.webrtc.interop.dscp); lo's root becomes an htb whose u32 filters send the marked
-packets
-(gateway -> publisher) through one tbf and every other UDP packet (publisher -> gateway) through another,
-each at the profile's rate and queue; TCP (signalling, the /sessions sampling) goes unshaped. Delay, jitter
-and loss stay in-process. The qdisc counters are then kept per direction (`qdisc_by_direction`).
+Shapers: `udp` (default) impairs each job's datagrams in-process (loadgen.impair); `tc` runs each profile in a
+private network namespace with the kernel's qdiscs on its `lo` (tbf for the bottleneck; netem's part stays
+in-process where the kernel lacks `sch_netem`), the gateway inside it; `--per-direction` gives each direction
+its own bottleneck. How each is built: docs/ARCHITECTURE.md "The network benchmark".
 
     flock /tmp/livefuse-bench.lock python -m loadgen.bench.network --duration 20 --output reports/network.json
-    flock /tmp/livefuse-bench.lock python -m loadgen.bench.network --shaper tc --profiles bottleneck-600k \
-        --output reports/network-tc.json
-    python -m loadgen.bench.network --shaper tc --per-direction --profiles bottleneck-600k \
-        --output reports/network-tc-split.json
+    python -m loadgen.bench.network --shaper tc --per-direction --profiles bottleneck-600k
 """
 
 from __future__ import annotations

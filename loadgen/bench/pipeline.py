@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from dataclasses import asdict
@@ -28,6 +27,7 @@ from engines.frames import PIPELINE_STAGES, PROCESSORS, FrameItem, FrameOptions
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
+from loadgen.percentiles import percentile
 from loadgen.quality import read_rgb
 
 
@@ -86,11 +86,11 @@ def run_cell(pipeline: Pipeline, frames: list[np.ndarray], items_opts: FrameOpti
         for s in PIPELINE_STAGES:
             stage_ms[s].append(merged.get(s, 0.0))
         faces = sum(o.faces for o in outs)
-    total = statistics.median(totals)
+    total = percentile(totals, 50)
     return {
         "batch": len(frames),
         "faces": faces,
-        "stage_ms": {s: round(statistics.median(v), 2) for s, v in stage_ms.items()},
+        "stage_ms": {s: round(percentile(v, 50), 2) for s, v in stage_ms.items()},
         "batch_sizes": sizes,
         "total_ms": round(total, 2),
         "per_frame_ms": round(total / len(frames), 2),

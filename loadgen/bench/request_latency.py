@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import numpy as np
 
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
 from loadgen.fuzz import real_offer
+from loadgen.percentiles import summary
 
 
 async def measure(requests: int, gateway_args: Sequence[str]) -> dict[str, Any]:
@@ -58,8 +58,7 @@ async def measure(requests: int, gateway_args: Sequence[str]) -> dict[str, Any]:
                             await d.read()
                 out["cases"][name] = {
                     "statuses": sorted(statuses),
-                    "p50_ms": round(float(np.percentile(times, 50)), 2),
-                    "p90_ms": round(float(np.percentile(times, 90)), 2),
+                    **summary(times, {"p50_ms": 50, "p90_ms": 90}, 2),
                 }
     finally:
         await gateway.stop()

@@ -23,7 +23,6 @@ import os
 import platform
 import time
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,9 @@ from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
 from loadgen.media import default_media_dir
-from loadgen.stamp import read_stamp, write_stamp
+from loadgen.percentiles import Statistic, summary
+from loadgen.stamp import read_stamp
+from loadgen.track import StampedVideoTrack
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,41 +58,10 @@ CASES = {
 }
 
 
-class StampedTrack(MediaStreamTrack):
-    """Sends pre-converted yuv420p copies of one image at `fps`, each stamped with its id."""
-
-    kind = "video"
-
-    def __init__(self, image_rgb: np.ndarray, fps: float) -> None:
-        super().__init__()
-        self._yuv = VideoFrame.from_ndarray(image_rgb, format="rgb24").reformat(format="yuv420p").to_ndarray()
-        self._h = image_rgb.shape[0]
-        self.fps = fps
-        self.sent: dict[int, float] = {}
-        self._n = 0
-        self._start: float | None = None
-
-    async def recv(self) -> VideoFrame:
-        if self.readyState != "live":
-            raise MediaStreamError
-        if self._start is None:
-            self._start = time.monotonic()
-        await asyncio.sleep(max(0.0, self._start + self._n / self.fps - time.monotonic()))
-        n = self._n
-        self._n += 1
-        yuv = self._yuv.copy()
-        write_stamp(yuv[: self._h], n)
-        frame = VideoFrame.from_ndarray(yuv, format="yuv420p")
-        frame.pts = int(n * 90000 / self.fps)
-        frame.time_base = Fraction(1, 90000)
-        self.sent[n] = time.monotonic()
-        return frame
-
-
 @dataclass
 class Publisher:
     pc: RTCPeerConnection
-    track: StampedTrack
+    track: StampedVideoTrack
     latencies: list[tuple[float, float]] = field(default_factory=list)  # (receive time, latency s)
     received: int = 0
     task: asyncio.Task[None] | None = None
@@ -110,7 +80,7 @@ async def _consume(track: MediaStreamTrack, pub: Publisher) -> None:
 
 async def _publish(http: aiohttp.ClientSession, url: str, image: np.ndarray, fps: float) -> Publisher:
     pc = create_peer_connection(IceConfig.loopback_only())
-    track = StampedTrack(image, fps)
+    track = StampedVideoTrack.from_rgb([image], fps)
     transceiver = pc.addTransceiver(track, direction="sendrecv")
     await pc.setLocalDescription(await pc.createOffer())
     async with http.post(url, data=pc.localDescription.sdp, headers={"Content-Type": "application/sdp"}) as r:
@@ -127,15 +97,9 @@ async def _publish(http: aiohttp.ClientSession, url: str, image: np.ndarray, fps
 def _percentiles(values: list[float]) -> dict[str, float]:
     if not values:
         return {"count": 0}
-    arr = np.asarray(values) * 1000.0
-    return {
-        "count": int(arr.size),
-        "p50_ms": round(float(np.percentile(arr, 50)), 2),
-        "p95_ms": round(float(np.percentile(arr, 95)), 2),
-        "p99_ms": round(float(np.percentile(arr, 99)), 2),
-        "mean_ms": round(float(arr.mean()), 2),
-        "max_ms": round(float(arr.max()), 2),
-    }
+    fields: dict[str, Statistic] = {"p50_ms": 50, "p95_ms": 95, "p99_ms": 99, "mean_ms": "mean",
+                                    "max_ms": "max"}
+    return {"count": len(values), **summary(np.asarray(values) * 1000.0, fields, 2)}
 
 
 def _image(case: Case, media: Path) -> np.ndarray:

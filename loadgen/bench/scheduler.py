@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +26,7 @@ from engines.frames import FrameItem, FrameOutput
 from gateway.monitoring.records import Outcome
 from gateway.scheduler import FrameScheduler, SchedulerConfig
 from gateway.scheduler.policy import BatchPolicy
+from loadgen.percentiles import percentiles
 
 _IMAGE = np.zeros((2, 2, 3), dtype=np.uint8)
 _OUTPUT = FrameOutput(image=_IMAGE, faces=0)
@@ -36,9 +36,9 @@ def _noop(items: list[FrameItem]) -> list[FrameOutput]:
     return [_OUTPUT] * len(items)
 
 
-def _pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+def _latency(latencies_ms: Sequence[float]) -> dict[str, float]:
+    p50, p99 = percentiles(latencies_ms, (50, 99)) if latencies_ms else (0.0, 0.0)
+    return {"latency_p50_ms": p50, "latency_p99_ms": p99}
 
 
 def bench_policy(sessions: int, frames: int, max_batch: int) -> dict[str, float]:
@@ -90,8 +90,7 @@ async def _bench_runner_async(sessions: int, frames: int, max_batch: int, worker
     total = per_session * sessions
     return {"sessions": sessions, "frames": total, "frames_per_s": total / elapsed,
             "us_per_frame": elapsed / total * 1e6, "mean_batch": stats["mean_batch_size"],
-            "latency_p50_ms": statistics.median(latencies), "latency_p99_ms": _pct(latencies, 0.99),
-            "processed": float(outcomes.get(str(Outcome.PROCESSED), 0))}
+            **_latency(latencies), "processed": float(outcomes.get(str(Outcome.PROCESSED), 0))}
 
 
 async def _bench_bare_executor(frames: int) -> dict[str, float]:
@@ -107,7 +106,7 @@ async def _bench_bare_executor(frames: int) -> dict[str, float]:
             latencies.append((time.monotonic() - t) * 1e3)
         elapsed = time.perf_counter() - t0
     return {"frames": frames, "us_per_frame": elapsed / frames * 1e6,
-            "latency_p50_ms": statistics.median(latencies), "latency_p99_ms": _pct(latencies, 0.99)}
+            **_latency(latencies)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -44,6 +44,7 @@ from engines.processors.mesh_warp import (
 )
 from engines.processors.paste import paste_back
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
+from loadgen.percentiles import percentile, summary
 from loadgen.quality import read_rgb
 
 
@@ -105,10 +106,8 @@ def timed(fn: Callable[[int], object], n: int, rounds: int) -> dict[str, float]:
             fn(k)
             ts.append((time.perf_counter_ns() - t0) / 1e6)
             cpu.append((time.thread_time_ns() - c0) / 1e6)
-    a = np.asarray(ts)
-    return {"median_ms": round(float(np.median(a)), 4), "mean_ms": round(float(a.mean()), 4),
-            "p90_ms": round(float(np.percentile(a, 90)), 4),
-            "cpu_median_ms": round(float(np.median(cpu)), 4), "calls": len(ts)}
+    return {**summary(ts, {"median_ms": 50, "mean_ms": "mean", "p90_ms": 90}, 4),
+            "cpu_median_ms": round(percentile(cpu, 50), 4), "calls": len(ts)}
 
 
 def run(store: ModelStore, media_root: Path, frames: int, rounds: int, size: tuple[int, int] = (320, 240),

@@ -1,25 +1,15 @@
 #!/usr/bin/env python3
-"""The design everyone starts from: aiortc's example server (examples/server/server.py) running our Pipeline.
+"""The design everyone starts from: aiortc's example server (examples/server/server.py) running our Pipeline,
+so that `loadgen/bench/vs_stock.py` compares designs and not models.
 
-What makes it "stock", kept on purpose so `loadgen/bench/vs_stock.py` compares designs and not models:
-* stock aiortc receive (`low_latency_receive=False`: the jitter buffer releases a frame when the next frame's
-  first packet arrives) and aiortc's own unbounded receive queue, behind a `MediaRelay` as in the example;
-* the work happens in the outgoing track's `recv()`: decode to an ndarray, process ONE frame, make a new
-  `VideoFrame` with the same pts; aiortc's own sender encodes it. `--mode inline` calls the pipeline on the
-  event loop (the example's OpenCV transforms do that); `--mode executor` awaits `run_in_executor(None, ...)`
-  (the usual first fix), so sessions run in parallel threads but every frame is its own batch of one;
-* no deadlines, no drops, no batching, no degradation.
-
-The processing itself is the gateway's, face tracking included: each transform track carries its own
-`FaceTrack`, as a gateway session does, so both designs detect only when needed and smooth the same way
-(the stock design is not charged for a detector run on every frame, and its picture is the same).
-
-What is not stock, only so the same load generator can drive it: WHIP signalling (POST /whip with an SDP
-offer, 201 + Location, DELETE to leave) instead of the example's JSON /offer; POST /sources for the face to
-swap in; /readyz; /api/stats with frame counters. ICE gathers on 127.0.0.1 only. The same `Pipeline` (same
-models, swapper, detector size) as the gateway's CPU defaults; ONNX Runtime intra-op threads default to 1 per
-engine with the executor (parallelism comes from sessions, as in the gateway's workers) and to all cores
-inline (one frame at a time).
+Stock on purpose: aiortc's receive (a frame released when the next one starts) and its unbounded queue behind
+a `MediaRelay`; the work in the outgoing track's `recv()`, ONE frame at a time, on the event loop (`--mode
+inline`, as the example's OpenCV transforms) or awaited in the default thread pool (`--mode executor`, the
+usual first fix); no deadlines, drops, batching or degradation. The processing is the gateway's, face tracking
+included (a `FaceTrack` per track), so the stock design is not charged for a detector run on every frame.
+Not stock, only so the same load generator can drive it: WHIP signalling, POST /sources, /readyz, /api/stats
+frame counters, loopback-only ICE; ONNX Runtime's intra-op threads are 1 per engine with the executor (as the
+gateway's workers) and all cores inline.
 
     python -m loadgen.bench.stock_server --port 8090 --mode executor
 """

@@ -38,6 +38,7 @@ from engines.processors.masks import BoxMaskConfig, box_mask, face_region_work_m
 from engines.processors.mesh_warp import MARGIN, MeshSource, match_colour, warp_maps
 from engines.processors.paste import FacePatch, feathered_polygon_mask, paste_back
 from loadgen.media import default_media_dir
+from loadgen.percentiles import summary
 
 
 def timed(fn: Callable[[], object], rounds: int, sync: Callable[[], None]) -> dict[str, float]:
@@ -49,8 +50,7 @@ def timed(fn: Callable[[], object], rounds: int, sync: Callable[[], None]) -> di
         fn()
         sync()
         times.append((time.perf_counter() - t0) * 1000.0)
-    arr = np.asarray(times)
-    return {"median_ms": round(float(np.median(arr)), 3), "p90_ms": round(float(np.percentile(arr, 90)), 3)}
+    return summary(times, {"median_ms": 50, "p90_ms": 90}, 3)
 
 
 def scene(media_dir: Path) -> np.ndarray:

@@ -2,20 +2,14 @@
 """Tracking when frames are dropped: detector runs, lost faces and pipeline ms per processed frame.
 
 Under load the gateway processes only some of a session's frames, so the face moves further between two
-processed frames. If FaceMesh's crop does not follow, the mesh is lost, the face is held at its old place and
-the detector runs on the next frame: dropping frames then makes the remaining ones dearer. This runs the real
-pipeline (RetinaFace + FaceMesh + mesh_warp, one session, one frame at a time) over loadgen's synthetic clips,
-processing every k-th frame with its capture time, in three tracking modes (`MODES` below: the default,
-the default without the same-frame second look, and the tracking before), and counts per processed frame.
-It also measures where the swap is pasted: the distance between the centre of the face the pipeline
-swapped and the centre of the face a fresh detection + FaceMesh finds in that frame, in per cent of the
-face's size (mean and p95).
+processed frames; a crop that does not follow loses the mesh and the detector runs again, so dropping frames
+would make the remaining ones dearer. This runs the real pipeline (one session, one frame at a time) over
+loadgen's synthetic clips, processing every k-th frame with its capture time, in each tracking mode (`MODES`),
+and measures where the swap lands (distance from a fresh detection's face centre, % of the face's size). The
+contact sheet: 8 consecutive processed frames of the 640x360 glide, one row per mode, the face enlarged.
 
     python -m loadgen.bench.tracking --output reports/bench_tracking.json \
         --contact-sheet reports/bench_tracking.png
-
-The contact sheet shows 8 consecutive processed frames of the 640x360 glide with every 2nd frame processed,
-one row per tracking mode, the face's area enlarged: where the swap lands is visible at a glance.
 """
 
 from __future__ import annotations
@@ -35,6 +29,7 @@ from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.tracking import TrackingConfig, face_size, measured, mesh_center
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
+from loadgen.percentiles import percentile
 from loadgen.quality import read_rgb
 from loadgen.synth import SynthConfig, build_loop
 
@@ -93,7 +88,7 @@ def run_clip(pipeline: Pipeline, frames: list[np.ndarray], source: Any, stride: 
             "lost_share": round(lost / processed, 3), "no_face_share": round(without_face / processed, 3),
             "ms_per_frame": round(total_ms / processed, 2),
             "paste_error_pct_mean": round(float(np.mean(errors)), 1) if errors else None,
-            "paste_error_pct_p95": round(float(np.percentile(errors, 95)), 1) if errors else None}
+            "paste_error_pct_p95": round(percentile(errors, 95), 1) if errors else None}
 
 
 SHEET_CASE = ("glide 640x360", 2)

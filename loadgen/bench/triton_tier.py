@@ -1,22 +1,13 @@
 """What Triton costs and what it holds, on this machine: prints a table and writes JSON.
 
-Part `cost`: per-batch wall time of each pipeline model in-process (ONNX Runtime, 1 thread) vs through a
-local Triton (the nvidia-pytriton wheel's tritonserver, python backend running the same ONNX on ONNX
-Runtime, 1 thread) over gRPC and over gRPC + system shared memory. Inputs are the detector's letterbox for
-320x240 frames (320x320) and for 640x360 frames (640x640), and FaceMesh crops (192x192); batches 1, 4, 8.
-The difference is what the network hop (serialization, copies, Triton's scheduler, the Python backend's
-IPC) adds per batch.
-
-Part `capacity`: `loadgen --find-capacity` against one gateway with `--engine triton` (Triton on the same
-box), to compare with the in-process capacity (`loadgen --find-capacity` with its embedded gateway).
+`--part cost`: per-batch wall time of each pipeline model in-process (ONNX Runtime, 1 thread) vs through a
+local Triton (the nvidia-pytriton wheel, python backend running the same ONNX) over gRPC and over gRPC +
+system shared memory, for the detector's 320x320 and 640x640 letterboxes and FaceMesh's 192x192 crops at
+batches 1, 4, 8: the difference is what the hop adds per batch. `--part capacity`: `loadgen --find-capacity`
+against a gateway with `--engine triton`, to compare with the in-process capacity.
 
     flock /tmp/livefuse-bench.lock python -m loadgen.bench.triton_tier --part cost \
         --output reports/bench_triton.json
-    flock /tmp/livefuse-bench.lock python -m loadgen.bench.triton_tier --part capacity \
-        --output reports/bench_triton_capacity.json
-
-On a GPU node Triton's hop costs the same CPU time but the model time shrinks; no GPU here: GPU numbers in
-docs/BENCHMARKS.md are marked as not measured.
 """
 
 from __future__ import annotations
@@ -25,7 +16,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +29,7 @@ from engines.onnxruntime_engine import OrtConfig, OrtEngine
 from engines.triton.repository import RepositoryConfig, build_pipeline_repository
 from engines.triton.server import TritonProcess, TritonServerConfig
 from engines.triton_engine import TritonConfig, TritonEngine
+from loadgen.percentiles import percentile
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,7 +45,7 @@ def _time(fn: Any, feeds: dict[str, np.ndarray], iterations: int, warmup: int) -
         t0 = time.perf_counter()
         fn(feeds)
         times.append((time.perf_counter() - t0) * 1000.0)
-    return statistics.median(times)
+    return percentile(times, 50)
 
 
 def bench_cost(repo: Path, url: str, batches: list[int], iterations: int,

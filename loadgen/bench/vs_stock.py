@@ -1,30 +1,17 @@
 #!/usr/bin/env python3
 """The gateway against the stock aiortc example-server design, both running the same `Pipeline`.
 
-For each design the same load generator (loadgen: real aiortc WHIP publishers on 127.0.0.1, stamped frames,
-end-to-end latency per frame) searches the capacity with loadgen's own capacity policy (`loadgen.capacity`:
-step up, then bisect; a point passes when ≥ 90 % of the frames come back and the stable windows' p95
-≤ 150 ms).
-Designs (each a subprocess, so it has its own GIL and its CPU time can be measured alone):
+For each design the same load generator searches the capacity with its own policy (`loadgen.capacity`: step
+up, then bisect; a point passes when >= 90 % of the frames come back and the stable windows' p95 <= 150 ms).
+Designs, each a subprocess (its own GIL, its CPU time measured alone): `gateway` (`python -m gateway.cli`, CPU
+defaults, degradation off), `stock-executor` and `stock-inline` (`loadgen.bench.stock_server`: the pipeline
+awaited in the default thread pool, or called on the event loop, one frame at a time per session). Per point:
+p50/p95 end to end, frames back, and the server's CPU ms per processed frame. Prints a table, writes JSON
+(`--output`); loopback only, every run bounded (`--max-time-per-design`, the window allowance per point).
 
-* `gateway`        — `python -m gateway.cli` (CPU defaults, degradation off: full quality, as loadgen's
-                     own capacity search runs it)
-* `stock-executor` — `loadgen.bench.stock_server --mode executor`: stock receive, `recv()` awaits the
-                     pipeline in the default thread pool, one frame at a time per session
-* `stock-inline`   — `loadgen.bench.stock_server --mode inline`: the same, the pipeline called on the event
-                     loop
-
-Per measured point: p50/p95 end to end, frames back, and the server's CPU milliseconds per processed frame
-(psutil user+system time of the server process over the same interval as its /api/stats processed-frame
-counter delta). Prints a table, writes JSON (`--output`). Loopback only; every run is bounded
-(`--max-time-per-design`, and per point by the window allowance).
-
-    # the claim (quiet machine; ~10-20 min):
-    python -m loadgen.bench.vs_stock --resolution 320x240 --output reports/bench_vs_stock_320x240.json
-    # a quick look (~3-5 min):
-    python -m loadgen.bench.vs_stock --quick --output reports/bench_vs_stock_quick.json
-    # fixed points instead of a search:
-    python -m loadgen.bench.vs_stock --jobs 1 4 --window 5 --designs gateway stock-executor
+    python -m loadgen.bench.vs_stock --resolution 320x240 \
+        --output reports/bench_vs_stock_320x240.json                                # the claim, 10-20 min
+    python -m loadgen.bench.vs_stock --quick --output reports/bench_vs_stock_quick.json    # a look, 3-5 min
 """
 
 from __future__ import annotations

@@ -16,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
@@ -31,8 +29,8 @@ import gateway.media.session_audio as session_audio
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
 from gateway.webrtc.interop.ice import IceConfig
-from loadgen.chromium import Page, open_page, page_ws
-from loadgen.embedded import free_port
+from loadgen.chromium import launch
+from loadgen.embedded import start_site
 
 CLICKS = int(os.environ.get("AVSYNC_CLICKS", "14"))
 DELAY_MS = float(os.environ.get("AVSYNC_DELAY_MS", "80"))
@@ -119,13 +117,13 @@ async def _publish(base: str, http: aiohttp.ClientSession) -> tuple[Any, str]:
     from gateway.webrtc.install import create_peer_connection
     from loadgen.avsync import ClickAudioTrack, MediaClock
     from tests.integration.conftest import LOOPBACK, _negotiate, source_query
-    from tests.integration.test_audio import FlashTrack
+    from tests.integration.test_audio import flash_track
 
     astronaut = _astronaut()
     query = await source_query(http, base, astronaut)
     clock = MediaClock()
     pc = create_peer_connection(LOOPBACK)
-    pc.addTransceiver(FlashTrack(cv2.resize(astronaut, (320, 240)), clock), direction="sendonly")
+    pc.addTransceiver(flash_track(cv2.resize(astronaut, (320, 240)), clock), direction="sendonly")
     pc.addTransceiver(ClickAudioTrack(clock), direction="sendonly")
     status, body, location = await _negotiate(http, f"{base}/whip{query}", pc, None)
     if status != 201:
@@ -165,7 +163,7 @@ async def run(timeout_s: float, mode: str) -> dict[str, Any]:
         from gateway.webrtc.install import create_peer_connection
         from loadgen.avsync import ClickAudioTrack, MediaClock
         from tests.integration.conftest import LOOPBACK
-        from tests.integration.test_audio import FlashTrack
+        from tests.integration.test_audio import flash_track
 
         astronaut = _astronaut()
         clock = MediaClock()
@@ -173,7 +171,7 @@ async def run(timeout_s: float, mode: str) -> dict[str, Any]:
         direct_pcs.append(pc)
         await pc.setRemoteDescription(RTCSessionDescription(sdp=await request.text(), type="offer"))
         for transceiver in pc.getTransceivers():
-            track = (FlashTrack(cv2.resize(astronaut, (320, 240)), clock) if transceiver.kind == "video"
+            track = (flash_track(cv2.resize(astronaut, (320, 240)), clock) if transceiver.kind == "video"
                      else ClickAudioTrack(clock))
             transceiver.sender.replaceTrack(track)
             transceiver.direction = "sendonly"
@@ -183,12 +181,9 @@ async def run(timeout_s: float, mode: str) -> dict[str, Any]:
     app.router.add_post("/direct", direct)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = await start_site(runner)
     base = f"http://127.0.0.1:{port}"
     result: dict[str, Any] = {"ok": False, "mode": mode, "delay_ms": DELAY_MS}
-    browser: subprocess.Popen[bytes] | None = None
     publisher = None
     try:
         await wait_started(app, 60)
@@ -197,31 +192,22 @@ async def run(timeout_s: float, mode: str) -> dict[str, Any]:
                 session_id = "direct"
             else:
                 publisher, session_id = await _publish(base, http)
-            devtools = free_port()
-            with tempfile.TemporaryDirectory() as profile:
-                browser = open_page(f"{base}/avsync?session={session_id}", profile, devtools)
-                async with http.ws_connect(await page_ws(http, devtools, deadline), max_msg_size=0) as ws:
-                    page_ = Page(ws)
-                    state: dict[str, Any] = {}
-                    while time.monotonic() < deadline:
-                        raw = await page_.evaluate("JSON.stringify(window.avsync || {})")
-                        state = json.loads(raw or "{}")
-                        if state.get("error") or len(state.get("clicks", [])) >= CLICKS:
-                            break
-                        await asyncio.sleep(0.5)
-                    result["page"] = {k: state.get(k) for k in ("state", "frames", "error")}
-                    result["clicks"] = len(state.get("clicks", []))
-                    result["flashes"] = len(state.get("flashes", []))
-                    result["offsets_ms"] = offsets_ms(state.get("clicks", []), state.get("flashes", []))
-                    result["ok"] = not state.get("error")
-                browser.terminate()
-                browser.wait(10)
+            async with launch(f"{base}/avsync?session={session_id}", deadline=deadline) as browser:
+                state: dict[str, Any] = {}
+                while time.monotonic() < deadline:
+                    raw = await browser.page.evaluate("JSON.stringify(window.avsync || {})")
+                    state = json.loads(raw or "{}")
+                    if state.get("error") or len(state.get("clicks", [])) >= CLICKS:
+                        break
+                    await asyncio.sleep(0.5)
+                result["page"] = {k: state.get(k) for k in ("state", "frames", "error")}
+                result["clicks"] = len(state.get("clicks", []))
+                result["flashes"] = len(state.get("flashes", []))
+                result["offsets_ms"] = offsets_ms(state.get("clicks", []), state.get("flashes", []))
+                result["ok"] = not state.get("error")
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
     finally:
-        if browser is not None and browser.poll() is None:
-            browser.kill()
-            browser.wait(10)
         if publisher is not None:
             await publisher.close()
         for pc in direct_pcs:

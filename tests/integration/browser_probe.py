@@ -12,21 +12,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Any
-
-import aiohttp
 
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig
 from gateway.webrtc.interop.ice import IceConfig
-from loadgen.chromium import Page, open_page, page_ws
-from loadgen.embedded import free_port
+from loadgen.chromium import Page, launch
+from loadgen.embedded import start_site
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
@@ -44,53 +39,35 @@ async def run(timeout_s: float) -> dict[str, Any]:
     app = create_app(config)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = await start_site(runner)
     result: dict[str, Any] = {"ok": False}
-    browser: subprocess.Popen[bytes] | None = None
     try:
         await wait_started(app, 60)
-        devtools = free_port()
-        with tempfile.TemporaryDirectory() as profile:
-            browser = open_page(f"http://127.0.0.1:{port}/demo?autostart=1", profile, devtools)
-            async with aiohttp.ClientSession() as http:
-                async with http.ws_connect(await page_ws(http, devtools, deadline), max_msg_size=0) as ws:
-                    page = Page(ws)
-                    first = await _wait(page, lambda s: s.get("framesReceived", 0) >= 30, deadline)
-                    result["before"] = first
-                    shot = await page.call("Page.captureScreenshot", format="png")
-                    ARTIFACTS.mkdir(exist_ok=True)
-                    (ARTIFACTS / "demo.png").write_bytes(base64.b64decode(shot["data"]))
-                    await page.evaluate("window.livefuseScaleDown(2)")
-                    full_w = first.get("width", 0)
-                    after = await _wait(
-                        page,
-                        lambda s: (
-                            0 < s.get("width", 0) < full_w
-                            and s.get("framesReceived", 0) >= first["framesReceived"] + 30
-                        ),
-                        deadline,
-                    )
-                    result["after"] = after
-                    # a viewer on the gateway's WHEP player page in a second tab, from the demo's link
-                    watch = f"http://127.0.0.1:{port}{after['watch']}&autostart=1"
-                    new_tab = f"http://127.0.0.1:{devtools}/json/new?{urllib.parse.quote(watch, safe='')}"
-                    async with http.put(new_tab) as r:
-                        target = await r.json()
-                    async with http.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as viewer_ws:
-                        result["viewer"] = await _wait(
-                            Page(viewer_ws), lambda s: s.get("framesReceived", 0) >= 30, deadline
-                        )
-                    result["ok"] = True
-            browser.terminate()
-            browser.wait(10)
+        async with launch(f"http://127.0.0.1:{port}/demo?autostart=1", deadline=deadline) as browser:
+            page = browser.page
+            first = await _wait(page, lambda s: s.get("framesReceived", 0) >= 30, deadline)
+            result["before"] = first
+            shot = await page.call("Page.captureScreenshot", format="png")
+            ARTIFACTS.mkdir(exist_ok=True)
+            (ARTIFACTS / "demo.png").write_bytes(base64.b64decode(shot["data"]))
+            await page.evaluate("window.livefuseScaleDown(2)")
+            full_w = first.get("width", 0)
+            after = await _wait(
+                page,
+                lambda s: (
+                    0 < s.get("width", 0) < full_w
+                    and s.get("framesReceived", 0) >= first["framesReceived"] + 30
+                ),
+                deadline,
+            )
+            result["after"] = after
+            # a viewer on the gateway's WHEP player page in a second tab, from the demo's link
+            async with browser.new_tab(f"http://127.0.0.1:{port}{after['watch']}&autostart=1") as viewer:
+                result["viewer"] = await _wait(viewer, lambda s: s.get("framesReceived", 0) >= 30, deadline)
+            result["ok"] = True
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
     finally:
-        if browser is not None and browser.poll() is None:
-            browser.kill()
-            browser.wait(10)
         from gateway.http.keys import STATE
 
         manager = app[STATE].sessions

@@ -9,7 +9,6 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 from typing import Any
 
 import aiohttp
@@ -26,7 +25,9 @@ from gateway.monitoring.records import FrameRecord, LinkState
 from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
 from loadgen.client import offer_only
-from loadgen.stamp import read_stamp, write_stamp
+from loadgen.embedded import start_site
+from loadgen.stamp import read_stamp
+from loadgen.track import StampedVideoTrack
 
 LOOPBACK = IceConfig.loopback_only()
 
@@ -50,9 +51,7 @@ async def start_gateway(config: GatewayConfig, *, wait_ready: bool = True, **kwa
     app = create_app(config, **kwargs)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = await start_site(runner)
     if wait_ready:
         try:
             await wait_started(app, 60)
@@ -71,49 +70,9 @@ async def running_gateway(config: GatewayConfig, **kwargs: Any) -> AsyncIterator
         await gw.stop()
 
 
-def stamp_rgb(image: np.ndarray, frame_id: int, pts: int) -> VideoFrame:
-    h = image.shape[0]
-    yuv = VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p").to_ndarray()
-    write_stamp(yuv[:h], frame_id)
-    frame = VideoFrame.from_ndarray(yuv, format="yuv420p")
-    frame.pts = pts
-    frame.time_base = Fraction(1, 90000)
-    return frame
-
-
 def read_id(frame: VideoFrame) -> int | None:
     yuv = frame.to_ndarray(format="yuv420p")
     return read_stamp(yuv[: frame.height])
-
-
-class StampedTrack(MediaStreamTrack):
-    """Sends `images` in a loop at `fps`, each stamped with an increasing frame id; records send times."""
-
-    kind = "video"
-
-    def __init__(self, images: list[np.ndarray], fps: float = 15.0, limit: int | None = None) -> None:
-        super().__init__()
-        self.images = images
-        self.fps = fps
-        self.limit = limit
-        self.sent: dict[int, float] = {}
-        self._n = 0
-        self._start: float | None = None
-
-    async def recv(self) -> VideoFrame:
-        if self.readyState != "live" or (self.limit is not None and self._n >= self.limit):
-            self.stop()
-            raise MediaStreamError
-        if self._start is None:
-            self._start = time.monotonic()
-        target = self._start + self._n / self.fps
-        await asyncio.sleep(max(0.0, target - time.monotonic()))
-        n = self._n
-        self._n += 1
-        image = self.images[n % len(self.images)]
-        frame = stamp_rgb(image, n, int(n * 90000 / self.fps))
-        self.sent[n] = time.monotonic()
-        return frame
 
 
 def busy_pictures(image: np.ndarray) -> list[np.ndarray]:
@@ -163,7 +122,7 @@ class Client:
     pc: RTCPeerConnection
     location: str
     received: Received
-    sender_track: StampedTrack | None
+    sender_track: StampedVideoTrack | None
     tasks: list[asyncio.Task[None]]
 
     async def close(self) -> None:
@@ -213,7 +172,7 @@ async def publish(
 ) -> Client:
     """A WHIP publisher; `codec` ("VP8" / "H264") restricts what it offers, as e.g. OBS offers H.264 only."""
     pc = create_peer_connection(LOOPBACK)
-    track = StampedTrack(images, fps)
+    track = StampedVideoTrack.from_rgb(images, fps)
     transceiver = pc.addTransceiver(track, direction="sendrecv")
     if codec is not None:
         offer_only(transceiver, codec)

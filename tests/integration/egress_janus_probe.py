@@ -26,11 +26,11 @@ from gateway.egress.config import EgressConfig
 from gateway.egress.policy import RetryConfig
 from gateway.http.egress import TOKEN_HEADER
 from gateway.webrtc.install import create_peer_connection
+from loadgen.track import StampedVideoTrack
 from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,
     RecordingMonitor,
-    StampedTrack,
     _negotiate,
     start_gateway,
 )
@@ -73,7 +73,7 @@ async def run(timeout_s: float) -> dict[str, Any]:
         async with aiohttp.ClientSession() as http:
             rng = np.random.default_rng(7)
             images = [rng.integers(0, 255, (240, 320, 3), dtype=np.uint8) for _ in range(3)]
-            pc.addTransceiver(StampedTrack(images, 15.0), direction="sendrecv")
+            pc.addTransceiver(StampedVideoTrack.from_rgb(images, 15.0), direction="sendrecv")
             audio = pc.addTransceiver(AudioStreamTrack(), direction="sendonly")
             caps = RTCRtpSender.getCapabilities("audio").codecs
             audio.setCodecPreferences([c for c in caps if c.mimeType.lower() == "audio/opus"])

@@ -18,7 +18,7 @@ import aiohttp
 import cv2
 import numpy as np
 import pytest
-from aiortc import MediaStreamTrack, RTCRtpSender
+from aiortc import RTCRtpSender
 from aiortc.mediastreams import MediaStreamError
 from av import VideoFrame
 
@@ -34,12 +34,12 @@ from loadgen.avsync import (
     ClickAudioTrack,
     MediaClock,
     stamp_capture_reports,
-    wait_due,
 )
 from loadgen.client import ClientConfig
 from loadgen.report import loadgen_run_entry
 from loadgen.runner import RunConfig, run_point
 from loadgen.synth import SynthConfig, build_loop
+from loadgen.track import StampedVideoTrack
 from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,
@@ -49,33 +49,15 @@ from tests.integration.conftest import (
     read_id,
     running_gateway,
     source_query,
-    stamp_rgb,
     wait_for,
 )
 
 FPS = 15.0
 
 
-class FlashTrack(MediaStreamTrack):
+def flash_track(image: np.ndarray, clock: MediaClock) -> StampedVideoTrack:
     """Stamped frames on the shared clock; frame k is white when k/FPS is a whole second (the click)."""
-
-    kind = "video"
-
-    def __init__(self, image: np.ndarray, clock: MediaClock) -> None:
-        super().__init__()
-        self._image = image
-        self._white = np.full_like(image, 255)
-        self._clock = clock
-        self._n = 0
-
-    async def recv(self) -> VideoFrame:
-        if self.readyState != "live":
-            raise MediaStreamError
-        n = self._n
-        self._n += 1
-        await wait_due(self._clock, n / FPS)
-        image = self._white if n % int(FPS) == 0 else self._image
-        return stamp_rgb(image, n, int(n * 90000 / FPS))
+    return StampedVideoTrack.from_rgb([np.full_like(image, 255)] + [image] * (int(FPS) - 1), FPS, clock=clock)
 
 
 def _sdp_section(sdp: str, kind: str) -> str:
@@ -88,7 +70,7 @@ async def _publisher(http: aiohttp.ClientSession, base: str, image: np.ndarray, 
                      audio_stop_s: float | None = None, audio_codec: str = "audio/opus") -> Any:
     clock = MediaClock()
     pc = create_peer_connection(LOOPBACK)
-    video = pc.addTransceiver(FlashTrack(image, clock), direction="sendonly")
+    video = pc.addTransceiver(flash_track(image, clock), direction="sendonly")
     audio = pc.addTransceiver(ClickAudioTrack(clock, stop_after_s=audio_stop_s), direction="sendonly")
     # capture-time sender reports, as a browser sends them: what the gateway keeps in sync is then exactly
     # what was captured together, however late a busy machine sends either stream

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.chromium import CHROMIUM
+from loadgen.chromium import CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[2]
 

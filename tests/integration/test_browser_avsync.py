@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.chromium import CHROMIUM
+from loadgen.chromium import CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,6 @@ import base64
 import contextlib
 import itertools
 import json
-import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,7 +24,8 @@ from aiohttp import web
 from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.monitoring.records import FrameRecord, LinkState, Outcome
 from gateway.monitoring.routes import setup_monitoring_routes
-from tests.integration.chromium import HEADLESS_FLAGS
+from loadgen.chromium import CHROMIUM, HEADLESS_FLAGS, launch
+from loadgen.embedded import start_site
 
 pytestmark = pytest.mark.browser
 
@@ -39,14 +39,7 @@ CHROMIUM_FLAGS = (
     "--window-size=1400,1100",
 )
 TOKEN = "s3cret-token"
-
-
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip("chromium not installed (apt-get install -y chromium)")
+UPDATES_JS = "Number(document.body && document.body.dataset.updates || 0)"
 
 
 @web.middleware
@@ -105,9 +98,7 @@ async def _monitor_app() -> AsyncIterator[tuple[str, Monitor]]:
     setup_monitoring_routes(app, monitor)
     runner = web.AppRunner(app, shutdown_timeout=2.0)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    port = await start_site(runner)
     await monitor.start()
     feeder = asyncio.create_task(_feed(monitor))
     try:
@@ -120,84 +111,26 @@ async def _monitor_app() -> AsyncIterator[tuple[str, Monitor]]:
         await monitor.close()
 
 
-class Cdp:
-    """The smallest DevTools-protocol client that does the job: numbered requests, replies matched by id."""
-
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
-        self._ws = ws
-        self._ids = itertools.count(1)
-
-    async def call(self, method: str, **params: Any) -> dict[str, Any]:
-        mid = next(self._ids)
-        await self._ws.send_json({"id": mid, "method": method, "params": params})
-        while True:
-            msg = await asyncio.wait_for(self._ws.receive(), 20)
-            if msg.type != aiohttp.WSMsgType.TEXT:
-                raise RuntimeError(f"CDP socket closed: {msg.type}")
-            data = json.loads(msg.data)
-            if data.get("id") == mid:
-                if "error" in data:
-                    raise RuntimeError(f"{method}: {data['error']}")
-                result: dict[str, Any] = data.get("result", {})
-                return result
-
-    async def eval(self, expr: str) -> Any:
-        r = await self.call("Runtime.evaluate", expression=expr, returnByValue=True)
-        return r.get("result", {}).get("value")
-
-
-@contextlib.asynccontextmanager
-async def _chromium_page(tmp: Path) -> AsyncIterator[Cdp]:
-    profile = tmp / "profile"
-    proc = await asyncio.create_subprocess_exec(
-        _chromium(),
-        *CHROMIUM_FLAGS,
-        f"--user-data-dir={profile}",
-        "--remote-debugging-port=0",
-        "about:blank",
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 30
-        while not (port_file.exists() and port_file.read_text().strip()):
-            if proc.returncode is not None or time.monotonic() > deadline:
-                raise RuntimeError("chromium did not open its DevTools port")
-            await asyncio.sleep(0.1)
-        port = int(port_file.read_text().split()[0])
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"http://127.0.0.1:{port}/json/list") as r:
-                targets = await r.json()
-            page = next(t for t in targets if t.get("type") == "page")
-            async with http.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
-                yield Cdp(ws)
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-
-
-async def test_dashboard_shows_live_data_in_chromium(tmp_path: Path) -> None:
-    async with _monitor_app() as (base, monitor), _chromium_page(tmp_path) as cdp:
-        await cdp.call("Page.enable")
-        await cdp.call("Runtime.enable")
+async def test_dashboard_shows_live_data_in_chromium() -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not installed (apt-get install -y chromium)")
+    async with _monitor_app() as (base, monitor), launch("about:blank", flags=CHROMIUM_FLAGS,
+                                                         reply_timeout_s=20) as browser:
+        page = browser.page
+        await page.call("Page.enable")
+        await page.call("Runtime.enable")
         # "/" redirects to the dashboard, keeping the token.
-        await cdp.call("Page.navigate", url=f"{base}/?token={TOKEN}")
+        await page.call("Page.navigate", url=f"{base}/?token={TOKEN}")
         updates = 0
         deadline = time.monotonic() + 40
         while time.monotonic() < deadline:
-            updates = int(await cdp.eval("Number(document.body && document.body.dataset.updates || 0)") or 0)
+            updates = int(await page.evaluate(UPDATES_JS) or 0)
             if updates >= 4:
                 break
             await asyncio.sleep(0.25)
         assert updates >= 4, "the page got fewer than 4 stats updates (initial fetch + SSE)"
 
-        dom = await cdp.eval("""JSON.stringify({
+        dom = await page.evaluate("""JSON.stringify({
             url: location.pathname,
             conn: document.querySelector('#conn b').textContent,
             open: document.getElementById('sessions-open').textContent,
@@ -227,14 +160,14 @@ async def test_dashboard_shows_live_data_in_chromium(tmp_path: Path) -> None:
         assert info["gpu"] == ("no GPU" if not snap.gpu.available else info["gpu"])
 
         # Every chart canvas has pixels drawn on it (not just a blank backing store).
-        painted = await cdp.eval("""[...document.querySelectorAll('canvas')].map(c => {
+        painted = await page.evaluate("""[...document.querySelectorAll('canvas')].map(c => {
             const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
             let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return [c.id, n]; })""")
         assert len(painted) == 6
         for cid, n in painted:
             assert n > 200, f"{cid} looks empty"
 
-        shot = await cdp.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        shot = await page.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         png = base64.b64decode(shot["data"])
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
         ARTIFACTS.mkdir(exist_ok=True)

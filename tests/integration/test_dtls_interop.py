@@ -21,12 +21,12 @@ from OpenSSL import SSL
 
 from gateway.webrtc.install import create_peer_connection
 from loadgen.client import offer_only
+from loadgen.track import StampedVideoTrack
 from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,
     Received,
     RecordingMonitor,
-    StampedTrack,
     consume,
     gw_config,
     running_gateway,
@@ -54,11 +54,11 @@ def _rsa_certificate(ciphers: bytes | None) -> RTCCertificate:
 
 def _foreign_publisher(
     certificate: RTCCertificate | None, images: list[np.ndarray], codec: str | None = None
-) -> tuple[RTCPeerConnection, StampedTrack, RTCRtpTransceiver]:
+) -> tuple[RTCPeerConnection, StampedVideoTrack, RTCRtpTransceiver]:
     pc = create_peer_connection(LOOPBACK)
     if certificate is not None:
         pc._RTCPeerConnection__certificates = [certificate]  # type: ignore[attr-defined]
-    track = StampedTrack(images, 15.0)
+    track = StampedVideoTrack.from_rgb(images, 15.0)
     transceiver = pc.addTransceiver(track, direction="sendrecv")
     if codec is not None:
         offer_only(transceiver, codec)
@@ -83,7 +83,7 @@ async def _whip(
 
 
 async def _video_comes_back(
-    pc: RTCPeerConnection, track: StampedTrack, transceiver: RTCRtpTransceiver
+    pc: RTCPeerConnection, track: StampedVideoTrack, transceiver: RTCRtpTransceiver
 ) -> None:
     """Ten of the publisher's stamped frames return on its own transceiver."""
     received = Received()

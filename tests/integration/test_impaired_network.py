@@ -18,10 +18,10 @@ from aiortc import RTCSessionDescription
 from gateway.http.keys import sessions_of
 from gateway.webrtc.install import create_peer_connection
 from loadgen.impair import PROFILES, Impairment, impair_peer_connection
+from loadgen.track import StampedVideoTrack
 from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,
-    StampedTrack,
     busy_pictures,
     gw_config,
     read_id,
@@ -52,7 +52,7 @@ async def _run(
         pc = create_peer_connection(LOOPBACK)
         impairment = profile if isinstance(profile, Impairment) else PROFILES[profile]
         link = impair_peer_connection(pc, impairment, seed=7, directions=directions)
-        track = StampedTrack(images, 15.0)
+        track = StampedVideoTrack.from_rgb(images, 15.0)
         transceiver = pc.addTransceiver(track, direction="sendrecv")
         await pc.setLocalDescription(await pc.createOffer())
         async with http.post(

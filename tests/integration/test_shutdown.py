@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,15 +16,10 @@ import aiohttp
 import numpy as np
 import pytest
 
+from loadgen.embedded import free_port
 from tests.integration.conftest import publish, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _status(http: aiohttp.ClientSession, url: str) -> int | None:
@@ -38,7 +32,7 @@ async def _status(http: aiohttp.ClientSession, url: str) -> int | None:
 
 @pytest.fixture
 async def gateway_process(model_store: object) -> AsyncIterator[tuple[subprocess.Popen[bytes], str]]:
-    port = _free_port()
+    port = free_port()
     argv = [sys.executable, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
             "--ice-loopback-only", "--shutdown-grace-s", "3", "--log-level", "WARNING"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -110,7 +104,7 @@ async def test_drain_keeps_live_sessions_until_they_end_then_exits(
     publisher ends it, and the gateway then exits without waiting out the grace."""
     import cv2
 
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     argv = [sys.executable, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
             "--ice-loopback-only", "--drain-grace-s", "120", "--event-log", "none"]

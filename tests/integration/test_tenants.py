@@ -24,6 +24,7 @@ from gateway.auth import AuthConfig
 from gateway.http.access_log import runner_options
 from gateway.tenants import Tenant, load_tenants
 from gateway.webrtc.install import create_peer_connection
+from loadgen.embedded import start_site
 from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,
@@ -48,9 +49,7 @@ async def _serve(config: object) -> tuple[web.AppRunner, str, web.Application]:
     app = create_app(config, pipeline=FakePipeline())  # type: ignore[arg-type]
     runner = web.AppRunner(app, handle_signals=False, **runner_options(1.0))
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = await start_site(runner)
     await wait_started(app, 60)
     return runner, f"http://127.0.0.1:{port}", app
 

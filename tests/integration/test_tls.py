@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -20,20 +19,15 @@ import numpy as np
 import pytest
 
 from gateway.http.tls import make_self_signed
+from loadgen.embedded import free_port
 from tests.integration.conftest import publish, view, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @asynccontextmanager
 async def _gateway(extra: list[str]) -> AsyncIterator[tuple[subprocess.Popen[bytes], int]]:
-    port = _free_port()
+    port = free_port()
     argv = [sys.executable, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
             "--ice-loopback-only", "--event-log", "none", *extra]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -34,11 +34,11 @@ from gateway.webrtc.install import create_peer_connection
 from loadgen.client import ClientConfig, WhipJob
 from loadgen.impair import Impairment, impair_peer_connection
 from loadgen.synth import SynthConfig, build_loop
+from loadgen.track import StampedVideoTrack
 from loadgen.transport_cc import answered_id, offer_with_transport_cc, parse_transport_cc
 from tests.integration.conftest import (
     LOOPBACK,
     FakePipeline,
-    StampedTrack,
     busy_pictures,
     gw_config,
     publish,
@@ -109,7 +109,7 @@ async def _publish(
         aiohttp.ClientSession() as http,
     ):
         pc = create_peer_connection(LOOPBACK)
-        track = StampedTrack([image], 15.0)
+        track = StampedVideoTrack.from_rgb([image], 15.0)
         pc.addTransceiver(track, direction="sendrecv")
         await pc.setLocalDescription(await pc.createOffer())
         browser_like = offer_with_transport_cc(pc.localDescription.sdp)
@@ -192,7 +192,7 @@ async def _receive_with_feedback(
         pc = create_peer_connection(LOOPBACK)
         if impairment is not None:
             impair_peer_connection(pc, impairment, seed=3, directions="incoming")
-        track = StampedTrack(images, 15.0)
+        track = StampedVideoTrack.from_rgb(images, 15.0)
         transceiver = pc.addTransceiver(track, direction="sendrecv")
         await pc.setLocalDescription(await pc.createOffer())
         offer = offer_with_transport_cc(pc.localDescription.sdp)

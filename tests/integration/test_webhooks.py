@@ -20,6 +20,7 @@ from gateway.egress.policy import RetryConfig
 from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.webhooks.delivery import WebhookConfig
 from gateway.webhooks.signature import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, verify
+from loadgen.embedded import start_site
 from tests.integration.conftest import FakePipeline, gw_config, publish, running_gateway, wait_for
 
 SECRET = "webhook-secret"
@@ -70,9 +71,7 @@ async def test_signed_webhooks_arrive_with_retries_and_never_block(astronaut: np
     receiver = Receiver()
     runner = web.AppRunner(receiver.app())
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{await start_site(runner)}"
     config = replace(
         gw_config(),
         webhooks=WebhookConfig(urls=(f"{base}/hook", f"{base}/slow"), secret=SECRET, timeout_s=30.0),

@@ -112,14 +112,15 @@ async def test_trickle_ice_candidates_arrive_by_patch(astronaut: np.ndarray) -> 
 
     from gateway.http.keys import sessions_of
     from gateway.webrtc.install import create_peer_connection
-    from tests.integration.conftest import LOOPBACK, Received, StampedTrack, consume
+    from loadgen.track import StampedVideoTrack
+    from tests.integration.conftest import LOOPBACK, Received, consume
 
     async with (
         running_gateway(gw_config(), pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,
         aiohttp.ClientSession() as http,
     ):
         pc = create_peer_connection(LOOPBACK)
-        track = StampedTrack([cv2.resize(astronaut, (160, 120))], 15.0)
+        track = StampedVideoTrack.from_rgb([cv2.resize(astronaut, (160, 120))], 15.0)
         transceiver = pc.addTransceiver(track, direction="sendrecv")
         received = Received()
         consumer: asyncio.Task[None] | None = None

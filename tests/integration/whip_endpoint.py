@@ -22,6 +22,7 @@ from aiortc.mediastreams import MediaStreamError
 
 from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
+from loadgen.embedded import start_site
 from tests.integration.conftest import read_id
 
 
@@ -124,9 +125,7 @@ class WhipEndpoint:
 async def running_endpoint(endpoint: WhipEndpoint) -> AsyncIterator[str]:
     runner = web.AppRunner(endpoint.app())
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = await start_site(runner)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
