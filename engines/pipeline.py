@@ -7,6 +7,8 @@ took part in (`timings_ms`) and their sizes (`batch_sizes`), under the stage nam
 Per-frame options (`FrameOptions`) pick processors and the detector size; a frame that carries its session's
 `FaceTrack` is tracked (`processors.tracking`), one without is detected from scratch; the session's
 `FaceSettings` choose the regions kept and which faces are swapped, and stages stay batched across sessions.
+This module finds the faces and hands (frame, face) jobs on: swap, enhance and paste back, on the host or on
+a torch device, are `engines.image_stages`; the per-call timing book is `engines.stage_timing`.
 
 Thread-safety: engines are shared and ONNX Runtime's `Run` is thread-safe; all per-call state is local, the
 prepared source data is read-only, and a `FaceTrack` belongs to one session (one frame in flight at a time).
@@ -16,8 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -32,7 +33,6 @@ from engines.frames import (
     STAGE_DETECT,
     STAGE_ENHANCE,
     STAGE_LANDMARK,
-    STAGE_PASTE,
     STAGE_SWAP,
     FaceSettings,
     FrameItem,
@@ -40,21 +40,20 @@ from engines.frames import (
     NoFaceFound,
     SourceFace,
 )
+from engines.image_stages import Enhancer, ImageStages, Swapper
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore
 from engines.processors.arcface import ArcFaceEmbedder
 from engines.processors.batching import serving_model
 from engines.processors.device_enhancer import DeviceEnhancer, enhance_device
-from engines.processors.device_frames import DeviceFrames
 from engines.processors.device_mesh_warp import DeviceMeshWarp, swap_device
 from engines.processors.face_detector import Face, FaceDetector, detector_input_shapes
 from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
 from engines.processors.face_landmarker import FaceLandmarker
 from engines.processors.inswapper import InswapperSwapper, load_emap
 from engines.processors.masks import BoxMaskConfig
-from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
+from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.mesh_warp import prepare as prepare_mesh
-from engines.processors.paste import FacePatch, paste_back
 from engines.processors.selection import FaceSelector
 from engines.processors.tracking import (
     TrackedFace,
@@ -68,6 +67,7 @@ from engines.processors.tracking import (
     relink_lost,
     update,
 )
+from engines.stage_timing import StageBook
 
 log = logging.getLogger(__name__)
 
@@ -124,35 +124,6 @@ def image_device_of(config: PipelineConfig) -> str | None:
     return swap_device(config.swapper, config.poisson, config.image_device, config.engine)
 
 
-Swapper = MeshWarpSwapper | InswapperSwapper
-Enhancer = DetailEnhancer | GfpganEnhancer
-
-
-@dataclass
-class _Stages:
-    """Per-call timing book: stage -> (ms, batch size), and which items took part in each stage."""
-
-    ms: dict[str, float] = field(default_factory=dict)
-    sizes: dict[str, int] = field(default_factory=dict)
-    members: dict[str, set[int]] = field(default_factory=dict)
-
-    @contextmanager
-    def time(self, stage: str, members: Sequence[int], size: int) -> Iterator[None]:
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            ms = (time.perf_counter() - t0) * 1000.0
-            self.ms[stage] = self.ms.get(stage, 0.0) + ms
-            self.sizes[stage] = self.sizes.get(stage, 0) + size
-            self.members.setdefault(stage, set()).update(members)
-            log.debug("%s took %.1f ms (batch %d)", stage, ms, size)
-
-    def for_item(self, i: int) -> tuple[dict[str, float], dict[str, int]]:
-        stages = [s for s, m in self.members.items() if i in m]
-        return {s: self.ms[s] for s in stages}, {s: self.sizes[s] for s in stages}
-
-
 class Pipeline:
     def __init__(self, config: PipelineConfig, detector: FaceDetector, landmarker: FaceLandmarker,
                  swapper: Swapper, enhancer: Enhancer | None, engines: Sequence[Engine],
@@ -169,14 +140,19 @@ class Pipeline:
         self._clock = clock
         self._defaults = FaceSettings(keep_regions=config.keep_regions, selector=config.face_selector)
         self.selector = FaceSelector(embedder)
-        device = image_device_of(config) if isinstance(swapper, MeshWarpSwapper) else None
-        self.device_swap: DeviceMeshWarp | None = None
-        if device is not None:
-            self.device_swap = DeviceMeshWarp(device)
-        self.device_enhance: DeviceEnhancer | None = None
-        on = enhance_device(config.image_device, config.engine)
-        if enhancer is not None and on is not None:
-            self.device_enhance = DeviceEnhancer(enhancer, on)
+        self.images = ImageStages(swapper, enhancer, image_device_of(config),
+                                  enhance_device(config.image_device, config.engine), self._source_data,
+                                  self.settings_of)
+
+    @property
+    def device_swap(self) -> DeviceMeshWarp | None:
+        """mesh_warp's swap and paste on the image device; None on the numpy/OpenCV path."""
+        return self.images.device_swap
+
+    @property
+    def device_enhance(self) -> DeviceEnhancer | None:
+        """The enhancer's image work on its device; None on the numpy/OpenCV path."""
+        return self.images.device_enhance
 
     @property
     def supports_reference(self) -> bool:
@@ -267,7 +243,7 @@ class Pipeline:
         """One output per item, in order. Frames with nothing to do pass through unchanged (same array)."""
         if self._closed:
             raise RuntimeError("pipeline is closed")
-        book = _Stages()
+        book = StageBook(log)
         loaded = set(self.config.processors)
         swap_on = [STAGE_SWAP in item.options.processors and STAGE_SWAP in loaded and item.source is not None
                    for item in items]
@@ -277,60 +253,17 @@ class Pipeline:
 
         faces = self._faces(items, active, book)
 
-        working: dict[int, np.ndarray] = {}
-        touched: dict[int, list[tuple[int, int, int, int]]] = {}
-        on_device: DeviceFrames | None = None  # frames the device stages hold, brought back once at the end
         swap_jobs = [(i, f) for i in active if swap_on[i] for f in faces[i]]
-        if swap_jobs and self.device_swap is not None:
-            on_device = DeviceFrames(self.device_swap.device, lambda i: working.get(i, items[i].image))
-            with book.time(STAGE_SWAP, [i for i, _ in swap_jobs], len(swap_jobs)):  # swap and paste
-                self._device_swap(self.device_swap, on_device, items, swap_jobs, touched)
-        elif swap_jobs:
-            with book.time(STAGE_SWAP, [i for i, _ in swap_jobs], len(swap_jobs)):
-                patches = self._swap(items, swap_jobs)
-            self._paste(items, working, swap_jobs, patches, book, touched)
-
         enhance_jobs = [(i, f) for i in active if enhance_on[i] for f in faces[i]]
-        if enhance_jobs and self.device_enhance is not None:
-            if on_device is None or on_device.device != self.device_enhance.device:
-                self._download(on_device, working, touched, book)
-                on_device = DeviceFrames(self.device_enhance.device, lambda i: working.get(i, items[i].image))
-            with book.time(STAGE_ENHANCE, [i for i, _ in enhance_jobs], len(enhance_jobs)):  # and paste
-                for i, boxes in self.device_enhance.enhance_and_paste(on_device, enhance_jobs).items():
-                    touched.setdefault(i, []).extend(boxes)
-        elif enhance_jobs and self.enhancer is not None:
-            self._download(on_device, working, touched, book)  # the host enhancer reads swapped frames
-            on_device = None
-            with book.time(STAGE_ENHANCE, [i for i, _ in enhance_jobs], len(enhance_jobs)):
-                frames = [working.get(i, items[i].image) for i, _ in enhance_jobs]
-                e_patches = self.enhancer.enhance([(fr, f) for fr, (_, f) in zip(frames, enhance_jobs,
-                                                                                    strict=True)])
-            self._paste(items, working, enhance_jobs, e_patches, book, touched)
-
-        made = self._download(on_device, working, touched, book)
+        staged = self.images.run(items, swap_jobs, enhance_jobs, book)
         outputs = []
         for i, item in enumerate(items):
             timings, sizes = book.for_item(i)
-            outputs.append(FrameOutput(image=working.get(i, item.image), faces=len(faces[i]),
+            outputs.append(FrameOutput(image=staged.images.get(i, item.image), faces=len(faces[i]),
                                        timings_ms=timings, batch_sizes=sizes,
-                                       changed=tuple(touched.get(i, ())), changed_i420=made.get(i)))
+                                       changed=tuple(staged.changed.get(i, ())),
+                                       changed_i420=staged.i420.get(i)))
         return outputs
-
-    def _download(self, on_device: DeviceFrames | None, working: dict[int, np.ndarray],
-                  touched: dict[int, list[tuple[int, int, int, int]]], book: _Stages
-                  ) -> dict[int, tuple[np.ndarray | None, ...] | None]:
-        """The touched frames the device holds, back in `working` in one transfer; their I420 planes per
-        changed box (timed as the paste: the device stages' last step)."""
-        if on_device is None:
-            return {}
-        keys = [i for i in touched if i in on_device]
-        if not keys:
-            return {}
-        with book.time(STAGE_PASTE, keys, len(keys)):
-            back = on_device.download({i: touched[i] for i in keys})
-        for i, d in back.items():
-            working[i] = d.image
-        return {i: d.regions for i, d in back.items()}
 
     def warmup(self) -> None:
         """Run every stage once on a synthetic frame so the first real frame does not pay for lazy init."""
@@ -371,7 +304,7 @@ class Pipeline:
         track = item.track
         return track.settings if track is not None and track.settings is not None else self._defaults
 
-    def _faces(self, items: Sequence[FrameItem], active: list[int], book: _Stages) -> list[list[Face]]:
+    def _faces(self, items: Sequence[FrameItem], active: list[int], book: StageBook) -> list[list[Face]]:
         """Detect where needed, mesh every face (tracked or new), move the tracks on, select faces to swap."""
         now = self._clock()
         cfg = self.config.tracking
@@ -424,7 +357,7 @@ class Pipeline:
         return out
 
     def _detect_items(self, items: Sequence[FrameItem], idxs: Sequence[int],
-                      book: _Stages) -> dict[int, list[Face]]:
+                      book: StageBook) -> dict[int, list[Face]]:
         """Run the detector on these items (one batch per detector size); item index -> faces."""
         by_size: dict[int, list[int]] = {}
         for i in idxs:
@@ -439,7 +372,7 @@ class Pipeline:
         return detections
 
     def _mesh_jobs(self, items: Sequence[FrameItem], jobs: Sequence[tuple[int, Face, TrackedFace | None]],
-                   book: _Stages, now: float, meshed: dict[int, list[Face]], updated: set[int]) -> None:
+                   book: StageBook, now: float, meshed: dict[int, list[Face]], updated: set[int]) -> None:
         """FaceMesh on every (item, crop face, track) job as one batch (and once more, as a second batch, for
         meshes far off their crop's centre: `TrackingConfig.refine_offset`): a tracked face is updated (and
         its `id()` added to `updated`), a new one appended to `meshed[item]`; crops without a face are
@@ -498,49 +431,3 @@ class Pipeline:
             else:
                 source.data[key] = prepare_mesh(source.image, face.landmarks)
         return source.data[key]
-
-    def _swap(self, items: Sequence[FrameItem], jobs: list[tuple[int, Face]]) -> list[FacePatch | None]:
-        frames, data, faces = [], [], []
-        keep = [self.settings_of(items[i]).keep_regions for i, _ in jobs]
-        for i, f in jobs:
-            src = items[i].source
-            assert src is not None
-            frames.append(items[i].image)
-            data.append(self._source_data(src))
-            faces.append(f)
-        if isinstance(self.swapper, InswapperSwapper):
-            latents = [np.asarray(d, dtype=np.float32) for d in data]
-            return list(self.swapper.swap(list(zip(frames, faces, latents, strict=True)), keep))
-        mesh_jobs = []
-        for fr, f, d in zip(frames, faces, data, strict=True):
-            assert isinstance(d, MeshSource) and f.landmarks is not None
-            mesh_jobs.append((fr, f.landmarks, d))
-        return self.swapper.swap(mesh_jobs, keep)
-
-    def _device_swap(self, device_swap: DeviceMeshWarp, frames: DeviceFrames, items: Sequence[FrameItem],
-                     jobs: list[tuple[int, Face]], touched: dict[int, list[tuple[int, int, int, int]]]
-                     ) -> None:
-        device_jobs = []
-        for i, f in jobs:
-            src = items[i].source
-            assert src is not None and f.landmarks is not None
-            data = self._source_data(src)
-            assert isinstance(data, MeshSource)
-            device_jobs.append((i, f.landmarks, data, self.settings_of(items[i]).keep_regions))
-        for i, b in device_swap.swap_and_paste(frames, device_jobs).items():
-            touched.setdefault(i, []).extend(b)
-
-    def _paste(self, items: Sequence[FrameItem], working: dict[int, np.ndarray], jobs: list[tuple[int, Face]],
-               patches: Sequence[FacePatch | None], book: _Stages,
-               touched: dict[int, list[tuple[int, int, int, int]]]) -> None:
-        pairs = [(i, p) for (i, _), p in zip(jobs, patches, strict=True) if p is not None]
-        if not pairs:
-            return
-        with book.time(STAGE_PASTE, [i for i, _ in pairs], len(pairs)):
-            for i, patch in pairs:
-                if i not in working:
-                    working[i] = np.array(items[i].image, dtype=np.uint8, copy=True)
-                box = paste_back(working[i], patch)
-                if box is not None:  # paste_back writes nothing outside the box it returns
-                    touched.setdefault(i, []).append(box)
-

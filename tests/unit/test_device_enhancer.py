@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 import pytest
 
-import engines.pipeline as pipeline_module
+import engines.image_stages as image_stages_module
 from engines.factory import EngineConfig
 from engines.frames import (
     STAGE_ENHANCE,
@@ -164,7 +164,7 @@ def test_swap_and_enhance_share_one_upload_and_one_download(
     _, dev = detail
     assert dev.device_swap is not None
     source = dev.prepare_source(astronaut, "astronaut")
-    monkeypatch.setattr(pipeline_module, "DeviceFrames", _Counting)
+    monkeypatch.setattr(image_stages_module, "DeviceFrames", _Counting)
     _Counting.uploads, _Counting.downloads = [], []
     items = [FrameItem(f, source, FrameOptions(processors=BOTH), FaceTrack(), time_s=0.0) for f in frames[:3]]
     outs = dev.process(items)
