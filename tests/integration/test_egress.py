@@ -137,12 +137,16 @@ async def test_a_gone_endpoint_is_retried_then_given_up_and_the_session_never_st
                 posts = [path for method, path, _ in endpoint.requests if method == "POST"]
                 assert posts == [f"/ingest/{session_id}"] * 3
                 assert await wait_for(lambda: all(p.deleted for p in endpoint.resources.values()), 10)
-                # meanwhile the publisher got its processed stream back, every frame the gateway took in
+                # meanwhile the publisher got its processed stream back: every frame the gateway took in went
+                # out, but for the odd stale frame a busy machine makes the live-video policy drop (a session
+                # stalled by the retries would show as a run of stale drops)
                 async with http.get(f"{gw.url}/sessions/{session_id}") as r:
                     session = await _json(r)
-                assert session["frames_in"] >= 30 and session["drops"] == {}, session
-                assert session["frames_out"] >= session["frames_in"] - 2
-                assert len(pub.received.ids) >= session["frames_in"] * 0.8
+                stale = session["drops"].get("stale", 0)
+                assert session["frames_in"] >= 30 and set(session["drops"]) <= {"stale"}, session
+                assert stale <= 0.1 * session["frames_in"], session
+                assert session["frames_out"] + stale >= session["frames_in"] - 2, session
+                assert len(pub.received.ids) >= session["frames_out"] * 0.8, session
             finally:
                 await pub.close()
 
