@@ -46,7 +46,7 @@ class TorchConfig:
     acquire_timeout_s: float = 30.0
     # CPU intra-op threads; 0 = torch's default. torch keeps ONE pool per process, so this sets it for the
     # process (as the gateway's --intra-op-threads means it): with one worker per core, 1 avoids the
-    # oversubscription that made a FaceMesh call 10x slower on a loaded 2-core box.
+    # oversubscription that makes each call many times slower on a loaded machine.
     threads: int = 0
 
 

@@ -25,7 +25,7 @@ from engines.processors.face_detector import Face
 
 INPUT_SIZE = 192
 BOX_SCALE = 1.5    # crop side / detection box side (MediaPipe's RectTransformation scale)
-MESH_SCALE = 1.5   # the mesh spans about the detection box (measured 0.9-1.08x), so the same scale
+MESH_SCALE = 1.5   # the mesh spans about the detection box, so the same scale
 # Mesh indices that stand in for the detector's five points (eye centres, nose tip, mouth corners).
 EYE_A = (33, 133)    # subject's right eye: image left
 EYE_B = (362, 263)   # subject's left eye: image right

@@ -184,7 +184,7 @@ def compare(results: Sequence[DesignResult], claim_ratio: float = 1.5) -> dict[s
     """The gateway against the best stock design (highest capacity; lower p95 at capacity breaks a tie).
 
     `capacity_ratio` is gateway capacity / stock capacity; `p95_ratio` gateway p95 / stock p95, each at its
-    own capacity; the issue's targets (capacity ≥ 1.5x, p95 ≤ half) are evaluated as booleans, None when
+    own capacity; the targets (capacity ≥ 1.5x, p95 ≤ half) are evaluated as booleans, None when
     a side has no passing point.
     """
     by_name = {r.design: r for r in results}
