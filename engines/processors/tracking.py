@@ -1,18 +1,12 @@
 """Per-face tracks across frames: box-overlap linking, One Euro landmark smoothing, when to run the detector.
 
 Pure policy and small numeric state: the pipeline runs the models, this module decides and filters; the state
-lives in each session's `engines.frames.FaceTrack`, never here. Each rule answers a failure seen on live video
-(docs/ARCHITECTURE.md "Faces on air"; numbers in docs/BENCHMARKS.md "Picture"):
-- detect only when needed (first frame, a presence drop, a resolution change, every N frames / T ms to find
-  newcomers); the degradation controller only ever lengthens the interval;
-- every frame's five points come from the smoothed mesh: crops do not jump when the detector runs;
-- One Euro smoothing (speed in face sizes per second): a still face does not shimmer, a moving one does not
-  lag;
-- the next crop moves only past `crop_tolerance`, led by the face's velocity: re-centring on FaceMesh's own
-  noise made a still face jitter, and a crop left where a fast face was lost it (and paid for the detector);
-- a lost face relinks to the nearest free detection (`relink_radius`), is looked for again in the same frame
-  (`redetect_lost`), is re-run from its own crop when far off-centre (`refine_offset`), and is held for
-  `hold_frames` frames so it does not flicker between swapped and unswapped.
+lives in each session's `engines.frames.FaceTrack`. Each rule answers a failure seen on live video
+(docs/ARCHITECTURE.md "Faces on air"): detect only when needed (the degradation controller only lengthens the
+interval); crops come from the smoothed mesh, so they do not jump when the detector runs; One Euro smoothing
+keeps a still face from shimmering and a moving one from lagging; the next crop moves only past
+`crop_tolerance`, led by the face's velocity; a lost face is relinked, looked for again, refined from its own
+crop, and held for `hold_frames` so it does not flicker between swapped and unswapped.
 """
 
 from __future__ import annotations
