@@ -1,15 +1,11 @@
 """Turn a fixed-batch-1 ONNX model into a dynamic-batch one, and prove the rewrite changed nothing per item.
 
-Why: cross-session batching needs every model to take N items at once, but many published exports
-(inswapper_128, tflite-converted FaceMesh) declare batch 1 and bake it into constants: renaming the input's
-dim 0 is not enough (a `Reshape` to `[1, 1024, 1, 1]` fails, or silently mixes items, at batch 4). The rewrite
-finds the tensors that carry the batch, makes dim 0 of every graph input and output symbolic (re-deriving
-shapes by inference), and rewrites what bakes batch 1 on the batch path: Reshape shapes (a fresh constant per
-node), Concats with batch-1 constants (Expanded first), Slices that keep item 0, Flatten(axis=0); Pads, Tiles,
-Gathers and Squeezes that act on the batch axis cannot be made per-item and are refused.
-
-`verify_batch_equivalence` is the proof: the original item by item against the rewrite batched, same random
-inputs, in ONNX Runtime; it returns the largest difference. Run it after every rewrite.
+Why: cross-session batching needs every model to take N items at once, but many exports (inswapper_128,
+FaceMesh from TFLite) bake batch 1 into constants, so renaming the input's dim 0 is not enough. The rewrite
+makes dim 0 of every graph input and output symbolic and rewrites what bakes batch 1 on the batch path
+(Reshape shapes, Concats with batch-1 constants, Slices that keep item 0, Flatten(axis=0)); ops that act on
+the batch axis in ways that cannot be made per-item are refused. `verify_batch_equivalence` is the proof: the
+original item by item against the rewrite batched, on the same random inputs. Run it after every rewrite.
 """
 
 from __future__ import annotations

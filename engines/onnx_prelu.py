@@ -1,18 +1,12 @@
-"""Spell `PRelu` with constant slopes as `Relu`/`Mul`/`Add`, which ONNX Runtime's CPU kernels run ~10x faster.
+"""Spell `PRelu` with constant slopes as `Relu`/`Mul`/`Add`, which ONNX Runtime's CPU kernels run much faster.
 
-Why: FaceMesh as converted from TFLite has 23 PRelu nodes with per-channel slopes (shape (1, C, 1, 1)).
-ONNX Runtime 1.32's CPU PRelu goes through its generic broadcasting loop: profiled at 1 thread, 192x192, the
-PRelus took 2.74 of the model's 4.46 ms, the 45 convolutions 1.10 ms. XNNPACK (TFLite) runs the same network
-in 1.23 ms; rewritten this way ONNX Runtime runs it in 1.27 ms.
-
-The identity used, for any slope s:
+Why: FaceMesh as converted from TFLite has per-channel PRelu slopes, and ONNX Runtime's CPU PRelu takes a
+generic broadcasting loop that dominates the model's time. For any slope s:
 
     PRelu(x, s) = Relu(x) * (1 - s) + x * s          (x > 0: x - xs + xs = x;  x <= 0: 0 + xs)
 
-Both `Mul`s broadcast the per-channel constant along the vectorised fast path, so the four element-wise ops
-cost less than the one PRelu. Only slopes that are float initializers are rewritten (a slope computed at run
-time is left alone); `1 - s` is folded here, in float32. Outputs differ from the original by float rounding
-only; `engines.onnx_batch.verify_batch_equivalence` checks every rewritten model before it is used.
+Only slopes that are float initializers are rewritten, `1 - s` folded here in float32, so outputs differ by
+float rounding only; `engines.onnx_batch.verify_batch_equivalence` checks every rewritten model before use.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """ONNX Runtime backend (the embedded default): CPU, CUDA or ORT's TensorRT provider, chosen by config.
 
-One `InferenceSession` is shared by all worker threads: ORT documents `Run()` as thread-safe, and one session
-means one copy of the weights and one TensorRT engine build. Provider options are built by pure functions
-(`provider_options`, `trt_profile_options`) so deployment settings can be tested without a GPU.
-
-Deployment notes that shaped the defaults:
-- TensorRT provider: without explicit min/opt/max profile shapes ORT rebuilds the TensorRT engine each time a
-  new batch size exceeds the range it has seen (seconds of stall mid-stream), so the dynamic batch range is
-  passed up front; engine and timing caches make the second start take seconds instead of minutes.
-- CUDA provider: cuDNN's EXHAUSTIVE algorithm search (ORT's default) benchmarks every new input shape on its
-  first run; a live stream changes shape whenever a browser changes resolution, so HEURISTIC is the default.
+One `InferenceSession` is shared by all worker threads (ORT's `Run()` is thread-safe): one copy of the
+weights, one TensorRT engine build. Provider options come from pure functions (`provider_options`,
+`trt_profile_options`) so deployment settings are tested without a GPU. Defaults that avoid stalls on a live
+stream: the TensorRT provider gets the whole dynamic batch range up front (else a new batch size rebuilds the
+engine mid-stream) and engine and timing caches; the CUDA provider uses HEURISTIC cuDNN search, since the
+default EXHAUSTIVE one benchmarks every new input shape, and browsers change resolution.
 """
 
 from __future__ import annotations

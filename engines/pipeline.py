@@ -1,17 +1,13 @@
 """The face pipeline: detect -> landmarks -> swap -> enhance -> paste back, each stage batched across frames.
 
-`Pipeline.process(items)` takes frames from any number of sessions and runs every stage once for all of them:
-one detector batch per letterbox size, one landmarker batch over every face of every frame, one swapper and
-one enhancer batch over every face that asked for them. Each output carries the wall time of the batches it
-took part in (`timings_ms`) and their sizes (`batch_sizes`), under the stage names of `engines.frames`.
-Per-frame options (`FrameOptions`) pick processors and the detector size; a frame that carries its session's
-`FaceTrack` is tracked (`processors.tracking`), one without is detected from scratch; the session's
-`FaceSettings` choose the regions kept and which faces are swapped, and stages stay batched across sessions.
-This module finds the faces and hands (frame, face) jobs on: swap, enhance and paste back, on the host or on
-a torch device, are `engines.image_stages`; the per-call timing book is `engines.stage_timing`.
-
-Thread-safety: engines are shared and ONNX Runtime's `Run` is thread-safe; all per-call state is local, the
-prepared source data is read-only, and a `FaceTrack` belongs to one session (one frame in flight at a time).
+`Pipeline.process(items)` takes frames from any number of sessions and runs every stage once for all of them
+(one detector batch per letterbox size, one landmarker batch over every face, one swapper and one enhancer
+batch). Each output carries its batches' wall times and sizes under `engines.frames`' stage names. Per-frame
+`FrameOptions` pick processors and detector size; a frame carrying its session's `FaceTrack` is tracked
+(`processors.tracking`), else detected from scratch; `FaceSettings` choose regions kept and faces swapped.
+This module finds the faces; swap, enhance and paste (host or torch device) are `engines.image_stages`.
+Thread-safety: engines are shared (ONNX Runtime's `Run` is thread-safe), per-call state is local, prepared
+source data is read-only, and a `FaceTrack` belongs to one session with one frame in flight.
 """
 
 from __future__ import annotations

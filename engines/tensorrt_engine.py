@@ -1,19 +1,12 @@
 """Native TensorRT 10 backend: a serialized plan, N execution contexts, one CUDA stream each.
 
-Why native and not only ORT's TensorRT provider: with its own contexts and streams, batches from several
-worker threads run concurrently on the GPU (ORT serializes one session's TensorRT subgraph), buffers are
-allocated once (device + pinned host, sized for the profile's max shapes, so `infer` never allocates), and a
-CUDA graph per batch bucket removes per-kernel launch cost for small models.
-
-API: TensorRT 10's name-based tensors (`set_input_shape` / `set_tensor_address` / `execute_async_v3`; the
-bindings API is gone) and cuda-python's runtime (`from cuda.bindings import runtime as cudart`, as NVIDIA's
-samples use). Every cudart call's error is checked. Both are imported lazily: without them the engine
-raises one EngineError line with the install hint. All GPU-free decisions live in `trt_planning`.
-
-Concurrency: TensorRT requires each concurrently used execution context to own an optimization profile, so
-`scripts/build_engines.py` builds `--profiles` copies of the batch profile and context i uses profile i; the
-number of contexts is min(config.contexts, profiles in the plan). A `ContextPool` hands each `infer` call a
-free context and blocks when all are busy.
+Why native and not only ORT's TensorRT provider: batches from several worker threads run concurrently on the
+GPU (ORT serializes one session's TensorRT subgraph), buffers are allocated once for the profile's largest
+shapes (`infer` never allocates), and a CUDA graph per batch bucket saves per-kernel launch cost.
+TensorRT and cuda-python are imported lazily (missing: one EngineError line with the install hint), every
+cudart call's error is checked, and GPU-free decisions live in `trt_planning`. Each concurrently used context
+needs its own optimization profile, so plans carry `--profiles` copies of the batch profile, context i uses
+profile i, and a `ContextPool` hands each `infer` call a free context.
 """
 
 from __future__ import annotations

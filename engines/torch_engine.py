@@ -1,14 +1,11 @@
 """PyTorch backend (`--engine torch`): the project's ONNX models converted by onnx2torch, on CPU or CUDA.
 
-Why: a GPU machine may have PyTorch with CUDA and neither TensorRT nor onnxruntime-gpu; and the same code
-runs on CPU torch, so CI tests the path. On CUDA: weights and activations in fp16 (`fp16`) with channels_last
-(tensor-core layouts); each worker slot owns a CUDA stream and, per captured shape, static device buffers, a
-pinned host staging buffer and a CUDA graph keyed by every input's full shape (`graph_keys`), captured at
-warm-up for every batch bucket and configured shape, so no capture happens on the live path. A graph capture
-fails on any host synchronisation, so a captured forward is sync-free by construction; models that compute
-shapes at run time are specialised per shape first (`onnx_specialise`), sharing the generic copy's weights.
-One host copy in (into pinned memory), one out (the returned array); batches are padded to their bucket in
-the pinned buffer, never with a concatenate.
+Why: a GPU machine may have PyTorch with CUDA and neither TensorRT nor onnxruntime-gpu, and the same code runs
+on CPU torch, so CI tests the path. On CUDA: fp16 weights and activations, channels_last; each worker slot
+owns a stream and, per input shape (`graph_keys`), static device buffers, pinned host staging and a CUDA graph
+captured at warm-up for every batch bucket, so nothing is captured on the live path. Capture fails on any host
+sync, so captured forwards are sync-free; models that compute shapes at run time are specialised per shape
+first (`onnx_specialise`). One host copy in, one out; batches are padded to their bucket in the pinned buffer.
 """
 
 from __future__ import annotations
@@ -46,7 +43,7 @@ class TorchConfig:
     acquire_timeout_s: float = 30.0
     # CPU intra-op threads; 0 = torch's default. torch keeps ONE pool per process, so this sets it for the
     # process (as the gateway's --intra-op-threads means it): with one worker per core, 1 avoids the
-    # oversubscription that made a FaceMesh call 10x slower on a loaded 2-core box.
+    # oversubscription that makes each call many times slower on a loaded machine.
     threads: int = 0
 
 

@@ -83,8 +83,7 @@ def default_parallelism(engine: str, providers: tuple[str, ...], cores: int) -> 
 
     On the CPU, one single-threaded batch per core beats one batch spread over all cores: much of a batch is
     Python and numpy work between engine calls (alignment, warps, paste) that one thread does anyway, and
-    parallel batches come from different sessions. Measured here (2 vCPU, 320x240@15): 4 streams p95 53 ms
-    vs 73 ms, 5 streams inside the 150 ms SLO vs not. On a GPU (and with remote or torch engines) the same
+    parallel batches come from different sessions. On a GPU (and with remote or torch engines) the same
     workers run the CPU stages around each engine call, most of a frame's work: one worker per core (up to
     16), each engine call with one ORT thread; the engines' own contexts (CUDA streams) bound what runs on the
     device at once, the rest of the workers keep the CPU stages going meanwhile.

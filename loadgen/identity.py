@@ -1,15 +1,12 @@
 """Identity and liveliness measures for the quality report.
 
-Identity: dlib's ResNet face embedder (`dlib_face_recognition_resnet_model_v1`, 128-d, 99.38 % on LFW; CC0 /
-public domain by its author, shipped in PyPI's `face-recognition-models`), with dlib's own HOG detector and
-5-point aligner, so the measure shares no model with the pipeline it judges. dlib's descriptors all lie in one
-narrow cone (two strangers ~0.85 cosine), so cosines are taken after removing a reference mean descriptor
-(`centred`): 1 = same face, ~0 = unrelated, as for ArcFace. Optional: `pip install 'livefuse[quality]'`.
-Liveliness: per frame, eye and mouth openness from FaceMesh landmarks (geometry: a mesh warp follows it
-whatever it pastes), and what shows inside the target's eye and mouth openings (appearance: the grey-level
-spread of iris against sclera, the darkness of the open mouth; a source's lowered lids warped over an open
-eye show no iris); the target's series against the output's, as Pearson correlation (1 = the output blinks,
-looks and talks when the target does).
+Identity: dlib's ResNet face embedder (CC0, from PyPI's `face-recognition-models`) with dlib's own detector
+and aligner, so the measure shares no model with the pipeline it judges. dlib's descriptors lie in one narrow
+cone, so cosines are taken after removing a reference mean (`centred`): 1 = same face, ~0 = unrelated, as for
+ArcFace. Optional: `pip install 'livefuse[quality]'`. Liveliness: per frame, eye and mouth openness from
+FaceMesh landmarks, and what shows inside the target's eye and mouth openings (iris against sclera, the dark
+open mouth: lowered lids warped over an open eye show no iris); the target's series against the output's as
+Pearson correlation (1 = the output blinks, looks and talks when the target does).
 """
 
 from __future__ import annotations

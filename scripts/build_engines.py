@@ -3,22 +3,9 @@
 
 Why a script and not a runtime step: a TensorRT build takes minutes and its plan is tied to one TensorRT
 version and GPU architecture, so plans are built once per machine into the plan directory the gateway reads
-(`EngineConfig.trt_cache_dir`), named `<model>.trt<version>.sm<cc>.<precision>.b<min>-<max>.plan`.
-
-    build_engines.py --make-batch-dynamic face_landmark_468.onnx face_landmark_468.dyn.onnx   (no GPU needed)
-    build_engines.py retinaface_mnet025.onnx --shape input:1x3x640x640 --max-batch 16 --out-dir plans/
-    build_engines.py inswapper_128.dyn.onnx --precision fp16 --timing-cache plans/timing.cache
-
-Triton model repository (one directory per pipeline model, config.pbtxt + model file; see
-engines/triton/repository.py for what each backend gets):
-
-    build_engines.py --triton-repository repo/ --backend python            (CPU; the nvidia-pytriton wheel)
-    build_engines.py --triton-repository repo/ --backend onnxruntime --instances 2 --kind KIND_GPU
-    build_engines.py --triton-repository repo/ --backend tensorrt --precision fp16 --shape input:1x3x640x640
-
-FP16: TensorRT 10 sets BuilderFlag.FP16 and picks FP16 kernels where they are faster. TensorRT >= 11 removed
-that flag (networks are strongly typed): the ONNX itself must be FP16 — `--to-fp16 IN OUT` converts one with
-onnxconverter-common (`pip install onnxconverter-common`), keeping FP32 inputs/outputs.
+(`EngineConfig.trt_cache_dir`). It also writes Triton model repositories (engines/triton/repository.py) and
+converts models to FP16 for TensorRT >= 11, which dropped the FP16 builder flag (`--to-fp16`, with
+onnxconverter-common). Examples: `build_engines.py --help`.
 """
 
 from __future__ import annotations
@@ -210,11 +197,26 @@ def build_triton_repository(args: argparse.Namespace) -> list[str]:
         raise BuildError(str(e)) from None
 
 
+EXAMPLES = """examples:
+  build_engines.py --make-batch-dynamic face_landmark_468.onnx face_landmark_468.dyn.onnx   (no GPU needed)
+  build_engines.py retinaface_mnet025.onnx --shape input:1x3x640x640 --max-batch 16 --out-dir plans/
+  build_engines.py inswapper_128.dyn.onnx --precision fp16 --timing-cache plans/timing.cache
+  build_engines.py --triton-repository repo/ --backend python            (CPU; the nvidia-pytriton wheel)
+  build_engines.py --triton-repository repo/ --backend onnxruntime --instances 2 --kind KIND_GPU
+  build_engines.py --triton-repository repo/ --backend tensorrt --precision fp16 --shape input:1x3x640x640
+
+Plans are named <model>.trt<version>.sm<cc>.<precision>.b<min>-<max>.plan. FP16: TensorRT 10 sets its FP16
+builder flag; TensorRT >= 11 builds strongly typed networks, so the ONNX itself must be FP16 (--to-fp16 IN
+OUT, with `pip install onnxconverter-common`; inputs and outputs stay FP32).
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="build_engines.py",
         description="ONNX -> TensorRT plans with a dynamic-batch optimization profile; "
-                    "fixed-batch ONNX -> dynamic batch (no GPU needed).")
+                    "fixed-batch ONNX -> dynamic batch (no GPU needed).",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("onnx", nargs="*", type=Path, help="ONNX models to build plans for")
     p.add_argument("--make-batch-dynamic", nargs=2, metavar=("IN", "OUT"), type=Path,
                    help="rewrite a batch-1 ONNX so dim 0 is dynamic (constants included), verify, write OUT")

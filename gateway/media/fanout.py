@@ -76,15 +76,12 @@ class FanoutEncoder:
     """One encoder (VP8 or H.264) per processed stream and codec; `encode` runs in a worker thread,
     `publish` on the loop."""
 
-    # libvpx realtime speed. aiortc uses -6; -8 measured here (moving astronaut, 1 Mbit/s, best of 3): encode
-    # 1.97 -> 1.61 ms at 320x240 (PSNR 35.59 -> 35.40 dB at 27 % fewer bits), 4.63 -> 2.96 ms at 640x360
-    # (PSNR 35.70 -> 35.67 dB at the same rate). Faster settings cost more quality (-12: -0.4 dB at 640x360).
+    # libvpx realtime speed. aiortc uses -6; -8 encodes in less CPU at about the same quality, and faster
+    # settings than that start to cost quality (compare with loadgen/bench/encoder_settings.py).
     VP8_CPU_USED = -8
     # libvpx's temporal denoiser (aiortc sets 4) is meant for camera noise; what reaches this encoder was
-    # already encoded once by the publisher, so it only smears detail. Off (0), measured here (carphone after
-    # one VP8 round trip, 1 Mbit/s, 150 frames, best of 3): encode 1.83 -> 1.60 ms at 320x240 and 2.95 ->
-    # 2.59 ms at 640x360, PSNR against those frames +2.9 dB / +1.6 dB at the same rate
-    # (loadgen/bench/encoder_settings.py).
+    # already encoded once by the publisher, so it only smears detail. Off (0): cheaper, and sharper at the
+    # same rate (loadgen/bench/encoder_settings.py).
     VP8_NOISE_SENSITIVITY = 0
 
     def __init__(
@@ -251,7 +248,7 @@ class FanoutEncoder:
             if self.codec_name == "H264":  # 4:2:0 H.264 needs even dimensions
                 h, w = image_rgb.shape[:2]
                 image_rgb = image_rgb[: h - h % 2, : w - w % 2]
-            i420 = rgb_to_i420(image_rgb)  # 4-5x cheaper than libswscale from packed RGB (media/colour.py)
+            i420 = rgb_to_i420(image_rgb)  # cheaper than libswscale from packed RGB (media/colour.py)
             if i420 is not None:
                 frame = av.VideoFrame.from_ndarray(i420, format="yuv420p")
             else:  # odd size

@@ -1,15 +1,11 @@
 """Webhook delivery: one bounded queue and one worker per URL, bounded retries, never on the media path.
 
-`Webhooks.offer(kind, message, data)` may be called from any thread (the monitor emits events from its
-sampler thread too): it maps the monitor event to a webhook event (`webhook_event`, pure) and hands it to
-the loop with `call_soon_threadsafe`; nothing there waits. Each URL has its own queue (`max_queue`, the
-oldest undelivered event dropped and counted when full) and worker, so a slow receiver delays only itself.
-A delivery is retried on a network error, a timeout, 408, 429 or 5xx, after 0.5, 1, 2, ... s (capped), at
-most `max_attempts` times; any other status ends it (2xx delivered, else failed).
-
+`Webhooks.offer` may be called from any thread: it maps the monitor event to a webhook event (pure) and hands
+it to the loop with `call_soon_threadsafe`, never waiting. Each URL has its own queue (full: the oldest event
+is dropped and counted) and worker, so a slow receiver delays only itself. Network errors, timeouts, 408, 429
+and 5xx are retried with growing backoff up to `max_attempts`; other statuses end the delivery.
 Body: `{"id", "event", "time", "message", "data"}` as JSON; headers `Livefuse-Event`, `Livefuse-Delivery`
-(the id: the same on every retry, for receivers that deduplicate) and `Livefuse-Signature`
-(gateway.webhooks.signature).
+(the id, the same on every retry, for deduplication) and `Livefuse-Signature` (gateway.webhooks.signature).
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """CPU cost of the audio relay in a real gateway process: per relayed audio stream and per audio viewer.
 
-The gateway runs as its own process (`python -m gateway.cli --processors none`); its CPU time (user + system,
-from /proc/<pid>/stat) is read over a steady window of --duration seconds after --warmup. P aiortc publishers
-on 127.0.0.1 send a small video (160x120 @ 5 fps, to keep the video's own cost and noise low) with or
-without an Opus track (20 ms packets, 50/s); each session gets V WHEP viewers, with or without audio.
+The gateway runs as its own process (`--processors none`) and its CPU time is read over a steady window. P
+aiortc publishers send a small video with or without an Opus track, each session with V WHEP viewers:
 
     per audio stream = (cpu[audio, V=0] - cpu[video, V=0]) / P
     per audio viewer = ((cpu[audio, V] - cpu[audio, 0]) - (cpu[video, V] - cpu[video, 0])) / (P * V)
 
-in % of one core. Prints a table and writes JSON (default reports/bench_audio.json). Not a test. Run it alone
-(`flock /tmp/livefuse-bench.lock ...`): other load on the machine shows up as noise in the differences.
-
-    .venv/bin/python -m loadgen.bench.audio [--publishers 4] [--viewers 4] [--duration 15] [--warmup 4]
+in % of one core; a table and JSON (reports/bench_audio.json). Run it alone (under
+`flock /tmp/livefuse-bench.lock`): other load shows up as noise in the differences.
 """
 
 from __future__ import annotations
@@ -46,7 +42,8 @@ LOOPBACK = IceConfig.loopback_only()
 
 
 def small_video(clock: MediaClock) -> StampedVideoTrack:
-    """160x120 of still noise, unstamped, on the publisher's clock (shared with its audio)."""
+    """160x120 of still noise, unstamped, on the publisher's clock (shared with its audio). Small and slow
+    (`FPS`) so the video's own cost and noise stay low beside the audio's."""
     picture = np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8)
     return StampedVideoTrack.from_rgb([picture], FPS, clock=clock, stamp=False)
 

@@ -1,18 +1,13 @@
-"""A real browser publishing to the gateway through a bottleneck: how its sending rate, the uplink's queue and
-loss, and the processed stream it gets back behave, with and without transport-cc.
+"""A real browser publishing to the gateway through a bottleneck: its sending rate, the uplink's queue and
+loss, and the processed stream it gets back, with and without transport-cc.
 
-Each run is a private network namespace (`unshare -n`, root) holding the gateway (real pipeline), headless
-Chromium opening /demo?autostart=1 with the carphone clip as its camera (640x360, 15 fps, looped) and the
-kernel's tbf on `lo`, one bottleneck per direction as in `loadgen.bench.network --per-direction`. Every
-second it samples Chromium's `getStats()` and the gateway's view of the session; at the end the qdisc's
-counters. `--arms` picks the gateway flags compared (`tcc`: default; `remb`: `--no-transport-cc`;
-`-reopen`: with `--no-live-bitrate`), alternating within each repeat; `--codec H264`; `--step KBPS@S`
-changes the uplink's (`--step-link down`: the downlink's) rate S seconds in, and the numbers are given before
-and after it. The link is a rate and a drop-tail queue without base delay (this project's kernels lack
-sch_netem).
+Each run is a private network namespace (`unshare -n`, root) holding the gateway, headless Chromium on
+/demo?autostart=1 with the carphone clip as its camera, and a tbf bottleneck per direction on `lo` (a rate
+and a drop-tail queue: these kernels lack sch_netem). Every second it samples Chromium's `getStats()` and the
+gateway's view of the session. `--arms` picks the gateway flags compared; `--step KBPS@S` changes a link's
+rate S seconds in, and the numbers are given before and after it.
 
-    python -m loadgen.bench.browser_uplink --rate-kbps 600 --duration 40 --repeats 2 \
-        --output reports/browser_uplink.json
+    python -m loadgen.bench.browser_uplink --rate-kbps 600 --duration 40 --repeats 2
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Attack a gateway of our own on 127.0.0.1 and report what it felt (`make fuzz`, `make soak`).
 
-    python -m loadgen.bench.fuzz_gateway fuzz  --requests 10000 --rounds 2 --output reports/fuzz.json
-    python -m loadgen.bench.fuzz_gateway soak  --duration 900 --rate 20 --output reports/soak.json
-    python -m loadgen.bench.fuzz_gateway kill9 --cycles 5 --output reports/kill9.json
-    python -m loadgen.bench.fuzz_gateway cost  --requests 1500 --output reports/fuzz-cost.json
+    python -m loadgen.bench.fuzz_gateway {fuzz,soak,kill9,attack,cost} ... --output reports/fuzz.json
 
-Every run starts its own gateway subprocess (loopback only, ICE on 127.0.0.1, two tenants from a temporary
-tenants file: "live" owns one real WHIP publisher, "fuzz" is the attacker's token), stops it at the end, and
-is bounded in requests and time. It prints requests, status counts, 5xx (must be 0; 503 "full" counted apart),
-the live session's fps / latency p50 / p95 / loss in a quiet window and during the attack, and the gateway's
-RSS / fd / thread trend. Exit code 1 when any 5xx was answered, the gateway died, or the live session broke.
+Every run starts its own loopback gateway (tenant "live" owns one real WHIP publisher, "fuzz" is the
+attacker), stops it at the end, and is bounded in requests and time. It prints requests, status counts, 5xx
+(must be 0), the live session's fps, latency and loss before and during the attack, and the gateway's RSS,
+fd and thread trend. Exit code 1 when any 5xx was answered, the gateway died, or the live session broke.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
-"""Latency and quality of the processed stream on impaired networks: the load generator (embedded gateway,
-real face swap) once per network profile, then per profile: fps, frames lost, p50/p95 latency and frozen
-frames (WebRTC's freeze: a gap longer than max(3 frame intervals, 1 interval + 150 ms)), written as JSON and
-printed as a Markdown table.
+"""Latency and quality of the processed stream on impaired networks, one run per network profile.
 
-Shapers: `udp` (default) impairs each job's datagrams in-process (loadgen.impair); `tc` runs each profile in a
-private network namespace with the kernel's qdiscs on its `lo` (tbf for the bottleneck; netem's part stays
-in-process where the kernel lacks `sch_netem`), the gateway inside it; `--per-direction` gives each direction
-its own bottleneck. How each is built: docs/ARCHITECTURE.md "The network benchmark".
+Each profile runs the load generator (embedded gateway, real face swap) and reports fps, frames lost, p50/p95
+latency and frozen frames (WebRTC's freeze rule), as JSON and a Markdown table. Shapers: `udp` (default)
+impairs each job's datagrams in-process (loadgen.impair); `tc` runs each profile in a private network
+namespace with the kernel's qdiscs on `lo`, the gateway inside it; `--per-direction` gives each direction its
+own bottleneck. How each is built: docs/ARCHITECTURE.md "The network benchmark".
 
     flock /tmp/livefuse-bench.lock python -m loadgen.bench.network --duration 20 --output reports/network.json
     python -m loadgen.bench.network --shaper tc --per-direction --profiles bottleneck-600k
@@ -166,7 +164,8 @@ def qdisc_counters(text: str) -> dict[str, int]:
 
 
 def freezes(recv_times: list[float], fps: float) -> tuple[int, float]:
-    """(count, total seconds) of freezes in one job's sorted receive times."""
+    """(count, total seconds) of freezes in one job's sorted receive times. A freeze, as WebRTC counts it:
+    a gap longer than max(3 frame intervals, 1 interval + 150 ms)."""
     limit = max(3.0 / fps, 1.0 / fps + 0.150)
     gaps = [b - a for a, b in zip(recv_times, recv_times[1:], strict=False) if b - a > limit]
     return len(gaps), sum(gaps)

@@ -1,14 +1,10 @@
-"""Round-trip latency through a real gateway process: N aiortc publishers on 127.0.0.1 send stamped frames
-and time each one until its processed copy comes back on the same connection.
+"""Round-trip latency through a real gateway process, from stamped frames sent and received back.
 
-Cases (each bounded by --duration seconds of measurement after --warmup seconds):
-  passthrough  640x360@15, ?processors=none, N = 1 and 4   (the media path alone: decode, encode, RTP)
-  face         320x240@15, face_swapper with the astronaut as source, N = 1 and 4
-
-Send time = when our track hands the frame to aiortc's encoder; receive time = when the decoded processed
-frame comes out of our receiving track (marker-release receive, gateway.webrtc.recovery.jitter_buffer, on both
-ends). The gateway runs as its own process (`python -m gateway.cli`) so its event loop is not shared with the
-clients'. Prints p50/p95 per case and writes JSON (default reports/bench_roundtrip.json). Not a test.
+N aiortc publishers on 127.0.0.1 time each frame from when our track hands it to aiortc's encoder until its
+decoded processed copy comes back on the same connection. Cases: `passthrough` (?processors=none: the media
+path alone) and `face` (face_swapper, the astronaut as source), each for N = 1 and 4. The gateway runs as its
+own process so its event loop is not shared with the clients'. Prints p50/p95 per case and writes JSON
+(default reports/bench_roundtrip.json). Not a test.
 
     .venv/bin/python -m loadgen.bench.roundtrip [--duration 20] [--cases passthrough,face] [--sessions 1,4]
 """

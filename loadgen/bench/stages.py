@@ -1,15 +1,10 @@
 """Micro-benchmark of the pipeline's per-face work outside inference (mesh_warp, colour, masks, paste,
 landmarker pre-processing), on real faces at 320x240 (or `--size`).
 
-Why: a py-spy profile of a loaded gateway put mesh_warp alone at ~16 % of all samples, more than any other
-non-inference cost; whole-pipeline timings hide which step moved. This times each step on its own, per face.
-
-Faces: the carphone clip (a talking, moving head) scaled to 320x240, tracked through the real pipeline
-(RetinaFace + FaceMesh) to get each frame's 468 points, plus the astronaut portrait cut to 320x240; the
-source is the astronaut. Each stage runs `--rounds` times over every face; the JSON holds per-call median,
-mean and p90 wall time in ms, and the median CPU time of the calling thread (steadier on a shared machine;
-the landmarker's inference runs on ONNX Runtime's own threads, so its CPU figure leaves that out).
-`--keep` names the target regions the swap keeps (default mouth,eyes, the gateway's default).
+Why: whole-pipeline timings hide which step moved; this times each step on its own, per face. Faces: the
+carphone clip tracked through the real pipeline, plus the astronaut portrait, which is also the source. The
+JSON holds per-call median, mean and p90 wall time and the median CPU time of the calling thread (the
+landmarker's inference runs on ONNX Runtime's own threads, so its CPU figure leaves that out).
 
     flock /tmp/livefuse-bench.lock .venv/bin/python -m loadgen.bench.stages --output reports/bench_stages.json
 """

@@ -1,15 +1,12 @@
 #!/usr/bin/env python3
-"""The design everyone starts from: aiortc's example server (examples/server/server.py) running our Pipeline,
-so that `loadgen/bench/vs_stock.py` compares designs and not models.
+"""The design everyone starts from: aiortc's example server running our Pipeline, so that
+`loadgen/bench/vs_stock.py` compares designs and not models.
 
-Stock on purpose: aiortc's receive (a frame released when the next one starts) and its unbounded queue behind
-a `MediaRelay`; the work in the outgoing track's `recv()`, ONE frame at a time, on the event loop (`--mode
-inline`, as the example's OpenCV transforms) or awaited in the default thread pool (`--mode executor`, the
-usual first fix); no deadlines, drops, batching or degradation. The processing is the gateway's, face tracking
-included (a `FaceTrack` per track), so the stock design is not charged for a detector run on every frame.
-Not stock, only so the same load generator can drive it: WHIP signalling, POST /sources, /readyz, /api/stats
-frame counters, loopback-only ICE; ONNX Runtime's intra-op threads are 1 per engine with the executor (as the
-gateway's workers) and all cores inline.
+Stock on purpose: aiortc's receive and its unbounded queue behind a `MediaRelay`; the work in the outgoing
+track's `recv()`, one frame at a time, on the event loop (`--mode inline`) or awaited in the default thread
+pool (`--mode executor`, the usual first fix); no deadlines, drops, batching or degradation. Face tracking is
+the gateway's, so the stock design is not charged for a detection every frame. Added only so the same load
+generator can drive it: WHIP signalling, POST /sources, /readyz, /api/stats frame counters, loopback ICE.
 
     python -m loadgen.bench.stock_server --port 8090 --mode executor
 """

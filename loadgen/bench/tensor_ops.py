@@ -1,14 +1,10 @@
-"""Per-face image work at 1280x720: today's numpy/OpenCV functions against their torch twins
+"""Per-face image work at 1280x720: the numpy/OpenCV functions against their torch twins
 (engines.processors.tensor_ops) on the CPU, and on CUDA where torch sees a GPU.
 
-Why: the torch ops exist so the image work can run on the GPU beside the models; on the CPU they must not
-cost much more than today's path (CI runs them there). The frame: the astronaut portrait scaled to 720 px
-high on a 1280x720 canvas (a ~300 px face, a presenter's close-up); its FaceMesh comes from the real pipeline.
-The ops: the swap's (rasterise, remap, masks, colour, paste), the enhancers' (detail; GFPGAN's 512 crop and
-its masked paste, the model left out) and RGB -> I420 (whole frame, and the face's even box as the encoder
-converts it). Each runs `--rounds` times after one warm-up; the JSON holds the median and p90 wall time per
-op and backend (CUDA timings synchronise before the clock stops), plus one frame's upload and download and,
-on CUDA, the device path's one download (the frame with its box's I420 planes).
+Why: the torch ops let the image work run on the GPU beside the models; on the CPU (where CI runs them) they
+must not cost much more than the numpy path. The frame: the astronaut portrait, a presenter's close-up, with
+its FaceMesh from the real pipeline. The ops: the swap's, the enhancers' and RGB -> I420; the JSON holds the
+median and p90 wall time per op and backend (CUDA timings synchronise first), plus the frame's transfers.
 
     .venv/bin/python -m loadgen.bench.tensor_ops --output reports/bench_tensor_ops.json
 """

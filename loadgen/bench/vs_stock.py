@@ -1,17 +1,13 @@
 #!/usr/bin/env python3
 """The gateway against the stock aiortc example-server design, both running the same `Pipeline`.
 
-For each design the same load generator searches the capacity with its own policy (`loadgen.capacity`: step
-up, then bisect; a point passes when >= 90 % of the frames come back and the stable windows' p95 <= 150 ms).
-Designs, each a subprocess (its own GIL, its CPU time measured alone): `gateway` (`python -m gateway.cli`, CPU
-defaults, degradation off), `stock-executor` and `stock-inline` (`loadgen.bench.stock_server`: the pipeline
-awaited in the default thread pool, or called on the event loop, one frame at a time per session). Per point:
-p50/p95 end to end, frames back, and the server's CPU ms per processed frame. Prints a table, writes JSON
-(`--output`); loopback only, every run bounded (`--max-time-per-design`, the window allowance per point).
+For each design the same load generator searches the capacity (`loadgen.capacity`: step up, then bisect,
+within the frame-return and p95 budgets). Designs, each a subprocess with its own CPU time: `gateway`,
+`stock-executor` and `stock-inline` (`loadgen.bench.stock_server`). Per point: p50/p95 end to end, frames
+back, and the server's CPU ms per processed frame; a table and JSON (`--output`), loopback only, bounded.
 
-    python -m loadgen.bench.vs_stock --resolution 320x240 \
-        --output reports/bench_vs_stock_320x240.json                                # the claim, 10-20 min
-    python -m loadgen.bench.vs_stock --quick --output reports/bench_vs_stock_quick.json    # a look, 3-5 min
+    python -m loadgen.bench.vs_stock --resolution 320x240 --output reports/bench_vs_stock_320x240.json
+    python -m loadgen.bench.vs_stock --quick --output reports/bench_vs_stock_quick.json
 """
 
 from __future__ import annotations
@@ -184,7 +180,7 @@ def compare(results: Sequence[DesignResult], claim_ratio: float = 1.5) -> dict[s
     """The gateway against the best stock design (highest capacity; lower p95 at capacity breaks a tie).
 
     `capacity_ratio` is gateway capacity / stock capacity; `p95_ratio` gateway p95 / stock p95, each at its
-    own capacity; the issue's targets (capacity ≥ 1.5x, p95 ≤ half) are evaluated as booleans, None when
+    own capacity; the targets (capacity ≥ 1.5x, p95 ≤ half) are evaluated as booleans, None when
     a side has no passing point.
     """
     by_name = {r.design: r for r in results}

@@ -35,16 +35,13 @@ class H264Encoder:
     FPS_WINDOW = 30  # frames the stream's frame rate is measured over
     FPS_MOVE = 0.10  # the rates are re-set when that frame rate moves by more than this fraction
     # The VBV buffer, in seconds of the rate. x264 keeps a full buffer's credit across a rate cut and spends
-    # it: with 1 s, the second after a cut from 700 to 400 then 240 kbit/s carried 653 kbit (0.5 s: 538;
-    # libvpx with its 1 s: 409), and a 640x360 keyframe at 400 kbit/s was 15.3 KB (0.5 s: 9.6 KB). It costs
-    # 0.04-0.18 dB at a steady rate (carphone, 15 fps, 320x240 and 640x360, 400 kbit/s and 1 Mbit/s).
+    # it: half a second overshoots less after a cut and makes smaller keyframes than a full second, for a
+    # small quality cost at a steady rate (docs/ARCHITECTURE.md "Media details").
     BUFFER_S = 0.5
     # At a rate cut, what is left of that credit goes too: one frame is encoded with a one-kbit buffer (x264
     # raises it to one frame's worth), then the buffer is set back. x264's own rate estimate still holds
-    # seconds of the old rate, so without this the VBV let it spend the whole credit at once: carphone at
-    # 15 fps, 700 -> 400 -> 240 kbit/s, the next two thirds of a second carried 677 and 499 kbit/s; with it
-    # 214 and 139 (libvpx: 394, 259). A congested link gets its queue back; the undershoot cost 0.27 dB
-    # over 18 s with two cuts.
+    # seconds of the old rate, so without this the VBV lets it spend the whole credit at once, into the link
+    # that just congested. With it the link gets its queue back, for a brief undershoot.
     DRAIN_ON_CUT = True
 
     def __init__(self, libx264: Libx264, width: int, height: int, bitrate: int) -> None:

@@ -1,15 +1,11 @@
 """Hardware video decode (NVDEC through PyAV's `*_cuvid` decoders) where the GPU has it, software otherwise.
 
-Why: at 1280x720 every publisher's decode runs on the CPU beside the image work; an NVIDIA GPU decodes H.264
-and VP8 on NVDEC for free. PyAV's wheels carry `h264_cuvid` and `vp8_cuvid`, but they open only where a CUDA
-driver and an NVDEC unit exist, so each is tried once at start (`detect`): one event and the /api/stats
-"decoder" field say which decoder runs per codec and why hardware is not used. A hardware decoder that fails
-mid-stream hands its stream to the software decoder (counted, one event); a session never fails for it.
-
-How: aiortc creates each receiver's decoder through `aiortc.rtcrtpreceiver.get_decoder` inside its decoder
-thread; `install` wraps that one factory for this process while the media side runs (returning the undo),
-only when some hardware decoder opened. NVDEC's frames (NV12) are converted to yuv420p, what aiortc's own
-decoders hand on. Nothing is installed on a machine without one, so the software path is unchanged there.
+Why: at high resolutions every publisher's decode competes with the image work for the CPU, while an NVIDIA
+GPU decodes H.264 and VP8 on NVDEC. Each decoder is tried once at start (`detect`); an event and the
+/api/stats "decoder" field say which runs per codec and why. A hardware decoder that fails mid-stream hands
+its stream to software (counted, one event), so a session never fails for it. `install` wraps aiortc's
+decoder factory only when some hardware decoder opened, and converts NVDEC's NV12 to the yuv420p aiortc's
+decoders hand on; elsewhere the software path is unchanged.
 """
 
 from __future__ import annotations

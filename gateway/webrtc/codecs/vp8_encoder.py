@@ -64,8 +64,8 @@ class Vp8Encoder:
         cfg.rc_buf_sz = 1000  # ms: FFmpeg's bufsize = one second of the bitrate
         cfg.rc_buf_optimal_sz = cfg.rc_buf_sz * 5 // 6
         # libwebrtc's starting level (LibvpxVp8Encoder: 500 ms); libvpx's default, 4 s, is clamped to the
-        # full buffer and spent on the first keyframe: 15.7 KB at 320x240 and 500 kbit/s (carphone), 210 ms
-        # of a 600 kbit/s link, against 6.0 KB; -1.2 dB over the first second, -0.18 dB after it.
+        # full buffer and spent on the first keyframe, which then fills a slow link's queue by itself
+        # (docs/ARCHITECTURE.md "Media details").
         cfg.rc_buf_initial_sz = initial_buffer_ms
         cfg.rc_dropframe_thresh = 0
         cfg.kf_max_dist = 3000

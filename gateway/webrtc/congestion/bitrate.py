@@ -17,10 +17,9 @@ from dataclasses import dataclass, field, replace
 
 from gateway.webrtc.congestion.queue_delay import TRANSIT_SAMPLES, QueueDelay
 
-# libwebrtc's default ceiling per picture size (webrtc_video_engine.cc, GetMaxDefaultVideoBitrateKbps): what a
-# browser sends its own camera at, so the processed stream is not re-encoded below what the publisher sent.
-# Except the smallest class: libwebrtc's 600 kbit/s is raised to the old fixed 1 Mbit/s, as a re-encode loses
-# a generation (measured 1.5 dB under 1 Mbit/s at 320x240).
+# libwebrtc's default ceiling per picture size (GetMaxDefaultVideoBitrateKbps): what a browser sends its own
+# camera at, so the processed stream is not re-encoded below what the publisher sent. Except the smallest
+# class: libwebrtc's 600 kbit/s is raised to 1 Mbit/s, as a re-encode already loses a generation of quality.
 SIZE_CLASS_BPS: tuple[tuple[int, int], ...] = (
     (320 * 240, 1_000_000),
     (640 * 480, 1_700_000),
@@ -63,14 +62,14 @@ class BitrateConfig:
     # clock at the receiver (its reference time wrapped or restarted), not a queue
     transit_cut_hold_s: float = 0.3
     # ...and only within this long of it: a queue standing after that is new congestion, whatever its height
-    # (measured: with the bar kept for 30 s, a queue standing at 120-170 ms, below the 200 ms of the fall's
-    # cut, was not cut for 4 s, until the bottleneck dropped packets)
+    # (with the bar kept longer, a queue standing just below the one of the earlier cut was left uncut
+    # until the bottleneck dropped packets)
     transit_episode_s: float = 2.0
     transit_jump_s: float = 10.0
     transit_quiet_span_s: float = 0.5
     # the loss rule decreases at most once per this long plus the round trip (libwebrtc's 300 ms + RTT):
     # browsers send a receiver report with every NACK, so a burst of loss arrives as many reports, each
-    # about packets sent before the previous cut could act (measured: compounded to the 100 kbit/s floor)
+    # about packets sent before the previous cut could act (without the hold, cuts compound to the floor)
     loss_decrease_interval_s: float = 0.3
     # where a receiver's link last choked (what arrived at its latest cut): increases that would pass
     # `near_fraction` of it move by at most `near_step_up` (GCC's additive increase near the link's

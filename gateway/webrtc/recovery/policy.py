@@ -104,7 +104,7 @@ class LossRecovery:
         """aiortc's own NACK repeats its WHOLE missing list at every new gap; keep only the packets never
         asked for (repeats follow `nacks_due`'s interval), none the buffer gave up on (behind `origin`), and
         nothing on a congested link (more than `max_nack_list` missing): retransmitting every missing
-        packet at every gap into the queue that dropped them collapsed a 150 kbit/s link (measured)."""
+        packet at every gap into the queue that dropped them collapses a slow link."""
         if len(self._missing) > self.config.max_nack_list:
             return []
         if origin is not None:
