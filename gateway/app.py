@@ -126,26 +126,28 @@ def _default_monitor(config: GatewayConfig, governor: Governor) -> MonitorLike:
     return Monitor(_monitor_config(config), governor=governor)
 
 
-def _start_decoders(app: web.Application, parts: dict[str, Any], monitor: MonitorLike) -> None:
-    """NVDEC where the GPU has it (webrtc.codecs.hw_decode): an event and /api/stats "decoder" say which
-    decoder runs per codec."""
+def _start_decoders(
+    app: web.Application, parts: dict[str, Any], monitor: MonitorLike, enabled: bool
+) -> None:
+    """NVDEC where the GPU has it and `enabled` (webrtc.codecs.hw_decode): an event and /api/stats "decoder"
+    say which decoder runs per codec."""
     from gateway.monitoring.routes import add_section
     from gateway.webrtc.codecs import hw_decode
 
-    choice = hw_decode.detect()
+    choice = hw_decode.detect(enabled)
     parts["undo_decoders"] = hw_decode.install(choice, lambda msg: monitor.event(hw_decode.EVENT, msg))
     monitor.event(hw_decode.EVENT, f"video decode: {choice.summary()}", **choice.to_dict())
 
     add_section(app, "decoder", choice.to_dict)
 
 
-def _start_encoders(app: web.Application, monitor: MonitorLike) -> HardwareH264:
-    """NVENC for H.264 where the GPU has it (webrtc.codecs.hw_encode): an event and /api/stats "encoder" say
-    which encoder runs; every stream falls back to software on its own if NVENC fails it."""
+def _start_encoders(app: web.Application, monitor: MonitorLike, enabled: bool) -> HardwareH264:
+    """NVENC for H.264 where the GPU has it and `enabled` (webrtc.codecs.hw_encode): an event and /api/stats
+    "encoder" say which encoder runs; every stream falls back to software on its own if NVENC fails it."""
     from gateway.monitoring.routes import add_section
     from gateway.webrtc.codecs import hw_encode
 
-    choice = hw_encode.detect()
+    choice = hw_encode.detect(enabled)
     monitor.event(hw_encode.EVENT, f"video encode: {choice.summary()}", **choice.to_dict())
     add_section(app, "encoder", choice.to_dict)
     return hw_encode.HardwareH264(choice, lambda msg: monitor.event(hw_encode.EVENT, msg))
@@ -185,8 +187,9 @@ def create_app(
 
     async def start_media() -> None:
         loop = asyncio.get_running_loop()
-        _start_decoders(app, parts, the_monitor)
-        hardware_h264 = _start_encoders(app, the_monitor)
+        hardware = config.sessions.hardware_codecs
+        _start_decoders(app, parts, the_monitor, hardware)
+        hardware_h264 = _start_encoders(app, the_monitor, hardware)
         the_pipeline = pipeline
         if the_pipeline is None:
             the_pipeline = await loop.run_in_executor(None, _default_pipeline, config)

@@ -200,6 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
         "libvpx's or libx264's rate between frames (gateway.webrtc.codecs.vp8_encoder, h264_encoder)",
     )
     a(
+        "--no-hardware-codecs",
+        action="store_true",
+        default=None,
+        help="decode and encode in software even where the GPU has NVDEC / NVENC (default: hardware where "
+        "it opens, software otherwise; /api/stats decoder and encoder say which runs)",
+    )
+    a(
         "--no-audio",
         action="store_true",
         default=None,
@@ -603,6 +610,7 @@ def build_config(
         uplink=replace(sess.uplink, enabled=not get("no_uplink_loss_cap", False)),
         transport_cc=not get("no_transport_cc", False),
         live_bitrate=not get("no_live_bitrate", False),
+        hardware_codecs=not get("no_hardware_codecs", False),
     )
     src = SourcesConfig()
     sources = replace(

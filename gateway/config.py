@@ -123,6 +123,8 @@ class SessionConfig:
     # encoder
     # is reopened at each new rate, with a keyframe
     live_bitrate: bool = True
+    # NVDEC / NVENC where the GPU has them (gateway.webrtc.codecs.hw_decode, hw_encode); off: software only
+    hardware_codecs: bool = True
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
