@@ -97,6 +97,25 @@ class ImageStages:
         made = self._download(on_device, working, touched, book)
         return Staged(working, touched, made)
 
+    def warmup(self, frame: np.ndarray, face: Face, mesh: MeshSource | None) -> None:
+        """Run the device stages once on a synthetic frame and face (`mesh`: the swap's source and target),
+        so that their first kernels, caches and transfers happen at start, not on the live path."""
+        first = self.device_swap or self.device_enhance
+        if first is None:
+            return
+        frames = DeviceFrames(first.device, lambda _: frame)
+        touched: dict[int, list[Box]] = {}
+        if self.device_swap is not None and mesh is not None and face.landmarks is not None:
+            jobs = [(0, face.landmarks, mesh, FaceSettings().keep_regions)]
+            touched = self.device_swap.swap_and_paste(frames, jobs)
+        if self.device_enhance is not None:
+            if self.device_enhance.device != frames.device:
+                frames.download(touched)
+                frames, touched = DeviceFrames(self.device_enhance.device, lambda _: frame), {}
+            for i, boxes in self.device_enhance.enhance_and_paste(frames, [(0, face)]).items():
+                touched.setdefault(i, []).extend(boxes)
+        frames.download(touched)
+
     def _download(self, on_device: DeviceFrames | None, working: dict[int, np.ndarray],
                   touched: dict[int, list[Box]], book: StageBook
                   ) -> dict[int, tuple[np.ndarray | None, ...] | None]:

@@ -48,7 +48,7 @@ from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
 from engines.processors.face_landmarker import FaceLandmarker
 from engines.processors.inswapper import InswapperSwapper, load_emap
 from engines.processors.masks import BoxMaskConfig
-from engines.processors.mesh_warp import MeshWarpSwapper
+from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
 from engines.processors.mesh_warp import prepare as prepare_mesh
 from engines.processors.selection import FaceSelector
 from engines.processors.tracking import (
@@ -270,6 +270,7 @@ class Pipeline:
                     kps5=np.array([[0.4, 0.45], [0.6, 0.45], [0.5, 0.55], [0.42, 0.62], [0.58, 0.62]],
                                   dtype=np.float32) * s)
         mesh = self.landmarker.run([(frame, fake)])[0]
+        src: MeshSource | None = None
         if isinstance(self.swapper, InswapperSwapper):
             self.swapper.swap([(frame, fake, np.zeros(512, dtype=np.float32))])
             self.swapper.embedder.embed([(frame, fake.kps5)])
@@ -278,6 +279,7 @@ class Pipeline:
             self.swapper.swap([(frame, mesh.landmarks, src)])
         if self.enhancer is not None:
             self.enhancer.enhance([(frame, fake)])
+        self.images.warmup(frame, replace(fake, landmarks=mesh.landmarks), src)
 
     def not_ready_engines(self) -> list[str]:
         """Engines whose server says they cannot run now (remote backends such as Triton; blocking)."""

@@ -197,3 +197,24 @@ def test_the_torch_cuda_engine_moves_the_enhancer_to_its_device() -> None:
     assert enhance_device("cpu", EngineConfig()) == "cpu"
     assert enhance_device(None, EngineConfig()) is None  # the CPU default: numpy/OpenCV
     assert enhance_device(None, EngineConfig(backend="torch")) is None
+
+
+@pytest.mark.parametrize("name", ["detail", "gfpgan"])
+def test_warmup_runs_the_device_stages_once(name: str, request: pytest.FixtureRequest,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start-up warm-up takes the device path too (its first kernels and transfers happen there, not on
+    the first live frame): the synthetic frame goes up once, is swapped and enhanced, and comes back once."""
+    _, dev = request.getfixturevalue(name)
+    assert dev.device_enhance is not None
+    monkeypatch.setattr(image_stages_module, "DeviceFrames", _Counting)
+    _Counting.uploads, _Counting.downloads = [], []
+    enhanced: list[int] = []
+    enhance = dev.device_enhance.enhance_and_paste
+
+    def counting(frames: DeviceFrames, jobs: list[tuple[int, object]]) -> dict[int, list[tuple[int, ...]]]:
+        enhanced.append(len(jobs))
+        return enhance(frames, jobs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(dev.device_enhance, "enhance_and_paste", counting)
+    dev.warmup()
+    assert _Counting.uploads == [0] and _Counting.downloads == [[0]] and enhanced == [1]
