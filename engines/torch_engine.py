@@ -6,25 +6,31 @@ owns a stream and, per input shape (`graph_keys`), static device buffers, pinned
 captured at warm-up for every batch bucket, so nothing is captured on the live path. Capture fails on any host
 sync, so captured forwards are sync-free; models that compute shapes at run time are specialised per shape
 first (`onnx_specialise`). One host copy in, one out; batches are padded to their bucket in the pinned buffer.
+`infer_tensors` (`DeviceTensorEngine`) takes the same slots and graphs for tensors already on the device
+(the device enhancer's crops): a device copy into the static inputs, the replay, and the outputs cloned on
+the caller's stream, ordered by stream waits (no host sync), so the caller keeps them past the next replay.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engines.engine import DescribedEngine, EngineError, TensorSpec, checked_batch
+from engines.engine import DescribedEngine, EngineError, TensorSpec, checked_batch, same_device
 from engines.graph_keys import GraphKey, graph_key, warmup_shapes
 from engines.onnx_specialise import has_shape_ops, inline_identities, specialise
 from engines.onnxruntime_engine import batch_range_of
 from engines.tensorrt_engine import ContextPool
 from engines.trt_planning import BatchProfile, choose_bucket, graph_buckets
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -277,48 +283,100 @@ class TorchEngine(DescribedEngine):
         with self._pool.take(n) as slot:
             return self._run(slot, inputs, n)
 
+    def infer_tensors(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """`infer` on tensors already on this engine's device (`DeviceTensorEngine`): float32 in and out as
+        `infer` (fp16 is inside); outputs are fresh tensors the caller keeps. On CUDA the slot's stream waits
+        for the caller's current stream before reading the inputs, and the outputs are copied out of the
+        static buffers on the caller's stream after the slot's work, so no host sync and no later replay on
+        the slot can touch them."""
+        n = checked_batch(self._name, self._closed, self._batch, self._inputs, inputs)
+        for k, v in inputs.items():
+            if not same_device(str(v.device), self.device):
+                raise EngineError(f"{self._name}: input {k} is on {v.device}, the engine on {self._device}")
+        with self._pool.take(n) as slot:
+            return self._run_tensors(slot, inputs, n)
+
     def _run(self, slot: _Slot, inputs: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
         torch = self._torch
         if not self._cuda:
-            shapes = {s.name: tuple(inputs[s.name].shape) for s in self._inputs}
-            module = self._module_for(shapes)
-            tensors = [torch.from_numpy(np.require(inputs[s.name], requirements=("C", "W")))
-                       for s in self._inputs]
-            with torch.inference_mode():
-                outs = self._forward(module, tensors)
-            return {spec.name: o.numpy() for spec, o in zip(self._outputs, outs, strict=True)}
-        bucket = choose_bucket(self._buckets, n) if self._use_graphs else n
-        shapes = {s.name: (bucket, *inputs[s.name].shape[1:]) for s in self._inputs}
-        key = graph_key(shapes, bucket)
-        with torch.cuda.device(self._device):
-            graph = slot.graphs.get(key)
-            if graph is None:
-                if self._use_graphs and slot.graphs:
-                    log.info("%s: capturing a CUDA graph on the live path for %s", self._name, key)
-                graph = self._prepare(slot, shapes)
-                if self._use_graphs:
-                    slot.graphs[key] = graph
+            tensors = {s.name: torch.from_numpy(np.require(inputs[s.name], requirements=("C", "W")))
+                       for s in self._inputs}
+            return {k: o.numpy() for k, o in self._run_cpu(tensors).items()}
+
+        def stage(graph: _Graph, bucket: int) -> None:  # through the pinned buffers: one host copy in
             for spec in self._inputs:
                 host = graph.host_in[spec.name].numpy()
                 host[:n] = inputs[spec.name]
                 if bucket > n:  # pad with copies of the last item; their results are cut
                     host[n:] = host[n - 1 : n]
+                graph.inputs[spec.name].copy_(graph.host_in[spec.name], non_blocking=True)
+
+        shapes = {s.name: tuple(inputs[s.name].shape) for s in self._inputs}
+        with torch.cuda.device(self._device):
+            graph, outs = self._run_slot(slot, shapes, n, stage)
             with torch.cuda.stream(slot.stream):
-                for spec in self._inputs:
-                    graph.inputs[spec.name].copy_(graph.host_in[spec.name], non_blocking=True)
-                if graph.graph is not None:
-                    graph.graph.replay()
-                    outs = graph.outputs
-                else:
-                    with torch.inference_mode():
-                        outs = self._forward(self._module_for(shapes),
-                                             [graph.inputs[s.name] for s in self._inputs])
                 host_out = graph.host_out if graph.graph is not None else \
                     [torch.empty(o.shape, dtype=o.dtype, pin_memory=True) for o in outs]
                 for h, o in zip(host_out, outs, strict=True):
                     h.copy_(o, non_blocking=True)
             slot.stream.synchronize()
         return {spec.name: h[:n].numpy().copy() for spec, h in zip(self._outputs, host_out, strict=True)}
+
+    def _run_tensors(self, slot: _Slot, inputs: dict[str, Any], n: int) -> dict[str, Any]:
+        torch = self._torch
+        if not self._cuda:
+            return self._run_cpu({s.name: inputs[s.name] for s in self._inputs})
+        caller = torch.cuda.current_stream(self._device)
+
+        def stage(graph: _Graph, bucket: int) -> None:  # device to device, no host copy
+            slot.stream.wait_stream(caller)
+            for spec in self._inputs:
+                x, dst = inputs[spec.name], graph.inputs[spec.name]
+                dst[:n].copy_(x)
+                if bucket > n:  # pad with copies of the last item; their results are cut
+                    dst[n:].copy_(x[n - 1 : n].expand_as(dst[n:]))
+
+        shapes = {s.name: tuple(inputs[s.name].shape) for s in self._inputs}
+        with torch.cuda.device(self._device):
+            _, outs = self._run_slot(slot, shapes, n, stage)
+            caller.wait_stream(slot.stream)
+            with torch.inference_mode():
+                kept = [o[:n].clone() for o in outs]  # on the caller's stream: its memory is the caller's
+            slot.stream.wait_stream(caller)  # the slot's next replay rewrites `outs` only after the copies
+        return {spec.name: o for spec, o in zip(self._outputs, kept, strict=True)}
+
+    def _run_cpu(self, tensors: dict[str, Any]) -> dict[str, Any]:
+        """One forward on CPU torch (no slots' buffers there: the module's outputs are fresh)."""
+        module = self._module_for({k: tuple(v.shape) for k, v in tensors.items()})
+        with self._torch.inference_mode():
+            outs = self._forward(module, [tensors[s.name] for s in self._inputs])
+        return {spec.name: o for spec, o in zip(self._outputs, outs, strict=True)}
+
+    def _run_slot(self, slot: _Slot, shapes: dict[str, tuple[int, ...]], n: int,
+                  stage: Callable[[_Graph, int], None]) -> tuple[_Graph, list[Any]]:
+        """The CUDA path both `infer` and `infer_tensors` take: the slot's static buffers (and graph) for
+        these shapes at n's bucket, `stage(graph, bucket)` filling `graph.inputs` on the slot's stream, then
+        the replay (or, graphs off, the forward). Returns the graph and its device outputs (bucket rows),
+        queued on the slot's stream. Inside `torch.cuda.device(self._device)`."""
+        torch = self._torch
+        bucket = choose_bucket(self._buckets, n) if self._use_graphs else n
+        full = {s.name: (bucket, *shapes[s.name][1:]) for s in self._inputs}
+        key = graph_key(full, bucket)
+        graph = slot.graphs.get(key)
+        if graph is None:
+            if self._use_graphs and slot.graphs:
+                log.info("%s: capturing a CUDA graph on the live path for %s", self._name, key)
+            graph = self._prepare(slot, full)
+            if self._use_graphs:
+                slot.graphs[key] = graph
+        with torch.cuda.stream(slot.stream):
+            stage(graph, bucket)
+            if graph.graph is not None:
+                graph.graph.replay()
+                return graph, graph.outputs
+            args = [graph.inputs[s.name] for s in self._inputs]
+            with torch.inference_mode():
+                return graph, self._forward(self._module_for(full), args)
 
     def _prepare(self, slot: _Slot, shapes: dict[str, tuple[int, ...]]) -> _Graph:
         """Static buffers for one shape set and, with graphs on, its captured forward (run twice first, on the

@@ -5,8 +5,11 @@ Why: with the torch engine on CUDA the swapped frame is already on the GPU; the 
 paste belong beside it. Mirrors face_enhancer step by step (tests/unit/test_device_enhancer.py holds the two
 to a bound): "detail" sharpens each face box and blends it through its feathered ellipse; "gfpgan_1.4" cuts
 the 512 FFHQ crops of a frame in one grid_sample, runs the model, and pastes every face back in one warp
-with its box mask limited to the face's region. The Engine protocol takes host arrays, so the 512 crops
-(not the frame) cross to the model and back; the affines and the 128 px region masks are made on the host.
+with its box mask limited to the face's region. An engine on the same torch device (`DeviceTensorEngine`:
+the torch engine) takes the 512 crops and returns its output there, so nothing crosses the bus; any other
+engine (ONNX Runtime, TensorRT, Triton, or a torch engine on another device) takes host arrays, so the
+crops (not the frame) go down to it and its output comes back up. The affines and the 128 px region masks
+are made on the host.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engines.engine import run_batched
+from engines.engine import DeviceTensorEngine, run_batched, run_batched_tensors, same_device
 from engines.factory import EngineConfig
 from engines.frames import Box
 from engines.processors import tensor_ops as T
@@ -43,8 +46,13 @@ class DeviceEnhancer:
         self.enhancer = enhancer
         self.name = enhancer.name
         self._base_mask: Any = None
+        # the model's engine when it takes tensors on this device: GFPGAN's crops then never leave it
+        self.tensor_engine: DeviceTensorEngine | None = None
         if isinstance(enhancer, GfpganEnhancer):  # the host's copy is read-only
             self._base_mask = torch.from_numpy(np.array(enhancer.base_mask)).to(self.device)
+            engine = enhancer.engine
+            if isinstance(engine, DeviceTensorEngine) and same_device(engine.device, str(self.device)):
+                self.tensor_engine = engine
 
     def enhance_and_paste(self, frames: DeviceFrames, jobs: Sequence[tuple[int, Face]]
                           ) -> dict[int, list[Box]]:
@@ -84,9 +92,14 @@ class DeviceEnhancer:
         for key, idx in rows.items():
             crops[idx] = T.frame_crops(frames.get(key), matrices[idx], size)
         # warp_crop hands over uint8: round as it does before normalising to [-1, 1]
-        batch = (torch.floor(crops + 0.5).clamp(0, 255) * (2.0 / 255.0) - 1.0).cpu().numpy()
-        out = next(iter(run_batched(enhancer.engine, {enhancer.input_name: batch}).values()))
-        images = (torch.from_numpy(np.ascontiguousarray(out)).to(self.device).clamp(-1.0, 1.0) + 1.0) * 127.5
+        batch = torch.floor(crops + 0.5).clamp(0, 255) * (2.0 / 255.0) - 1.0
+        if self.tensor_engine is not None:
+            out = next(iter(run_batched_tensors(self.tensor_engine, {enhancer.input_name: batch}).values()))
+        else:  # a host engine: the crops go down and the faces come back up
+            down = {enhancer.input_name: batch.cpu().numpy()}
+            host = next(iter(run_batched(enhancer.engine, down).values()))
+            out = torch.from_numpy(np.ascontiguousarray(host)).to(self.device)
+        images = (out.clamp(-1.0, 1.0) + 1.0) * 127.5
         work = np.stack([face_region_work_mask(face.box, m, size) for (_, face), m in zip(jobs, matrices,
                                                                                           strict=True)])
         region = torch.from_numpy(work[:, None]).to(self.device)

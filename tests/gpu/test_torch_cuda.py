@@ -97,3 +97,30 @@ def test_concurrent_threads_on_cuda_slots(facemesh: Path) -> None:
     assert not errors
     for i in range(6):
         _close(got[i], want[i], {o.name: ATOL[False]["mesh"] for o in ref.outputs})
+
+
+@pytest.mark.parametrize("fp16", [False, True])
+def test_infer_tensors_on_cuda_replays_the_same_graphs_and_keeps_its_outputs(facemesh: Path,
+                                                                            fp16: bool) -> None:
+    """`infer_tensors` takes the same per-shape graphs as `infer` (nothing captured on the live path), gives
+    float32 on the device, close to `infer` on the same inputs, and its outputs survive the next replay on
+    the slot (copies, not the graph's static outputs)."""
+    import torch
+
+    eng = create_engine(facemesh, EngineConfig(backend="torch", providers=("cuda",), fp16=fp16, max_batch=8,
+                                               contexts=1))
+    try:
+        warm = eng.captured()  # type: ignore[attr-defined]
+        x = np.random.default_rng(3).random((3, 3, 192, 192), dtype=np.float32)
+        want = eng.infer({"input_1": x})
+        got = eng.infer_tensors({"input_1": torch.from_numpy(x).to(eng.device)})  # type: ignore[attr-defined]
+        first = {k: v.clone() for k, v in got.items()}
+        zeros = torch.zeros((3, 3, 192, 192), device=eng.device)  # type: ignore[attr-defined]
+        eng.infer_tensors({"input_1": zeros})  # type: ignore[attr-defined]
+        for k in want:
+            assert got[k].device.type == "cuda" and got[k].dtype == torch.float32
+            assert torch.equal(got[k], first[k]), k  # not overwritten by the second replay
+            assert float(np.abs(got[k].cpu().numpy() - want[k]).max()) <= ATOL[fp16]["mesh"], k
+        assert eng.captured() == warm  # type: ignore[attr-defined]
+    finally:
+        eng.close()

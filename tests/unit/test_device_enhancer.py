@@ -6,7 +6,10 @@ through the real pipeline on real faces, and the batch's one upload and one down
 - "gfpgan_1.4" on its stand-in graph (tanh(2x), which doubles any input difference): the same boxes, nothing
   outside changed, inside max 2 and PSNR >= 60 dB (the crops are rounded to uint8 as warp_crop's, so the
   two paths differ only where OpenCV's fixed-point bilinear rounds the other way);
-- the I420 planes the device hands the encoder: max 1 from gateway.media.colour.rgb_to_i420 of the same box.
+- the I420 planes the device hands the encoder: max 1 from gateway.media.colour.rgb_to_i420 of the same box;
+- "gfpgan_1.4" with `--engine torch` on the enhancer's device: the crops go to the engine as tensors
+  (`infer_tensors`) and the frame equals, bit for bit, the numpy round trip through `infer` (the same module
+  on the same values on CPU torch).
 """
 
 from __future__ import annotations
@@ -89,6 +92,19 @@ def gfpgan(gfpgan_store: ModelStore) -> Iterator[tuple[Pipeline, Pipeline]]:
     yield from _pair(PipelineConfig(processors=BOTH, enhancer="gfpgan_1.4", enhancer_blend=1.0), gfpgan_store)
 
 
+@pytest.fixture(scope="module")
+def gfpgan_torch(gfpgan_store: ModelStore) -> Iterator[Pipeline]:
+    """Every model on CPU torch (standing in for CUDA), the enhancer's image work on "cpu": the engine's
+    device; batches of at most 2, so a frame of several faces also splits and pads."""
+    config = PipelineConfig(processors=BOTH, enhancer="gfpgan_1.4", enhancer_blend=1.0, image_device="cpu",
+                            engine=EngineConfig(backend="torch", contexts=1, max_batch=2))
+    p = Pipeline.from_config(config, gfpgan_store)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
 def _run(p: Pipeline, frame: np.ndarray, options: FrameOptions, source: object = None) -> FrameOutput:
     return p.process([FrameItem(frame, source, options, FaceTrack(), time_s=0.0)])[0]  # type: ignore[arg-type]
 
@@ -142,6 +158,46 @@ def test_gfpgan_on_the_device_matches(gfpgan: tuple[Pipeline, Pipeline], frames:
         diff = _compare(frame, want, got)
         assert diff.max() <= 2 and _psnr(diff) >= 60, (_psnr(diff), diff.max())
         _i420_made_on_the_device(got)
+
+
+def test_gfpgan_crops_stay_on_the_torch_engines_device(gfpgan: tuple[Pipeline, Pipeline],
+                                                      gfpgan_torch: Pipeline, frames: list[np.ndarray],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the torch engine on the enhancer's device the crops never pass through numpy (its `infer` is
+    made to fail and the stage still runs, through `infer_tensors`), and the frames equal the numpy round
+    trip's; a host engine (ONNX Runtime) keeps that round trip."""
+    _, ort_dev = gfpgan
+    assert ort_dev.device_enhance is not None and ort_dev.device_enhance.tensor_engine is None
+    dev = gfpgan_torch.device_enhance
+    assert gfpgan_torch.enhancer is not None and dev is not None
+    engine = gfpgan_torch.enhancer.engine
+    assert dev.tensor_engine is engine
+    wants = [_run(gfpgan_torch, f, ENHANCE_ONLY) for f in frames]  # the device path
+    monkeypatch.setattr(dev, "tensor_engine", None)  # the numpy round trip, on the same pipeline
+    round_trip = [_run(gfpgan_torch, f, ENHANCE_ONLY) for f in frames]
+    monkeypatch.undo()
+
+    calls: list[int] = []
+    tensors = engine.infer_tensors  # type: ignore[attr-defined]
+
+    def counted(inputs: dict[str, Any]) -> dict[str, Any]:
+        calls.append(next(iter(inputs.values())).shape[0])
+        return tensors(inputs)  # type: ignore[no-any-return]
+
+    def refuse(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise AssertionError("the GFPGAN crops went through numpy")
+
+    monkeypatch.setattr(engine, "infer", refuse)
+    monkeypatch.setattr(engine, "infer_tensors", counted)
+    faces = 0
+    for frame, want, host in zip(frames, wants, round_trip, strict=True):
+        got = _run(gfpgan_torch, frame, ENHANCE_ONLY)
+        faces += got.batch_sizes[STAGE_ENHANCE]
+        _compare(frame, host, got)
+        assert got.changed == want.changed and np.array_equal(got.image, want.image)
+        assert np.array_equal(got.image, host.image)
+        _i420_made_on_the_device(got)
+    assert faces > len(frames) and sum(calls) >= faces and max(calls) <= 2  # every face, in engine batches
 
 
 class _Counting(DeviceFrames):

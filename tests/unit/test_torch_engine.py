@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engines.engine import EngineError, run_batched
+from engines.engine import DeviceTensorEngine, EngineError, run_batched, run_batched_tensors
 from engines.factory import EngineConfig, create_engine, torch_config_of
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore
@@ -84,6 +84,35 @@ def test_retinaface_matches_ort_cpu_at_square_and_16_9(retinaface: Path, fp16: b
             _close(eng.infer({"input": x}), ref.infer({"input": x}), atol)
     finally:
         eng.close()
+
+
+@pytest.mark.parametrize("fp16", [False, True])
+def test_infer_tensors_equals_infer(facemesh: Path, fp16: bool) -> None:
+    """The device-tensor entry (`DeviceTensorEngine`) runs the same forward as `infer`: on CPU torch the
+    outputs are bit-identical, float32 even for fp16 (as `infer`), split and padded as `run_batched`, and the
+    caller's to keep (a second call does not change the first's)."""
+    import torch
+
+    eng = TorchEngine(facemesh, TorchConfig(fp16=fp16, max_batch=2, workers=1))
+    ort = OrtEngine(facemesh, OrtConfig(max_batch=2))
+    try:
+        assert isinstance(eng, DeviceTensorEngine) and not isinstance(ort, DeviceTensorEngine)
+        x = np.random.default_rng(7).random((3, 3, 192, 192), dtype=np.float32)
+        want = run_batched(eng, {"input_1": x})
+        got = run_batched_tensors(eng, {"input_1": torch.from_numpy(x.copy())})
+        assert set(got) == set(want)
+        for k in want:
+            assert got[k].dtype == torch.float32 and got[k].device.type == "cpu"
+            assert np.array_equal(got[k].numpy(), want[k]), k
+        kept = {k: v.clone() for k, v in got.items()}
+        eng.infer_tensors({"input_1": torch.zeros((2, 3, 192, 192))})
+        assert all(torch.equal(got[k], kept[k]) for k in got)
+        with pytest.raises(EngineError, match="is on meta"):
+            eng.infer_tensors({"input_1": torch.zeros((1, 3, 192, 192), device="meta")})
+    finally:
+        eng.close()
+    with pytest.raises(EngineError, match="closed"):
+        eng.infer_tensors({"input_1": torch.zeros((1, 3, 192, 192))})
 
 
 def test_specialised_retinaface_has_no_shape_ops(retinaface: Path) -> None:
