@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 
 from loadgen.embedded import free_port
+from loadgen.processes import stop_process
 
 CHROMIUM = "/usr/bin/chromium"
 HEADLESS_FLAGS: tuple[str, ...] = (
@@ -133,9 +134,4 @@ async def launch(
                 async with http.ws_connect(ws_url, max_msg_size=0) as ws:
                     yield Browser(http, devtools, Page(ws, reply_timeout_s))
         finally:
-            browser.terminate()
-            try:
-                browser.wait(10)
-            except subprocess.TimeoutExpired:
-                browser.kill()
-                browser.wait(10)
+            stop_process(browser)

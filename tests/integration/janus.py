@@ -25,6 +25,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from loadgen.processes import stop_process
+
 ADMIN_SECRET = "livefuse-test-admin"
 KEEP_PLUGINS = ("libjanus_videoroom.so",)
 KEEP_TRANSPORTS = ("libjanus_http.so",)
@@ -153,13 +155,8 @@ room-1234: {
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        if proc is not None:
+            stop_process(proc)
         shutil.rmtree(self._dir, ignore_errors=True)
 
     async def handle_info(

@@ -20,6 +20,7 @@ import pytest
 
 from gateway.http.tls import make_self_signed
 from loadgen.embedded import free_port
+from loadgen.processes import stop_process
 from tests.integration.conftest import publish, view, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,13 +36,7 @@ async def _gateway(extra: list[str]) -> AsyncIterator[tuple[subprocess.Popen[byt
     try:
         yield proc, port
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_process(proc, 20)
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.close()
         proc.stderr.close()
