@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.webrtc.codecs.hardware import one_line, probe_codec
+
 log = logging.getLogger(__name__)
 
 HARDWARE: Mapping[str, str] = {"video/h264": "h264_cuvid", "video/vp8": "vp8_cuvid"}
@@ -50,17 +52,7 @@ class DecoderChoice:
 
 def probe(name: str) -> str | None:
     """Why the PyAV decoder `name` cannot run here (one line), or None when it opened."""
-    try:
-        import av
-
-        if name not in av.codecs_available:
-            return f"{name} is not in this PyAV build"
-        ctx = av.CodecContext.create(name, "r")
-        ctx.open()
-    except Exception as e:  # PyAV raises FFmpegError subclasses, PermissionError, ValueError...
-        text = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return f"{name}: {text}"
-    return None
+    return probe_codec(name, "r")
 
 
 def choose(probe_one: Callable[[str], str | None], wanted: Mapping[str, str] = HARDWARE) -> DecoderChoice:
@@ -107,9 +99,8 @@ class HardwareDecoder:
         try:
             frames = self.codec.decode(packet)
         except Exception as e:  # any decoder error: the software decoder takes the stream from here
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             self._choice.fell_back()
-            self._on_fallback(f"{self.name} failed ({reason}); this stream decodes in software")
+            self._on_fallback(f"{self.name} failed ({one_line(e)}); this stream decodes in software")
             self._software = self._software_factory()
             return list(self._software.decode(encoded_frame))
         return [f if f.format.name == "yuv420p" else f.reformat(format="yuv420p") for f in frames]

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from gateway.webrtc.codecs.hardware import one_line, probe_codec
+
 HARDWARE = "h264_nvenc"
 SOFTWARE = "libx264"
 EVENT = "encoder"
@@ -61,22 +63,15 @@ def configure(codec: Any) -> None:
 
 def probe(name: str = HARDWARE) -> str | None:
     """Why the PyAV encoder `name` cannot run here (one line), or None when it opened."""
-    try:
-        import av
 
-        if name not in av.codecs_available:
-            return f"{name} is not in this PyAV build"
-        ctx: Any = av.CodecContext.create(name, "w")
+    def setup(ctx: Any) -> None:
         ctx.width, ctx.height = PROBE_SIZE
         ctx.pix_fmt = "yuv420p"
         ctx.time_base = Fraction(1, 90000)
         ctx.bit_rate = 1_000_000
         configure(ctx)
-        ctx.open()
-    except Exception as e:  # PyAV raises FFmpegError subclasses (no device, no driver), ValueError...
-        text = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return f"{name}: {text}"
-    return None
+
+    return probe_codec(name, "w", setup)
 
 
 def choose(probe_one: Callable[[str], str | None]) -> EncoderChoice:
@@ -100,6 +95,5 @@ class HardwareH264:
     on_fallback: Callable[[str], None]
 
     def failed(self, what: str, error: BaseException) -> None:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         self.choice.fell_back()
-        self.on_fallback(f"{self.choice.h264} {what} ({reason}); this stream encodes in software")
+        self.on_fallback(f"{self.choice.h264} {what} ({one_line(error)}); this stream encodes in software")
