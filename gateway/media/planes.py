@@ -17,8 +17,6 @@ import numpy as np
 from engines.frames import Box, even_box
 from gateway.media.colour import rgb_to_i420
 
-__all__ = ["Box", "even_box", "is_i420", "patched_frame", "plane_views"]
-
 
 def is_i420(frame: av.VideoFrame) -> bool:
     """Whether the frame's planes can be reused: 4:2:0 at an even size (odd sizes are converted from RGB)."""

@@ -27,6 +27,7 @@ from aiortc.mediastreams import MediaStreamError
 
 from engines.frames import (
     STAGE_SWAP,
+    Box,
     FaceSettings,
     FaceTrack,
     FrameItem,
@@ -38,7 +39,7 @@ from gateway.control import GovernorLike
 from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import choose_output, repeat_due
-from gateway.media.planes import Box, is_i420, patched_frame
+from gateway.media.planes import is_i420, patched_frame
 from gateway.monitoring.records import FrameRecord, LinkState, Outcome
 from gateway.scheduler import ScheduledFrame
 from gateway.session.ports import MonitorLike, SchedulerLike

@@ -15,12 +15,12 @@ import cv2
 import numpy as np
 import pytest
 
-from engines.frames import STAGE_SWAP, FrameItem, FrameOutput, SourceFace
+from engines.frames import STAGE_SWAP, FrameItem, FrameOutput, SourceFace, even_box
 from engines.models.store import ModelStore
 from engines.pipeline import Pipeline, PipelineConfig
 from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
-from gateway.media.planes import even_box, is_i420, patched_frame, plane_views
+from gateway.media.planes import is_i420, patched_frame, plane_views
 from gateway.session.video_loop import _encode, _Pending, _yuv_source
 
 SIZES = [(320, 240), (480, 270), (322, 242), (640, 360)]
