@@ -23,12 +23,12 @@ from engines.frames import (
     FrameItem,
     FrameOptions,
     FrameOutput,
-    even_box,
 )
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore, sha256_file
 from engines.pipeline import Pipeline, PipelineConfig
 from gateway.media.colour import rgb_to_i420
+from tests.device_checks import changed_only_in_boxes, i420_made_on_the_device
 from tests.onnx_graphs import copy_embedded_models, gfpgan_graph
 
 BOTH = FrameOptions(processors=(STAGE_SWAP, STAGE_ENHANCE))
@@ -53,19 +53,8 @@ def _pair(config: PipelineConfig, store: ModelStore) -> Iterator[tuple[Pipeline,
 
 
 def _diff(frame: np.ndarray, want: FrameOutput, got: FrameOutput) -> np.ndarray:
-    assert want.changed and got.changed == want.changed
-    outside = np.ones(frame.shape[:2], bool)
-    for x0, y0, x1, y1 in want.changed:
-        outside[y0:y1, x0:x1] = False
-    assert (got.image[outside] == frame[outside]).all()
-    h, w = frame.shape[:2]
-    assert got.changed_i420 is not None
-    for box, planes in zip(got.changed, got.changed_i420, strict=True):
-        x0, y0, x1, y1 = even_box(box, w, h)  # type: ignore[misc]
-        host = rgb_to_i420(np.ascontiguousarray(got.image[y0:y1, x0:x1]))
-        assert planes is not None and host is not None
-        assert np.abs(planes.astype(int) - host.astype(int)).max() <= 1
-    return np.abs(got.image.astype(np.int16) - want.image.astype(np.int16))[~outside]
+    i420_made_on_the_device(got)
+    return changed_only_in_boxes(frame, want, got)
 
 
 def _psnr(diff: np.ndarray) -> float:

@@ -34,14 +34,13 @@ from engines.frames import (
     FrameItem,
     FrameOptions,
     FrameOutput,
-    even_box,
 )
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore, sha256_file
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.device_enhancer import enhance_device
 from engines.processors.device_frames import DeviceFrames, Downloaded
-from gateway.media.colour import rgb_to_i420
+from tests.device_checks import changed_only_in_boxes, i420_made_on_the_device
 from tests.onnx_graphs import copy_embedded_models, gfpgan_graph
 
 pytest.importorskip("torch")
@@ -109,29 +108,8 @@ def _run(p: Pipeline, frame: np.ndarray, options: FrameOptions, source: object =
     return p.process([FrameItem(frame, source, options, FaceTrack(), time_s=0.0)])[0]  # type: ignore[arg-type]
 
 
-def _compare(frame: np.ndarray, want: FrameOutput, got: FrameOutput) -> np.ndarray:
-    """Same boxes, nothing outside them changed, something inside changed; the differences inside."""
-    assert want.changed and got.changed == want.changed
-    outside = np.ones(frame.shape[:2], bool)
-    for x0, y0, x1, y1 in want.changed:
-        outside[y0:y1, x0:x1] = False
-    assert (got.image[outside] == frame[outside]).all()
-    assert got.image is not frame and (got.image[~outside] != frame[~outside]).any()
-    return np.abs(got.image.astype(np.int16) - want.image.astype(np.int16))[~outside]
-
-
 def _psnr(diff: np.ndarray) -> float:
     return float(10 * np.log10(255.0**2 / max(float(np.mean(diff.astype(np.float64) ** 2)), 1e-9)))
-
-
-def _i420_made_on_the_device(out: FrameOutput) -> None:
-    assert out.changed and out.changed_i420 is not None and len(out.changed_i420) == len(out.changed)
-    h, w = out.image.shape[:2]
-    for box, planes in zip(out.changed, out.changed_i420, strict=True):
-        x0, y0, x1, y1 = even_box(box, w, h)  # type: ignore[misc]
-        want = rgb_to_i420(np.ascontiguousarray(out.image[y0:y1, x0:x1]))
-        assert planes is not None and want is not None and planes.shape == want.shape
-        assert np.abs(planes.astype(int) - want.astype(int)).max() <= 1
 
 
 def test_detail_enhancer_on_the_device_matches(detail: tuple[Pipeline, Pipeline], frames: list[np.ndarray],
@@ -142,12 +120,12 @@ def test_detail_enhancer_on_the_device_matches(detail: tuple[Pipeline, Pipeline]
         for options, src in ((ENHANCE_ONLY, None), (FrameOptions(processors=BOTH), source)):
             want, got = _run(host, frame, options, src), _run(dev, frame, options, src)
             assert want.changed_i420 is None  # the CPU path converts on the host, as before
-            diff = _compare(frame, want, got)
+            diff = changed_only_in_boxes(frame, want, got)
             if src is None:
                 assert diff.max() <= 1, diff.max()
             else:
                 assert _psnr(diff) >= 32 and diff.mean() < 1.5, (_psnr(diff), diff.mean())
-            _i420_made_on_the_device(got)
+            i420_made_on_the_device(got)
 
 
 def test_gfpgan_on_the_device_matches(gfpgan: tuple[Pipeline, Pipeline], frames: list[np.ndarray]) -> None:
@@ -155,9 +133,9 @@ def test_gfpgan_on_the_device_matches(gfpgan: tuple[Pipeline, Pipeline], frames:
     for frame in frames:
         want, got = _run(host, frame, ENHANCE_ONLY), _run(dev, frame, ENHANCE_ONLY)
         assert got.batch_sizes[STAGE_ENHANCE] == want.batch_sizes[STAGE_ENHANCE] >= 1
-        diff = _compare(frame, want, got)
+        diff = changed_only_in_boxes(frame, want, got)
         assert diff.max() <= 2 and _psnr(diff) >= 60, (_psnr(diff), diff.max())
-        _i420_made_on_the_device(got)
+        i420_made_on_the_device(got)
 
 
 def test_gfpgan_crops_stay_on_the_torch_engines_device(gfpgan: tuple[Pipeline, Pipeline],
@@ -193,10 +171,10 @@ def test_gfpgan_crops_stay_on_the_torch_engines_device(gfpgan: tuple[Pipeline, P
     for frame, want, host in zip(frames, wants, round_trip, strict=True):
         got = _run(gfpgan_torch, frame, ENHANCE_ONLY)
         faces += got.batch_sizes[STAGE_ENHANCE]
-        _compare(frame, host, got)
+        changed_only_in_boxes(frame, host, got)
         assert got.changed == want.changed and np.array_equal(got.image, want.image)
         assert np.array_equal(got.image, host.image)
-        _i420_made_on_the_device(got)
+        i420_made_on_the_device(got)
     assert faces > len(frames) and sum(calls) >= faces and max(calls) <= 2  # every face, in engine batches
 
 
