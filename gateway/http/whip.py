@@ -132,6 +132,7 @@ async def post_whip(request: web.Request) -> web.Response:
             owner=owner,
             owner_limit=tenant_limit(config.auth.all_tenants, owner),
             face_settings=face_settings,
+            user_agent=request.headers.get("User-Agent"),
         )
     except SdpError as exc:
         raise BadRequest(str(exc)) from None

@@ -27,6 +27,13 @@ from gateway.webrtc.install import open_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
 from gateway.webrtc.negotiation.sdp import check_offer
 
+USER_AGENT_CHARS = 160
+
+
+def printable(text: str, limit: int) -> str:
+    """`text` with anything unprintable replaced, cut to `limit` characters (a header, shown as data)."""
+    return "".join(c if c.isprintable() else "?" for c in text[:limit])
+
 logger = logging.getLogger(__name__)
 
 
@@ -111,8 +118,10 @@ class SessionManager:
         owner: str | None = None,
         owner_limit: int | None = None,
         face_settings: FaceSettings | None = None,
+        user_agent: str | None = None,
     ) -> tuple[Session, str]:
-        """Answer a WHIP offer: returns the session and the SDP answer (ICE candidates included)."""
+        """Answer a WHIP offer: returns the session and the SDP answer (ICE candidates included).
+        `user_agent` (the POST's, shortened) is kept with the session: which publisher a failure was."""
         offer = check_offer(offer_sdp, need_send=True)  # a bad offer never costs a slot, or an eviction
         self.admit(owner, owner_limit)
         session_id = secrets.token_urlsafe(12)
@@ -169,9 +178,10 @@ class SessionManager:
             give_back=lambda: session.close("bad offer"),
             what="WHIP offer",
         )
-        self._monitor.session_opened(
-            session_id, {"source": source.id if source else None, "processors": list(processors)}
-        )
+        info: dict[str, object] = {"source": source.id if source else None, "processors": list(processors)}
+        if user_agent:
+            info["user_agent"] = printable(user_agent, USER_AGENT_CHARS)
+        self._monitor.session_opened(session_id, info)
         return session, answer
 
     def _forget(self, session: Session) -> None:

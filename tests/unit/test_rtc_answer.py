@@ -8,7 +8,8 @@ import pytest
 from aiortc import RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from OpenSSL import SSL
 
-from gateway.webrtc.interop.dtls import DTLS_CIPHERS, answer_as_dtls_server, ssl_error_reason, watch_dtls
+from gateway.webrtc.interop.dtls import DTLS_CIPHERS, ssl_error_reason, use_legacy_dtls, watch_dtls
+from gateway.webrtc.interop.dtls_peers import LEGACY_DTLS_CIPHERS
 from gateway.webrtc.negotiation.audio_sdp import accept_publisher_audio, viewer_audio_transceiver
 from gateway.webrtc.negotiation.h264_profiles import answer_profile_level_id, keep_offered_h264_profiles
 from gateway.webrtc.negotiation.video_codecs import only_codec
@@ -55,7 +56,6 @@ async def _answer(offer: str) -> str:
     watch_dtls(pc, "test")
     try:
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))
-        answer_as_dtls_server(pc)
         keep_offered_h264_profiles(pc)
         return (await pc.createAnswer()).sdp
     finally:
@@ -64,12 +64,19 @@ async def _answer(offer: str) -> str:
 
 @pytest.mark.parametrize(
     ("offer_setup", "answer_setup"),
-    [("actpass", "passive"), ("active", "passive"), ("passive", "active")],
+    [("actpass", "active"), ("active", "passive"), ("passive", "active")],
 )
 async def test_dtls_role_in_the_answer(offer_setup: str, answer_setup: str) -> None:
-    """actpass (browsers, webrtcbin, OBS): we serve with our ECDSA certificate; an explicit choice is kept."""
+    """aiortc's own choice: DTLS client to actpass (browsers, webrtcbin, OBS); an explicit choice is kept."""
     offer = (await _offer()).replace("a=setup:actpass", f"a=setup:{offer_setup}")
     assert set(re.findall(r"^a=setup:(\w+)", await _answer(offer), re.M)) == {answer_setup}
+
+
+async def test_the_answer_carries_one_sha256_fingerprint_per_media() -> None:
+    """libdatachannel compares with the last fingerprint line of the first m-line, by an algorithm it may
+    have fixed before reading the answer (SHA-256): the answer names SHA-256 alone."""
+    answer = await _answer(await _offer())
+    assert re.findall(r"^a=fingerprint:(\S+)", answer, re.M) == ["sha-256"]
 
 
 async def test_h264_answer_keeps_offered_profile_bytes() -> None:
@@ -95,6 +102,26 @@ def test_client_context_offers_rsa_suites_too() -> None:
     (stock,) = other._RTCPeerConnection__certificates  # type: ignore[attr-defined]
     stock_names = SSL.Connection(stock._create_ssl_context([SRTP_AES128_CM_SHA1_80])).get_cipher_list()
     assert not any(n.startswith("ECDHE-RSA-") for n in stock_names)
+
+
+def test_a_legacy_peer_gets_dtls_1_0_suites_on_that_connection_only() -> None:
+    """FFmpeg's GnuTLS P-224 key can be checked in DTLS 1.0 only: its connection's context caps the
+    version and lists the CBC suites; another watched connection keeps DTLS 1.2 and the usual list."""
+    from aiortc.rtcdtlstransport import SRTP_AES128_CM_SHA1_80
+
+    legacy, usual = RTCPeerConnection(), RTCPeerConnection()
+    watch_dtls(legacy, "legacy")
+    watch_dtls(usual, "usual")
+    assert use_legacy_dtls(legacy, "FFmpeg's WHIP muxer") is True
+    (cert,) = legacy._RTCPeerConnection__certificates  # type: ignore[attr-defined]
+    (other,) = usual._RTCPeerConnection__certificates  # type: ignore[attr-defined]
+    names = [n for n in SSL.Connection(cert._create_ssl_context([SRTP_AES128_CM_SHA1_80])).get_cipher_list()
+             if not n.startswith("TLS_")]
+    assert names == list(LEGACY_DTLS_CIPHERS)
+    other_names = SSL.Connection(other._create_ssl_context([SRTP_AES128_CM_SHA1_80])).get_cipher_list()
+    assert [n for n in other_names if not n.startswith("TLS_")] == list(DTLS_CIPHERS)
+    # an unwatched connection is not changed
+    assert use_legacy_dtls(RTCPeerConnection(), "FFmpeg's WHIP muxer") is False
 
 
 def test_ssl_error_reason_reads_openssls_queue() -> None:

@@ -19,7 +19,7 @@ from gateway.webrtc.congestion.retransmit_limit import limit_retransmissions
 from gateway.webrtc.congestion.sender_feedback import watch_sender_feedback
 from gateway.webrtc.congestion.uplink_rate import UplinkRateConfig
 from gateway.webrtc.install import Features, install
-from gateway.webrtc.interop.dtls import answer_as_dtls_server, watch_dtls
+from gateway.webrtc.interop.dtls import use_legacy_dtls, watch_dtls
 from gateway.webrtc.interop.ice import LOOPBACK, IceConfig, configure_gathering
 from gateway.webrtc.negotiation.audio_sdp import accept_publisher_audio
 from gateway.webrtc.negotiation.h264_profiles import keep_offered_h264_profiles
@@ -71,7 +71,7 @@ async def test_connection_extensions_refuse(answering: RTCPeerConnection, unchec
     assert install(pc, Features(dtls_label="test")).low_latency_receive is False
     assert watch_dtls(pc, "again").patched is False
     assert on_dtls_transports(pc, "test", lambda transport: None) is False
-    assert answer_as_dtls_server(pc) == 0
+    assert use_legacy_dtls(pc, "FFmpeg's WHIP muxer") is False
     assert answer_video_codec(pc, "VP8") == 0
     assert keep_offered_h264_profiles(pc) == 0
     assert transport_cc.answer_transport_cc(pc) == 0

@@ -1,10 +1,14 @@
 """DTLS with stacks other than browsers and aiortc, and a failure the operator can read.
 
-Peers with RSA certificates (GStreamer's webrtcbin, other OpenSSL stacks) find "no shared cipher" against
-aiortc's ECDHE-ECDSA-only suites when they are the DTLS server. `answer_as_dtls_server` takes the server role
-where the offer said `actpass` (answer `a=setup:passive`, as libwebrtc does); `watch_dtls` adds ECDHE-RSA
-suites (a browser-sized list) for peers that insist on being the server, and records why a handshake failed
-before the connection's state handlers run, so the session's close reason names it.
+`watch_dtls` changes each of a connection's certificates, in the order the handshake meets them:
+- its answer carries the SHA-256 fingerprint alone (libdatachannel, OBS's WHIP output: interop.dtls_peers);
+- its SSL context adds ECDHE-RSA suites (a browser-sized list): GStreamer's webrtcbin signs with an RSA key
+  and, as DTLS server (it answers our `active`), found "no shared cipher" against aiortc's ECDSA-only list;
+- for an offer FFmpeg's WHIP muxer wrote (`use_legacy_dtls`), the context offers DTLS 1.0 only, the one
+  version in which its GnuTLS P-224 certificate can be checked (interop.dtls_peers);
+- the peer's certificate key is recorded as the handshake sees it, and why a handshake failed is recorded
+  before the connection's state handlers run, so the session's close reason names who rejected what.
+The DTLS role is aiortc's own (`active` to an `actpass` offer): every client in the interop matrix takes it.
 """
 
 from __future__ import annotations
@@ -15,10 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiortc import RTCPeerConnection
-from aiortc.sdp import SessionDescription
 from OpenSSL import SSL
 
 from gateway.webrtc import compat
+from gateway.webrtc.interop.dtls_peers import (
+    ANSWER_FINGERPRINT_ALGORITHM,
+    LEGACY_DTLS_CIPHERS,
+    HandshakeFacts,
+    explain,
+)
 from gateway.webrtc.transports import on_dtls_transports
 
 logger = logging.getLogger(__name__)
@@ -36,6 +45,7 @@ DTLS_CIPHERS: tuple[str, ...] = (
 )
 
 _PC_MARK = "_livefuse_dtls_watch"
+DTLS1_VERSION = 0xFEFF  # OpenSSL's DTLS1_VERSION (pyOpenSSL names the TLS versions only)
 
 
 @dataclass
@@ -44,8 +54,10 @@ class DtlsWatch:
 
     label: str
     patched: bool
-    failure: str | None = None  # the first failure's cause
+    failure: str | None = None  # the first failure, explained (interop.dtls_peers.explain)
     closed_here: Callable[[], bool] = lambda: False  # our own close() has begun (signaling state)
+    legacy_for: str | None = None  # DTLS 1.0 is offered for this peer (use_legacy_dtls)
+    peer_key: str | None = None  # the peer certificate's key, once the handshake has seen it
 
     def close_reason(self, state: str) -> str:
         """A session close reason for connection state `state` that carries the DTLS cause when known."""
@@ -68,24 +80,48 @@ def ssl_error_reason(exc: BaseException) -> str:
     return "; ".join(reasons)
 
 
-def _explain(reason: str, role: str) -> str:
-    """Add what an operator can do about the two causes seen in the field."""
-    if "no shared cipher" in reason or "handshake failure" in reason:
-        return (
-            f"{reason} (we were DTLS {role}; the peer's certificate type or cipher suites do not match ours)"
-        )
-    return f"{reason} (we were DTLS {role})"
+def describe_key(certificate: Any) -> str:
+    """"ECDSA secp224r1", "RSA 2048": a peer certificate's key as an operator reads it."""
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    key = certificate.to_cryptography().public_key()
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        return f"ECDSA {key.curve.name}"
+    if isinstance(key, rsa.RSAPublicKey):
+        return f"RSA {key.key_size}"
+    return type(key).__name__
 
 
-def _patch_context_factory(certificate: Any) -> None:
+def _patch_certificate(certificate: Any, watch: DtlsWatch) -> None:
     original: Callable[..., SSL.Context] = getattr(certificate, compat.CERTIFICATE_SSL_CONTEXT)
+    fingerprints: Callable[[], list[Any]] = certificate.getFingerprints
 
     def create_ssl_context(*args: Any, **kwargs: Any) -> SSL.Context:
         ctx = original(*args, **kwargs)
-        ctx.set_cipher_list(":".join(DTLS_CIPHERS).encode())
+        if watch.legacy_for is None:
+            ctx.set_cipher_list(":".join(DTLS_CIPHERS).encode())
+        else:  # SHA-1 signatures and DTLS 1.0 sit below OpenSSL's default security level
+            ctx.set_cipher_list((":".join(LEGACY_DTLS_CIPHERS) + ":@SECLEVEL=0").encode())
+            ctx.set_max_proto_version(DTLS1_VERSION)
+
+        def verify(_conn: Any, x509: Any, _errno: int, depth: int, _ok: int) -> bool:
+            # aiortc accepts every chain and checks the SDP fingerprint after the handshake; same here
+            if depth == 0 and watch.peer_key is None:
+                try:
+                    watch.peer_key = describe_key(x509)
+                except Exception:  # noqa: BLE001 - a description only; never fail a handshake over it
+                    watch.peer_key = "unreadable key"
+            return True
+
+        ctx.set_verify(SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT, verify)
         return ctx
 
+    def answer_fingerprints() -> list[Any]:
+        every = fingerprints()
+        return [f for f in every if f.algorithm == ANSWER_FINGERPRINT_ALGORITHM] or every
+
     setattr(certificate, compat.CERTIFICATE_SSL_CONTEXT, create_ssl_context)
+    certificate.getFingerprints = answer_fingerprints
 
 
 def _watch_transport(transport: Any, watch: DtlsWatch) -> None:
@@ -153,9 +189,16 @@ def _report(transport: Any, watch: DtlsWatch, seen: list[str]) -> None:
         logger.debug("%s: DTLS handshake abandoned: the connection was closed", watch.label)
         return
     reason = seen[0] if seen else _post_handshake_cause(transport)
-    cause = _explain(reason, getattr(transport, compat.DTLS_ROLE))
+    cause = explain(
+        HandshakeFacts(
+            reason=reason,
+            role=getattr(transport, compat.DTLS_ROLE),
+            peer_key=watch.peer_key,
+            legacy_for=watch.legacy_for,
+        )
+    )
     if watch.failure is None:
-        watch.failure = reason
+        watch.failure = cause
     logger.warning("%s: DTLS handshake failed: %s", watch.label, cause)
 
 
@@ -175,7 +218,7 @@ def _supported(pc: RTCPeerConnection) -> bool:
 
 
 def watch_dtls(pc: RTCPeerConnection, label: str) -> DtlsWatch:
-    """Add ECDHE-RSA suites to `pc`'s DTLS and report handshake failures (see the module docstring).
+    """Change `pc`'s certificates and report handshake failures (see the module docstring).
 
     Call right after creating the connection, before `setRemoteDescription`. Idempotent.
     """
@@ -189,30 +232,17 @@ def watch_dtls(pc: RTCPeerConnection, label: str) -> DtlsWatch:
         return watch
     watch = DtlsWatch(label=label, patched=True, closed_here=lambda: pc.signalingState == "closed")
     for certificate in getattr(pc, compat.PC_CERTIFICATES):
-        _patch_context_factory(certificate)
+        _patch_certificate(certificate, watch)
     on_dtls_transports(pc, _PC_MARK, lambda transport: _watch_transport(transport, watch))
     setattr(pc, _PC_MARK, watch)
     return watch
 
 
-def answer_as_dtls_server(pc: RTCPeerConnection) -> int:
-    """Take the DTLS server role (answer `a=setup:passive`) where the remote offer said `actpass`.
-
-    Call after `setRemoteDescription(offer)` and before `createAnswer()`. An offer that says `active` already
-    makes us the server; one that says `passive` keeps us the client (its choice). Returns how many DTLS
-    transports were switched.
-    """
-    remote = pc.remoteDescription
-    if remote is None or remote.type != "offer" or compat.refused("the DTLS server role"):
-        return 0
-    media = SessionDescription.parse(remote.sdp).media
-    actpass_mids = {m.rtp.muxId for m in media if m.dtls is not None and m.dtls.role == "auto"}
-    transports: list[Any] = [t.receiver.transport for t in pc.getTransceivers() if t.mid in actpass_mids]
-    if pc.sctp is not None and pc.sctp.mid in actpass_mids:
-        transports.append(pc.sctp.transport)
-    switched = 0
-    for transport in {id(t): t for t in transports}.values():
-        if getattr(transport, compat.DTLS_ROLE, None) == "auto" and hasattr(transport, compat.DTLS_SET_ROLE):
-            getattr(transport, compat.DTLS_SET_ROLE)("server")
-            switched += 1
-    return switched
+def use_legacy_dtls(pc: RTCPeerConnection, peer: str) -> bool:
+    """Offer DTLS 1.0 only on `pc`, for `peer` (interop.dtls_peers). Before the handshake starts (it starts
+    after ICE connects); False where `pc`'s DTLS is not watched (then nothing changes)."""
+    watch = getattr(pc, _PC_MARK, None)
+    if not isinstance(watch, DtlsWatch) or not watch.patched:
+        return False
+    watch.legacy_for = peer
+    return True

@@ -1,7 +1,7 @@
 """One answer sequence for every offer the gateway takes (a publisher's WHIP, a viewer's WHEP).
 
-The offer is made answerable (offer_rules), set, then the answer is shaped before aiortc writes it: DTLS
-server role, the offered H.264 profiles echoed, one video codec, transport-cc kept where offered. The
+The offer is made answerable (offer_rules), set, then the answer is shaped before aiortc writes it: the
+DTLS version for a peer that needs its own (interop.dtls_peers), the offered H.264 profiles echoed, one video codec, transport-cc kept where offered. The
 caller attaches its tracks in `attach` (the publisher's return video and audio, or a viewer's), and the
 audio m-lines aiortc cannot answer are put back as the offer had them.
 """
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
 from gateway.webrtc.congestion.transport_cc import answer_transport_cc
-from gateway.webrtc.interop.dtls import answer_as_dtls_server
+from gateway.webrtc.interop.dtls import use_legacy_dtls
+from gateway.webrtc.interop.dtls_peers import legacy_dtls_peer
 from gateway.webrtc.negotiation.h264_profiles import keep_offered_h264_profiles
 from gateway.webrtc.negotiation.offer_rules import make_answerable, restore_unusable_audio
 from gateway.webrtc.negotiation.sdp import OfferSummary
@@ -34,7 +35,9 @@ async def answer_offer(
     await pc.setRemoteDescription(
         RTCSessionDescription(sdp=make_answerable(offer_sdp, offer.structure), type="offer")
     )
-    answer_as_dtls_server(pc)
+    legacy_peer = legacy_dtls_peer(offer_sdp)
+    if legacy_peer is not None:
+        use_legacy_dtls(pc, legacy_peer)
     keep_offered_h264_profiles(pc)
     answer_video_codec(pc, offer.codec)
     attach(answer_transport_cc(pc) if transport_cc else 0)
