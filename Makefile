@@ -12,13 +12,14 @@ DEVSTAMP := $(VENV)/.installed-dev
 # pip: quiet, no version nag; each step re-runs only when its inputs change.
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint typecheck provision benchmark fuzz soak clean help gpu-wheels gpu-proof
+.PHONY: demo test lint typecheck provision benchmark fuzz soak clean help gpu-wheels gpu-proof interop
 
 help:
 	@echo "make demo       install, provision, run the gateway + a short load test (CPU), write reports/demo.json"
 	@echo "make test       install with dev extra, provision, run pytest"
 	@echo "make lint       ruff + mypy"
 	@echo "make benchmark  offline pipeline benchmark (writes reports/benchmark.json)"
+	@echo "make interop    every publisher/viewer stack x50, one core busy (reports/interop.json; root)"
 	@echo "make fuzz       attack a loopback gateway: 2x10000 fuzzed requests + kill -9 cycles (reports/fuzz*.json)"
 	@echo "make soak       15 min of live video under a steady light attack (reports/soak.json)"
 	@echo "make gpu-wheels what an offline GPU machine lacks (cp312 wheels, models, media) into $(GPU_CARRY)"
@@ -49,6 +50,14 @@ $(DEVSTAMP): $(STAMP) pyproject.toml
 	$(PIP) install --no-deps "onnx2torch==1.5.15"
 	@touch $@
 
+# The interop tests' third-party WebRTC stack: libdatachannel (OBS Studio's WHIP output) through node-datachannel,
+# prebuilt, from npm (tests/interop/package-lock.json). Without node and npm the libdatachannel cases skip.
+NODE_CLIENTS := tests/interop/node_modules/.installed
+$(NODE_CLIENTS): tests/interop/package.json tests/interop/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "npm not found: the libdatachannel interop cases will skip (apt-get install nodejs npm)"; fi
+
 # Provisioning always runs: it is idempotent and quick when the cache is complete (hash checks only), and a
 # stamp here would miss a cache that was removed or moved ($LIVEFUSE_MODEL_DIR / $LIVEFUSE_MEDIA_DIR).
 provision: $(STAMP)
@@ -64,7 +73,7 @@ demo: provision
 # integration tests wait on real-time media, so two of them share two cores well; every test is written to
 # pass beside a busy neighbour. `make test PYTEST_ARGS=` runs them one at a time.
 PYTEST_ARGS ?= -n 2 --dist loadfile
-test: $(DEVSTAMP) provision
+test: $(DEVSTAMP) $(NODE_CLIENTS) provision
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(DEVSTAMP)
@@ -75,6 +84,11 @@ benchmark: provision
 	@mkdir -p reports
 	$(PY) -m loadgen.benchmark --test-cases single_face,multi_face --resolutions 320x240 640x360 \
 		--durations 10 --batch-sizes 1 4 --output-report reports/benchmark.json
+
+# The publisher matrix at length (the suite runs its short preset): FFmpeg, libdatachannel, GStreamer, aiortc.
+interop: $(DEVSTAMP) $(NODE_CLIENTS) provision
+	@mkdir -p reports
+	$(PY) -m loadgen.bench.interop --preset full --busy --output reports/interop.json
 
 # Bounded, loopback only, not part of `make test` (which runs a short fuzz in tests/integration/test_fuzz.py).
 # The 2 rounds raise the gateway's per-address rate limit so that every endpoint is reached (the 5xx check);
@@ -115,4 +129,4 @@ gpu-proof:
 	bash scripts/gpu_proof.sh
 
 clean:
-	rm -rf $(VENV) reports .pytest_cache .mypy_cache .ruff_cache $(GPU_CARRY)
+	rm -rf $(VENV) tests/interop/node_modules reports .pytest_cache .mypy_cache .ruff_cache $(GPU_CARRY)

@@ -10,6 +10,7 @@ same sendrecv transceiver and decodes it, then DELETEs the session and prints on
      "frames_received": .., "errors": [..]}
 
 Usage: /usr/bin/python3 gst_whip_publisher.py URL [--seconds 6] [--width 320 --height 240 --fps 15]
+       [--token T] [--address 127.0.0.1]
 """
 
 from __future__ import annotations
@@ -60,9 +61,14 @@ def _corner_mean(buffer: Gst.Buffer, width: int) -> list[float] | None:
 
 
 class Publisher:
-    def __init__(self, url: str, seconds: float, width: int, height: int, fps: int) -> None:
+    def __init__(
+        self, url: str, seconds: float, width: int, height: int, fps: int, token: str = "",
+        address: str = "127.0.0.1",
+    ) -> None:
         self.url = url
         self.seconds = seconds
+        self.token = token
+        self.address = address
         self.loop = GLib.MainLoop()
         self.pipeline = Gst.parse_launch(PIPELINE.format(w=width, h=height, fps=fps))
         self.webrtc = self.pipeline.get_by_name("webrtc")
@@ -85,7 +91,7 @@ class Publisher:
         self._ice = self.webrtc.get_property("ice-agent")
         self._agent = self._ice.get_property("agent")
         address = Nice.Address()
-        address.set_from_string("127.0.0.1")
+        address.set_from_string(self.address)
         self._agent.add_local_address(address)
         self.webrtc.connect("on-negotiation-needed", self._on_negotiation_needed)
         self.webrtc.connect("notify::ice-gathering-state", self._on_gathering)
@@ -121,7 +127,10 @@ class Publisher:
     def _post(self) -> None:
         offer = self.webrtc.get_property("local-description").sdp.as_text()
         request = urllib.request.Request(
-            self.url, data=offer.encode(), method="POST", headers={"Content-Type": "application/sdp"}
+            self.url,
+            data=offer.encode(),
+            method="POST",
+            headers=self._headers({"Content-Type": "application/sdp"}),
         )
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
@@ -203,10 +212,14 @@ class Publisher:
         self.pipeline.set_state(Gst.State.NULL)
         if self.location is not None:
             try:
-                urllib.request.urlopen(urllib.request.Request(self.location, method="DELETE"), timeout=5)
+                delete = urllib.request.Request(self.location, method="DELETE", headers=self._headers({}))
+                urllib.request.urlopen(delete, timeout=5)
             except OSError as exc:
                 self.result["errors"].append(f"DELETE failed: {exc}")  # type: ignore[union-attr]
         return self.result
+
+    def _headers(self, headers: dict[str, str]) -> dict[str, str]:
+        return {**headers, "Authorization": f"Bearer {self.token}"} if self.token else headers
 
     def _stop(self) -> bool:
         self.loop.quit()
@@ -220,10 +233,14 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=320)
     parser.add_argument("--height", type=int, default=240)
     parser.add_argument("--fps", type=int, default=15)
+    parser.add_argument("--token", default="", help="bearer token for the WHIP POST and DELETE")
+    parser.add_argument("--address", default="127.0.0.1", help="the one local address ICE gathers on")
     args = parser.parse_args()
     Gst.init(None)
     started = time.monotonic()
-    result = Publisher(args.url, args.seconds, args.width, args.height, args.fps).run()
+    result = Publisher(
+        args.url, args.seconds, args.width, args.height, args.fps, args.token, args.address
+    ).run()
     result["wall_s"] = round(time.monotonic() - started, 2)
     print(json.dumps(result), flush=True)
     # Skip interpreter teardown: finalising the borrowed ICE wrappers after the pipeline is gone is unsafe.

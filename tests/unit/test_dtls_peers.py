@@ -9,7 +9,7 @@ FFMPEG_OFFER = (
     "m=video 9 UDP/TLS/RTP/SAVPF 106\r\na=setup:passive\r\n"
 )
 BROWSER_OFFER = "v=0\r\no=- 46117 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n"
-LIBDATACHANNEL_OFFER = "v=0\r\no=rtc 1234 0 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n"
+LIBDATACHANNEL_OFFER = BROWSER_OFFER.replace("o=- 46117 2", "o=rtc 1234 0")
 
 
 def test_only_ffmpegs_offer_asks_for_dtls_1_0() -> None:

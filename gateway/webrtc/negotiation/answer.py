@@ -1,7 +1,8 @@
 """One answer sequence for every offer the gateway takes (a publisher's WHIP, a viewer's WHEP).
 
 The offer is made answerable (offer_rules), set, then the answer is shaped before aiortc writes it: the
-DTLS version for a peer that needs its own (interop.dtls_peers), the offered H.264 profiles echoed, one video codec, transport-cc kept where offered. The
+DTLS version for a peer that needs its own (interop.dtls_peers), the offered H.264 profiles echoed, one
+video codec, transport-cc kept where offered. The
 caller attaches its tracks in `attach` (the publisher's return video and audio, or a viewer's), and the
 audio m-lines aiortc cannot answer are put back as the offer had them.
 """

@@ -1,0 +1,406 @@
+"""The publisher/viewer interop matrix: real third-party WebRTC stacks against a real gateway.
+
+    python -m loadgen.bench.interop --runs 50 --busy           # every case 50 times, one core held busy
+    python -m loadgen.bench.interop --preset suite --output F   # what the test suite runs (one matrix)
+
+A gateway (`python -m gateway.cli`, the bundled face swap with a default source face) and every client run
+inside a private network namespace (`unshare -n`, needs root) with a veth pair at 10.77.0.1/24 and no route
+out: libdatachannel (libjuice) and Janus-style stacks gather no loopback candidates, and media must never
+leave the machine. Each publisher run passes when the client connected, the gateway's own stats show
+processed frames going out of that session and, with audio, an aiortc WHEP viewer received the relayed
+Opus. The libdatachannel viewer passes when its RTP decodes to frames and Opus arrived. Prints
+connected/total and passed/total per case and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from loadgen.bench.interop_clients import (
+    ROOT,
+    ClientRun,
+    decode_viewer_video,
+    face_frames,
+    node_client_missing,
+    run_datachannel,
+    run_ffmpeg,
+    run_gstreamer,
+    write_clip,
+)
+
+ADDRESS = "10.77.0.1"  # the gateway's end of the veth pair
+PEER_ADDRESS = "10.77.0.2"  # the other end, for a client that gathers on one address
+PORT = 18180
+TOKEN = "interop-admin-token"
+NAMESPACE = (
+    "ip link set lo up && ip link add lfi0 type veth peer name lfi1 && ip addr add 10.77.0.1/24 dev lfi0 "
+    "&& ip addr add 10.77.0.2/24 dev lfi1 && ip link set lfi0 up && ip link set lfi1 up"
+)
+INSIDE = "INTEROP_NETWORK_NAMESPACE"  # set by the re-run inside the namespace
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    client: str  # aiortc | ffmpeg | libdatachannel | gstreamer
+    role: str = "publish"  # publish | view
+    audio: bool = False
+    runs: int = 1
+    busy: bool = False  # one core held by a busy loop during these runs
+    seconds: float = 2.0
+
+
+@dataclass
+class RunOutcome:
+    connected: bool
+    passed: bool
+    why: str = ""
+    frames_out: int = 0
+    viewer_audio: int = 0
+    viewer_frames: int = 0
+    close_reason: str = ""
+    user_agent: str = ""
+    client: dict[str, Any] = field(default_factory=dict)
+
+
+def preset(name: str, runs: int | None, busy: bool) -> list[Case]:
+    """The cases of a preset; `runs` overrides every case's count, `busy` holds a core for all of them."""
+    suite = [
+        Case("aiortc H.264+Opus", "aiortc", audio=True),
+        Case("FFmpeg H.264", "ffmpeg"),
+        Case("FFmpeg H.264+Opus", "ffmpeg", audio=True),
+        Case("libdatachannel H.264", "libdatachannel"),
+        Case("libdatachannel H.264+Opus (OBS), core busy", "libdatachannel", audio=True, runs=12, busy=True,
+             seconds=1.5),
+        Case("libdatachannel WHEP viewer", "libdatachannel", role="view", audio=True, runs=2),
+        Case("GStreamer webrtcbin VP8", "gstreamer", seconds=4.0),
+    ]
+    if name == "full":
+        suite = [replace(c, runs=10) for c in suite]
+        suite[4] = replace(suite[4], runs=50)
+    cases = [replace(c, runs=runs) if runs is not None else c for c in suite]
+    return [replace(c, busy=True) if busy else c for c in cases]
+
+
+def summarize(cases: list[Case], outcomes: dict[str, list[RunOutcome]]) -> list[dict[str, Any]]:
+    """Per case: connected/total and passed/total (pure)."""
+    rows = []
+    for case in cases:
+        runs = outcomes.get(case.name, [])
+        rows.append({
+            "case": case.name, "client": case.client, "role": case.role, "audio": case.audio,
+            "busy": case.busy, "total": len(runs), "connected": sum(r.connected for r in runs),
+            "passed": sum(r.passed for r in runs),
+            "failures": [r.why for r in runs if not r.passed][:5],
+        })
+    return rows
+
+
+# -- the gateway -------------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def gateway_process(workdir: Path, source: Path) -> AsyncIterator[str]:
+    """`python -m gateway.cli` on ADDRESS:PORT with the bundled swap and `source` as the default face."""
+    token_file = workdir / "token"
+    token_file.write_text(TOKEN)
+    log = (workdir / "gateway.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "--host", ADDRESS, "--port", str(PORT), "--token-file",
+         str(token_file), "--default-source", str(source), "--no-front-process"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://{ADDRESS}:{PORT}"
+    try:
+        deadline = time.monotonic() + 120
+        async with aiohttp.ClientSession() as http:
+            while True:
+                with contextlib.suppress(aiohttp.ClientError, OSError):
+                    async with http.get(url + "/readyz") as resp:
+                        if resp.status == 200:
+                            break
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the gateway did not get ready (see {workdir / 'gateway.log'})")
+                await asyncio.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+async def session_entries(http: aiohttp.ClientSession, url: str) -> dict[str, dict[str, Any]]:
+    async with http.get(url + "/api/stats", headers={"Authorization": f"Bearer {TOKEN}"}) as resp:
+        data = await resp.json()
+    return {e["session_id"]: e for e in data.get("sessions", {}).get("list", [])}
+
+
+async def new_session(http: aiohttp.ClientSession, url: str, known: set[str], timeout_s: float) -> str | None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        entries = await session_entries(http, url)
+        fresh = [sid for sid, e in entries.items() if sid not in known and e["open"]]
+        if fresh:
+            return fresh[0]
+        await asyncio.sleep(0.2)
+    return None
+
+
+# -- aiortc peers ------------------------------------------------------------------------------------
+
+
+async def aiortc_viewer(url: str, session_id: str, seconds: float) -> tuple[int, int]:
+    """An aiortc WHEP viewer for `seconds`: (video frames, Opus frames) received."""
+    from aiortc import RTCSessionDescription
+
+    from gateway.webrtc.install import create_peer_connection
+    from gateway.webrtc.interop.ice import IceConfig
+
+    pc = create_peer_connection(IceConfig())
+    pc.addTransceiver("video", direction="recvonly")
+    pc.addTransceiver("audio", direction="recvonly")
+    counts = {"video": 0, "audio": 0}
+    tasks: list[asyncio.Task[None]] = []
+
+    async def consume(track: Any) -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                await track.recv()
+                counts[track.kind] += 1
+
+    pc.on("track", lambda track: tasks.append(asyncio.ensure_future(consume(track))))
+    try:
+        await pc.setLocalDescription(await pc.createOffer())
+        async with aiohttp.ClientSession() as http, http.post(
+            f"{url}/whep/{session_id}", data=pc.localDescription.sdp,
+            headers={"Content-Type": "application/sdp", "Authorization": f"Bearer {TOKEN}"},
+        ) as resp:
+            if resp.status != 201:
+                return 0, 0
+            answer = await resp.text()
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+        await asyncio.sleep(seconds)
+        return counts["video"], counts["audio"]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await pc.close()
+
+
+async def aiortc_publisher(url: str, image: Path, seconds: float, audio: bool) -> ClientRun:
+    from aiortc import RTCSessionDescription
+    from aiortc.mediastreams import AudioStreamTrack
+
+    from gateway.webrtc.install import create_peer_connection
+    from gateway.webrtc.interop.ice import IceConfig
+    from loadgen.track import StampedVideoTrack
+
+    pc = create_peer_connection(IceConfig())
+    track = StampedVideoTrack.from_rgb(face_frames(image, 320, 240, 30), 15.0)
+    pc.addTransceiver(track, direction="sendrecv")
+    if audio:
+        pc.addTransceiver(AudioStreamTrack(), direction="sendonly")
+    connected = asyncio.Event()
+    pc.on("connectionstatechange", lambda: connected.set() if pc.connectionState == "connected" else None)
+    try:
+        await pc.setLocalDescription(await pc.createOffer())
+        async with aiohttp.ClientSession() as http:
+            async with http.post(url + "/whip", data=pc.localDescription.sdp, headers={
+                    "Content-Type": "application/sdp", "Authorization": f"Bearer {TOKEN}"}) as resp:
+                if resp.status != 201:
+                    return ClientRun(False, error=f"POST answered {resp.status}")
+                answer, location = await resp.text(), resp.headers.get("Location")
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(connected.wait(), 15)
+            await asyncio.sleep(seconds)
+            if location:
+                with contextlib.suppress(aiohttp.ClientError):
+                    await http.delete(location, headers={"Authorization": f"Bearer {TOKEN}"})
+        return ClientRun(connected.is_set(), location=location)
+    finally:
+        track.stop()
+        await pc.close()
+
+
+# -- one run of a case -------------------------------------------------------------------------------
+
+
+async def publish_run(case: Case, url: str, image: Path, clip: Path) -> RunOutcome:
+    launch: Callable[[], Awaitable[ClientRun]]
+    if case.client == "ffmpeg":
+        launch = lambda: run_ffmpeg(url + "/whip", TOKEN, image, case.seconds + 1.0, case.audio)  # noqa: E731
+    elif case.client == "libdatachannel":
+        spec = {"mode": "publish", "url": url + "/whip", "token": TOKEN, "media": str(clip),
+                "audio": case.audio, "seconds": case.seconds + 1.0}
+        launch = lambda: run_datachannel(spec, timeout_s=case.seconds + 25)  # noqa: E731
+    elif case.client == "gstreamer":
+        launch = lambda: run_gstreamer(url + "/whip", TOKEN, PEER_ADDRESS, case.seconds)  # noqa: E731
+    else:
+        launch = lambda: aiortc_publisher(url, image, case.seconds + 1.0, case.audio)  # noqa: E731
+    async with aiohttp.ClientSession() as http:
+        known = set(await session_entries(http, url))
+        client = asyncio.ensure_future(launch())
+        session_id = await new_session(http, url, known, timeout_s=20)
+        viewer = (0, 0)
+        if session_id is not None and case.audio:
+            viewer = await aiortc_viewer(url, session_id, case.seconds)
+        run = await client
+        entry = (await session_entries(http, url)).get(session_id or "", {})
+    frames_out = int(entry.get("frames_out", 0))
+    why = []
+    if not run.connected:
+        why.append(f"did not connect: {run.error or entry.get('close_reason', '')}")
+    if frames_out < 5:
+        why.append(f"{frames_out} processed frames went out")
+    if case.audio and viewer[1] < 10:
+        why.append(f"the WHEP viewer got {viewer[1]} Opus frames")
+    return RunOutcome(
+        connected=run.connected, passed=not why, why="; ".join(why), frames_out=frames_out,
+        viewer_frames=viewer[0], viewer_audio=viewer[1], close_reason=str(entry.get("close_reason", "")),
+        user_agent=str(entry.get("info", {}).get("user_agent", "")), client=asdict(run),
+    )
+
+
+async def view_run(case: Case, url: str, image: Path, workdir: Path) -> RunOutcome:
+    """An aiortc publisher (video + Opus); a libdatachannel WHEP viewer of its session."""
+    async with aiohttp.ClientSession() as http:
+        known = set(await session_entries(http, url))
+        publisher = asyncio.ensure_future(aiortc_publisher(url, image, case.seconds + 4.0, True))
+        session_id = await new_session(http, url, known, timeout_s=20)
+        if session_id is None:
+            await publisher
+            return RunOutcome(False, False, why="the publisher opened no session")
+        out = workdir / f"viewer-{session_id}.rtp"
+        spec = {"mode": "view", "url": f"{url}/whep/{session_id}", "token": TOKEN, "out": str(out),
+                "seconds": case.seconds}
+        run = await run_datachannel(spec, timeout_s=case.seconds + 25)
+        await publisher
+    frames = decode_viewer_video(out) if out.exists() else 0
+    why = []
+    if not run.connected:
+        why.append(f"did not connect: {run.error}")
+    if frames < 5:
+        why.append(f"{frames} video frames decoded")
+    if run.received_audio < 10:
+        why.append(f"{run.received_audio} Opus packets")
+    return RunOutcome(run.connected, not why, "; ".join(why), viewer_frames=frames,
+                      viewer_audio=run.received_audio, client=asdict(run))
+
+
+@contextlib.contextmanager
+def busy_core(on: bool) -> Any:
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if on else None
+    try:
+        yield
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+
+
+async def run_matrix(cases: list[Case], source: Path, on_run: Callable[[Case, int, RunOutcome], None],
+                     ) -> dict[str, Any]:
+    missing = node_client_missing()
+    workdir = Path(tempfile.mkdtemp(prefix="livefuse-interop-"))
+    clip = write_clip(workdir / "clip.bin", face_frames(source, 320, 240, 30), audio=True)
+    outcomes: dict[str, list[RunOutcome]] = {}
+    started = time.monotonic()
+    async with gateway_process(workdir, source) as url:
+        for case in cases:
+            if case.client == "libdatachannel" and missing:
+                outcomes[case.name] = [RunOutcome(False, False, why=missing)]
+                continue
+            with busy_core(case.busy):
+                for i in range(case.runs):
+                    if case.role == "view":
+                        outcome = await view_run(case, url, source, workdir)
+                    else:
+                        outcome = await publish_run(case, url, source, clip)
+                    outcomes.setdefault(case.name, []).append(outcome)
+                    on_run(case, i, outcome)
+    shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "cases": summarize(cases, outcomes),
+        "runs": {name: [asdict(r) for r in runs] for name, runs in outcomes.items()},
+        "wall_s": round(time.monotonic() - started, 1),
+    }
+
+
+def _inside_namespace(argv: list[str]) -> int:
+    """Re-run this command inside a private network namespace with the veth pair."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
+        print("interop: needs root, unshare and ip (a private network namespace)", file=sys.stderr)
+        return 2
+    command = " ".join([sys.executable, "-m", "loadgen.bench.interop", *map(_quote, argv)])
+    return subprocess.call(["unshare", "-n", "sh", "-c", f"{NAMESPACE} && exec {command}"], cwd=ROOT,
+                           env={**os.environ, INSIDE: "1"})
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m loadgen.bench.interop", description="interop matrix")
+    parser.add_argument("--preset", choices=("suite", "full"), default="full",
+                        help="suite: what `make test` runs; full: every case 10 times, OBS-style 50")
+    parser.add_argument("--runs", type=int, default=None, help="runs of every case (overrides the preset)")
+    parser.add_argument("--busy", action="store_true", help="hold one core busy during every case")
+    parser.add_argument("--clients", default="", help="only these clients (comma list)")
+    parser.add_argument("--source", type=Path, default=None, help="face image (default: obama.jpg)")
+    parser.add_argument("--output", type=Path, default=None, help="write the JSON report here")
+    args = parser.parse_args(argv)
+    if os.environ.get(INSIDE) != "1":
+        return _inside_namespace(argv)
+    if args.source is None:
+        from loadgen.media import default_media_dir, media_path
+
+        args.source = media_path(default_media_dir(os.environ), "obama.jpg")
+    cases = preset(args.preset, args.runs, args.busy)
+    if args.clients:
+        wanted = set(args.clients.split(","))
+        cases = [c for c in cases if c.client in wanted]
+
+    def on_run(case: Case, i: int, outcome: RunOutcome) -> None:
+        mark = "ok" if outcome.passed else f"FAIL ({outcome.why})"
+        print(f"{case.name} #{i + 1}: {mark}", file=sys.stderr, flush=True)
+
+    try:
+        report = asyncio.run(run_matrix(cases, args.source, on_run))
+    except RuntimeError as exc:
+        print(f"interop: {exc}", file=sys.stderr)
+        return 2
+    for row in report["cases"]:
+        total = row["total"]
+        print(f"{row['case']:<48} connected {row['connected']}/{total}  passed {row['passed']}/{total}")
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=1))
+    print(json.dumps({"cases": report["cases"], "wall_s": report["wall_s"]}), flush=True)
+    return 0 if all(r["passed"] == r["total"] for r in report["cases"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

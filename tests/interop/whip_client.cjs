@@ -1,0 +1,219 @@
+// A WHIP publisher or WHEP viewer on libdatachannel (node-datachannel), the WebRTC stack of OBS Studio's
+// WHIP output, set up the way OBS sets it up: sendonly Opus then H.264 tracks, each with an RTP packetizer,
+// an RTCP sender-report reporter and a NACK responder; the offer is POSTed once ICE gathering completes.
+//
+//   node whip_client.cjs '{"mode": "publish", "url": "http://10.77.0.1:8080/whip", "token": "T",
+//                          "media": "clip.bin", "audio": true, "seconds": 3}'
+//   node whip_client.cjs '{"mode": "view", "url": "http://10.77.0.1:8080/whep/ID", "token": "V",
+//                          "out": "rtp.bin", "seconds": 3}'
+//
+// `media` holds the encoded clip the publisher sends in real time: records of kind (1 byte, V or A),
+// timestamp (uint32 BE, RTP clock), length (uint32 BE) and an H.264 access unit (Annex B) or an Opus packet.
+// The viewer writes every RTP packet it receives to `out` as records of kind, length and packet.
+// Prints one JSON line: what happened, the DTLS error if any, counts.
+"use strict";
+
+const fs = require("fs");
+const ndc = require("node-datachannel");
+
+const args = JSON.parse(process.argv[2]);
+const result = {
+  mode: args.mode,
+  library: ndc.getLibraryVersion(),
+  states: [],
+  connected: false,
+  status: null,
+  errors: [],
+  sent: { video: 0, audio: 0 },
+  received: { video: 0, video_frames: 0, audio: 0 },
+};
+const logLines = [];
+ndc.initLogger("Warning", (level, message) => {
+  logLines.push(`${level} ${message}`);
+  if (/dtls|tls|fingerprint|certificate/i.test(message)) result.errors.push(message);
+});
+
+function readClip(path) {
+  const data = fs.readFileSync(path);
+  const records = [];
+  for (let at = 0; at + 9 <= data.length; ) {
+    const kind = String.fromCharCode(data[at]);
+    const ts = data.readUInt32BE(at + 1);
+    const len = data.readUInt32BE(at + 5);
+    records.push({ kind, ts, payload: data.subarray(at + 9, at + 9 + len) });
+    at += 9 + len;
+  }
+  return records;
+}
+
+function finish(code) {
+  result.log_tail = logLines.slice(-15);
+  process.stdout.write(JSON.stringify(result) + "\n");
+  ndc.cleanup();
+  process.exit(code);
+}
+
+function sendTrack(pc, media, ssrc, cname, payloadType, clockRate, packetizerOf) {
+  media.addSSRC(ssrc, cname, "livefuse-interop", cname);
+  const track = pc.addTrack(media);
+  const config = new ndc.RtpPacketizationConfig(ssrc, cname, payloadType, clockRate);
+  const packetizer = packetizerOf(config);
+  packetizer.addToChain(new ndc.RtcpSrReporter(config));
+  packetizer.addToChain(new ndc.RtcpNackResponder());
+  track.setMediaHandler(packetizer);
+  return { track, config };
+}
+
+async function exchange(pc) {
+  const offer = pc.localDescription().sdp;
+  const headers = { "Content-Type": "application/sdp" };
+  if (args.token) headers.Authorization = `Bearer ${args.token}`;
+  const response = await fetch(args.url, { method: "POST", headers, body: offer });
+  result.status = response.status;
+  result.location = response.headers.get("location");
+  result.viewer_token = response.headers.get("livefuse-viewer-token");
+  const answer = await response.text();
+  if (response.status !== 201) {
+    result.errors.push(`POST answered ${response.status}: ${answer.slice(0, 200)}`);
+    finish(1);
+  }
+  pc.setRemoteDescription(answer, "answer");
+}
+
+function whenGathered(pc, then) {
+  let started = false;
+  const go = () => {
+    if (started) return;
+    started = true;
+    then().catch((err) => {
+      result.errors.push(String(err));
+      finish(1);
+    });
+  };
+  pc.onGatheringStateChange((state) => {
+    if (state === "complete") go();
+  });
+  pc.setLocalDescription();
+  if (pc.gatheringState() === "complete") go();
+}
+
+function watchState(pc, onConnected) {
+  pc.onStateChange((state) => {
+    result.states.push(state);
+    if (state === "connected" && !result.connected) {
+      result.connected = true;
+      onConnected();
+    }
+    if (state === "failed" || state === "closed") finish(result.connected ? 0 : 1);
+  });
+}
+
+function publish() {
+  const clip = readClip(args.media);
+  const video = clip.filter((r) => r.kind === "V");
+  const audio = clip.filter((r) => r.kind === "A");
+  const pc = new ndc.PeerConnection("whip", { iceServers: [] });
+  let audioSide = null;
+  if (args.audio) {
+    const media = new ndc.Audio("0", "SendOnly");
+    media.addOpusCodec(111);
+    audioSide = sendTrack(pc, media, 0x1a2b3c4d, "audio", 111, 48000, (c) => new ndc.RtpPacketizer(c));
+  }
+  const videoMedia = new ndc.Video(args.audio ? "1" : "0", "SendOnly");
+  videoMedia.addH264Codec(96);
+  const videoSide = sendTrack(pc, videoMedia, 0x5e6f7a8b, "video", 96, 90000,
+    (c) => new ndc.H264RtpPacketizer("StartSequence", c));
+
+  watchState(pc, () => {
+    const start = Date.now();
+    const videoBase = Math.floor(Math.random() * 0x7fffffff);
+    const audioBase = Math.floor(Math.random() * 0x7fffffff);
+    const videoSpan = video.length ? video[video.length - 1].ts - video[0].ts + 6000 : 0;
+    const audioSpan = audio.length ? audio[audio.length - 1].ts - audio[0].ts + 960 : 0;
+    let vi = 0;
+    let ai = 0;
+    const tick = setInterval(() => {
+      const elapsed = (Date.now() - start) / 1000;
+      if (elapsed >= args.seconds) {
+        clearInterval(tick);
+        setTimeout(() => {
+          pc.close();
+          finish(0);
+        }, 300);
+        return;
+      }
+      while (video.length && vi < 1e6) {
+        const loop = Math.floor(vi / video.length);
+        const record = video[vi % video.length];
+        const ts = loop * videoSpan + record.ts - video[0].ts;
+        if (ts / 90000 > elapsed) break;
+        if (videoSide.track.isOpen()) {
+          videoSide.config.timestamp = (videoBase + ts) >>> 0;
+          videoSide.track.sendMessageBinary(record.payload);
+          result.sent.video += 1;
+        }
+        vi += 1;
+      }
+      while (audioSide && audio.length && ai < 1e7) {
+        const loop = Math.floor(ai / audio.length);
+        const record = audio[ai % audio.length];
+        const ts = loop * audioSpan + record.ts - audio[0].ts;
+        if (ts / 48000 > elapsed) break;
+        if (audioSide.track.isOpen()) {
+          audioSide.config.timestamp = (audioBase + ts) >>> 0;
+          audioSide.track.sendMessageBinary(record.payload);
+          result.sent.audio += 1;
+        }
+        ai += 1;
+      }
+    }, 5);
+  });
+  whenGathered(pc, () => exchange(pc));
+}
+
+function view() {
+  const out = fs.openSync(args.out, "w");
+  const pc = new ndc.PeerConnection("whep", { iceServers: [] });
+  const keep = (kind) => (message) => {
+    const packet = Buffer.from(message);
+    if (packet.length < 12 || packet[1] >= 192 && packet[1] <= 223) return; // RTCP
+    const header = Buffer.alloc(5);
+    header.write(kind, 0, "latin1");
+    header.writeUInt32BE(packet.length, 1);
+    fs.writeSync(out, header);
+    fs.writeSync(out, packet);
+    if (kind === "V") {
+      result.received.video += 1;
+      if (packet[1] & 0x80) result.received.video_frames += 1;
+    } else {
+      result.received.audio += 1;
+    }
+  };
+  const videoMedia = new ndc.Video("0", "RecvOnly");
+  videoMedia.addVP8Codec(96);
+  videoMedia.addH264Codec(102);
+  const videoTrack = pc.addTrack(videoMedia);
+  videoTrack.setMediaHandler(new ndc.RtcpReceivingSession());
+  videoTrack.onMessage(keep("V"));
+  const audioMedia = new ndc.Audio("1", "RecvOnly");
+  audioMedia.addOpusCodec(111);
+  const audioTrack = pc.addTrack(audioMedia);
+  audioTrack.setMediaHandler(new ndc.RtcpReceivingSession());
+  audioTrack.onMessage(keep("A"));
+  watchState(pc, () => {
+    setTimeout(() => {
+      fs.closeSync(out);
+      pc.close();
+      finish(0);
+    }, args.seconds * 1000);
+  });
+  whenGathered(pc, () => exchange(pc));
+}
+
+setTimeout(() => {
+  result.errors.push(`no result within ${args.timeout || 30} s`);
+  finish(1);
+}, (args.timeout || 30) * 1000);
+
+if (args.mode === "publish") publish();
+else view();
