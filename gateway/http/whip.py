@@ -26,6 +26,7 @@ from gateway.http.sources import visible_source
 from gateway.http.urls import resource_url
 from gateway.session import Session
 from gateway.tenants import tenant_limit
+from gateway.webrtc.interop.dtls_peers import dtls_choice
 from gateway.webrtc.interop.ice import link_headers
 from gateway.webrtc.negotiation.sdp import SdpError
 
@@ -71,6 +72,14 @@ def owned_session(request: web.Request) -> Session:
     if not principal_of(request).owns(session.owner):
         raise NotFound(f"no session {session.id!r}")
     return session
+
+
+def choose_dtls(request: web.Request) -> bool | None:
+    """`?dtls=auto|1.0|1.2` (webrtc.interop.dtls_peers.dtls_choice)."""
+    try:
+        return dtls_choice(request.query.get("dtls"))
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def choose_face_settings(request: web.Request) -> FaceSettings | None:
@@ -123,6 +132,7 @@ async def post_whip(request: web.Request) -> web.Response:
     source = choose_source(request)
     owner = principal_of(request).tenant
     face_settings = choose_face_settings(request)
+    legacy_dtls = choose_dtls(request)
     egress_target = egress.requested_target(request)
     try:
         session, answer = await sessions_of(request.app).create(
@@ -133,6 +143,7 @@ async def post_whip(request: web.Request) -> web.Response:
             owner_limit=tenant_limit(config.auth.all_tenants, owner),
             face_settings=face_settings,
             user_agent=request.headers.get("User-Agent"),
+            legacy_dtls=legacy_dtls,
         )
     except SdpError as exc:
         raise BadRequest(str(exc)) from None

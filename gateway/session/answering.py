@@ -29,10 +29,13 @@ async def answer_or_refuse(
     attach: Callable[[int], None],
     give_back: Callable[[], Awaitable[None]],
     what: str,
+    legacy_dtls: bool | None = None,
 ) -> str:
     """The answer (webrtc.negotiation.answer_offer); on failure `give_back()` runs, then BadRequest."""
     try:
-        return await answer_offer(pc, offer_sdp, offer, transport_cc=transport_cc, attach=attach)
+        return await answer_offer(
+            pc, offer_sdp, offer, transport_cc=transport_cc, attach=attach, legacy_dtls=legacy_dtls
+        )
     except BaseException as exc:
         await asyncio.shield(give_back())
         if not isinstance(exc, Exception):

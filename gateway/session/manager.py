@@ -119,6 +119,7 @@ class SessionManager:
         owner_limit: int | None = None,
         face_settings: FaceSettings | None = None,
         user_agent: str | None = None,
+        legacy_dtls: bool | None = None,
     ) -> tuple[Session, str]:
         """Answer a WHIP offer: returns the session and the SDP answer (ICE candidates included).
         `user_agent` (the POST's, shortened) is kept with the session: which publisher a failure was."""
@@ -177,6 +178,7 @@ class SessionManager:
             attach=attach,
             give_back=lambda: session.close("bad offer"),
             what="WHIP offer",
+            legacy_dtls=legacy_dtls,
         )
         info: dict[str, object] = {"source": source.id if source else None, "processors": list(processors)}
         if user_agent:

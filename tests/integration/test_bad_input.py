@@ -61,6 +61,7 @@ async def test_garbage_never_hurts_a_live_session(astronaut: np.ndarray) -> None
                 "/sessions/unknown",
                 "/sources/unknown",
                 "/whip?processors=bogus",
+                "/whip?dtls=1.3",
                 "/whip?source=nope",
             ]
             statuses: list[int] = []

@@ -43,3 +43,14 @@ def test_cipher_and_fingerprint_causes() -> None:
     fingerprint = "peer certificate does not match the fingerprint in its SDP"
     assert explain(HandshakeFacts(fingerprint, "client")).startswith("we rejected the peer's certificate")
     assert explain(HandshakeFacts("something new", "client")).startswith("something new [")
+
+
+def test_the_dtls_query_choice() -> None:
+    import pytest
+
+    from gateway.webrtc.interop.dtls_peers import dtls_choice
+
+    assert dtls_choice(None) is None and dtls_choice("auto") is None
+    assert dtls_choice("1.0") is True and dtls_choice("1.2") is False
+    with pytest.raises(ValueError, match=r"unknown \?dtls=1.3"):
+        dtls_choice("1.3")

@@ -36,6 +36,19 @@ _FFMPEG_ORIGIN = re.compile(r"^o=FFmpeg\s", re.MULTILINE)
 _FFMPEG_SESSION = re.compile(r"^s=FFmpegPublishSession\s*$", re.MULTILINE)
 
 
+DTLS_CHOICES = ("auto", "1.0", "1.2")
+
+
+def dtls_choice(raw: str | None) -> bool | None:
+    """A WHIP `?dtls=` value: None (auto: by the offer), True (DTLS 1.0, as for FFmpeg on GnuTLS), False
+    (DTLS 1.2 always: an FFmpeg built on OpenSSL or mbedTLS, whose P-256 key needs no fallback)."""
+    if raw is None or raw == "auto":
+        return None
+    if raw not in DTLS_CHOICES:
+        raise ValueError(f"unknown ?dtls={raw[:20]} (known: {', '.join(DTLS_CHOICES)})")
+    return raw == "1.0"
+
+
 def legacy_dtls_peer(offer_sdp: str) -> str | None:
     """The name of the peer whose offer needs DTLS 1.0 (FFmpeg's WHIP muxer), or None."""
     if _FFMPEG_ORIGIN.search(offer_sdp) or _FFMPEG_SESSION.search(offer_sdp):

@@ -29,14 +29,18 @@ async def answer_offer(
     *,
     transport_cc: bool,
     attach: Callable[[int], None],
+    legacy_dtls: bool | None = None,
 ) -> str:
     """The SDP answer to `offer_sdp` (already checked into `offer`). `attach(transport_cc_lines)` runs
     after the offer is set and before the answer is made; it gets how many video m-lines kept transport-cc
-    (0 when `transport_cc` is off)."""
+    (0 when `transport_cc` is off). `legacy_dtls`: None decides by the offer (interop.dtls_peers), True and
+    False are the publisher's `?dtls=1.0` / `?dtls=1.2`."""
     await pc.setRemoteDescription(
         RTCSessionDescription(sdp=make_answerable(offer_sdp, offer.structure), type="offer")
     )
-    legacy_peer = legacy_dtls_peer(offer_sdp)
+    legacy_peer = legacy_dtls_peer(offer_sdp) if legacy_dtls is None else None
+    if legacy_dtls:
+        legacy_peer = "a publisher that asked for it (?dtls=1.0)"
     if legacy_peer is not None:
         use_legacy_dtls(pc, legacy_peer)
     keep_offered_h264_profiles(pc)
