@@ -1,4 +1,4 @@
-"""The answer the gateway builds for foreign stacks: DTLS role (setup), H.264 profile-level-id, codecs."""
+"""The answer the gateway builds for foreign stacks: DTLS role (setup), fingerprints, suites, codecs."""
 
 from __future__ import annotations
 
@@ -11,31 +11,7 @@ from OpenSSL import SSL
 from gateway.webrtc.interop.dtls import DTLS_CIPHERS, ssl_error_reason, use_legacy_dtls, watch_dtls
 from gateway.webrtc.interop.dtls_peers import LEGACY_DTLS_CIPHERS
 from gateway.webrtc.negotiation.audio_sdp import accept_publisher_audio, viewer_audio_transceiver
-from gateway.webrtc.negotiation.h264_profiles import answer_profile_level_id, keep_offered_h264_profiles
 from gateway.webrtc.negotiation.video_codecs import only_codec
-
-
-@pytest.mark.parametrize(
-    ("offered", "asymmetry", "expected"),
-    [
-        ("42c01f", True, "42c01f"),  # the issue's case: profile bytes kept (aiortc alone says 42e01f)
-        ("42e01f", True, "42e01f"),
-        ("42C01F", True, "42C01F"),  # spelling kept
-        ("42c034", True, "42c01f"),  # both allow asymmetry: the answer says what WE receive (3.1)
-        ("42c034", False, "42c01f"),  # no asymmetry: the lower level
-        ("42c016", False, "42c016"),  # offered 2.2 < 3.1
-        ("42f00b", False, "42f00b"),  # level 1b (constraint_set3 + idc 11) is below 3.1: kept as is
-        ("42f00b", True, "42e01f"),  # to 3.1: the set3 bit meant "1b" and is cleared
-        ("42001f", True, "42001f"),  # Baseline
-    ],
-)
-def test_answer_profile_level_id(offered: str, asymmetry: bool, expected: str) -> None:
-    assert answer_profile_level_id(offered, offer_allows_asymmetry=asymmetry) == expected
-
-
-def test_answer_profile_level_id_refuses_garbage() -> None:
-    with pytest.raises(ValueError, match="6 hex digits"):
-        answer_profile_level_id("42e0", offer_allows_asymmetry=True)
 
 
 async def _offer(codec: str | None = None) -> str:
@@ -56,7 +32,6 @@ async def _answer(offer: str) -> str:
     watch_dtls(pc, "test")
     try:
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))
-        keep_offered_h264_profiles(pc)
         return (await pc.createAnswer()).sdp
     finally:
         await pc.close()
@@ -77,12 +52,6 @@ async def test_the_answer_carries_one_sha256_fingerprint_per_media() -> None:
     have fixed before reading the answer (SHA-256): the answer names SHA-256 alone."""
     answer = await _answer(await _offer())
     assert re.findall(r"^a=fingerprint:(\S+)", answer, re.M) == ["sha-256"]
-
-
-async def test_h264_answer_keeps_offered_profile_bytes() -> None:
-    offer = (await _offer("h264")).replace("profile-level-id=42e01f", "profile-level-id=42c01f")
-    answer = await _answer(offer)
-    assert re.findall(r"profile-level-id=(\w+)", answer) == ["42001f", "42c01f"]
 
 
 def test_client_context_offers_rsa_suites_too() -> None:

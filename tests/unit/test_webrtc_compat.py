@@ -22,7 +22,6 @@ from gateway.webrtc.install import Features, install
 from gateway.webrtc.interop.dtls import use_legacy_dtls, watch_dtls
 from gateway.webrtc.interop.ice import LOOPBACK, IceConfig, configure_gathering
 from gateway.webrtc.negotiation.audio_sdp import accept_publisher_audio
-from gateway.webrtc.negotiation.h264_profiles import keep_offered_h264_profiles
 from gateway.webrtc.negotiation.video_codecs import answer_video_codec
 from gateway.webrtc.recovery.jitter_buffer import apply_low_latency_receive, measure_transit
 from gateway.webrtc.sync.sender_clock import stamp_sender_reports
@@ -73,7 +72,6 @@ async def test_connection_extensions_refuse(answering: RTCPeerConnection, unchec
     assert on_dtls_transports(pc, "test", lambda transport: None) is False
     assert use_legacy_dtls(pc, "FFmpeg's WHIP muxer") is False
     assert answer_video_codec(pc, "VP8") == 0
-    assert keep_offered_h264_profiles(pc) == 0
     assert transport_cc.answer_transport_cc(pc) == 0
     assert transport_cc.install(video.receiver) is None
     assert uplink_feedback.install(video.receiver, UplinkRateConfig(), OneWayDelay()) is None
