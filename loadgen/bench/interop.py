@@ -81,7 +81,7 @@ class RunOutcome:
 def preset(name: str, runs: int | None, busy: bool) -> list[Case]:
     """The cases of a preset; `runs` overrides every case's count, `busy` holds a core for all of them."""
     suite = [
-        Case("aiortc H.264+Opus", "aiortc", audio=True),
+        Case("aiortc VP8+Opus", "aiortc", audio=True),
         Case("FFmpeg H.264", "ffmpeg"),
         Case("FFmpeg H.264+Opus", "ffmpeg", audio=True),
         Case("libdatachannel H.264", "libdatachannel"),
