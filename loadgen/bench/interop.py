@@ -116,13 +116,15 @@ def summarize(cases: list[Case], outcomes: dict[str, list[RunOutcome]]) -> list[
 
 @contextlib.asynccontextmanager
 async def gateway_process(workdir: Path, source: Path) -> AsyncIterator[str]:
-    """`python -m gateway.cli` on ADDRESS:PORT with the bundled swap and `source` as the default face."""
+    """`python -m gateway.cli` on ADDRESS:PORT with the bundled swap and `source` as the default face. The
+    matrix counts connections, not capacity: with `--no-degradation` a busy core never turns a publisher
+    away with 503 (the overload governor's last step)."""
     token_file = workdir / "token"
     token_file.write_text(TOKEN)
     log = (workdir / "gateway.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "gateway.cli", "--host", ADDRESS, "--port", str(PORT), "--token-file",
-         str(token_file), "--default-source", str(source), "--no-front-process"],
+         str(token_file), "--default-source", str(source), "--no-front-process", "--no-degradation"],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://{ADDRESS}:{PORT}"
