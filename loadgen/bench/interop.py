@@ -63,6 +63,7 @@ class Case:
     runs: int = 1
     busy: bool = False  # one core held by a busy loop during these runs
     seconds: float = 2.0
+    client_log: str = "Warning"  # libdatachannel's log level (Verbose..Fatal): its tail is kept with each run
 
 
 @dataclass
@@ -78,7 +79,7 @@ class RunOutcome:
     client: dict[str, Any] = field(default_factory=dict)
 
 
-def preset(name: str, runs: int | None, busy: bool) -> list[Case]:
+def preset(name: str, runs: int | None, busy: bool, client_log: str = "Warning") -> list[Case]:
     """The cases of a preset; `runs` overrides every case's count, `busy` holds a core for all of them."""
     suite = [
         Case("aiortc VP8+Opus", "aiortc", audio=True),
@@ -94,7 +95,7 @@ def preset(name: str, runs: int | None, busy: bool) -> list[Case]:
         suite = [replace(c, runs=10) for c in suite]
         suite[4] = replace(suite[4], runs=50)
     cases = [replace(c, runs=runs) if runs is not None else c for c in suite]
-    return [replace(c, busy=True) if busy else c for c in cases]
+    return [replace(c, busy=c.busy or busy, client_log=client_log) for c in cases]
 
 
 def summarize(cases: list[Case], outcomes: dict[str, list[RunOutcome]]) -> list[dict[str, Any]]:
@@ -252,7 +253,7 @@ async def publish_run(case: Case, url: str, image: Path, clip: Path) -> RunOutco
         launch = lambda: run_ffmpeg(url + "/whip", TOKEN, image, case.seconds + 1.0, case.audio)  # noqa: E731
     elif case.client == "libdatachannel":
         spec = {"mode": "publish", "url": url + "/whip", "token": TOKEN, "media": str(clip),
-                "audio": case.audio, "seconds": case.seconds + 1.0}
+                "audio": case.audio, "seconds": case.seconds + 1.0, "logLevel": case.client_log}
         launch = lambda: run_datachannel(spec, timeout_s=case.seconds + 25)  # noqa: E731
     elif case.client == "gstreamer":
         launch = lambda: run_gstreamer(url + "/whip", TOKEN, PEER_ADDRESS, case.seconds)  # noqa: E731
@@ -293,7 +294,7 @@ async def view_run(case: Case, url: str, image: Path, workdir: Path) -> RunOutco
             return RunOutcome(False, False, why="the publisher opened no session")
         out = workdir / f"viewer-{session_id}.rtp"
         spec = {"mode": "view", "url": f"{url}/whep/{session_id}", "token": TOKEN, "out": str(out),
-                "seconds": case.seconds}
+                "seconds": case.seconds, "logLevel": case.client_log}
         run = await run_datachannel(spec, timeout_s=case.seconds + 25)
         await publisher
     frames = decode_viewer_video(out) if out.exists() else 0
@@ -371,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=None, help="runs of every case (overrides the preset)")
     parser.add_argument("--busy", action="store_true", help="hold one core busy during every case")
     parser.add_argument("--clients", default="", help="only these clients (comma list)")
+    parser.add_argument("--client-log", default="Warning", help="libdatachannel log level (Info, Debug)")
     parser.add_argument("--source", type=Path, default=None, help="face image (default: obama.jpg)")
     parser.add_argument("--output", type=Path, default=None, help="write the JSON report here")
     args = parser.parse_args(argv)
@@ -380,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         from loadgen.media import default_media_dir, media_path
 
         args.source = media_path(default_media_dir(os.environ), "obama.jpg")
-    cases = preset(args.preset, args.runs, args.busy)
+    cases = preset(args.preset, args.runs, args.busy, args.client_log)
     if args.clients:
         wanted = set(args.clients.split(","))
         cases = [c for c in cases if c.client in wanted]

@@ -183,7 +183,7 @@ async def run_datachannel(spec: dict[str, Any], timeout_s: float) -> ClientRun:
         received_audio=found.get("received", {}).get("audio", 0),
         location=found.get("location"),
         details={"library": found.get("library"), "states": found.get("states"),
-                 "log_tail": found.get("log_tail", [])[-5:]},
+                 "log_tail": found.get("log_tail", [])},
     )
 
 

@@ -28,9 +28,11 @@ const result = {
   received: { video: 0, video_frames: 0, audio: 0 },
 };
 const logLines = [];
-ndc.initLogger("Warning", (level, message) => {
+ndc.initLogger(args.logLevel || "Warning", (level, message) => {
   logLines.push(`${level} ${message}`);
-  if (/dtls|tls|fingerprint|certificate/i.test(message)) result.errors.push(message);
+  if (/^(Error|Fatal)$/i.test(level) || /dtls|fingerprint|certificate/i.test(message)) {
+    result.errors.push(message);
+  }
 });
 
 function readClip(path) {
@@ -47,7 +49,7 @@ function readClip(path) {
 }
 
 function finish(code) {
-  result.log_tail = logLines.slice(-15);
+  result.log_tail = logLines.slice(-40);
   process.stdout.write(JSON.stringify(result) + "\n");
   ndc.cleanup();
   process.exit(code);
@@ -86,8 +88,9 @@ function whenGathered(pc, then) {
     if (started) return;
     started = true;
     then().catch((err) => {
+      // what the connection does next (its state, the library's log) says why: wait a moment for it
       result.errors.push(String(err));
-      finish(1);
+      setTimeout(() => finish(1), 1500);
     });
   };
   pc.onGatheringStateChange((state) => {
@@ -126,12 +129,11 @@ function publish() {
 
   watchState(pc, () => {
     const start = Date.now();
-    const videoBase = Math.floor(Math.random() * 0x7fffffff);
-    const audioBase = Math.floor(Math.random() * 0x7fffffff);
-    const videoSpan = video.length ? video[video.length - 1].ts - video[0].ts + 6000 : 0;
-    const audioSpan = audio.length ? audio[audio.length - 1].ts - audio[0].ts + 960 : 0;
-    let vi = 0;
-    let ai = 0;
+    const streams = [
+      { records: video, side: videoSide, clock: 90000, step: 6000, kind: "video" },
+      { records: audioSide ? audio : [], side: audioSide, clock: 48000, step: 960, kind: "audio" },
+    ].map((s) => ({ ...s, next: 0, base: Math.floor(Math.random() * 0x7fffffff),
+      span: s.records.length ? s.records[s.records.length - 1].ts - s.records[0].ts + s.step : 0 }));
     const tick = setInterval(() => {
       const elapsed = (Date.now() - start) / 1000;
       if (elapsed >= args.seconds) {
@@ -142,29 +144,19 @@ function publish() {
         }, 300);
         return;
       }
-      while (video.length && vi < 1e6) {
-        const loop = Math.floor(vi / video.length);
-        const record = video[vi % video.length];
-        const ts = loop * videoSpan + record.ts - video[0].ts;
-        if (ts / 90000 > elapsed) break;
-        if (videoSide.track.isOpen()) {
-          videoSide.config.timestamp = (videoBase + ts) >>> 0;
-          videoSide.track.sendMessageBinary(record.payload);
-          result.sent.video += 1;
+      for (const s of streams) {
+        // the clip loops; every record goes out when its time has come, stamped on the stream's clock
+        while (s.records.length) {
+          const record = s.records[s.next % s.records.length];
+          const ts = Math.floor(s.next / s.records.length) * s.span + record.ts - s.records[0].ts;
+          if (ts / s.clock > elapsed) break;
+          if (s.side.track.isOpen()) {
+            s.side.config.timestamp = (s.base + ts) >>> 0;
+            s.side.track.sendMessageBinary(record.payload);
+            result.sent[s.kind] += 1;
+          }
+          s.next += 1;
         }
-        vi += 1;
-      }
-      while (audioSide && audio.length && ai < 1e7) {
-        const loop = Math.floor(ai / audio.length);
-        const record = audio[ai % audio.length];
-        const ts = loop * audioSpan + record.ts - audio[0].ts;
-        if (ts / 48000 > elapsed) break;
-        if (audioSide.track.isOpen()) {
-          audioSide.config.timestamp = (audioBase + ts) >>> 0;
-          audioSide.track.sendMessageBinary(record.payload);
-          result.sent.audio += 1;
-        }
-        ai += 1;
       }
     }, 5);
   });

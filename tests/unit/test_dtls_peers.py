@@ -54,3 +54,10 @@ def test_the_dtls_query_choice() -> None:
     assert dtls_choice("1.0") is True and dtls_choice("1.2") is False
     with pytest.raises(ValueError, match=r"unknown \?dtls=1.3"):
         dtls_choice("1.3")
+
+
+def test_only_libdatachannels_offer_gets_a_handshake_grace() -> None:
+    from gateway.webrtc.interop.dtls_peers import LIBDATACHANNEL_GRACE_S, handshake_grace_s
+
+    assert handshake_grace_s(LIBDATACHANNEL_OFFER) == LIBDATACHANNEL_GRACE_S > 0
+    assert handshake_grace_s(BROWSER_OFFER) == 0.0 and handshake_grace_s(FFMPEG_OFFER) == 0.0

@@ -13,6 +13,7 @@ The DTLS role is aiortc's own (`active` to an `actpass` offer): every client in 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ class DtlsWatch:
     failure: str | None = None  # the first failure, explained (interop.dtls_peers.explain)
     closed_here: Callable[[], bool] = lambda: False  # our own close() has begun (signaling state)
     legacy_for: str | None = None  # DTLS 1.0 is offered for this peer (use_legacy_dtls)
+    grace_s: float = 0.0  # as DTLS client, wait this long after ICE connects (dtls_peers.handshake_grace_s)
     peer_key: str | None = None  # the peer certificate's key, once the handshake has seen it
 
     def close_reason(self, state: str) -> str:
@@ -152,6 +154,10 @@ def _watch_transport(transport: Any, watch: DtlsWatch) -> None:
 
             return call
 
+        if watch.grace_s > 0 and getattr(transport, compat.DTLS_ROLE) == "client":
+            await asyncio.sleep(watch.grace_s)
+            if transport.state != "connecting":
+                return  # closed while we waited
         for name, step in originals.items():
             setattr(connection, name, recording(step))
         try:
@@ -236,6 +242,16 @@ def watch_dtls(pc: RTCPeerConnection, label: str) -> DtlsWatch:
     on_dtls_transports(pc, _PC_MARK, lambda transport: _watch_transport(transport, watch))
     setattr(pc, _PC_MARK, watch)
     return watch
+
+
+def wait_before_handshake(pc: RTCPeerConnection, seconds: float) -> bool:
+    """As DTLS client, wait `seconds` after ICE connects before the ClientHello (dtls_peers). Before the
+    handshake starts; False where `pc`'s DTLS is not watched."""
+    watch = getattr(pc, _PC_MARK, None)
+    if not isinstance(watch, DtlsWatch) or not watch.patched:
+        return False
+    watch.grace_s = seconds
+    return True
 
 
 def use_legacy_dtls(pc: RTCPeerConnection, peer: str) -> bool:
