@@ -6,7 +6,7 @@ imports nothing from the project. It publishes a live VP8 test pattern to a WHIP
 gathered on 127.0.0.1 only, through libnice's agent), receives the gateway's processed video back on the
 same sendrecv transceiver and decodes it, then DELETEs the session and prints one JSON line:
 
-    {"status": 201, "answer_setup": "passive", "connection_state": "connected", "frames_sent": ..,
+    {"status": 201, "answer_setup": "active", "connection_state": "connected", "frames_sent": ..,
      "frames_received": .., "errors": [..]}
 
 Usage: /usr/bin/python3 gst_whip_publisher.py URL [--seconds 6] [--width 320 --height 240 --fps 15]
