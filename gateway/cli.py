@@ -15,7 +15,7 @@ import signal
 import sys
 import tempfile
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
@@ -35,6 +35,7 @@ from gateway.monitoring.monitor import MonitorConfig
 from gateway.preflight import PreflightError, check_processing
 from gateway.process_setup import setup_process
 from gateway.scheduler import SchedulerConfig
+from gateway.service_links import injected_by_kubernetes
 from gateway.source_store import SourcesConfig
 from gateway.tenants import load_tenants
 from gateway.webhooks.delivery import WebhookConfig
@@ -416,10 +417,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def env_values(parser: argparse.ArgumentParser, environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
+def env_values(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> dict[str, Any]:
     """LIVEFUSE_<KEY> variables as flag values: LIVEFUSE_MAX_SESSIONS=8, LIVEFUSE_NO_AUDIO=true,
     LIVEFUSE_STUN="stun:a:3478 stun:b:3478" (repeatable flags: space-separated). An unknown LIVEFUSE_*
-    name is an error (a typo would otherwise be ignored)."""
+    name is an error (a typo would otherwise be ignored), except the names a Kubernetes kubelet injects for
+    Services (LIVEFUSE_GATEWAY_SERVICE_HOST, ...; gateway.service_links), which are skipped."""
     actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "version")}
     values: dict[str, Any] = {}
     for name, raw in environ.items():
@@ -427,6 +429,8 @@ def env_values(parser: argparse.ArgumentParser, environ: dict[str, str] | os._En
             continue
         key = name[len(ENV_PREFIX) :].lower()
         action = actions.get(key)
+        if injected_by_kubernetes(name, raw, known_setting=action is not None):
+            continue
         if action is None:
             raise UsageError(f"unknown environment variable {name} (see gateway --help)")
         try:
@@ -754,22 +758,32 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def load_config(
+    argv: Sequence[str] | None, environ: Mapping[str, str]
+) -> tuple[GatewayConfig, bool]:
+    """The configuration loader: flags, the environment (LIVEFUSE_*) and the TOML file they name, merged
+    into a GatewayConfig; the bool says whether --self-signed asks main() for a certificate. Raises
+    UsageError/ValueError/OSError on a bad setting; checks nothing about the machine."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    env = env_values(parser, environ)
+    config_file = args.config or env.pop("config", None)
+    file_values: dict[str, Any] = {}
+    if config_file is not None:
+        with open(config_file, "rb") as fh:
+            file_values = tomllib.load(fh)
+    file_values.pop("config", None)
+    config = build_config(args, file_values, env)
+    return config, bool(merged_values(args, file_values, env).get("self_signed"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit codes: 0 clean stop, 1 failure while running, 2 bad command line, config or machine."""
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        env = env_values(parser, os.environ)
-        config_file = args.config or env.pop("config", None)
-        file_values: dict[str, Any] = {}
-        if config_file is not None:
-            with open(config_file, "rb") as fh:
-                file_values = tomllib.load(fh)
-        file_values.pop("config", None)
-        config = build_config(args, file_values, env)
+        config, self_signed = load_config(argv, os.environ)
         check_aiortc(installed_version("aiortc"))
         check_processing(config.processing)
-        if merged_values(args, file_values, env).get("self_signed"):
+        if self_signed:
             folder = Path(tempfile.mkdtemp(prefix="livefuse-tls-"))
             config = replace(config, tls=make_self_signed(folder, config.host))
         if config.tls is not None:
