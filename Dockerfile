@@ -2,7 +2,10 @@
 # A CPU-only image is Dockerfile.cpu. Both: multi-stage, models baked in, non-root, tini as PID 1.
 #
 #   docker build -t livefuse:cuda .
-#   docker run --gpus all --network host livefuse:cuda --providers tensorrt,cuda,cpu
+#   docker run --gpus all --network host -v "$PWD/token:/run/secrets/livefuse-token:ro" livefuse:cuda \
+#       --providers tensorrt,cuda,cpu
+# The gateway listens on every address, so it needs a token: LIVEFUSE_TOKEN_FILE names the file (a Docker or
+# Compose secret, a Kubernetes Secret volume); it never goes on the command line.
 #
 # onnxruntime-gpu 1.31 links libnvinfer.so.10, so the TensorRT wheel is pinned to the 10.x line (TensorRT 11
 # would leave the ORT TensorRT provider without its library). Both use the CUDA 13 runtime of the base image.
@@ -48,6 +51,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PATH=/opt/venv/bin:$PATH \
     LIVEFUSE_HOST=0.0.0.0 \
     LIVEFUSE_PORT=8080 \
+    LIVEFUSE_TOKEN_FILE=/run/secrets/livefuse-token \
     LIVEFUSE_MODEL_DIR=/opt/livefuse/models \
     LIVEFUSE_MEDIA_DIR=/opt/livefuse/media \
     LIVEFUSE_EVENT_LOG=none

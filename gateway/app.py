@@ -25,7 +25,7 @@ from gateway.config import GatewayConfig
 from gateway.control import Governor
 from gateway.engine_watch import EngineWatch
 from gateway.errors import Unauthorized, Unavailable
-from gateway.http import control, exposure, health, sessions, sources, whep, whip
+from gateway.http import control, cors, exposure, health, metrics_listener, sessions, sources, whep, whip
 from gateway.http import egress as egress_routes
 from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
@@ -173,9 +173,15 @@ def create_app(
         the_monitor.record_reject("rate_limit")
 
     app = web.Application(
-        middlewares=[rate_limit_middleware(limiter, limited), error_middleware],
+        middlewares=[
+            rate_limit_middleware(limiter, limited),
+            error_middleware,
+            metrics_listener.middleware(config.metrics),  # routes moved to --metrics-port: 404 here
+        ],
         client_max_size=config.max_body_bytes,
     )
+    app[metrics_listener.BOUND] = set()
+    cors.install(app, config.cors, (egress_routes.TOKEN_HEADER,))
     state = AppState(config)
     state.extra["rate_limit"] = limiter
     app[CONFIG] = config

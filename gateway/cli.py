@@ -28,6 +28,8 @@ from gateway.control.capacity import usable_cores
 from gateway.control.degradation import DegradationConfig
 from gateway.egress.config import EgressConfig
 from gateway.egress.policy import RetryConfig
+from gateway.http.cors import CorsConfig
+from gateway.http.metrics_listener import MetricsListenerConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.http.tls import TlsConfig, make_self_signed, server_context
 from gateway.media.late import LatePolicy
@@ -336,6 +338,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
     a(
+        "--allow-anonymous",
+        action="store_true",
+        default=None,
+        help="listen on a non-loopback --host without any token (every caller is an admin); without it the "
+        "gateway refuses to start that way",
+    )
+    a(
+        "--cors-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="an origin (https://studio.example) whose pages may call WHIP/WHEP from a browser; repeatable, "
+        "'*' = any (default none: only the gateway's own pages)",
+    )
+    a(
         "--tls-cert",
         type=Path,
         help="PEM certificate (chain): serve HTTPS, so WHIP, WHEP and /demo work from other machines",
@@ -408,6 +424,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--event-log-max-mb", type=float, help="rotate the event log past this size (default 5)")
     a("--sample-interval-s", type=float, help="system sampler period at rest, adaptive around it (default 1)")
+    a(
+        "--metrics-port",
+        type=int,
+        help="serve /metrics (and what --metrics-routes adds) on this port instead of the public one, where "
+        "they then answer 404 (default: on the public port)",
+    )
+    a("--metrics-address", help="address of the --metrics-port listener (default 127.0.0.1)")
+    a(
+        "--metrics-routes",
+        help="what moves to --metrics-port, comma-separated: metrics (/metrics), api (/api/stats, "
+        "/api/stream), dashboard (/dashboard) (default metrics)",
+    )
     a(
         "--no-degradation",
         action="store_true",
@@ -558,7 +586,7 @@ def build_config(
     get = merged_values(args, file_values, env).get
     token = get("token")
     if token is None and get("token_file") is not None:
-        token = Path(str(get("token_file"))).read_text().strip()
+        token = _secret(get("token_file"), "--token-file")
     tenants = load_tenants(Path(str(get("tenants_file")))) if get("tenants_file") else ()
     processing = ProcessingConfig()
     auto_workers, auto_threads = default_parallelism(
@@ -653,7 +681,18 @@ def build_config(
         sessions=sessions,
         sources=sources,
         ice=ice,
-        auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False)), tenants=tenants),
+        auth=AuthConfig(
+            token=token,
+            protect_reads=bool(get("protect_reads", False)),
+            tenants=tenants,
+            allow_anonymous=bool(get("allow_anonymous", False)),
+        ),
+        cors=CorsConfig(origins=_split(get("cors_origin")) or ()),
+        metrics=MetricsListenerConfig(
+            port=None if get("metrics_port") is None else int(str(get("metrics_port"))),
+            address=str(get("metrics_address", MetricsListenerConfig.address)),
+            groups=_split(get("metrics_routes")) or MetricsListenerConfig.groups,
+        ),
         header_timeout_s=float(get("header_timeout_s", 10.0)),
         body_timeout_s=float(get("body_timeout_s", 30.0)),
         rate_limit=RateLimitConfig(
@@ -673,6 +712,17 @@ def build_config(
         egress=_egress_config(get),
         webhooks=_webhook_config(get),
     )
+
+
+def _secret(path: Any, flag: str) -> str:
+    """A token read from a file (a mounted Secret): one line, not empty."""
+    try:
+        value = Path(str(path)).read_text().strip()
+    except OSError as exc:
+        raise ValueError(f"{flag} {path}: {exc.strerror or exc}") from None
+    if not value:
+        raise ValueError(f"{flag} {path} is empty")
+    return value
 
 
 def _webhook_config(get: Any) -> WebhookConfig:

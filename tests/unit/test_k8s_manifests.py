@@ -74,7 +74,7 @@ def _base_env() -> dict[str, str]:
     return dict(literal.split("=", 1) for literal in generator["literals"])
 
 
-def test_gateway_args_and_env_are_real_settings_and_probes_real_routes() -> None:
+def test_gateway_args_and_env_are_real_settings_and_probes_real_routes(tmp_path: Path) -> None:
     from gateway.cli import build_config, build_parser, env_values
 
     deploy = _one("Deployment", "livefuse-gateway")
@@ -82,7 +82,8 @@ def test_gateway_args_and_env_are_real_settings_and_probes_real_routes() -> None
     assert "command" not in c  # the image's entrypoint (tini -> gateway) stays
     assert c["envFrom"] == [{"configMapRef": {"name": "livefuse-gateway-env"}}]
     parser = build_parser()
-    args = [a.replace("$(NODE_IP)", "10.0.0.7") for a in c["args"] if not a.startswith("--token-file")]
+    (tmp_path / "token").write_text("from-the-secret\n")  # the Secret volume mounted at /etc/livefuse
+    args = [a.replace("$(NODE_IP)", "10.0.0.7").replace("/etc/livefuse", str(tmp_path)) for a in c["args"]]
     config = build_config(parser.parse_args(args), None, env_values(parser, _base_env()))
     assert config.processing.engine == "triton" and config.processing.triton is not None
     assert config.processing.triton.url.endswith(":8001")
