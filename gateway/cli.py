@@ -383,9 +383,10 @@ def build_parser() -> argparse.ArgumentParser:
     a(
         "--egress-allow",
         action="append",
-        metavar="URL_PREFIX",
+        metavar="URL",
         help="WHIP endpoints a client may name for its session (?egress=, POST /sessions/{id}/egress): "
-        "URL prefixes, repeatable, '*' = any (default none: only --egress-url)",
+        "scheme, host and port exact, the path by prefix; repeatable; '*' = any public address; loopback "
+        "and private addresses only where an entry names them (default none: only --egress-url)",
     )
     a(
         "--egress-max-attempts",

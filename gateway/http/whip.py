@@ -126,7 +126,7 @@ async def post_whip(request: web.Request) -> web.Response:
     owner = principal_of(request).tenant
     face_settings = choose_face_settings(request)
     legacy_dtls = choose_dtls(request)
-    egress_target = egress.requested_target(request)
+    egress_target = await egress.requested_target(request)
     try:
         session, answer = await sessions_of(request.app).create(
             offer,
