@@ -301,6 +301,7 @@ def create_app(
     app.router.add_get("/watch", _watch)
     if monitor is None or hasattr(the_monitor, "snapshot_dict"):
         from gateway.monitoring.audio_section import AudioSection
+        from gateway.monitoring.container import container_collector
         from gateway.monitoring.routes import (
             EXTRA_COLLECTORS,
             METRICS_VIEWS,
@@ -309,6 +310,7 @@ def create_app(
             StatsView,
             setup_monitoring_routes,
         )
+        from gateway.webrtc.version_check import installed_version
 
         setup_monitoring_routes(app, the_monitor)  # type: ignore[arg-type]
 
@@ -326,8 +328,11 @@ def create_app(
 
         views: list[StatsView] = [exposure.stats_view, audio_view]
         app[STATS_VIEWS] = views
-        app[EXTRA_COLLECTORS] = [audio.collector]
+        versions = {name: installed_version(name) for name in ("livefuse", "aiortc", "av")}
+        app[EXTRA_COLLECTORS] = [audio.collector, container_collector(versions)]
         metrics_views: list[MetricsView] = [exposure.metrics_view]
+        if not config.metrics.per_session:  # a `session` label per publisher: opt-in (--metrics-per-session)
+            metrics_views.append(exposure.without_sessions)
         app[METRICS_VIEWS] = metrics_views
     egress_routes.install(app, config.egress)
     webhooks.install(app, config.webhooks, the_monitor)

@@ -433,6 +433,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--metrics-address", help="address of the --metrics-port listener (default 127.0.0.1)")
     a(
+        "--metrics-per-session",
+        action="store_true",
+        default=None,
+        help="also export the per-session families (livefuse_session_*{session}); one series per publisher "
+        "ever seen, so off by default (/api/stats lists sessions either way)",
+    )
+    a(
         "--metrics-routes",
         help="what moves to --metrics-port, comma-separated: metrics (/metrics), api (/api/stats, "
         "/api/stream), dashboard (/dashboard) (default metrics)",
@@ -693,6 +700,7 @@ def build_config(
             port=None if get("metrics_port") is None else int(str(get("metrics_port"))),
             address=str(get("metrics_address", MetricsListenerConfig.address)),
             groups=_split(get("metrics_routes")) or MetricsListenerConfig.groups,
+            per_session=bool(get("metrics_per_session", False)),
         ),
         header_timeout_s=float(get("header_timeout_s", 10.0)),
         body_timeout_s=float(get("body_timeout_s", 30.0)),

@@ -33,6 +33,7 @@ class MetricsListenerConfig:
     port: int | None = None  # None: the monitoring routes stay on the public port
     address: str = "127.0.0.1"
     groups: tuple[str, ...] = ("metrics",)  # what moves there: metrics, api, dashboard
+    per_session: bool = False  # /metrics with a `session` label per open session (unbounded: opt-in)
 
     def __post_init__(self) -> None:
         if self.port is not None and not 0 <= self.port <= 65535:
