@@ -16,7 +16,7 @@ import sys
 import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -115,9 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a(
         "--ice-public-address",
-        metavar="IP",
+        metavar="IP|auto",
         help="advertise host candidates at this address instead of the machine's own: the public side of a "
-        "1:1 NAT, or a node's external address for hostNetwork pods (default: the interface addresses)",
+        "1:1 NAT, or a node's external address for hostNetwork pods; 'auto' asks the first --stun server "
+        "at start-up (default: the interface addresses)",
     )
     a(
         "--media-dscp",
@@ -669,7 +670,7 @@ def build_config(
         host_addresses=LOOPBACK if get("ice_loopback_only") else (),
         dscp=None if get("media_dscp") is None else parse_dscp(str(get("media_dscp"))),
         udp_ports=parse_port_range(str(get("ice_udp_ports"))) if get("ice_udp_ports") else None,
-        public_address=str(get("ice_public_address")) if get("ice_public_address") else None,
+        public_address=_public_address(get("ice_public_address"), get("stun")),
     )
     event_log = get("event_log", DEFAULT_EVENT_LOG)
     monitor = MonitorConfig(
@@ -732,6 +733,21 @@ def _secret(path: Any, flag: str) -> str:
     if not value:
         raise ValueError(f"{flag} {path} is empty")
     return value
+
+
+def _public_address(value: Any, stun: Any) -> str | None:
+    """--ice-public-address IP, or `auto` (None here: main() asks the first --stun server at start-up)."""
+    if not value:
+        return None
+    if _auto_address(value):
+        servers = _split(stun) or ()
+        if not servers:
+            raise ValueError("--ice-public-address auto asks the first --stun server: give one (--stun URL)")
+        from gateway.stun_discovery import parse_stun_url
+
+        parse_stun_url(servers[0])  # a bad URL: one line now, not at start-up
+        return None
+    return str(value)
 
 
 def _webhook_config(get: Any) -> WebhookConfig:
@@ -817,12 +833,19 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def load_config(
-    argv: Sequence[str] | None, environ: Mapping[str, str]
-) -> tuple[GatewayConfig, bool]:
+@dataclass(frozen=True)
+class StartupSteps:
+    """What main() does once the configuration is good: a certificate to make (--self-signed), the public
+    address to ask the first STUN server for (--ice-public-address auto)."""
+
+    self_signed: bool = False
+    discover_address: bool = False
+
+
+def load_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> tuple[GatewayConfig, StartupSteps]:
     """The configuration loader: flags, the environment (LIVEFUSE_*) and the TOML file they name, merged
-    into a GatewayConfig; the bool says whether --self-signed asks main() for a certificate. Raises
-    UsageError/ValueError/OSError on a bad setting; checks nothing about the machine."""
+    into a GatewayConfig, and the start-up steps they ask for. Raises UsageError/ValueError/OSError on a
+    bad setting; checks nothing about the machine."""
     parser = build_parser()
     args = parser.parse_args(argv)
     env = env_values(parser, environ)
@@ -833,16 +856,36 @@ def load_config(
             file_values = tomllib.load(fh)
     file_values.pop("config", None)
     config = build_config(args, file_values, env)
-    return config, bool(merged_values(args, file_values, env).get("self_signed"))
+    get = merged_values(args, file_values, env).get
+    return config, StartupSteps(
+        self_signed=bool(get("self_signed")), discover_address=_auto_address(get("ice_public_address"))
+    )
+
+
+def _auto_address(value: Any) -> bool:
+    return value is not None and str(value).strip().lower() == "auto"
+
+
+def _discovered(config: GatewayConfig) -> GatewayConfig:
+    """--ice-public-address auto: the first --stun server's view of this machine, or one line and exit 2."""
+    from gateway.stun_discovery import DiscoveryError, discover_public_address
+
+    try:
+        address = asyncio.run(discover_public_address(config.ice.stun[0]))
+    except DiscoveryError as exc:
+        raise ValueError(f"--ice-public-address auto: {exc}") from None
+    return replace(config, ice=replace(config.ice, public_address=address))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit codes: 0 clean stop, 1 failure while running, 2 bad command line, config or machine."""
     try:
-        config, self_signed = load_config(argv, os.environ)
+        config, steps = load_config(argv, os.environ)
         check_aiortc(installed_version("aiortc"))
         check_processing(config.processing)
-        if self_signed:
+        if steps.discover_address:
+            config = _discovered(config)
+        if steps.self_signed:
             folder = Path(tempfile.mkdtemp(prefix="livefuse-tls-"))
             config = replace(config, tls=make_self_signed(folder, config.host))
         if config.tls is not None:
@@ -851,6 +894,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gateway: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     setup_process(config.log_level)
+    if steps.discover_address:
+        logging.getLogger("gateway").info(
+            "ICE host candidates advertise %s (asked of %s)", config.ice.public_address, config.ice.stun[0]
+        )
     if config.tls is not None and config.tls.self_signed:
         logging.getLogger("gateway").warning(
             "DEVELOPMENT ONLY: HTTPS with a self-signed certificate made just now (%s); clients cannot "

@@ -21,7 +21,9 @@ from tests.kubelet_env import container_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAY = ROOT / "deploy" / "overlays" / "example"
-FIELDS = {"status.hostIP": "192.0.2.7", "status.podIP": "192.0.2.7", "metadata.name": "livefuse-gateway-x"}
+FIELDS = {"status.hostIP": "192.0.2.7", "status.podIP": "192.0.2.7", "spec.nodeName": "node-a",
+          "metadata.name": "livefuse-gateway-x"}  # fmt: skip
+PLATFORM = ROOT / "deploy" / "overlays" / "example-platform"
 
 
 def _render(path: Path) -> list[dict[str, Any]]:
@@ -88,13 +90,37 @@ def test_the_gateway_loads_its_configuration_from_the_kubelet_environment(
         assert env["LIVEFUSE_TRITON_SERVICE_PORT_GRPC"] == "8001"
     assert "KUBERNETES_SERVICE_HOST" in env
     args = _mount_secrets(pod, container, args, tmp_path)
-    config, self_signed = load_config(args, env)
-    assert not self_signed
+    config, steps = load_config(args, env)
+    assert not steps.self_signed and not steps.discover_address
     assert config.host == env["LIVEFUSE_HOST"]
     assert config.port == 8080 == container["ports"][0]["containerPort"]
     assert config.auth.token == "s3cret-from-the-secret"
     assert config.public_url is not None and "192.0.2.7" in config.public_url
     assert config.sessions.max_sessions == int(env["LIVEFUSE_MAX_SESSIONS"])
+
+
+def test_the_platform_overlay_names_each_node_over_https_and_asks_stun_for_its_address(
+    tmp_path: Path,
+) -> None:
+    """deploy/overlays/example-platform (node-https and monitoring components, STUN/TURN settings), as a
+    kubelet would start it: the `$(NODE_NAME)` in the public URL is expanded (it is defined above it)."""
+    docs = _render(PLATFORM)
+    pod, container = _gateway(docs)
+    env, args = container_environment(docs, pod, container, FIELDS, service_links=True)
+    config, steps = load_config(_mount_secrets(pod, container, args, tmp_path), env)
+    assert config.public_url == "https://node-a.gw.media.example:8080"
+    assert config.tls is not None
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert config.tls.key.parent == config.tls.cert.parent
+    assert secrets[mounts[str(config.tls.cert.parent)]] == "livefuse-gateway-tls"
+    certificate = next(d for d in docs if d["kind"] == "Certificate")
+    assert certificate["spec"]["secretName"] == "livefuse-gateway-tls"
+    assert certificate["spec"]["dnsNames"] == ["*.gw.media.example"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS"
+    assert steps.discover_address and config.ice.stun == ("stun:stun.media.example:3478",)
+    assert [t.url for t in config.ice.turn] == ["turn:turn.media.example:3478?transport=udp"]
 
 
 def test_a_misspelt_setting_is_still_an_error_beside_the_injected_names(

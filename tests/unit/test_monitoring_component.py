@@ -1,7 +1,7 @@
 """deploy/k8s/components/monitoring: PodMonitors and a PrometheusRule with stable names that select what
 the base really runs (pod labels, named ports, the job the rules read), the same rules as the plain
 ConfigMap, and promtool accepts the operator's copy. Rendered with `kubectl kustomize` through
-deploy/overlays/example-monitoring."""
+deploy/overlays/example-platform."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _kubectl_with_components() -> str:
 def docs() -> list[dict[str, Any]]:
     kubectl = _kubectl_with_components()
     result = subprocess.run(
-        [kubectl, "kustomize", str(ROOT / "deploy" / "overlays" / "example-monitoring")],
+        [kubectl, "kustomize", str(ROOT / "deploy" / "overlays" / "example-platform")],
         capture_output=True,
         text=True,
     )
