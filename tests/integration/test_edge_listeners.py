@@ -3,12 +3,9 @@ front process), and --allow-anonymous letting a gateway without a token listen o
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
@@ -16,26 +13,11 @@ import pytest
 
 from loadgen.embedded import free_port
 from loadgen.processes import stop_process
+from tests.integration.test_front_process import _until
+from tests.integration.test_shutdown import _status
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "edge-test-token"
-
-
-async def _status(http: aiohttp.ClientSession, url: str) -> int | None:
-    try:
-        async with http.get(url, timeout=aiohttp.ClientTimeout(total=5)) as r:
-            return r.status
-    except (aiohttp.ClientError, TimeoutError):
-        return None
-
-
-async def _until(predicate: Callable[[], Awaitable[bool]], timeout_s: float) -> bool:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if await predicate():
-            return True
-        await asyncio.sleep(0.1)
-    return False
 
 
 def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:

@@ -141,24 +141,10 @@ def test_dashboard_configmap_matches_the_dashboard() -> None:
     assert json.loads(cm["data"]["livefuse.json"]) == source, "run python deploy/k8s/render_dashboard.py"
 
 
-def _kubectl() -> str:
-    import os
-    import shutil
-
-    found = shutil.which("kubectl")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("kubectl missing in CI: .ci/run installs the Debian package kubernetes-client")
-        pytest.skip("kubectl not installed (Debian package kubernetes-client; .ci/run installs it in CI)")
-    return found
-
-
 def _render(path: Path) -> list[dict[str, Any]]:
-    import subprocess
+    from tests.k8s_render import render
 
-    result = subprocess.run([_kubectl(), "kustomize", str(path)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
+    return render(path)
 
 
 def test_the_example_overlay_renders_valid_manifests_with_its_image_and_values() -> None:

@@ -8,15 +8,13 @@ Secret volumes are put on disk, and the gateway's own configuration loader runs 
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gateway.cli import UsageError, load_config
+from tests.k8s_render import render
 from tests.kubelet_env import container_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,22 +24,9 @@ FIELDS = {"status.hostIP": "192.0.2.7", "status.podIP": "192.0.2.7", "spec.nodeN
 PLATFORM = ROOT / "deploy" / "overlays" / "example-platform"
 
 
-def _render(path: Path) -> list[dict[str, Any]]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        import os
-
-        if os.environ.get("CI"):
-            pytest.fail("kubectl missing in CI: .ci/run installs the Debian package kubernetes-client")
-        pytest.skip("kubectl not installed (Debian package kubernetes-client)")
-    result = subprocess.run([kubectl, "kustomize", str(path)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
-
-
 @pytest.fixture(scope="module")
 def docs() -> list[dict[str, Any]]:
-    return _render(OVERLAY)
+    return render(OVERLAY)
 
 
 def _pods(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -104,7 +89,7 @@ def test_the_platform_overlay_names_each_node_over_https_and_asks_stun_for_its_a
 ) -> None:
     """deploy/overlays/example-platform (node-https and monitoring components, STUN/TURN settings), as a
     kubelet would start it: the `$(NODE_NAME)` in the public URL is expanded (it is defined above it)."""
-    docs = _render(PLATFORM)
+    docs = render(PLATFORM, components=True)
     pod, container = _gateway(docs)
     env, args = container_environment(docs, pod, container, FIELDS, service_links=True)
     config, steps = load_config(_mount_secrets(pod, container, args, tmp_path), env)

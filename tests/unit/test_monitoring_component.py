@@ -5,9 +5,7 @@ deploy/overlays/example-platform."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,34 +14,16 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.k8s_render import render
+
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 RULES = K8S / "alerts" / "livefuse-alerts.yaml"
 
 
-def _kubectl_with_components() -> str:
-    found = shutil.which("kubectl")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("kubectl missing in CI: .ci/run installs the Debian package kubernetes-client")
-        pytest.skip("kubectl not installed (Debian package kubernetes-client)")
-    version = subprocess.run([found, "version", "--client", "-o", "json"], capture_output=True, text=True)
-    kustomize = json.loads(version.stdout or "{}").get("kustomizeVersion", "v0")
-    if tuple(int(n) for n in re.findall(r"\d+", kustomize)[:2]) < (3, 7):
-        pytest.skip(f"kubectl's kustomize {kustomize} predates Components (3.7)")
-    return found
-
-
 @pytest.fixture(scope="module")
 def docs() -> list[dict[str, Any]]:
-    kubectl = _kubectl_with_components()
-    result = subprocess.run(
-        [kubectl, "kustomize", str(ROOT / "deploy" / "overlays" / "example-platform")],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
+    return render(ROOT / "deploy" / "overlays" / "example-platform", components=True)
 
 
 def _named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
