@@ -791,17 +791,18 @@ async def serve(config: GatewayConfig) -> int:
 
     log = logging.getLogger("gateway")
     app = create_app(media_config(config))
+    stop = asyncio.Event()
+    hurry = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        (hurry if stop.is_set() else stop).set()
+
+    # before anything listens: a SIGTERM as soon as the front answers is a drain, not the default death
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
     # leaving the block stops listening (the front process first), then cleanup_ctx drains and closes models
     async with listening(app, config) as drain_front:
-        stop = asyncio.Event()
-        hurry = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_signal() -> None:
-            (hurry if stop.is_set() else stop).set()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
         state = app[STATE]
         waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(state.started.wait())]
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)

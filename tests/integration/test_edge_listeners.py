@@ -82,5 +82,6 @@ async def test_allow_anonymous_starts_on_every_address_and_without_it_nothing_li
 
             assert await _until(up, 60), (tmp_path / "gateway.log").read_text()[-2000:]
     finally:
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)  # as soon as it answers: the handler is in place by then
         assert proc.wait(20) == 0
+    assert "listening on http://0.0.0.0:" in (tmp_path / "gateway.log").read_text()
