@@ -18,6 +18,7 @@ from tests.integration.test_shutdown import _status
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "edge-test-token"
+STUDIO = "https://studio.example"
 
 
 def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
@@ -35,7 +36,7 @@ async def test_metrics_port_serves_the_monitoring_routes_and_the_public_port_doe
 ) -> None:
     port, metrics = free_port(), free_port()
     args = ["--host", "127.0.0.1", "--port", str(port), f"--token={TOKEN}", "--metrics-port", str(metrics),
-            "--metrics-routes", "metrics,api"]  # fmt: skip
+            "--metrics-routes", "metrics,api", "--cors-origin", STUDIO]  # fmt: skip
     proc = _start(args + ([] if front else ["--no-front-process"]), tmp_path / "gateway.log")
     public, private = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics}"
     try:
@@ -56,6 +57,14 @@ async def test_metrics_port_serves_the_monitoring_routes_and_the_public_port_doe
             async with http.post(private + "/whip", data="v=0", headers={"Content-Type": "application/sdp",
                                  "Authorization": f"Bearer {TOKEN}"}) as r:  # fmt: skip
                 assert r.status == 404  # nothing but monitoring there
+            # CORS for the named origin only, on forwarded answers and on the front's own refusals alike
+            async with http.options(public + "/whip", headers={"Origin": STUDIO}) as r:
+                assert r.status == 204 and r.headers["Access-Control-Allow-Origin"] == STUDIO
+                assert "Livefuse-Egress-Token" in r.headers["Access-Control-Allow-Headers"]
+            async with http.post(public + "/whip", data="v=0", headers={"Origin": STUDIO}) as r:
+                assert r.status == 401 and r.headers["Access-Control-Allow-Origin"] == STUDIO
+            async with http.options(public + "/whip", headers={"Origin": "https://elsewhere.example"}) as r:
+                assert r.status == 204 and "Access-Control-Allow-Origin" not in r.headers
     finally:
         stop_process(proc, 20)
     assert f"metrics, api on http://127.0.0.1:{metrics}" in (tmp_path / "gateway.log").read_text()
