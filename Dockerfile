@@ -1,7 +1,7 @@
 # livefuse for NVIDIA GPUs: ONNX Runtime (CUDA / TensorRT EP) and native TensorRT plans.
 # A CPU-only image is Dockerfile.cpu. Both: multi-stage, models baked in, non-root, tini as PID 1.
 #
-#   docker build -t livefuse:cuda .
+#   docker build --build-arg CUDA_BASE_DIGEST=sha256:... -t livefuse:cuda .
 #   docker run --gpus all --network host -v "$PWD/token:/run/secrets/livefuse-token:ro" livefuse:cuda \
 #       --providers tensorrt,cuda,cpu
 # The gateway listens on every address, so it needs a token: LIVEFUSE_TOKEN_FILE names the file (a Docker or
@@ -12,9 +12,10 @@
 #
 # The base image is pinned by digest, which this repository cannot look up for you (no registry access where
 # it is written): the build stops at FROM until CUDA_BASE_DIGEST holds the digest of the tag you vetted,
-#   docker buildx imagetools inspect nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04 --format '{{json .Manifest.Digest}}'
+#   docker buildx imagetools inspect nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04
 #   docker build --build-arg CUDA_BASE_DIGEST=sha256:<that> -t livefuse:cuda .
-# Python packages: every pip install below is held to constraints.txt (PIP_CONSTRAINT); TensorRT,
+# Python packages: every pip install below is held to constraints.txt (PIP_CONSTRAINT, which also binds
+# the build tools; not the provisioning's `pip download` of model and media wheels); TensorRT,
 # onnxruntime-gpu and cuda-python by the ARGs below.
 ARG CUDA_BASE=nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04
 ARG CUDA_BASE_DIGEST=sha256:OPERATOR-MUST-SET-THE-DIGEST-OF-nvidia-cuda-13.0.2-cudnn-runtime-ubuntu24.04
@@ -24,8 +25,7 @@ FROM ${CUDA_BASE}@${CUDA_BASE_DIGEST} AS build
 ARG TENSORRT_VERSION=10.16.1.11
 ARG ORT_GPU_VERSION=1.31.1
 ARG CUDA_PYTHON_VERSION=13.0.3
-ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 \
-    PIP_CONSTRAINT=/src/constraints.txt
+ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/*
@@ -36,8 +36,8 @@ COPY engines ./engines
 COPY loadgen ./loadgen
 COPY scripts ./scripts
 RUN python3 -m venv /opt/venv \
- && /opt/venv/bin/pip install --upgrade pip \
- && /opt/venv/bin/pip install ".[gpu,triton]" \
+ && PIP_CONSTRAINT=/src/constraints.txt /opt/venv/bin/pip install --upgrade pip \
+ && PIP_CONSTRAINT=/src/constraints.txt /opt/venv/bin/pip install ".[gpu,triton]" \
         "tensorrt-cu13==${TENSORRT_VERSION}" \
         "onnxruntime-gpu==${ORT_GPU_VERSION}" \
         "cuda-python==${CUDA_PYTHON_VERSION}" \
@@ -46,7 +46,7 @@ RUN python3 -m venv /opt/venv \
 # provisioning needs the converter (the provision extra) only here, in a venv that is not copied on;
 # the serving copies (batch-dynamic rewrites) are made here too, so the model directory may be read-only
 RUN python3 -m venv /opt/provision \
- && /opt/provision/bin/pip install ".[provision]" \
+ && PIP_CONSTRAINT=/src/constraints.txt /opt/provision/bin/pip install ".[provision]" \
  && LIVEFUSE_MODEL_DIR=/opt/livefuse/models /opt/provision/bin/python -m engines.models provision \
  && LIVEFUSE_MEDIA_DIR=/opt/livefuse/media /opt/provision/bin/python -m loadgen.media provision \
  && LIVEFUSE_MODEL_DIR=/opt/livefuse/models /opt/venv/bin/python -m engines.models prepare
