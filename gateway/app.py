@@ -25,7 +25,7 @@ from gateway.config import GatewayConfig
 from gateway.control import Governor
 from gateway.engine_watch import EngineWatch
 from gateway.errors import Unauthorized, Unavailable
-from gateway.http import control, exposure, health, sessions, sources, whep, whip
+from gateway.http import control, cors, exposure, health, metrics_listener, sessions, sources, whep, whip
 from gateway.http import egress as egress_routes
 from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
@@ -173,9 +173,15 @@ def create_app(
         the_monitor.record_reject("rate_limit")
 
     app = web.Application(
-        middlewares=[rate_limit_middleware(limiter, limited), error_middleware],
+        middlewares=[
+            rate_limit_middleware(limiter, limited),
+            error_middleware,
+            metrics_listener.middleware(config.metrics),  # routes moved to --metrics-port: 404 here
+        ],
         client_max_size=config.max_body_bytes,
     )
+    app[metrics_listener.BOUND] = set()
+    cors.install(app, config.cors, (egress_routes.TOKEN_HEADER,))
     state = AppState(config)
     state.extra["rate_limit"] = limiter
     app[CONFIG] = config
@@ -295,6 +301,7 @@ def create_app(
     app.router.add_get("/watch", _watch)
     if monitor is None or hasattr(the_monitor, "snapshot_dict"):
         from gateway.monitoring.audio_section import AudioSection
+        from gateway.monitoring.container import container_collector
         from gateway.monitoring.routes import (
             EXTRA_COLLECTORS,
             METRICS_VIEWS,
@@ -303,6 +310,7 @@ def create_app(
             StatsView,
             setup_monitoring_routes,
         )
+        from gateway.webrtc.version_check import installed_version
 
         setup_monitoring_routes(app, the_monitor)  # type: ignore[arg-type]
 
@@ -320,8 +328,11 @@ def create_app(
 
         views: list[StatsView] = [exposure.stats_view, audio_view]
         app[STATS_VIEWS] = views
-        app[EXTRA_COLLECTORS] = [audio.collector]
+        versions = {name: installed_version(name) for name in ("livefuse", "aiortc", "av")}
+        app[EXTRA_COLLECTORS] = [audio.collector, container_collector(versions)]
         metrics_views: list[MetricsView] = [exposure.metrics_view]
+        if not config.metrics.per_session:  # a `session` label per publisher: opt-in (--metrics-per-session)
+            metrics_views.append(exposure.without_sessions)
         app[METRICS_VIEWS] = metrics_views
     egress_routes.install(app, config.egress)
     webhooks.install(app, config.webhooks, the_monitor)

@@ -23,6 +23,8 @@ class AuthConfig:
     token: str | None = None
     protect_reads: bool = False
     tenants: tuple[Tenant, ...] = ()
+    # listen beyond loopback without any token (every caller an admin); otherwise that is refused at start
+    allow_anonymous: bool = False
 
     @property
     def all_tenants(self) -> tuple[Tenant, ...]:

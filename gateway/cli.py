@@ -15,8 +15,8 @@ import signal
 import sys
 import tempfile
 import tomllib
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -28,6 +28,8 @@ from gateway.control.capacity import usable_cores
 from gateway.control.degradation import DegradationConfig
 from gateway.egress.config import EgressConfig
 from gateway.egress.policy import RetryConfig
+from gateway.http.cors import CorsConfig
+from gateway.http.metrics_listener import MetricsListenerConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.http.tls import TlsConfig, make_self_signed, server_context
 from gateway.media.late import LatePolicy
@@ -35,6 +37,7 @@ from gateway.monitoring.monitor import MonitorConfig
 from gateway.preflight import PreflightError, check_processing
 from gateway.process_setup import setup_process
 from gateway.scheduler import SchedulerConfig
+from gateway.service_links import injected_by_kubernetes
 from gateway.source_store import SourcesConfig
 from gateway.tenants import load_tenants
 from gateway.webhooks.delivery import WebhookConfig
@@ -112,9 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a(
         "--ice-public-address",
-        metavar="IP",
+        metavar="IP|auto",
         help="advertise host candidates at this address instead of the machine's own: the public side of a "
-        "1:1 NAT, or a node's external address for hostNetwork pods (default: the interface addresses)",
+        "1:1 NAT, or a node's external address for hostNetwork pods; 'auto' asks the first --stun server "
+        "at start-up (default: the interface addresses)",
     )
     a(
         "--media-dscp",
@@ -335,6 +339,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a("--protect-reads", action="store_true", default=None, help="also require the token on read-only pages")
     a(
+        "--allow-anonymous",
+        action="store_true",
+        default=None,
+        help="listen on a non-loopback --host without any token (every caller is an admin); without it the "
+        "gateway refuses to start that way",
+    )
+    a(
+        "--cors-origin",
+        action="append",
+        metavar="ORIGIN",
+        help="an origin (https://studio.example) whose pages may call WHIP/WHEP from a browser; repeatable, "
+        "'*' = any (default none: only the gateway's own pages)",
+    )
+    a(
         "--tls-cert",
         type=Path,
         help="PEM certificate (chain): serve HTTPS, so WHIP, WHEP and /demo work from other machines",
@@ -366,9 +384,10 @@ def build_parser() -> argparse.ArgumentParser:
     a(
         "--egress-allow",
         action="append",
-        metavar="URL_PREFIX",
+        metavar="URL",
         help="WHIP endpoints a client may name for its session (?egress=, POST /sessions/{id}/egress): "
-        "URL prefixes, repeatable, '*' = any (default none: only --egress-url)",
+        "scheme, host and port exact, the path by prefix; repeatable; '*' = any public address; loopback "
+        "and private addresses only where an entry names them (default none: only --egress-url)",
     )
     a(
         "--egress-max-attempts",
@@ -408,6 +427,25 @@ def build_parser() -> argparse.ArgumentParser:
     a("--event-log-max-mb", type=float, help="rotate the event log past this size (default 5)")
     a("--sample-interval-s", type=float, help="system sampler period at rest, adaptive around it (default 1)")
     a(
+        "--metrics-port",
+        type=int,
+        help="serve /metrics (and what --metrics-routes adds) on this port instead of the public one, where "
+        "they then answer 404 (default: on the public port)",
+    )
+    a("--metrics-address", help="address of the --metrics-port listener (default 127.0.0.1)")
+    a(
+        "--metrics-per-session",
+        action="store_true",
+        default=None,
+        help="also export the per-session families (livefuse_session_*{session}); one series per publisher "
+        "ever seen, so off by default (/api/stats lists sessions either way)",
+    )
+    a(
+        "--metrics-routes",
+        help="what moves to --metrics-port, comma-separated: metrics (/metrics), api (/api/stats, "
+        "/api/stream), dashboard (/dashboard) (default metrics)",
+    )
+    a(
         "--no-degradation",
         action="store_true",
         default=None,
@@ -416,10 +454,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def env_values(parser: argparse.ArgumentParser, environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
+def env_values(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> dict[str, Any]:
     """LIVEFUSE_<KEY> variables as flag values: LIVEFUSE_MAX_SESSIONS=8, LIVEFUSE_NO_AUDIO=true,
     LIVEFUSE_STUN="stun:a:3478 stun:b:3478" (repeatable flags: space-separated). An unknown LIVEFUSE_*
-    name is an error (a typo would otherwise be ignored)."""
+    name is an error (a typo would otherwise be ignored), except the names a Kubernetes kubelet injects for
+    Services (LIVEFUSE_GATEWAY_SERVICE_HOST, ...; gateway.service_links), which are skipped."""
     actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "version")}
     values: dict[str, Any] = {}
     for name, raw in environ.items():
@@ -427,6 +466,8 @@ def env_values(parser: argparse.ArgumentParser, environ: dict[str, str] | os._En
             continue
         key = name[len(ENV_PREFIX) :].lower()
         action = actions.get(key)
+        if injected_by_kubernetes(name, raw, known_setting=action is not None):
+            continue
         if action is None:
             raise UsageError(f"unknown environment variable {name} (see gateway --help)")
         try:
@@ -554,7 +595,7 @@ def build_config(
     get = merged_values(args, file_values, env).get
     token = get("token")
     if token is None and get("token_file") is not None:
-        token = Path(str(get("token_file"))).read_text().strip()
+        token = _secret(get("token_file"), "--token-file")
     tenants = load_tenants(Path(str(get("tenants_file")))) if get("tenants_file") else ()
     processing = ProcessingConfig()
     auto_workers, auto_threads = default_parallelism(
@@ -629,7 +670,7 @@ def build_config(
         host_addresses=LOOPBACK if get("ice_loopback_only") else (),
         dscp=None if get("media_dscp") is None else parse_dscp(str(get("media_dscp"))),
         udp_ports=parse_port_range(str(get("ice_udp_ports"))) if get("ice_udp_ports") else None,
-        public_address=str(get("ice_public_address")) if get("ice_public_address") else None,
+        public_address=_public_address(get("ice_public_address"), get("stun")),
     )
     event_log = get("event_log", DEFAULT_EVENT_LOG)
     monitor = MonitorConfig(
@@ -649,7 +690,19 @@ def build_config(
         sessions=sessions,
         sources=sources,
         ice=ice,
-        auth=AuthConfig(token=token, protect_reads=bool(get("protect_reads", False)), tenants=tenants),
+        auth=AuthConfig(
+            token=token,
+            protect_reads=bool(get("protect_reads", False)),
+            tenants=tenants,
+            allow_anonymous=bool(get("allow_anonymous", False)),
+        ),
+        cors=CorsConfig(origins=_split(get("cors_origin")) or ()),
+        metrics=MetricsListenerConfig(
+            port=None if get("metrics_port") is None else int(str(get("metrics_port"))),
+            address=str(get("metrics_address", MetricsListenerConfig.address)),
+            groups=_split(get("metrics_routes")) or MetricsListenerConfig.groups,
+            per_session=bool(get("metrics_per_session", False)),
+        ),
         header_timeout_s=float(get("header_timeout_s", 10.0)),
         body_timeout_s=float(get("body_timeout_s", 30.0)),
         rate_limit=RateLimitConfig(
@@ -669,6 +722,32 @@ def build_config(
         egress=_egress_config(get),
         webhooks=_webhook_config(get),
     )
+
+
+def _secret(path: Any, flag: str) -> str:
+    """A token read from a file (a mounted Secret): one line, not empty."""
+    try:
+        value = Path(str(path)).read_text().strip()
+    except OSError as exc:
+        raise ValueError(f"{flag} {path}: {exc.strerror or exc}") from None
+    if not value:
+        raise ValueError(f"{flag} {path} is empty")
+    return value
+
+
+def _public_address(value: Any, stun: Any) -> str | None:
+    """--ice-public-address IP, or `auto` (None here: main() asks the first --stun server at start-up)."""
+    if not value:
+        return None
+    if _auto_address(value):
+        servers = _split(stun) or ()
+        if not servers:
+            raise ValueError("--ice-public-address auto asks the first --stun server: give one (--stun URL)")
+        from gateway.stun_discovery import parse_stun_url
+
+        parse_stun_url(servers[0])  # a bad URL: one line now, not at start-up
+        return None
+    return str(value)
 
 
 def _webhook_config(get: Any) -> WebhookConfig:
@@ -712,17 +791,18 @@ async def serve(config: GatewayConfig) -> int:
 
     log = logging.getLogger("gateway")
     app = create_app(media_config(config))
+    stop = asyncio.Event()
+    hurry = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        (hurry if stop.is_set() else stop).set()
+
+    # before anything listens: a SIGTERM as soon as the front answers is a drain, not the default death
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
     # leaving the block stops listening (the front process first), then cleanup_ctx drains and closes models
     async with listening(app, config) as drain_front:
-        stop = asyncio.Event()
-        hurry = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def on_signal() -> None:
-            (hurry if stop.is_set() else stop).set()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
         state = app[STATE]
         waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(state.started.wait())]
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -754,22 +834,59 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+@dataclass(frozen=True)
+class StartupSteps:
+    """What main() does once the configuration is good: a certificate to make (--self-signed), the public
+    address to ask the first STUN server for (--ice-public-address auto)."""
+
+    self_signed: bool = False
+    discover_address: bool = False
+
+
+def load_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> tuple[GatewayConfig, StartupSteps]:
+    """The configuration loader: flags, the environment (LIVEFUSE_*) and the TOML file they name, merged
+    into a GatewayConfig, and the start-up steps they ask for. Raises UsageError/ValueError/OSError on a
+    bad setting; checks nothing about the machine."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    env = env_values(parser, environ)
+    config_file = args.config or env.pop("config", None)
+    file_values: dict[str, Any] = {}
+    if config_file is not None:
+        with open(config_file, "rb") as fh:
+            file_values = tomllib.load(fh)
+    file_values.pop("config", None)
+    config = build_config(args, file_values, env)
+    get = merged_values(args, file_values, env).get
+    return config, StartupSteps(
+        self_signed=bool(get("self_signed")), discover_address=_auto_address(get("ice_public_address"))
+    )
+
+
+def _auto_address(value: Any) -> bool:
+    return value is not None and str(value).strip().lower() == "auto"
+
+
+def _discovered(config: GatewayConfig) -> GatewayConfig:
+    """--ice-public-address auto: the first --stun server's view of this machine, or one line and exit 2."""
+    from gateway.stun_discovery import DiscoveryError, discover_public_address
+
+    try:
+        address = asyncio.run(discover_public_address(config.ice.stun[0]))
+    except DiscoveryError as exc:
+        raise ValueError(f"--ice-public-address auto: {exc}") from None
+    return replace(config, ice=replace(config.ice, public_address=address))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit codes: 0 clean stop, 1 failure while running, 2 bad command line, config or machine."""
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        env = env_values(parser, os.environ)
-        config_file = args.config or env.pop("config", None)
-        file_values: dict[str, Any] = {}
-        if config_file is not None:
-            with open(config_file, "rb") as fh:
-                file_values = tomllib.load(fh)
-        file_values.pop("config", None)
-        config = build_config(args, file_values, env)
+        config, steps = load_config(argv, os.environ)
         check_aiortc(installed_version("aiortc"))
         check_processing(config.processing)
-        if merged_values(args, file_values, env).get("self_signed"):
+        if steps.discover_address:
+            config = _discovered(config)
+        if steps.self_signed:
             folder = Path(tempfile.mkdtemp(prefix="livefuse-tls-"))
             config = replace(config, tls=make_self_signed(folder, config.host))
         if config.tls is not None:
@@ -778,6 +895,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gateway: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     setup_process(config.log_level)
+    if steps.discover_address:
+        logging.getLogger("gateway").info(
+            "ICE host candidates advertise %s (asked of %s)", config.ice.public_address, config.ice.stun[0]
+        )
     if config.tls is not None and config.tls.self_signed:
         logging.getLogger("gateway").warning(
             "DEVELOPMENT ONLY: HTTPS with a self-signed certificate made just now (%s); clients cannot "

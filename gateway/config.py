@@ -6,6 +6,7 @@ pipeline; `gateway.app` turns it into `engines.pipeline.PipelineConfig` when it 
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.background import BackgroundConfig
 from gateway.egress.config import EgressConfig
+from gateway.http.cors import CorsConfig
+from gateway.http.metrics_listener import MetricsListenerConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.http.tls import TlsConfig
 from gateway.media.audio import AudioConfig
@@ -170,10 +173,19 @@ class GatewayConfig:
     front_nice: int = 5  # the front process's priority below the media's (0..19)
     # CPUs the front process runs on (e.g. a core kept from the media process with taskset); () = any
     front_cpus: tuple[int, ...] = ()
+    cors: CorsConfig = field(default_factory=CorsConfig)  # origins allowed to call WHIP/WHEP from a browser
+    metrics: MetricsListenerConfig = field(default_factory=MetricsListenerConfig)  # /metrics on its own port
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535, got {self.port}")
+        if not is_loopback(self.host) and not self.auth.enabled and not self.auth.allow_anonymous:
+            raise ValueError(
+                f"refusing to listen on {self.host or 'every address'} without a token: give --token-file "
+                "(or LIVEFUSE_TOKEN_FILE, --tenants-file), or --allow-anonymous to make every caller an admin"
+            )
+        if self.metrics.port is not None and self.metrics.port == self.port and self.port != 0:
+            raise ValueError(f"--metrics-port must differ from --port ({self.port})")
         if self.public_url is not None:
             from gateway.http.urls import check_public_url
 
@@ -188,3 +200,13 @@ class GatewayConfig:
             raise ValueError("--front-cpus places the front process; with --no-front-process there is none")
         if self.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether listening on `host` reaches this machine only: 127.0.0.0/8, ::1 or `localhost`."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name (resolved by the listener) or "" (every address)

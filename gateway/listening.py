@@ -22,6 +22,7 @@ from aiohttp import web
 from gateway.config import GatewayConfig
 from gateway.http.access_log import runner_options
 from gateway.http.keys import MONITOR
+from gateway.http.metrics_listener import BOUND, bound_addresses, public_routes
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.http.tls import server_context
 
@@ -46,6 +47,7 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
         await runner.setup()
         try:
             context = None if config.tls is None else server_context(config.tls)
+            await _metrics_site(app, runner, config)
             await web.TCPSite(runner, config.host, config.port, ssl_context=context).start()
             log.info("listening on %s://%s:%d", scheme(config), config.host, config.port)
             yield lambda: None
@@ -72,7 +74,9 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
         await runner.setup()
         media_socket = str(private / "media.sock")
         await web.UnixSite(runner, media_socket).start()
-        front = FrontProcess(front_config(config, routes_of(app)), listener, media_socket, record)
+        await _metrics_site(app, runner, config)
+        routes = public_routes(config.metrics, routes_of(app))
+        front = FrontProcess(front_config(config, routes), listener, media_socket, record)
         await front.start()
         _show(app, front)
         log.info(
@@ -92,6 +96,20 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
         listener.close()
         await runner.cleanup()
         shutil.rmtree(private, ignore_errors=True)
+
+
+async def _metrics_site(app: web.Application, runner: web.AppRunner, config: GatewayConfig) -> None:
+    """The monitoring routes' own listener (gateway.http.metrics_listener), plain HTTP, in the media
+    process: started before the public one, so the addresses it adds are its own."""
+    listener = config.metrics
+    if listener.port is None:
+        return
+    before = list(runner.addresses)
+    await web.TCPSite(runner, listener.address, listener.port).start()
+    bound = bound_addresses([a for a in runner.addresses if a not in before])
+    app[BOUND].update(bound)
+    for address, port in sorted(bound):
+        log.info("%s on http://%s:%d", ", ".join(listener.groups), address, port)
 
 
 def scheme(config: GatewayConfig) -> str:

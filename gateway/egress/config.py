@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
+from gateway.egress.destinations import DEFAULT_PORTS, AllowList, DestinationRefused
 from gateway.egress.policy import RetryConfig
 from gateway.egress.whip_client import check_endpoint
 
@@ -15,7 +17,8 @@ class EgressConfig:
     # every session pushes here unless it names its own target; "{session}" becomes the session's id
     default_url: str | None = None
     default_token: str | None = None
-    # URL prefixes a client may name as its own target (?egress=, POST /sessions/{id}/egress); "*" = any.
+    # URLs a client may name as its own target (?egress=, POST /sessions/{id}/egress): scheme, host and port
+    # exact, path by prefix; "*" = any public destination (gateway.egress.destinations).
     # Empty: per-session targets are refused (the gateway would POST wherever a client asked).
     allowed_prefixes: tuple[str, ...] = ()
     host_addresses: tuple[str, ...] = ()  # ICE host candidates of egress peers; () = aioice's choice
@@ -28,9 +31,28 @@ class EgressConfig:
             check_endpoint(self.default_url.replace(SESSION_PLACEHOLDER, "session"))
         if self.request_timeout_s <= 0 or self.connect_timeout_s <= 0:
             raise ValueError("egress timeouts must be > 0")
+        AllowList.parse(self.allowed_prefixes)  # a bad entry: one line at start-up
+
+    @property
+    def allow_list(self) -> AllowList:
+        return AllowList.parse(self.allowed_prefixes)
 
     def allows(self, url: str) -> bool:
-        return any(p == "*" or url.startswith(p) for p in self.allowed_prefixes)
+        """Whether a client may name `url` (gateway.egress.destinations), short of resolving its host."""
+        try:
+            self.allow_list.check(url)
+        except DestinationRefused:
+            return False
+        return True
+
+    def trusted_origins(self) -> frozenset[tuple[str, int]]:
+        """(host, port) of the operator's own --egress-url: its addresses are not the allow-list's
+        business."""
+        if self.default_url is None:
+            return frozenset()
+        parts = urlsplit(self.default_url.replace(SESSION_PLACEHOLDER, "session"))
+        host = (parts.hostname or "").rstrip(".")
+        return frozenset({(host, parts.port or DEFAULT_PORTS.get(parts.scheme, 443))})
 
     def default_for(self, session_id: str) -> str | None:
         if self.default_url is None:

@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from gateway.egress.config import EgressConfig
+from gateway.egress.guarded_resolver import GuardedResolver
 from gateway.egress.policy import STATES, EgressState
 from gateway.egress.push import EgressPush, MediaSource, PushTimeouts, Target
 from gateway.egress.whip_client import delete_resource
@@ -41,8 +42,9 @@ class EgressHub:
         self._closed = False
 
     async def start(self) -> None:
-        if self._http is None:
-            self._http = aiohttp.ClientSession()
+        if self._http is None:  # every connection's addresses pass the allow-list (guarded_resolver)
+            resolver = GuardedResolver(self.config.allow_list, self.config.trusted_origins())
+            self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(resolver=resolver))
 
     async def close(self) -> None:
         """Stop every push (each DELETEs its resource), wait for the DELETEs. Idempotent."""

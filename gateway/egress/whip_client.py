@@ -1,10 +1,12 @@
 """The WHIP client side of RFC 9725: the HTTP exchange only (the peer connection is `gateway.egress.push`).
 
 POST the SDP offer with `Authorization: Bearer <token>`; the endpoint answers 201 with the SDP answer and
-`Location` (the session's resource, resolved against the endpoint URL: it may be relative); DELETE that
-resource to end. ICE servers come as `Link: <url>; rel="ice-server"` (section 4.6): aiortc cannot change
-its servers after the offer gathered, so they are asked for first with OPTIONS (which servers may refuse;
-then none are used) and the POST's own Link headers are kept for the next attempt.
+`Location` (the session's resource, resolved against the endpoint URL: it may be relative, and must stay on
+the endpoint's origin); DELETE that resource to end. Redirects are never followed: an egress target passed
+the allow-list (gateway.egress.destinations) as named, and a 3xx would lead anywhere. ICE servers come as
+`Link: <url>; rel="ice-server"` (section 4.6): aiortc cannot change its servers after the offer gathered, so
+they are asked for first with OPTIONS (which servers may refuse; then none are used) and the POST's own Link
+headers are kept for the next attempt.
 """
 
 from __future__ import annotations
@@ -65,6 +67,12 @@ def ice_servers_from_links(values: list[str]) -> tuple[RTCIceServer, ...]:
     return tuple(servers)
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").rstrip("."), parts.port or {"http": 80, "https": 443}.get(scheme)
+
+
 def _headers(token: str | None, **more: str) -> dict[str, str]:
     headers = dict(more)
     if token:
@@ -83,7 +91,10 @@ async def ice_servers(
     """The endpoint's ICE servers from an OPTIONS request; () when it has none or refuses OPTIONS."""
     try:
         async with http.options(
-            url, headers=_headers(token), timeout=aiohttp.ClientTimeout(total=timeout_s)
+            url,
+            headers=_headers(token),
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+            allow_redirects=False,
         ) as response:
             if response.status >= 300:
                 return ()
@@ -101,9 +112,15 @@ async def post_offer(
         data=offer_sdp.encode(),
         headers=_headers(token, **{"Content-Type": SDP_TYPE}),
         timeout=aiohttp.ClientTimeout(total=timeout_s),
-        allow_redirects=True,
+        allow_redirects=False,
     ) as response:
         body = await response.text(errors="replace")
+        if 300 <= response.status < 400:
+            raise WhipRefused(
+                response.status,
+                f"redirects are not followed (to {response.headers.get('Location', '?')[:200]}): name the "
+                "endpoint itself",
+            )
         if response.status != 201:
             first = body.strip().splitlines()[0][:200] if body.strip() else response.reason or ""
             raise WhipRefused(response.status, first, _retry_after(response))
@@ -112,8 +129,11 @@ async def post_offer(
             raise WhipRefused(response.status, "201 without a Location header")
         if not body.startswith("v=0"):
             raise WhipRefused(response.status, "201 without an SDP answer")
+        resource = urljoin(str(response.url), location)
+        if _origin(resource) != _origin(str(response.url)):
+            raise WhipRefused(response.status, f"Location {resource[:200]} is not on the endpoint's origin")
         return WhipResource(
-            location=urljoin(str(response.url), location),
+            location=resource,
             answer_sdp=body,
             ice_servers=ice_servers_from_links(response.headers.getall("Link", [])),
             etag=response.headers.get("ETag"),
@@ -126,7 +146,10 @@ async def delete_resource(
     """DELETE the session's resource: the status, or None when the endpoint could not be reached."""
     try:
         async with http.delete(
-            location, headers=_headers(token), timeout=aiohttp.ClientTimeout(total=timeout_s)
+            location,
+            headers=_headers(token),
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+            allow_redirects=False,
         ) as response:
             return response.status
     except (TimeoutError, aiohttp.ClientError):

@@ -20,6 +20,7 @@ from gateway.errors import Unauthorized, Unavailable
 from gateway.front.checks import Check, check_for
 from gateway.front.config import FrontConfig
 from gateway.front.upstream import Upstream
+from gateway.http import cors
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
 from gateway.http.replies import replied
 from gateway.http.request_checks import MUTATING_WHILE_SHUTTING_DOWN
@@ -60,6 +61,7 @@ def create_front_app(config: FrontConfig, media_socket: str) -> web.Application:
     )
     app[REJECTS] = rejects
     app[DRAINING] = draining
+    cors.install(app, config.cors, config.cors_request_headers)  # the same headers as the media app's
 
     async def upstream_ctx(app: web.Application) -> AsyncIterator[None]:
         upstream = Upstream(media_socket)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gateway.auth import AuthConfig
+from gateway.http.cors import CorsConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.http.tls import TlsConfig
 
@@ -33,6 +34,8 @@ class FrontConfig:
     cpus: tuple[int, ...] = ()  # the CPUs it may run on; () = wherever the media process may
     report_interval_s: float = 1.0  # how often reject counts go back to the media process's monitor
     tls: TlsConfig | None = None  # HTTPS on the public port: the front terminates it
+    cors: CorsConfig = field(default_factory=CorsConfig)  # its own refusals carry them too (http.cors)
+    cors_request_headers: tuple[str, ...] = ()  # request headers allowed beyond the standard three
 
     def __post_init__(self) -> None:
         if not 0 <= self.nice <= 19:
@@ -55,4 +58,12 @@ def front_config(config: GatewayConfig, routes: tuple[tuple[str, str], ...]) -> 
         nice=config.front_nice,
         cpus=config.front_cpus,
         tls=config.tls,
+        cors=config.cors,
+        cors_request_headers=_egress_token_header(),
     )
+
+
+def _egress_token_header() -> tuple[str, ...]:
+    from gateway.http.egress import TOKEN_HEADER  # in the media process: the front never imports egress
+
+    return (TOKEN_HEADER,)

@@ -2,18 +2,22 @@
 
 The endpoint's token travels in the `Livefuse-Egress-Token` header (or `?egress_token=`, redacted from the
 access log): `Authorization` already carries the caller's own token for this gateway. `?egress=none` opts a
-session out of the gateway-wide default. A target a client names must match `--egress-allow` (else 403):
-the gateway would otherwise POST wherever any client asked.
+session out of the gateway-wide default. A target a client names must match `--egress-allow` (else 403),
+its host's addresses too (gateway.egress.destinations): the gateway would otherwise POST wherever any client
+asked.
 """
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 
 from gateway.egress.config import SESSION_PLACEHOLDER, EgressConfig
+from gateway.egress.destinations import DestinationRefused
 from gateway.egress.hub import EgressHub
 from gateway.egress.push import EgressPush, Target
 from gateway.egress.whip_client import check_endpoint
@@ -34,7 +38,9 @@ def owned_session(request: web.Request) -> Session:
     return session
 
 
-def _client_target(config: EgressConfig, url: Any, token: Any) -> Target:
+async def _client_target(config: EgressConfig, url: Any, token: Any) -> Target:
+    """A target a client names: 400 when it is no URL, 403 unless the allow-list takes it, host name and
+    resolved addresses included (gateway.egress.destinations); nothing is connected to before that."""
     if not isinstance(url, str) or not url:
         raise BadRequest("egress needs a url (the downstream WHIP endpoint)")
     if token is not None and not isinstance(token, str):
@@ -43,9 +49,22 @@ def _client_target(config: EgressConfig, url: Any, token: Any) -> Target:
         check_endpoint(url)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    if not config.allows(url):
-        raise Forbidden(f"egress to {url} is not allowed here (the gateway's --egress-allow)")
+    allow = config.allow_list
+    try:
+        target = allow.check(url)
+        if target.address is None:
+            allow.check_addresses(target, await _addresses(target.host, target.port))
+    except DestinationRefused as exc:
+        raise Forbidden(str(exc)) from None
     return Target(url, token or None, "request")
+
+
+async def _addresses(host: str, port: int) -> list[str]:
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise DestinationRefused(f"egress host {host} does not resolve ({exc.strerror or exc})") from None
+    return sorted({str(info[4][0]) for info in infos})
 
 
 def _default_target(config: EgressConfig) -> Target | None:
@@ -54,7 +73,7 @@ def _default_target(config: EgressConfig) -> Target | None:
     return Target(config.default_url, config.default_token, "default")
 
 
-def requested_target(request: web.Request) -> Target | None:
+async def requested_target(request: web.Request) -> Target | None:
     """What a WHIP POST asks for: its own `?egress=`, none (`?egress=none`), or the gateway's default.
     Checked before the session exists, so a bad target costs no session."""
     config = request.app[EGRESS].config
@@ -64,7 +83,7 @@ def requested_target(request: web.Request) -> Target | None:
     if url.strip().lower() == "none":
         return None
     token = request.headers.get(TOKEN_HEADER) or request.query.get("egress_token")
-    return _client_target(config, url.strip(), token)
+    return await _client_target(config, url.strip(), token)
 
 
 def begin(app: web.Application, session: Session, target: Target | None) -> EgressPush | None:
@@ -97,7 +116,7 @@ async def post_egress(request: web.Request) -> web.Response:
         raise BadRequest(f"unknown egress key(s) {', '.join(unknown)} (known: url, token)")
     config = request.app[EGRESS].config
     if "url" in body:
-        target: Target | None = _client_target(config, body["url"], body.get("token"))
+        target: Target | None = await _client_target(config, body["url"], body.get("token"))
     else:
         target = _default_target(config)
         if target is None:

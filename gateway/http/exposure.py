@@ -55,6 +55,12 @@ def metrics_view(request: web.Request, snap: StatsSnapshot) -> StatsSnapshot:
     return dataclasses.replace(snap, sessions=tuple(shown), events=())
 
 
+def without_sessions(request: web.Request, snap: StatsSnapshot) -> StatsSnapshot:
+    """/metrics without the per-session families' series: one `session` label value per publisher ever
+    seen grows a Prometheus without bound (every session is a new series), so it is opt-in."""
+    return dataclasses.replace(snap, sessions=())
+
+
 def _scrub(data: dict[str, object], hidden: set[str]) -> dict[str, object]:
     """Every occurrence of a hidden id (in the session list, in event messages and data) becomes REDACTED."""
     if not hidden:

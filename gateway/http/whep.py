@@ -13,7 +13,6 @@ from gateway.errors import NotFound, Unauthorized
 from gateway.http.keys import CONFIG, principal_of, sessions_of
 from gateway.http.request_checks import SDP_TYPE, read_checked_offer
 from gateway.http.urls import resource_url
-from gateway.http.whip import CORS
 from gateway.session import Session
 from gateway.tenants import same_secret
 from gateway.webrtc.interop.ice import link_headers
@@ -43,7 +42,7 @@ async def post_whep(request: web.Request) -> web.Response:
         status=201,
         text=answer,
         content_type=SDP_TYPE,
-        headers={"Location": resource_url(config.public_url, f"/whep/{session.id}/{viewer_id}"), **CORS},
+        headers={"Location": resource_url(config.public_url, f"/whep/{session.id}/{viewer_id}")},
     )
     for link in link_headers(config.ice):
         response.headers.add("Link", link)
@@ -54,11 +53,11 @@ async def delete_whep(request: web.Request) -> web.Response:
     session = viewable_session(request)
     if not await session.remove_viewer(request.match_info["viewer_id"]):
         raise NotFound("no such viewer")
-    return web.Response(status=200, headers=CORS)
+    return web.Response(status=200)
 
 
 async def options_whep(request: web.Request) -> web.Response:
-    return web.Response(status=204, headers={**CORS, "Accept-Post": SDP_TYPE})
+    return web.Response(status=204, headers={"Accept-Post": SDP_TYPE})
 
 
 def add_routes(app: web.Application) -> None:

@@ -31,12 +31,6 @@ from gateway.webrtc.interop.ice import link_headers
 from gateway.webrtc.negotiation.sdp import SdpError
 
 VIEWER_TOKEN_HEADER = "Livefuse-Viewer-Token"  # WHEP may use it (as a bearer token) for this session only
-CORS = {
-    "Access-Control-Allow-Origin": "*",
-    "Access-Control-Allow-Methods": "POST, DELETE, PATCH, OPTIONS",
-    "Access-Control-Allow-Headers": f"Authorization, Content-Type, If-Match, {egress.TOKEN_HEADER}",
-    "Access-Control-Expose-Headers": "Location, ETag, Link, Accept-Patch, Livefuse-Viewer-Token",
-}
 
 
 async def read_offer(request: web.Request) -> str:
@@ -116,8 +110,7 @@ def choose_face_settings(request: web.Request) -> FaceSettings | None:
 
 
 async def options_whip(request: web.Request) -> web.Response:
-    headers = dict(CORS)
-    headers["Accept-Post"] = SDP_TYPE
+    headers = {"Accept-Post": SDP_TYPE}  # CORS headers, where an origin is allowed: gateway.http.cors
     links = link_headers(request.app[CONFIG].ice)
     response = web.Response(status=204, headers=headers)
     for link in links:
@@ -133,7 +126,7 @@ async def post_whip(request: web.Request) -> web.Response:
     owner = principal_of(request).tenant
     face_settings = choose_face_settings(request)
     legacy_dtls = choose_dtls(request)
-    egress_target = egress.requested_target(request)
+    egress_target = await egress.requested_target(request)
     try:
         session, answer = await sessions_of(request.app).create(
             offer,
@@ -157,7 +150,6 @@ async def post_whip(request: web.Request) -> web.Response:
             "ETag": f'"{session.etag}"',
             "Accept-Patch": TRICKLE_TYPE,
             VIEWER_TOKEN_HEADER: session.viewer_token,
-            **CORS,
         },
     )
     for link in link_headers(config.ice):
@@ -167,7 +159,7 @@ async def post_whip(request: web.Request) -> web.Response:
 
 async def delete_whip(request: web.Request) -> web.Response:
     await owned_session(request).close("deleted by client")
-    return web.Response(status=200, headers=CORS)
+    return web.Response(status=200)
 
 
 async def patch_whip(request: web.Request) -> web.Response:
@@ -187,11 +179,11 @@ async def patch_whip(request: web.Request) -> web.Response:
         await session.add_remote_candidates(fragment)
     except SdpError as exc:
         raise Unprocessable(str(exc)) from None
-    return web.Response(status=204, headers={"ETag": f'"{session.etag}"', **CORS})
+    return web.Response(status=204, headers={"ETag": f'"{session.etag}"'})
 
 
 async def options_resource(request: web.Request) -> web.Response:
-    return web.Response(status=204, headers=CORS)
+    return web.Response(status=204)
 
 
 def add_routes(app: web.Application) -> None:

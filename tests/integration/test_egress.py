@@ -156,7 +156,8 @@ async def test_an_h264_session_pushes_h264_from_its_one_encoder(astronaut: np.nd
     async with running_endpoint(endpoint) as downstream, aiohttp.ClientSession() as http:
         config = replace(
             gw_config(),
-            egress=EgressConfig(allowed_prefixes=("*",), host_addresses=LOOPBACK_EGRESS),
+            # "*" takes public destinations only: the loopback endpoint is named
+            egress=EgressConfig(allowed_prefixes=(downstream + "/ingest",), host_addresses=LOOPBACK_EGRESS),
         )
         async with running_gateway(config, pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw:
             frames = [cv2.resize(astronaut, (160, 120))]

@@ -22,6 +22,7 @@ from aiohttp import web
 from gateway.app import create_app, wait_started
 from gateway.auth import AuthConfig
 from gateway.http.access_log import runner_options
+from gateway.http.metrics_listener import MetricsListenerConfig
 from gateway.tenants import Tenant, load_tenants
 from gateway.webrtc.install import create_peer_connection
 from loadgen.embedded import start_site
@@ -108,7 +109,10 @@ async def test_tenants_own_their_sessions_and_sources(astronaut: np.ndarray, tmp
     )
     tenants = load_tenants(spec)
     assert tenants == (A, B)
-    config = replace(gw_config(), auth=AuthConfig(tenants=tenants))
+    # per-session series on, to see their session labels redacted for callers who may not see the ids
+    config = replace(
+        gw_config(), auth=AuthConfig(tenants=tenants), metrics=MetricsListenerConfig(per_session=True)
+    )
     runner, url, _ = await _serve(config)
     frames = [cv2.resize(astronaut, (160, 120))]
     try:

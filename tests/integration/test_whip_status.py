@@ -9,6 +9,7 @@ import cv2
 import numpy as np
 
 from gateway.auth import AuthConfig
+from gateway.http.cors import CorsConfig
 from tests.integration.conftest import (
     FakePipeline,
     RecordingMonitor,
@@ -24,16 +25,25 @@ NO_BUNDLE = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TL
 async def test_status_codes(astronaut: np.ndarray) -> None:
     from dataclasses import replace
 
-    config = replace(gw_config(max_sessions=1), auth=AuthConfig(token="s3cret"))
+    studio = "https://studio.example"
+    config = replace(
+        gw_config(max_sessions=1), auth=AuthConfig(token="s3cret"), cors=CorsConfig(origins=(studio,))
+    )
     auth = {"Authorization": "Bearer s3cret"}
     async with (
         running_gateway(config, pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,
         aiohttp.ClientSession() as http,
     ):
         u = gw.url
-        async with http.options(u + "/whip") as r:
+        async with http.options(u + "/whip", headers={"Origin": studio}) as r:
             assert r.status == 204 and r.headers["Accept-Post"] == "application/sdp"
-            assert "Access-Control-Allow-Origin" in r.headers
+            assert r.headers["Access-Control-Allow-Origin"] == studio
+            assert "Authorization" in r.headers["Access-Control-Allow-Headers"]
+        async with http.options(u + "/whip", headers={"Origin": "https://elsewhere.example"}) as r:
+            assert r.status == 204 and "Access-Control-Allow-Origin" not in r.headers
+        async with http.post(u + "/whip", data="v=0", headers={"Origin": studio}) as r:
+            assert r.status == 401  # a refusal a page of that origin can read
+            assert r.headers["Access-Control-Allow-Origin"] == studio
         async with http.post(u + "/whip", data="v=0", headers={"Content-Type": "application/sdp"}) as r:
             assert r.status == 401
         async with http.post(u + "/whip", data="v=0", headers={"Content-Type": "text/plain", **auth}) as r:

@@ -67,7 +67,8 @@ def test_targets_must_be_absolute_and_allowed() -> None:
     assert not closed.allows("https://sfu.example/whip")
     some = EgressConfig(allowed_prefixes=("https://sfu.example/",))
     assert some.allows("https://sfu.example/whip/1") and not some.allows("https://evil.example/")
-    assert EgressConfig(allowed_prefixes=("*",)).allows("http://anything/")
+    assert EgressConfig(allowed_prefixes=("*",)).allows("http://anything/")  # its addresses: checked later
+    assert not EgressConfig(allowed_prefixes=("*",)).allows("http://127.0.0.1/")
     default = EgressConfig(default_url="https://sfu.example/whip/{session}")
     assert default.default_for("abc") == "https://sfu.example/whip/abc"
     with pytest.raises(ValueError):

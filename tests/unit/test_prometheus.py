@@ -145,6 +145,7 @@ def test_grafana_dashboard_uses_only_exported_metrics() -> None:
     import re
     from pathlib import Path
 
+    from gateway.monitoring.container import CgroupMemory, ContainerCollector
     from gateway.monitoring.gpu import GpuDevice, GpuReading
     from gateway.monitoring.sampler import SystemSample
 
@@ -155,7 +156,11 @@ def test_grafana_dashboard_uses_only_exported_metrics() -> None:
     gpu = GpuReading(True, devices=(GpuDevice(0, "Fake", 50.0, 1, 2, 1, 2, 60.0, 1.0, 1.0),))
     mon.ingest_sample(SystemSample(mono=time.monotonic(), cpu_percent=10.0, cpu_per_core=(10.0,), gpu=gpu))
     exported: set[str] = set()
-    for fam in text_string_to_metric_families(render(make_registry(mon.snapshot)).decode()):
+    registry = make_registry(mon.snapshot)
+    # the container's own families (gateway.monitoring.container), as the app registers them beside
+    memory = CgroupMemory(used_bytes=3, working_set_bytes=2, limit_bytes=4)
+    registry.register(ContainerCollector({"livefuse": "1", "aiortc": "2", "av": "3"}, lambda: memory))
+    for fam in text_string_to_metric_families(render(registry).decode()):
         exported.update(s.name for s in fam.samples)
     path = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "livefuse.json"
     dash = json.loads(path.read_text())

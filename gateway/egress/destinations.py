@@ -1,0 +1,206 @@
+"""Where egress may go: the --egress-allow list, parsed, and the addresses a destination resolves to.
+
+A client may name its session's WHIP target (?egress=, POST /sessions/{id}/egress), so the gateway would POST
+wherever a client asks: the allow-list is a security boundary and is matched on the parsed URL, never on
+its text. An entry is `scheme://host[:port][/path]`: scheme, host and port must be equal (the port defaults
+by scheme; host names compare lower-case, IDNA-encoded, without a trailing dot; IPv6 in canonical form) and
+the path must start with the entry's path at a segment boundary (`/whip` allows `/whip` and `/whip/1`, not
+`/whipper`). A URL with user-info (`https://sfu.example@169.254.169.254/`), another scheme, a host that is
+not a plain DNS name or IP literal (percent-encoding, `0x7f.1`, `2130706433`), or a path with dot segments is
+refused before anything else.
+
+Addresses: `*` allows any public destination only; loopback, link-local, private, shared, multicast,
+reserved and unspecified addresses are refused unless an entry names them: an IP-literal entry allows that
+address; a host-name entry (the operator named that server, e.g. `http://janus.media.svc:8088`) allows what
+the name resolves to, except link-local, multicast and unspecified addresses (cloud metadata services live
+at 169.254.169.254 and fd00:ec2::254). Host names are resolved before the request is accepted (403 when an
+address is refused) and again on every connection (gateway.egress.guarded_resolver), so a name that
+re-resolves elsewhere (DNS rebinding) is refused too. Redirects are never followed
+(gateway.egress.whip_client).
+
+Compared: LiveKit takes egress targets only from server API calls signed with its API secret; Janus's
+VideoRoom forwards RTP wherever a client says (`rtp_forward`) unless `lock_rtp_forward` asks for the room's
+admin key. An allow-list is what letting clients name a target costs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+ANY = "*"
+DEFAULT_PORTS = {"http": 80, "https": 443}
+_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+_NUMERIC_LAST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")  # WHATWG: such a last label makes the host an IPv4
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class DestinationRefused(ValueError):
+    """A URL or an address egress may not reach; the message is one line for a 403."""
+
+
+@dataclass(frozen=True)
+class Destination:
+    scheme: str
+    host: str  # normalised: lower-case DNS name, or an IP address in canonical form
+    port: int
+    path: str  # percent-decoded, "/" when empty
+    address: IpAddress | None  # the host, when it is an IP literal
+
+    @property
+    def origin(self) -> tuple[str, str, int]:
+        return self.scheme, self.host, self.port
+
+
+def _host(raw: str | None, url: str) -> tuple[str, IpAddress | None]:
+    if not raw:
+        raise DestinationRefused(f"no host in {url!r}")
+    try:
+        address = ipaddress.ip_address(raw)
+    except ValueError:
+        address = None
+    if address is not None:
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        return str(address), address
+    name = raw[:-1] if raw.endswith(".") else raw
+    try:
+        name = name.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        raise DestinationRefused(f"host {raw!r} is not a DNS name") from None
+    labels = name.split(".")
+    if not all(_LABEL.match(label) for label in labels):
+        raise DestinationRefused(f"host {raw!r} is not a DNS name or an IP address")
+    if _NUMERIC_LAST.match(labels[-1]):
+        raise DestinationRefused(f"host {raw!r} is a numeric address in a non-standard form")
+    return name, None
+
+
+def parse(url: str) -> Destination:
+    """The destination of an egress URL; DestinationRefused (one line) for anything not plainly one."""
+    if not isinstance(url, str) or any(c.isspace() or ord(c) < 0x20 for c in url) or "\\" in url:
+        raise DestinationRefused(f"egress URL {url!r} has spaces, control characters or backslashes")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise DestinationRefused(f"egress URL {url!r}: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS:
+        raise DestinationRefused(f"egress URL must be http(s), got {url!r}")
+    if "@" in parts.netloc:
+        raise DestinationRefused(f"egress URL {url!r} carries user-info")
+    host, address = _host(parts.hostname, url)
+    path = unquote(parts.path) or "/"
+    if any(segment in (".", "..") for segment in path.split("/")) or "\\" in path:
+        raise DestinationRefused(f"egress URL {url!r} has dot segments in its path")
+    return Destination(scheme, host, port if port is not None else DEFAULT_PORTS[scheme], path, address)
+
+
+@dataclass(frozen=True)
+class AllowEntry:
+    any: bool
+    destination: Destination | None = None
+
+    def matches(self, target: Destination) -> bool:
+        if self.any:
+            return True
+        entry = self.destination
+        assert entry is not None
+        if entry.origin != target.origin:
+            return False
+        prefix = entry.path
+        return prefix.endswith("/") and target.path.startswith(prefix) or (
+            target.path == prefix or target.path.startswith(prefix + "/")
+        )
+
+
+def parse_entry(text: str) -> AllowEntry:
+    """`*` or `scheme://host[:port][/path]` (no query, no user-info); ValueError (one line) otherwise."""
+    if text.strip() == ANY:
+        return AllowEntry(any=True)
+    if urlsplit(text.strip()).query or urlsplit(text.strip()).fragment:
+        raise ValueError(f"--egress-allow {text!r}: an entry has no query or fragment")
+    try:
+        return AllowEntry(any=False, destination=parse(text.strip()))
+    except DestinationRefused as exc:
+        raise ValueError(f"--egress-allow {text!r}: {exc}") from None
+
+
+def _special(address: IpAddress) -> bool:
+    """Never allowed by a host-name entry: link-local, multicast, unspecified (metadata services)."""
+    return address.is_link_local or address.is_multicast or address.is_unspecified
+
+
+@dataclass(frozen=True)
+class AllowList:
+    entries: tuple[AllowEntry, ...] = ()
+
+    @classmethod
+    def parse(cls, texts: tuple[str, ...]) -> AllowList:
+        return cls(tuple(parse_entry(t) for t in texts))
+
+    def check(self, url: str) -> Destination:
+        """The destination when `url` matches an entry (its address too, for an IP literal); else
+        DestinationRefused. Host names still need `check_addresses` once resolved."""
+        target = parse(url)
+        entry = self._entry(target)
+        if entry is None:
+            raise DestinationRefused(f"egress to {url} is not allowed here (the gateway's --egress-allow)")
+        if target.address is not None:
+            self._check_address(entry, target, target.address)
+        return target
+
+    def _entry(self, target: Destination) -> AllowEntry | None:
+        named = [e for e in self.entries if not e.any and e.matches(target)]
+        return named[0] if named else next((e for e in self.entries if e.any), None)
+
+    def check_addresses(self, target: Destination, addresses: list[str]) -> None:
+        """Every address `target`'s host resolved to must be allowed; DestinationRefused names the first
+        that is not (a name resolving to nothing is refused as well)."""
+        entry = self._entry(target)
+        if entry is None:
+            raise DestinationRefused(f"egress to {target.host} is not allowed here")
+        if not addresses:
+            raise DestinationRefused(f"egress host {target.host} resolves to no address")
+        for text in addresses:
+            self._check_address(entry, target, ipaddress.ip_address(text.split("%")[0]))
+
+    def host_allows(self, host: str, port: int, address: str) -> bool:
+        """For a connection about to be made to `address` for `host`:`port` (any entry with that host and
+        port may vouch for it; the request's own path was checked before)."""
+        candidates = [
+            e
+            for e in self.entries
+            if e.any or (e.destination is not None and e.destination.origin[1:] == (host, port))
+        ]
+        ip = ipaddress.ip_address(address.split("%")[0])
+        for entry in candidates:
+            scheme = entry.destination.scheme if entry.destination is not None else "https"
+            try:
+                self._check_address(entry, Destination(scheme, host, port, "/", None), ip)
+                return True
+            except DestinationRefused:
+                continue
+        return False
+
+    @staticmethod
+    def _check_address(entry: AllowEntry, target: Destination, address: IpAddress) -> None:
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        named = entry.destination
+        if named is not None and named.address is not None:
+            if address == named.address:
+                return  # the entry names this very address
+        elif named is not None:
+            if not _special(address):
+                return  # the operator named this host: its own network's addresses are its business
+        elif address.is_global and not address.is_multicast:
+            return
+        kind = "loopback" if address.is_loopback else "link-local" if address.is_link_local else "non-public"
+        raise DestinationRefused(
+            f"egress to {target.host} ({address}) is not allowed: a {kind} address that no --egress-allow "
+            "entry names"
+        )

@@ -1,0 +1,96 @@
+"""The gateway's listeners as real processes: the monitoring routes on --metrics-port (with and without the
+front process), and --allow-anonymous letting a gateway without a token listen on every address."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from loadgen.embedded import free_port
+from loadgen.processes import stop_process
+from tests.integration.test_front_process import _until
+from tests.integration.test_shutdown import _status
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "edge-test-token"
+STUDIO = "https://studio.example"
+
+
+def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "gateway.cli", "--ice-loopback-only", "--processors", "none",
+            "--log-level", "INFO", "--event-log", "none", *args]  # fmt: skip
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+
+
+@pytest.mark.parametrize("front", [True, False], ids=["front-process", "no-front-process"])
+async def test_metrics_port_serves_the_monitoring_routes_and_the_public_port_does_not(
+    model_store: object, tmp_path: Path, front: bool
+) -> None:
+    port, metrics = free_port(), free_port()
+    args = ["--host", "127.0.0.1", "--port", str(port), f"--token={TOKEN}", "--metrics-port", str(metrics),
+            "--metrics-routes", "metrics,api", "--cors-origin", STUDIO]  # fmt: skip
+    proc = _start(args + ([] if front else ["--no-front-process"]), tmp_path / "gateway.log")
+    public, private = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics}"
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def up() -> bool:
+                return await _status(http, public + "/readyz") == 200
+
+            assert await _until(up, 60), (tmp_path / "gateway.log").read_text()[-2000:]
+            async with http.get(private + "/metrics") as r:
+                assert r.status == 200 and "livefuse_sessions_open" in await r.text()
+            assert await _status(http, private + "/api/stats") == 200
+            assert await _status(http, private + "/readyz") == 200
+            assert await _status(http, public + "/metrics") == 404
+            assert await _status(http, public + "/api/stats") == 404
+            assert await _status(http, public + "/dashboard") == 200  # not moved: metrics,api only
+            assert await _status(http, private + "/dashboard") == 404
+            async with http.post(private + "/whip", data="v=0", headers={"Content-Type": "application/sdp",
+                                 "Authorization": f"Bearer {TOKEN}"}) as r:  # fmt: skip
+                assert r.status == 404  # nothing but monitoring there
+            # CORS for the named origin only, on forwarded answers and on the front's own refusals alike
+            async with http.options(public + "/whip", headers={"Origin": STUDIO}) as r:
+                assert r.status == 204 and r.headers["Access-Control-Allow-Origin"] == STUDIO
+                assert "Livefuse-Egress-Token" in r.headers["Access-Control-Allow-Headers"]
+            async with http.post(public + "/whip", data="v=0", headers={"Origin": STUDIO}) as r:
+                assert r.status == 401 and r.headers["Access-Control-Allow-Origin"] == STUDIO
+            async with http.options(public + "/whip", headers={"Origin": "https://elsewhere.example"}) as r:
+                assert r.status == 204 and "Access-Control-Allow-Origin" not in r.headers
+    finally:
+        stop_process(proc, 20)
+    assert f"metrics, api on http://127.0.0.1:{metrics}" in (tmp_path / "gateway.log").read_text()
+
+
+async def test_allow_anonymous_starts_on_every_address_and_without_it_nothing_listens(
+    model_store: object, tmp_path: Path
+) -> None:
+    port = free_port()
+    refused = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "--host", "0.0.0.0", "--port", str(port),
+         "--event-log", "none"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "refusing to listen on 0.0.0.0 without a token" in refused.stderr
+    # only this test's own client, on 127.0.0.1, talks to it while it listens on every address
+    proc = _start(["--host", "0.0.0.0", "--port", str(port), "--allow-anonymous"], tmp_path / "gateway.log")
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def up() -> bool:
+                return await _status(http, f"http://127.0.0.1:{port}/healthz") == 200
+
+            assert await _until(up, 60), (tmp_path / "gateway.log").read_text()[-2000:]
+    finally:
+        proc.send_signal(signal.SIGTERM)  # as soon as it answers: the handler is in place by then
+        assert proc.wait(20) == 0
+    assert "listening on http://0.0.0.0:" in (tmp_path / "gateway.log").read_text()

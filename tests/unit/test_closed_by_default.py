@@ -1,0 +1,110 @@
+"""Closed by default: no anonymous listener beyond loopback, tokens from files, CORS only for named origins,
+the monitoring routes on a port of their own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import load_config, main
+from gateway.config import is_loopback
+from gateway.http.cors import CorsConfig, cors_headers, normal_origin
+from gateway.http.metrics_listener import (
+    GROUPS,
+    MetricsListenerConfig,
+    _arrived_on,
+    bound_addresses,
+    public_routes,
+)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7", "gw.example", ""])
+def test_a_public_listener_without_a_token_is_refused_in_one_line(
+    host: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--host", host, "--event-log", "none"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gateway: error: refusing to listen on "), err
+    assert "--token-file" in err and "--allow-anonymous" in err
+
+
+def test_loopback_needs_no_token_and_allow_anonymous_or_a_token_opens_the_rest(tmp_path: Path) -> None:
+    assert load_config([], {})[0].auth.token is None
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"):
+        assert is_loopback(host), host
+        load_config(["--host", host], {})
+    config, _ = load_config(["--host", "0.0.0.0", "--allow-anonymous"], {})
+    assert config.host == "0.0.0.0" and not config.auth.enabled
+    config, _ = load_config([], {"LIVEFUSE_HOST": "0.0.0.0", "LIVEFUSE_ALLOW_ANONYMOUS": "true"})
+    assert config.auth.allow_anonymous
+    (tmp_path / "token").write_text("tok\n")
+    config, _ = load_config([], {"LIVEFUSE_HOST": "0.0.0.0", "LIVEFUSE_TOKEN_FILE": str(tmp_path / "token")})
+    assert config.auth.token == "tok"
+
+
+def test_a_missing_or_empty_token_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--token-file", str(tmp_path / "absent")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--token-file" in err and "No such file" in err
+    (tmp_path / "empty").write_text("\n")
+    assert main(["--host", "0.0.0.0", "--token-file", str(tmp_path / "empty")]) == 2
+    assert "is empty" in capsys.readouterr().err
+
+
+def test_cors_allows_only_the_named_origins() -> None:
+    allow = "Authorization"
+    assert cors_headers(CorsConfig(), "https://studio.example", allow) == {}
+    named = CorsConfig(origins=("https://Studio.Example/", "http://127.0.0.1:8000"))
+    assert named.origins == ("https://studio.example", "http://127.0.0.1:8000")
+    headers = cors_headers(named, "https://studio.example", allow)
+    assert headers["Access-Control-Allow-Origin"] == "https://studio.example" and headers["Vary"] == "Origin"
+    assert cors_headers(named, "http://127.0.0.1:8000", allow)["Access-Control-Allow-Origin"]
+    for other in ("https://studio.example.attacker.net", "http://studio.example", "null", "https://x.example",
+                  "https://studio.example:444", None):
+        assert cors_headers(named, other, allow) == {}, other
+    assert cors_headers(CorsConfig(origins=("*",)), "https://any.example", allow)[
+        "Access-Control-Allow-Origin"
+    ] == "*"
+    for bad in ("studio.example", "ftp://studio.example", "https://studio.example/path", "https://u@x.example"):
+        with pytest.raises(ValueError, match="CORS origin"):
+            normal_origin(bad)
+
+
+def test_the_cors_origin_setting_reaches_the_config() -> None:
+    config, _ = load_config(["--cors-origin", "https://a.example", "--cors-origin", "https://b.example"], {})
+    assert config.cors.origins == ("https://a.example", "https://b.example")
+    config, _ = load_config([], {"LIVEFUSE_CORS_ORIGIN": "https://a.example https://b.example"})
+    assert config.cors.origins == ("https://a.example", "https://b.example")
+    assert load_config([], {})[0].cors.origins == ()
+
+
+def test_the_metrics_listener_moves_the_chosen_routes_off_the_public_port() -> None:
+    assert MetricsListenerConfig().paths == frozenset()  # no metrics port: nothing moves
+    only = MetricsListenerConfig(port=9090)
+    assert only.paths == {"/metrics"}
+    every = MetricsListenerConfig(port=9090, groups=tuple(GROUPS))
+    assert every.paths >= {"/metrics", "/api/stats", "/api/stream", "/dashboard", "/"}
+    routes = (("GET", "/metrics"), ("GET", "/api/stats"), ("POST", "/whip"), ("GET", "/healthz"))
+    assert public_routes(only, routes) == routes[1:]
+    assert public_routes(every, routes) == routes[2:]
+    with pytest.raises(ValueError, match="--metrics-routes"):
+        MetricsListenerConfig(port=9090, groups=("metrics", "sessions"))
+    with pytest.raises(ValueError, match="must differ"):
+        load_config(["--port", "9090", "--metrics-port", "9090"], {})
+    config, _ = load_config(
+        ["--metrics-port", "9100", "--metrics-address", "0.0.0.0", "--metrics-routes", "metrics,api"], {}
+    )
+    assert config.metrics == MetricsListenerConfig(port=9100, address="0.0.0.0", groups=("metrics", "api"))
+
+
+def test_a_request_is_on_the_metrics_listener_by_its_local_address() -> None:
+    bound = bound_addresses([("127.0.0.1", 9100), ("::1", 9100, 0, 0), "/tmp/media.sock"])
+    assert bound == {("127.0.0.1", 9100), ("::1", 9100)}
+    assert _arrived_on(("127.0.0.1", 9100), bound) and _arrived_on(("::1", 9100), bound)
+    assert not _arrived_on(("127.0.0.1", 8080), bound) and not _arrived_on(None, bound)
+    assert not _arrived_on(("10.0.0.5", 9100), bound)
+    wildcard = bound_addresses([("0.0.0.0", 9100)])
+    assert _arrived_on(("10.0.0.5", 9100), wildcard) and not _arrived_on(("10.0.0.5", 8080), wildcard)
