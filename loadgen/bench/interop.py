@@ -71,6 +71,7 @@ class RunOutcome:
     connected: bool
     passed: bool
     why: str = ""
+    frames_in: int = 0
     frames_out: int = 0
     viewer_audio: int = 0
     viewer_frames: int = 0
@@ -268,17 +269,19 @@ async def publish_run(case: Case, url: str, image: Path, clip: Path) -> RunOutco
             viewer = await aiortc_viewer(url, session_id, case.seconds)
         run = await client
         entry = (await session_entries(http, url)).get(session_id or "", {})
-    frames_out = int(entry.get("frames_out", 0))
+    frames_in, frames_out = int(entry.get("frames_in", 0)), int(entry.get("frames_out", 0))
     why = []
     if not run.connected:
         why.append(f"did not connect: {run.error or entry.get('close_reason', '')}")
-    if frames_out < 5:
-        why.append(f"{frames_out} processed frames went out")
+    # media in, and processed frames out: how many of them is the load's business (stale drops), not interop's
+    if frames_in < 10 or frames_out < 1:
+        why.append(f"{frames_in} frames came in, {frames_out} processed went out")
     if case.audio and viewer[1] < 10:
         why.append(f"the WHEP viewer got {viewer[1]} Opus frames")
     return RunOutcome(
-        connected=run.connected, passed=not why, why="; ".join(why), frames_out=frames_out,
-        viewer_frames=viewer[0], viewer_audio=viewer[1], close_reason=str(entry.get("close_reason", "")),
+        connected=run.connected, passed=not why, why="; ".join(why), frames_in=frames_in,
+        frames_out=frames_out, viewer_frames=viewer[0], viewer_audio=viewer[1],
+        close_reason=str(entry.get("close_reason", "")),
         user_agent=str(entry.get("info", {}).get("user_agent", "")), client=asdict(run),
     )
 
