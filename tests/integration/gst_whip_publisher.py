@@ -67,6 +67,7 @@ class Publisher:
     ) -> None:
         self.url = url
         self.seconds = seconds
+        self._publishing = False
         self.token = token
         self.address = address
         self.loop = GLib.MainLoop()
@@ -192,6 +193,9 @@ class Publisher:
         self.result["ice_state"] = element.get_property("ice-connection-state").value_nick
         if state == GstWebRTC.WebRTCPeerConnectionState.FAILED:
             self._fail("peer connection failed")
+        elif state == GstWebRTC.WebRTCPeerConnectionState.CONNECTED and not self._publishing:
+            self._publishing = True  # publish `seconds` from here: a slow machine's set-up is not counted
+            GLib.timeout_add(int(self.seconds * 1000), self._stop)
 
     def _on_error(self, bus: Gst.Bus, message: Gst.Message) -> None:
         error, debug = message.parse_error()
@@ -205,8 +209,7 @@ class Publisher:
 
     def run(self) -> dict[str, object]:
         self.pipeline.set_state(Gst.State.PLAYING)
-        GLib.timeout_add(int(self.seconds * 1000), self._stop)
-        GLib.timeout_add(int((self.seconds + 20) * 1000), self.loop.quit)  # hard stop: never hang a test
+        GLib.timeout_add(int((self.seconds + 30) * 1000), self.loop.quit)  # hard stop: never hang a test
         self.loop.run()
         self.result["connection_state"] = self.webrtc.get_property("connection-state").value_nick
         self.pipeline.set_state(Gst.State.NULL)
@@ -229,7 +232,7 @@ class Publisher:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("url")
-    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--seconds", type=float, default=6.0, help="how long to publish once connected")
     parser.add_argument("--width", type=int, default=320)
     parser.add_argument("--height", type=int, default=240)
     parser.add_argument("--fps", type=int, default=15)
