@@ -25,7 +25,7 @@ import av
 import cv2
 import numpy as np
 
-from engines.frames import KEPT_REGIONS, FaceSettings, FaceTrack, FrameItem, SourceFace
+from engines.frames import FACE_SHAPE, KEPT_REGIONS, FaceSettings, FaceTrack, FrameItem, SourceFace
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.alignment import ARCFACE_128_V2, FFHQ_512, estimate_affine
@@ -135,9 +135,10 @@ class Study:
     """The pipeline and the helpers the measurements share."""
 
     def __init__(self, store: ModelStore, keep: tuple[str, ...] = KEPT, poisson: bool = False,
-                 tracking: TrackingConfig | None = None) -> None:
+                 tracking: TrackingConfig | None = None, shape: float = FACE_SHAPE) -> None:
         config = PipelineConfig(keep_regions=keep, poisson=poisson, tracking=tracking or TrackingConfig())
         self.pipeline = Pipeline.from_config(config, store)
+        self.shape = shape
 
     def close(self) -> None:
         self.pipeline.close()
@@ -152,7 +153,7 @@ class Study:
 
     def swap(self, image: np.ndarray, source: SourceFace,
              keep: tuple[str, ...]) -> tuple[np.ndarray, Face | None]:
-        track = FaceTrack(settings=FaceSettings(keep_regions=keep, selector="one"))
+        track = FaceTrack(settings=FaceSettings(keep_regions=keep, selector="one", shape=self.shape))
         out = self.pipeline.process([FrameItem(image, source, track=track, time_s=0.0)])[0]
         return out.image, (track.faces[0].shown if track.faces else None)
 
@@ -160,7 +161,7 @@ class Study:
 def clip_outputs(study: Study, frames: Sequence[np.ndarray], source: SourceFace, keep: tuple[str, ...],
                  fps: float) -> list[tuple[np.ndarray, Face | None]]:
     """The clip through the tracked pipeline, one session keeping `keep`: each output and its face."""
-    track = FaceTrack(settings=FaceSettings(keep_regions=keep, selector="one"))
+    track = FaceTrack(settings=FaceSettings(keep_regions=keep, selector="one", shape=study.shape))
     out: list[tuple[np.ndarray, Face | None]] = []
     for k, frame in enumerate(frames):
         result = study.pipeline.process([FrameItem(frame, source, track=track, time_s=k / fps)])[0]

@@ -1,0 +1,91 @@
+"""Which of the source image's pixels may be pasted onto a target's face, computed once per source.
+
+Why: the blend region reaches up the forehead and out to the cheeks' edge (most of what an embedder or a
+viewer reads as the face), and there the source often shows hair (a fringe, a parting), an ear, or the
+background past a turned cheek. Pasted, those sit on the target's face; an identity measure even rewards
+them (they are the source's pixels), so the picture, not the margin, is the judge. Valid: inside the
+source's own outline pulled in `OUTLINE_PULL` of the face size, and skin-coloured (close to the colour of the
+source's own cheeks and nose in CIE Lab, lightness weighted less: shadows are skin); the eyes, lips and
+brows are always valid. Cleaned (opened and closed) and feathered, stored as 0..255 and warped with the
+source's pixels (one remap of RGBA).
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from engines.processors.masks import EYE_LEFT, EYE_RIGHT, OUTER_LIPS
+
+OUTLINE_PULL = 0.04   # the source's outline pulled in by this fraction of its face size
+SKIN_DISTANCE = 3.5   # Mahalanobis distance (Lab, lightness spread x LIGHTNESS_SLACK) still called skin
+LIGHTNESS_SLACK = 2.0
+FEATURE_GROW = 0.015  # eyes, lips and brows grown by this fraction of the face size
+CLEAN_FRAC = 0.015    # opening/closing radius
+FEATHER_FRAC = 0.01   # blur sigma
+FACE_OVAL = (
+    10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377,
+    152, 148, 176, 149, 150, 136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
+)
+BROW_RIGHT = (70, 63, 105, 66, 107, 55, 65, 52, 53, 46)
+BROW_LEFT = (300, 293, 334, 296, 336, 285, 295, 282, 283, 276)
+# Cheeks, nose and upper lip: where the source's own skin colour is read.
+SKIN_PATCH = (116, 117, 118, 119, 100, 47, 114, 188, 6, 412, 343, 277, 329, 348, 347, 346, 345,
+              352, 411, 425, 266, 371, 355, 429, 279, 358, 327, 326, 2, 97, 98, 129, 49, 209, 126, 142,
+              36, 205, 187, 123)
+
+
+def _poly(points: np.ndarray, idx: tuple[int, ...]) -> np.ndarray:
+    return np.round(points[list(idx)] * 16).astype(np.int32)
+
+
+def _hull(points: np.ndarray, idx: tuple[int, ...]) -> np.ndarray:
+    return np.round(cv2.convexHull(points[list(idx)].astype(np.float32)).reshape(-1, 2) * 16).astype(np.int32)
+
+
+def _disk(radius: int) -> np.ndarray:
+    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
+
+
+def validity_map(image: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
+    """(H, W) uint8, 255 where the source's pixel may be pasted (see the module docstring)."""
+    h, w = image.shape[:2]
+    pts = landmarks.astype(np.float64)
+    size = float(max(np.ptp(pts[:, 0]), np.ptp(pts[:, 1]), 1.0))
+    outline = np.zeros((h, w), np.uint8)
+    cv2.fillConvexPoly(outline, _hull(pts, FACE_OVAL), 255, lineType=cv2.LINE_8, shift=4)
+    pull = max(1, int(round(OUTLINE_PULL * size)))
+    outline = np.asarray(cv2.erode(outline, _disk(pull)))
+
+    features = np.zeros((h, w), np.uint8)
+    cv2.fillPoly(features, [_poly(pts, EYE_RIGHT), _poly(pts, EYE_LEFT), _poly(pts, OUTER_LIPS)], 255,
+                 lineType=cv2.LINE_8, shift=4)
+    for brow in (BROW_RIGHT, BROW_LEFT):
+        cv2.fillConvexPoly(features, _hull(pts, brow), 255, lineType=cv2.LINE_8, shift=4)
+    features = np.asarray(cv2.dilate(features, _disk(max(1, int(round(FEATURE_GROW * size))))))
+
+    patch = np.zeros((h, w), np.uint8)
+    cv2.fillConvexPoly(patch, _hull(pts, SKIN_PATCH), 255, lineType=cv2.LINE_8, shift=4)
+    reference = (patch > 0) & (features == 0)
+    skin = np.ones((h, w), bool)
+    ys, xs = np.nonzero(outline)
+    if int(reference.sum()) >= 16 and ys.size:
+        bx0, by0, bx1, by1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
+        lab = cv2.cvtColor(np.multiply(image[by0:by1, bx0:bx1], np.float32(1.0 / 255.0), dtype=np.float32),
+                           cv2.COLOR_RGB2LAB)
+        px = lab[reference[by0:by1, bx0:bx1]].astype(np.float64)
+        mean = px.mean(0)
+        cov = np.cov(px.T) + np.diag([4.0, 1.0, 1.0])  # a floor: a flat, evenly lit patch is not all skin
+        cov[0, :] *= LIGHTNESS_SLACK
+        cov[:, 0] *= LIGHTNESS_SLACK
+        inv = np.linalg.inv(cov)
+        d = lab.reshape(-1, 3).astype(np.float64) - mean
+        dist2 = np.einsum("ni,ij,nj->n", d, inv, d).reshape(by1 - by0, bx1 - bx0)
+        skin[by0:by1, bx0:bx1] = dist2 <= SKIN_DISTANCE ** 2
+    valid = np.where(skin & (outline > 0), np.uint8(255), np.uint8(0))
+    r = max(1, int(round(CLEAN_FRAC * size)))
+    valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_OPEN, _disk(r)))
+    valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_CLOSE, _disk(r)))
+    valid = np.maximum(valid, features)
+    sigma = max(0.5, FEATHER_FRAC * size)
+    return np.asarray(cv2.GaussianBlur(valid, (0, 0), sigma), dtype=np.uint8)
