@@ -23,7 +23,7 @@ import numpy as np
 from engines.factory import EngineConfig
 from engines.processors import tensor_ops as T
 from engines.processors.device_frames import DeviceFrames
-from engines.processors.face_shape import border_taper, plan_warp, shape_offset
+from engines.processors.face_shape import plan_warp, shape_offset
 from engines.processors.mesh_warp import BLUR_FRAC, ERODE_FRAC, SHAPE, MeshSource, face_window
 
 SOURCES_KEPT = 16
@@ -95,7 +95,7 @@ class DeviceMeshWarp:
         h, w = y1 - y0, x1 - x0
         fh, fw = frame.shape[:2]
         grid = torch.from_numpy(plan.grid).to(self.device).permute(2, 0, 1)[None]
-        offsets = torch.nn.functional.interpolate(grid, size=(h, w), mode="bilinear", align_corners=False)[0]
+        offsets = torch.nn.functional.interpolate(grid, size=(h, w), mode="bilinear", align_corners=True)[0]
         # read only the window and a margin as wide as the largest offset (the map's reach), not the frame
         reach = int(np.ceil(float(np.abs(plan.grid).max()))) + 2
         rx0, ry0 = max(x0 - reach, 0), max(y0 - reach, 0)
@@ -106,8 +106,7 @@ class DeviceMeshWarp:
         moved = T.remap(region, offsets[0] + xs[None, :], offsets[1] + ys[:, None])
         work = torch.floor(moved + 0.5).clamp(0, 255).to(torch.uint8).permute(1, 2, 0).contiguous()
         self._face_into(work, plan.landmarks - np.array((x0, y0), np.float32), source, keep)
-        taper = torch.from_numpy(border_taper(h, w)).to(self.device)
-        T.blend(frame[y0:y1, x0:x1], work.float(), taper)
+        frame[y0:y1, x0:x1].copy_(work)  # the window's edge did not move: the whole window goes in as is
         return x0, y0, x1, y1
 
     def _face_into(self, frame: Any, target: np.ndarray, source: MeshSource, keep: tuple[str, ...]

@@ -14,7 +14,9 @@ The new mesh is target + alpha * offset (alpha: the session's `shape`, 0..1). Th
 the face move to the new outline by a thin-plate spline through ~70 mesh points and the border of the face
 window grown by `WINDOW_GROW` (fixed there, so nothing outside the window moves). The spline is evaluated on
 a coarse `GRID` x `GRID` node grid (a (nodes x controls) product far below the size where the maths library
-starts threads, which on a busy box cost 10-100x the work) and resized to a pixel map for one `cv2.remap`.
+starts threads, which on a busy box cost 10-100x the work) whose outer nodes lie on the window's edge and
+are held at zero, and stretched (bilinear, corners aligned) to a pixel map for one `cv2.remap`: the window's
+edge pixels stay exactly where they were, so the patch needs no feathered edge.
 Folds are refused: where the map's local Jacobian determinant falls under `MIN_DET`, alpha is scaled back
 (`BACKOFF`, at most `ATTEMPTS` times, then no warp). mesh_warp then swaps on the moved pixels as before.
 """
@@ -35,7 +37,7 @@ SMOOTH_WEIGHT = 0.5    # ...each moving a point this far toward its neighbours' 
 WINDOW_GROW = 0.12     # the warped window: the face's extent grown by this fraction of its width / height
                        # per side (the gateway changes nothing past 15 %)
 GRID = 16              # spline nodes per side of the warped window (resized to a per-pixel map)
-BORDER_NODES = 5       # fixed control points per window side (corners included)
+BORDER_NODES = 7       # fixed control points per window side (corners included)
 REGULARISE = 1e-4      # spline smoothing (coordinates normalised to the window): near-coincident points
 MIN_DET = 0.25         # smallest local area ratio of the map accepted (1 = no change, <= 0 = a fold)
 BACKOFF = 0.6          # alpha is scaled by this after each refused fold...
@@ -191,8 +193,8 @@ class WarpPlan:
     """The target's pixels moved to the new geometry, for one face.
 
     `grid`: (GRID, GRID, 2) float32, for output pixel q of the window (frame pixel q + window origin) the
-    offset to the frame pixel it samples, at the node centres `cv2.resize` uses (node j at window pixel
-    (j + 0.5) * size / GRID - 0.5). `landmarks`: the new mesh (468, 2) in frame coordinates. `alpha`: the
+    offset to the frame pixel it samples, at nodes spread evenly from the window's first pixel to its last
+    (zero on the outer ring). `landmarks`: the new mesh (468, 2) in frame coordinates. `alpha`: the
     strength used (less than asked where a fold was refused); `refused`: how many times it was scaled back.
     """
 
@@ -247,8 +249,8 @@ def tps_eval(points: np.ndarray, controls: np.ndarray, coef: np.ndarray) -> np.n
 
 
 def node_positions(h: int, w: int, nodes: int = GRID) -> tuple[np.ndarray, np.ndarray]:
-    """The window pixels (x per column, y per row) a (nodes, nodes) grid stands for under cv2.resize."""
-    return ((np.arange(nodes) + 0.5) * (w / nodes) - 0.5, (np.arange(nodes) + 0.5) * (h / nodes) - 0.5)
+    """The window pixels (x per column, y per row) of a (nodes, nodes) grid, corners on the window's."""
+    return np.linspace(0.0, w - 1.0, nodes), np.linspace(0.0, h - 1.0, nodes)
 
 
 def border_points(h: int, w: int, per_side: int = BORDER_NODES) -> np.ndarray:
@@ -261,7 +263,7 @@ def border_points(h: int, w: int, per_side: int = BORDER_NODES) -> np.ndarray:
 def min_jacobian(grid: np.ndarray, h: int, w: int) -> float:
     """Smallest determinant of the map q -> q + grid(q) over the grid's cells (bilinear: at cell centres)."""
     nodes_y, nodes_x = grid.shape[:2]
-    sx, sy = w / nodes_x, h / nodes_y
+    sx, sy = (w - 1.0) / (nodes_x - 1), (h - 1.0) / (nodes_y - 1)
     g = grid.astype(np.float64)
     ddx = (g[:-1, 1:] - g[:-1, :-1] + g[1:, 1:] - g[1:, :-1]) / (2 * sx)   # d(offset)/dx per cell
     ddy = (g[1:, :-1] - g[:-1, :-1] + g[1:, 1:] - g[:-1, 1:]) / (2 * sy)   # d(offset)/dy
@@ -293,7 +295,9 @@ def plan_warp(frame_hw: tuple[int, ...], target: np.ndarray, offset: np.ndarray,
         controls = np.concatenate([local[ctrl_idx] + moved, border]) / scale
         values = np.concatenate([-moved, np.zeros_like(border)])
         coef = tps_fit(controls, values)
-        grid = tps_eval(nodes, controls * 1.0, coef).reshape(GRID, GRID, 2)
+        grid = tps_eval(nodes, controls, coef).reshape(GRID, GRID, 2)
+        grid[[0, -1]] = 0.0
+        grid[:, [0, -1]] = 0.0
         worst = min_jacobian(grid, h, w)
         if worst >= MIN_DET:
             new = (target.astype(np.float64) + a * offset).astype(np.float32)
@@ -307,17 +311,10 @@ def pixel_maps(plan: WarpPlan) -> tuple[np.ndarray, np.ndarray]:
     """cv2.remap maps (frame coordinates, float32) for the plan's window."""
     x0, y0, x1, y1 = plan.window
     h, w = y1 - y0, x1 - x0
-    offsets = cv2.resize(plan.grid, (w, h), interpolation=cv2.INTER_LINEAR)
+    gy, gx = plan.grid.shape[:2]
+    to_grid = np.float64([[(gx - 1) / (w - 1), 0.0, 0.0], [0.0, (gy - 1) / (h - 1), 0.0]])
+    offsets = cv2.warpAffine(plan.grid, to_grid, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                             borderMode=cv2.BORDER_REPLICATE)
     map_x = offsets[..., 0] + np.arange(x0, x1, dtype=np.float32)[None, :]
     map_y = offsets[..., 1] + np.arange(y0, y1, dtype=np.float32)[:, None]
     return map_x, map_y
-
-
-def border_taper(h: int, w: int, nodes: int = GRID) -> np.ndarray:
-    """(h, w) float32: 1 inside, falling to 0 across the outer grid cell: between the window's edge and the
-    outermost node the map is the node's (a fraction of a pixel), faded out instead of cut."""
-    rx = np.minimum(np.arange(w, dtype=np.float32) + 0.5, np.arange(w, 0, -1, dtype=np.float32) - 0.5)
-    ry = np.minimum(np.arange(h, dtype=np.float32) + 0.5, np.arange(h, 0, -1, dtype=np.float32) - 0.5)
-    fx = np.clip(rx / max(w / nodes, 1.0), 0.0, 1.0)
-    fy = np.clip(ry / max(h / nodes, 1.0), 0.0, 1.0)
-    return np.asarray(np.minimum.outer(fy, fx), dtype=np.float32)

@@ -24,7 +24,7 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
-from engines.processors.face_shape import SourceShape, border_taper, pixel_maps, plan_warp, shape_offset
+from engines.processors.face_shape import SourceShape, pixel_maps, plan_warp, shape_offset
 from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask, skin_mask
 from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, translation
@@ -285,7 +285,8 @@ class MeshWarpSwapper:
             fh, fw = face.mask.shape
             region = image[fy:fy + fh, fx:fx + fw]
             region += (face.image - region) * face.mask[:, :, None]
-        return FacePatch(image=image, mask=border_taper(y1 - y0, x1 - x0), matrix=translation(x0, y0))
+        # the window's edge did not move (the map is the identity there): the whole window is pasted as is
+        return FacePatch(image=image, mask=np.ones((y1 - y0, x1 - x0), np.float32), matrix=translation(x0, y0))
 
     def face_patch(self, frame: np.ndarray, target: np.ndarray, source: MeshSource,
                    keep: tuple[str, ...] = ()) -> FacePatch | None:
