@@ -48,7 +48,7 @@ class ProcessingConfig:
     mask_regions: tuple[str, ...] = KEPT_REGIONS  # target regions kept from the frame (?mask= per session)
     face_selector: str = "many"  # many | one (?faces= per session; reference needs ?reference=<source id>)
     poisson_blend: bool = False  # mesh_warp: seamlessClone instead of colour transfer
-    face_shape: float = FACE_SHAPE  # mesh_warp: how much of the source's face shape, 0..1 (?shape= per session)
+    face_shape: float = FACE_SHAPE  # mesh_warp: share of the source's face shape, 0..1 (?shape= per session)
     mask_blur: float = 0.3  # inswapper/GFPGAN box mask blur (FaceFusion's face_mask_blur)
     mask_padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # top, right, bottom, left in %
 

@@ -286,7 +286,8 @@ class MeshWarpSwapper:
             region = image[fy:fy + fh, fx:fx + fw]
             region += (face.image - region) * face.mask[:, :, None]
         # the window's edge did not move (the map is the identity there): the whole window is pasted as is
-        return FacePatch(image=image, mask=np.ones((y1 - y0, x1 - x0), np.float32), matrix=translation(x0, y0))
+        whole = np.ones((y1 - y0, x1 - x0), np.float32)
+        return FacePatch(image=image, mask=whole, matrix=translation(x0, y0))
 
     def face_patch(self, frame: np.ndarray, target: np.ndarray, source: MeshSource,
                    keep: tuple[str, ...] = ()) -> FacePatch | None:

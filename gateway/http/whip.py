@@ -3,7 +3,8 @@
 The publisher gets its processed video back on the same peer connection (sendrecv). Query: ?source=<id>
 (else the configured default source) and ?processors=face_swapper,face_enhancer (or none: pass-through);
 ?mask=mouth,eyes|mouth|eyes|none (target regions kept), ?faces=many|one|reference (&reference=<source id>);
-?shape=0..1 (how much of the source's face shape the swap takes); ?egress=<WHIP URL>|none (gateway.http.egress).
+?shape=0..1 (how much of the source's face shape the swap takes);
+?egress=<WHIP URL>|none (gateway.http.egress).
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def query_shape(value: str) -> float:
     try:
         return check_shape(float(value))
     except ValueError:
-        raise BadRequest(f"?shape must be a number in 0..1 (the source's face shape), got {value!r}") from None
+        raise BadRequest(f"?shape must be a number in 0..1 (the source's face shape), got {value!r}") \
+            from None
 
 
 async def options_whip(request: web.Request) -> web.Response:

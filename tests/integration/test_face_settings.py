@@ -1,5 +1,5 @@
-"""Per-session face settings over WHIP: ?mask=, ?faces= and ?shape= reach the session's FaceTrack; bad values, and a
-reference selector without the ArcFace embedder, are refused with one-line 4xx answers."""
+"""Per-session face settings over WHIP: ?mask=, ?faces= and ?shape= reach the session's FaceTrack; bad
+values, and a reference selector without the ArcFace embedder, are refused with one-line 4xx answers."""
 
 from __future__ import annotations
 

@@ -109,7 +109,8 @@ def test_the_targets_mouth_opening_and_lid_profile_are_put_back(target: np.ndarr
         assert np.allclose(before, after, atol=1e-6)
 
 
-def test_a_small_offset_warps_at_full_strength_inside_its_window(target: np.ndarray, mesh: MeshSource) -> None:
+def test_a_small_offset_warps_at_full_strength_inside_its_window(target: np.ndarray,
+                                                                 mesh: MeshSource) -> None:
     offset = shape_offset(mesh.shape, _widened(target))  # type: ignore[arg-type]
     plan = plan_warp((512, 512), target, offset, 1.0)
     assert plan is not None and plan.alpha == 1.0 and plan.refused == 0 and plan.min_det >= MIN_DET
