@@ -312,7 +312,7 @@ def pixel_maps(plan: WarpPlan) -> tuple[np.ndarray, np.ndarray]:
     x0, y0, x1, y1 = plan.window
     h, w = y1 - y0, x1 - x0
     gy, gx = plan.grid.shape[:2]
-    to_grid = np.float64([[(gx - 1) / (w - 1), 0.0, 0.0], [0.0, (gy - 1) / (h - 1), 0.0]])
+    to_grid = np.array([[(gx - 1) / (w - 1), 0.0, 0.0], [0.0, (gy - 1) / (h - 1), 0.0]], np.float64)
     offsets = cv2.warpAffine(plan.grid, to_grid, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                              borderMode=cv2.BORDER_REPLICATE)
     map_x = offsets[..., 0] + np.arange(x0, x1, dtype=np.float32)[None, :]

@@ -126,8 +126,9 @@ def test_a_small_offset_warps_at_full_strength_inside_its_window(target: np.ndar
     # the new mesh's control points sample the target's old ones (the target's pixels follow the mesh)
     for i in (152, 234, 454, 10, 61):
         px, py = plan.landmarks[i] - (x0, y0)
-        got = (cv2.remap(map_x, np.float32([[px]]), np.float32([[py]]), cv2.INTER_LINEAR)[0, 0],
-               cv2.remap(map_y, np.float32([[px]]), np.float32([[py]]), cv2.INTER_LINEAR)[0, 0])
+        at_x, at_y = np.full((1, 1), px, np.float32), np.full((1, 1), py, np.float32)
+        got = (cv2.remap(map_x, at_x, at_y, cv2.INTER_LINEAR)[0, 0],
+               cv2.remap(map_y, at_x, at_y, cv2.INTER_LINEAR)[0, 0])
         assert np.hypot(got[0] - target[i, 0], got[1] - target[i, 1]) < 0.6, i
     # no fold anywhere in the pixel map
     jx, jy = np.gradient(map_x, axis=1), np.gradient(map_y, axis=0)
