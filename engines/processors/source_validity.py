@@ -5,8 +5,8 @@ viewer reads as the face), and there the source often shows hair (a fringe, a pa
 background past a turned cheek. Pasted, those sit on the target's face; an identity measure even rewards
 them (they are the source's pixels), so the picture, not the margin, is the judge. Valid: inside the
 source's own outline pulled in `OUTLINE_PULL` of the face size, and skin-coloured (close to the colour of the
-source's own cheeks and nose in CIE Lab, lightness weighted less: shadows are skin); the eyes, lips and
-brows are always valid. Cleaned (opened and closed) and feathered, stored as 0..255 and warped with the
+source's own cheeks in CIE Lab, lightness weighted less: shadows are skin; and as smooth as the cheeks: hair
+is told by its strands); the eyes, nose, lips and brows are always valid. Cleaned (opened and closed) and feathered, stored as 0..255 and warped with the
 source's pixels (one remap of RGBA).
 """
 
@@ -20,19 +20,27 @@ from engines.processors.masks import EYE_LEFT, EYE_RIGHT, OUTER_LIPS
 OUTLINE_PULL = 0.04   # the source's outline pulled in by this fraction of its face size
 SKIN_DISTANCE = 3.5   # Mahalanobis distance (Lab, lightness spread x LIGHTNESS_SLACK) still called skin
 LIGHTNESS_SLACK = 2.0
+TRIM = 2.5            # reference pixels past this distance are left out of the skin colour's second estimate
+DETAIL_FRAC = 0.01    # fine detail: lightness minus its blur at this fraction of the face size...
+ENERGY_FRAC = 0.02    # ...averaged over this much...
+TEXTURE_RATIO = 2.5   # ...above this many times the cheeks' median (plus TEXTURE_FLOOR, in L units) is hair
+TEXTURE_FLOOR = 0.5
+LID_GROW = 0.04       # the eyes grown by this fraction of the face size: lids and lashes, often shadowed
 FEATURE_GROW = 0.015  # eyes, lips and brows grown by this fraction of the face size
-CLEAN_FRAC = 0.015    # opening/closing radius
-FEATHER_FRAC = 0.01   # blur sigma
+CLEAN_FRAC = 0.015    # opening radius (specks)...
+FILL_FRAC = 0.05      # ...closing radius: a shadow or a freckle inside the face is no hole to show the target
+FEATHER_FRAC = 0.03   # blur sigma
 FACE_OVAL = (
     10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377,
     152, 148, 176, 149, 150, 136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
 )
 BROW_RIGHT = (70, 63, 105, 66, 107, 55, 65, 52, 53, 46)
 BROW_LEFT = (300, 293, 334, 296, 336, 285, 295, 282, 283, 276)
-# Cheeks, nose and upper lip: where the source's own skin colour is read.
-SKIN_PATCH = (116, 117, 118, 119, 100, 47, 114, 188, 6, 412, 343, 277, 329, 348, 347, 346, 345,
-              352, 411, 425, 266, 371, 355, 429, 279, 358, 327, 326, 2, 97, 98, 129, 49, 209, 126, 142,
-              36, 205, 187, 123)
+# The cheeks below the eyes, beside the nose: where the source's own skin colour is read (the nose is redder
+# than the rest, often as red as auburn hair, and the forehead is often under a fringe).
+CHEEKS = ((117, 118, 119, 100, 142, 203, 206, 207, 187, 123),
+          (346, 347, 348, 329, 371, 423, 426, 427, 411, 352))
+NOSE = (168, 6, 197, 195, 5, 4, 1, 19, 94, 2, 98, 327, 129, 358, 48, 278, 115, 344, 220, 440)
 
 
 def _poly(points: np.ndarray, idx: tuple[int, ...]) -> np.ndarray:
@@ -58,14 +66,16 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
     outline = np.asarray(cv2.erode(outline, _disk(pull)))
 
     features = np.zeros((h, w), np.uint8)
-    cv2.fillPoly(features, [_poly(pts, EYE_RIGHT), _poly(pts, EYE_LEFT), _poly(pts, OUTER_LIPS)], 255,
-                 lineType=cv2.LINE_8, shift=4)
-    for brow in (BROW_RIGHT, BROW_LEFT):
+    cv2.fillPoly(features, [_poly(pts, EYE_RIGHT), _poly(pts, EYE_LEFT)], 255, lineType=cv2.LINE_8, shift=4)
+    features = np.asarray(cv2.dilate(features, _disk(max(1, int(round(LID_GROW * size))))))  # lids, lashes
+    cv2.fillPoly(features, [_poly(pts, OUTER_LIPS)], 255, lineType=cv2.LINE_8, shift=4)
+    for brow in (BROW_RIGHT, BROW_LEFT, NOSE):
         cv2.fillConvexPoly(features, _hull(pts, brow), 255, lineType=cv2.LINE_8, shift=4)
     features = np.asarray(cv2.dilate(features, _disk(max(1, int(round(FEATURE_GROW * size))))))
 
     patch = np.zeros((h, w), np.uint8)
-    cv2.fillConvexPoly(patch, _hull(pts, SKIN_PATCH), 255, lineType=cv2.LINE_8, shift=4)
+    for cheek in CHEEKS:
+        cv2.fillConvexPoly(patch, _hull(pts, cheek), 255, lineType=cv2.LINE_8, shift=4)
     reference = (patch > 0) & (features == 0)
     skin = np.ones((h, w), bool)
     ys, xs = np.nonzero(outline)
@@ -73,19 +83,33 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
         bx0, by0, bx1, by1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
         lab = cv2.cvtColor(np.multiply(image[by0:by1, bx0:bx1], np.float32(1.0 / 255.0), dtype=np.float32),
                            cv2.COLOR_RGB2LAB)
-        px = lab[reference[by0:by1, bx0:bx1]].astype(np.float64)
-        mean = px.mean(0)
-        cov = np.cov(px.T) + np.diag([4.0, 1.0, 1.0])  # a floor: a flat, evenly lit patch is not all skin
-        cov[0, :] *= LIGHTNESS_SLACK
-        cov[:, 0] *= LIGHTNESS_SLACK
-        inv = np.linalg.inv(cov)
-        d = lab.reshape(-1, 3).astype(np.float64) - mean
+        ref = reference[by0:by1, bx0:bx1]
+        px = lab[ref].astype(np.float64)
+        flat = lab.reshape(-1, 3).astype(np.float64)
+        keep = np.ones(len(px), bool)
+        for _ in range(2):  # the second pass without the patch's outliers (a strand of hair, a shadow)
+            mean = px[keep].mean(0)
+            cov = np.cov(px[keep].T) + np.diag([4.0, 1.0, 1.0])  # a floor: an evenly lit patch is not all skin
+            cov[0, :] *= LIGHTNESS_SLACK
+            cov[:, 0] *= LIGHTNESS_SLACK
+            inv = np.linalg.inv(cov)
+            d = px - mean
+            keep = np.einsum("ni,ij,nj->n", d, inv, d) <= TRIM ** 2
+            if int(keep.sum()) < 16:
+                keep[:] = True
+        d = flat - mean
         dist2 = np.einsum("ni,ij,nj->n", d, inv, d).reshape(by1 - by0, bx1 - bx0)
-        skin[by0:by1, bx0:bx1] = dist2 <= SKIN_DISTANCE ** 2
+        # hair is skin-coloured often enough: it is told by its strands, fine detail the cheeks lack
+        light = np.ascontiguousarray(lab[:, :, 0])
+        fine = np.abs(light - cv2.GaussianBlur(light, (0, 0), max(0.8, DETAIL_FRAC * size)))
+        energy = cv2.GaussianBlur(fine, (0, 0), max(1.0, ENERGY_FRAC * size))
+        limit = TEXTURE_RATIO * float(np.median(energy[ref][keep])) + TEXTURE_FLOOR
+        skin[by0:by1, bx0:bx1] = (dist2 <= SKIN_DISTANCE ** 2) & (energy <= limit)
     valid = np.where(skin & (outline > 0), np.uint8(255), np.uint8(0))
     r = max(1, int(round(CLEAN_FRAC * size)))
     valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_OPEN, _disk(r)))
-    valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_CLOSE, _disk(r)))
+    valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_CLOSE, _disk(max(1, int(round(FILL_FRAC * size))))))
+    valid &= outline
     valid = np.maximum(valid, features)
     sigma = max(0.5, FEATHER_FRAC * size)
     return np.asarray(cv2.GaussianBlur(valid, (0, 0), sigma), dtype=np.uint8)

@@ -163,8 +163,8 @@ def test_validity_keeps_skin_and_features_and_drops_hair_and_background(astronau
         x, y = np.round(target[i]).astype(int)
         return int(valid[y, x])
 
-    assert at(1) == 255 and at(205) == 255 and at(425) == 255   # nose tip, cheeks
-    assert at(159) == 255 and at(13) == 255 and at(105) == 255   # an eye, the lips, a brow
+    assert min(at(1), at(205), at(425)) >= 250    # nose tip, cheeks
+    assert min(at(159), at(13), at(105)) >= 224   # an eye, the lips, a brow (feathered near its edge)
     assert valid[5, 5] == 0 and valid[-5, -5] == 0               # background
     top = target[10]                                             # above the forehead's top: hair
     assert valid[int(top[1] - 0.1 * face_size(target)), int(top[0])] == 0
