@@ -4,10 +4,12 @@ Why: the blend region reaches up the forehead and out to the cheeks' edge (most 
 viewer reads as the face), and there the source often shows hair (a fringe, a parting), an ear, or the
 background past a turned cheek. Pasted, those sit on the target's face; an identity measure even rewards
 them (they are the source's pixels), so the picture, not the margin, is the judge. Valid: inside the
-source's own outline pulled in `OUTLINE_PULL` of the face size, and skin-coloured (close to the colour of the
-source's own cheeks in CIE Lab, lightness weighted less: shadows are skin; and as smooth as the cheeks: hair
-is told by its strands); the eyes, nose, lips and brows are always valid. Cleaned (opened and closed) and feathered, stored as 0..255 and warped with the
-source's pixels (one remap of RGBA).
+source's own outline pulled in `OUTLINE_PULL` of the face size, skin-coloured (close to the colour of the
+source's own cheeks in CIE Lab, estimated robustly; lightness weighted less: shadows are skin) and as smooth
+as the cheeks (hair is often skin-coloured; it is told by its strands); the eyes with their lids, the nose,
+the lips and the brows are always valid. Specks are opened away, holes smaller than `FILL_FRAC` (a shadow, a
+freckle) closed, the edge feathered; stored as 0..255 and warped with the source's pixels (one remap of
+RGBA).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from engines.processors.masks import EYE_LEFT, EYE_RIGHT, OUTER_LIPS
 OUTLINE_PULL = 0.04   # the source's outline pulled in by this fraction of its face size
 SKIN_DISTANCE = 3.5   # Mahalanobis distance (Lab, lightness spread x LIGHTNESS_SLACK) still called skin
 LIGHTNESS_SLACK = 2.0
-TRIM = 2.5            # reference pixels past this distance are left out of the skin colour's second estimate
+TRIM = 3.0            # reference pixels past this many robust spreads are left out of the skin colour
 DETAIL_FRAC = 0.01    # fine detail: lightness minus its blur at this fraction of the face size...
 ENERGY_FRAC = 0.02    # ...averaged over this much...
 TEXTURE_RATIO = 2.5   # ...above this many times the cheeks' median (plus TEXTURE_FLOOR, in L units) is hair
@@ -86,17 +88,18 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
         ref = reference[by0:by1, bx0:bx1]
         px = lab[ref].astype(np.float64)
         flat = lab.reshape(-1, 3).astype(np.float64)
-        keep = np.ones(len(px), bool)
-        for _ in range(2):  # the second pass without the patch's outliers (a strand of hair, a shadow)
-            mean = px[keep].mean(0)
-            cov = np.cov(px[keep].T) + np.diag([4.0, 1.0, 1.0])  # a floor: an evenly lit patch is not all skin
-            cov[0, :] *= LIGHTNESS_SLACK
-            cov[:, 0] *= LIGHTNESS_SLACK
-            inv = np.linalg.inv(cov)
-            d = px - mean
-            keep = np.einsum("ni,ij,nj->n", d, inv, d) <= TRIM ** 2
-            if int(keep.sum()) < 16:
-                keep[:] = True
+        # robust first (median, MAD: a strand of hair or a sticker on a cheek is no part of its colour), then
+        # the colour's mean and covariance on what the first estimate calls skin
+        centre = np.median(px, axis=0)
+        spread = 1.4826 * np.median(np.abs(px - centre), axis=0) + np.array([2.0, 1.0, 1.0])
+        keep = (np.abs(px - centre) <= TRIM * spread).all(1)
+        if int(keep.sum()) < 16:
+            keep[:] = True
+        mean = px[keep].mean(0)
+        cov = np.cov(px[keep].T) + np.diag([4.0, 1.0, 1.0])  # a floor: an evenly lit patch is not all skin
+        cov[0, :] *= LIGHTNESS_SLACK
+        cov[:, 0] *= LIGHTNESS_SLACK
+        inv = np.linalg.inv(cov)
         d = flat - mean
         dist2 = np.einsum("ni,ij,nj->n", d, inv, d).reshape(by1 - by0, bx1 - bx0)
         # hair is skin-coloured often enough: it is told by its strands, fine detail the cheeks lack
