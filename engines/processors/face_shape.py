@@ -69,8 +69,9 @@ class SourceShape:
     points: np.ndarray      # (468, 3) float64, centred on the rigid points' mean
     rigid: np.ndarray       # (R,) indices: the upper face without eyes and brows (they blink and frown)
     fit: np.ndarray         # (R, 3): the rigid points' (pointsᵀ points)⁻¹ points, so the fit is one product
-    neighbours: np.ndarray  # (468, K) int: each point's neighbours on the mesh, padded with itself
-    weights: np.ndarray     # (468, K, 1) float: 1 / degree for a neighbour, 0 for the padding
+    rows: np.ndarray        # (E,) int: mesh edges in both directions, point...
+    cols: np.ndarray        # (E,) int: ...and its neighbour...
+    weights: np.ndarray     # (E,) float: ...weighted 1 / the point's degree
 
 
 def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray) -> SourceShape:
@@ -80,20 +81,12 @@ def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray
     pts -= pts[rigid].mean(0)
     r = pts[rigid]
     fit = r @ np.linalg.inv(r.T @ r)
-    n = len(pts)
-    adjacent: list[set[int]] = [set() for _ in range(n)]
-    for a, b, c in triangles.tolist():
-        adjacent[a].update((b, c))
-        adjacent[b].update((a, c))
-        adjacent[c].update((a, b))
-    k = max(1, max(len(s) for s in adjacent))
-    neighbours = np.repeat(np.arange(n)[:, None], k, axis=1)
-    weights = np.zeros((n, k, 1))
-    for i, s in enumerate(adjacent):
-        if s:
-            neighbours[i, : len(s)] = sorted(s)
-            weights[i, : len(s), 0] = 1.0 / len(s)
-    return SourceShape(points=pts, rigid=rigid, fit=fit, neighbours=neighbours, weights=weights)
+    t = np.asarray(triangles, dtype=np.int64)
+    edges = np.unique(np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]],
+                                      t[:, [1, 0]], t[:, [2, 1]], t[:, [0, 2]]]), axis=0)
+    degree = np.bincount(edges[:, 0], minlength=len(pts)).astype(np.float64)
+    return SourceShape(points=pts, rigid=rigid, fit=fit, rows=edges[:, 0], cols=edges[:, 1],
+                       weights=1.0 / degree[edges[:, 0]])
 
 
 def rigid_points(points: np.ndarray) -> np.ndarray:
@@ -132,10 +125,16 @@ def fitted(shape: SourceShape, target: np.ndarray) -> np.ndarray:
 
 def smooth(offset: np.ndarray, shape: SourceShape, steps: int = SMOOTH_STEPS,
            weight: float = SMOOTH_WEIGHT) -> np.ndarray:
-    """`steps` passes moving each point's offset `weight` of the way to its mesh neighbours' mean."""
-    out = offset
+    """`steps` passes moving each point's offset `weight` of the way to its mesh neighbours' mean (a point
+    without neighbours keeps its own)."""
+    n = len(offset)
+    has = np.bincount(shape.rows, minlength=n) > 0
+    out = np.asarray(offset, dtype=np.float64)
     for _ in range(steps):
-        mean = (out[shape.neighbours] * shape.weights).sum(1)
+        mean = np.empty_like(out)
+        for c in range(2):
+            mean[:, c] = np.bincount(shape.rows, weights=shape.weights * out[shape.cols, c], minlength=n)
+        mean[~has] = out[~has]
         out = out + weight * (mean - out)
     return out
 
@@ -221,8 +220,9 @@ def window_of(frame_hw: tuple[int, ...], target: np.ndarray) -> tuple[int, int, 
 
 def _kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The spline's radial basis r² log r² between point sets (n, 2) and (m, 2): (n, m)."""
-    d = a[:, None, :] - b[None, :, :]
-    r2 = (d * d).sum(2)
+    dx = a[:, 0, None] - b[None, :, 0]
+    dy = a[:, 1, None] - b[None, :, 1]
+    r2 = dx * dx + dy * dy
     return np.asarray(r2 * np.log(np.maximum(r2, 1e-20)))
 
 
@@ -250,11 +250,13 @@ def tps_eval(points: np.ndarray, controls: np.ndarray, coef: np.ndarray) -> np.n
 
 def node_positions(h: int, w: int, nodes: int = GRID) -> tuple[np.ndarray, np.ndarray]:
     """The window pixels (x per column, y per row) of a (nodes, nodes) grid, corners on the window's."""
-    return np.linspace(0.0, w - 1.0, nodes), np.linspace(0.0, h - 1.0, nodes)
+    steps = np.arange(nodes, dtype=np.float64) / (nodes - 1)
+    return steps * (w - 1.0), steps * (h - 1.0)
 
 
 def border_points(h: int, w: int, per_side: int = BORDER_NODES) -> np.ndarray:
-    xs, ys = np.linspace(0.0, w - 1.0, per_side), np.linspace(0.0, h - 1.0, per_side)
+    steps = np.arange(per_side, dtype=np.float64) / (per_side - 1)
+    xs, ys = steps * (w - 1.0), steps * (h - 1.0)
     pts = [(x, 0.0) for x in xs] + [(x, h - 1.0) for x in xs]
     pts += [(0.0, y) for y in ys[1:-1]] + [(w - 1.0, y) for y in ys[1:-1]]
     return np.asarray(pts, dtype=np.float64)
