@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engines.frames import KEPT_REGIONS, SourceFace
+from engines.frames import FACE_SHAPE, KEPT_REGIONS, SourceFace
 from engines.processors.face_detector import Face
 from engines.processors.face_shape import pixel_maps, plan_warp, shape_offset
 from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
@@ -28,7 +28,7 @@ from loadgen.identity_study import MARGIN_TARGET, score
 from loadgen.percentiles import percentile
 
 COLUMNS = ("target_shape", "source_shape", "wrong_shape")
-SHAPES = {"target_shape": 0.0, "source_shape": 1.0, "wrong_shape": 1.0}
+SHAPES = {"target_shape": 0.0, "source_shape": FACE_SHAPE, "wrong_shape": FACE_SHAPE}
 
 ShapeSwap = Callable[[np.ndarray, Any, tuple[str, ...], float], tuple[np.ndarray, Face | None]]
 
@@ -113,7 +113,7 @@ def geometry(outputs: Sequence[tuple[np.ndarray, Face | None]], frames: Sequence
         if face is None or face.landmarks is None:
             continue
         target = face.landmarks
-        plan = plan_warp(frame.shape[:2], target, shape_offset(shape, target), 1.0)
+        plan = plan_warp(frame.shape[:2], target, shape_offset(shape, target), FACE_SHAPE)
         tracked.append(target)
         swapped.append(plan.landmarks if plan is not None else target)
         if plan is None:
@@ -134,14 +134,14 @@ def geometry(outputs: Sequence[tuple[np.ndarray, Face | None]], frames: Sequence
 
 def swap_cost(frames: Sequence[tuple[np.ndarray, np.ndarray]], source: SourceFace,
               rounds: int = 15) -> dict[str, Any]:
-    """Per face, ms (median): mesh_warp's swap_one with the target's shape and with the source's, timed
-    alternately over `frames` ((frame, target landmarks)), `rounds` times each."""
+    """Per face, ms (median): mesh_warp's swap_one with the target's shape and with the source's (the
+    default strength), timed alternately over `frames` ((frame, target landmarks)), `rounds` times each."""
     swapper = MeshWarpSwapper()
     mesh = mesh_of(source)
     times: dict[str, list[float]] = {"shape_0": [], "shape_1": []}
     for _ in range(rounds):
         for frame, target in frames:
-            for label, alpha in (("shape_0", 0.0), ("shape_1", 1.0)):
+            for label, alpha in (("shape_0", 0.0), ("shape_1", FACE_SHAPE)):
                 t0 = time.perf_counter()
                 swapper.swap_one(frame, target, mesh, KEPT_REGIONS, alpha)
                 times[label].append((time.perf_counter() - t0) * 1000)

@@ -116,7 +116,7 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     triangles = triangulate(pts)
     shape = make_source_shape(pts, depth, triangles) if depth is not None else None
     return MeshSource(image=image, landmarks=sample, triangles=triangles, mask_points=face_mask_points(pts),
-                      validity=validity_map(image, pts), shape=shape)
+                      validity=validity_map(image, pts, depth, triangles), shape=shape)
 
 
 def match_colour(warped: np.ndarray, target: np.ndarray, inside: np.ndarray) -> np.ndarray:

@@ -27,6 +27,8 @@ DETAIL_FRAC = 0.01    # fine detail: lightness minus its blur at this fraction o
 ENERGY_FRAC = 0.02    # ...averaged over this much...
 TEXTURE_RATIO = 2.5   # ...above this many times the cheeks' median (plus TEXTURE_FLOOR, in L units) is hair
 TEXTURE_FLOOR = 0.5
+NOSE_SLACK = 2.0      # the nose and the upper lip may be this much further from the cheeks' colour
+FACING_MIN = 0.35     # triangles seen more edge-on than this (cosine to the view axis) are not pasted
 LID_GROW = 0.04       # the eyes grown by this fraction of the face size: lids and lashes, often shadowed
 FEATURE_GROW = 0.015  # eyes, lips and brows grown by this fraction of the face size
 CLEAN_FRAC = 0.015    # opening radius (specks)...
@@ -57,21 +59,46 @@ def _disk(radius: int) -> np.ndarray:
     return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
 
 
-def validity_map(image: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
-    """(H, W) uint8, 255 where the source's pixel may be pasted (see the module docstring)."""
+def facing_map(shape: tuple[int, int], landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray
+               ) -> np.ndarray:
+    """(H, W) uint8: 0 on the mesh's triangles whose three corners all face away from the camera past
+    FACING_MIN (the cosine of the surface normal with the view axis: area-weighted vertex normals from the
+    mesh's depth, so a thin triangle between the lips is no surface of its own), 255 elsewhere. A turned
+    source's far cheek is seen edge-on: warped onto a frontal face its few pixels smear into streaks, or
+    show the wall behind."""
+    pts = np.column_stack([landmarks.astype(np.float64), depth.astype(np.float64)])
+    idx = np.asarray(triangles)
+    tri = pts[idx]
+    normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    normal *= np.sign(normal[:, 2:3] + 1e-12)  # one side (the 2-D winding is not the surface's)
+    vertex = np.zeros_like(pts)
+    for k in range(3):
+        np.add.at(vertex, idx[:, k], normal)
+    facing = np.abs(vertex[:, 2]) / np.maximum(np.linalg.norm(vertex, axis=1), 1e-12)
+    out = np.full(shape, 255, np.uint8)
+    away = [np.round(t[:, :2] * 16).astype(np.int32) for t in tri[facing[idx].max(1) < FACING_MIN]]
+    if away:
+        cv2.fillPoly(out, away, 0, lineType=cv2.LINE_8, shift=4)
+    return out
+
+
+def validity_map(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None = None,
+                 triangles: np.ndarray | None = None) -> np.ndarray:
+    """(H, W) uint8, 255 where the source's pixel may be pasted (see the module docstring); with the mesh's
+    `depth` and `triangles`, not where the face is seen edge-on (`facing_map`)."""
     h, w = image.shape[:2]
     pts = landmarks.astype(np.float64)
     size = float(max(np.ptp(pts[:, 0]), np.ptp(pts[:, 1]), 1.0))
-    outline = np.zeros((h, w), np.uint8)
-    cv2.fillConvexPoly(outline, _hull(pts, FACE_OVAL), 255, lineType=cv2.LINE_8, shift=4)
+    face = np.zeros((h, w), np.uint8)
+    cv2.fillConvexPoly(face, _hull(pts, FACE_OVAL), 255, lineType=cv2.LINE_8, shift=4)
     pull = max(1, int(round(OUTLINE_PULL * size)))
-    outline = np.asarray(cv2.erode(outline, _disk(pull)))
+    outline = np.asarray(cv2.erode(face, _disk(pull)))
 
     features = np.zeros((h, w), np.uint8)
     cv2.fillPoly(features, [_poly(pts, EYE_RIGHT), _poly(pts, EYE_LEFT)], 255, lineType=cv2.LINE_8, shift=4)
     features = np.asarray(cv2.dilate(features, _disk(max(1, int(round(LID_GROW * size))))))  # lids, lashes
     cv2.fillPoly(features, [_poly(pts, OUTER_LIPS)], 255, lineType=cv2.LINE_8, shift=4)
-    for brow in (BROW_RIGHT, BROW_LEFT, NOSE):
+    for brow in (BROW_RIGHT, BROW_LEFT):
         cv2.fillConvexPoly(features, _hull(pts, brow), 255, lineType=cv2.LINE_8, shift=4)
     features = np.asarray(cv2.dilate(features, _disk(max(1, int(round(FEATURE_GROW * size))))))
 
@@ -79,7 +106,10 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
     for cheek in CHEEKS:
         cv2.fillConvexPoly(patch, _hull(pts, cheek), 255, lineType=cv2.LINE_8, shift=4)
     reference = (patch > 0) & (features == 0)
+    nose = np.zeros((h, w), np.uint8)
+    cv2.fillConvexPoly(nose, _hull(pts, NOSE + OUTER_LIPS), 255, lineType=cv2.LINE_8, shift=4)
     skin = np.ones((h, w), bool)
+    nose_skin = np.ones((h, w), bool)
     ys, xs = np.nonzero(outline)
     if int(reference.sum()) >= 16 and ys.size:
         bx0, by0, bx1, by1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
@@ -108,11 +138,15 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
         energy = cv2.GaussianBlur(fine, (0, 0), max(1.0, ENERGY_FRAC * size))
         limit = TEXTURE_RATIO * float(np.median(energy[ref][keep])) + TEXTURE_FLOOR
         skin[by0:by1, bx0:bx1] = (dist2 <= SKIN_DISTANCE ** 2) & (energy <= limit)
+        nose_skin[by0:by1, bx0:bx1] = dist2 <= (NOSE_SLACK * SKIN_DISTANCE) ** 2  # redder than the cheeks
     valid = np.where(skin & (outline > 0), np.uint8(255), np.uint8(0))
     r = max(1, int(round(CLEAN_FRAC * size)))
     valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_OPEN, _disk(r)))
     valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_CLOSE, _disk(max(1, int(round(FILL_FRAC * size))))))
     valid &= outline
-    valid = np.maximum(valid, features)
+    features[(nose > 0) & nose_skin] = 255  # nose to lips: skin redder than the cheeks, not the wall past it
+    valid = np.maximum(valid, features & face)
+    if depth is not None and triangles is not None:
+        valid = np.minimum(valid, facing_map((h, w), pts, depth, triangles))
     sigma = max(0.5, FEATHER_FRAC * size)
     return np.asarray(cv2.GaussianBlur(valid, (0, 0), sigma), dtype=np.uint8)
