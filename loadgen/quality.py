@@ -267,11 +267,13 @@ def seams(store: ModelStore, targets: dict[str, np.ndarray], source_image: np.nd
         try:
             source = study.pipeline.prepare_source(source_image, "src")
             for name, image in targets.items():
-                result, face = study.swap(image, source, KEPT)
+                # the blend's own seam, on the target's shape (with the source's, the seam is inside the moved
+                # window, which is pasted whole)
+                result, face = study.swap(image, source, KEPT, shape=0.0)
                 if face is None or face.landmarks is None:
                     continue
                 patch = MeshWarpSwapper(poisson).swap_one(image, face.landmarks, source.data["mesh_warp"],
-                                                          KEPT)
+                                                          KEPT, 0.0)
                 if patch is None:
                     continue
                 x0, y0 = -int(patch.matrix[0, 2]), -int(patch.matrix[1, 2])

@@ -27,7 +27,7 @@ from engines.processors.alignment import extent
 from engines.processors.face_shape import SourceShape, pixel_maps, plan_warp, shape_offset
 from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask, skin_mask
-from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, translation
+from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, paste_back, translation
 from engines.processors.source_validity import validity_map
 
 MARGIN = 2          # px around the target mesh's bounding box
@@ -279,15 +279,11 @@ class MeshWarpSwapper:
         moved = cv2.remap(frame, map_x, map_y, interpolation=cv2.INTER_LINEAR,
                           borderMode=cv2.BORDER_REPLICATE)
         face = self.face_patch(moved, plan.landmarks - np.array((x0, y0), np.float32), source, keep)
-        image = moved.astype(np.float32)
         if face is not None:
-            fx, fy = -int(face.matrix[0, 2]), -int(face.matrix[1, 2])
-            fh, fw = face.mask.shape
-            region = image[fy:fy + fh, fx:fx + fw]
-            region += (face.image - region) * face.mask[:, :, None]
-        # the window's edge did not move (the map is the identity there): the whole window is pasted as is
+            paste_back(moved, face)
+        # the window's edge did not move (the map is the identity there): the whole window goes in as is
         whole = np.ones((y1 - y0, x1 - x0), np.float32)
-        return FacePatch(image=image, mask=whole, matrix=translation(x0, y0))
+        return FacePatch(image=moved, mask=whole, matrix=translation(x0, y0), opaque=True)
 
     def face_patch(self, frame: np.ndarray, target: np.ndarray, source: MeshSource,
                    keep: tuple[str, ...] = ()) -> FacePatch | None:
