@@ -36,7 +36,7 @@ SMOOTH_STEPS = 3       # neighbour-averaging passes over the offset...
 SMOOTH_WEIGHT = 0.5    # ...each moving a point this far toward its neighbours' mean
 WINDOW_GROW = 0.12     # the warped window: the face's extent grown by this fraction of its width / height
                        # per side (the gateway changes nothing past 15 %)
-GRID = 12              # spline nodes per side of the warped window (stretched to a per-pixel map)
+GRID = 16              # spline nodes per side of the warped window (stretched to a per-pixel map)
 BORDER_NODES = 7       # fixed control points per window side (corners included)
 REGULARISE = 1e-4      # spline smoothing (coordinates normalised to the window): near-coincident points
 MIN_DET = 0.25         # smallest local area ratio of the map accepted (1 = no change, <= 0 = a fold)

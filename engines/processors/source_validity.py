@@ -7,9 +7,10 @@ them (they are the source's pixels), so the picture, not the margin, is the judg
 source's own outline pulled in `OUTLINE_PULL` of the face size, skin-coloured (close to the colour of the
 source's own cheeks in CIE Lab, estimated robustly; lightness weighted less: shadows are skin) and as smooth
 as the cheeks (hair is often skin-coloured; it is told by its strands); the eyes with their lids, the nose,
-the lips and the brows are always valid. Specks are opened away, holes smaller than `FILL_FRAC` (a shadow, a
-freckle) closed, the edge feathered; stored as 0..255 and warped with the source's pixels (one remap of
-RGBA).
+the lips and the brows are always valid. Specks are opened away, holes smaller than `FILL_FRAC` closed where
+near skin colour (a shadow, a freckle; not the wall in a notch), the edge feathered; stored as 0..255 and
+warped with the source's pixels (one remap of RGBA). The skin colour is read only where the face is seen
+from the front: a turned source's far cheek may be the wall behind it.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ DETAIL_FRAC = 0.01    # fine detail: lightness minus its blur at this fraction o
 ENERGY_FRAC = 0.02    # ...averaged over this much...
 TEXTURE_RATIO = 2.5   # ...above this many times the cheeks' median (plus TEXTURE_FLOOR, in L units) is hair
 TEXTURE_FLOOR = 0.5
-NOSE_SLACK = 2.0      # the nose and the upper lip may be this much further from the cheeks' colour
-FACING_MIN = 0.35     # triangles seen more edge-on than this (cosine to the view axis) are not pasted
+NOSE_SLACK = 2.0      # lids, nose and upper lip may be this much further from the cheeks' colour
+FACING_MIN = 0.3     # triangles seen more edge-on than this (cosine to the view axis) are not pasted
 LID_GROW = 0.04       # the eyes grown by this fraction of the face size: lids and lashes, often shadowed
 FEATURE_GROW = 0.015  # eyes, lips and brows grown by this fraction of the face size
 CLEAN_FRAC = 0.015    # opening radius (specks)...
@@ -96,7 +97,8 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | N
 
     features = np.zeros((h, w), np.uint8)
     cv2.fillPoly(features, [_poly(pts, EYE_RIGHT), _poly(pts, EYE_LEFT)], 255, lineType=cv2.LINE_8, shift=4)
-    features = np.asarray(cv2.dilate(features, _disk(max(1, int(round(LID_GROW * size))))))  # lids, lashes
+    # lids and lashes (often shadowed), nose and upper lip (redder than the cheeks): skin under a looser test
+    nose = np.asarray(cv2.dilate(features, _disk(max(1, int(round(LID_GROW * size))))))
     cv2.fillPoly(features, [_poly(pts, OUTER_LIPS)], 255, lineType=cv2.LINE_8, shift=4)
     for brow in (BROW_RIGHT, BROW_LEFT):
         cv2.fillConvexPoly(features, _hull(pts, brow), 255, lineType=cv2.LINE_8, shift=4)
@@ -105,11 +107,15 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | N
     patch = np.zeros((h, w), np.uint8)
     for cheek in CHEEKS:
         cv2.fillConvexPoly(patch, _hull(pts, cheek), 255, lineType=cv2.LINE_8, shift=4)
+    facing = facing_map((h, w), pts, depth, triangles) if depth is not None and triangles is not None else None
     reference = (patch > 0) & (features == 0)
-    nose = np.zeros((h, w), np.uint8)
+    if facing is not None:
+        facing = np.asarray(cv2.erode(facing, _disk(max(1, int(round(OUTLINE_PULL * size))))))
+        if int((reference & (facing > 0)).sum()) >= 16:  # a turned source's far cheek may be the wall
+            reference &= facing > 0
     cv2.fillConvexPoly(nose, _hull(pts, NOSE + OUTER_LIPS), 255, lineType=cv2.LINE_8, shift=4)
     skin = np.ones((h, w), bool)
-    nose_skin = np.ones((h, w), bool)
+    near_skin = np.ones((h, w), bool)
     ys, xs = np.nonzero(outline)
     if int(reference.sum()) >= 16 and ys.size:
         bx0, by0, bx1, by1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
@@ -138,15 +144,16 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | N
         energy = cv2.GaussianBlur(fine, (0, 0), max(1.0, ENERGY_FRAC * size))
         limit = TEXTURE_RATIO * float(np.median(energy[ref][keep])) + TEXTURE_FLOOR
         skin[by0:by1, bx0:bx1] = (dist2 <= SKIN_DISTANCE ** 2) & (energy <= limit)
-        nose_skin[by0:by1, bx0:bx1] = dist2 <= (NOSE_SLACK * SKIN_DISTANCE) ** 2  # redder than the cheeks
+        near_skin[by0:by1, bx0:bx1] = dist2 <= (NOSE_SLACK * SKIN_DISTANCE) ** 2  # redder than the cheeks
     valid = np.where(skin & (outline > 0), np.uint8(255), np.uint8(0))
     r = max(1, int(round(CLEAN_FRAC * size)))
     valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_OPEN, _disk(r)))
     valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_CLOSE, _disk(max(1, int(round(FILL_FRAC * size))))))
     valid &= outline
-    features[(nose > 0) & nose_skin] = 255  # nose to lips: skin redder than the cheeks, not the wall past it
+    valid[~near_skin] = 0  # what the closing filled: a shadow or a freckle, not the wall in a notch
+    features[(nose > 0) & near_skin] = 255  # not the wall past a turned nose or a far eye
     valid = np.maximum(valid, features & face)
-    if depth is not None and triangles is not None:
-        valid = np.minimum(valid, facing_map((h, w), pts, depth, triangles))
+    if facing is not None:
+        valid = np.minimum(valid, facing)
     sigma = max(0.5, FEATHER_FRAC * size)
     return np.asarray(cv2.GaussianBlur(valid, (0, 0), sigma), dtype=np.uint8)
