@@ -28,8 +28,8 @@ DETAIL_FRAC = 0.01    # fine detail: lightness minus its blur at this fraction o
 ENERGY_FRAC = 0.02    # ...averaged over this much...
 TEXTURE_RATIO = 2.5   # ...above this many times the cheeks' median (plus TEXTURE_FLOOR, in L units) is hair
 TEXTURE_FLOOR = 0.5
-NOSE_SLACK = 2.0      # lids, nose and upper lip may be this much further from the cheeks' colour
-FACING_MIN = 0.3     # triangles seen more edge-on than this (cosine to the view axis) are not pasted
+NOSE_SLACK = 2.0      # lids, nose and upper lip: this much further from the cheeks' chroma, any lightness
+FACING_MIN = 0.25     # triangles seen more edge-on than this (cosine to the view axis) are not pasted
 LID_GROW = 0.04       # the eyes grown by this fraction of the face size: lids and lashes, often shadowed
 FEATURE_GROW = 0.015  # eyes, lips and brows grown by this fraction of the face size
 CLEAN_FRAC = 0.015    # opening radius (specks)...
@@ -107,7 +107,7 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | N
     patch = np.zeros((h, w), np.uint8)
     for cheek in CHEEKS:
         cv2.fillConvexPoly(patch, _hull(pts, cheek), 255, lineType=cv2.LINE_8, shift=4)
-    facing = facing_map((h, w), pts, depth, triangles) if depth is not None and triangles is not None else None
+    facing = None if depth is None or triangles is None else facing_map((h, w), pts, depth, triangles)
     reference = (patch > 0) & (features == 0)
     if facing is not None:
         facing = np.asarray(cv2.erode(facing, _disk(max(1, int(round(OUTLINE_PULL * size))))))
@@ -144,7 +144,10 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | N
         energy = cv2.GaussianBlur(fine, (0, 0), max(1.0, ENERGY_FRAC * size))
         limit = TEXTURE_RATIO * float(np.median(energy[ref][keep])) + TEXTURE_FLOOR
         skin[by0:by1, bx0:bx1] = (dist2 <= SKIN_DISTANCE ** 2) & (energy <= limit)
-        near_skin[by0:by1, bx0:bx1] = dist2 <= (NOSE_SLACK * SKIN_DISTANCE) ** 2  # redder than the cheeks
+        # near skin: the colour alone (a, b), however dark (a shadowed lid, a nostril) or red (the nose)
+        chroma = d[:, 1:] @ np.linalg.inv(cov[1:, 1:])
+        near = (chroma * d[:, 1:]).sum(1).reshape(by1 - by0, bx1 - bx0)
+        near_skin[by0:by1, bx0:bx1] = near <= (NOSE_SLACK * SKIN_DISTANCE) ** 2
     valid = np.where(skin & (outline > 0), np.uint8(255), np.uint8(0))
     r = max(1, int(round(CLEAN_FRAC * size)))
     valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_OPEN, _disk(r)))
