@@ -11,7 +11,7 @@ take the source's corners: placement and width). The target side uses only the t
 landmarks, so the new geometry is as steady as the tracked mesh.
 
 The new mesh is target + alpha * offset (alpha: the session's `shape`, 0..1). The target's own pixels around
-the face move to the new outline by a thin-plate spline through ~70 mesh points and the border of the face
+the face move to the new outline by a thin-plate spline through ~44 mesh points and the border of the face
 window grown by `WINDOW_GROW` (fixed there, so nothing outside the window moves). The spline is evaluated on
 a coarse `GRID` x `GRID` node grid (a (nodes x controls) product far below the size where the maths library
 starts threads, which on a busy box cost 10-100x the work) whose outer nodes lie on the window's edge and
@@ -37,7 +37,7 @@ SMOOTH_WEIGHT = 0.5    # ...each moving a point this far toward its neighbours' 
 WINDOW_GROW = 0.12     # the warped window: the face's extent grown by this fraction of its width / height
                        # per side (the gateway changes nothing past 15 %)
 GRID = 16              # spline nodes per side of the warped window (stretched to a per-pixel map)
-BORDER_NODES = 7       # fixed control points per window side (corners included)
+BORDER_NODES = 5       # fixed control points per window side (corners included)
 REGULARISE = 1e-4      # spline smoothing (coordinates normalised to the window): near-coincident points
 MIN_DET = 0.25         # smallest local area ratio of the map accepted (1 = no change, <= 0 = a fold)
 BACKOFF = 0.6          # alpha is scaled by this after each refused fold...
@@ -50,15 +50,15 @@ BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
 MOUTH_PAIRS = ((13, 14), (82, 87), (312, 317))  # inner upper / lower lip
 UPPER_LIP = (415, 310, 311, 312, 13, 82, 81, 80, 191, 409, 270, 269, 267, 0, 37, 39, 40, 185)
 LOWER_LIP = (95, 88, 178, 87, 14, 317, 402, 318, 324, 146, 91, 181, 84, 17, 314, 405, 321, 375)
-# Spline control points: the silhouette ring, brows, eye corners and lids, nose, outer lips, cheeks.
+# Spline control points: every other point of the silhouette ring, brows, eye corners and lids, nose, lips,
+# cheeks (with the window's border, under 100 points: the spline's solve stays one small system).
 CONTROL = (
-    10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377,
-    152, 148, 176, 149, 150, 136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
-    70, 105, 107, 336, 334, 300,
+    10, 297, 284, 389, 454, 361, 397, 379, 400, 152, 176, 150, 172, 132, 234, 162, 54, 67,
+    70, 107, 336, 300,
     33, 133, 159, 145, 362, 263, 386, 374,
-    168, 6, 1, 2, 98, 327,
-    0, 17, 61, 291, 37, 267, 84, 314,
-    50, 280, 205, 425, 187, 411,
+    168, 1, 98, 327,
+    0, 17, 61, 291, 13, 14,
+    205, 425, 187, 411,
 )
 
 

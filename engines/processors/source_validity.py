@@ -6,8 +6,8 @@ background past a turned cheek. Pasted, those sit on the target's face; an ident
 them (they are the source's pixels), so the picture, not the margin, is the judge. Valid: inside the
 source's own outline pulled in `OUTLINE_PULL` of the face size, skin-coloured (close to the colour of the
 source's own cheeks in CIE Lab, estimated robustly; lightness weighted less: shadows are skin) and as smooth
-as the cheeks (hair is often skin-coloured; it is told by its strands); the eyes with their lids, the nose,
-the lips and the brows are always valid. Specks are opened away, holes smaller than `FILL_FRAC` closed where
+as the cheeks (hair is often skin-coloured; it is told by its strands); the lips and brows are always valid,
+the eyes with their lids, the nose and the upper lip where near the cheeks' chroma. Specks are opened away, holes smaller than `FILL_FRAC` closed where
 near skin colour (a shadow, a freckle; not the wall in a notch), the edge feathered; stored as 0..255 and
 warped with the source's pixels (one remap of RGBA). The skin colour is read only where the face is seen
 from the front: a turned source's far cheek may be the wall behind it.
@@ -97,8 +97,10 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | N
 
     features = np.zeros((h, w), np.uint8)
     cv2.fillPoly(features, [_poly(pts, EYE_RIGHT), _poly(pts, EYE_LEFT)], 255, lineType=cv2.LINE_8, shift=4)
-    # lids and lashes (often shadowed), nose and upper lip (redder than the cheeks): skin under a looser test
+    # eyes with lids and lashes (often shadowed), nose and upper lip (redder than the cheeks): a looser test
+    # (a turned source's far eye may open onto the wall behind the nose)
     nose = np.asarray(cv2.dilate(features, _disk(max(1, int(round(LID_GROW * size))))))
+    features[:] = 0
     cv2.fillPoly(features, [_poly(pts, OUTER_LIPS)], 255, lineType=cv2.LINE_8, shift=4)
     for brow in (BROW_RIGHT, BROW_LEFT):
         cv2.fillConvexPoly(features, _hull(pts, brow), 255, lineType=cv2.LINE_8, shift=4)
