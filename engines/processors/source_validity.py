@@ -7,10 +7,11 @@ them (they are the source's pixels), so the picture, not the margin, is the judg
 source's own outline pulled in `OUTLINE_PULL` of the face size, skin-coloured (close to the colour of the
 source's own cheeks in CIE Lab, estimated robustly; lightness weighted less: shadows are skin) and as smooth
 as the cheeks (hair is often skin-coloured; it is told by its strands); the lips and brows are always valid,
-the eyes with their lids, the nose and the upper lip where near the cheeks' chroma. Specks are opened away, holes smaller than `FILL_FRAC` closed where
-near skin colour (a shadow, a freckle; not the wall in a notch), the edge feathered; stored as 0..255 and
-warped with the source's pixels (one remap of RGBA). The skin colour is read only where the face is seen
-from the front: a turned source's far cheek may be the wall behind it.
+the eyes with their lids, the nose and the upper lip where near the cheeks' chroma. Specks are opened away,
+holes smaller than `FILL_FRAC` closed where near skin colour (a shadow, a freckle; not the wall in a notch),
+the edge feathered; stored as 0..255 and warped with the source's pixels (one remap of RGBA). The skin
+colour is read only where the face is seen from the front: a turned source's far cheek may be the wall
+behind it; and nothing is valid where the face is seen edge-on (`facing_map`).
 """
 
 from __future__ import annotations
