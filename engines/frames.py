@@ -45,17 +45,30 @@ KEPT_REGIONS: tuple[str, ...] = ("mouth", "eyes")
 FACE_SELECTORS: tuple[str, ...] = ("many", "one", "reference")
 
 
+FACE_SHAPE = 1.0  # how much of the source's face shape the swap takes by default (0 = the target's)
+
+
+def check_shape(value: float) -> float:
+    """A face-shape strength, 0..1 (ValueError otherwise: not a number, NaN, out of range)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"face shape must be a number in 0..1, got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True, eq=False)
 class FaceSettings:
     """What a session asked for about faces: which target regions stay (mouth, eyes: kept from the target
-    so teeth, tongue, blinks and gaze stay alive), and which faces are swapped (`many` = all, `one` = the
-    largest, `reference` = the face most like `reference`'s, which needs the ArcFace embedder)."""
+    so teeth, tongue, blinks and gaze stay alive), which faces are swapped (`many` = all, `one` = the
+    largest, `reference` = the face most like `reference`'s, which needs the ArcFace embedder), and how much
+    of the source's face shape (outline, jaw, proportions) the swap takes (`shape`, 0..1)."""
 
     keep_regions: tuple[str, ...] = KEPT_REGIONS
     selector: str = "many"
     reference: SourceFace | None = None
+    shape: float = FACE_SHAPE
 
     def __post_init__(self) -> None:
+        check_shape(self.shape)
         unknown = [r for r in self.keep_regions if r not in MASK_REGIONS]
         if unknown:
             known = ", ".join(MASK_REGIONS)

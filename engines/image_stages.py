@@ -148,7 +148,8 @@ class ImageStages:
         for fr, f, d in zip(frames, faces, data, strict=True):
             assert isinstance(d, MeshSource) and f.landmarks is not None
             mesh_jobs.append((fr, f.landmarks, d))
-        return self.swapper.swap(mesh_jobs, keep)
+        shape = [self._settings_of(items[i]).shape for i, _ in jobs]
+        return self.swapper.swap(mesh_jobs, keep, shape)
 
     def _device_swap(self, device_swap: DeviceMeshWarp, frames: DeviceFrames, items: Sequence[FrameItem],
                      jobs: list[Job], touched: dict[int, list[Box]]) -> None:
@@ -159,7 +160,8 @@ class ImageStages:
             data = self._source_data(src)
             assert isinstance(data, MeshSource)
             device_jobs.append((i, f.landmarks, data, self._settings_of(items[i]).keep_regions))
-        for i, b in device_swap.swap_and_paste(frames, device_jobs).items():
+        shape = [self._settings_of(items[i]).shape for i, _ in jobs]
+        for i, b in device_swap.swap_and_paste(frames, device_jobs, shape).items():
             touched.setdefault(i, []).extend(b)
 
     def _paste(self, items: Sequence[FrameItem], working: dict[int, np.ndarray], jobs: list[Job],

@@ -24,6 +24,7 @@ from engines.engine import Engine
 from engines.factory import EngineConfig, create_engine
 from engines.frames import (
     FACE_SELECTORS,
+    FACE_SHAPE,
     KEPT_REGIONS,
     PROCESSORS,
     STAGE_DETECT,
@@ -88,6 +89,7 @@ class PipelineConfig:
     presence_threshold: float = 0.5   # FaceMesh presence below this drops the face (false or lost face)
     keep_regions: tuple[str, ...] = KEPT_REGIONS  # target regions kept by default (mouth, eyes)
     face_selector: str = "many"       # default for sessions that ask nothing: many | one
+    shape: float = FACE_SHAPE         # mesh_warp: how much of the source's face shape (0..1), by default
     mask: BoxMaskConfig = field(default_factory=BoxMaskConfig)  # inswapper / GFPGAN paste mask
     poisson: bool = False             # mesh_warp: Poisson (seamlessClone) blend instead of colour transfer
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
@@ -110,7 +112,7 @@ class PipelineConfig:
             raise ValueError(f"detector_size must be a multiple of 32 (>= 32), got {self.detector_size}")
         if self.max_faces is not None and self.max_faces < 1:
             raise ValueError("max_faces must be >= 1 or None")
-        FaceSettings(keep_regions=self.keep_regions)  # validates the region names
+        FaceSettings(keep_regions=self.keep_regions, shape=self.shape)  # validates regions and shape
         if self.face_selector not in FACE_SELECTORS or self.face_selector == "reference":
             raise ValueError(f"default face selector must be many or one, got {self.face_selector!r} "
                              "(reference is chosen per session, with its reference face)")
@@ -134,7 +136,8 @@ class Pipeline:
         self._engines = list(engines)
         self._closed = False
         self._clock = clock
-        self._defaults = FaceSettings(keep_regions=config.keep_regions, selector=config.face_selector)
+        self._defaults = FaceSettings(keep_regions=config.keep_regions, selector=config.face_selector,
+                                      shape=config.shape)
         self.selector = FaceSelector(embedder)
         self.images = ImageStages(swapper, enhancer, image_device_of(config),
                                   enhance_device(config.image_device, config.engine), self._source_data,
@@ -231,7 +234,8 @@ class Pipeline:
             raise NoFaceFound(f"source image {source_id!r}: the detected face is not a clear face "
                               f"(mesh presence {mesh.presence:.2f})")
         face = measured(face, mesh.landmarks, mesh.presence)
-        source = SourceFace(id=source_id, image=image, faces=len(faces), data={"face": face})
+        source = SourceFace(id=source_id, image=image, faces=len(faces), data={"face": face,
+                                                                                "depth": mesh.depth})
         self._source_data(source)
         return source
 
@@ -275,7 +279,7 @@ class Pipeline:
             self.swapper.swap([(frame, fake, np.zeros(512, dtype=np.float32))])
             self.swapper.embedder.embed([(frame, fake.kps5)])
         else:
-            src = prepare_mesh(frame, mesh.landmarks)
+            src = prepare_mesh(frame, mesh.landmarks, mesh.depth)
             self.swapper.swap([(frame, mesh.landmarks, src)])
         if self.enhancer is not None:
             self.enhancer.enhance([(frame, fake)])
@@ -420,12 +424,13 @@ class Pipeline:
         key = self.swapper.name
         if key not in source.data:
             face = source.data.get("face")
-            if not isinstance(face, Face) or face.landmarks is None:
+            if not isinstance(face, Face) or face.landmarks is None or (
+                    "depth" not in source.data and not isinstance(self.swapper, InswapperSwapper)):
                 prepared = self.prepare_source(source.image, source.id)
                 source.data.update(prepared.data)
                 return source.data[key]
             if isinstance(self.swapper, InswapperSwapper):
                 source.data[key] = self.swapper.source_latent(source.image, face.kps5)
             else:
-                source.data[key] = prepare_mesh(source.image, face.landmarks)
+                source.data[key] = prepare_mesh(source.image, face.landmarks, source.data.get("depth"))
         return source.data[key]

@@ -88,6 +88,7 @@ def _default_pipeline(config: GatewayConfig) -> PipelineLike:
         detector_size=proc.detector_size,
         keep_regions=proc.mask_regions,
         face_selector=proc.face_selector,
+        shape=proc.face_shape,
         poisson=proc.poisson_blend,
         mask=BoxMaskConfig(blur=proc.mask_blur, padding=proc.mask_padding),
         engine=EngineConfig(

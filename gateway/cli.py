@@ -157,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(?faces=reference&reference=<source id>: the face most like an uploaded image, needs ArcFace)",
     )
     a("--poisson-blend", action="store_true", default=None, help="mesh_warp: Poisson (seamless) blending")
+    a("--face-shape", type=float, help="mesh_warp: how much of the source's face shape (outline, jaw, "
+      "proportions) the swap takes, 0..1 (default 1; 0 = the target's); a WHIP ?shape= overrides")
     a("--mask-blur", type=float, help="inswapper/GFPGAN paste mask blur, 0..1 (default 0.3)")
     a(
         "--mask-padding",
@@ -622,6 +624,7 @@ def build_config(
         mask_regions=_processors(get("mask_regions"), processing.mask_regions),
         face_selector=str(get("face_selector", processing.face_selector)),
         poisson_blend=bool(get("poisson_blend", processing.poisson_blend)),
+        face_shape=float(get("face_shape", processing.face_shape)),
         mask_blur=float(get("mask_blur", processing.mask_blur)),
         mask_padding=_padding(get("mask_padding"), processing.mask_padding),
         # flag/TOML > $LIVEFUSE_MODEL_DIR > ~/.cache/livefuse/models, resolved here at the edge

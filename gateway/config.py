@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines.frames import KEPT_REGIONS, MASK_REGIONS, PROCESSORS
+from engines.frames import FACE_SHAPE, KEPT_REGIONS, MASK_REGIONS, PROCESSORS, check_shape
 from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.background import BackgroundConfig
@@ -51,6 +51,7 @@ class ProcessingConfig:
     mask_regions: tuple[str, ...] = KEPT_REGIONS  # target regions kept from the frame (?mask= per session)
     face_selector: str = "many"  # many | one (?faces= per session; reference needs ?reference=<source id>)
     poisson_blend: bool = False  # mesh_warp: seamlessClone instead of colour transfer
+    face_shape: float = FACE_SHAPE  # mesh_warp: share of the source's face shape, 0..1 (?shape= per session)
     mask_blur: float = 0.3  # inswapper/GFPGAN box mask blur (FaceFusion's face_mask_blur)
     mask_padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # top, right, bottom, left in %
 
@@ -74,6 +75,7 @@ class ProcessingConfig:
                 f"mask blur must be 0..1 and padding 4 percentages in 0..50, got "
                 f"{self.mask_blur}, {self.mask_padding}"
             )
+        check_shape(self.face_shape)
         if self.face_selector not in ("many", "one"):
             raise ValueError(
                 f"face selector must be many or one, got {self.face_selector!r} (reference is "

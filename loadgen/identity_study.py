@@ -93,15 +93,16 @@ def verdict(cases: Mapping[str, Any], setting: str = DEFAULT) -> dict[str, Any]:
 
 def liveliness(recognizer: FaceRecognizer, mean: np.ndarray, frames: Sequence[np.ndarray],
                run_clip: Callable[[tuple[str, ...]], list[tuple[np.ndarray, Face | None]]], mesh: Mesh,
-               source: np.ndarray, every: int = 15) -> dict[str, Any]:
-    """Per setting, over the clip: correlation of the target's and the output's eye / mouth openness
-    (landmarks) and of what shows inside the target's openings (appearance), and the identity (centred
-    cosine to source / target, mean over every `every`-th frame)."""
+               source: np.ndarray, every: int = 15,
+               settings: Mapping[str, tuple[str, ...]] = SETTINGS) -> dict[str, Any]:
+    """Per setting (kept regions), over the clip: correlation of the target's and the output's eye / mouth
+    openness (landmarks) and of what shows inside the target's openings (appearance), and the identity
+    (centred cosine to source / target, mean over every `every`-th frame)."""
     meshes = [mesh(frame) for frame in frames]
     target_lm = [f.landmarks if f is not None else None for f in meshes]
     out: dict[str, Any] = {"frames": len(frames)}
     target_embs: dict[int, np.ndarray | None] = {}
-    for label, keep in SETTINGS.items():
+    for label, keep in settings.items():
         outputs = run_clip(keep)
         geo: list[tuple[dict[str, float], dict[str, float]]] = []
         look: list[tuple[dict[str, float], dict[str, float]]] = []

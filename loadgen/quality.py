@@ -25,7 +25,7 @@ import av
 import cv2
 import numpy as np
 
-from engines.frames import KEPT_REGIONS, FaceSettings, FaceTrack, FrameItem, SourceFace
+from engines.frames import FACE_SHAPE, KEPT_REGIONS, FaceSettings, FaceTrack, FrameItem, SourceFace
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.alignment import ARCFACE_128_V2, FFHQ_512, estimate_affine
@@ -46,9 +46,11 @@ from engines.processors.paste import face_box_mask
 from engines.processors.tracking import OneEuroFilter, TrackingConfig, measured
 from loadgen.contact_sheet import caption, contact_sheet, crop_face, webcam_frame
 from loadgen.identity import FaceRecognizer, IdentityUnavailable
-from loadgen.identity_study import SETTINGS, identity_cases, liveliness, reference_mean, verdict
+from loadgen.identity_study import DEFAULT, SETTINGS, identity_cases, liveliness, reference_mean, verdict
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.percentiles import percentile
+from loadgen.shape_study import COLUMNS, shape_cases, summary, swap_cost, with_shape_of
+from loadgen.shape_study import geometry as shape_geometry_of
 
 KEPT = KEPT_REGIONS
 HELD_OUT = ("obama", "obama2", "biden")  # faces no test or tuning of the swap was written against
@@ -135,9 +137,10 @@ class Study:
     """The pipeline and the helpers the measurements share."""
 
     def __init__(self, store: ModelStore, keep: tuple[str, ...] = KEPT, poisson: bool = False,
-                 tracking: TrackingConfig | None = None) -> None:
+                 tracking: TrackingConfig | None = None, shape: float = FACE_SHAPE) -> None:
         config = PipelineConfig(keep_regions=keep, poisson=poisson, tracking=tracking or TrackingConfig())
         self.pipeline = Pipeline.from_config(config, store)
+        self.shape = shape
 
     def close(self) -> None:
         self.pipeline.close()
@@ -150,17 +153,20 @@ class Study:
         m = self.pipeline.landmarker.run([(image, face)])[0]
         return measured(face, m.landmarks, m.presence) if self.pipeline.landmarker.is_face(m) else None
 
-    def swap(self, image: np.ndarray, source: SourceFace,
-             keep: tuple[str, ...]) -> tuple[np.ndarray, Face | None]:
-        track = FaceTrack(settings=FaceSettings(keep_regions=keep, selector="one"))
+    def swap(self, image: np.ndarray, source: SourceFace, keep: tuple[str, ...],
+             shape: float | None = None) -> tuple[np.ndarray, Face | None]:
+        alpha = self.shape if shape is None else shape
+        track = FaceTrack(settings=FaceSettings(keep_regions=keep, selector="one", shape=alpha))
         out = self.pipeline.process([FrameItem(image, source, track=track, time_s=0.0)])[0]
         return out.image, (track.faces[0].shown if track.faces else None)
 
 
 def clip_outputs(study: Study, frames: Sequence[np.ndarray], source: SourceFace, keep: tuple[str, ...],
-                 fps: float) -> list[tuple[np.ndarray, Face | None]]:
-    """The clip through the tracked pipeline, one session keeping `keep`: each output and its face."""
-    track = FaceTrack(settings=FaceSettings(keep_regions=keep, selector="one"))
+                 fps: float, shape: float | None = None) -> list[tuple[np.ndarray, Face | None]]:
+    """The clip through the tracked pipeline, one session keeping `keep` (and taking `shape` of the source's
+    face shape, default the study's): each output and its face."""
+    alpha = study.shape if shape is None else shape
+    track = FaceTrack(settings=FaceSettings(keep_regions=keep, selector="one", shape=alpha))
     out: list[tuple[np.ndarray, Face | None]] = []
     for k, frame in enumerate(frames):
         result = study.pipeline.process([FrameItem(frame, source, track=track, time_s=k / fps)])[0]
@@ -261,11 +267,13 @@ def seams(store: ModelStore, targets: dict[str, np.ndarray], source_image: np.nd
         try:
             source = study.pipeline.prepare_source(source_image, "src")
             for name, image in targets.items():
-                result, face = study.swap(image, source, KEPT)
+                # the blend's own seam, on the target's shape (with the source's, the seam is inside the moved
+                # window, which is pasted whole)
+                result, face = study.swap(image, source, KEPT, shape=0.0)
                 if face is None or face.landmarks is None:
                     continue
                 patch = MeshWarpSwapper(poisson).swap_one(image, face.landmarks, source.data["mesh_warp"],
-                                                          KEPT)
+                                                          KEPT, 0.0)
                 if patch is None:
                     continue
                 x0, y0 = -int(patch.matrix[0, 2]), -int(patch.matrix[1, 2])
@@ -378,11 +386,23 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
         targets = {"astronaut": astronaut, "t1 laughing": group_target}
         targets.update({f"carphone #{k}": carphone[k] for k in picked})
         regions, _ = mouth_and_eyes(study, targets, source, source_face)
-        # Identity: the report's source on every target, a held-out source on every other person.
-        all_targets = {**targets, "biden": held["biden"], "obama": held["obama"]}
+        # Identity: the report's source on every target, a held-out source on every other person, and the
+        # group photo's four other people, each the source on the next (unseen by every choice made).
+        others = {f"t1 #{k + 1}": face_crop(group, f.box) for k, f in enumerate(
+            sorted((f for f in faces if f is not left and f is not laughing), key=lambda f: f.box[0]))}
+        all_targets = {**targets, "biden": held["biden"], "obama": held["obama"], **others}
         sources = {"t1 left": (source_image, source),
                    "obama2": (held["obama2"], study.pipeline.prepare_source(held["obama2"], "obama2"))}
-        pairs = [("t1 left", t) for t in all_targets] + [("obama2", t) for t in all_targets if t != "obama"]
+        sources.update({n: (img, study.pipeline.prepare_source(img, n)) for n, img in others.items()})
+        pairs = [("t1 left", t) for t in all_targets if t not in others]
+        pairs += [("obama2", t) for t in all_targets if t != "obama" and t not in others]
+        unseen = list(others)
+        new_pairs = [(unseen[k], unseen[(k + 1) % len(unseen)]) for k in range(len(unseen))]
+        pairs += new_pairs
+        # the wrong-shape control: each source's pixels on another source's shape
+        names = list(sources)
+        controls = {name: with_shape_of(sources[name][1], sources[names[(k + 1) % len(names)]][1])
+                    for k, name in enumerate(names)}
         mean, population = reference_mean(
             recognizer, [(group, f.box) for f in faces]
             + [(astronaut, None), (carphone[0], None), (held["obama"], None), (held["biden"], None)])
@@ -391,17 +411,25 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
         def keep_tile(case: str, label: str, result: np.ndarray, face: Face) -> None:
             crops.setdefault(case, {})[label] = crop_face(result, face)
 
-        cases = identity_cases(recognizer, mean, study.swap, sources, all_targets, pairs, keep_tile)
+        cases = identity_cases(recognizer, mean, study.swap, sources, all_targets, pairs)
+        by_shape = shape_cases(recognizer, mean, study.swap, sources, controls, all_targets, pairs,
+                               keep_tile)
+        source_emb = _embed(recognizer, source_image)
         clip = liveliness(recognizer, mean, carphone,
                           lambda keep: clip_outputs(study, carphone, source, keep, fps), study.mesh,
-                          _embed(recognizer, source_image))
+                          source_emb)
+        clip_flat = liveliness(recognizer, mean, carphone,
+                               lambda keep: clip_outputs(study, carphone, source, keep, fps, shape=0.0),
+                               study.mesh, source_emb, settings={DEFAULT: KEPT})
+        outputs = clip_outputs(study, carphone, source, KEPT, fps)
+        shape_geometry = shape_geometry_of(outputs, carphone, source, _acceleration)
         rows: dict[str, tuple[np.ndarray, list[np.ndarray]]] = {}
         source_tiles = {name: crop_face(img, _face(study, img)) for name, (img, _) in sources.items()}
         psources = {name: poisson.pipeline.prepare_source(img, name) for name, (img, _) in sources.items()}
-        shown = ("none", "mouth,eye_area", "mouth,eyes")
+        shown = COLUMNS
         for sname, tname in pairs:
             case = f"{sname} -> {tname}"
-            cell = cases.get(case, {})
+            cell = by_shape.get(case, {})
             timage = all_targets[tname]
             tface = _face(study, timage)
             if case not in crops or any(lab not in crops[case] for lab in shown) or tface is None:
@@ -419,7 +447,11 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
         small = cv2.resize(astronaut, (320, 320))[40:280]
         broadcast = np.zeros((360, 640, 3), np.uint8)
         broadcast[:, 140:500] = cv2.resize(astronaut, (360, 360), interpolation=cv2.INTER_AREA)
-        cost = {"320x240": costs(study, small), "640x360": costs(study, broadcast)}
+        cost: dict[str, Any] = {"320x240": costs(study, small), "640x360": costs(study, broadcast)}
+        wide = [cv2.resize(carphone[k], (640, 360), interpolation=cv2.INTER_CUBIC) for k in (0, 40, 80)]
+        timed_faces = [(img, face.landmarks) for img in (broadcast, *wide)
+                       if (face := study.mesh(img)) is not None and face.landmarks is not None]
+        cost["640x360_swap"] = swap_cost(timed_faces, source)
     finally:
         study.close()
         poisson.close()
@@ -440,6 +472,22 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
             "settings": {label: list(keep) for label, keep in SETTINGS.items()},
             "cases": cases,
             "default": verdict(cases),
+            "new_pairs": [f"{s} -> {t}" for s, t in new_pairs],
+            "default_on_new_pairs": verdict({f"{s} -> {t}": cases[f"{s} -> {t}"] for s, t in new_pairs
+                                             if f"{s} -> {t}" in cases}),
+        },
+        "shape": {
+            "default": FACE_SHAPE,
+            "columns": {"target_shape": "shape 0: the target's face shape",
+                        "source_shape": "shape 1 (the default): the source's",
+                        "wrong_shape": "shape 1 with another source's 3-D shape (control)"},
+            "kept_regions": list(KEPT),
+            "cases": by_shape,
+            "summary": summary(by_shape),
+            "summary_new_pairs": summary({f"{s} -> {t}": by_shape[f"{s} -> {t}"] for s, t in new_pairs
+                                          if f"{s} -> {t}" in by_shape}),
+            "carphone": shape_geometry,
+            "liveliness_carphone_shape_0": clip_flat,
         },
         "liveliness_carphone": clip,
         "jitter_still_vp8": still,
@@ -448,8 +496,16 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
         "paste_masks": masks,
         "cost_per_face": cost,
     }
-    columns = ("target", "none kept", "mouth + eye area", f"{' + '.join(KEPT)} (default)", "default, Poisson")
+    columns = ("target", "before: target's shape", "after: source's (default)", "another's shape (control)",
+               "default, Poisson")
     return metrics, contact_sheet(rows, columns)
+
+
+def face_crop(image: np.ndarray, box: np.ndarray, pad: float = 0.5) -> np.ndarray:
+    """The face at `box` with `pad` of its width around it (a group photo's neighbours stay out)."""
+    x1, y1, x2, y2 = box.astype(int)
+    p = int(pad * (x2 - x1))
+    return np.ascontiguousarray(image[max(y1 - p, 0):y2 + p, max(x1 - p, 0):x2 + p])
 
 
 def held_out(study: Study, image: np.ndarray) -> np.ndarray:

@@ -5,8 +5,10 @@ the models, and the frame should cross the bus twice per batch, not once per fac
 a face goes up once (uint8, `DeviceFrames`), every face of it is warped, matched, masked and pasted there
 with `tensor_ops`, and the frame stays there for the enhancer; it comes back once per batch. The result
 mirrors `MeshWarpSwapper.swap_one` + `paste_back` step by step (tests/unit/test_device_mesh_warp.py holds
-the two to a PSNR bound on CPU torch). Poisson blending stays on the CPU path. Source images are uploaded
-once per source and kept while it is in use.
+the two to a PSNR bound on CPU torch). Poisson blending stays on the CPU path. Source images (with their
+validity map as a fourth channel) are uploaded once per source and kept while it is in use. The shape
+transfer's plan (`face_shape.plan_warp`: a fit and a small spline solve) is made on the host; its coarse
+offset grid goes up, is resized there and moves the target's pixels with one `grid_sample`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import numpy as np
 from engines.factory import EngineConfig
 from engines.processors import tensor_ops as T
 from engines.processors.device_frames import DeviceFrames
-from engines.processors.mesh_warp import BLUR_FRAC, ERODE_FRAC, MeshSource, face_window
+from engines.processors.face_shape import plan_warp, shape_offset
+from engines.processors.mesh_warp import BLUR_FRAC, ERODE_FRAC, SHAPE, MeshSource, face_window
 
 SOURCES_KEPT = 16
 
@@ -57,7 +60,7 @@ class DeviceMeshWarp:
         if hit is not None and hit[0] is source:
             self._sources.move_to_end(key)
             return hit[1]
-        image = self._torch.from_numpy(np.ascontiguousarray(source.image)).to(self.device)
+        image = self._torch.from_numpy(np.ascontiguousarray(source.texture)).to(self.device)
         # the source is held with its image: its id cannot be reused while the entry lives
         self._sources[key] = (source, image.permute(2, 0, 1).float())
         while len(self._sources) > SOURCES_KEPT:
@@ -65,21 +68,49 @@ class DeviceMeshWarp:
         return self._sources[key][1]
 
     def swap_and_paste(self, frames: DeviceFrames,
-                       jobs: Sequence[tuple[int, np.ndarray, MeshSource, tuple[str, ...]]]
-                       ) -> dict[int, list[tuple[int, int, int, int]]]:
+                       jobs: Sequence[tuple[int, np.ndarray, MeshSource, tuple[str, ...]]],
+                       shape: Sequence[float] | None = None) -> dict[int, list[tuple[int, int, int, int]]]:
         """For jobs (frame key, target landmarks (468, 2), source, regions kept): swap and paste each face
-        into its frame on the device (`frames`, uploaded on first use, left there); the boxes pasted per
-        frame."""
+        into its frame on the device (`frames`, uploaded on first use, left there); `shape[i]`: how much of
+        the source's face shape job i takes (default SHAPE). The boxes pasted per frame."""
         touched: dict[int, list[tuple[int, int, int, int]]] = {}
         with self._torch.inference_mode():
-            for key, target, source, keep in jobs:
-                box = self._swap_one(frames.get(key), target, source, keep)
+            for i, (key, target, source, keep) in enumerate(jobs):
+                box = self._swap_one(frames.get(key), target, source, keep,
+                                     shape[i] if shape is not None else SHAPE)
                 if box is not None:
                     touched.setdefault(key, []).append(box)
         return touched
 
-    def _swap_one(self, frame: Any, target: np.ndarray, source: MeshSource, keep: tuple[str, ...]
-                  ) -> tuple[int, int, int, int] | None:
+    def _swap_one(self, frame: Any, target: np.ndarray, source: MeshSource, keep: tuple[str, ...],
+                  shape: float) -> tuple[int, int, int, int] | None:
+        """As MeshWarpSwapper.swap_one + paste_back: the target's pixels moved to the source's shape (when
+        `shape` > 0), then the face pasted on the new mesh."""
+        torch = self._torch
+        plan = (plan_warp(frame.shape[:2], target, shape_offset(source.shape, target), shape)
+                if shape > 0.0 and source.shape is not None else None)
+        if plan is None:
+            return self._face_into(frame, target, source, keep)
+        x0, y0, x1, y1 = plan.window
+        h, w = y1 - y0, x1 - x0
+        fh, fw = frame.shape[:2]
+        grid = torch.from_numpy(plan.grid).to(self.device).permute(2, 0, 1)[None]
+        offsets = torch.nn.functional.interpolate(grid, size=(h, w), mode="bilinear", align_corners=True)[0]
+        # read only the window and a margin as wide as the largest offset (the map's reach), not the frame
+        reach = int(np.ceil(float(np.abs(plan.grid).max()))) + 2
+        rx0, ry0 = max(x0 - reach, 0), max(y0 - reach, 0)
+        rx1, ry1 = min(x1 + reach, fw), min(y1 + reach, fh)
+        xs = torch.arange(x0 - rx0, x1 - rx0, device=self.device, dtype=torch.float32)
+        ys = torch.arange(y0 - ry0, y1 - ry0, device=self.device, dtype=torch.float32)
+        region = frame[ry0:ry1, rx0:rx1].permute(2, 0, 1).float()
+        moved = T.remap(region, offsets[0] + xs[None, :], offsets[1] + ys[:, None])
+        work = torch.floor(moved + 0.5).clamp(0, 255).to(torch.uint8).permute(1, 2, 0).contiguous()
+        self._face_into(work, plan.landmarks - np.array((x0, y0), np.float32), source, keep)
+        frame[y0:y1, x0:x1].copy_(work)  # the window's edge did not move: the whole window goes in as is
+        return x0, y0, x1, y1
+
+    def _face_into(self, frame: Any, target: np.ndarray, source: MeshSource, keep: tuple[str, ...]
+                   ) -> tuple[int, int, int, int] | None:
         torch = self._torch
         window = face_window(frame.shape[:2], target)
         if window is None:
@@ -91,13 +122,13 @@ class DeviceMeshWarp:
         if maps is None:
             return None
         map_x, map_y, covered = maps
-        warped = torch.floor(T.remap(self._source_image(source), map_x, map_y) + 0.5).clamp(0, 255)
-        warped = warped.permute(1, 2, 0)
+        texture = torch.floor(T.remap(self._source_image(source), map_x, map_y) + 0.5).clamp(0, 255)
+        warped = texture[:3].permute(1, 2, 0)
         size = float(max(h, w))
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
         erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
         mask = T.feathered_polygon_mask(h, w, hull, erode, blur, self.device)
-        mask = mask * T.feather(covered, erode, blur) * covered
+        mask = mask * T.feather(covered, erode, blur) * covered * (texture[3] * (1.0 / 255.0))
         roi = frame[y0:y1, x0:x1]
         skin = (mask > 0.5) & T.skin_mask(h, w, local, size, self.device)
         image = T.match_colour(warped, roi, skin)

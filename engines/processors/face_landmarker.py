@@ -34,6 +34,9 @@ MOUTH_A, MOUTH_B = 61, 291
 class MeshResult:
     landmarks: np.ndarray  # (468, 2) frame coordinates
     presence: float        # probability that the crop holds a face
+    # (468,) the model's relative depth per point, in frame pixels (the source's 3-D shape for the shape
+    # transfer, engines.processors.face_shape); None where not known
+    depth: np.ndarray | None = None
 
 
 def kps5_from_mesh(points: np.ndarray) -> np.ndarray:
@@ -91,13 +94,16 @@ class FaceLandmarker:
         matrices = [crop_matrix(face) for _, face in jobs]
         batch = crop_batch([frame for frame, _ in jobs], matrices)
         out = run_batched(self.engine, {self._input: batch})
-        pts = out[self._points_out].reshape(len(jobs), 468, 3)[:, :, :2]
+        pts = out[self._points_out].reshape(len(jobs), 468, 3)
         logits = out[self._presence_out].reshape(len(jobs))
         presence = 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
         results = []
         for i, m in enumerate(matrices):
-            frame_pts = transform_points(pts[i].astype(np.float32), invert_affine(m))
-            results.append(MeshResult(landmarks=frame_pts.astype(np.float32), presence=float(presence[i])))
+            inv = invert_affine(m)
+            frame_pts = transform_points(pts[i, :, :2].astype(np.float32), inv)
+            scale = abs(float(inv[0, 0]) * float(inv[1, 1]) - float(inv[0, 1]) * float(inv[1, 0])) ** 0.5
+            results.append(MeshResult(landmarks=frame_pts.astype(np.float32), presence=float(presence[i]),
+                                      depth=(pts[i, :, 2] * scale).astype(np.float32)))
         return results
 
     def is_face(self, mesh: MeshResult) -> bool:

@@ -6,8 +6,13 @@ triangles give a piecewise-affine map, rasterised for all triangles at once with
 per-triangle loop) and sampled by one `cv2.remap`. Colours are matched on skin only (lips and eyes excluded,
 so they do not move when the mouth opens) and the result is blended through a feathered hull mask, with the
 target's inner mouth and eye openings cut out (`masks.region_mask`); Poisson blending is optional (a few ms
-per face). Turned heads: triangles whose signed area flips against the source's are back-facing (the 2-D mesh
-folds over the far side) and are culled, so no stretched cheek or background is pasted over the visible half.
+per face). The blend region reaches the forehead up to the brows' height above the eyes, gated by the source's
+validity map (`source_validity`: no source hair or background is pasted), warped with the source's pixels as
+their fourth channel. With a session's `shape` above 0 the target's pixels first move to the source's face
+shape (`face_shape`: a per-frame mesh offset and one remap of the grown face window) and the swap runs on the
+moved pixels and the new mesh; the patch then covers the grown window. Turned heads: triangles whose
+signed area flips against the source's are back-facing (the 2-D mesh folds over the far side) and are
+culled, so no stretched cheek or background is pasted over the visible half.
 """
 
 from __future__ import annotations
@@ -19,14 +24,18 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
+from engines.processors.face_shape import SourceShape, pixel_maps, plan_warp, shape_offset
+from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask, skin_mask
-from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, translation
+from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, paste_back, translation
+from engines.processors.source_validity import validity_map
 
 MARGIN = 2          # px around the target mesh's bounding box
-ERODE_FRAC = 0.04   # mask pulled in by this fraction of the face size...
-BLUR_FRAC = 0.035   # ...and feathered by this much, so the seam fades inside the face
+ERODE_FRAC = 0.015  # mask pulled in by this fraction of the face size...
+BLUR_FRAC = 0.02    # ...and feathered by this much, so the seam fades inside the face
 STD_RATIO = (0.5, 2.0)
-FOREHEAD_KEEP = 0.3  # keep this much forehead above the brows (fraction of the brow-to-eye distance)
+FOREHEAD_KEEP = 1.0  # keep this much forehead above the brows (fraction of the brow-to-eye distance)
+SHAPE = 1.0          # default strength of the source's face shape (0 = the target's geometry)
 EYE_A = (33, 133)
 EYE_B = (362, 263)
 BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
@@ -47,14 +56,20 @@ class MeshSource:
     landmarks: np.ndarray  # (468, 2) float32 in source image coordinates
     triangles: np.ndarray  # (T, 3) int32 indices into landmarks
     mask_points: np.ndarray  # indices whose hull is the blend mask (the face without the upper forehead)
+    validity: np.ndarray | None = None  # (H, W) uint8: where the source may be pasted (None: everywhere)
+    shape: SourceShape | None = None    # its 3-D shape (None: no depth known, the target's shape stays)
     # Derived once (the source never changes): (T, 3, 2) source triangles, the sign of their area, and their
-    # edge vectors from the first vertex (T, 2, 2), which every frame's barycentric maps multiply.
+    # edge vectors from the first vertex (T, 2, 2), which every frame's barycentric maps multiply; the
+    # pixels with the validity as a fourth channel (one remap warps both).
     tris: np.ndarray = field(init=False, repr=False)
     orientation: np.ndarray = field(init=False, repr=False)
     edges: np.ndarray = field(init=False, repr=False)
+    texture: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         tris = self.landmarks.astype(np.float64)[self.triangles]
+        valid = self.validity if self.validity is not None else np.full(self.image.shape[:2], 255, np.uint8)
+        object.__setattr__(self, "texture", np.ascontiguousarray(np.dstack([self.image, valid])))
         object.__setattr__(self, "tris", tris)
         object.__setattr__(self, "orientation", np.sign(signed_areas(tris)))
         object.__setattr__(self, "edges", tris[:, 1:] - tris[:, :1])
@@ -89,14 +104,19 @@ def face_mask_points(points: np.ndarray) -> np.ndarray:
     return np.nonzero(v >= brow * (1.0 + FOREHEAD_KEEP))[0].astype(np.int32)
 
 
-def prepare(image: np.ndarray, landmarks: np.ndarray) -> MeshSource:
+def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None = None) -> MeshSource:
+    """The source's swap data: triangulation, blend points, validity map and (with `depth`, the mesh's
+    (468,) depth in the same pixels) its 3-D shape."""
     pts = landmarks.astype(np.float32)
     sample = pts.copy()  # where the source texture is read: the silhouette ring a little inside the face
     centre = pts.mean(0)
     ring = list(FACE_OVAL)
     sample[ring] = centre + (pts[ring] - centre) * (1.0 - OVAL_PULL)
-    return MeshSource(image=np.ascontiguousarray(image), landmarks=sample, triangles=triangulate(pts),
-                      mask_points=face_mask_points(pts))
+    image = np.ascontiguousarray(image)
+    triangles = triangulate(pts)
+    shape = make_source_shape(pts, depth, triangles) if depth is not None else None
+    return MeshSource(image=image, landmarks=sample, triangles=triangles, mask_points=face_mask_points(pts),
+                      validity=validity_map(image, pts, depth, triangles), shape=shape)
 
 
 def match_colour(warped: np.ndarray, target: np.ndarray, inside: np.ndarray) -> np.ndarray:
@@ -239,14 +259,35 @@ class MeshWarpSwapper:
         self.poisson = poisson
 
     def swap(self, jobs: Sequence[tuple[np.ndarray, np.ndarray, MeshSource]],
-             keep: Sequence[tuple[str, ...]] | None = None) -> list[FacePatch | None]:
+             keep: Sequence[tuple[str, ...]] | None = None,
+             shape: Sequence[float] | None = None) -> list[FacePatch | None]:
         """One patch per (frame, target landmarks (468, 2), source) job; None where the face is off-frame.
-        `keep[i]`: the target regions job i keeps from the frame (mouth, eyes)."""
-        return [self.swap_one(frame, target, source, keep[i] if keep else ())
+        `keep[i]`: the target regions job i keeps from the frame (mouth, eyes); `shape[i]`: how much of the
+        source's face shape it takes (0..1; default SHAPE)."""
+        return [self.swap_one(frame, target, source, keep[i] if keep else (),
+                              shape[i] if shape is not None else SHAPE)
                 for i, (frame, target, source) in enumerate(jobs)]
 
     def swap_one(self, frame: np.ndarray, target: np.ndarray, source: MeshSource,
-                 keep: tuple[str, ...] = ()) -> FacePatch | None:
+                 keep: tuple[str, ...] = (), shape: float = SHAPE) -> FacePatch | None:
+        plan = (plan_warp(frame.shape[:2], target, shape_offset(source.shape, target), shape)
+                if shape > 0.0 and source.shape is not None else None)
+        if plan is None:
+            return self.face_patch(frame, target, source, keep)
+        x0, y0, x1, y1 = plan.window
+        map_x, map_y = pixel_maps(plan)
+        moved = cv2.remap(frame, map_x, map_y, interpolation=cv2.INTER_LINEAR,
+                          borderMode=cv2.BORDER_REPLICATE)
+        face = self.face_patch(moved, plan.landmarks - np.array((x0, y0), np.float32), source, keep)
+        if face is not None:
+            paste_back(moved, face)
+        # the window's edge did not move (the map is the identity there): the whole window goes in as is
+        whole = np.ones((y1 - y0, x1 - x0), np.float32)
+        return FacePatch(image=moved, mask=whole, matrix=translation(x0, y0), opaque=True)
+
+    def face_patch(self, frame: np.ndarray, target: np.ndarray, source: MeshSource,
+                   keep: tuple[str, ...] = ()) -> FacePatch | None:
+        """The source's face warped onto `target` (468, 2) in `frame`: the patch over the mesh's window."""
         window = face_window(frame.shape[:2], target)
         if window is None:
             return None
@@ -257,8 +298,9 @@ class MeshWarpSwapper:
         if maps is None:
             return None
         map_x, map_y, covered = maps
-        warped = cv2.remap(source.image, map_x, map_y, interpolation=cv2.INTER_LINEAR,
-                           borderMode=cv2.BORDER_REPLICATE)
+        texture = cv2.remap(source.texture, map_x, map_y, interpolation=cv2.INTER_LINEAR,
+                            borderMode=cv2.BORDER_REPLICATE)
+        warped = texture[:, :, :3]
 
         size = float(max(h, w))
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
@@ -266,6 +308,7 @@ class MeshWarpSwapper:
         mask = feathered_polygon_mask(h, w, hull, erode=erode, blur=blur)
         mask *= feather(covered, erode, blur)  # fade out where triangles were culled, too
         mask *= covered  # and never outside the warped triangles (remap has nothing there)
+        mask *= texture[:, :, 3] * np.float32(1.0 / 255.0)  # nor where the source shows no face
         roi = frame[y0:y1, x0:x1]
         cloned = _poisson(warped, roi, mask) if self.poisson else None
         if cloned is not None:

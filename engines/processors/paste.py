@@ -17,9 +17,10 @@ from engines.processors.alignment import invert_affine
 
 @dataclass(frozen=True)
 class FacePatch:
-    image: np.ndarray   # (h, w, 3) float32 RGB 0..255, crop space
+    image: np.ndarray   # (h, w, 3) float32 RGB 0..255, crop space (uint8 for an opaque patch)
     mask: np.ndarray    # (h, w) float32 0..1, crop space; already includes any blend factor
     matrix: np.ndarray  # (2, 3) frame -> crop
+    opaque: bool = False  # the patch replaces its whole box (mask all ones): an integer shift is a copy
 
 
 def translation(x0: int, y0: int) -> np.ndarray:
@@ -83,6 +84,9 @@ def paste_back(frame: np.ndarray, patch: FacePatch) -> tuple[int, int, int, int]
     if _is_integer_translation(patch.matrix):
         ox, oy = -int(round(float(patch.matrix[0, 2]))), -int(round(float(patch.matrix[1, 2])))
         image = patch.image[y0 - oy : y1 - oy, x0 - ox : x1 - ox]
+        if patch.opaque and image.dtype == np.uint8:
+            frame[y0:y1, x0:x1] = image
+            return x0, y0, x1, y1
         alpha = patch.mask[y0 - oy : y1 - oy, x0 - ox : x1 - ox]
     else:
         # crop -> region: the inverse affine, shifted so the region's corner is the origin.

@@ -1,9 +1,10 @@
 """Live control: `PATCH /sessions/{id}` with JSON changes a running session's source face, processors, kept
-regions and face selector, without reconnecting (owner or admin only; anyone else gets 404).
+regions, face selector and face shape, without reconnecting (owner or admin only; anyone else gets 404).
 
 Keys (each optional; absent = unchanged): `source` (a source id, or null: no swap), `processors` (a list or
 "a,b"; [] or "none" = pass-through), `mask` (regions kept from the target, list or "a,b"; [] or "none"),
-`faces` (many | one | reference) and `reference` (a source id, with faces=reference). Every value is checked
+`faces` (many | one | reference), `reference` (a source id, with faces=reference) and `shape` (how much of
+the source's face shape, a number 0..1). Every value is checked
 first (`plan`, pure) and applied together, or nothing changes; the next frame the session receives is
 processed with them.
 """
@@ -16,14 +17,14 @@ from typing import Any
 
 from aiohttp import web
 
-from engines.frames import FACE_SELECTORS, MASK_REGIONS, PROCESSORS, FaceSettings, SourceFace
+from engines.frames import FACE_SELECTORS, MASK_REGIONS, PROCESSORS, FaceSettings, SourceFace, check_shape
 from gateway.errors import BadRequest, NotFound, Unprocessable
 from gateway.http.body import read_json_object
 from gateway.http.keys import CONFIG, MONITOR, STATE
 from gateway.http.sources import visible_source
 from gateway.http.whip import owned_session
 
-KEYS = ("source", "processors", "mask", "faces", "reference")
+KEYS = ("source", "processors", "mask", "faces", "reference", "shape")
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def plan(
         _names(body["processors"], "processors", PROCESSORS) if "processors" in body else current.processors
     )
     settings = current.face_settings
-    if not {"mask", "faces", "reference"} & set(body):
+    if not {"mask", "faces", "reference", "shape"} & set(body):
         return Control(source, processors, settings)
     base = settings or defaults
     keep = _names(body["mask"], "mask", MASK_REGIONS) if "mask" in body else base.keep_regions
@@ -98,8 +99,16 @@ def plan(
             raise BadRequest("faces=reference needs reference=<source id> (upload it with POST /sources)")
     elif "reference" in body:
         raise BadRequest("reference is used with faces=reference only")
-    face_settings = FaceSettings(keep_regions=keep, selector=selector, reference=reference)
+    shape = _shape(body["shape"]) if "shape" in body else base.shape
+    face_settings = FaceSettings(keep_regions=keep, selector=selector, reference=reference, shape=shape)
     return Control(source, processors, face_settings)
+
+
+def _shape(value: Any) -> float:
+    try:
+        return check_shape(value)
+    except ValueError:
+        raise BadRequest(f"shape must be a number in 0..1 (the source's face shape), got {value!r}") from None
 
 
 def describe(control: Control, defaults: FaceSettings) -> dict[str, Any]:
@@ -110,6 +119,7 @@ def describe(control: Control, defaults: FaceSettings) -> dict[str, Any]:
         "mask": list(settings.keep_regions),
         "faces": settings.selector,
         "reference": settings.reference.id if settings.reference is not None else None,
+        "shape": settings.shape,
     }
 
 
@@ -117,7 +127,8 @@ async def patch_session(request: web.Request) -> web.Response:
     session = owned_session(request)
     config = request.app[CONFIG]
     body = await read_json_object(request, config.body_timeout_s)
-    defaults = FaceSettings(config.processing.mask_regions, config.processing.face_selector)
+    defaults = FaceSettings(config.processing.mask_regions, config.processing.face_selector,
+                            shape=config.processing.face_shape)
     pipeline = request.app[STATE].pipeline
     new = plan(
         body,

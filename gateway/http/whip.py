@@ -3,6 +3,7 @@
 The publisher gets its processed video back on the same peer connection (sendrecv). Query: ?source=<id>
 (else the configured default source) and ?processors=face_swapper,face_enhancer (or none: pass-through);
 ?mask=mouth,eyes|mouth|eyes|none (target regions kept), ?faces=many|one|reference (&reference=<source id>);
+?shape=0..1 (how much of the source's face shape the swap takes);
 ?egress=<WHIP URL>|none (gateway.http.egress).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from engines.frames import FACE_SELECTORS, MASK_REGIONS, PROCESSORS, FaceSettings, SourceFace
+from engines.frames import FACE_SELECTORS, MASK_REGIONS, PROCESSORS, FaceSettings, SourceFace, check_shape
 from gateway.errors import (
     BadRequest,
     NotFound,
@@ -77,9 +78,10 @@ def choose_dtls(request: web.Request) -> bool | None:
 
 
 def choose_face_settings(request: web.Request) -> FaceSettings | None:
-    """?mask= and ?faces= (with ?reference=): None when neither is given (the gateway's defaults apply)."""
+    """?mask=, ?faces= (with ?reference=) and ?shape=: None when none is given (the gateway's defaults
+    apply)."""
     q = request.query
-    if "mask" not in q and "faces" not in q:
+    if "mask" not in q and "faces" not in q and "shape" not in q:
         return None
     proc = request.app[CONFIG].processing
     keep = proc.mask_regions
@@ -106,7 +108,17 @@ def choose_face_settings(request: web.Request) -> FaceSettings | None:
         reference = visible_source(request, rid)
         if reference is None:  # another tenant's image is as unknown as a missing one
             raise NotFound(f"no source {rid!r} for ?reference= (upload one with POST /sources)")
-    return FaceSettings(keep_regions=keep, selector=selector, reference=reference)
+    shape = query_shape(q["shape"]) if "shape" in q else proc.face_shape
+    return FaceSettings(keep_regions=keep, selector=selector, reference=reference, shape=shape)
+
+
+def query_shape(value: str) -> float:
+    """?shape=0..1 as a number, or a 400."""
+    try:
+        return check_shape(float(value))
+    except ValueError:
+        raise BadRequest(f"?shape must be a number in 0..1 (the source's face shape), got {value!r}") \
+            from None
 
 
 async def options_whip(request: web.Request) -> web.Response:

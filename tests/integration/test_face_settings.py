@@ -1,5 +1,5 @@
-"""Per-session face settings over WHIP: ?mask= and ?faces= reach the session's FaceTrack; bad values, and a
-reference selector without the ArcFace embedder, are refused with one-line 4xx answers."""
+"""Per-session face settings over WHIP: ?mask=, ?faces= and ?shape= reach the session's FaceTrack; bad
+values, and a reference selector without the ArcFace embedder, are refused with one-line 4xx answers."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class SettingsPipeline(FakePipeline):
 
 async def test_face_settings_reach_the_session_and_bad_ones_are_refused(astronaut: np.ndarray) -> None:
     pipeline = SettingsPipeline()
-    config = replace(gw_config(), processing=ProcessingConfig(mask_regions=("mouth",)))
+    config = replace(gw_config(), processing=ProcessingConfig(mask_regions=("mouth",), face_shape=0.5))
     async with (
         running_gateway(config, pipeline=pipeline, monitor=RecordingMonitor()) as gw,
         aiohttp.ClientSession() as http,
@@ -49,6 +49,9 @@ async def test_face_settings_reach_the_session_and_bad_ones_are_refused(astronau
         for query, status, words in (
             ("?mask=nose", 400, "nose"),
             ("?faces=all", 400, "faces"),
+            ("?shape=2", 400, "shape"),
+            ("?shape=abc", 400, "shape"),
+            ("?shape=nan", 400, "shape"),
             (f"?faces=reference&reference={source}", 422, "ArcFace"),
         ):
             async with http.post(gw.url + "/whip" + query, data="v=0", headers=SDP) as r:
@@ -56,11 +59,11 @@ async def test_face_settings_reach_the_session_and_bad_ones_are_refused(astronau
                 assert r.status == status and words in text and "\n" not in text, (query, r.status, text)
 
         frames = [cv2.resize(astronaut, (160, 120))]
-        pub = await publish(http, gw.url, frames, query=f"?source={source}&faces=one&mask=none")
+        pub = await publish(http, gw.url, frames, query=f"?source={source}&faces=one&mask=none&shape=0.25")
         try:
             assert await wait_for(lambda: len(pipeline.settings) >= 3, 20)
             got = pipeline.settings[-1]
-            assert got is not None and got.selector == "one" and got.keep_regions == ()
+            assert got is not None and got.selector == "one" and got.keep_regions == () and got.shape == 0.25
         finally:
             await pub.close()
         pipeline.settings.clear()
@@ -69,5 +72,6 @@ async def test_face_settings_reach_the_session_and_bad_ones_are_refused(astronau
             assert await wait_for(lambda: len(pipeline.settings) >= 3, 20)
             got = pipeline.settings[-1]  # ?mask= absent: the gateway's --mask-regions
             assert got is not None and got.selector == "many" and got.keep_regions == ("mouth",)
+            assert got.shape == 0.5  # ?shape= absent: the gateway's --face-shape
         finally:
             await pub.close()

@@ -38,7 +38,8 @@ def test_face_settings_start_from_the_defaults_then_from_the_session() -> None:
     assert newer.face_settings is not None
     assert (newer.face_settings.keep_regions, newer.face_settings.selector) == ((), "one")
     assert describe(newer, DEFAULTS) == {
-        "source": "a", "processors": ["face_swapper"], "mask": [], "faces": "one", "reference": None
+        "source": "a", "processors": ["face_swapper"], "mask": [], "faces": "one", "reference": None,
+        "shape": 1.0,
     }
     ref = plan({"faces": "reference", "reference": "b"}, CURRENT, DEFAULTS, find, True)
     assert ref.face_settings is not None and ref.face_settings.reference is B
@@ -57,6 +58,11 @@ def test_face_settings_start_from_the_defaults_then_from_the_session() -> None:
         ({"faces": "all"}, BadRequest),
         ({"faces": "reference", "reference": "a"}, Unprocessable),  # no ArcFace embedder
         ({"reference": "a"}, BadRequest),
+        ({"shape": 1.5}, BadRequest),
+        ({"shape": -0.1}, BadRequest),
+        ({"shape": "0.5"}, BadRequest),
+        ({"shape": True}, BadRequest),
+        ({"shape": None}, BadRequest),
     ],
 )
 def test_bad_values_are_refused(body: dict[str, object], error: type[Exception]) -> None:
@@ -69,3 +75,13 @@ def test_reference_needs_a_reference_face() -> None:
         plan({"faces": "reference"}, CURRENT, DEFAULTS, find, True)
     with pytest.raises(NotFound):
         plan({"faces": "reference", "reference": "zzz"}, CURRENT, DEFAULTS, find, True)
+
+
+def test_shape_changes_alone_and_keeps_the_other_settings() -> None:
+    new = plan({"faces": "one"}, CURRENT, DEFAULTS, find, False)
+    shaped = plan({"shape": 0.25}, new, DEFAULTS, find, False)
+    assert shaped.face_settings is not None
+    assert (shaped.face_settings.shape, shaped.face_settings.selector) == (0.25, "one")
+    assert describe(shaped, DEFAULTS)["shape"] == 0.25
+    zero = plan({"shape": 0}, CURRENT, DEFAULTS, find, False)
+    assert zero.face_settings is not None and zero.face_settings.shape == 0.0

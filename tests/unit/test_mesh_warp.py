@@ -62,8 +62,12 @@ def test_swap_is_local_visible_and_follows_the_target(pipeline: Pipeline, source
         assert out.faces == 1
         face = faces[0]
         w, h = face.width, face.height
-        x1, y1 = int(face.box[0] - 0.15 * w), int(face.box[1] - 0.15 * h)
-        x2, y2 = int(face.box[2] + 0.15 * w) + 1, int(face.box[3] + 0.15 * h) + 1
+        # the face's region: its mesh's extent (the swap moves the outline to the source's) grown by 15 %
+        lm = pipeline.landmarker.run([(frame, face)])[0].landmarks
+        lo, hi = lm.min(0), lm.max(0)
+        mw, mh = hi - lo
+        x1, y1 = int(lo[0] - 0.15 * mw), int(lo[1] - 0.15 * mh)
+        x2, y2 = int(hi[0] + 0.15 * mw) + 1, int(hi[1] + 0.15 * mh) + 1
         diff = np.abs(out.image.astype(np.int16) - frame.astype(np.int16)).max(axis=2)
         outside = diff.copy()
         outside[max(y1, 0):y2, max(x1, 0):x2] = 0

@@ -1,0 +1,322 @@
+"""The source's face shape on the target: a per-frame mesh offset and the smooth warp that moves the target.
+
+Why: mesh_warp paints the source's skin onto the target's geometry, so the outline, jaw, nose length, eye
+spacing and mouth width stay the target's, and an embedder (or a viewer) sees much of the target in them.
+Here the source's 3-D FaceMesh (its depth read once, at upload) is fitted onto the target's tracked 2-D mesh
+by a scaled-orthographic similarity (a 3-D rotation, one scale, a shift: the pose goes, the shape stays); the
+difference is smoothed over the mesh's neighbour graph (single-point noise is not a shape), capped at
+`CAP_FRAC` of the face size (a bad fit cannot drag a jaw across the frame), and the target's expression is
+put back: the mouth's opening on the lower lip and chin, and in the eyes the target's lid profile (the eyes
+take the source's corners: placement and width). The target side uses only the tracked, smoothed 2-D
+landmarks, so the new geometry is as steady as the tracked mesh.
+
+The new mesh is target + alpha * offset (alpha: the session's `shape`, 0..1). The target's own pixels around
+the face move to the new outline by a thin-plate spline through ~44 mesh points and the border of the face
+window grown by `WINDOW_GROW` (fixed there, so nothing outside the window moves). The spline is evaluated on
+a coarse `GRID` x `GRID` node grid (a (nodes x controls) product far below the size where the maths library
+starts threads, which on a busy box cost 10-100x the work) whose outer nodes lie on the window's edge and
+are held at zero, and stretched (bilinear, corners aligned) to a pixel map for one `cv2.remap`: the window's
+edge pixels stay exactly where they were, so the patch needs no feathered edge.
+Folds are refused: where the map's local Jacobian determinant falls under `MIN_DET`, alpha is scaled back
+(`BACKOFF`, at most `ATTEMPTS` times, then no warp). mesh_warp then swaps on the moved pixels as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from engines.processors.alignment import extent
+from engines.processors.masks import EYE_LEFT, EYE_RIGHT
+
+CAP_FRAC = 0.06        # largest offset of a mesh point, as a fraction of the face size
+SMOOTH_STEPS = 3       # neighbour-averaging passes over the offset...
+SMOOTH_WEIGHT = 0.5    # ...each moving a point this far toward its neighbours' mean
+WINDOW_GROW = 0.12     # the warped window: the face's extent grown by this fraction of its width / height
+                       # per side (the gateway changes nothing past 15 %)
+GRID = 16              # spline nodes per side of the warped window (stretched to a per-pixel map)
+BORDER_NODES = 5       # fixed control points per window side (corners included)
+REGULARISE = 1e-4      # spline smoothing (coordinates normalised to the window): near-coincident points
+MIN_DET = 0.25         # smallest local area ratio of the map accepted (1 = no change, <= 0 = a fold)
+BACKOFF = 0.6          # alpha is scaled by this after each refused fold...
+ATTEMPTS = 4           # ...at most this many times, then the frame is not warped
+
+EYE_CORNERS = ((33, 133), (362, 263))
+EYE_RINGS = (EYE_RIGHT, EYE_LEFT)
+EYE_A, EYE_B = (33, 133), (362, 263)
+BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
+MOUTH_PAIRS = ((13, 14), (82, 87), (312, 317))  # inner upper / lower lip
+UPPER_LIP = (415, 310, 311, 312, 13, 82, 81, 80, 191, 409, 270, 269, 267, 0, 37, 39, 40, 185)
+LOWER_LIP = (95, 88, 178, 87, 14, 317, 402, 318, 324, 146, 91, 181, 84, 17, 314, 405, 321, 375)
+# Spline control points: every other point of the silhouette ring, brows, eye corners and lids, nose, lips,
+# cheeks (with the window's border, under 100 points: the spline's solve stays one small system).
+CONTROL = (
+    10, 297, 284, 389, 454, 361, 397, 379, 400, 152, 176, 150, 172, 132, 234, 162, 54, 67,
+    70, 107, 336, 300,
+    33, 133, 159, 145, 362, 263, 386, 374,
+    168, 1, 98, 327,
+    0, 17, 61, 291, 13, 14,
+    205, 425, 187, 411,
+)
+
+
+@dataclass(frozen=True)
+class SourceShape:
+    """The source's 3-D mesh, centred, with what every frame's fit and smoothing reuse."""
+
+    points: np.ndarray      # (468, 3) float64, centred on the rigid points' mean
+    rigid: np.ndarray       # (R,) indices: the upper face without eyes and brows (they blink and frown)
+    fit: np.ndarray         # (R, 3): the rigid points' (pointsᵀ points)⁻¹ points, so the fit is one product
+    rows: np.ndarray        # (E,) int: mesh edges in both directions, point...
+    cols: np.ndarray        # (E,) int: ...and its neighbour...
+    weights: np.ndarray     # (E,) float: ...weighted 1 / the point's degree
+
+
+def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray) -> SourceShape:
+    """The source's shape from its mesh (468, 2), its depth (468,) in the same pixels, and its triangles."""
+    pts = np.column_stack([landmarks.astype(np.float64), depth.astype(np.float64)])
+    rigid = rigid_points(pts[:, :2])
+    pts -= pts[rigid].mean(0)
+    r = pts[rigid]
+    fit = r @ np.linalg.inv(r.T @ r)
+    t = np.asarray(triangles, dtype=np.int64)
+    edges = np.unique(np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]],
+                                      t[:, [1, 0]], t[:, [2, 1]], t[:, [0, 2]]]), axis=0)
+    degree = np.bincount(edges[:, 0], minlength=len(pts)).astype(np.float64)
+    return SourceShape(points=pts, rigid=rigid, fit=fit, rows=edges[:, 0], cols=edges[:, 1],
+                       weights=1.0 / degree[edges[:, 0]])
+
+
+def rigid_points(points: np.ndarray) -> np.ndarray:
+    """Mesh points that move with the head only: above the nose tip, away from the eyes (lids blink) and the
+    brows (they frown). The pose is fitted on these, so a talking mouth or a blink does not tilt it."""
+    _, down = _axes(points)
+    eyes = [points[list(EYE_A)].mean(0), points[list(EYE_B)].mean(0)]
+    width = max(float(np.linalg.norm(points[133] - points[33])),
+                float(np.linalg.norm(points[263] - points[362])))
+    v = (points - (eyes[0] + eyes[1]) / 2) @ down
+    far = np.ones(len(points), bool)
+    for c in eyes:
+        far &= np.linalg.norm(points - c, axis=1) > 0.8 * width
+    brow_v = float(v[list(BROWS)].mean())
+    keep = far & (v <= v[1]) & (v >= 0.3 * brow_v)
+    keep[list(BROWS)] = False
+    return np.nonzero(keep)[0]
+
+
+def face_size(points: np.ndarray) -> float:
+    return float(max(np.ptp(points[:, 0]), np.ptp(points[:, 1]), 1.0))
+
+
+def fitted(shape: SourceShape, target: np.ndarray) -> np.ndarray:
+    """The source's mesh seen in the target's pose (468, 2): the scaled-orthographic projection closest to
+    the target (linear least squares, then the nearest scaled rotation: equal singular values)."""
+    t = target.astype(np.float64)
+    rigid = t[shape.rigid]
+    centre = rigid.mean(0)
+    a = (rigid - centre).T @ shape.fit                 # (2, 3)
+    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    projection = float(s.mean()) * (u @ vt)            # scale x the first two rows of a rotation
+    out: np.ndarray = shape.points @ projection.T + centre
+    return out
+
+
+def smooth(offset: np.ndarray, shape: SourceShape, steps: int = SMOOTH_STEPS,
+           weight: float = SMOOTH_WEIGHT) -> np.ndarray:
+    """`steps` passes moving each point's offset `weight` of the way to its mesh neighbours' mean (a point
+    without neighbours keeps its own)."""
+    n = len(offset)
+    has = np.bincount(shape.rows, minlength=n) > 0
+    out = np.asarray(offset, dtype=np.float64)
+    for _ in range(steps):
+        mean = np.empty_like(out)
+        for c in range(2):
+            mean[:, c] = np.bincount(shape.rows, weights=shape.weights * out[shape.cols, c], minlength=n)
+        mean[~has] = out[~has]
+        out = out + weight * (mean - out)
+    return out
+
+
+def cap(offset: np.ndarray, limit: float) -> np.ndarray:
+    """Offsets longer than `limit` shortened to it (direction kept)."""
+    length = np.sqrt((offset * offset).sum(1, keepdims=True))
+    return np.asarray(offset * np.minimum(1.0, limit / np.maximum(length, 1e-12)))
+
+
+def _axes(target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    a, b = target[list(EYE_A)].mean(0), target[list(EYE_B)].mean(0)
+    across = (b - a) / max(float(np.linalg.norm(b - a)), 1e-9)
+    return across, np.array([-across[1], across[0]])
+
+
+def mouth_gap(points: np.ndarray, down: np.ndarray) -> float:
+    """The inner lips' mean opening along `down`."""
+    return float(np.mean([(points[lo] - points[up]) @ down for up, lo in MOUTH_PAIRS]))
+
+
+def restore_expression(offset: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The offset with the target's expression put back: the lower lip and the chin shifted so the mouth
+    opens as the target's does (the lower face weighted from the upper inner lip down to the lower one), and
+    each eye's ring following its two corners (the source's placement and width, the target's lid profile)."""
+    t = target.astype(np.float64)
+    out = np.array(offset, dtype=np.float64)
+    _, down = _axes(t)
+    gap = mouth_gap(out, down)  # how far the offset would open (or close) the mouth
+    v = (t - t[13]) @ down
+    band = max(float((t[14] - t[13]) @ down), 0.02 * face_size(t))
+    w = np.clip(v / band, 0.0, 1.0)
+    w[list(UPPER_LIP)] = 0.0
+    w[list(LOWER_LIP)] = 1.0
+    out -= w[:, None] * (gap * down)[None, :]
+    for ring, (ca, cb) in zip(EYE_RINGS, EYE_CORNERS, strict=True):
+        idx = list(ring)
+        axis = t[cb] - t[ca]
+        s = np.clip((t[idx] - t[ca]) @ axis / max(float(axis @ axis), 1e-9), 0.0, 1.0)[:, None]
+        out[idx] = (1.0 - s) * out[ca] + s * out[cb]
+    return out
+
+
+def shape_offset(shape: SourceShape, target: np.ndarray) -> np.ndarray:
+    """Where each of the target's mesh points moves for the source's shape at full strength (468, 2)."""
+    t = target.astype(np.float64)
+    offset = smooth(fitted(shape, t) - t, shape)
+    return restore_expression(cap(offset, CAP_FRAC * face_size(t)), t)
+
+
+# -- the warp ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WarpPlan:
+    """The target's pixels moved to the new geometry, for one face.
+
+    `grid`: (GRID, GRID, 2) float32, for output pixel q of the window (frame pixel q + window origin) the
+    offset to the frame pixel it samples, at nodes spread evenly from the window's first pixel to its last
+    (zero on the outer ring). `landmarks`: the new mesh (468, 2) in frame coordinates. `alpha`: the
+    strength used (less than asked where a fold was refused); `refused`: how many times it was scaled back.
+    """
+
+    window: tuple[int, int, int, int]
+    grid: np.ndarray
+    landmarks: np.ndarray
+    alpha: float
+    refused: int
+    min_det: float
+
+
+def window_of(frame_hw: tuple[int, ...], target: np.ndarray) -> tuple[int, int, int, int] | None:
+    """The face's extent grown by WINDOW_GROW of its width / height per side, inside the frame; None under
+    8 px."""
+    fh, fw = frame_hw[:2]
+    box = extent(target)
+    gx, gy = WINDOW_GROW * float(box[2] - box[0]), WINDOW_GROW * float(box[3] - box[1])
+    x0, y0 = max(int(np.floor(box[0] - gx)), 0), max(int(np.floor(box[1] - gy)), 0)
+    x1, y1 = min(int(np.ceil(box[2] + gx)) + 1, fw), min(int(np.ceil(box[3] + gy)) + 1, fh)
+    if x1 - x0 < 8 or y1 - y0 < 8:
+        return None
+    return x0, y0, x1, y1
+
+
+def _kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The spline's radial basis r² log r² between point sets (n, 2) and (m, 2): (n, m)."""
+    dx = a[:, 0, None] - b[None, :, 0]
+    dy = a[:, 1, None] - b[None, :, 1]
+    r2 = dx * dx + dy * dy
+    return np.asarray(r2 * np.log(np.maximum(r2, 1e-20)))
+
+
+def tps_fit(controls: np.ndarray, values: np.ndarray, regularise: float = REGULARISE) -> np.ndarray:
+    """Thin-plate spline coefficients (n + 3, 2) through `values` (n, 2) at `controls` (n, 2)."""
+    n = len(controls)
+    system = np.zeros((n + 3, n + 3))
+    system[:n, :n] = _kernel(controls, controls) + regularise * np.eye(n)
+    system[:n, n] = 1.0
+    system[:n, n + 1:] = controls
+    system[n, :n] = 1.0
+    system[n + 1:, :n] = controls.T
+    rhs = np.zeros((n + 3, 2))
+    rhs[:n] = values
+    return np.asarray(np.linalg.solve(system, rhs))
+
+
+def tps_eval(points: np.ndarray, controls: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    """The spline at `points` (m, 2): (m, 2). einsum, not matmul: its own loop, never a threaded BLAS."""
+    n = len(controls)
+    k = _kernel(points, controls)
+    out = np.einsum("mn,nc->mc", k, coef[:n])
+    return np.asarray(out + coef[n] + np.einsum("md,dc->mc", points, coef[n + 1:]))
+
+
+def node_positions(h: int, w: int, nodes: int = GRID) -> tuple[np.ndarray, np.ndarray]:
+    """The window pixels (x per column, y per row) of a (nodes, nodes) grid, corners on the window's."""
+    steps = np.arange(nodes, dtype=np.float64) / (nodes - 1)
+    return steps * (w - 1.0), steps * (h - 1.0)
+
+
+def border_points(h: int, w: int, per_side: int = BORDER_NODES) -> np.ndarray:
+    steps = np.arange(per_side, dtype=np.float64) / (per_side - 1)
+    xs, ys = steps * (w - 1.0), steps * (h - 1.0)
+    pts = [(x, 0.0) for x in xs] + [(x, h - 1.0) for x in xs]
+    pts += [(0.0, y) for y in ys[1:-1]] + [(w - 1.0, y) for y in ys[1:-1]]
+    return np.asarray(pts, dtype=np.float64)
+
+
+def min_jacobian(grid: np.ndarray, h: int, w: int) -> float:
+    """Smallest determinant of the map q -> q + grid(q) over the grid's cells (bilinear: at cell centres)."""
+    nodes_y, nodes_x = grid.shape[:2]
+    sx, sy = (w - 1.0) / (nodes_x - 1), (h - 1.0) / (nodes_y - 1)
+    g = grid.astype(np.float64)
+    ddx = (g[:-1, 1:] - g[:-1, :-1] + g[1:, 1:] - g[1:, :-1]) / (2 * sx)   # d(offset)/dx per cell
+    ddy = (g[1:, :-1] - g[:-1, :-1] + g[1:, 1:] - g[:-1, 1:]) / (2 * sy)   # d(offset)/dy
+    det = (1.0 + ddx[..., 0]) * (1.0 + ddy[..., 1]) - ddy[..., 0] * ddx[..., 1]
+    return float(det.min())
+
+
+def plan_warp(frame_hw: tuple[int, ...], target: np.ndarray, offset: np.ndarray, alpha: float
+              ) -> WarpPlan | None:
+    """The warp that moves the target's pixels to target + alpha * offset; None when alpha is 0, the face's
+    window is too small, or every scaled-back alpha would still fold the map."""
+    if alpha <= 0.0:
+        return None
+    window = window_of(frame_hw, target)
+    if window is None:
+        return None
+    x0, y0, x1, y1 = window
+    h, w = y1 - y0, x1 - x0
+    scale = float(max(h, w))
+    local = target.astype(np.float64) - (x0, y0)
+    ctrl_idx = list(CONTROL)
+    border = border_points(h, w)
+    nx, ny = node_positions(h, w)
+    nodes = np.stack(np.meshgrid(nx, ny), -1).reshape(-1, 2) / scale
+    refused, a = 0, float(alpha)
+    worst = 1.0
+    for _ in range(ATTEMPTS + 1):
+        moved = offset[ctrl_idx] * a
+        controls = np.concatenate([local[ctrl_idx] + moved, border]) / scale
+        values = np.concatenate([-moved, np.zeros_like(border)])
+        coef = tps_fit(controls, values)
+        grid = tps_eval(nodes, controls, coef).reshape(GRID, GRID, 2)
+        grid[[0, -1]] = 0.0
+        grid[:, [0, -1]] = 0.0
+        worst = min_jacobian(grid, h, w)
+        if worst >= MIN_DET:
+            new = (target.astype(np.float64) + a * offset).astype(np.float32)
+            return WarpPlan(window, grid.astype(np.float32), new, a, refused, worst)
+        refused += 1
+        a *= BACKOFF
+    return None
+
+
+def pixel_maps(plan: WarpPlan) -> tuple[np.ndarray, np.ndarray]:
+    """cv2.remap maps (frame coordinates, float32) for the plan's window."""
+    x0, y0, x1, y1 = plan.window
+    h, w = y1 - y0, x1 - x0
+    gy, gx = plan.grid.shape[:2]
+    to_grid = np.array([[(gx - 1) / (w - 1), 0.0, 0.0], [0.0, (gy - 1) / (h - 1), 0.0]], np.float64)
+    offsets = cv2.warpAffine(plan.grid, to_grid, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                             borderMode=cv2.BORDER_REPLICATE)
+    map_x = offsets[..., 0] + np.arange(x0, x1, dtype=np.float32)[None, :]
+    map_y = offsets[..., 1] + np.arange(y0, y1, dtype=np.float32)[:, None]
+    return map_x, map_y

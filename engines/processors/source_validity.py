@@ -1,0 +1,165 @@
+"""Which of the source image's pixels may be pasted onto a target's face, computed once per source.
+
+Why: the blend region reaches up the forehead and out to the cheeks' edge (most of what an embedder or a
+viewer reads as the face), and there the source often shows hair (a fringe, a parting), an ear, or the
+background past a turned cheek. Pasted, those sit on the target's face; an identity measure even rewards
+them (they are the source's pixels), so the picture, not the margin, is the judge. Valid: inside the
+source's own outline pulled in `OUTLINE_PULL` of the face size, skin-coloured (close to the colour of the
+source's own cheeks in CIE Lab, estimated robustly; lightness weighted less: shadows are skin) and as smooth
+as the cheeks (hair is often skin-coloured; it is told by its strands); the lips and brows are always valid,
+the eyes with their lids, the nose and the upper lip where near the cheeks' chroma. Specks are opened away,
+holes smaller than `FILL_FRAC` closed where near skin colour (a shadow, a freckle; not the wall in a notch),
+the edge feathered; stored as 0..255 and warped with the source's pixels (one remap of RGBA). The skin
+colour is read only where the face is seen from the front: a turned source's far cheek may be the wall
+behind it; and nothing is valid where the face is seen edge-on (`facing_map`).
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from engines.processors.masks import EYE_LEFT, EYE_RIGHT, OUTER_LIPS
+
+OUTLINE_PULL = 0.04   # the source's outline pulled in by this fraction of its face size
+SKIN_DISTANCE = 3.5   # Mahalanobis distance (Lab, lightness spread x LIGHTNESS_SLACK) still called skin
+LIGHTNESS_SLACK = 2.0
+TRIM = 3.0            # reference pixels past this many robust spreads are left out of the skin colour
+DETAIL_FRAC = 0.01    # fine detail: lightness minus its blur at this fraction of the face size...
+ENERGY_FRAC = 0.02    # ...averaged over this much...
+TEXTURE_RATIO = 2.5   # ...above this many times the cheeks' median (plus TEXTURE_FLOOR, in L units) is hair
+TEXTURE_FLOOR = 0.5
+NOSE_SLACK = 2.0      # lids, nose and upper lip: this much further from the cheeks' chroma, any lightness
+FACING_MIN = 0.25     # triangles seen more edge-on than this (cosine to the view axis) are not pasted
+LID_GROW = 0.04       # the eyes grown by this fraction of the face size: lids and lashes, often shadowed
+FEATURE_GROW = 0.015  # eyes, lips and brows grown by this fraction of the face size
+CLEAN_FRAC = 0.015    # opening radius (specks)...
+FILL_FRAC = 0.05      # ...closing radius: a shadow or a freckle inside the face is no hole to show the target
+FEATHER_FRAC = 0.03   # blur sigma
+FACE_OVAL = (
+    10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377,
+    152, 148, 176, 149, 150, 136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
+)
+BROW_RIGHT = (70, 63, 105, 66, 107, 55, 65, 52, 53, 46)
+BROW_LEFT = (300, 293, 334, 296, 336, 285, 295, 282, 283, 276)
+# The cheeks below the eyes, beside the nose: where the source's own skin colour is read (the nose is redder
+# than the rest, often as red as auburn hair, and the forehead is often under a fringe).
+CHEEKS = ((117, 118, 119, 100, 142, 203, 206, 207, 187, 123),
+          (346, 347, 348, 329, 371, 423, 426, 427, 411, 352))
+NOSE = (168, 6, 197, 195, 5, 4, 1, 19, 94, 2, 98, 327, 129, 358, 48, 278, 115, 344, 220, 440)
+
+
+def _poly(points: np.ndarray, idx: tuple[int, ...]) -> np.ndarray:
+    return np.round(points[list(idx)] * 16).astype(np.int32)
+
+
+def _hull(points: np.ndarray, idx: tuple[int, ...]) -> np.ndarray:
+    return np.round(cv2.convexHull(points[list(idx)].astype(np.float32)).reshape(-1, 2) * 16).astype(np.int32)
+
+
+def _disk(radius: int) -> np.ndarray:
+    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
+
+
+def facing_map(shape: tuple[int, int], landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray
+               ) -> np.ndarray:
+    """(H, W) uint8: 0 on the mesh's triangles whose three corners all face away from the camera past
+    FACING_MIN (the cosine of the surface normal with the view axis: area-weighted vertex normals from the
+    mesh's depth, so a thin triangle between the lips is no surface of its own), 255 elsewhere. A turned
+    source's far cheek is seen edge-on: warped onto a frontal face its few pixels smear into streaks, or
+    show the wall behind."""
+    pts = np.column_stack([landmarks.astype(np.float64), depth.astype(np.float64)])
+    idx = np.asarray(triangles)
+    tri = pts[idx]
+    normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    normal *= np.sign(normal[:, 2:3] + 1e-12)  # one side (the 2-D winding is not the surface's)
+    vertex = np.zeros_like(pts)
+    for k in range(3):
+        np.add.at(vertex, idx[:, k], normal)
+    facing = np.abs(vertex[:, 2]) / np.maximum(np.linalg.norm(vertex, axis=1), 1e-12)
+    out = np.full(shape, 255, np.uint8)
+    away = [np.round(t[:, :2] * 16).astype(np.int32) for t in tri[facing[idx].max(1) < FACING_MIN]]
+    if away:
+        cv2.fillPoly(out, away, 0, lineType=cv2.LINE_8, shift=4)
+    return out
+
+
+def validity_map(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None = None,
+                 triangles: np.ndarray | None = None) -> np.ndarray:
+    """(H, W) uint8, 255 where the source's pixel may be pasted (see the module docstring); with the mesh's
+    `depth` and `triangles`, not where the face is seen edge-on (`facing_map`)."""
+    h, w = image.shape[:2]
+    pts = landmarks.astype(np.float64)
+    size = float(max(np.ptp(pts[:, 0]), np.ptp(pts[:, 1]), 1.0))
+    face = np.zeros((h, w), np.uint8)
+    cv2.fillConvexPoly(face, _hull(pts, FACE_OVAL), 255, lineType=cv2.LINE_8, shift=4)
+    pull = max(1, int(round(OUTLINE_PULL * size)))
+    outline = np.asarray(cv2.erode(face, _disk(pull)))
+
+    features = np.zeros((h, w), np.uint8)
+    cv2.fillPoly(features, [_poly(pts, EYE_RIGHT), _poly(pts, EYE_LEFT)], 255, lineType=cv2.LINE_8, shift=4)
+    # eyes with lids and lashes (often shadowed), nose and upper lip (redder than the cheeks): a looser test
+    # (a turned source's far eye may open onto the wall behind the nose)
+    nose = np.asarray(cv2.dilate(features, _disk(max(1, int(round(LID_GROW * size))))))
+    features[:] = 0
+    cv2.fillPoly(features, [_poly(pts, OUTER_LIPS)], 255, lineType=cv2.LINE_8, shift=4)
+    for brow in (BROW_RIGHT, BROW_LEFT):
+        cv2.fillConvexPoly(features, _hull(pts, brow), 255, lineType=cv2.LINE_8, shift=4)
+    features = np.asarray(cv2.dilate(features, _disk(max(1, int(round(FEATURE_GROW * size))))))
+
+    patch = np.zeros((h, w), np.uint8)
+    for cheek in CHEEKS:
+        cv2.fillConvexPoly(patch, _hull(pts, cheek), 255, lineType=cv2.LINE_8, shift=4)
+    facing = None if depth is None or triangles is None else facing_map((h, w), pts, depth, triangles)
+    reference = (patch > 0) & (features == 0)
+    if facing is not None:
+        facing = np.asarray(cv2.erode(facing, _disk(max(1, int(round(OUTLINE_PULL * size))))))
+        if int((reference & (facing > 0)).sum()) >= 16:  # a turned source's far cheek may be the wall
+            reference &= facing > 0
+    cv2.fillConvexPoly(nose, _hull(pts, NOSE + OUTER_LIPS), 255, lineType=cv2.LINE_8, shift=4)
+    skin = np.ones((h, w), bool)
+    near_skin = np.ones((h, w), bool)
+    ys, xs = np.nonzero(outline)
+    if int(reference.sum()) >= 16 and ys.size:
+        bx0, by0, bx1, by1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
+        lab = cv2.cvtColor(np.multiply(image[by0:by1, bx0:bx1], np.float32(1.0 / 255.0), dtype=np.float32),
+                           cv2.COLOR_RGB2LAB)
+        ref = reference[by0:by1, bx0:bx1]
+        px = lab[ref].astype(np.float64)
+        flat = lab.reshape(-1, 3).astype(np.float64)
+        # robust first (median, MAD: a strand of hair or a sticker on a cheek is no part of its colour), then
+        # the colour's mean and covariance on what the first estimate calls skin
+        centre = np.median(px, axis=0)
+        spread = 1.4826 * np.median(np.abs(px - centre), axis=0) + np.array([2.0, 1.0, 1.0])
+        keep = (np.abs(px - centre) <= TRIM * spread).all(1)
+        if int(keep.sum()) < 16:
+            keep[:] = True
+        mean = px[keep].mean(0)
+        cov = np.cov(px[keep].T) + np.diag([4.0, 1.0, 1.0])  # a floor: an evenly lit patch is not all skin
+        cov[0, :] *= LIGHTNESS_SLACK
+        cov[:, 0] *= LIGHTNESS_SLACK
+        inv = np.linalg.inv(cov)
+        d = flat - mean
+        dist2 = np.einsum("ni,ij,nj->n", d, inv, d).reshape(by1 - by0, bx1 - bx0)
+        # hair is skin-coloured often enough: it is told by its strands, fine detail the cheeks lack
+        light = np.ascontiguousarray(lab[:, :, 0])
+        fine = np.abs(light - cv2.GaussianBlur(light, (0, 0), max(0.8, DETAIL_FRAC * size)))
+        energy = cv2.GaussianBlur(fine, (0, 0), max(1.0, ENERGY_FRAC * size))
+        limit = TEXTURE_RATIO * float(np.median(energy[ref][keep])) + TEXTURE_FLOOR
+        skin[by0:by1, bx0:bx1] = (dist2 <= SKIN_DISTANCE ** 2) & (energy <= limit)
+        # near skin: the colour alone (a, b), however dark (a shadowed lid, a nostril) or red (the nose)
+        chroma = d[:, 1:] @ np.linalg.inv(cov[1:, 1:])
+        near = (chroma * d[:, 1:]).sum(1).reshape(by1 - by0, bx1 - bx0)
+        near_skin[by0:by1, bx0:bx1] = near <= (NOSE_SLACK * SKIN_DISTANCE) ** 2
+    valid = np.where(skin & (outline > 0), np.uint8(255), np.uint8(0))
+    r = max(1, int(round(CLEAN_FRAC * size)))
+    valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_OPEN, _disk(r)))
+    valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_CLOSE, _disk(max(1, int(round(FILL_FRAC * size))))))
+    valid &= outline
+    valid[~near_skin] = 0  # what the closing filled: a shadow or a freckle, not the wall in a notch
+    features[(nose > 0) & near_skin] = 255  # not the wall past a turned nose or a far eye
+    valid = np.maximum(valid, features & face)
+    if facing is not None:
+        valid = np.minimum(valid, facing)
+    sigma = max(0.5, FEATHER_FRAC * size)
+    return np.asarray(cv2.GaussianBlur(valid, (0, 0), sigma), dtype=np.uint8)

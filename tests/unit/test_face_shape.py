@@ -1,0 +1,176 @@
+"""The shape transfer's pure geometry (engines.processors.face_shape, source_validity) on a real mesh: the
+fit removes pose and keeps shape, the cap holds, the target's expression is put back, folds are refused, the
+warp stays inside its window, and the validity map keeps skin and features and drops hair and background."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from engines.frames import SourceFace
+from engines.pipeline import Pipeline
+from engines.processors.face_shape import (
+    EYE_CORNERS,
+    EYE_RINGS,
+    MIN_DET,
+    cap,
+    face_size,
+    fitted,
+    mouth_gap,
+    pixel_maps,
+    plan_warp,
+    restore_expression,
+    shape_offset,
+)
+from engines.processors.mesh_warp import MeshSource
+from engines.processors.source_validity import validity_map
+
+
+@pytest.fixture(scope="module")
+def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
+    return pipeline.prepare_source(astronaut, "astronaut")
+
+
+@pytest.fixture(scope="module")
+def mesh(source: SourceFace) -> MeshSource:
+    m = source.data["mesh_warp"]
+    assert isinstance(m, MeshSource) and m.shape is not None
+    return m
+
+
+@pytest.fixture(scope="module")
+def target(source: SourceFace) -> np.ndarray:
+    lm = source.data["face"].landmarks
+    assert lm is not None
+    return np.asarray(lm, dtype=np.float64)
+
+
+def _posed(mesh: MeshSource, yaw_deg: float, scale: float, shift: tuple[float, float]) -> np.ndarray:
+    assert mesh.shape is not None
+    a = np.deg2rad(yaw_deg)
+    rot = np.array([[np.cos(a), 0.0, np.sin(a)], [0.0, 1.0, 0.0], [-np.sin(a), 0.0, np.cos(a)]])
+    return np.asarray(scale * (mesh.shape.points @ rot.T)[:, :2] + np.asarray(shift))
+
+
+def test_pose_alone_is_not_a_shape(mesh: MeshSource) -> None:
+    """The source's own mesh, turned, scaled and moved, is fitted back exactly: no offset."""
+    assert mesh.shape is not None
+    for yaw, scale in ((0.0, 1.0), (20.0, 0.6), (-15.0, 1.4)):
+        target = _posed(mesh, yaw, scale, (320.0, 180.0))
+        err = np.abs(fitted(mesh.shape, target) - target).max()
+        assert err < 1e-6 * face_size(target) + 1e-6, (yaw, err)
+        assert np.abs(shape_offset(mesh.shape, target)).max() < 1e-3
+
+
+def test_another_shape_gives_an_offset_within_the_cap(mesh: MeshSource) -> None:
+    target = _posed(mesh, 10.0, 1.0, (300.0, 200.0))
+    target[:, 0] = 300.0 + (target[:, 0] - 300.0) * 1.3  # a wider face than the source's
+    offset = shape_offset(mesh.shape, target)  # type: ignore[arg-type]
+    lengths = np.linalg.norm(offset, axis=1)
+    assert lengths.max() > 0.02 * face_size(target)  # the source's narrower face shows
+    assert lengths.max() <= 0.06 * face_size(target) * 1.5  # capped (the mouth's restore may add a little)
+    # the offset pulls the sides in: the new face is narrower than the target
+    new = target + offset
+    assert np.ptp(new[:, 0]) < np.ptp(target[:, 0])
+
+
+def test_cap_shortens_long_offsets_only() -> None:
+    rng = np.random.default_rng(0)
+    offset = rng.normal(0, 5, (468, 2))
+    out = cap(offset, 4.0)
+    lengths, before = np.linalg.norm(out, axis=1), np.linalg.norm(offset, axis=1)
+    assert lengths.max() <= 4.0 + 1e-9
+    short = before <= 4.0
+    assert np.array_equal(out[short], offset[short])
+    cos = (out[~short] * offset[~short]).sum(1) / (lengths[~short] * before[~short])
+    assert np.allclose(cos, 1.0)
+
+
+def test_the_targets_mouth_opening_and_lid_profile_are_put_back(target: np.ndarray) -> None:
+    rng = np.random.default_rng(1)
+    offset = rng.normal(0, 2.0, (468, 2))
+    offset[[14, 87, 317]] += (0.0, 6.0)  # this offset would open the mouth by 6 px
+    down = np.array([0.0, 1.0])
+    restored = restore_expression(offset, target)
+    gap = mouth_gap(target, down)
+    assert abs(mouth_gap(target + offset, down) - gap) > 3.0
+    assert mouth_gap(target + restored, down) == pytest.approx(gap, abs=0.05)
+    for ring, (ca, cb) in zip(EYE_RINGS, EYE_CORNERS, strict=True):
+        assert np.array_equal(restored[[ca, cb]], offset[[ca, cb]])  # the source's corners: placement, width
+        shared = offset[ca].copy()
+        same = offset.copy()
+        same[cb] = shared  # corners moved together: the lids keep their exact profile
+        moved = target + restore_expression(same, target)
+        axis = target[cb] - target[ca]
+        normal = np.array([-axis[1], axis[0]]) / np.linalg.norm(axis)
+        before = (target[list(ring)] - target[ca]) @ normal
+        after = (moved[list(ring)] - moved[ca]) @ normal
+        assert np.allclose(before, after, atol=1e-6)
+
+
+def test_a_small_offset_warps_at_full_strength_inside_its_window(target: np.ndarray,
+                                                                 mesh: MeshSource) -> None:
+    offset = shape_offset(mesh.shape, _widened(target))  # type: ignore[arg-type]
+    plan = plan_warp((512, 512), target, offset, 1.0)
+    assert plan is not None and plan.alpha == 1.0 and plan.refused == 0 and plan.min_det >= MIN_DET
+    assert np.allclose(plan.landmarks, target + offset, atol=1e-3)
+    map_x, map_y = pixel_maps(plan)
+    x0, y0, x1, y1 = plan.window
+    xs, ys = np.meshgrid(np.arange(x0, x1), np.arange(y0, y1))
+    dx, dy = map_x - xs, map_y - ys
+    assert np.abs(dx).max() > 1.0  # something moves
+    rim = np.ones_like(dx, bool)
+    rim[2:-2, 2:-2] = False
+    assert np.hypot(dx, dy)[rim].max() < 0.5  # ...but not at the window's edge
+    # the new mesh's control points sample the target's old ones (the target's pixels follow the mesh)
+    for i in (152, 234, 454, 10, 61):
+        px, py = plan.landmarks[i] - (x0, y0)
+        at_x, at_y = np.full((1, 1), px, np.float32), np.full((1, 1), py, np.float32)
+        got = (cv2.remap(map_x, at_x, at_y, cv2.INTER_LINEAR)[0, 0],
+               cv2.remap(map_y, at_x, at_y, cv2.INTER_LINEAR)[0, 0])
+        assert np.hypot(got[0] - target[i, 0], got[1] - target[i, 1]) < 0.6, i
+    # no fold anywhere in the pixel map
+    jx, jy = np.gradient(map_x, axis=1), np.gradient(map_y, axis=0)
+    kx, ky = np.gradient(map_x, axis=0), np.gradient(map_y, axis=1)
+    assert (jx * jy - kx * ky).min() > 0
+
+
+def _widened(target: np.ndarray) -> np.ndarray:
+    out = target.copy()
+    c = out[:, 0].mean()
+    out[:, 0] = c + (out[:, 0] - c) * 1.15
+    return out
+
+
+def test_folds_are_refused(target: np.ndarray) -> None:
+    """An offset that throws the jaw's left half across the face would fold the map: alpha is scaled back
+    until it does not (or the face is not warped at all), never a folded map."""
+    offset = np.zeros((468, 2))
+    left = target[:, 0] < np.median(target[:, 0])
+    offset[left, 0] = 0.7 * face_size(target)
+    plan = plan_warp((512, 512), target, offset, 1.0)
+    assert plan is None or (plan.refused >= 1 and plan.alpha < 1.0 and plan.min_det >= MIN_DET)
+    assert plan_warp((512, 512), target, offset, 0.0) is None  # shape 0: no warp at all
+
+
+def test_validity_keeps_skin_and_features_and_drops_hair_and_background(astronaut: np.ndarray,
+                                                                       target: np.ndarray) -> None:
+    valid = validity_map(astronaut, target)
+    assert valid.shape == astronaut.shape[:2] and valid.dtype == np.uint8
+
+    def at(i: int) -> int:
+        x, y = np.round(target[i]).astype(int)
+        return int(valid[y, x])
+
+    assert min(at(1), at(205), at(425)) >= 250    # nose tip, cheeks
+    assert min(at(159), at(13), at(105)) >= 224   # an eye, the lips, a brow (feathered near its edge)
+    assert valid[5, 5] == 0 and valid[-5, -5] == 0               # background
+    top = target[10]                                             # above the forehead's top: hair
+    assert valid[int(top[1] - 0.1 * face_size(target)), int(top[0])] == 0
+    # a non-skin blob painted on a cheek is not pasted (one smaller than the closing, a freckle, would be)
+    painted = astronaut.copy()
+    cx, cy = np.round(target[205]).astype(int)
+    r = max(3, int(0.08 * face_size(target)))
+    cv2.circle(painted, (int(cx), int(cy)), r, (30, 200, 40), -1)
+    assert validity_map(painted, target)[cy, cx] < 64
