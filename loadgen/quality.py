@@ -179,8 +179,10 @@ def mouth_and_eyes(study: Study, targets: dict[str, np.ndarray], source: SourceF
     metrics: dict[str, Any] = {}
     tiles: dict[str, list[np.ndarray]] = {}
     for name, image in targets.items():
-        after, face = study.swap(image, source, KEPT)
-        before, _ = study.swap(image, source, ())
+        # kept regions are the target's own pixels where they were: measured on the target's own shape (the
+        # source's shape moves the mouth and eyes; the shape section measures their liveliness there)
+        after, face = study.swap(image, source, KEPT, shape=0.0)
+        before, _ = study.swap(image, source, (), shape=0.0)
         if face is None or face.landmarks is None:
             metrics[name] = {"error": "no face"}
             continue

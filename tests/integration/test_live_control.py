@@ -94,6 +94,7 @@ async def test_patch_changes_the_face_within_one_frame_and_bad_values_change_not
                 "mask": ["mouth"],
                 "faces": "one",
                 "reference": None,
+                "shape": 1.0,
             }
 
             def after() -> list[Seen]:

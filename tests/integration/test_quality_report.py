@@ -34,11 +34,14 @@ def test_quality_report_writes_a_sheet_and_honest_metrics(tmp_path: Path, media_
     for crop in metrics["paste_masks"].values():
         share = "face_box_full_strength_share"
         assert crop["after"][share] > 0.7 > crop["before"][share]
-    for cost in metrics["cost_per_face"].values():
+    costs = dict(metrics["cost_per_face"])
+    swap = costs.pop("640x360_swap")  # the swap itself, with the target's shape and with the source's
+    assert swap["cpu"]["shape_0_ms"] > 0 and swap["cpu"]["shape_1_ms"] > 0
+    for cost in costs.values():
         assert all(cost[k] > 0 for k in ("region_mask_mouth,eyes_ms", "skin_mask_ms", "one_euro_468_ms"))
     identity = metrics["identity"]
     cases = identity["cases"]
-    assert len(cases) == 11 and identity["default"]["cases"] == 11
+    assert len(cases) == 15 and identity["default"]["cases"] == 15  # the 11 cases and 4 unseen pairs
 
     def mean_margin(setting: str) -> float:
         return sum(c[setting]["margin"] for c in cases.values()) / len(cases)
@@ -48,6 +51,10 @@ def test_quality_report_writes_a_sheet_and_honest_metrics(tmp_path: Path, media_
     eyes = "eyes_appearance_correlation"
     assert live["mouth,eyes"][eyes] > 0.5 > live["mouth"][eyes]
     for setting in ("none", "mouth", "mouth,eye_area", "mouth,eyes"):
-        assert live[setting]["eyes_openness_correlation"] > 0.7, setting
-        if setting != "none":
-            assert live[setting]["mouth_appearance_correlation"] > 0.8, setting
+        # the source's face shape moves the lids and the mouth: openness still follows the target's
+        assert live[setting]["eyes_openness_correlation"] > 0.65, setting
+        assert live[setting]["mouth_openness_correlation"] > 0.9, setting
+    # on the target's own shape, what shows inside the kept mouth is the target's (appearance is measured at
+    # the target's landmarks, which the source's shape moves)
+    flat = metrics["shape"]["liveliness_carphone_shape_0"]["mouth,eyes"]
+    assert flat["mouth_appearance_correlation"] > 0.8 and flat["eyes_openness_correlation"] > 0.8

@@ -43,7 +43,8 @@ def _region(shape: tuple[int, ...], landmarks: np.ndarray, ring: tuple[int, ...]
 
 def _swap(pipeline: Pipeline, image: np.ndarray, source: SourceFace, keep: tuple[str, ...]
           ) -> tuple[np.ndarray, FaceTrack]:
-    track = FaceTrack(settings=FaceSettings(keep_regions=keep))
+    # on the target's own face shape: kept pixels are checked where the target had them
+    track = FaceTrack(settings=FaceSettings(keep_regions=keep, shape=0.0))
     out = pipeline.process([FrameItem(image, source, track=track, time_s=0.0)])[0]
     assert out.faces == 1
     return out.image, track
