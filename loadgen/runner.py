@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from loadgen.client import ClientConfig, JoinError, WhipJob
-from loadgen.stats import Event, StatsCollector, WindowSummary
+from loadgen.stats import Event, RunningTally, StatsCollector, WindowSummary
 from loadgen.synth import FrameLoop
 
 
@@ -139,18 +140,30 @@ def gateway_window(first: dict[str, Any] | None, last: dict[str, Any] | None) ->
 
 
 class StatsPoller:
-    """Polls GET /api/stats; keeps every answer (time, JSON) and the errors, never raises."""
+    """Polls GET /api/stats; keeps the answers (time, JSON) asked to be kept plus the latest `keep_recent`,
+    and the errors; never raises.
+
+    Not every answer: one is tens of kB (the dashboard's series and events ride along), and a run of hours
+    polled every 2 s would hold hundreds of MB of them in the process that measures.
+    """
 
     def __init__(self, http: aiohttp.ClientSession, url: str, headers: dict[str, str],
-                 interval_s: float) -> None:
+                 interval_s: float, keep_recent: int = 8) -> None:
         self._http = http
         self._url = url.rstrip("/") + "/api/stats"
         self._headers = headers
         self._interval = interval_s
-        self.samples: list[tuple[float, dict[str, Any]]] = []
+        self._recent: deque[tuple[float, dict[str, Any]]] = deque(maxlen=keep_recent)
+        self._kept: list[tuple[float, dict[str, Any]]] = []
         self.errors: list[str] = []
 
-    async def fetch(self) -> dict[str, Any] | None:
+    @property
+    def samples(self) -> list[tuple[float, dict[str, Any]]]:
+        """The kept answers and the recent ones, oldest first."""
+        merged = {id(data): (t, data) for t, data in (*self._kept, *self._recent)}
+        return sorted(merged.values(), key=lambda s: s[0])
+
+    async def fetch(self, keep: bool = False) -> dict[str, Any] | None:
         try:
             async with self._http.get(self._url, headers=self._headers,
                                       timeout=aiohttp.ClientTimeout(total=3)) as r:
@@ -164,7 +177,10 @@ class StatsPoller:
         if not isinstance(data, dict):
             self._error("/api/stats returned non-object JSON")
             return None
-        self.samples.append((time.monotonic(), data))
+        sample = (time.monotonic(), data)
+        self._recent.append(sample)
+        if keep:
+            self._kept.append(sample)
         return data
 
     def _error(self, msg: str) -> None:
@@ -173,12 +189,13 @@ class StatsPoller:
 
     @property
     def latest(self) -> dict[str, Any] | None:
-        return self.samples[-1][1] if self.samples else None
+        return self._recent[-1][1] if self._recent else None
 
     def nearest(self, t: float) -> dict[str, Any] | None:
-        if not self.samples:
+        samples = self.samples
+        if not samples:
             return None
-        return min(self.samples, key=lambda s: abs(s[0] - t))[1]
+        return min(samples, key=lambda s: abs(s[0] - t))[1]
 
     async def run(self) -> None:
         while True:
@@ -208,15 +225,19 @@ async def run_point(
         poller = StatsPoller(http, url, client.headers(), config.stats_interval_s)
         poll_task = asyncio.ensure_future(poller.run())
 
+        tally = RunningTally(t0)  # since the start, then since the measurement's start
+
         def progress() -> Progress:
+            nonlocal tally
             now = time.monotonic()
             live = collector.window(now - 3.0, now - 1.0)
-            so_far = collector.window(measure_start if phase == "measure" else t0, now - config.drain_s)
-            by_job = {j.job: j for j in so_far.jobs}
+            if phase in ("measure", "done") and tally.start != measure_start:
+                tally = RunningTally(measure_start)
+            tally.advance(collector, now - config.drain_s)
             rows = []
             for j in live.jobs:
-                sf = by_job.get(j.job)
-                rows.append(JobProgress(j.job, j.received_fps, sf.latency.p95 if sf else None,
+                sf = tally.jobs.get(j.job)
+                rows.append(JobProgress(j.job, j.received_fps, sf.latency_ms.percentile(95) if sf else None,
                                         sf.lost if sf else 0, sf.repeated if sf else 0))
             return Progress(phase, now - t0, len(jobs) - failed, failed, tuple(rows),
                             gateway_brief(poller.latest))
@@ -245,7 +266,7 @@ async def run_point(
             await asyncio.sleep(config.warmup_s)
             phase = "measure"
             measure_start = time.monotonic()
-            await poller.fetch()
+            await poller.fetch(keep=True)
             windows: list[WindowSummary] = []
             w_start = measure_start
             while True:
@@ -258,7 +279,7 @@ async def run_point(
                 if w_start + config.window_s - measure_start > config.max_measure_s + 1e-9:
                     break
             measure_end = w_start
-            await poller.fetch()
+            await poller.fetch(keep=True)
             phase = "done"
             if on_progress is not None:
                 on_progress(progress())

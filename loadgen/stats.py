@@ -9,6 +9,7 @@ time window (by send time) so warm-up, ramp-up and capacity windows are all the 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.percentiles import percentiles
+from loadgen.streaming import LogHistogram
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,10 @@ class WindowSummary:
 @dataclass
 class _Job:
     sent: dict[int, float] = field(default_factory=dict)
+    # send times in order, with their ids: a window is found by bisection, not by a scan of the whole run
+    # (a live table asks every second; a scan would cost more the longer the run)
+    sent_times: list[float] = field(default_factory=list)
+    sent_ids: list[int] = field(default_factory=list)
     first_recv: dict[int, float] = field(default_factory=dict)
     repeats: list[float] = field(default_factory=list)      # receive times of repeated IDs
     unreadable: list[float] = field(default_factory=list)   # receive times of unreadable stamps
@@ -184,19 +190,23 @@ class StatsCollector:
     def record(self, event: Event) -> None:
         j = self._job(event.job)
         if isinstance(event, FrameSent):
+            if event.frame_id in j.sent:  # sent again under the same id: the newer time stands
+                k = j.sent_ids.index(event.frame_id)
+                del j.sent_ids[k], j.sent_times[k]
             j.sent[event.frame_id] = event.t
+            _insert(j.sent_times, event.t, j.sent_ids, event.frame_id)
         elif isinstance(event, FrameReceived):
             if event.frame_id is None:
-                j.unreadable.append(event.t)
+                _insert(j.unreadable, event.t)
             elif event.frame_id in j.first_recv:
-                j.repeats.append(event.t)
+                _insert(j.repeats, event.t)
             elif event.frame_id in j.sent:
                 j.first_recv[event.frame_id] = event.t
                 if event.psnr_db is not None:
                     j.psnr[event.frame_id] = event.psnr_db
             else:
                 # An ID we never sent: a misread that slipped past the check code. Not a latency sample.
-                j.unreadable.append(event.t)
+                _insert(j.unreadable, event.t)
         elif isinstance(event, AvOffset):
             j.av_offsets.append((event.t, event.offset_ms))
         else:
@@ -232,16 +242,15 @@ class StatsCollector:
         all_psnr: list[float] = []
         for job_id in self.job_ids:
             j = self._jobs[job_id]
-            sent_ids = [fid for fid, t in j.sent.items() if start <= t < end]
+            sent_ids, lat = self._job_window(j, start, end)
             if not sent_ids and (j.joined is None or not j.joined.ok):
                 continue
-            lat = [(j.first_recv[f] - j.sent[f]) * 1000.0 for f in sent_ids if f in j.first_recv]
             all_lat.extend(lat)
             all_psnr.extend(j.psnr[f] for f in sent_ids if f in j.psnr)
             jobs.append(JobSummary(
                 job=job_id, sent=len(sent_ids), received=len(lat), lost=len(sent_ids) - len(lat),
-                repeated=sum(1 for t in j.repeats if start <= t < end),
-                unreadable=sum(1 for t in j.unreadable if start <= t < end),
+                repeated=_count(j.repeats, start, end),
+                unreadable=_count(j.unreadable, start, end),
                 sent_fps=len(sent_ids) / duration, received_fps=len(lat) / duration,
                 latency=LatencySummary.of(lat, self.budget_ms),
                 av_offset_ms=OffsetSummary.of([o for t, o in j.av_offsets if start <= t < end]),
@@ -261,6 +270,14 @@ class StatsCollector:
             picture_psnr_db=OffsetSummary.of(all_psnr),
         )
 
+    @staticmethod
+    def _job_window(j: _Job, start: float, end: float) -> tuple[list[int], list[float]]:
+        """Ids sent in [start, end) and the latencies (ms) of those that came back."""
+        lo, hi = _span(j.sent_times, start, end)
+        sent_ids = j.sent_ids[lo:hi]
+        lat = [(j.first_recv[f] - j.sent[f]) * 1000.0 for f in sent_ids if f in j.first_recv]
+        return sent_ids, lat
+
     def fps_series(self, bucket_s: float = 1.0) -> dict[int, list[tuple[float, float]]]:
         """job -> [(bucket start, received fps)] by receive time: the 'fps over time' chart."""
         out: dict[int, list[tuple[float, float]]] = {}
@@ -275,3 +292,68 @@ class StatsCollector:
                 counts[b] = counts.get(b, 0) + 1
             out[job_id] = [(t0 + b * bucket_s, c / bucket_s) for b, c in sorted(counts.items())]
         return out
+
+
+@dataclass
+class JobTally:
+    """One job's frames since a tally's start: counts and a fixed-size latency histogram."""
+
+    sent: int = 0
+    received: int = 0
+    repeated: int = 0
+    latency_ms: LogHistogram = field(default_factory=LogHistogram)
+
+    @property
+    def lost(self) -> int:
+        return self.sent - self.received
+
+
+class RunningTally:
+    """Per-job totals of a run so far, each frame folded in once (by send time) as `advance` moves on.
+
+    What a live table shows every second: recomputing them from the run's start each time would cost more
+    the longer the run (and the load generator shares the machine with the gateway it measures).
+    """
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.upto = start
+        self.jobs: dict[int, JobTally] = {}
+
+    def advance(self, collector: StatsCollector, upto: float) -> None:
+        """Fold in the frames sent in [the previous `upto`, `upto`)."""
+        if upto <= self.upto:
+            return
+        for job_id in collector.job_ids:
+            j = collector._jobs[job_id]  # noqa: SLF001  (the collector's own module)
+            sent_ids, lat = collector._job_window(j, self.upto, upto)  # noqa: SLF001
+            tally = self.jobs.get(job_id)
+            if tally is None:
+                tally = self.jobs[job_id] = JobTally()
+            tally.sent += len(sent_ids)
+            tally.received += len(lat)
+            tally.repeated += _count(j.repeats, self.upto, upto)
+            tally.latency_ms.extend(lat)
+        self.upto = upto
+
+
+def _insert(times: list[float], t: float, ids: list[int] | None = None, frame_id: int = 0) -> None:
+    """Append `t` (and its id) keeping `times` sorted: events come in time order, so this is an append."""
+    if not times or t >= times[-1]:
+        times.append(t)
+        if ids is not None:
+            ids.append(frame_id)
+        return
+    k = bisect.bisect_right(times, t)
+    times.insert(k, t)
+    if ids is not None:
+        ids.insert(k, frame_id)
+
+
+def _span(times: list[float], start: float, end: float) -> tuple[int, int]:
+    return bisect.bisect_left(times, start), bisect.bisect_left(times, end)
+
+
+def _count(times: list[float], start: float, end: float) -> int:
+    lo, hi = _span(times, start, end)
+    return hi - lo
