@@ -24,6 +24,7 @@ import av
 import numpy as np
 from aiortc import MediaStreamTrack, RTCRtpReceiver
 from aiortc.mediastreams import MediaStreamError
+from av.video.reformatter import VideoReformatter
 
 from engines.frames import (
     STAGE_SWAP,
@@ -100,6 +101,10 @@ class VideoLoop:
         self._last_processed: np.ndarray | None = None
         self._last_yuv: av.VideoFrame | None = None  # what _last_processed was encoded from
         self._last_sent_s: float | None = None  # when a picture last went to the encoders
+        # One RGB converter for the session's life. A frame's own `to_ndarray(format=...)` makes a fresh
+        # libswscale context per frame, with its own threads, alive until that frame is collected: threads
+        # started and ended at every frame, and more of them alive the longer frames are held.
+        self._rgb = VideoReformatter()
         self._link_reported_s = float("-inf")
 
     @property
@@ -137,7 +142,7 @@ class VideoLoop:
                 frame_id = self._next_frame_id()
                 completed = frame_completed_at(receiver, frame.pts)
                 session.audio.on_video_frame(int(frame.pts or 0), arrival if completed is None else completed)
-                image = await loop.run_in_executor(self._executor, _to_rgb, frame)
+                image = await loop.run_in_executor(self._executor, _to_rgb, self._rgb, frame)
                 decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
                 options = self._governor.frame_options(session.processors)
                 if _needs_pipeline(options, session.source):
@@ -286,8 +291,9 @@ class VideoLoop:
         )
 
 
-def _to_rgb(frame: av.VideoFrame) -> np.ndarray:
-    return frame.to_ndarray(format="rgb24")
+def _to_rgb(reformatter: VideoReformatter, frame: av.VideoFrame) -> np.ndarray:
+    """The frame as RGB through the session's converter (its context is kept while the size holds)."""
+    return reformatter.reformat(frame, format="rgb24").to_ndarray()
 
 
 def _yuv_source(
