@@ -12,7 +12,7 @@ DEVSTAMP := $(VENV)/.installed-dev
 # pip: quiet, no version nag; each step re-runs only when its inputs change.
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint typecheck provision benchmark fuzz soak clean help gpu-wheels gpu-proof interop
+.PHONY: demo test lint typecheck provision benchmark fuzz soak soak-attack clean help gpu-wheels gpu-proof interop
 
 help:
 	@echo "make demo       install, provision, run the gateway + a short load test (CPU), write reports/demo.json"
@@ -21,7 +21,8 @@ help:
 	@echo "make benchmark  offline pipeline benchmark (writes reports/benchmark.json)"
 	@echo "make interop    every publisher/viewer stack x50, one core busy (reports/interop.json; root)"
 	@echo "make fuzz       attack a loopback gateway: 2x10000 fuzzed requests + kill -9 cycles (reports/fuzz*.json)"
-	@echo "make soak       15 min of live video under a steady light attack (reports/soak.json)"
+	@echo "make soak       SOAK_MINUTES (60) of 3 live publishers: per-5-min windows, drift verdict (reports/drift.json)"
+	@echo "make soak-attack 15 min of live video under a steady light attack (reports/soak.json)"
 	@echo "make gpu-wheels what an offline GPU machine lacks (cp312 wheels, models, media) into $(GPU_CARRY)"
 	@echo "make gpu-proof  on the GPU machine: scripts/gpu_proof.sh (tests/gpu, benchmarks, live series)"
 
@@ -100,7 +101,15 @@ fuzz: provision
 	$(PY) -m loadgen.bench.fuzz_gateway fuzz --requests 10000 --rate 100 --output reports/fuzz-rate-limited.json
 	$(PY) -m loadgen.bench.fuzz_gateway kill9 --cycles 5 --output reports/kill9.json
 
+# Does a long run drift? 3 publishers 320x240@15 with the swap, 2 min warm-up, then SOAK_MINUTES in 5-minute
+# windows; prints the table and the verdict (exit 1 on drift, 3 when too short to compare 10-minute spans).
+SOAK_MINUTES ?= 60
 soak: provision
+	@mkdir -p reports
+	$(PY) -m loadgen.bench.drift --minutes $(SOAK_MINUTES) --jobs 3 --resolution 320x240 --fps 15 \
+		--output reports/drift.json
+
+soak-attack: provision
 	@mkdir -p reports
 	$(PY) -m loadgen.bench.fuzz_gateway soak --duration 900 --rate 20 --output reports/soak.json
 
