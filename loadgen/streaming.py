@@ -72,6 +72,10 @@ class LogHistogram:
         for index, n in enumerate(self._counts):
             seen += n
             if seen >= rank:
+                if index == 0 and self.min < self.low:  # the underflow bucket: its values are not known
+                    return self.min
+                if index == self._buckets - 1 and self.max > self.high:  # nor the overflow bucket's
+                    return self.max
                 centre = self.low * math.exp((index + 0.5) * self._log_step)
                 return min(self.max, max(self.min, centre))
         return self.max  # unreachable: the counts sum to `count`
