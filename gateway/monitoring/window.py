@@ -137,6 +137,15 @@ class RateCounter:
         if self._first is None:
             self._first = now
         self._times.append(now)
+        self._prune(now)  # a counter only ever counted (a session's drops) must not fill up over hours
+
+    def _prune(self, now: float) -> None:
+        times = self._times
+        while times and times[0] < now - self.window_s:
+            times.popleft()
+
+    def __len__(self) -> int:
+        return len(self._times)
 
     def count(self, now: float, within_s: float | None = None) -> int:
         """Events in the last `within_s` seconds (default the window)."""
@@ -154,9 +163,8 @@ class RateCounter:
         span = self.window_s if within_s is None else min(within_s, self.window_s)
         if self._first is None:
             return 0.0
+        self._prune(now)
         times = self._times
-        while times and times[0] < now - self.window_s:
-            times.popleft()
         cutoff = now - span
         n = 0
         for t in reversed(times):

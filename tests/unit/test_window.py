@@ -83,3 +83,13 @@ def test_histogram_counts_and_series_ring_and_ewma() -> None:
     assert e.update(20.0) == 15.0
     with pytest.raises(ValueError):
         Ewma(alpha=0.0)
+
+
+def test_rate_counter_only_counted_holds_one_window_over_hours() -> None:
+    """A session's drop counter is counted (never asked for a rate): six hours of a drop every 2 s keep one
+    window of times, not every drop up to the count cap."""
+    c = RateCounter(window_s=5.0)
+    for i in range(6 * 3600 // 2):
+        c.add(i * 2.0)
+        assert c.count(i * 2.0) <= 3
+    assert len(c) <= 3
