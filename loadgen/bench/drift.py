@@ -35,7 +35,7 @@ import numpy as np
 import psutil
 
 from loadgen.client import ClientConfig, JoinError, WhipJob, upload_source
-from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
+from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, GatewayStartError
 from loadgen.media import default_media_dir, media_path
 from loadgen.stats import Event, FrameReceived, FrameSent
 from loadgen.streaming import LogHistogram
@@ -432,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--minutes, --window-minutes, --sample-s must be > 0 and --jobs >= 1")
     try:
         report = asyncio.run(run(args))
-    except (JoinError, OSError, aiohttp.ClientError) as exc:
+    except (JoinError, GatewayStartError, OSError, aiohttp.ClientError) as exc:
         print(f"drift: {exc}", file=sys.stderr)
         return 2
     print(format_report(report))
