@@ -17,7 +17,7 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 help:
 	@echo "make demo       install, provision, run the gateway + a short load test (CPU), write reports/demo.json"
 	@echo "make test       install with dev extra, provision, run pytest"
-	@echo "make lint       ruff + mypy"
+	@echo "make lint       ruff (checks and format) + mypy"
 	@echo "make benchmark  offline pipeline benchmark (writes reports/benchmark.json)"
 	@echo "make interop    every publisher/viewer stack x50, one core busy (reports/interop.json; root)"
 	@echo "make fuzz       attack a loopback gateway: 2x10000 fuzzed requests + kill -9 cycles (reports/fuzz*.json)"
@@ -79,6 +79,7 @@ test: $(DEVSTAMP) $(NODE_CLIENTS) provision
 
 lint: $(DEVSTAMP)
 	$(VENV)/bin/ruff check gateway engines loadgen scripts tests
+	$(VENV)/bin/ruff format --check gateway engines loadgen scripts tests
 	$(VENV)/bin/mypy
 
 benchmark: provision

@@ -138,8 +138,9 @@ def batch_size_of(inputs: Mapping[str, Any]) -> int:
     return sizes.pop()
 
 
-def checked_batch(name: str, closed: bool, batch: BatchRange, specs: Sequence[TensorSpec],
-                  inputs: Mapping[str, Any]) -> int:
+def checked_batch(
+    name: str, closed: bool, batch: BatchRange, specs: Sequence[TensorSpec], inputs: Mapping[str, Any]
+) -> int:
     """The batch size of `inputs` for an engine's `infer`, after the checks every backend makes first."""
     if closed:
         raise EngineError(f"{name}: engine is closed")
@@ -160,16 +161,22 @@ def run_batched(engine: Engine, inputs: dict[str, np.ndarray]) -> dict[str, np.n
     return _in_chunks(engine.name, engine.batch, engine.infer, inputs, np.concatenate)
 
 
-def run_batched_tensors(engine: DeviceTensorEngine, inputs: dict[str, torch.Tensor]
-                        ) -> dict[str, torch.Tensor]:
+def run_batched_tensors(
+    engine: DeviceTensorEngine, inputs: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
     """`run_batched` for `infer_tensors`: the same split, padding and checks, on the engine's device."""
     import torch
 
     return _in_chunks(engine.name, engine.batch, engine.infer_tensors, inputs, torch.cat)
 
 
-def _in_chunks(name: str, batch: BatchRange, infer: Callable[[dict[str, Any]], dict[str, Any]],
-               inputs: Mapping[str, Any], concat: Callable[[list[Any]], Any]) -> dict[str, Any]:
+def _in_chunks(
+    name: str,
+    batch: BatchRange,
+    infer: Callable[[dict[str, Any]], dict[str, Any]],
+    inputs: Mapping[str, Any],
+    concat: Callable[[list[Any]], Any],
+) -> dict[str, Any]:
     """The split of `run_batched` over numpy arrays or tensors (`concat`: np.concatenate / torch.cat)."""
     n = batch_size_of(inputs)
     step = batch.max

@@ -20,23 +20,23 @@ if TYPE_CHECKING:
 class EngineConfig:
     # "onnxruntime" | "tensorrt" (native plans) | "triton" (remote) | "torch" (onnx2torch, CPU or CUDA)
     backend: str = "onnxruntime"
-    providers: tuple[str, ...] = ("cpu",)   # ORT providers: cpu | cuda | tensorrt; torch: cpu | cuda
+    providers: tuple[str, ...] = ("cpu",)  # ORT providers: cpu | cuda | tensorrt; torch: cpu | cuda
     intra_op_threads: int = 0
-    ort_spinning: bool = False              # ORT intra-op threads spin-wait between jobs
+    ort_spinning: bool = False  # ORT intra-op threads spin-wait between jobs
     device_id: int = 0
     max_batch: int = 16
     fp16: bool = False
-    trt_cache_dir: Path | None = None       # ORT-TRT engine/timing cache; native plan directory
-    contexts: int = 2                       # TensorRT contexts / torch slots (one CUDA stream each)
+    trt_cache_dir: Path | None = None  # ORT-TRT engine/timing cache; native plan directory
+    contexts: int = 2  # TensorRT contexts / torch slots (one CUDA stream each)
     # raw ORT options: `provider:key`, or by name (trt_* to tensorrt, the rest to cuda): see route_extra
     extra: dict[str, str] = field(default_factory=dict)
-    cuda_graphs: bool = False               # native TensorRT: one CUDA graph per bucket and input shape
+    cuda_graphs: bool = False  # native TensorRT: one CUDA graph per bucket and input shape
     cudnn_conv_algo_search: str = "HEURISTIC"  # ORT CUDA provider
-    opt_batch: int | None = None            # TensorRT profile opt batch (default max/2)
+    opt_batch: int | None = None  # TensorRT profile opt batch (default max/2)
     # full shapes of inputs with dynamic non-batch dims (TensorRT profiles span them, torch captures each);
     # a name may appear several times: (("input", (1, 3, 320, 320)), ("input", (1, 3, 192, 320)))
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    triton: TritonConfig | None = None      # backend "triton": server URL, model prefix, shm, timeouts
+    triton: TritonConfig | None = None  # backend "triton": server URL, model prefix, shm, timeouts
 
 
 def ort_config_of(config: EngineConfig) -> OrtConfig:
@@ -69,15 +69,28 @@ def torch_config_of(config: EngineConfig) -> TorchConfig:
     if unknown:
         raise EngineError(f"the torch backend runs on cpu or cuda, not {', '.join(unknown)}")
     device = f"cuda:{config.device_id}" if config.providers[:1] == ("cuda",) else "cpu"
-    return TorchConfig(device=device, fp16=config.fp16, max_batch=config.max_batch,
-                       workers=config.contexts, input_shapes=config.input_shapes,
-                       threads=config.intra_op_threads)
+    return TorchConfig(
+        device=device,
+        fp16=config.fp16,
+        max_batch=config.max_batch,
+        workers=config.contexts,
+        input_shapes=config.input_shapes,
+        threads=config.intra_op_threads,
+    )
 
 
 def build_command(model_path: Path, config: EngineConfig) -> str:
     """The exact command that builds the plan `create_engine` looks for."""
-    parts = ["python scripts/build_engines.py", str(model_path), "--out-dir", str(config.trt_cache_dir),
-             "--max-batch", str(config.max_batch), "--profiles", str(config.contexts)]
+    parts = [
+        "python scripts/build_engines.py",
+        str(model_path),
+        "--out-dir",
+        str(config.trt_cache_dir),
+        "--max-batch",
+        str(config.max_batch),
+        "--profiles",
+        str(config.contexts),
+    ]
     if config.fp16:
         parts += ["--precision", "fp16"]
     for name, shape in config.input_shapes:
@@ -105,17 +118,21 @@ def find_plan(model_path: Path, config: EngineConfig) -> Path:
     names = [p.name for p in config.trt_cache_dir.glob("*.plan")] if config.trt_cache_dir.is_dir() else []
     found = plans_for(names, model)
     if not found:
-        raise EngineError(f"no TensorRT plan for {model} in {config.trt_cache_dir}: build it with "
-                          f"`{build_command(model_path, config)}`")
+        raise EngineError(
+            f"no TensorRT plan for {model} in {config.trt_cache_dir}: build it with "
+            f"`{build_command(model_path, config)}`"
+        )
     from engines.tensorrt_engine import _import_gpu, device_compute_capability
 
     trt, _ = _import_gpu()
     cc = device_compute_capability(config.device_id)
     chosen = select_plan(found, model, trt.__version__, cc, "fp16" if config.fp16 else "fp32")
     if chosen is None:
-        raise EngineError(f"no TensorRT plan for {model} matches TensorRT {trt.__version__} on "
-                          f"sm{cc[0]}{cc[1]} "
-                          f"(found {', '.join(found)}): rebuild with `{build_command(model_path, config)}`")
+        raise EngineError(
+            f"no TensorRT plan for {model} matches TensorRT {trt.__version__} on "
+            f"sm{cc[0]}{cc[1]} "
+            f"(found {', '.join(found)}): rebuild with `{build_command(model_path, config)}`"
+        )
     return config.trt_cache_dir / chosen
 
 
@@ -126,9 +143,16 @@ def create_engine(model_path: Path, config: EngineConfig, name: str | None = Non
         from engines.tensorrt_engine import TrtConfig, TrtEngine
 
         plan = find_plan(model_path, config)
-        return TrtEngine(plan, TrtConfig(device_id=config.device_id, contexts=config.contexts,
-                                         cuda_graphs=config.cuda_graphs, input_shapes=config.input_shapes),
-                         name=name or plan_model_name(model_path))
+        return TrtEngine(
+            plan,
+            TrtConfig(
+                device_id=config.device_id,
+                contexts=config.contexts,
+                cuda_graphs=config.cuda_graphs,
+                input_shapes=config.input_shapes,
+            ),
+            name=name or plan_model_name(model_path),
+        )
     if config.backend == "torch":
         from engines.torch_engine import TorchEngine
 

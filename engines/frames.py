@@ -95,7 +95,7 @@ class FaceTrack:
     faces: list[Any] = field(default_factory=list)
     next_id: int = 0
     last_detect_s: float | None = None
-    lost: bool = False          # a tracked face's presence dropped: detect on the next frame
+    lost: bool = False  # a tracked face's presence dropped: detect on the next frame
     selected_id: int | None = None  # `one`: the track chosen, kept while it lives (no flipping between faces)
 
 
@@ -104,7 +104,7 @@ class FrameOptions:
     """Per-frame knobs set by the degradation controller."""
 
     processors: tuple[str, ...] = (STAGE_SWAP,)
-    detect_every: int = 1          # 2 = run the detector every 2nd frame, reuse the track in between
+    detect_every: int = 1  # 2 = run the detector every 2nd frame, reuse the track in between
     detect_size: int | None = None  # override the detector's letterbox size (lower = cheaper)
 
 
@@ -122,7 +122,7 @@ class FrameOutput:
     image: np.ndarray
     faces: int
     timings_ms: dict[str, float] = field(default_factory=dict)  # stage -> ms (that stage's batch time)
-    batch_sizes: dict[str, int] = field(default_factory=dict)   # stage -> items in the batch that ran it
+    batch_sizes: dict[str, int] = field(default_factory=dict)  # stage -> items in the batch that ran it
     # Where `image` differs from the input: (x0, y0, x1, y1) boxes, () = the input itself, unchanged; None =
     # not known (treat the whole frame as changed). Lets the gateway convert only these regions back to YUV.
     changed: tuple[tuple[int, int, int, int], ...] | None = None

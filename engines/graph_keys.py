@@ -31,8 +31,9 @@ def shapes_by_input(input_shapes: Sequence[tuple[str, tuple[int, ...]]]) -> dict
     return out
 
 
-def warmup_shapes(inputs: Sequence[TensorSpec], input_shapes: Sequence[tuple[str, tuple[int, ...]]]
-                  ) -> list[dict[str, tuple[int, ...]]]:
+def warmup_shapes(
+    inputs: Sequence[TensorSpec], input_shapes: Sequence[tuple[str, tuple[int, ...]]]
+) -> list[dict[str, tuple[int, ...]]]:
     """Input shape sets (batch 1) to warm up: one per configured shape of the model's dynamic inputs, or the
     static shape when every non-batch dim is fixed. Empty when a dynamic dim has no configured shape (that
     model's graphs are captured on first use instead)."""

@@ -45,9 +45,15 @@ class Staged:
 
 
 class ImageStages:
-    def __init__(self, swapper: Swapper, enhancer: Enhancer | None, swap_device: str | None,
-                 enhance_device: str | None, source_data: Callable[[SourceFace], object],
-                 settings_of: Callable[[FrameItem], FaceSettings]) -> None:
+    def __init__(
+        self,
+        swapper: Swapper,
+        enhancer: Enhancer | None,
+        swap_device: str | None,
+        enhance_device: str | None,
+        source_data: Callable[[SourceFace], object],
+        settings_of: Callable[[FrameItem], FaceSettings],
+    ) -> None:
         """`swap_device` / `enhance_device`: the torch device for that stage's image work (None: numpy/OpenCV;
         a swap device only with mesh_warp). `source_data` gives the swapper's per-source data (prepared on
         first use), `settings_of` an item's face settings (the regions kept)."""
@@ -62,8 +68,9 @@ class ImageStages:
         if enhancer is not None and enhance_device is not None:
             self.device_enhance = DeviceEnhancer(enhancer, enhance_device)
 
-    def run(self, items: Sequence[FrameItem], swap_jobs: list[Job], enhance_jobs: list[Job],
-            book: StageBook) -> Staged:
+    def run(
+        self, items: Sequence[FrameItem], swap_jobs: list[Job], enhance_jobs: list[Job], book: StageBook
+    ) -> Staged:
         """Swap every face of `swap_jobs`, then enhance every face of `enhance_jobs`, each pasted back; the
         frames they changed, back on the host."""
         working: dict[int, np.ndarray] = {}
@@ -90,8 +97,9 @@ class ImageStages:
             on_device = None
             with book.time(STAGE_ENHANCE, [i for i, _ in enhance_jobs], len(enhance_jobs)):
                 frames = [working.get(i, items[i].image) for i, _ in enhance_jobs]
-                e_patches = self.enhancer.enhance([(fr, f) for fr, (_, f) in zip(frames, enhance_jobs,
-                                                                                    strict=True)])
+                e_patches = self.enhancer.enhance(
+                    [(fr, f) for fr, (_, f) in zip(frames, enhance_jobs, strict=True)]
+                )
             self._paste(items, working, enhance_jobs, e_patches, book, touched)
 
         made = self._download(on_device, working, touched, book)
@@ -116,9 +124,13 @@ class ImageStages:
                 touched.setdefault(i, []).extend(boxes)
         frames.download(touched)
 
-    def _download(self, on_device: DeviceFrames | None, working: dict[int, np.ndarray],
-                  touched: dict[int, list[Box]], book: StageBook
-                  ) -> dict[int, tuple[np.ndarray | None, ...] | None]:
+    def _download(
+        self,
+        on_device: DeviceFrames | None,
+        working: dict[int, np.ndarray],
+        touched: dict[int, list[Box]],
+        book: StageBook,
+    ) -> dict[int, tuple[np.ndarray | None, ...] | None]:
         """The touched frames the device holds, back in `working` in one transfer; their I420 planes per
         changed box (timed as the paste: the device stages' last step)."""
         if on_device is None:
@@ -151,8 +163,14 @@ class ImageStages:
         shape = [self._settings_of(items[i]).shape for i, _ in jobs]
         return self.swapper.swap(mesh_jobs, keep, shape)
 
-    def _device_swap(self, device_swap: DeviceMeshWarp, frames: DeviceFrames, items: Sequence[FrameItem],
-                     jobs: list[Job], touched: dict[int, list[Box]]) -> None:
+    def _device_swap(
+        self,
+        device_swap: DeviceMeshWarp,
+        frames: DeviceFrames,
+        items: Sequence[FrameItem],
+        jobs: list[Job],
+        touched: dict[int, list[Box]],
+    ) -> None:
         device_jobs = []
         for i, f in jobs:
             src = items[i].source
@@ -164,8 +182,15 @@ class ImageStages:
         for i, b in device_swap.swap_and_paste(frames, device_jobs, shape).items():
             touched.setdefault(i, []).extend(b)
 
-    def _paste(self, items: Sequence[FrameItem], working: dict[int, np.ndarray], jobs: list[Job],
-               patches: Sequence[FacePatch | None], book: StageBook, touched: dict[int, list[Box]]) -> None:
+    def _paste(
+        self,
+        items: Sequence[FrameItem],
+        working: dict[int, np.ndarray],
+        jobs: list[Job],
+        patches: Sequence[FacePatch | None],
+        book: StageBook,
+        touched: dict[int, list[Box]],
+    ) -> None:
         pairs = [(i, p) for (i, _), p in zip(jobs, patches, strict=True) if p is not None]
         if not pairs:
             return

@@ -69,8 +69,9 @@ def _set_dim0(value: onnx.ValueInfoProto, dim_name: str) -> None:
         return
     dim = tt.shape.dim[0]
     if dim.HasField("dim_value") and dim.dim_value not in (0, 1):
-        raise BatchRewriteError(f"{value.name}: batch dim is {dim.dim_value}; "
-                                "only batch-1 models are rewritten")
+        raise BatchRewriteError(
+            f"{value.name}: batch dim is {dim.dim_value}; only batch-1 models are rewritten"
+        )
     dim.Clear()
     dim.dim_param = dim_name
 
@@ -195,8 +196,10 @@ class _Rewriter:
         elif not allowzero:
             new[0] = 0
         else:
-            raise BatchRewriteError(f"Reshape {node.name!r}: shape {shape.tolist()} with allowzero=1 and a "
-                                    "-1 elsewhere leaves no way to let the batch flow")
+            raise BatchRewriteError(
+                f"Reshape {node.name!r}: shape {shape.tolist()} with allowzero=1 and a "
+                "-1 elsewhere leaves no way to let the batch flow"
+            )
         node.input[1] = self.add_initializer(node.input[1], new)
         label = node.name or node.output[0]
         self.changes.append(f"Reshape {label}: shape {shape.tolist()} -> {new.tolist()}")
@@ -226,12 +229,14 @@ class _Rewriter:
             zero = self.add_initializer("zero", np.array([0], np.int64))
             one = self.add_initializer("one", np.array([1], np.int64))
             expanded = self.fresh(name)
-            self.new_nodes.setdefault(idx, []).extend([
-                helper.make_node("Shape", [sibling], [shp], name=shp),
-                helper.make_node("Slice", [shp, zero, one], [b], name=b),
-                helper.make_node("Concat", [b, ones], [target], axis=0, name=target),
-                helper.make_node("Expand", [name, target], [expanded], name=expanded),
-            ])
+            self.new_nodes.setdefault(idx, []).extend(
+                [
+                    helper.make_node("Shape", [sibling], [shp], name=shp),
+                    helper.make_node("Slice", [shp, zero, one], [b], name=b),
+                    helper.make_node("Concat", [b, ones], [target], axis=0, name=target),
+                    helper.make_node("Expand", [name, target], [expanded], name=expanded),
+                ]
+            )
             node.input[pos] = expanded
             label = node.name or node.output[0]
             self.changes.append(f"Concat {label}: batch-1 input {name} expanded to the batch")
@@ -265,8 +270,11 @@ class _Rewriter:
         if node.input[0] not in self.batch:
             return
         pads_attr = _ints_attr(node, "pads")
-        pads = np.asarray(pads_attr) if pads_attr is not None else (
-            self.consts.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None)
+        pads = (
+            np.asarray(pads_attr)
+            if pads_attr is not None
+            else (self.consts.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None)
+        )
         if pads is None:
             return
         axes = self.consts.get(node.input[3]) if len(node.input) > 3 and node.input[3] else None
@@ -278,16 +286,18 @@ class _Rewriter:
         if 0 in axes_list:
             k = axes_list.index(0)
             if int(pads[k]) != 0 or int(pads[k + half]) != 0:
-                raise BatchRewriteError(f"Pad {node.name!r} pads the batch axis ({pads.tolist()}): "
-                                        "not per-item")
+                raise BatchRewriteError(
+                    f"Pad {node.name!r} pads the batch axis ({pads.tolist()}): not per-item"
+                )
 
     def _fix_tile(self, idx: int, node: onnx.NodeProto) -> None:
         if node.input[0] not in self.batch:
             return
         reps = self.consts.get(node.input[1])
         if reps is not None and reps.size and int(reps.reshape(-1)[0]) != 1:
-            raise BatchRewriteError(f"Tile {node.name!r} repeats the batch axis ({reps.tolist()}): "
-                                    "not per-item")
+            raise BatchRewriteError(
+                f"Tile {node.name!r} repeats the batch axis ({reps.tolist()}): not per-item"
+            )
 
     def _fix_gather(self, idx: int, node: onnx.NodeProto) -> None:
         if node.input[0] in self.batch and _attr(node, "axis", 0) == 0 and self.dim0_is_one(node.input[0]):
@@ -297,8 +307,11 @@ class _Rewriter:
         if node.input[0] not in self.batch or not self.dim0_is_one(node.input[0]):
             return
         axes_attr = _ints_attr(node, "axes")
-        axes = np.asarray(axes_attr) if axes_attr is not None else (
-            self.consts.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None)
+        axes = (
+            np.asarray(axes_attr)
+            if axes_attr is not None
+            else (self.consts.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None)
+        )
         if axes is None or 0 in [int(a) for a in axes.reshape(-1)]:
             raise BatchRewriteError(f"Squeeze {node.name!r} removes the batch axis: not per-item")
 
@@ -351,8 +364,11 @@ def make_batch_dynamic(model: onnx.ModelProto, dim_name: str = "N") -> onnx.Mode
     except Exception:  # value_info is optional: runtimes infer it themselves
         pass
     onnx.checker.check_model(out)
-    out.doc_string = (out.doc_string + "\n" if out.doc_string else "") + "livefuse make_batch_dynamic: " + (
-        "; ".join(rw.changes) if rw.changes else "dim 0 made symbolic")
+    out.doc_string = (
+        (out.doc_string + "\n" if out.doc_string else "")
+        + "livefuse make_batch_dynamic: "
+        + ("; ".join(rw.changes) if rw.changes else "dim 0 made symbolic")
+    )
     return out
 
 

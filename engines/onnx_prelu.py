@@ -25,8 +25,9 @@ def _float_initializers(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
 def constant_prelu_count(model: onnx.ModelProto) -> int:
     """How many top-level PRelu nodes have a float initializer as slope (what `prelu_as_relu` rewrites)."""
     inits = _float_initializers(model.graph)
-    return sum(1 for n in model.graph.node
-               if n.op_type == "PRelu" and len(n.input) == 2 and n.input[1] in inits)
+    return sum(
+        1 for n in model.graph.node if n.op_type == "PRelu" and len(n.input) == 2 and n.input[1] in inits
+    )
 
 
 def _fresh(taken: set[str], base: str) -> str:
@@ -87,5 +88,6 @@ def prelu_as_relu(model: onnx.ModelProto) -> onnx.ModelProto:
         g.initializer.extend([*kept[:-1], *added, *kept[-1:]])
         onnx.checker.check_model(out)
         out.doc_string = (out.doc_string + "\n" if out.doc_string else "") + (
-            f"livefuse prelu_as_relu: {changed} PRelu as Relu(x)*(1-s) + x*s")
+            f"livefuse prelu_as_relu: {changed} PRelu as Relu(x)*(1-s) + x*s"
+        )
     return out

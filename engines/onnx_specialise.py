@@ -53,8 +53,9 @@ def specialise(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]) ->
         out = onnx.shape_inference.infer_shapes(out, data_prop=True)
         graph = out.graph
         static = _static_shapes(out)
-        consts: dict[str, Any] = {i.name: numpy_helper.to_array(i) for i in graph.initializer
-                                  if _size(i.dims) <= SMALL}
+        consts: dict[str, Any] = {
+            i.name: numpy_helper.to_array(i) for i in graph.initializer if _size(i.dims) <= SMALL
+        }
         opsets = list(out.opset_import)
         kept: list[onnx.NodeProto] = []
         folded = 0
@@ -66,16 +67,19 @@ def specialise(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]) ->
             folded += 1
             for name, array in zip(node.output, value, strict=True):
                 consts[name] = array
-                kept.append(onnx.helper.make_node("Constant", [], [name],
-                                                  value=numpy_helper.from_array(array, name)))
+                kept.append(
+                    onnx.helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array, name))
+                )
         del graph.node[:]
         graph.node.extend(kept)
         left = [n for n in graph.node if n.op_type in SHAPE_OPS]
         if not left:
             break
         if not folded:
-            raise ValueError(f"{left[0].op_type} node {left[0].name or left[0].output[0]}: its input "
-                             f"{left[0].input[0]} has no static shape after inference")
+            raise ValueError(
+                f"{left[0].op_type} node {left[0].name or left[0].output[0]}: its input "
+                f"{left[0].input[0]} has no static shape after inference"
+            )
     return _drop_dead_constants(out)
 
 
@@ -89,8 +93,11 @@ def inline_identities(model: onnx.ModelProto) -> onnx.ModelProto:
     graph = out.graph
     inits = {i.name for i in graph.initializer}
     outputs = {o.name for o in graph.output}
-    alias = {n.output[0]: n.input[0] for n in graph.node
-             if n.op_type == "Identity" and n.input[0] in inits and n.output[0] not in outputs}
+    alias = {
+        n.output[0]: n.input[0]
+        for n in graph.node
+        if n.op_type == "Identity" and n.input[0] in inits and n.output[0] not in outputs
+    }
     if not alias:
         return out
     kept = [n for n in graph.node if not (n.op_type == "Identity" and n.output[0] in alias)]
@@ -103,8 +110,9 @@ def inline_identities(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-def _fold(node: onnx.NodeProto, consts: dict[str, Any], static: dict[str, tuple[int, ...]],
-          opsets: list[Any]) -> list[Any] | None:
+def _fold(
+    node: onnx.NodeProto, consts: dict[str, Any], static: dict[str, tuple[int, ...]], opsets: list[Any]
+) -> list[Any] | None:
     import numpy as np
 
     if node.op_type == "Constant":

@@ -41,10 +41,10 @@ class OrtConfig:
     max_batch: int = 32
     device_id: int = 0
     min_batch: int = 1
-    opt_batch: int | None = None               # TensorRT profile opt (default: max/2)
-    fp16: bool = False                         # TensorRT: allow FP16 kernels; CUDA alone: an fp16 graph
-    trt_engine_cache_dir: Path | None = None   # TensorRT provider: serialized engines
-    trt_timing_cache_dir: Path | None = None   # TensorRT provider: layer timing cache
+    opt_batch: int | None = None  # TensorRT profile opt (default: max/2)
+    fp16: bool = False  # TensorRT: allow FP16 kernels; CUDA alone: an fp16 graph
+    trt_engine_cache_dir: Path | None = None  # TensorRT provider: serialized engines
+    trt_timing_cache_dir: Path | None = None  # TensorRT provider: layer timing cache
     trt_workspace_gb: float = 4.0
     cudnn_conv_algo_search: str = "HEURISTIC"  # CUDA provider
     # full shapes (batch ignored) of inputs whose non-batch dims are dynamic, e.g. RetinaFace at 640x640; an
@@ -62,8 +62,9 @@ def resolve_providers(names: Sequence[str]) -> list[str]:
     out: list[str] = []
     for p in names:
         if p not in PROVIDER_NAMES:
-            raise EngineError(f"unknown ONNX Runtime provider {p!r} "
-                              f"(choose from {', '.join(PROVIDER_NAMES)})")
+            raise EngineError(
+                f"unknown ONNX Runtime provider {p!r} (choose from {', '.join(PROVIDER_NAMES)})"
+            )
         out.append(PROVIDER_NAMES[p])
     if not out:
         raise EngineError("no ONNX Runtime provider configured")
@@ -73,8 +74,10 @@ def resolve_providers(names: Sequence[str]) -> list[str]:
 def check_available(providers: Sequence[str], available: Sequence[str]) -> None:
     missing = [p for p in providers if p not in available]
     if missing:
-        raise EngineError(f"ONNX Runtime providers not available here: {', '.join(missing)} "
-                          f"(have {', '.join(sorted(available))}; {GPU_HINT})")
+        raise EngineError(
+            f"ONNX Runtime providers not available here: {', '.join(missing)} "
+            f"(have {', '.join(sorted(available))}; {GPU_HINT})"
+        )
 
 
 def check_loaded(name: str, requested: Sequence[str], loaded: Sequence[str]) -> None:
@@ -83,8 +86,10 @@ def check_loaded(name: str, requested: Sequence[str], loaded: Sequence[str]) -> 
     at start."""
     missing = [p for p in requested if p not in loaded and p != "CPUExecutionProvider"]
     if missing:
-        raise EngineError(f"{name}: ONNX Runtime did not load {', '.join(missing)} (running on "
-                          f"{', '.join(loaded) or 'nothing'}); {GPU_HINT}")
+        raise EngineError(
+            f"{name}: ONNX Runtime did not load {', '.join(missing)} (running on "
+            f"{', '.join(loaded) or 'nothing'}); {GPU_HINT}"
+        )
 
 
 def route_extra(extra: Mapping[str, str], providers: Sequence[str]) -> dict[str, dict[str, str]]:
@@ -163,14 +168,17 @@ def trt_profile_options(inputs: Sequence[TensorSpec], config: OrtConfig) -> dict
 def provider_options(config: OrtConfig, inputs: Sequence[TensorSpec]) -> list[tuple[str, dict[str, str]]]:
     """(ORT provider name, options) in priority order, ready for `InferenceSession(providers=...)`."""
     if config.cudnn_conv_algo_search not in CUDNN_SEARCH:
-        raise EngineError(f"cudnn_conv_algo_search must be one of {CUDNN_SEARCH}, "
-                          f"got {config.cudnn_conv_algo_search!r}")
+        raise EngineError(
+            f"cudnn_conv_algo_search must be one of {CUDNN_SEARCH}, got {config.cudnn_conv_algo_search!r}"
+        )
     result: list[tuple[str, dict[str, str]]] = []
     for short, name in zip(config.providers, resolve_providers(config.providers), strict=True):
         opts: dict[str, str] = {}
         if short == "cuda":
-            opts = {"device_id": str(config.device_id),
-                    "cudnn_conv_algo_search": config.cudnn_conv_algo_search}
+            opts = {
+                "device_id": str(config.device_id),
+                "cudnn_conv_algo_search": config.cudnn_conv_algo_search,
+            }
         elif short == "tensorrt":
             opts = {
                 "device_id": str(config.device_id),
@@ -193,15 +201,20 @@ def onnx_input_specs(model: Path | bytes) -> tuple[TensorSpec, ...]:
     """Graph inputs read from the ONNX file (needed before the session exists, for TensorRT profiles)."""
     import onnx
 
-    proto = (onnx.load(str(model), load_external_data=False) if isinstance(model, Path)
-             else onnx.load_model_from_string(model))
+    proto = (
+        onnx.load(str(model), load_external_data=False)
+        if isinstance(model, Path)
+        else onnx.load_model_from_string(model)
+    )
     inits = {i.name for i in proto.graph.initializer}
     specs: list[TensorSpec] = []
     for v in proto.graph.input:
         if v.name in inits:
             continue
-        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                     for d in v.type.tensor_type.shape.dim)
+        dims = tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+            for d in v.type.tensor_type.shape.dim
+        )
         specs.append(TensorSpec(v.name, onnx.TensorProto.DataType.Name(v.type.tensor_type.elem_type), dims))
     return tuple(specs)
 

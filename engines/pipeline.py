@@ -80,18 +80,18 @@ class ReferenceUnavailable(ValueError):
 @dataclass(frozen=True)
 class PipelineConfig:
     processors: tuple[str, ...] = (STAGE_SWAP,)
-    swapper: str = "mesh_warp"        # | "inswapper_128"
-    enhancer: str = "detail"          # | "gfpgan_1.4"
+    swapper: str = "mesh_warp"  # | "inswapper_128"
+    enhancer: str = "detail"  # | "gfpgan_1.4"
     detector_size: int = 320
     detector_score: float = 0.5
-    max_faces: int | None = None      # only the N largest faces of a frame
+    max_faces: int | None = None  # only the N largest faces of a frame
     enhancer_blend: float = 0.8
-    presence_threshold: float = 0.5   # FaceMesh presence below this drops the face (false or lost face)
+    presence_threshold: float = 0.5  # FaceMesh presence below this drops the face (false or lost face)
     keep_regions: tuple[str, ...] = KEPT_REGIONS  # target regions kept by default (mouth, eyes)
-    face_selector: str = "many"       # default for sessions that ask nothing: many | one
-    shape: float = FACE_SHAPE         # mesh_warp: how much of the source's face shape (0..1), by default
+    face_selector: str = "many"  # default for sessions that ask nothing: many | one
+    shape: float = FACE_SHAPE  # mesh_warp: how much of the source's face shape (0..1), by default
     mask: BoxMaskConfig = field(default_factory=BoxMaskConfig)  # inswapper / GFPGAN paste mask
-    poisson: bool = False             # mesh_warp: Poisson (seamlessClone) blend instead of colour transfer
+    poisson: bool = False  # mesh_warp: Poisson (seamlessClone) blend instead of colour transfer
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     # torch device for the swap and enhancer stages' image work (mesh_warp: warp, masks, colour, paste; the
@@ -114,8 +114,10 @@ class PipelineConfig:
             raise ValueError("max_faces must be >= 1 or None")
         FaceSettings(keep_regions=self.keep_regions, shape=self.shape)  # validates regions and shape
         if self.face_selector not in FACE_SELECTORS or self.face_selector == "reference":
-            raise ValueError(f"default face selector must be many or one, got {self.face_selector!r} "
-                             "(reference is chosen per session, with its reference face)")
+            raise ValueError(
+                f"default face selector must be many or one, got {self.face_selector!r} "
+                "(reference is chosen per session, with its reference face)"
+            )
 
 
 def image_device_of(config: PipelineConfig) -> str | None:
@@ -123,10 +125,17 @@ def image_device_of(config: PipelineConfig) -> str | None:
 
 
 class Pipeline:
-    def __init__(self, config: PipelineConfig, detector: FaceDetector, landmarker: FaceLandmarker,
-                 swapper: Swapper, enhancer: Enhancer | None, engines: Sequence[Engine],
-                 embedder: ArcFaceEmbedder | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: PipelineConfig,
+        detector: FaceDetector,
+        landmarker: FaceLandmarker,
+        swapper: Swapper,
+        enhancer: Enhancer | None,
+        engines: Sequence[Engine],
+        embedder: ArcFaceEmbedder | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config
         self.detector = detector
         self.landmarker = landmarker
@@ -136,12 +145,18 @@ class Pipeline:
         self._engines = list(engines)
         self._closed = False
         self._clock = clock
-        self._defaults = FaceSettings(keep_regions=config.keep_regions, selector=config.face_selector,
-                                      shape=config.shape)
+        self._defaults = FaceSettings(
+            keep_regions=config.keep_regions, selector=config.face_selector, shape=config.shape
+        )
         self.selector = FaceSelector(embedder)
-        self.images = ImageStages(swapper, enhancer, image_device_of(config),
-                                  enhance_device(config.image_device, config.engine), self._source_data,
-                                  self.settings_of)
+        self.images = ImageStages(
+            swapper,
+            enhancer,
+            image_device_of(config),
+            enhance_device(config.image_device, config.engine),
+            self._source_data,
+            self.settings_of,
+        )
 
     @property
     def device_swap(self) -> DeviceMeshWarp | None:
@@ -167,8 +182,11 @@ class Pipeline:
         """
         det_path = store.require("retinaface_mnet025")
         mesh_path = store.require("facemesh_468")
-        swap_paths = ((store.require("inswapper_128"), store.require("arcface_w600k_r50"))
-                      if config.swapper == "inswapper_128" else None)
+        swap_paths = (
+            (store.require("inswapper_128"), store.require("arcface_w600k_r50"))
+            if config.swapper == "inswapper_128"
+            else None
+        )
         # ArcFace also serves the `reference` face selector: loaded whenever it is installed (and verified).
         arcface_path: Path | None = swap_paths[1] if swap_paths else None
         if swap_paths is None:  # one status check hashes the file; require() after it would hash it again
@@ -185,28 +203,41 @@ class Pipeline:
             return engine
 
         # the detector's spatial dims are dynamic: GPU engines get the canvases it will run (profiles, graphs)
-        det_config = replace(config.engine, input_shapes=config.engine.input_shapes or detector_input_shapes(
-            config.detector_size, max(SOURCE_DETECT_SIZE, config.detector_size)))
+        det_config = replace(
+            config.engine,
+            input_shapes=config.engine.input_shapes
+            or detector_input_shapes(config.detector_size, max(SOURCE_DETECT_SIZE, config.detector_size)),
+        )
         try:
-            detector = FaceDetector(make(det_path, "face_detector", det_config), config.detector_size,
-                                    config.detector_score)
-            landmarker = FaceLandmarker(make(serving_model(mesh_path), "face_landmarker"),
-                                        config.presence_threshold)
+            detector = FaceDetector(
+                make(det_path, "face_detector", det_config), config.detector_size, config.detector_score
+            )
+            landmarker = FaceLandmarker(
+                make(serving_model(mesh_path), "face_landmarker"), config.presence_threshold
+            )
             swapper: Swapper
-            embedder = (ArcFaceEmbedder(make(serving_model(arcface_path), "arcface"))
-                        if arcface_path is not None else None)
+            embedder = (
+                ArcFaceEmbedder(make(serving_model(arcface_path), "arcface"))
+                if arcface_path is not None
+                else None
+            )
             if swap_paths is not None:
                 assert embedder is not None
                 inswapper_path = swap_paths[0]
-                swapper = InswapperSwapper(make(serving_model(inswapper_path), "face_swapper"),
-                                           embedder, load_emap(inswapper_path), config.mask)
+                swapper = InswapperSwapper(
+                    make(serving_model(inswapper_path), "face_swapper"),
+                    embedder,
+                    load_emap(inswapper_path),
+                    config.mask,
+                )
             else:
                 swapper = MeshWarpSwapper(poisson=config.poisson)
             enhancer: Enhancer | None = None
             if STAGE_ENHANCE in config.processors:
                 if gfpgan_path is not None:
-                    enhancer = GfpganEnhancer(make(serving_model(gfpgan_path), "face_enhancer"),
-                                              config.enhancer_blend, config.mask)
+                    enhancer = GfpganEnhancer(
+                        make(serving_model(gfpgan_path), "face_enhancer"), config.enhancer_blend, config.mask
+                    )
                 else:
                     enhancer = DetailEnhancer(config.enhancer_blend)
         except BaseException:
@@ -224,18 +255,22 @@ class Pipeline:
     def prepare_source(self, image_rgb: np.ndarray, source_id: str) -> SourceFace:
         """Detect the source's largest face once and precompute what the swapper needs for every frame."""
         image = np.ascontiguousarray(image_rgb)
-        faces = self.detector.detect([image], max(SOURCE_DETECT_SIZE, self.config.detector_size),
-                                     self.config.detector_score)[0]
+        faces = self.detector.detect(
+            [image], max(SOURCE_DETECT_SIZE, self.config.detector_size), self.config.detector_score
+        )[0]
         if not faces:
             raise NoFaceFound(f"no face found in source image {source_id!r}")
         face = max(faces, key=lambda f: f.area)
         mesh = self.landmarker.run([(image, face)])[0]
         if not self.landmarker.is_face(mesh):
-            raise NoFaceFound(f"source image {source_id!r}: the detected face is not a clear face "
-                              f"(mesh presence {mesh.presence:.2f})")
+            raise NoFaceFound(
+                f"source image {source_id!r}: the detected face is not a clear face "
+                f"(mesh presence {mesh.presence:.2f})"
+            )
         face = measured(face, mesh.landmarks, mesh.presence)
-        source = SourceFace(id=source_id, image=image, faces=len(faces), data={"face": face,
-                                                                                "depth": mesh.depth})
+        source = SourceFace(
+            id=source_id, image=image, faces=len(faces), data={"face": face, "depth": mesh.depth}
+        )
         self._source_data(source)
         return source
 
@@ -245,10 +280,13 @@ class Pipeline:
             raise RuntimeError("pipeline is closed")
         book = StageBook(log)
         loaded = set(self.config.processors)
-        swap_on = [STAGE_SWAP in item.options.processors and STAGE_SWAP in loaded and item.source is not None
-                   for item in items]
-        enhance_on = [STAGE_ENHANCE in item.options.processors and self.enhancer is not None
-                      for item in items]
+        swap_on = [
+            STAGE_SWAP in item.options.processors and STAGE_SWAP in loaded and item.source is not None
+            for item in items
+        ]
+        enhance_on = [
+            STAGE_ENHANCE in item.options.processors and self.enhancer is not None for item in items
+        ]
         active = [i for i in range(len(items)) if swap_on[i] or enhance_on[i]]
 
         faces = self._faces(items, active, book)
@@ -259,10 +297,16 @@ class Pipeline:
         outputs = []
         for i, item in enumerate(items):
             timings, sizes = book.for_item(i)
-            outputs.append(FrameOutput(image=staged.images.get(i, item.image), faces=len(faces[i]),
-                                       timings_ms=timings, batch_sizes=sizes,
-                                       changed=tuple(staged.changed.get(i, ())),
-                                       changed_i420=staged.i420.get(i)))
+            outputs.append(
+                FrameOutput(
+                    image=staged.images.get(i, item.image),
+                    faces=len(faces[i]),
+                    timings_ms=timings,
+                    batch_sizes=sizes,
+                    changed=tuple(staged.changed.get(i, ())),
+                    changed_i420=staged.i420.get(i),
+                )
+            )
         return outputs
 
     def warmup(self) -> None:
@@ -270,9 +314,14 @@ class Pipeline:
         frame = np.full((self.config.detector_size, self.config.detector_size, 3), 128, dtype=np.uint8)
         self.detector.detect([frame])
         s = self.config.detector_size
-        fake = Face(box=np.array([s * 0.3, s * 0.3, s * 0.7, s * 0.7], dtype=np.float32), score=1.0,
-                    kps5=np.array([[0.4, 0.45], [0.6, 0.45], [0.5, 0.55], [0.42, 0.62], [0.58, 0.62]],
-                                  dtype=np.float32) * s)
+        fake = Face(
+            box=np.array([s * 0.3, s * 0.3, s * 0.7, s * 0.7], dtype=np.float32),
+            score=1.0,
+            kps5=np.array(
+                [[0.4, 0.45], [0.6, 0.45], [0.5, 0.55], [0.42, 0.62], [0.58, 0.62]], dtype=np.float32
+            )
+            * s,
+        )
         mesh = self.landmarker.run([(frame, fake)])[0]
         src: MeshSource | None = None
         if isinstance(self.swapper, InswapperSwapper):
@@ -310,8 +359,13 @@ class Pipeline:
         """Detect where needed, mesh every face (tracked or new), move the tracks on, select faces to swap."""
         now = self._clock()
         cfg = self.config.tracking
-        due = [i for i in active if needs_detection(items[i].track, items[i].image.shape[:2], now,
-                                                    items[i].options.detect_every, cfg)]
+        due = [
+            i
+            for i in active
+            if needs_detection(
+                items[i].track, items[i].image.shape[:2], now, items[i].options.detect_every, cfg
+            )
+        ]
         detections = self._detect_items(items, due, book)
 
         jobs: list[tuple[int, Face, TrackedFace | None]] = []
@@ -320,46 +374,67 @@ class Pipeline:
             if track is None:
                 jobs.extend((i, f, None) for f in detections.get(i, []))
             else:
-                plan = plan_meshes(track, items[i].image.shape[:2], detections.get(i), cfg,
-                                   self._time_of(items[i], now))
+                plan = plan_meshes(
+                    track, items[i].image.shape[:2], detections.get(i), cfg, self._time_of(items[i], now)
+                )
                 jobs.extend((i, f, tf) for f, tf in plan)
         meshed: dict[int, list[Face]] = {i: [] for i in active}
         updated: set[int] = set()
         self._mesh_jobs(items, jobs, book, now, meshed, updated)
 
         if cfg.redetect_lost:  # a tracked face lost on a frame that did not detect: look for it in this frame
-            retry = [i for i in active if i not in detections and (track := items[i].track) is not None
-                     and any(id(tf) not in updated for tf in track.faces)]
+            retry = [
+                i
+                for i in active
+                if i not in detections
+                and (track := items[i].track) is not None
+                and any(id(tf) not in updated for tf in track.faces)
+            ]
             found = self._detect_items(items, retry, book)
             detections.update(found)
             jobs = []
             for i, faces in found.items():
                 track = items[i].track
                 assert track is not None
-                jobs.extend((i, f, tf) for f, tf in relink_lost(track, faces, updated, cfg,
-                                                                  self._time_of(items[i], now)))
+                jobs.extend(
+                    (i, f, tf)
+                    for f, tf in relink_lost(track, faces, updated, cfg, self._time_of(items[i], now))
+                )
             self._mesh_jobs(items, jobs, book, now, meshed, updated)
 
         out: list[list[Face]] = [[] for _ in items]
         for i in active:
             item, track = items[i], items[i].track
             settings = self.settings_of(item)
-            reference = (self.reference_embedding(settings.reference)
-                         if settings.selector == "reference" and settings.reference is not None
-                         and self.embedder is not None else None)
+            reference = (
+                self.reference_embedding(settings.reference)
+                if settings.selector == "reference"
+                and settings.reference is not None
+                and self.embedder is not None
+                else None
+            )
             if track is None:
                 out[i] = self.selector.select(item.image, settings, meshed[i], None, None, reference)
                 continue
-            alive = advance(track, item.image.shape[:2], meshed[i], updated, i in detections, now,
-                            self._time_of(item, now), cfg, self.config.max_faces)
+            alive = advance(
+                track,
+                item.image.shape[:2],
+                meshed[i],
+                updated,
+                i in detections,
+                now,
+                self._time_of(item, now),
+                cfg,
+                self.config.max_faces,
+            )
             shown = [displayed(tf, self._time_of(item, now), cfg) for tf in alive]
-            out[i] = self.selector.select(item.image, settings, shown, alive, track,
-                                          reference)
+            out[i] = self.selector.select(item.image, settings, shown, alive, track, reference)
             track.last_faces = out[i]
         return out
 
-    def _detect_items(self, items: Sequence[FrameItem], idxs: Sequence[int],
-                      book: StageBook) -> dict[int, list[Face]]:
+    def _detect_items(
+        self, items: Sequence[FrameItem], idxs: Sequence[int], book: StageBook
+    ) -> dict[int, list[Face]]:
         """Run the detector on these items (one batch per detector size); item index -> faces."""
         by_size: dict[int, list[int]] = {}
         for i in idxs:
@@ -367,14 +442,22 @@ class Pipeline:
         detections: dict[int, list[Face]] = {}
         for size, group in by_size.items():
             with book.time(STAGE_DETECT, group, len(group)):
-                found = self.detector.detect([items[i].image for i in group], size,
-                                             self.config.detector_score)
+                found = self.detector.detect(
+                    [items[i].image for i in group], size, self.config.detector_score
+                )
             for i, f in zip(group, found, strict=True):
                 detections[i] = self._limit(f)
         return detections
 
-    def _mesh_jobs(self, items: Sequence[FrameItem], jobs: Sequence[tuple[int, Face, TrackedFace | None]],
-                   book: StageBook, now: float, meshed: dict[int, list[Face]], updated: set[int]) -> None:
+    def _mesh_jobs(
+        self,
+        items: Sequence[FrameItem],
+        jobs: Sequence[tuple[int, Face, TrackedFace | None]],
+        book: StageBook,
+        now: float,
+        meshed: dict[int, list[Face]],
+        updated: set[int],
+    ) -> None:
         """FaceMesh on every (item, crop face, track) job as one batch (and once more, as a second batch, for
         meshes far off their crop's centre: `TrackingConfig.refine_offset`): a tracked face is updated (and
         its `id()` added to `updated`), a new one appended to `meshed[item]`; crops without a face are
@@ -383,11 +466,16 @@ class Pipeline:
             return
         with book.time(STAGE_LANDMARK, sorted({i for i, _, _ in jobs}), len(jobs)):
             meshes = self.landmarker.run([(items[i].image, f) for i, f, _ in jobs])
-        faces = [measured(crop, m.landmarks, m.presence) if self.landmarker.is_face(m) else None
-                 for (_, crop, _), m in zip(jobs, meshes, strict=True)]
+        faces = [
+            measured(crop, m.landmarks, m.presence) if self.landmarker.is_face(m) else None
+            for (_, crop, _), m in zip(jobs, meshes, strict=True)
+        ]
         limit = self.config.tracking.refine_offset
-        again = [(k, f) for k, f in enumerate(faces)
-                 if f is not None and limit > 0 and off_centre(jobs[k][1], f) > limit]
+        again = [
+            (k, f)
+            for k, f in enumerate(faces)
+            if f is not None and limit > 0 and off_centre(jobs[k][1], f) > limit
+        ]
         if again:  # off its crop's centre: once more from its own crop
             with book.time(STAGE_LANDMARK, sorted({jobs[k][0] for k, _ in again}), len(again)):
                 second = self.landmarker.run([(items[jobs[k][0]].image, seed) for k, seed in again])
@@ -409,8 +497,10 @@ class Pipeline:
     def reference_embedding(self, reference: SourceFace) -> np.ndarray:
         """(512,) ArcFace embedding of a reference face, computed once and kept with it."""
         if self.embedder is None:
-            raise ReferenceUnavailable("face selector 'reference' needs the ArcFace embedder "
-                                       "(arcface_w600k_r50); see `python -m engines.models list`")
+            raise ReferenceUnavailable(
+                "face selector 'reference' needs the ArcFace embedder "
+                "(arcface_w600k_r50); see `python -m engines.models list`"
+            )
         if "arcface" not in reference.data:
             face = reference.data.get("face")
             if not isinstance(face, Face):
@@ -424,8 +514,11 @@ class Pipeline:
         key = self.swapper.name
         if key not in source.data:
             face = source.data.get("face")
-            if not isinstance(face, Face) or face.landmarks is None or (
-                    "depth" not in source.data and not isinstance(self.swapper, InswapperSwapper)):
+            if (
+                not isinstance(face, Face)
+                or face.landmarks is None
+                or ("depth" not in source.data and not isinstance(self.swapper, InswapperSwapper))
+            ):
                 prepared = self.prepare_source(source.image, source.id)
                 source.data.update(prepared.data)
                 return source.data[key]

@@ -40,8 +40,8 @@ GPU_HINT = "TensorRT backend needs an NVIDIA GPU and `pip install 'livefuse[gpu]
 @dataclass(frozen=True)
 class TrtConfig:
     device_id: int = 0
-    contexts: int = 2           # upper bound; the plan's profile count caps it
-    cuda_graphs: bool = False   # one CUDA graph per batch bucket and input shape (padded batches)
+    contexts: int = 2  # upper bound; the plan's profile count caps it
+    cuda_graphs: bool = False  # one CUDA graph per batch bucket and input shape (padded batches)
     acquire_timeout_s: float = 30.0
     # full shapes of inputs with dynamic non-batch dims, captured at start (a name may repeat)
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
@@ -71,10 +71,16 @@ def _check(cudart: Any, result: Any, what: str) -> Any:
 def device_compute_capability(device_id: int = 0) -> tuple[int, int]:
     """(major, minor) of a CUDA device: plans are tied to it, so it is part of the plan file name."""
     _, cudart = _import_gpu()
-    major = _check(cudart, cudart.cudaDeviceGetAttribute(
-        cudart.cudaDeviceAttr.cudaDevAttrComputeCapabilityMajor, device_id), "cudaDeviceGetAttribute")
-    minor = _check(cudart, cudart.cudaDeviceGetAttribute(
-        cudart.cudaDeviceAttr.cudaDevAttrComputeCapabilityMinor, device_id), "cudaDeviceGetAttribute")
+    major = _check(
+        cudart,
+        cudart.cudaDeviceGetAttribute(cudart.cudaDeviceAttr.cudaDevAttrComputeCapabilityMajor, device_id),
+        "cudaDeviceGetAttribute",
+    )
+    minor = _check(
+        cudart,
+        cudart.cudaDeviceGetAttribute(cudart.cudaDeviceAttr.cudaDevAttrComputeCapabilityMinor, device_id),
+        "cudaDeviceGetAttribute",
+    )
     return int(major), int(minor)
 
 
@@ -100,6 +106,7 @@ class ContextPool:
         if not any(s.profile.contains(n) for s in self._slots):
             raise EngineError(f"batch {n} fits no execution context's profile")
         with self._cond:
+
             def ready() -> bool:
                 return self._closed or any(s.profile.contains(n) for s in self._free)
 
@@ -151,8 +158,9 @@ class _Slot:
         self.device: dict[str, int] = {}
         self.host: dict[str, int] = {}
         self.host_views: dict[str, np.ndarray] = {}
-        self.stream = _check(cudart, cudart.cudaStreamCreateWithFlags(cudart.cudaStreamNonBlocking),
-                             "cudaStreamCreate")
+        self.stream = _check(
+            cudart, cudart.cudaStreamCreateWithFlags(cudart.cudaStreamNonBlocking), "cudaStreamCreate"
+        )
         self.context = engine._engine.create_execution_context()
         if self.context is None:
             raise EngineError(f"{engine.name}: cannot create execution context {index}")
@@ -211,19 +219,29 @@ class TrtEngine(DescribedEngine):
         self._runtime = trt.Runtime(self._logger)
         self._engine = self._runtime.deserialize_cuda_engine(data)
         if self._engine is None:
-            raise EngineError(f"{self._name}: cannot deserialize the plan (built by another TensorRT version "
-                              f"or GPU? rebuild with scripts/build_engines.py)")
+            raise EngineError(
+                f"{self._name}: cannot deserialize the plan (built by another TensorRT version "
+                f"or GPU? rebuild with scripts/build_engines.py)"
+            )
         layouts: list[TensorLayout] = []
         for i in range(self._engine.num_io_tensors):
             tname = self._engine.get_tensor_name(i)
             is_input = self._engine.get_tensor_mode(tname) == trt.TensorIOMode.INPUT
-            layouts.append(TensorLayout(tname, str(self._engine.get_tensor_dtype(tname)),
-                                        tuple(self._engine.get_tensor_shape(tname)), is_input))
+            layouts.append(
+                TensorLayout(
+                    tname,
+                    str(self._engine.get_tensor_dtype(tname)),
+                    tuple(self._engine.get_tensor_shape(tname)),
+                    is_input,
+                )
+            )
         self._layouts = tuple(layouts)
-        self._inputs = tuple(TensorSpec(t.name, dtype_of(t.dtype), _spec_shape(t.shape))
-                             for t in layouts if t.is_input)
-        self._outputs = tuple(TensorSpec(t.name, dtype_of(t.dtype), _spec_shape(t.shape))
-                              for t in layouts if not t.is_input)
+        self._inputs = tuple(
+            TensorSpec(t.name, dtype_of(t.dtype), _spec_shape(t.shape)) for t in layouts if t.is_input
+        )
+        self._outputs = tuple(
+            TensorSpec(t.name, dtype_of(t.dtype), _spec_shape(t.shape)) for t in layouts if not t.is_input
+        )
         first = self._inputs[0].name
         profiles = []
         for p in range(self._engine.num_optimization_profiles):
@@ -251,8 +269,10 @@ class TrtEngine(DescribedEngine):
         for shapes in warmup_shapes(self._inputs, self._config.input_shapes):
             for slot in self._pool.all_idle():
                 for bucket in self._buckets[slot.index]:
-                    zeros = {s.name: np.zeros((bucket, *shapes[s.name][1:]), dtype=np.dtype(s.dtype))
-                             for s in self._inputs}
+                    zeros = {
+                        s.name: np.zeros((bucket, *shapes[s.name][1:]), dtype=np.dtype(s.dtype))
+                        for s in self._inputs
+                    }
                     self._run(slot, zeros, bucket, bucket)
 
     def captured(self) -> list[GraphKey]:
@@ -284,8 +304,7 @@ class TrtEngine(DescribedEngine):
             size = nbytes(shape, dtype.itemsize)
             view = slot.host_views[spec.name]
             if size > view.size:
-                raise EngineError(f"{self._name}: input {spec.name} {shape} exceeds the profile's "
-                                  "max shape")
+                raise EngineError(f"{self._name}: input {spec.name} {shape} exceeds the profile's max shape")
             # one host copy, straight into pinned memory (dtype and layout converted on the way); a batch
             # padded to its bucket repeats its last item there (the extra results are cut)
             staged = view[:size].view(dtype).reshape(shape)
@@ -295,8 +314,11 @@ class TrtEngine(DescribedEngine):
             if not slot.context.set_input_shape(spec.name, shape):
                 raise EngineError(f"{self._name}: shape {shape} rejected for input {spec.name}")
             shapes[spec.name] = shape
-            _check(cudart, cudart.cudaMemcpyAsync(slot.device[spec.name], slot.host[spec.name], size, h2d,
-                                                  slot.stream), "cudaMemcpyAsync H2D")
+            _check(
+                cudart,
+                cudart.cudaMemcpyAsync(slot.device[spec.name], slot.host[spec.name], size, h2d, slot.stream),
+                "cudaMemcpyAsync H2D",
+            )
         out_shapes = {s.name: tuple(slot.context.get_tensor_shape(s.name)) for s in self._outputs}
         if self._config.cuda_graphs:
             self._launch_graph(slot, graph_key(shapes, run_n))
@@ -304,8 +326,11 @@ class TrtEngine(DescribedEngine):
             raise EngineError(f"{self._name}: execute_async_v3 failed")
         for spec in self._outputs:
             size = nbytes(out_shapes[spec.name], np.dtype(spec.dtype).itemsize)
-            _check(cudart, cudart.cudaMemcpyAsync(slot.host[spec.name], slot.device[spec.name], size, d2h,
-                                                  slot.stream), "cudaMemcpyAsync D2H")
+            _check(
+                cudart,
+                cudart.cudaMemcpyAsync(slot.host[spec.name], slot.device[spec.name], size, d2h, slot.stream),
+                "cudaMemcpyAsync D2H",
+            )
         _check(cudart, cudart.cudaStreamSynchronize(slot.stream), "cudaStreamSynchronize")
         result: dict[str, np.ndarray] = {}
         for spec in self._outputs:

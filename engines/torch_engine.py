@@ -39,11 +39,11 @@ TORCH_HINT = "the torch backend needs `pip install 'livefuse[torch]'` (PyTorch a
 
 @dataclass(frozen=True)
 class TorchConfig:
-    device: str = "cpu"            # "cpu" | "cuda" | "cuda:N"
-    fp16: bool = False             # half weights and activations (outputs are returned as float32)
+    device: str = "cpu"  # "cpu" | "cuda" | "cuda:N"
+    fp16: bool = False  # half weights and activations (outputs are returned as float32)
     max_batch: int = 16
-    workers: int = 2               # slots that run concurrently (one CUDA stream each)
-    cuda_graphs: bool = True       # CUDA only: replay captured graphs (batches padded to their bucket)
+    workers: int = 2  # slots that run concurrently (one CUDA stream each)
+    cuda_graphs: bool = True  # CUDA only: replay captured graphs (batches padded to their bucket)
     # full shapes of inputs with dynamic non-batch dims, captured at warm-up (a name may appear twice)
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     acquire_timeout_s: float = 30.0
@@ -78,6 +78,7 @@ def _onnx2torch_without_torchvision() -> Any:
     def missing(name: str) -> Any:
         def fail(*_args: Any, **_kwargs: Any) -> Any:
             raise EngineError(f"ONNX op needing torchvision.ops.{name}: `pip install torchvision`")
+
         return fail
 
     ops = types.ModuleType("torchvision.ops")
@@ -99,8 +100,10 @@ def onnx_output_specs(proto: Any) -> tuple[TensorSpec, ...]:
 
     out: list[TensorSpec] = []
     for v in proto.graph.output:
-        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                     for d in v.type.tensor_type.shape.dim)
+        dims = tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+            for d in v.type.tensor_type.shape.dim
+        )
         out.append(TensorSpec(v.name, onnx.TensorProto.DataType.Name(v.type.tensor_type.elem_type), dims))
     return tuple(out)
 
@@ -115,8 +118,12 @@ def share_weights(base: Any, other: Any) -> int:
         for store in (module._parameters, module._buffers):
             for key, tensor in list(store.items()):
                 ref = own.get(f"{mod_name}.{key}" if mod_name else key)
-                if tensor is not None and ref is not None and ref.shape == tensor.shape \
-                        and ref.dtype == tensor.dtype:
+                if (
+                    tensor is not None
+                    and ref is not None
+                    and ref.shape == tensor.shape
+                    and ref.dtype == tensor.dtype
+                ):
                     store[key] = ref
                     shared += 1
     return shared
@@ -154,15 +161,16 @@ class _Slot:
         self.index = index
         self.profile = profile
         self.stream = stream
-        self.pool = pool          # one CUDA graph memory pool per slot: its graphs never run at once
+        self.pool = pool  # one CUDA graph memory pool per slot: its graphs never run at once
         self.graphs: dict[GraphKey, _Graph] = {}
 
 
 class TorchEngine(DescribedEngine):
     """Engine protocol over an onnx2torch module. Thread-safe: concurrent calls use different slots."""
 
-    def __init__(self, model: Path | bytes, config: TorchConfig = TorchConfig(),
-                 name: str | None = None) -> None:
+    def __init__(
+        self, model: Path | bytes, config: TorchConfig = TorchConfig(), name: str | None = None
+    ) -> None:
         import onnx
 
         torch, onnx2torch = import_torch()
@@ -174,8 +182,10 @@ class TorchEngine(DescribedEngine):
         self._device = torch.device(config.device)
         self._cuda = self._device.type == "cuda"
         if self._cuda and not torch.cuda.is_available():
-            raise EngineError(f"{self._name}: torch {torch.__version__} sees no CUDA device "
-                              f"(asked for {config.device}); a CPU run here would be silently slow")
+            raise EngineError(
+                f"{self._name}: torch {torch.__version__} sees no CUDA device "
+                f"(asked for {config.device}); a CPU run here would be silently slow"
+            )
         if config.threads > 0 and torch.get_num_threads() != config.threads:
             torch.set_num_threads(config.threads)
         if self._device.type not in ("cpu", "cuda"):
@@ -183,10 +193,17 @@ class TorchEngine(DescribedEngine):
         proto = onnx.load_model_from_string(model.read_bytes() if isinstance(model, Path) else model)
         inits = {i.name for i in proto.graph.initializer}
         self._inputs = tuple(
-            TensorSpec(v.name, onnx.TensorProto.DataType.Name(v.type.tensor_type.elem_type),
-                       tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                             for d in v.type.tensor_type.shape.dim))
-            for v in proto.graph.input if v.name not in inits)
+            TensorSpec(
+                v.name,
+                onnx.TensorProto.DataType.Name(v.type.tensor_type.elem_type),
+                tuple(
+                    d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                    for d in v.type.tensor_type.shape.dim
+                ),
+            )
+            for v in proto.graph.input
+            if v.name not in inits
+        )
         self._outputs = onnx_output_specs(proto)
         self._batch = batch_range_of(self._inputs, config.max_batch)
         self._proto = proto = inline_identities(proto)
@@ -273,8 +290,9 @@ class TorchEngine(DescribedEngine):
         for shapes in shape_sets:
             for b in sizes:
                 full = {k: (b, *v[1:]) for k, v in shapes.items()}
-                zeros = {s.name: np.zeros(full[s.name], dtype=np.dtype(_np_dtype(s.dtype)))
-                         for s in self._inputs}
+                zeros = {
+                    s.name: np.zeros(full[s.name], dtype=np.dtype(_np_dtype(s.dtype))) for s in self._inputs
+                }
                 for slot in self._slots:
                     self._run(slot, zeros, b)
 
@@ -299,8 +317,10 @@ class TorchEngine(DescribedEngine):
     def _run(self, slot: _Slot, inputs: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
         torch = self._torch
         if not self._cuda:
-            tensors = {s.name: torch.from_numpy(np.require(inputs[s.name], requirements=("C", "W")))
-                       for s in self._inputs}
+            tensors = {
+                s.name: torch.from_numpy(np.require(inputs[s.name], requirements=("C", "W")))
+                for s in self._inputs
+            }
             return {k: o.numpy() for k, o in self._run_cpu(tensors).items()}
 
         def stage(graph: _Graph, bucket: int) -> None:  # through the pinned buffers: one host copy in
@@ -315,8 +335,11 @@ class TorchEngine(DescribedEngine):
         with torch.cuda.device(self._device):
             graph, outs = self._run_slot(slot, shapes, n, stage)
             with torch.cuda.stream(slot.stream):
-                host_out = graph.host_out if graph.graph is not None else \
-                    [torch.empty(o.shape, dtype=o.dtype, pin_memory=True) for o in outs]
+                host_out = (
+                    graph.host_out
+                    if graph.graph is not None
+                    else [torch.empty(o.shape, dtype=o.dtype, pin_memory=True) for o in outs]
+                )
                 for h, o in zip(host_out, outs, strict=True):
                     h.copy_(o, non_blocking=True)
             slot.stream.synchronize()
@@ -352,8 +375,9 @@ class TorchEngine(DescribedEngine):
             outs = self._forward(module, [tensors[s.name] for s in self._inputs])
         return {spec.name: o for spec, o in zip(self._outputs, outs, strict=True)}
 
-    def _run_slot(self, slot: _Slot, shapes: dict[str, tuple[int, ...]], n: int,
-                  stage: Callable[[_Graph, int], None]) -> tuple[_Graph, list[Any]]:
+    def _run_slot(
+        self, slot: _Slot, shapes: dict[str, tuple[int, ...]], n: int, stage: Callable[[_Graph, int], None]
+    ) -> tuple[_Graph, list[Any]]:
         """The CUDA path both `infer` and `infer_tensors` take: the slot's static buffers (and graph) for
         these shapes at n's bucket, `stage(graph, bucket)` filling `graph.inputs` on the slot's stream, then
         the replay (or, graphs off, the forward). Returns the graph and its device outputs (bucket rows),
@@ -383,8 +407,10 @@ class TorchEngine(DescribedEngine):
         slot's stream, as PyTorch's graph docs ask: lazy initialisation must not be captured)."""
         torch = self._torch
         module = self._module_for(shapes)
-        dev_in = {s.name: torch.zeros(shapes[s.name], dtype=_torch_dtype(torch, s.dtype), device=self._device)
-                  for s in self._inputs}
+        dev_in = {
+            s.name: torch.zeros(shapes[s.name], dtype=_torch_dtype(torch, s.dtype), device=self._device)
+            for s in self._inputs
+        }
         host_in = {k: torch.zeros(v.shape, dtype=v.dtype, pin_memory=True) for k, v in dev_in.items()}
         if not self._use_graphs:
             return _Graph(None, dev_in, [], host_in, [])
@@ -399,8 +425,9 @@ class TorchEngine(DescribedEngine):
             with torch.inference_mode(), torch.cuda.graph(graph, pool=slot.pool, stream=slot.stream):
                 outs = self._forward(module, args)
         except Exception as e:
-            raise EngineError(f"{self._name}: CUDA graph capture failed for {shapes} (a host sync inside "
-                              f"the forward?): {e}") from None
+            raise EngineError(
+                f"{self._name}: CUDA graph capture failed for {shapes} (a host sync inside the forward?): {e}"
+            ) from None
         host_out = [torch.empty(o.shape, dtype=o.dtype, pin_memory=True) for o in outs]
         return _Graph(graph, dev_in, outs, host_in, host_out)
 
@@ -417,8 +444,16 @@ class TorchEngine(DescribedEngine):
             self._torch.cuda.empty_cache()
 
 
-_NP_DTYPES = {"FLOAT": "float32", "FLOAT16": "float16", "DOUBLE": "float64", "INT64": "int64",
-              "INT32": "int32", "UINT8": "uint8", "INT8": "int8", "BOOL": "bool"}
+_NP_DTYPES = {
+    "FLOAT": "float32",
+    "FLOAT16": "float16",
+    "DOUBLE": "float64",
+    "INT64": "int64",
+    "INT32": "int32",
+    "UINT8": "uint8",
+    "INT8": "int8",
+    "BOOL": "bool",
+}
 
 
 def _np_dtype(onnx_name: str) -> str:

@@ -29,21 +29,27 @@ INSTALL_HINT = "the triton engine needs `pip install 'livefuse[triton]'` (triton
 
 # Triton datatype strings -> numpy dtypes (KServe v2 protocol names)
 NUMPY_DTYPES: Mapping[str, Any] = {
-    "FP32": np.float32, "FP16": np.float16, "FP64": np.float64, "INT64": np.int64, "INT32": np.int32,
-    "INT8": np.int8, "UINT8": np.uint8, "BOOL": np.bool_,
+    "FP32": np.float32,
+    "FP16": np.float16,
+    "FP64": np.float64,
+    "INT64": np.int64,
+    "INT32": np.int32,
+    "INT8": np.int8,
+    "UINT8": np.uint8,
+    "BOOL": np.bool_,
 }
 
 
 @dataclass(frozen=True)
 class TritonConfig:
-    url: str = "127.0.0.1:8001"          # gRPC endpoint HOST:PORT (dns:///HOST:PORT = every address of HOST)
-    model_prefix: str = ""               # model name = prefix + engine name
-    model_version: str = ""              # "" = the server's policy (latest)
-    timeout_s: float = 10.0              # per inference request (client deadline)
-    connect_timeout_s: float = 60.0      # at start-up: how long to wait for the server and the model
-    shm: bool = False                    # system shared memory (server on the same host)
-    reconnect_max_ms: int = 1000         # cap on gRPC's reconnect backoff
-    ready_cache_s: float = 1.0           # is_ready() answers from a cache this fresh
+    url: str = "127.0.0.1:8001"  # gRPC endpoint HOST:PORT (dns:///HOST:PORT = every address of HOST)
+    model_prefix: str = ""  # model name = prefix + engine name
+    model_version: str = ""  # "" = the server's policy (latest)
+    timeout_s: float = 10.0  # per inference request (client deadline)
+    connect_timeout_s: float = 60.0  # at start-up: how long to wait for the server and the model
+    shm: bool = False  # system shared memory (server on the same host)
+    reconnect_max_ms: int = 1000  # cap on gRPC's reconnect backoff
+    ready_cache_s: float = 1.0  # is_ready() answers from a cache this fresh
 
     def __post_init__(self) -> None:
         host, sep, port = self.url.rpartition(":")
@@ -76,26 +82,31 @@ def describe_error(exc: Exception, url: str, model: str) -> str:
     return f"triton at {url}: {model}: {text}"
 
 
-def check_inputs(name: str, specs: tuple[TensorSpec, ...], inputs: Mapping[str, np.ndarray],
-                 batch: BatchRange) -> int:
+def check_inputs(
+    name: str, specs: tuple[TensorSpec, ...], inputs: Mapping[str, np.ndarray], batch: BatchRange
+) -> int:
     """Validate names, ranks, fixed dims and batch before a request leaves; returns the batch size."""
     missing = [s.name for s in specs if s.name not in inputs]
     extra = sorted(set(inputs) - {s.name for s in specs})
     if missing or extra:
-        raise EngineError(f"{name}: input names {sorted(inputs)} do not match the model's "
-                          f"{[s.name for s in specs]}")
+        raise EngineError(
+            f"{name}: input names {sorted(inputs)} do not match the model's {[s.name for s in specs]}"
+        )
     n = batch_size_of(dict(inputs))
     if not batch.min <= n <= batch.max:
         raise EngineError(f"{name}: batch {n} outside {batch.min}..{batch.max}")
     for spec in specs:
         arr = inputs[spec.name]
         if arr.ndim != len(spec.shape):
-            raise EngineError(f"{name}: input {spec.name} has shape {arr.shape}, model expects "
-                              f"rank {len(spec.shape)} {spec.shape}")
+            raise EngineError(
+                f"{name}: input {spec.name} has shape {arr.shape}, model expects "
+                f"rank {len(spec.shape)} {spec.shape}"
+            )
         for got, want in zip(arr.shape[1:], spec.shape[1:], strict=True):
             if isinstance(want, int) and want > 0 and got != want:
-                raise EngineError(f"{name}: input {spec.name} has shape {arr.shape}, "
-                                  f"model expects {spec.shape}")
+                raise EngineError(
+                    f"{name}: input {spec.name} has shape {arr.shape}, model expects {spec.shape}"
+                )
     return n
 
 
@@ -121,10 +132,12 @@ class _ShmSlot:
         self.inp = shm.create_shared_memory_region(f"{self.tag}-in", f"/{self.tag}-in", self.in_bytes)
         self.out = shm.create_shared_memory_region(f"{self.tag}-out", f"/{self.tag}-out", self.out_bytes)
         try:
-            client.register_system_shared_memory(f"{self.tag}-in", f"/{self.tag}-in", self.in_bytes,
-                                                 client_timeout=timeout_s)
-            client.register_system_shared_memory(f"{self.tag}-out", f"/{self.tag}-out", self.out_bytes,
-                                                 client_timeout=timeout_s)
+            client.register_system_shared_memory(
+                f"{self.tag}-in", f"/{self.tag}-in", self.in_bytes, client_timeout=timeout_s
+            )
+            client.register_system_shared_memory(
+                f"{self.tag}-out", f"/{self.tag}-out", self.out_bytes, client_timeout=timeout_s
+            )
         except Exception:
             self.destroy(None, timeout_s)
             raise
@@ -166,10 +179,12 @@ class TritonEngine(DescribedEngine):
         self._grpc = grpcclient
         self._wait_until_ready(config.connect_timeout_s)
         try:
-            meta = self._client.get_model_metadata(self._model, config.model_version,
-                                                   client_timeout=config.timeout_s)
-            model_config = self._client.get_model_config(self._model, config.model_version,
-                                                         client_timeout=config.timeout_s).config
+            meta = self._client.get_model_metadata(
+                self._model, config.model_version, client_timeout=config.timeout_s
+            )
+            model_config = self._client.get_model_config(
+                self._model, config.model_version, client_timeout=config.timeout_s
+            ).config
         except self._exc_type as e:
             raise EngineError(describe_error(e, config.url, self._model)) from None
         max_batch = int(model_config.max_batch_size)
@@ -218,8 +233,10 @@ class TritonEngine(DescribedEngine):
             return ok
         client = self._client
         try:
-            ok = bool(client is not None and client.is_model_ready(self._model, self._config.model_version,
-                                                                   client_timeout=1.0))
+            ok = bool(
+                client is not None
+                and client.is_model_ready(self._model, self._config.model_version, client_timeout=1.0)
+            )
         except self._exc_type:
             ok = False
         self._ready_at = (now, ok)
@@ -245,8 +262,13 @@ class TritonEngine(DescribedEngine):
 
     def _call(self, client: Any, requests: list[Any], outs: list[Any]) -> Any:
         try:
-            return client.infer(self._model, requests, model_version=self._config.model_version, outputs=outs,
-                                client_timeout=self._config.timeout_s)
+            return client.infer(
+                self._model,
+                requests,
+                model_version=self._config.model_version,
+                outputs=outs,
+                client_timeout=self._config.timeout_s,
+            )
         except self._exc_type as e:
             self._ready_at = (0.0, False)
             raise EngineError(describe_error(e, self._config.url, self._model)) from None
@@ -268,8 +290,11 @@ class TritonEngine(DescribedEngine):
         arrays = [np.ascontiguousarray(inputs[s.name], dtype=NUMPY_DTYPES.get(s.dtype)) for s in self._inputs]
         in_bytes = sum(a.nbytes for a in arrays)
         shapes = {s.name: self._out_shape(s, n) for s in self._outputs}
-        out_bytes = sum(int(np.prod(sh)) * np.dtype(NUMPY_DTYPES[s.dtype]).itemsize
-                        for s in self._outputs if (sh := shapes[s.name]) is not None)
+        out_bytes = sum(
+            int(np.prod(sh)) * np.dtype(NUMPY_DTYPES[s.dtype]).itemsize
+            for s in self._outputs
+            if (sh := shapes[s.name]) is not None
+        )
         slot = self._take_slot(client, in_bytes, out_bytes)
         healthy = True  # a slot goes back to the pool only after a call that worked
         try:
@@ -301,7 +326,8 @@ class TritonEngine(DescribedEngine):
                 if spec.name in places:
                     off, shape = places[spec.name]
                     outputs[spec.name] = shm.get_contents_as_numpy(
-                        slot.out, NUMPY_DTYPES[spec.dtype], list(shape), offset=off).copy()
+                        slot.out, NUMPY_DTYPES[spec.dtype], list(shape), offset=off
+                    ).copy()
                 else:
                     outputs[spec.name] = self._checked(result.as_numpy(spec.name), spec.name, n)
             return outputs
@@ -327,8 +353,9 @@ class TritonEngine(DescribedEngine):
         except self._exc_type as e:
             raise EngineError(describe_error(e, self._config.url, self._model)) from None
         except OSError as e:
-            raise EngineError(f"{self._name}: cannot create shared memory ({e}); "
-                              f"run without --triton-shm") from None
+            raise EngineError(
+                f"{self._name}: cannot create shared memory ({e}); run without --triton-shm"
+            ) from None
         with self._lock:
             self._all_slots.append(new)
         return new

@@ -39,8 +39,9 @@ class BatchProfile:
 
     def __post_init__(self) -> None:
         if not 1 <= self.min <= self.opt <= self.max:
-            raise ValueError(f"invalid batch profile {self.min}/{self.opt}/{self.max} "
-                             "(need 1 <= min <= opt <= max)")
+            raise ValueError(
+                f"invalid batch profile {self.min}/{self.opt}/{self.max} (need 1 <= min <= opt <= max)"
+            )
 
     def contains(self, n: int) -> bool:
         return self.min <= n <= self.max
@@ -69,8 +70,10 @@ def plan_filename(key: PlanKey) -> str:
     if "." in key.model or "/" in key.model:
         raise ValueError(f"model name {key.model!r} must not contain '.' or '/'")
     major, minor = key.compute_capability
-    return (f"{key.model}.trt{key.trt_version}.sm{major}{minor}.{key.precision}."
-            f"b{key.min_batch}-{key.max_batch}.plan")
+    return (
+        f"{key.model}.trt{key.trt_version}.sm{major}{minor}.{key.precision}."
+        f"b{key.min_batch}-{key.max_batch}.plan"
+    )
 
 
 _PLAN_RE = re.compile(
@@ -84,8 +87,14 @@ def parse_plan_filename(name: str) -> PlanKey | None:
     if not m:
         return None
     cc = m.group("cc")
-    return PlanKey(m.group("model"), m.group("ver"), (int(cc[:-1]), int(cc[-1])), m.group("prec"),
-                   int(m.group("min")), int(m.group("max")))
+    return PlanKey(
+        m.group("model"),
+        m.group("ver"),
+        (int(cc[:-1]), int(cc[-1])),
+        m.group("prec"),
+        int(m.group("min")),
+        int(m.group("max")),
+    )
 
 
 def plan_model_name(path: Path) -> str:
@@ -194,8 +203,9 @@ def resolve_shape(shape: Sequence[int], batch: int) -> tuple[int, ...]:
     if out and out[0] == -1:
         out[0] = batch
     if any(d < 0 for d in out):
-        raise ValueError(f"shape {tuple(shape)} has dynamic dims besides the batch; "
-                         "give explicit profile shapes")
+        raise ValueError(
+            f"shape {tuple(shape)} has dynamic dims besides the batch; give explicit profile shapes"
+        )
     return tuple(out)
 
 
@@ -218,7 +228,7 @@ class TensorLayout:
     """A tensor as the engine reports it (dim 0 = batch, -1 when dynamic)."""
 
     name: str
-    dtype: str          # TensorRT DataType name, e.g. "FLOAT"
+    dtype: str  # TensorRT DataType name, e.g. "FLOAT"
     shape: tuple[int, ...]
     is_input: bool
 
@@ -235,8 +245,9 @@ class BufferPlan:
         return sum(aligned(s) for s in self.sizes.values())
 
 
-def plan_buffers(tensors: Sequence[TensorLayout], max_batch: int,
-                 max_shapes: dict[str, tuple[int, ...]] | None = None) -> BufferPlan:
+def plan_buffers(
+    tensors: Sequence[TensorLayout], max_batch: int, max_shapes: dict[str, tuple[int, ...]] | None = None
+) -> BufferPlan:
     """Buffers sized once for the largest batch, so `infer` never allocates on the hot path.
 
     `max_shapes` overrides a tensor's shape (outputs whose non-batch dims depend on input size, taken from
@@ -271,8 +282,10 @@ def profile_shapes(
             rest: list[int] = []
             for d in base[1:]:
                 if not isinstance(d, int) or d <= 0:
-                    raise ValueError(f"input {name} has a dynamic non-batch dim {tuple(shape)}: pass its "
-                                     f"shape (e.g. --shape {name}:1x3x640x640)")
+                    raise ValueError(
+                        f"input {name} has a dynamic non-batch dim {tuple(shape)}: pass its "
+                        f"shape (e.g. --shape {name}:1x3x640x640)"
+                    )
                 rest.append(d)
             rests.append(rest)
         if len({len(r) for r in rests}) != 1:

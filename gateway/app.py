@@ -127,9 +127,7 @@ def _default_monitor(config: GatewayConfig, governor: Governor) -> MonitorLike:
     return Monitor(_monitor_config(config), governor=governor)
 
 
-def _start_decoders(
-    app: web.Application, parts: dict[str, Any], monitor: MonitorLike, enabled: bool
-) -> None:
+def _start_decoders(app: web.Application, parts: dict[str, Any], monitor: MonitorLike, enabled: bool) -> None:
     """NVDEC where the GPU has it and `enabled` (webrtc.codecs.hw_decode): an event and /api/stats "decoder"
     say which decoder runs per codec."""
     from gateway.monitoring.routes import add_section

@@ -157,8 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(?faces=reference&reference=<source id>: the face most like an uploaded image, needs ArcFace)",
     )
     a("--poisson-blend", action="store_true", default=None, help="mesh_warp: Poisson (seamless) blending")
-    a("--face-shape", type=float, help="mesh_warp: how much of the source's face shape (outline, jaw, "
-      "proportions) the swap takes, 0..1 (default 1; 0 = the target's); a WHIP ?shape= overrides")
+    a(
+        "--face-shape",
+        type=float,
+        help="mesh_warp: how much of the source's face shape (outline, jaw, "
+        "proportions) the swap takes, 0..1 (default 1; 0 = the target's); a WHIP ?shape= overrides",
+    )
     a("--mask-blur", type=float, help="inswapper/GFPGAN paste mask blur, 0..1 (default 0.3)")
     a(
         "--mask-padding",

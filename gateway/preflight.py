@@ -56,5 +56,6 @@ def check_torch(providers: tuple[str, ...], device_id: int) -> None:
     if config.device.startswith("cuda"):
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count <= device_id:
-            raise EngineError(f"torch {torch.__version__} sees {count} CUDA device(s), "
-                              f"device {device_id} asked")
+            raise EngineError(
+                f"torch {torch.__version__} sees {count} CUDA device(s), device {device_id} asked"
+            )

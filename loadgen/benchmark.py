@@ -47,7 +47,7 @@ class BenchmarkConfig:
     cold: bool = False
     budget_ms: float = 150.0
     loop_frames: int = 30
-    fps: float = 30.0   # only shapes the synthetic motion; the benchmark runs as fast as it can
+    fps: float = 30.0  # only shapes the synthetic motion; the benchmark runs as fast as it can
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,9 @@ def _read_rgb(path: Path) -> np.ndarray:
 class _Feeder:
     """B simulated sessions, each with its own FaceTrack, walking the precomputed loop."""
 
-    def __init__(self, frames: list[np.ndarray], source: SourceFace, options: FrameOptions,
-                 batch: int) -> None:
+    def __init__(
+        self, frames: list[np.ndarray], source: SourceFace, options: FrameOptions, batch: int
+    ) -> None:
         self.frames = frames
         self.source = source
         self.options = options
@@ -124,14 +125,22 @@ class _Feeder:
         (Advancing each session by B frames per call made every session's face move B times too fast, which
         tracked sessions see as lost faces.)"""
         n, b = len(self.frames), len(self.tracks)
-        out = [FrameItem(self.frames[(self.counter + k * n // b) % n], self.source, self.options, track)
-               for k, track in enumerate(self.tracks)]
+        out = [
+            FrameItem(self.frames[(self.counter + k * n // b) % n], self.source, self.options, track)
+            for k, track in enumerate(self.tracks)
+        ]
         self.counter += 1
         return out
 
 
-def _measure(pipeline: Pipeline, feeder: _Feeder, name: str, duration: float, vram: PeakVram,
-             on_progress: Callable[[BenchProgress], None] | None) -> dict[str, Any]:
+def _measure(
+    pipeline: Pipeline,
+    feeder: _Feeder,
+    name: str,
+    duration: float,
+    vram: PeakVram,
+    on_progress: Callable[[BenchProgress], None] | None,
+) -> dict[str, Any]:
     proc = psutil.Process()
     call_ms: list[float] = []
     stages: dict[str, list[float]] = {}
@@ -158,12 +167,24 @@ def _measure(pipeline: Pipeline, feeder: _Feeder, name: str, duration: float, vr
     cpu1 = proc.cpu_times()
     cpu_s = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     n_frames = len(call_ms) * len(feeder.tracks)
-    return {"call_ms": call_ms, "stages": stages, "faces": faces, "batch_seen": batch_seen,
-            "rss_peak": rss_peak, "elapsed": elapsed, "cpu_s": cpu_s, "frames": n_frames}
+    return {
+        "call_ms": call_ms,
+        "stages": stages,
+        "faces": faces,
+        "batch_seen": batch_seen,
+        "rss_peak": rss_peak,
+        "elapsed": elapsed,
+        "cpu_s": cpu_s,
+        "frames": n_frames,
+    }
 
 
-def run_benchmark(config: BenchmarkConfig, store: ModelStore, media_root: Path,
-                  on_progress: Callable[[BenchProgress], None] | None = None) -> list[dict[str, Any]]:
+def run_benchmark(
+    config: BenchmarkConfig,
+    store: ModelStore,
+    media_root: Path,
+    on_progress: Callable[[BenchProgress], None] | None = None,
+) -> list[dict[str, Any]]:
     """Every matrix cell's report entry (see loadgen.report for the fields)."""
     source_image = _read_rgb(media_path(media_root, "astronaut.png"))
     vram = PeakVram()
@@ -173,7 +194,7 @@ def run_benchmark(config: BenchmarkConfig, store: ModelStore, media_root: Path,
     options = FrameOptions(processors=config.processors)
     try:
         for batch in config.batch_sizes:
-            for (w, h) in config.resolutions:
+            for w, h in config.resolutions:
                 for case in config.test_cases:
                     loop = build_loop(SynthConfig(w, h, config.fps, case, config.loop_frames), media_root)
                     frames = [loop.rgb(i) for i in range(len(loop))]
@@ -198,22 +219,34 @@ def run_benchmark(config: BenchmarkConfig, store: ModelStore, media_root: Path,
                         m = _measure(pipeline, feeder, name, duration, vram, on_progress)
                         elapsed = m["elapsed"]
                         lat = LatencySummary.of(m["call_ms"], config.budget_ms)
-                        runs.append({
-                            "name": name, "test_case": case, "resolution": f"{w}x{h}", "batch_size": batch,
-                            "processors": list(config.processors), "duration_s": round(elapsed, 3),
-                            "calls": len(m["call_ms"]), "frames": m["frames"],
-                            "frames_per_s": round(m["frames"] / elapsed, 3) if elapsed > 0 else 0.0,
-                            "latency_ms": latency_dict(lat), "within_budget": lat.within_budget,
-                            "budget_ms": config.budget_ms,
-                            "stages_ms": {s: _stage_summary(v) for s, v in m["stages"].items()},
-                            "stage_batch_max": m["batch_seen"],
-                            "faces_per_frame_mean": (round(float(np.mean(m["faces"])), 3)
-                                                     if m["faces"] else 0.0),
-                            "peak_rss_bytes": int(m["rss_peak"]), "peak_vram_bytes": vram.peak,
-                            "cpu_percent": round(100.0 * m["cpu_s"] / elapsed, 1) if elapsed > 0 else None,
-                            "cold_start_ms": None if cold_ms is None else round(cold_ms, 1),
-                            "slo_met": lat.p95 is not None and lat.p95 <= config.budget_ms,
-                        })
+                        runs.append(
+                            {
+                                "name": name,
+                                "test_case": case,
+                                "resolution": f"{w}x{h}",
+                                "batch_size": batch,
+                                "processors": list(config.processors),
+                                "duration_s": round(elapsed, 3),
+                                "calls": len(m["call_ms"]),
+                                "frames": m["frames"],
+                                "frames_per_s": round(m["frames"] / elapsed, 3) if elapsed > 0 else 0.0,
+                                "latency_ms": latency_dict(lat),
+                                "within_budget": lat.within_budget,
+                                "budget_ms": config.budget_ms,
+                                "stages_ms": {s: _stage_summary(v) for s, v in m["stages"].items()},
+                                "stage_batch_max": m["batch_seen"],
+                                "faces_per_frame_mean": (
+                                    round(float(np.mean(m["faces"])), 3) if m["faces"] else 0.0
+                                ),
+                                "peak_rss_bytes": int(m["rss_peak"]),
+                                "peak_vram_bytes": vram.peak,
+                                "cpu_percent": round(100.0 * m["cpu_s"] / elapsed, 1)
+                                if elapsed > 0
+                                else None,
+                                "cold_start_ms": None if cold_ms is None else round(cold_ms, 1),
+                                "slo_met": lat.p95 is not None and lat.p95 <= config.budget_ms,
+                            }
+                        )
     finally:
         if pipeline is not None:
             pipeline.close()
@@ -234,20 +267,25 @@ def _csv(text: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m loadgen.benchmark", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m loadgen.benchmark",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--test-cases", type=_csv, default=("single_face",))
     p.add_argument("--resolutions", type=_resolution, nargs="+", default=[(640, 360)])
     p.add_argument("--durations", type=float, nargs="+", default=[10.0])
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1])
     p.add_argument("--processors", type=_csv, default=("face_swapper",))
     p.add_argument("--engine", default="onnxruntime", help="engine backend: onnxruntime | tensorrt | torch")
-    p.add_argument("--providers", type=_csv, default=("cpu",),
-                   help="ORT providers: cpu,cuda,tensorrt; torch: cpu | cuda")
+    p.add_argument(
+        "--providers", type=_csv, default=("cpu",), help="ORT providers: cpu,cuda,tensorrt; torch: cpu | cuda"
+    )
     p.add_argument("--fp16", action="store_true", help="FP16 engines (torch, ORT CUDA/TensorRT)")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds run before measuring each cell")
-    p.add_argument("--cold", action="store_true",
-                   help="build a fresh pipeline per cell and time its first batch")
+    p.add_argument(
+        "--cold", action="store_true", help="build a fresh pipeline per cell and time its first batch"
+    )
     p.add_argument("--budget-ms", type=float, default=150.0)
     p.add_argument("--output-report", type=Path, default=Path("benchmark_result.json"))
     p.add_argument("--media-dir", type=Path)
@@ -256,8 +294,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-_SHORT = {"face_detector": "det", "face_landmarker": "lmk", "face_swapper": "swp", "face_enhancer": "enh",
-          "paste_back": "pst"}
+_SHORT = {
+    "face_detector": "det",
+    "face_landmarker": "lmk",
+    "face_swapper": "swp",
+    "face_enhancer": "enh",
+    "paste_back": "pst",
+}
 
 
 def _table(runs: Sequence[dict[str, Any]]) -> Any:
@@ -270,8 +313,15 @@ def _table(runs: Sequence[dict[str, Any]]) -> Any:
     for r in runs:
         stages = " ".join(f"{_SHORT.get(k, k)}={v['p50']:.1f}" for k, v in r["stages_ms"].items())
         lat = r["latency_ms"]
-        t.add_row(r["name"], f"{r['frames_per_s']:.1f}", f"{lat['p50'] or 0:.1f}", f"{lat['p95'] or 0:.1f}",
-                  f"{r['cpu_percent'] or 0:.0f}", f"{r['peak_rss_bytes'] / 2**20:.0f}", stages)
+        t.add_row(
+            r["name"],
+            f"{r['frames_per_s']:.1f}",
+            f"{lat['p50'] or 0:.1f}",
+            f"{lat['p95'] or 0:.1f}",
+            f"{r['cpu_percent'] or 0:.0f}",
+            f"{r['peak_rss_bytes'] / 2**20:.0f}",
+            stages,
+        )
     return t
 
 
@@ -295,17 +345,31 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"error: bad test cases/processors {bad} or non-positive batch sizes/durations")
         return 2
     config = BenchmarkConfig(
-        test_cases=tuple(args.test_cases), resolutions=tuple(args.resolutions),
+        test_cases=tuple(args.test_cases),
+        resolutions=tuple(args.resolutions),
         durations=tuple(args.durations),
-        batch_sizes=tuple(args.batch_sizes), processors=tuple(args.processors),
-        engine=EngineConfig(backend=args.engine, providers=tuple(args.providers),
-                            max_batch=max(args.batch_sizes), fp16=args.fp16),
-        warmup_s=args.warmup, cold=args.cold, budget_ms=args.budget_ms)
+        batch_sizes=tuple(args.batch_sizes),
+        processors=tuple(args.processors),
+        engine=EngineConfig(
+            backend=args.engine,
+            providers=tuple(args.providers),
+            max_batch=max(args.batch_sizes),
+            fp16=args.fp16,
+        ),
+        warmup_s=args.warmup,
+        cold=args.cold,
+        budget_ms=args.budget_ms,
+    )
     store = ModelStore(args.model_dir or default_model_dir(os.environ))
     media_root = args.media_dir or default_media_dir(os.environ)
     total = len(config.test_cases) * len(config.resolutions) * len(config.batch_sizes) * sum(config.durations)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(), console=err,
-                  disable=args.no_progress) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=args.no_progress,
+    ) as bar:
         task = bar.add_task("benchmark", total=total)
         done_before: dict[str, float] = {}
 

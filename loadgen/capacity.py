@@ -35,8 +35,8 @@ class CapacityConfig:
 class WindowMeasure:
     """The two numbers a window contributes to a capacity decision."""
 
-    p95_ms: float | None        # None: nothing came back in the window
-    received_ratio: float       # frames returned / frames sent
+    p95_ms: float | None  # None: nothing came back in the window
+    received_ratio: float  # frames returned / frames sent
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,9 @@ class PointMeasurement:
             # Nothing returns: stable in the sense that matters (it fails), no point in waiting.
             return all(w.p95_ms is None for w in tail)
         p95 = [w.p95_ms for w in tail if w.p95_ms is not None]
-        return _within(p95, self.config.tolerance) and _within([w.received_ratio for w in tail],
-                                                              self.config.tolerance)
+        return _within(p95, self.config.tolerance) and _within(
+            [w.received_ratio for w in tail], self.config.tolerance
+        )
 
     @property
     def done(self) -> bool:

@@ -84,8 +84,9 @@ def stage_split(stages_ms: Mapping[str, Mapping[str, float]], title: str = "stag
     return _png(fig)
 
 
-def capacity_curve(points: Sequence[tuple[int, float | None, float]], budget_ms: float,
-                   capacity: int) -> bytes:
+def capacity_curve(
+    points: Sequence[tuple[int, float | None, float]], budget_ms: float, capacity: int
+) -> bytes:
     """points: (jobs, p95 ms or None, received ratio)."""
     fig = Figure(figsize=(8, 3.5))
     ax = fig.add_subplot()

@@ -106,7 +106,10 @@ async def page_ws(http: aiohttp.ClientSession, devtools: int, deadline: float) -
 
 
 def open_page(
-    url: str, profile_dir: str, devtools: int, extra_flags: tuple[str, ...] = (),
+    url: str,
+    profile_dir: str,
+    devtools: int,
+    extra_flags: tuple[str, ...] = (),
     flags: tuple[str, ...] = PUBLISHER_FLAGS,
 ) -> subprocess.Popen[bytes]:
     """Headless Chromium (by default a publisher with a fake camera) on `url` (e.g. the gateway's
@@ -120,8 +123,12 @@ def open_page(
 
 @contextlib.asynccontextmanager
 async def launch(
-    url: str, *, extra_flags: tuple[str, ...] = (), flags: tuple[str, ...] = PUBLISHER_FLAGS,
-    deadline: float | None = None, reply_timeout_s: float = 10.0,
+    url: str,
+    *,
+    extra_flags: tuple[str, ...] = (),
+    flags: tuple[str, ...] = PUBLISHER_FLAGS,
+    deadline: float | None = None,
+    reply_timeout_s: float = 10.0,
 ) -> AsyncIterator[Browser]:
     """`open_page` with a fresh profile and free DevTools port, connected to its first page (by `deadline`,
     default a minute); the browser is ended (terminated, then killed) when the block leaves."""

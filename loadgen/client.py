@@ -56,18 +56,18 @@ class JoinError(RuntimeError):
 
 @dataclass(frozen=True)
 class ClientConfig:
-    url: str                       # gateway base URL, e.g. http://127.0.0.1:8080
+    url: str  # gateway base URL, e.g. http://127.0.0.1:8080
     token: str | None = None
     whip_path: str = "/whip"
     connect_timeout_s: float = 20.0
     loopback_only: bool | None = None  # None: decide from the URL's host
-    source_id: str | None = None       # ?source= (a face uploaded with POST /sources); None: gateway default
-    processors: str | None = None      # ?processors=face_swapper,face_enhancer; None: gateway default
-    audio: bool = False                # also send Opus (clicks) and measure A/V sync at a WHEP viewer
+    source_id: str | None = None  # ?source= (a face uploaded with POST /sources); None: gateway default
+    processors: str | None = None  # ?processors=face_swapper,face_enhancer; None: gateway default
+    audio: bool = False  # also send Opus (clicks) and measure A/V sync at a WHEP viewer
     network: Impairment | None = None  # impair this job's link, both directions (loadgen.impair)
-    picture_quality: bool = False      # measure each received frame's fidelity (loadgen.fidelity)
-    transport_cc: bool = False         # offer transport-cc and send its feedback, as browsers do
-    codec: str | None = None           # "VP8" / "H264": offer only this video codec (None: aiortc's list)
+    picture_quality: bool = False  # measure each received frame's fidelity (loadgen.fidelity)
+    transport_cc: bool = False  # offer transport-cc and send its feedback, as browsers do
+    codec: str | None = None  # "VP8" / "H264": offer only this video codec (None: aiortc's list)
     # libvpx's temporal denoiser in the publisher's VP8 encoder: 0 = off (the stamp measures the gateway
     # alone), 4 = aiortc's and libwebrtc's x86 setting (loadgen.publisher_encoder)
     publisher_denoiser: int = 0
@@ -120,8 +120,12 @@ async def upload_source(http: aiohttp.ClientSession, config: ClientConfig, image
     """
     ctype = "image/png" if image.suffix.lower() == ".png" else "image/jpeg"
     url = urljoin(config.url.rstrip("/") + "/", "sources")
-    async with http.post(url, data=image.read_bytes(), headers={"Content-Type": ctype, **config.headers()},
-                         timeout=aiohttp.ClientTimeout(total=60)) as r:
+    async with http.post(
+        url,
+        data=image.read_bytes(),
+        headers={"Content-Type": ctype, **config.headers()},
+        timeout=aiohttp.ClientTimeout(total=60),
+    ) as r:
         body = await r.text()
         if r.status != 201:
             raise JoinError(f"POST /sources {r.status}: {body.strip()[:200]}")
@@ -138,8 +142,15 @@ async def upload_source(http: aiohttp.ClientSession, config: ClientConfig, image
 class WhipJob:
     """Publish, receive, measure. `start()` joins (raises JoinError), `stop()` leaves; both idempotent-ish."""
 
-    def __init__(self, job: int, config: ClientConfig, loop: FrameLoop, fps: float,
-                 emit: Callable[[Event], None], session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self,
+        job: int,
+        config: ClientConfig,
+        loop: FrameLoop,
+        fps: float,
+        emit: Callable[[Event], None],
+        session: aiohttp.ClientSession,
+    ) -> None:
         self.job = job
         self.config = config
         self._loop = loop
@@ -174,8 +185,13 @@ class WhipJob:
             impair_peer_connection(pc, self.config.network, seed=self.job)
         clock = MediaClock() if self.config.audio else None
         job = self.job
-        track = StampedVideoTrack(self._loop, self._fps, clock=clock, first_id=1,
-                                  on_sent=lambda frame_id, at: self._emit(FrameSent(job, frame_id, at)))
+        track = StampedVideoTrack(
+            self._loop,
+            self._fps,
+            clock=clock,
+            first_id=1,
+            on_sent=lambda frame_id, at: self._emit(FrameSent(job, frame_id, at)),
+        )
         video = pc.addTransceiver(track, direction="sendrecv")
         if self.config.codec is not None:  # the gateway answers in kind
             offer_only(video, self.config.codec)
@@ -275,8 +291,9 @@ class WhipJob:
         self._closed = True
         if self._location is not None:
             with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
-                async with self._http.delete(self._location, headers=self.config.headers(),
-                                             timeout=aiohttp.ClientTimeout(total=5)):
+                async with self._http.delete(
+                    self._location, headers=self.config.headers(), timeout=aiohttp.ClientTimeout(total=5)
+                ):
                     pass
         if self._feedback is not None:
             self._feedback.cancel()

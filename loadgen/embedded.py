@@ -43,11 +43,28 @@ class EmbeddedGatewayConfig:
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
     def argv(self, port: int) -> list[str]:
-        args = [self.python, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
-                "--ice-loopback-only", "--budget-ms", f"{self.budget_ms:g}", "--log-level", self.log_level]
-        optional = {"--max-batch": self.max_batch, "--engine": self.engine, "--providers": self.providers,
-                    "--processors": self.processors, "--token": self.token,
-                    "--max-sessions": self.max_sessions}
+        args = [
+            self.python,
+            "-m",
+            "gateway.cli",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ice-loopback-only",
+            "--budget-ms",
+            f"{self.budget_ms:g}",
+            "--log-level",
+            self.log_level,
+        ]
+        optional = {
+            "--max-batch": self.max_batch,
+            "--engine": self.engine,
+            "--providers": self.providers,
+            "--processors": self.processors,
+            "--token": self.token,
+            "--max-sessions": self.max_sessions,
+        }
         if not self.degradation:
             args.append("--no-degradation")
         for flag, value in optional.items():
@@ -107,8 +124,13 @@ class EmbeddedGateway:
     async def start(self) -> str:
         self.port = free_port()
         self._log_file = tempfile.NamedTemporaryFile(prefix="livefuse-gateway-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(self.config.argv(self.port), stdout=self._log_file,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.cwd)
+        self.proc = subprocess.Popen(
+            self.config.argv(self.port),
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.cwd,
+        )
         deadline = time.monotonic() + self.config.ready_timeout_s
         async with aiohttp.ClientSession() as http:
             while True:
@@ -123,7 +145,8 @@ class EmbeddedGateway:
                 if time.monotonic() > deadline:
                     await self.stop()
                     raise GatewayStartError(
-                        f"gateway not ready within {self.config.ready_timeout_s:g}s:\n{self.log_tail()}")
+                        f"gateway not ready within {self.config.ready_timeout_s:g}s:\n{self.log_tail()}"
+                    )
                 await asyncio.sleep(0.25)
 
     async def stop(self) -> int | None:

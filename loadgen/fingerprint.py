@@ -16,8 +16,16 @@ from typing import Any
 import psutil
 
 KEY_PACKAGES: tuple[str, ...] = (
-    "livefuse", "aiortc", "aioice", "av", "numpy", "onnxruntime", "onnxruntime-gpu", "tensorrt-cu13",
-    "opencv-python-headless", "aiohttp",
+    "livefuse",
+    "aiortc",
+    "aioice",
+    "av",
+    "numpy",
+    "onnxruntime",
+    "onnxruntime-gpu",
+    "tensorrt-cu13",
+    "opencv-python-headless",
+    "aiohttp",
 )
 
 
@@ -58,11 +66,19 @@ def gpus() -> dict[str, Any]:
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             mem = pynvml.nvmlDeviceGetMemoryInfo(h)
             name = pynvml.nvmlDeviceGetName(h)
-            devices.append({"index": i, "name": name.decode() if isinstance(name, bytes) else str(name),
-                            "memory_total_bytes": int(mem.total)})
-        return {"available": bool(devices),
-                "driver": driver.decode() if isinstance(driver, bytes) else driver,
-                "devices": devices, "reason": "" if devices else "no devices"}
+            devices.append(
+                {
+                    "index": i,
+                    "name": name.decode() if isinstance(name, bytes) else str(name),
+                    "memory_total_bytes": int(mem.total),
+                }
+            )
+        return {
+            "available": bool(devices),
+            "driver": driver.decode() if isinstance(driver, bytes) else driver,
+            "devices": devices,
+            "reason": "" if devices else "no devices",
+        }
     except Exception as exc:
         return {"available": False, "reason": f"NVML error: {exc}", "devices": []}
     finally:

@@ -666,9 +666,7 @@ class LiveProbe:
         """The frames sent in any of `spans`, summarised as one window (e.g. the quiet before and after an
         attack, so that a drift over the run, such as the publisher's rate still climbing, cancels out)."""
         parts = [self.stats.window(t0, t1) for t0, t1 in spans]
-        latencies = [
-            (s.recv_t - s.sent_t) * 1000.0 for t0, t1 in spans for s in self.stats.samples(t0, t1)
-        ]
+        latencies = [(s.recv_t - s.sent_t) * 1000.0 for t0, t1 in spans for s in self.stats.samples(t0, t1)]
         sent, received = sum(w.sent for w in parts), sum(w.received for w in parts)
         unreadable = sum(w.unreadable for w in parts)
         span = max(sum(t1 - t0 for t0, t1 in spans), 1e-6)

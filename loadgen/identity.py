@@ -58,8 +58,10 @@ def appearance(image: np.ndarray, landmarks: np.ndarray) -> dict[str, float]:
     grey = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2GRAY).astype(np.float64)
     eyes = _inside(grey.shape, landmarks, (EYE_RIGHT, EYE_LEFT))
     mouth = _inside(grey.shape, landmarks, (INNER_LIPS,))
-    return {"eyes": float(grey[eyes].std()) if eyes.sum() > 2 else 0.0,
-            "mouth": 255.0 - float(grey[mouth].mean()) if mouth.any() else 0.0}
+    return {
+        "eyes": float(grey[eyes].std()) if eyes.sum() > 2 else 0.0,
+        "mouth": 255.0 - float(grey[mouth].mean()) if mouth.any() else 0.0,
+    }
 
 
 def correlation(a: Sequence[float], b: Sequence[float]) -> float | None:

@@ -31,20 +31,30 @@ Swap = Callable[[np.ndarray, Any, tuple[str, ...]], tuple[np.ndarray, Face | Non
 Mesh = Callable[[np.ndarray], Face | None]
 
 
-def reference_mean(recognizer: FaceRecognizer, faces: Sequence[tuple[np.ndarray, np.ndarray | None]]
-                   ) -> tuple[np.ndarray, dict[str, float]]:
+def reference_mean(
+    recognizer: FaceRecognizer, faces: Sequence[tuple[np.ndarray, np.ndarray | None]]
+) -> tuple[np.ndarray, dict[str, float]]:
     """The mean descriptor of distinct people's faces, and how strangers score once it is removed."""
     embs = [e for e in (recognizer.embed(img, box) for img, box in faces) if e is not None]
     if len(embs) < 3:
         raise ValueError("the identity reference needs at least three faces")
     mean = np.mean(embs, axis=0)
-    pairs = [centred_cosine(a, b, mean) for i, a in enumerate(embs) for b in embs[i + 1:]]
-    return mean, {"faces": len(embs), "strangers_mean": round(float(np.mean(pairs)), 3),
-                  "strangers_max": round(float(np.max(pairs)), 3)}
+    pairs = [centred_cosine(a, b, mean) for i, a in enumerate(embs) for b in embs[i + 1 :]]
+    return mean, {
+        "faces": len(embs),
+        "strangers_mean": round(float(np.mean(pairs)), 3),
+        "strangers_max": round(float(np.max(pairs)), 3),
+    }
 
 
-def score(recognizer: FaceRecognizer, mean: np.ndarray, image: np.ndarray, face: Face | None,
-          source: np.ndarray, target: np.ndarray) -> dict[str, float] | None:
+def score(
+    recognizer: FaceRecognizer,
+    mean: np.ndarray,
+    image: np.ndarray,
+    face: Face | None,
+    source: np.ndarray,
+    target: np.ndarray,
+) -> dict[str, float] | None:
     e = recognizer.embed(image, face.box if face is not None else None)
     if e is None:
         return None
@@ -52,10 +62,15 @@ def score(recognizer: FaceRecognizer, mean: np.ndarray, image: np.ndarray, face:
     return {"cos_source": round(s, 3), "cos_target": round(t, 3), "margin": round(s - t, 3)}
 
 
-def identity_cases(recognizer: FaceRecognizer, mean: np.ndarray, swap: Swap,
-                   sources: Mapping[str, tuple[np.ndarray, Any]], targets: Mapping[str, np.ndarray],
-                   pairs: Sequence[tuple[str, str]],
-                   tiles: Callable[[str, str, np.ndarray, Face], None] | None = None) -> dict[str, Any]:
+def identity_cases(
+    recognizer: FaceRecognizer,
+    mean: np.ndarray,
+    swap: Swap,
+    sources: Mapping[str, tuple[np.ndarray, Any]],
+    targets: Mapping[str, np.ndarray],
+    pairs: Sequence[tuple[str, str]],
+    tiles: Callable[[str, str, np.ndarray, Face], None] | None = None,
+) -> dict[str, Any]:
     """{"source -> target": {setting: score}} for each (source, target) name pair; `tiles(case, setting,
     output, face)` sees each output (the contact sheet)."""
     out: dict[str, Any] = {}
@@ -84,17 +99,31 @@ def identity_cases(recognizer: FaceRecognizer, mean: np.ndarray, swap: Swap,
 
 def verdict(cases: Mapping[str, Any], setting: str = DEFAULT) -> dict[str, Any]:
     """Whether `setting` meets cosine-to-source > cosine-to-target + MARGIN_TARGET, case by case."""
-    margins = {case: cell[setting]["margin"] for case, cell in cases.items()
-               if isinstance(cell.get(setting), dict) and "margin" in cell[setting]}
+    margins = {
+        case: cell[setting]["margin"]
+        for case, cell in cases.items()
+        if isinstance(cell.get(setting), dict) and "margin" in cell[setting]
+    }
     failed = sorted(case for case, m in margins.items() if m <= MARGIN_TARGET)
-    return {"setting": setting, "target_margin": MARGIN_TARGET, "cases": len(margins), "failed": failed,
-            "min_margin": round(min(margins.values()), 3) if margins else None}
+    return {
+        "setting": setting,
+        "target_margin": MARGIN_TARGET,
+        "cases": len(margins),
+        "failed": failed,
+        "min_margin": round(min(margins.values()), 3) if margins else None,
+    }
 
 
-def liveliness(recognizer: FaceRecognizer, mean: np.ndarray, frames: Sequence[np.ndarray],
-               run_clip: Callable[[tuple[str, ...]], list[tuple[np.ndarray, Face | None]]], mesh: Mesh,
-               source: np.ndarray, every: int = 15,
-               settings: Mapping[str, tuple[str, ...]] = SETTINGS) -> dict[str, Any]:
+def liveliness(
+    recognizer: FaceRecognizer,
+    mean: np.ndarray,
+    frames: Sequence[np.ndarray],
+    run_clip: Callable[[tuple[str, ...]], list[tuple[np.ndarray, Face | None]]],
+    mesh: Mesh,
+    source: np.ndarray,
+    every: int = 15,
+    settings: Mapping[str, tuple[str, ...]] = SETTINGS,
+) -> dict[str, Any]:
     """Per setting (kept regions), over the clip: correlation of the target's and the output's eye / mouth
     openness (landmarks) and of what shows inside the target's openings (appearance), and the identity
     (centred cosine to source / target, mean over every `every`-th frame)."""
@@ -128,7 +157,9 @@ def liveliness(recognizer: FaceRecognizer, mean: np.ndarray, frames: Sequence[np
                 c = correlation([a[part] for a, _ in series], [b[part] for _, b in series])
                 cell[f"{part}_{kind}_correlation"] = round(c, 3) if c is not None else None
         if ids:
-            cell["identity_mean"] = {key: round(float(np.mean([i[key] for i in ids])), 3)
-                                     for key in ("cos_source", "cos_target", "margin")}
+            cell["identity_mean"] = {
+                key: round(float(np.mean([i[key] for i in ids])), 3)
+                for key in ("cos_source", "cos_target", "margin")
+            }
         out[label] = cell
     return out

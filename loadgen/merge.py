@@ -31,8 +31,10 @@ def _check(reports: Sequence[dict[str, Any]]) -> None:
             raise MergeError(f"report {i + 1} is not a loadgen report (schema {SCHEMA_VERSION})")
         for run in r.get("runs", []):
             if "latency_samples_ms" not in run:
-                raise MergeError(f"report {i + 1}, run {run.get('name')!r} has no per-frame samples "
-                                 f"(written by an older loadgen): re-run it")
+                raise MergeError(
+                    f"report {i + 1}, run {run.get('name')!r} has no per-frame samples "
+                    f"(written by an older loadgen): re-run it"
+                )
 
 
 def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -43,8 +45,10 @@ def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     budget = budgets.pop()
     samples = [float(x) for r in runs for x in r["latency_samples_ms"]]
     latency = LatencySummary.of(samples, budget)
-    frames = {k: sum(int(r["frames"][k]) for r in runs)
-              for k in ("sent", "received", "lost", "repeated", "unreadable")}
+    frames = {
+        k: sum(int(r["frames"][k]) for r in runs)
+        for k in ("sent", "received", "lost", "repeated", "unreadable")
+    }
     jobs = [{**j, "report": i + 1} for i, r in enumerate(runs) for j in r.get("jobs", [])]
     fps = [float(j["fps"]) for j in jobs]
     first = runs[0]
@@ -59,11 +63,14 @@ def merge_runs(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "within_budget": latency.within_budget,
         "frames": frames,
         "received_ratio": round(frames["received"] / frames["sent"], 4) if frames["sent"] else 0.0,
-        "fps_per_job": {"mean": round(sum(fps) / len(fps), 3) if fps else 0.0,
-                        "min": round(min(fps), 3) if fps else 0.0},
+        "fps_per_job": {
+            "mean": round(sum(fps) / len(fps), 3) if fps else 0.0,
+            "min": round(min(fps), 3) if fps else 0.0,
+        },
         "jobs": jobs,
-        "join_failures": [{**f, "report": i + 1} for i, r in enumerate(runs)
-                          for f in r.get("join_failures", [])],
+        "join_failures": [
+            {**f, "report": i + 1} for i, r in enumerate(runs) for f in r.get("join_failures", [])
+        ],
         "gateway": [r.get("gateway") for r in runs],  # each loadgen's view (maybe of different replicas)
         "slo_met": slo_met(latency.p95, budget),
         "latency_samples_ms": samples,
@@ -76,8 +83,9 @@ def merge_reports(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     names = [[run["name"] for run in r["runs"]] for r in reports]
     for i, n in enumerate(names[1:], start=2):
         if sorted(n) != sorted(names[0]):
-            raise MergeError(f"report {i} has runs {n}, report 1 has {names[0]}: "
-                             f"they did not run the same steps")
+            raise MergeError(
+                f"report {i} has runs {n}, report 1 has {names[0]}: they did not run the same steps"
+            )
     by_name = [{run["name"]: run for run in r["runs"]} for r in reports]
     runs = [merge_runs([b[name] for b in by_name]) for name in names[0]]
     config = {"merged_from": len(reports), "configs": [r.get("config", {}) for r in reports]}

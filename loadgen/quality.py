@@ -72,8 +72,9 @@ def clip_frames(path: Path, size: tuple[int, int] | None = None) -> list[np.ndar
     return [cv2.resize(f, size, interpolation=cv2.INTER_CUBIC) for f in frames] if size else frames
 
 
-def vp8_round_trip(image: np.ndarray, frames: int, bitrate: int = 300_000,
-                   noise_sigma: float = 0.0) -> list[np.ndarray]:
+def vp8_round_trip(
+    image: np.ndarray, frames: int, bitrate: int = 300_000, noise_sigma: float = 0.0
+) -> list[np.ndarray]:
     """The same image encoded and decoded `frames` times by libvpx (realtime, as the gateway's encoder),
     optionally with fresh Gaussian noise per frame (a camera's sensor noise)."""
     rng = np.random.default_rng(0)
@@ -84,8 +85,13 @@ def vp8_round_trip(image: np.ndarray, frames: int, bitrate: int = 300_000,
     dec = av.CodecContext.create("vp8", "r")
     out: list[np.ndarray] = []
     for k in range(frames):
-        noisy = image if noise_sigma <= 0 else np.clip(
-            image.astype(np.float32) + rng.normal(0, noise_sigma, image.shape), 0, 255).astype(np.uint8)
+        noisy = (
+            image
+            if noise_sigma <= 0
+            else np.clip(image.astype(np.float32) + rng.normal(0, noise_sigma, image.shape), 0, 255).astype(
+                np.uint8
+            )
+        )
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(noisy), format="rgb24")
         frame.pts = k
         for packet in enc.encode(frame):  # type: ignore[attr-defined]
@@ -93,8 +99,9 @@ def vp8_round_trip(image: np.ndarray, frames: int, bitrate: int = 300_000,
     return out
 
 
-def ring_region(shape: tuple[int, ...], landmarks: np.ndarray, rings: Sequence[Sequence[int]],
-                erode: int = 1) -> np.ndarray:
+def ring_region(
+    shape: tuple[int, ...], landmarks: np.ndarray, rings: Sequence[Sequence[int]], erode: int = 1
+) -> np.ndarray:
     mask = np.zeros(shape[:2], np.uint8)
     cv2.fillPoly(mask, [np.round(landmarks[list(r)]).astype(np.int32) for r in rings], 255)
     if erode > 0:
@@ -136,8 +143,14 @@ def identity_proxy(result: np.ndarray, target: np.ndarray, source: np.ndarray) -
 class Study:
     """The pipeline and the helpers the measurements share."""
 
-    def __init__(self, store: ModelStore, keep: tuple[str, ...] = KEPT, poisson: bool = False,
-                 tracking: TrackingConfig | None = None, shape: float = FACE_SHAPE) -> None:
+    def __init__(
+        self,
+        store: ModelStore,
+        keep: tuple[str, ...] = KEPT,
+        poisson: bool = False,
+        tracking: TrackingConfig | None = None,
+        shape: float = FACE_SHAPE,
+    ) -> None:
         config = PipelineConfig(keep_regions=keep, poisson=poisson, tracking=tracking or TrackingConfig())
         self.pipeline = Pipeline.from_config(config, store)
         self.shape = shape
@@ -153,16 +166,23 @@ class Study:
         m = self.pipeline.landmarker.run([(image, face)])[0]
         return measured(face, m.landmarks, m.presence) if self.pipeline.landmarker.is_face(m) else None
 
-    def swap(self, image: np.ndarray, source: SourceFace, keep: tuple[str, ...],
-             shape: float | None = None) -> tuple[np.ndarray, Face | None]:
+    def swap(
+        self, image: np.ndarray, source: SourceFace, keep: tuple[str, ...], shape: float | None = None
+    ) -> tuple[np.ndarray, Face | None]:
         alpha = self.shape if shape is None else shape
         track = FaceTrack(settings=FaceSettings(keep_regions=keep, selector="one", shape=alpha))
         out = self.pipeline.process([FrameItem(image, source, track=track, time_s=0.0)])[0]
         return out.image, (track.faces[0].shown if track.faces else None)
 
 
-def clip_outputs(study: Study, frames: Sequence[np.ndarray], source: SourceFace, keep: tuple[str, ...],
-                 fps: float, shape: float | None = None) -> list[tuple[np.ndarray, Face | None]]:
+def clip_outputs(
+    study: Study,
+    frames: Sequence[np.ndarray],
+    source: SourceFace,
+    keep: tuple[str, ...],
+    fps: float,
+    shape: float | None = None,
+) -> list[tuple[np.ndarray, Face | None]]:
     """The clip through the tracked pipeline, one session keeping `keep` (and taking `shape` of the source's
     face shape, default the study's): each output and its face."""
     alpha = study.shape if shape is None else shape
@@ -174,8 +194,9 @@ def clip_outputs(study: Study, frames: Sequence[np.ndarray], source: SourceFace,
     return out
 
 
-def mouth_and_eyes(study: Study, targets: dict[str, np.ndarray], source: SourceFace,
-                   source_face: Face) -> tuple[dict[str, Any], dict[str, list[np.ndarray]]]:
+def mouth_and_eyes(
+    study: Study, targets: dict[str, np.ndarray], source: SourceFace, source_face: Face
+) -> tuple[dict[str, Any], dict[str, list[np.ndarray]]]:
     metrics: dict[str, Any] = {}
     tiles: dict[str, list[np.ndarray]] = {}
     for name, image in targets.items():
@@ -194,24 +215,32 @@ def mouth_and_eyes(study: Study, targets: dict[str, np.ndarray], source: SourceF
         assert source_face.landmarks is not None
         metrics[name] = {
             "inner_mouth_px": int(mouth.sum()),
-            "inner_mouth_diff": {"before": mean_abs(before, image, mouth),
-                                 "after": mean_abs(after, image, mouth)},
-            "teeth_share": {"target": teeth_share(image, mouth), "before": teeth_share(before, mouth),
-                            "after": teeth_share(after, mouth)},
+            "inner_mouth_diff": {
+                "before": mean_abs(before, image, mouth),
+                "after": mean_abs(after, image, mouth),
+            },
+            "teeth_share": {
+                "target": teeth_share(image, mouth),
+                "before": teeth_share(before, mouth),
+                "after": teeth_share(after, mouth),
+            },
             "eye_diff": {"before": mean_abs(before, image, eyes), "after": mean_abs(after, image, eyes)},
             "identity_proxy": {
                 "before": identity_proxy(res_before.landmarks, lm, source_face.landmarks)
-                if res_before is not None and res_before.landmarks is not None else None,
+                if res_before is not None and res_before.landmarks is not None
+                else None,
                 "after": identity_proxy(res_after.landmarks, lm, source_face.landmarks)
-                if res_after is not None and res_after.landmarks is not None else None,
+                if res_after is not None and res_after.landmarks is not None
+                else None,
             },
         }
         tiles[name] = [crop_face(x, face) for x in (image, before, after)]
     return metrics, tiles
 
 
-def jitter_still(store: ModelStore, image: np.ndarray, source_image: np.ndarray,
-                 frames: int = 45) -> dict[str, Any]:
+def jitter_still(
+    store: ModelStore, image: np.ndarray, source_image: np.ndarray, frames: int = 45
+) -> dict[str, Any]:
     """Identical frames (the codec's output settles) and with camera-like noise (sigma 2 grey levels)."""
     out: dict[str, Any] = {}
     for label, sigma in (("identical_frames", 0.0), ("sensor_noise_sigma2", 2.0)):
@@ -220,8 +249,9 @@ def jitter_still(store: ModelStore, image: np.ndarray, source_image: np.ndarray,
     return out
 
 
-def trajectories(store: ModelStore, frames: list[np.ndarray], source_image: np.ndarray, fps: float,
-                 still: bool) -> dict[str, Any]:
+def trajectories(
+    store: ModelStore, frames: list[np.ndarray], source_image: np.ndarray, fps: float, still: bool
+) -> dict[str, Any]:
     """Landmark jitter before (per-frame detection, raw mesh, RetinaFace five points) and after (tracked)."""
     study = Study(store)
     try:
@@ -274,15 +304,16 @@ def seams(store: ModelStore, targets: dict[str, np.ndarray], source_image: np.nd
                 result, face = study.swap(image, source, KEPT, shape=0.0)
                 if face is None or face.landmarks is None:
                     continue
-                patch = MeshWarpSwapper(poisson).swap_one(image, face.landmarks, source.data["mesh_warp"],
-                                                          KEPT, 0.0)
+                patch = MeshWarpSwapper(poisson).swap_one(
+                    image, face.landmarks, source.data["mesh_warp"], KEPT, 0.0
+                )
                 if patch is None:
                     continue
                 x0, y0 = -int(patch.matrix[0, 2]), -int(patch.matrix[1, 2])
                 h, w = patch.mask.shape
                 band = (patch.mask > 0.2) & (patch.mask < 0.8)
-                res = cv2.cvtColor(result[y0:y0 + h, x0:x0 + w], cv2.COLOR_RGB2GRAY).astype(np.float32)
-                tgt = cv2.cvtColor(image[y0:y0 + h, x0:x0 + w], cv2.COLOR_RGB2GRAY).astype(np.float32)
+                res = cv2.cvtColor(result[y0 : y0 + h, x0 : x0 + w], cv2.COLOR_RGB2GRAY).astype(np.float32)
+                tgt = cv2.cvtColor(image[y0 : y0 + h, x0 : x0 + w], cv2.COLOR_RGB2GRAY).astype(np.float32)
 
                 def grad(g: np.ndarray) -> np.ndarray:
                     gx, gy = cv2.Sobel(g, cv2.CV_32F, 1, 0), cv2.Sobel(g, cv2.CV_32F, 0, 1)
@@ -306,12 +337,16 @@ def mask_shares(study: Study, image: np.ndarray) -> dict[str, Any]:
         m = estimate_affine(face.kps5, template, size, robust=size == 512)
         inv = cv2.invertAffineTransform(m)
         cell: dict[str, Any] = {}
-        for name, mask in (("before", face_box_mask(detection.box, m, size, 0.15)),
-                           ("after", paste_mask(face.box, m, box_mask(size, BoxMaskConfig())))):
+        for name, mask in (
+            ("before", face_box_mask(detection.box, m, size, 0.15)),
+            ("after", paste_mask(face.box, m, box_mask(size, BoxMaskConfig()))),
+        ):
             back = cv2.warpAffine(mask, inv, image.shape[1::-1])
             in_box = float((back[y0:y1, x0:x1] >= 0.99).mean())
-            cell[name] = {"crop_full_strength_share": round(full_strength_share(mask), 3),
-                          "face_box_full_strength_share": round(in_box, 3)}
+            cell[name] = {
+                "crop_full_strength_share": round(full_strength_share(mask), 3),
+                "face_box_full_strength_share": round(in_box, 3),
+            }
         out[label] = cell
     return out
 
@@ -338,8 +373,11 @@ def costs(study: Study, image: np.ndarray, repeats: int = 200) -> dict[str, floa
 
     return {
         "face_px": round(size, 1),
-        **{f"region_mask_{label}_ms": timed(lambda k, keep=keep: region_mask(shape, local, keep, size))
-           for label, keep in SETTINGS.items() if keep},
+        **{
+            f"region_mask_{label}_ms": timed(lambda k, keep=keep: region_mask(shape, local, keep, size))
+            for label, keep in SETTINGS.items()
+            if keep
+        },
         "skin_mask_ms": timed(lambda k: skin_mask(shape, local, size)),
         "one_euro_468_ms": timed(lambda k: flt(lm, k / 15, size)),
     }
@@ -377,24 +415,32 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
         faces = study.pipeline.detect([group])[0]
         left = min(faces, key=lambda f: f.box[0])  # closed mouth, looking at the camera
         x1, y1, x2, y2 = left.box.astype(int)
-        source_image = np.ascontiguousarray(group[max(y1 - 60, 0):y2 + 60, max(x1 - 60, 0):x2 + 60])
+        source_image = np.ascontiguousarray(group[max(y1 - 60, 0) : y2 + 60, max(x1 - 60, 0) : x2 + 60])
         source = study.pipeline.prepare_source(source_image, "t1-left")
         source_face = source.data["face"]
         laughing = max(faces, key=lambda f: f.box[1])  # the laughing man at the table, teeth showing
         lx1, ly1, lx2, ly2 = laughing.box.astype(int)
         pad = int(0.6 * (lx2 - lx1))
-        group_target = np.ascontiguousarray(group[max(ly1 - pad, 0):ly2 + pad, max(lx1 - pad, 0):lx2 + pad])
+        group_target = np.ascontiguousarray(
+            group[max(ly1 - pad, 0) : ly2 + pad, max(lx1 - pad, 0) : lx2 + pad]
+        )
         picked = open_mouth_frames(study, carphone)
         targets = {"astronaut": astronaut, "t1 laughing": group_target}
         targets.update({f"carphone #{k}": carphone[k] for k in picked})
         regions, _ = mouth_and_eyes(study, targets, source, source_face)
         # Identity: the report's source on every target, a held-out source on every other person, and the
         # group photo's four other people, each the source on the next (unseen by every choice made).
-        others = {f"t1 #{k + 1}": face_crop(group, f.box) for k, f in enumerate(
-            sorted((f for f in faces if f is not left and f is not laughing), key=lambda f: f.box[0]))}
+        others = {
+            f"t1 #{k + 1}": face_crop(group, f.box)
+            for k, f in enumerate(
+                sorted((f for f in faces if f is not left and f is not laughing), key=lambda f: f.box[0])
+            )
+        }
         all_targets = {**targets, "biden": held["biden"], "obama": held["obama"], **others}
-        sources = {"t1 left": (source_image, source),
-                   "obama2": (held["obama2"], study.pipeline.prepare_source(held["obama2"], "obama2"))}
+        sources = {
+            "t1 left": (source_image, source),
+            "obama2": (held["obama2"], study.pipeline.prepare_source(held["obama2"], "obama2")),
+        }
         sources.update({n: (img, study.pipeline.prepare_source(img, n)) for n, img in others.items()})
         pairs = [("t1 left", t) for t in all_targets if t not in others]
         pairs += [("obama2", t) for t in all_targets if t != "obama" and t not in others]
@@ -403,26 +449,40 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
         pairs += new_pairs
         # the wrong-shape control: each source's pixels on another source's shape
         names = list(sources)
-        controls = {name: with_shape_of(sources[name][1], sources[names[(k + 1) % len(names)]][1])
-                    for k, name in enumerate(names)}
+        controls = {
+            name: with_shape_of(sources[name][1], sources[names[(k + 1) % len(names)]][1])
+            for k, name in enumerate(names)
+        }
         mean, population = reference_mean(
-            recognizer, [(group, f.box) for f in faces]
-            + [(astronaut, None), (carphone[0], None), (held["obama"], None), (held["biden"], None)])
+            recognizer,
+            [(group, f.box) for f in faces]
+            + [(astronaut, None), (carphone[0], None), (held["obama"], None), (held["biden"], None)],
+        )
         crops: dict[str, dict[str, np.ndarray]] = {}
 
         def keep_tile(case: str, label: str, result: np.ndarray, face: Face) -> None:
             crops.setdefault(case, {})[label] = crop_face(result, face)
 
         cases = identity_cases(recognizer, mean, study.swap, sources, all_targets, pairs)
-        by_shape = shape_cases(recognizer, mean, study.swap, sources, controls, all_targets, pairs,
-                               keep_tile)
+        by_shape = shape_cases(recognizer, mean, study.swap, sources, controls, all_targets, pairs, keep_tile)
         source_emb = _embed(recognizer, source_image)
-        clip = liveliness(recognizer, mean, carphone,
-                          lambda keep: clip_outputs(study, carphone, source, keep, fps), study.mesh,
-                          source_emb)
-        clip_flat = liveliness(recognizer, mean, carphone,
-                               lambda keep: clip_outputs(study, carphone, source, keep, fps, shape=0.0),
-                               study.mesh, source_emb, settings={DEFAULT: KEPT})
+        clip = liveliness(
+            recognizer,
+            mean,
+            carphone,
+            lambda keep: clip_outputs(study, carphone, source, keep, fps),
+            study.mesh,
+            source_emb,
+        )
+        clip_flat = liveliness(
+            recognizer,
+            mean,
+            carphone,
+            lambda keep: clip_outputs(study, carphone, source, keep, fps, shape=0.0),
+            study.mesh,
+            source_emb,
+            settings={DEFAULT: KEPT},
+        )
         outputs = clip_outputs(study, carphone, source, KEPT, fps)
         shape_geometry = shape_geometry_of(outputs, carphone, source, _acceleration)
         rows: dict[str, tuple[np.ndarray, list[np.ndarray]]] = {}
@@ -451,43 +511,55 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
         broadcast[:, 140:500] = cv2.resize(astronaut, (360, 360), interpolation=cv2.INTER_AREA)
         cost: dict[str, Any] = {"320x240": costs(study, small), "640x360": costs(study, broadcast)}
         wide = [cv2.resize(carphone[k], (640, 360), interpolation=cv2.INTER_CUBIC) for k in (0, 40, 80)]
-        timed_faces = [(img, face.landmarks) for img in (broadcast, *wide)
-                       if (face := study.mesh(img)) is not None and face.landmarks is not None]
+        timed_faces = [
+            (img, face.landmarks)
+            for img in (broadcast, *wide)
+            if (face := study.mesh(img)) is not None and face.landmarks is not None
+        ]
         cost["640x360_swap"] = swap_cost(timed_faces, source)
     finally:
         study.close()
         poisson.close()
     still = jitter_still(store, cv2.resize(astronaut, (320, 320))[40:280], source_image)
-    jitter_clip = {"frames": len(carphone), "size": "352x288 (2x)",
-                   **trajectories(store, carphone, source_image, fps=fps, still=False)}
+    jitter_clip = {
+        "frames": len(carphone),
+        "size": "352x288 (2x)",
+        **trajectories(store, carphone, source_image, fps=fps, still=False),
+    }
     seam = seams(store, {k: v for k, v in targets.items() if not k.startswith("carphone")}, source_image)
     metrics = {
         "source": "t1.jpg, leftmost face (closed mouth, eyes cast down)",
-        "settings": {"before": "mask regions none (the source's mouth and eyes over the target's)",
-                     "after": f"mask regions {','.join(KEPT)} (the default)"},
+        "settings": {
+            "before": "mask regions none (the source's mouth and eyes over the target's)",
+            "after": f"mask regions {','.join(KEPT)} (the default)",
+        },
         "regions": regions,
         "identity": {
             "model": "dlib_face_recognition_resnet_model_v1 (dlib 20, CC0 / public domain; PyPI "
-                     "face-recognition-models 0.3.0), dlib HOG detector + 5-point aligner",
+            "face-recognition-models 0.3.0), dlib HOG detector + 5-point aligner",
             "cosine": "centred: descriptors minus the reference faces' mean (1 = same face, ~0 = strangers)",
             "reference": population,
             "settings": {label: list(keep) for label, keep in SETTINGS.items()},
             "cases": cases,
             "default": verdict(cases),
             "new_pairs": [f"{s} -> {t}" for s, t in new_pairs],
-            "default_on_new_pairs": verdict({f"{s} -> {t}": cases[f"{s} -> {t}"] for s, t in new_pairs
-                                             if f"{s} -> {t}" in cases}),
+            "default_on_new_pairs": verdict(
+                {f"{s} -> {t}": cases[f"{s} -> {t}"] for s, t in new_pairs if f"{s} -> {t}" in cases}
+            ),
         },
         "shape": {
             "default": FACE_SHAPE,
-            "columns": {"target_shape": "shape 0: the target's face shape",
-                        "source_shape": "shape 1 (the default): the source's",
-                        "wrong_shape": "shape 1 with another source's 3-D shape (control)"},
+            "columns": {
+                "target_shape": "shape 0: the target's face shape",
+                "source_shape": "shape 1 (the default): the source's",
+                "wrong_shape": "shape 1 with another source's 3-D shape (control)",
+            },
             "kept_regions": list(KEPT),
             "cases": by_shape,
             "summary": summary(by_shape),
-            "summary_new_pairs": summary({f"{s} -> {t}": by_shape[f"{s} -> {t}"] for s, t in new_pairs
-                                          if f"{s} -> {t}" in by_shape}),
+            "summary_new_pairs": summary(
+                {f"{s} -> {t}": by_shape[f"{s} -> {t}"] for s, t in new_pairs if f"{s} -> {t}" in by_shape}
+            ),
             "carphone": shape_geometry,
             "liveliness_carphone_shape_0": clip_flat,
         },
@@ -498,8 +570,13 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
         "paste_masks": masks,
         "cost_per_face": cost,
     }
-    columns = ("target", "before: target's shape", "after: source's (default)", "another's shape (control)",
-               "default, Poisson")
+    columns = (
+        "target",
+        "before: target's shape",
+        "after: source's (default)",
+        "another's shape (control)",
+        "default, Poisson",
+    )
     return metrics, contact_sheet(rows, columns)
 
 
@@ -507,7 +584,7 @@ def face_crop(image: np.ndarray, box: np.ndarray, pad: float = 0.5) -> np.ndarra
     """The face at `box` with `pad` of its width around it (a group photo's neighbours stay out)."""
     x1, y1, x2, y2 = box.astype(int)
     p = int(pad * (x2 - x1))
-    return np.ascontiguousarray(image[max(y1 - p, 0):y2 + p, max(x1 - p, 0):x2 + p])
+    return np.ascontiguousarray(image[max(y1 - p, 0) : y2 + p, max(x1 - p, 0) : x2 + p])
 
 
 def held_out(study: Study, image: np.ndarray) -> np.ndarray:
@@ -533,8 +610,11 @@ def _embed(recognizer: FaceRecognizer, image: np.ndarray) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m loadgen.quality", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m loadgen.quality",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--out-dir", type=Path, default=Path("reports"))
     p.add_argument("--media-dir", type=Path)
     p.add_argument("--model-dir", type=Path)
@@ -556,4 +636,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

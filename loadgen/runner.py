@@ -30,7 +30,7 @@ class RunConfig:
     fps: float
     budget_ms: float = 150.0
     warmup_s: float = 2.0
-    ramp_up_rate: float = 4.0          # jobs joining per second
+    ramp_up_rate: float = 4.0  # jobs joining per second
     window_s: float = 10.0
     max_measure_s: float = 10.0
     drain_s: float = 1.0
@@ -53,12 +53,12 @@ class JobProgress:
 
 @dataclass(frozen=True)
 class Progress:
-    phase: str                 # ramp-up | warmup | measure | done
+    phase: str  # ramp-up | warmup | measure | done
     elapsed_s: float
     jobs_joined: int
     jobs_failed: int
     jobs: tuple[JobProgress, ...]
-    gateway: dict[str, Any]    # extracted from the latest /api/stats (see `gateway_brief`)
+    gateway: dict[str, Any]  # extracted from the latest /api/stats (see `gateway_brief`)
 
 
 ProgressFn = Callable[[Progress], None]
@@ -66,7 +66,7 @@ ProgressFn = Callable[[Progress], None]
 
 @dataclass
 class RunResult:
-    t0: float                              # monotonic origin of every time in this result
+    t0: float  # monotonic origin of every time in this result
     measure_start: float
     measure_end: float
     summary: WindowSummary
@@ -126,8 +126,11 @@ def gateway_window(first: dict[str, Any] | None, last: dict[str, Any] | None) ->
     out["server_ms"] = _num(last, "latency", "server_ms")
     out["stages_ms"] = _num(last, "latency", "stages_ms")
     out["batch"] = _num(last, "batch")
-    observed = [v["max"] for v in (out["batch"] or {}).values()
-                if isinstance(v, dict) and isinstance(v.get("max"), int | float)]
+    observed = [
+        v["max"]
+        for v in (out["batch"] or {}).values()
+        if isinstance(v, dict) and isinstance(v.get("max"), int | float)
+    ]
     out["max_batch_observed"] = max(observed) if observed else None
     out["recommended_max_batch"] = _num(last, "degradation", "recommended_max_batch")
     # the gateway's own capacity estimate and utilisation at the window's end (to hold against the measured)
@@ -147,8 +150,14 @@ class StatsPoller:
     polled every 2 s would hold hundreds of MB of them in the process that measures.
     """
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, headers: dict[str, str],
-                 interval_s: float, keep_recent: int = 8) -> None:
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        url: str,
+        headers: dict[str, str],
+        interval_s: float,
+        keep_recent: int = 8,
+    ) -> None:
         self._http = http
         self._url = url.rstrip("/") + "/api/stats"
         self._headers = headers
@@ -165,8 +174,9 @@ class StatsPoller:
 
     async def fetch(self, keep: bool = False) -> dict[str, Any] | None:
         try:
-            async with self._http.get(self._url, headers=self._headers,
-                                      timeout=aiohttp.ClientTimeout(total=3)) as r:
+            async with self._http.get(
+                self._url, headers=self._headers, timeout=aiohttp.ClientTimeout(total=3)
+            ) as r:
                 if r.status != 200:
                     self._error(f"/api/stats HTTP {r.status}")
                     return None
@@ -237,10 +247,18 @@ async def run_point(
             rows = []
             for j in live.jobs:
                 sf = tally.jobs.get(j.job)
-                rows.append(JobProgress(j.job, j.received_fps, sf.latency_ms.percentile(95) if sf else None,
-                                        sf.lost if sf else 0, sf.repeated if sf else 0))
-            return Progress(phase, now - t0, len(jobs) - failed, failed, tuple(rows),
-                            gateway_brief(poller.latest))
+                rows.append(
+                    JobProgress(
+                        j.job,
+                        j.received_fps,
+                        sf.latency_ms.percentile(95) if sf else None,
+                        sf.lost if sf else 0,
+                        sf.repeated if sf else 0,
+                    )
+                )
+            return Progress(
+                phase, now - t0, len(jobs) - failed, failed, tuple(rows), gateway_brief(poller.latest)
+            )
 
         async def report_progress() -> None:
             while True:
@@ -292,9 +310,15 @@ async def run_point(
             await asyncio.gather(*(j.stop() for j in jobs), return_exceptions=True)
 
     return RunResult(
-        t0=t0, measure_start=measure_start, measure_end=measure_end,
-        summary=collector.window(measure_start, measure_end), windows=windows, collector=collector,
-        gateway_stats=list(poller.samples), gateway_errors=list(poller.errors),
-        join_failures=[{"job": f.job, "t_s": f.t - t0, "detail": f.detail}
-                       for f in collector.join_failures()],
+        t0=t0,
+        measure_start=measure_start,
+        measure_end=measure_end,
+        summary=collector.window(measure_start, measure_end),
+        windows=windows,
+        collector=collector,
+        gateway_stats=list(poller.samples),
+        gateway_errors=list(poller.errors),
+        join_failures=[
+            {"job": f.job, "t_s": f.t - t0, "detail": f.detail} for f in collector.join_failures()
+        ],
     )

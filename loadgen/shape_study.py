@@ -45,14 +45,21 @@ def with_shape_of(source: SourceFace, other: SourceFace) -> SourceFace:
     """`source`'s pixels, mesh and validity with `other`'s 3-D shape: the wrong-shape control."""
     data = dict(source.data)
     data["mesh_warp"] = replace(mesh_of(source), shape=mesh_of(other).shape)
-    return SourceFace(id=f"{source.id} with {other.id}'s shape", image=source.image, faces=source.faces,
-                      data=data)
+    return SourceFace(
+        id=f"{source.id} with {other.id}'s shape", image=source.image, faces=source.faces, data=data
+    )
 
 
-def shape_cases(recognizer: FaceRecognizer, mean: np.ndarray, swap: ShapeSwap,
-                sources: Mapping[str, tuple[np.ndarray, SourceFace]], controls: Mapping[str, SourceFace],
-                targets: Mapping[str, np.ndarray], pairs: Sequence[tuple[str, str]],
-                tiles: Callable[[str, str, np.ndarray, Face], None] | None = None) -> dict[str, Any]:
+def shape_cases(
+    recognizer: FaceRecognizer,
+    mean: np.ndarray,
+    swap: ShapeSwap,
+    sources: Mapping[str, tuple[np.ndarray, SourceFace]],
+    controls: Mapping[str, SourceFace],
+    targets: Mapping[str, np.ndarray],
+    pairs: Sequence[tuple[str, str]],
+    tiles: Callable[[str, str, np.ndarray, Face], None] | None = None,
+) -> dict[str, Any]:
     """{"source -> target": {column: score}}: the default kept regions with the target's shape, the
     source's, and the source's pixels on `controls[source]` (another person's shape)."""
     out: dict[str, Any] = {}
@@ -82,25 +89,36 @@ def summary(cases: Mapping[str, Any]) -> dict[str, Any]:
     """Per column: the mean margin, how many cases pass MARGIN_TARGET, the smallest margin."""
     out: dict[str, Any] = {"target_margin": MARGIN_TARGET}
     for column in COLUMNS:
-        margins = [cell[column]["margin"] for cell in cases.values()
-                   if isinstance(cell.get(column), dict) and "margin" in cell[column]]
+        margins = [
+            cell[column]["margin"]
+            for cell in cases.values()
+            if isinstance(cell.get(column), dict) and "margin" in cell[column]
+        ]
         if margins:
-            out[column] = {"mean_margin": round(float(np.mean(margins)), 3),
-                           "passed": sum(m > MARGIN_TARGET for m in margins), "cases": len(margins),
-                           "min_margin": round(min(margins), 3)}
+            out[column] = {
+                "mean_margin": round(float(np.mean(margins)), 3),
+                "passed": sum(m > MARGIN_TARGET for m in margins),
+                "cases": len(margins),
+                "min_margin": round(min(margins), 3),
+            }
     return out
 
 
 def map_folds(plan_maps: tuple[np.ndarray, np.ndarray]) -> int:
     """Pixels where the map's Jacobian determinant (central differences) is not positive."""
     map_x, map_y = plan_maps
-    det = np.gradient(map_x, axis=1) * np.gradient(map_y, axis=0) - \
-        np.gradient(map_x, axis=0) * np.gradient(map_y, axis=1)
+    det = np.gradient(map_x, axis=1) * np.gradient(map_y, axis=0) - np.gradient(map_x, axis=0) * np.gradient(
+        map_y, axis=1
+    )
     return int((det <= 0).sum())
 
 
-def geometry(outputs: Sequence[tuple[np.ndarray, Face | None]], frames: Sequence[np.ndarray],
-             source: SourceFace, measure: Callable[[list[np.ndarray], float], float]) -> dict[str, Any]:
+def geometry(
+    outputs: Sequence[tuple[np.ndarray, Face | None]],
+    frames: Sequence[np.ndarray],
+    source: SourceFace,
+    measure: Callable[[list[np.ndarray], float], float],
+) -> dict[str, Any]:
     """Over a clip's tracked faces (`outputs`' faces on `frames`): the tracked mesh's and the swapped
     geometry's jitter (`measure`, e.g. mean acceleration per mille of the face size), refused folds and
     folded pixel maps."""
@@ -125,16 +143,24 @@ def geometry(outputs: Sequence[tuple[np.ndarray, Face | None]], frames: Sequence
         folded += map_folds(pixel_maps(plan)) > 0
     size = float(np.ptp(np.asarray(tracked[0]), axis=0).max())
     return {
-        "frames": len(tracked), "frames_warped": frames_warped,
-        "jitter": {"tracked_mesh": measure(tracked, size), "swapped_geometry": measure(swapped, size),
-                   "unit": "per mille of face size per frame (acceleration)"},
-        "folds": {"scaled_back": scaled_back, "folded_maps": folded,
-                  "min_jacobian": round(min_det, 3) if frames_warped else None},
+        "frames": len(tracked),
+        "frames_warped": frames_warped,
+        "jitter": {
+            "tracked_mesh": measure(tracked, size),
+            "swapped_geometry": measure(swapped, size),
+            "unit": "per mille of face size per frame (acceleration)",
+        },
+        "folds": {
+            "scaled_back": scaled_back,
+            "folded_maps": folded,
+            "min_jacobian": round(min_det, 3) if frames_warped else None,
+        },
     }
 
 
-def swap_cost(frames: Sequence[tuple[np.ndarray, np.ndarray]], source: SourceFace,
-              rounds: int = 15) -> dict[str, Any]:
+def swap_cost(
+    frames: Sequence[tuple[np.ndarray, np.ndarray]], source: SourceFace, rounds: int = 15
+) -> dict[str, Any]:
     """Per face, ms (median): mesh_warp's swap_one and paste with the target's shape and with the source's
     (the default strength), timed alternately over `frames` ((frame, target landmarks)), `rounds` times each:
     wall time, and the process's CPU time (every thread's; on a busy box wall time also counts waiting)."""

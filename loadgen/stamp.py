@@ -20,7 +20,7 @@ CRC_BITS = 8
 COLS = 16
 ROWS = 2
 MAX_ID = (1 << ID_BITS) - 1
-BLACK = 16    # video-range luma extremes: what encoders expect, so no clipping surprises
+BLACK = 16  # video-range luma extremes: what encoders expect, so no clipping surprises
 WHITE = 235
 # A cell whose centre mean lies in the middle band is not trusted (heavy blur, a foreign image).
 _AMBIGUOUS = (0.30, 0.70)

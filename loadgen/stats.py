@@ -88,7 +88,13 @@ class LatencySummary:
         a = np.asarray(latencies_ms, dtype=np.float64)
         p50, p90, p95, p99 = percentiles(a, (50, 90, 95, 99))
         return LatencySummary(
-            count=int(a.size), mean=float(a.mean()), p50=p50, p90=p90, p95=p95, p99=p99, max=float(a.max()),
+            count=int(a.size),
+            mean=float(a.mean()),
+            p50=p50,
+            p90=p90,
+            p95=p95,
+            p99=p99,
+            max=float(a.max()),
             within_budget=float((a <= budget_ms).mean()),
         )
 
@@ -141,7 +147,7 @@ class WindowSummary:
     lost: int
     repeated: int
     unreadable: int
-    sent_fps: float           # all jobs together
+    sent_fps: float  # all jobs together
     received_fps: float
     fps_per_job_mean: float
     fps_per_job_min: float
@@ -167,8 +173,8 @@ class _Job:
     sent_times: list[float] = field(default_factory=list)
     sent_ids: list[int] = field(default_factory=list)
     first_recv: dict[int, float] = field(default_factory=dict)
-    repeats: list[float] = field(default_factory=list)      # receive times of repeated IDs
-    unreadable: list[float] = field(default_factory=list)   # receive times of unreadable stamps
+    repeats: list[float] = field(default_factory=list)  # receive times of repeated IDs
+    unreadable: list[float] = field(default_factory=list)  # receive times of unreadable stamps
     av_offsets: list[tuple[float, float]] = field(default_factory=list)  # (t, offset ms)
     psnr: dict[int, float] = field(default_factory=dict)  # frame id -> fidelity of its first receipt (dB)
     joined: JobJoined | None = None
@@ -247,20 +253,30 @@ class StatsCollector:
                 continue
             all_lat.extend(lat)
             all_psnr.extend(j.psnr[f] for f in sent_ids if f in j.psnr)
-            jobs.append(JobSummary(
-                job=job_id, sent=len(sent_ids), received=len(lat), lost=len(sent_ids) - len(lat),
-                repeated=_count(j.repeats, start, end),
-                unreadable=_count(j.unreadable, start, end),
-                sent_fps=len(sent_ids) / duration, received_fps=len(lat) / duration,
-                latency=LatencySummary.of(lat, self.budget_ms),
-                av_offset_ms=OffsetSummary.of([o for t, o in j.av_offsets if start <= t < end]),
-            ))
+            jobs.append(
+                JobSummary(
+                    job=job_id,
+                    sent=len(sent_ids),
+                    received=len(lat),
+                    lost=len(sent_ids) - len(lat),
+                    repeated=_count(j.repeats, start, end),
+                    unreadable=_count(j.unreadable, start, end),
+                    sent_fps=len(sent_ids) / duration,
+                    received_fps=len(lat) / duration,
+                    latency=LatencySummary.of(lat, self.budget_ms),
+                    av_offset_ms=OffsetSummary.of([o for t, o in j.av_offsets if start <= t < end]),
+                )
+            )
         per_job_fps = [js.received_fps for js in jobs]
         return WindowSummary(
-            start=start, end=end, budget_ms=self.budget_ms,
+            start=start,
+            end=end,
+            budget_ms=self.budget_ms,
             latency=LatencySummary.of(all_lat, self.budget_ms),
-            sent=sum(js.sent for js in jobs), received=sum(js.received for js in jobs),
-            lost=sum(js.lost for js in jobs), repeated=sum(js.repeated for js in jobs),
+            sent=sum(js.sent for js in jobs),
+            received=sum(js.received for js in jobs),
+            lost=sum(js.lost for js in jobs),
+            repeated=sum(js.repeated for js in jobs),
             unreadable=sum(js.unreadable for js in jobs),
             sent_fps=sum(js.sent for js in jobs) / duration,
             received_fps=sum(js.received for js in jobs) / duration,

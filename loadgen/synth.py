@@ -30,15 +30,16 @@ class SynthConfig:
     height: int
     fps: float
     test_case: str = "single_face"
-    loop_frames: int = 0               # 0 = two seconds of video
-    source_video: Path | None = None   # single_face: use this clip's frames instead of the still portrait
+    loop_frames: int = 0  # 0 = two seconds of video
+    source_video: Path | None = None  # single_face: use this clip's frames instead of the still portrait
 
     def __post_init__(self) -> None:
         if self.test_case not in TEST_CASES:
             raise ValueError(f"unknown test case {self.test_case!r} (one of {', '.join(TEST_CASES)})")
         if self.width % 2 or self.height % 4:
-            raise ValueError(f"resolution {self.width}x{self.height}: "
-                             "width must be even, height a multiple of 4")
+            raise ValueError(
+                f"resolution {self.width}x{self.height}: width must be even, height a multiple of 4"
+            )
         if self.fps <= 0:
             raise ValueError("fps must be positive")
 
@@ -110,8 +111,12 @@ class FrameLoop:
         """RGB pictures of one size, converted as aiortc's encoder would convert them (swscale)."""
         if not images:
             raise ValueError("empty frame loop")
-        frames = [av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
-                  .reformat(format="yuv420p").to_ndarray() for image in images]
+        frames = [
+            av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
+            .reformat(format="yuv420p")
+            .to_ndarray()
+            for image in images
+        ]
         height, width = images[0].shape[:2]
         return cls(frames, width, height, fps)
 

@@ -33,8 +33,16 @@ class StampedVideoTrack(MediaStreamTrack):
 
     kind = "video"
 
-    def __init__(self, frames: FrameLoop, fps: float, *, clock: MediaClock | None = None, first_id: int = 0,
-                 on_sent: Callable[[int, float], None] | None = None, stamp: bool = True) -> None:
+    def __init__(
+        self,
+        frames: FrameLoop,
+        fps: float,
+        *,
+        clock: MediaClock | None = None,
+        first_id: int = 0,
+        on_sent: Callable[[int, float], None] | None = None,
+        stamp: bool = True,
+    ) -> None:
         super().__init__()
         self._frames = frames  # not `_loop`: the track's event emitter owns that name
         self.fps = fps
@@ -46,8 +54,14 @@ class StampedVideoTrack(MediaStreamTrack):
         self.sent: dict[int, float] = {}
 
     @classmethod
-    def from_rgb(cls, images: Sequence[np.ndarray], fps: float = 15.0, *, clock: MediaClock | None = None,
-                 stamp: bool = True) -> StampedVideoTrack:
+    def from_rgb(
+        cls,
+        images: Sequence[np.ndarray],
+        fps: float = 15.0,
+        *,
+        clock: MediaClock | None = None,
+        stamp: bool = True,
+    ) -> StampedVideoTrack:
         """A loop of RGB pictures (all one size), converted to I420 once."""
         return cls(FrameLoop.from_rgb(images, fps), fps, clock=clock, stamp=stamp)
 

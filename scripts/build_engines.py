@@ -47,8 +47,9 @@ class BuildOptions:
     device_id: int
 
 
-def make_batch_dynamic_file(src: Path, dst: Path, dim_name: str, verify: bool,
-                            batches: Sequence[int]) -> float | None:
+def make_batch_dynamic_file(
+    src: Path, dst: Path, dim_name: str, verify: bool, batches: Sequence[int]
+) -> float | None:
     from engines.onnx_batch import make_batch_dynamic_bytes, verify_batch_equivalence
 
     if not src.is_file():
@@ -112,8 +113,7 @@ def build_plan(opts: BuildOptions) -> Path:
     inputs = _onnx_inputs(opts.onnx_path)
     dim0 = inputs[0][1][0] if inputs and inputs[0][1] else None
     if isinstance(dim0, int) and dim0 > 0 and opts.profile.max > 1:
-        raise BuildError(f"{opts.onnx_path.name} has a fixed batch of {dim0}: run "
-                         f"--make-batch-dynamic first")
+        raise BuildError(f"{opts.onnx_path.name} has a fixed batch of {dim0}: run --make-batch-dynamic first")
     try:
         shapes = profile_shapes(inputs, opts.profile, opts.shapes)
     except ValueError as e:
@@ -136,8 +136,10 @@ def build_plan(opts: BuildOptions) -> Path:
         if hasattr(trt.BuilderFlag, "FP16"):
             config.set_flag(trt.BuilderFlag.FP16)
         elif not _onnx_is_fp16(opts.onnx_path):
-            raise BuildError(f"TensorRT {trt.__version__} has no FP16 builder flag: convert the model first "
-                             f"(`build_engines.py --to-fp16 {opts.onnx_path} FP16.onnx`) and build that")
+            raise BuildError(
+                f"TensorRT {trt.__version__} has no FP16 builder flag: convert the model first "
+                f"(`build_engines.py --to-fp16 {opts.onnx_path} FP16.onnx`) and build that"
+            )
     cache_bytes = opts.timing_cache.read_bytes() if opts.timing_cache and opts.timing_cache.exists() else b""
     timing_cache = config.create_timing_cache(cache_bytes)
     config.set_timing_cache(timing_cache, ignore_mismatch=False)
@@ -172,19 +174,38 @@ def build_triton_repository(args: argparse.Namespace) -> list[str]:
     from engines.triton.repository import RepositoryConfig, build_pipeline_repository
 
     kind = args.kind or {"python": "KIND_CPU", "tensorrt": "KIND_GPU"}.get(args.backend, "KIND_AUTO")
-    preferred = tuple(args.preferred_batch) if args.preferred_batch is not None else tuple(
-        sorted({max(1, args.max_batch // 4), max(1, args.max_batch // 2)}))
+    preferred = (
+        tuple(args.preferred_batch)
+        if args.preferred_batch is not None
+        else tuple(sorted({max(1, args.max_batch // 4), max(1, args.max_batch // 2)}))
+    )
     try:
-        config = RepositoryConfig(args.backend, args.max_batch, preferred, args.max_queue_delay_us,
-                                  args.instances, kind, args.intra_op_threads)
+        config = RepositoryConfig(
+            args.backend,
+            args.max_batch,
+            preferred,
+            args.max_queue_delay_us,
+            args.instances,
+            kind,
+            args.intra_op_threads,
+        )
         shapes = shapes_by_input([parse_shape_arg(s) for s in args.shape])
     except ValueError as e:
         raise BuildError(str(e)) from None
 
     def plan_builder(onnx_path: Path, plan_path: Path) -> None:
-        opts = BuildOptions(onnx_path, plan_path.parent / "build", plan_path.parent.parent.name,
-                            batch_profile(args), max(1, args.instances),
-                            args.precision, args.workspace_gb, args.timing_cache, shapes, args.device)
+        opts = BuildOptions(
+            onnx_path,
+            plan_path.parent / "build",
+            plan_path.parent.parent.name,
+            batch_profile(args),
+            max(1, args.instances),
+            args.precision,
+            args.workspace_gb,
+            args.timing_cache,
+            shapes,
+            args.device,
+        )
         built = build_plan(opts)
         built.replace(plan_path)
         built.parent.rmdir()
@@ -215,45 +236,87 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="build_engines.py",
         description="ONNX -> TensorRT plans with a dynamic-batch optimization profile; "
-                    "fixed-batch ONNX -> dynamic batch (no GPU needed).",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "fixed-batch ONNX -> dynamic batch (no GPU needed).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("onnx", nargs="*", type=Path, help="ONNX models to build plans for")
-    p.add_argument("--make-batch-dynamic", nargs=2, metavar=("IN", "OUT"), type=Path,
-                   help="rewrite a batch-1 ONNX so dim 0 is dynamic (constants included), verify, write OUT")
+    p.add_argument(
+        "--make-batch-dynamic",
+        nargs=2,
+        metavar=("IN", "OUT"),
+        type=Path,
+        help="rewrite a batch-1 ONNX so dim 0 is dynamic (constants included), verify, write OUT",
+    )
     p.add_argument("--dim-name", default="N", help="symbolic batch dim name (default N)")
     p.add_argument("--no-verify", action="store_true", help="skip the batched-vs-single ORT check")
     p.add_argument("--verify-batches", type=int, nargs="+", default=[1, 3], help="batch sizes to verify")
-    p.add_argument("--to-fp16", nargs=2, metavar=("IN", "OUT"), type=Path,
-                   help="convert an ONNX to FP16 weights (FP32 I/O) for TensorRT >= 11")
+    p.add_argument(
+        "--to-fp16",
+        nargs=2,
+        metavar=("IN", "OUT"),
+        type=Path,
+        help="convert an ONNX to FP16 weights (FP32 I/O) for TensorRT >= 11",
+    )
     p.add_argument("--out-dir", type=Path, default=Path("plans"), help="plan directory (default ./plans)")
     p.add_argument("--model", help="model name in the plan file (default: the ONNX file's stem up to a dot)")
     p.add_argument("--min-batch", type=int, default=1)
     p.add_argument("--opt-batch", type=int, default=None, help="batch TensorRT tunes for (default: max/2)")
     p.add_argument("--max-batch", type=int, default=16)
-    p.add_argument("--profiles", type=int, default=2,
-                   help="copies of the profile, one per concurrent execution context (default 2)")
+    p.add_argument(
+        "--profiles",
+        type=int,
+        default=2,
+        help="copies of the profile, one per concurrent execution context (default 2)",
+    )
     p.add_argument("--workspace-gb", type=float, default=4.0, help="builder workspace limit in GiB")
     p.add_argument("--timing-cache", type=Path, default=None, help="timing cache file (read and updated)")
     p.add_argument("--precision", choices=("fp32", "fp16"), default="fp32")
-    p.add_argument("--shape", action="append", default=[], metavar="NAME:DxDxD",
-                   help="shape of an input with dynamic non-batch dims (batch value ignored); repeat it "
-                   "for the same input to span several (the profile takes each dim's min..max)")
+    p.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME:DxDxD",
+        help="shape of an input with dynamic non-batch dims (batch value ignored); repeat it "
+        "for the same input to span several (the profile takes each dim's min..max)",
+    )
     p.add_argument("--device", type=int, default=0, help="CUDA device id")
     t = p.add_argument_group("Triton model repository")
-    t.add_argument("--triton-repository", type=Path, metavar="DIR",
-                   help="write a Triton model repository for the pipeline's models (those in the cache)")
-    t.add_argument("--backend", choices=("python", "onnxruntime", "tensorrt"), default="python",
-                   help="Triton backend: python = ONNX Runtime inside Triton's Python backend (CPU builds); "
-                        "onnxruntime; tensorrt = plans built here (default python)")
+    t.add_argument(
+        "--triton-repository",
+        type=Path,
+        metavar="DIR",
+        help="write a Triton model repository for the pipeline's models (those in the cache)",
+    )
+    t.add_argument(
+        "--backend",
+        choices=("python", "onnxruntime", "tensorrt"),
+        default="python",
+        help="Triton backend: python = ONNX Runtime inside Triton's Python backend (CPU builds); "
+        "onnxruntime; tensorrt = plans built here (default python)",
+    )
     t.add_argument("--models", help="comma list of pipeline engines (default: all whose model is present)")
     t.add_argument("--model-dir", type=Path, help="model cache (default: $LIVEFUSE_MODEL_DIR)")
     t.add_argument("--instances", type=int, default=1, help="instance_group count per model (default 1)")
-    t.add_argument("--kind", choices=("KIND_CPU", "KIND_GPU", "KIND_AUTO"), default=None,
-                   help="instance kind (default KIND_CPU for python, KIND_GPU for tensorrt, KIND_AUTO else)")
-    t.add_argument("--preferred-batch", type=int, nargs="*", default=None,
-                   help="dynamic_batching preferred sizes (default: max/4 and max/2)")
-    t.add_argument("--max-queue-delay-us", type=int, default=2000,
-                   help="how long Triton holds a request for batch partners (default 2000)")
+    t.add_argument(
+        "--kind",
+        choices=("KIND_CPU", "KIND_GPU", "KIND_AUTO"),
+        default=None,
+        help="instance kind (default KIND_CPU for python, KIND_GPU for tensorrt, KIND_AUTO else)",
+    )
+    t.add_argument(
+        "--preferred-batch",
+        type=int,
+        nargs="*",
+        default=None,
+        help="dynamic_batching preferred sizes (default: max/4 and max/2)",
+    )
+    t.add_argument(
+        "--max-queue-delay-us",
+        type=int,
+        default=2000,
+        help="how long Triton holds a request for batch partners (default 2000)",
+    )
     t.add_argument("--intra-op-threads", type=int, default=1, help="python backend: ORT threads per instance")
     return p
 
@@ -261,16 +324,24 @@ def _parser() -> argparse.ArgumentParser:
 def run(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if not args.onnx and not args.make_batch_dynamic and not args.to_fp16 and not args.triton_repository:
-        _parser().error("nothing to do: give ONNX files, --make-batch-dynamic IN OUT, --to-fp16 IN OUT "
-                        "or --triton-repository DIR")
+        _parser().error(
+            "nothing to do: give ONNX files, --make-batch-dynamic IN OUT, --to-fp16 IN OUT "
+            "or --triton-repository DIR"
+        )
     if args.triton_repository:
         for line in build_triton_repository(args):
             print(line)
     if args.make_batch_dynamic:
         src, dst = args.make_batch_dynamic
         diff = make_batch_dynamic_file(src, dst, args.dim_name, not args.no_verify, args.verify_batches)
-        check = "not verified" if diff is None else (
-            f"batches {','.join(map(str, args.verify_batches))} match single runs, max abs diff {diff:.3g}")
+        check = (
+            "not verified"
+            if diff is None
+            else (
+                f"batches {','.join(map(str, args.verify_batches))} match single runs, "
+                f"max abs diff {diff:.3g}"
+            )
+        )
         print(f"{dst}: batch-dynamic ({check})")
     if args.to_fp16:
         convert_to_fp16(*args.to_fp16)
@@ -284,9 +355,18 @@ def run(argv: Sequence[str] | None = None) -> int:
         for path in args.onnx:
             if not path.is_file():
                 raise BuildError(f"no such ONNX file: {path}")
-            opts = BuildOptions(path, args.out_dir, args.model or path.name.split(".")[0], profile,
-                                max(1, args.profiles), args.precision, args.workspace_gb, args.timing_cache,
-                                shapes, args.device)
+            opts = BuildOptions(
+                path,
+                args.out_dir,
+                args.model or path.name.split(".")[0],
+                profile,
+                max(1, args.profiles),
+                args.precision,
+                args.workspace_gb,
+                args.timing_cache,
+                shapes,
+                args.device,
+            )
             print(f"{build_plan(opts)}: built")
     return 0
 

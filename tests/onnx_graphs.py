@@ -48,9 +48,12 @@ def inswapper_graph(path: Path, seed: int = 0) -> Path:
         helper.make_node("Add", ["target_half", "colour_half"], ["output"]),
     ]
     graph = helper.make_graph(
-        nodes, "inswapper_128_standin",
-        [helper.make_tensor_value_info("target", TensorProto.FLOAT, ["N", 3, 128, 128]),
-         helper.make_tensor_value_info("source", TensorProto.FLOAT, ["N", 512])],
+        nodes,
+        "inswapper_128_standin",
+        [
+            helper.make_tensor_value_info("target", TensorProto.FLOAT, ["N", 3, 128, 128]),
+            helper.make_tensor_value_info("source", TensorProto.FLOAT, ["N", 512]),
+        ],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 3, 128, 128])],
         initializer=[w, shape, half, emap],
     )
@@ -68,7 +71,8 @@ def arcface_graph(path: Path, seed: int = 1) -> Path:
         helper.make_node("MatMul", ["flat", "proj"], ["683"]),
     ]
     graph = helper.make_graph(
-        nodes, "arcface_standin",
+        nodes,
+        "arcface_standin",
         [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, ["N", 3, 112, 112])],
         [helper.make_tensor_value_info("683", TensorProto.FLOAT, ["N", 512])],
         initializer=[proj, flat],
@@ -84,7 +88,8 @@ def gfpgan_graph(path: Path) -> Path:
         helper.make_node("Tanh", ["scaled"], ["output"]),
     ]
     graph = helper.make_graph(
-        nodes, "gfpgan_standin",
+        nodes,
+        "gfpgan_standin",
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 512, 512])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 3, 512, 512])],
         initializer=[two],

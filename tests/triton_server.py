@@ -14,9 +14,14 @@ from engines.triton.server import TritonProcess, TritonServerConfig
 from loadgen.embedded import free_ports
 
 
-def build_repository(repo: Path, model_dir: Path, max_batch: int = 8, preferred: tuple[int, ...] = (2, 4),
-                     delay_us: int = 2000,
-                     models: tuple[str, ...] = ("face_detector", "face_landmarker")) -> Path:
+def build_repository(
+    repo: Path,
+    model_dir: Path,
+    max_batch: int = 8,
+    preferred: tuple[int, ...] = (2, 4),
+    delay_us: int = 2000,
+    models: tuple[str, ...] = ("face_detector", "face_landmarker"),
+) -> Path:
     """The python-backend repository `build_engines.py --triton-repository` writes, for these models."""
     config = RepositoryConfig("python", max_batch, preferred, delay_us, 1, "KIND_CPU", 1)
     build_pipeline_repository(repo, model_dir, config, list(models))
@@ -25,8 +30,7 @@ def build_repository(repo: Path, model_dir: Path, max_batch: int = 8, preferred:
 
 def start_triton(repo: Path, log: Path, work_dir: Path) -> TritonProcess:
     grpc, http, metrics = free_ports(3)
-    config = TritonServerConfig(repo, grpc_port=grpc, http_port=http, metrics_port=metrics,
-                                work_dir=work_dir)
+    config = TritonServerConfig(repo, grpc_port=grpc, http_port=http, metrics_port=metrics, work_dir=work_dir)
     server = TritonProcess(config, log_path=log)
     server.start()
     try:

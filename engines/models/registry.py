@@ -151,7 +151,7 @@ _MODELS: tuple[ModelSpec, ...] = (
         outputs=(Signature("<first output>", ("N", 512)),),
         licence="non-commercial research only (InsightFace w600k_r50, as in buffalo_l)",
         notes="also serves the `reference` face selector; tensor names read from the file; hash not pinned "
-              "here: pin the file you trust with `python -m engines.models add`",
+        "here: pin the file you trust with `python -m engines.models add`",
     ),
     ModelSpec(
         id="gfpgan_1.4",

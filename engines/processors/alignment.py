@@ -12,14 +12,35 @@ import numpy as np
 
 # Normalised 5-point templates: eye (image left), eye (image right), nose tip, mouth left, mouth right.
 ARCFACE_112_V2 = np.array(
-    [[0.34191607, 0.46157411], [0.65653393, 0.45983393], [0.50022500, 0.64050536],
-     [0.37097589, 0.82469196], [0.63151696, 0.82325089]], dtype=np.float32)
+    [
+        [0.34191607, 0.46157411],
+        [0.65653393, 0.45983393],
+        [0.50022500, 0.64050536],
+        [0.37097589, 0.82469196],
+        [0.63151696, 0.82325089],
+    ],
+    dtype=np.float32,
+)
 ARCFACE_128_V2 = np.array(
-    [[0.36167656, 0.40387734], [0.63696719, 0.40235469], [0.50019687, 0.56044219],
-     [0.38710391, 0.72160547], [0.61507734, 0.72034453]], dtype=np.float32)
+    [
+        [0.36167656, 0.40387734],
+        [0.63696719, 0.40235469],
+        [0.50019687, 0.56044219],
+        [0.38710391, 0.72160547],
+        [0.61507734, 0.72034453],
+    ],
+    dtype=np.float32,
+)
 FFHQ_512 = np.array(
-    [[0.37691676, 0.46864664], [0.62285697, 0.46912813], [0.50123859, 0.61331904],
-     [0.39308822, 0.72541100], [0.61150205, 0.72490465]], dtype=np.float32)
+    [
+        [0.37691676, 0.46864664],
+        [0.62285697, 0.46912813],
+        [0.50123859, 0.61331904],
+        [0.39308822, 0.72541100],
+        [0.61150205, 0.72490465],
+    ],
+    dtype=np.float32,
+)
 
 
 def estimate_affine(kps5: np.ndarray, template: np.ndarray, size: int, robust: bool = False) -> np.ndarray:
@@ -32,8 +53,9 @@ def estimate_affine(kps5: np.ndarray, template: np.ndarray, size: int, robust: b
     dst = (template * size).astype(np.float64)
     src = kps5.astype(np.float64)
     if robust:
-        matrix, _ = cv2.estimateAffinePartial2D(src.astype(np.float32), dst.astype(np.float32),
-                                                method=cv2.LMEDS)
+        matrix, _ = cv2.estimateAffinePartial2D(
+            src.astype(np.float32), dst.astype(np.float32), method=cv2.LMEDS
+        )
         if matrix is not None:
             return np.asarray(matrix, dtype=np.float32)
     return similarity_lstsq(src, dst)
@@ -55,8 +77,9 @@ def similarity_lstsq(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
 
 def warp_crop(image: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarray:
     """The `size`x`size` crop that `matrix` (frame -> crop) selects; borders replicate the frame's edge."""
-    return cv2.warpAffine(image, matrix, (size, size), flags=cv2.INTER_LINEAR,
-                          borderMode=cv2.BORDER_REPLICATE)
+    return cv2.warpAffine(
+        image, matrix, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+    )
 
 
 def invert_affine(matrix: np.ndarray) -> np.ndarray:

@@ -64,8 +64,9 @@ def serving_model(path: Path) -> Path:
     try:
         verify_batch_equivalence(original, rewritten, batches)
     except Exception as e:  # the rewrite is an optimisation: any failure keeps the working original
-        log.warning("%s: rewrite (%s) failed its check (%s); using the original",
-                    path.name, ", ".join(steps), e)
+        log.warning(
+            "%s: rewrite (%s) failed its check (%s); using the original", path.name, ", ".join(steps), e
+        )
         return path
     try:
         fd, tmp = tempfile.mkstemp(prefix=cached.name, suffix=".part", dir=path.parent)

@@ -54,8 +54,9 @@ class DeviceEnhancer:
             if isinstance(engine, DeviceTensorEngine) and same_device(engine.device, str(self.device)):
                 self.tensor_engine = engine
 
-    def enhance_and_paste(self, frames: DeviceFrames, jobs: Sequence[tuple[int, Face]]
-                          ) -> dict[int, list[Box]]:
+    def enhance_and_paste(
+        self, frames: DeviceFrames, jobs: Sequence[tuple[int, Face]]
+    ) -> dict[int, list[Box]]:
         """Enhance every (frame key, face) into its frame on the device, faces of a frame in job order; the
         boxes pasted per frame."""
         with self._torch.inference_mode():
@@ -63,8 +64,9 @@ class DeviceEnhancer:
                 return self._gfpgan(self.enhancer, frames, jobs)
             return self._detail(self.enhancer, frames, jobs)
 
-    def _detail(self, enhancer: DetailEnhancer, frames: DeviceFrames, jobs: Sequence[tuple[int, Face]]
-                ) -> dict[int, list[Box]]:
+    def _detail(
+        self, enhancer: DetailEnhancer, frames: DeviceFrames, jobs: Sequence[tuple[int, Face]]
+    ) -> dict[int, list[Box]]:
         touched: dict[int, list[Box]] = {}
         for key, face in jobs:
             frame = frames.get(key)
@@ -79,8 +81,9 @@ class DeviceEnhancer:
             touched.setdefault(key, []).append((x0, y0, x1, y1))
         return touched
 
-    def _gfpgan(self, enhancer: GfpganEnhancer, frames: DeviceFrames, jobs: Sequence[tuple[int, Face]]
-                ) -> dict[int, list[Box]]:
+    def _gfpgan(
+        self, enhancer: GfpganEnhancer, frames: DeviceFrames, jobs: Sequence[tuple[int, Face]]
+    ) -> dict[int, list[Box]]:
         torch = self._torch
         if not jobs:
             return {}
@@ -100,8 +103,9 @@ class DeviceEnhancer:
             host = next(iter(run_batched(enhancer.engine, down).values()))
             out = torch.from_numpy(np.ascontiguousarray(host)).to(self.device)
         images = (out.clamp(-1.0, 1.0) + 1.0) * 127.5
-        work = np.stack([face_region_work_mask(face.box, m, size) for (_, face), m in zip(jobs, matrices,
-                                                                                          strict=True)])
+        work = np.stack(
+            [face_region_work_mask(face.box, m, size) for (_, face), m in zip(jobs, matrices, strict=True)]
+        )
         region = torch.from_numpy(work[:, None]).to(self.device)
         if region.shape[-1] != size:
             region = T.resize_linear(region, size)

@@ -45,7 +45,8 @@ class DeviceFrames:
         frame = self._frames.get(key)
         if frame is None:
             frame = self._frames[key] = self._torch.from_numpy(np.ascontiguousarray(self._host(key))).to(
-                self.device, copy=True)
+                self.device, copy=True
+            )
         return frame
 
     def __contains__(self, key: int) -> bool:

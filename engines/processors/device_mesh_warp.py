@@ -67,28 +67,36 @@ class DeviceMeshWarp:
             self._sources.popitem(last=False)
         return self._sources[key][1]
 
-    def swap_and_paste(self, frames: DeviceFrames,
-                       jobs: Sequence[tuple[int, np.ndarray, MeshSource, tuple[str, ...]]],
-                       shape: Sequence[float] | None = None) -> dict[int, list[tuple[int, int, int, int]]]:
+    def swap_and_paste(
+        self,
+        frames: DeviceFrames,
+        jobs: Sequence[tuple[int, np.ndarray, MeshSource, tuple[str, ...]]],
+        shape: Sequence[float] | None = None,
+    ) -> dict[int, list[tuple[int, int, int, int]]]:
         """For jobs (frame key, target landmarks (468, 2), source, regions kept): swap and paste each face
         into its frame on the device (`frames`, uploaded on first use, left there); `shape[i]`: how much of
         the source's face shape job i takes (default SHAPE). The boxes pasted per frame."""
         touched: dict[int, list[tuple[int, int, int, int]]] = {}
         with self._torch.inference_mode():
             for i, (key, target, source, keep) in enumerate(jobs):
-                box = self._swap_one(frames.get(key), target, source, keep,
-                                     shape[i] if shape is not None else SHAPE)
+                box = self._swap_one(
+                    frames.get(key), target, source, keep, shape[i] if shape is not None else SHAPE
+                )
                 if box is not None:
                     touched.setdefault(key, []).append(box)
         return touched
 
-    def _swap_one(self, frame: Any, target: np.ndarray, source: MeshSource, keep: tuple[str, ...],
-                  shape: float) -> tuple[int, int, int, int] | None:
+    def _swap_one(
+        self, frame: Any, target: np.ndarray, source: MeshSource, keep: tuple[str, ...], shape: float
+    ) -> tuple[int, int, int, int] | None:
         """As MeshWarpSwapper.swap_one + paste_back: the target's pixels moved to the source's shape (when
         `shape` > 0), then the face pasted on the new mesh."""
         torch = self._torch
-        plan = (plan_warp(frame.shape[:2], target, shape_offset(source.shape, target), shape)
-                if shape > 0.0 and source.shape is not None else None)
+        plan = (
+            plan_warp(frame.shape[:2], target, shape_offset(source.shape, target), shape)
+            if shape > 0.0 and source.shape is not None
+            else None
+        )
         if plan is None:
             return self._face_into(frame, target, source, keep)
         x0, y0, x1, y1 = plan.window
@@ -109,8 +117,9 @@ class DeviceMeshWarp:
         frame[y0:y1, x0:x1].copy_(work)  # the window's edge did not move: the whole window goes in as is
         return x0, y0, x1, y1
 
-    def _face_into(self, frame: Any, target: np.ndarray, source: MeshSource, keep: tuple[str, ...]
-                   ) -> tuple[int, int, int, int] | None:
+    def _face_into(
+        self, frame: Any, target: np.ndarray, source: MeshSource, keep: tuple[str, ...]
+    ) -> tuple[int, int, int, int] | None:
         torch = self._torch
         window = face_window(frame.shape[:2], target)
         if window is None:

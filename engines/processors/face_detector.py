@@ -88,9 +88,7 @@ def priors(height: int, width: int) -> np.ndarray:
         ys, xs = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
         cx, cy = (xs.ravel() + 0.5) * stride / width, (ys.ravel() + 0.5) * stride / height
         centers = np.stack([cx, cy], axis=1)
-        for_sizes = [
-            np.hstack([centers, np.tile([s / width, s / height], (len(centers), 1))]) for s in sizes
-        ]
+        for_sizes = [np.hstack([centers, np.tile([s / width, s / height], (len(centers), 1))]) for s in sizes]
         parts.append(np.stack(for_sizes, axis=1).reshape(-1, 4))  # per cell: each min size in turn
     out = np.concatenate(parts).astype(np.float32)
     out.setflags(write=False)
@@ -148,8 +146,9 @@ class FaceDetector:
         self.score = score
         self.nms_iou = nms_iou
 
-    def detect(self, images: Sequence[np.ndarray], size: int | None = None,
-               score: float | None = None) -> list[list[Face]]:
+    def detect(
+        self, images: Sequence[np.ndarray], size: int | None = None, score: float | None = None
+    ) -> list[list[Face]]:
         """Faces per image (best score first), in frame coordinates; one engine batch per canvas shape."""
         size = int(size or self.size)
         threshold = self.score if score is None else score
@@ -163,16 +162,18 @@ class FaceDetector:
                 results[i] = faces
         return results
 
-    def _detect_on_canvas(self, images: Sequence[np.ndarray], canvas: tuple[int, int],
-                          threshold: float) -> list[list[Face]]:
+    def _detect_on_canvas(
+        self, images: Sequence[np.ndarray], canvas: tuple[int, int], threshold: float
+    ) -> list[list[Face]]:
         tensor, scales = letterbox(images, canvas)
         out = run_batched(self.engine, {"input": tensor})
         loc, conf, lms = out["loc"], out["conf"], out["landmarks"]
         ch, cw = canvas
         anchors = priors(ch, cw)
         if loc.shape[1] != anchors.shape[0]:
-            raise ValueError(f"detector emitted {loc.shape[1]} anchors, "
-                             f"expected {anchors.shape[0]} for a {cw}x{ch} canvas")
+            raise ValueError(
+                f"detector emitted {loc.shape[1]} anchors, expected {anchors.shape[0]} for a {cw}x{ch} canvas"
+            )
         norm = np.array([cw, ch], dtype=np.float32)
         results: list[list[Face]] = []
         v0, v1 = VARIANCES
@@ -197,7 +198,12 @@ class FaceDetector:
                 box[[1, 3]] = np.clip(box[[1, 3]], 0, h)
                 if box[2] - box[0] < 2 or box[3] - box[1] < 2:
                     continue
-                faces.append(Face(box=box.astype(np.float32), score=float(scores[idx][k]),
-                                  kps5=pts[k].astype(np.float32)))
+                faces.append(
+                    Face(
+                        box=box.astype(np.float32),
+                        score=float(scores[idx][k]),
+                        kps5=pts[k].astype(np.float32),
+                    )
+                )
             results.append(faces)
         return results

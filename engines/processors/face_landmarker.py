@@ -21,11 +21,11 @@ from engines.processors.alignment import extent, invert_affine, rotated_square, 
 from engines.processors.face_detector import Face
 
 INPUT_SIZE = 192
-BOX_SCALE = 1.5    # crop side / detection box side (MediaPipe's RectTransformation scale)
-MESH_SCALE = 1.5   # the mesh spans about the detection box, so the same scale
+BOX_SCALE = 1.5  # crop side / detection box side (MediaPipe's RectTransformation scale)
+MESH_SCALE = 1.5  # the mesh spans about the detection box, so the same scale
 # Mesh indices that stand in for the detector's five points (eye centres, nose tip, mouth corners).
-EYE_A = (33, 133)    # subject's right eye: image left
-EYE_B = (362, 263)   # subject's left eye: image right
+EYE_A = (33, 133)  # subject's right eye: image left
+EYE_B = (362, 263)  # subject's left eye: image right
 NOSE_TIP = 1
 MOUTH_A, MOUTH_B = 61, 291
 
@@ -33,7 +33,7 @@ MOUTH_A, MOUTH_B = 61, 291
 @dataclass(frozen=True)
 class MeshResult:
     landmarks: np.ndarray  # (468, 2) frame coordinates
-    presence: float        # probability that the crop holds a face
+    presence: float  # probability that the crop holds a face
     # (468,) the model's relative depth per point, in frame pixels (the source's 3-D shape for the shape
     # transfer, engines.processors.face_shape); None where not known
     depth: np.ndarray | None = None
@@ -68,8 +68,9 @@ def crop_batch(frames: Sequence[np.ndarray], matrices: Sequence[np.ndarray]) -> 
     """The model's input: one 192 crop per (frame, frame -> crop affine), NCHW float32 in [0, 1]."""
     batch = np.empty((len(frames), 3, INPUT_SIZE, INPUT_SIZE), dtype=np.float32)
     for i, (frame, m) in enumerate(zip(frames, matrices, strict=True)):
-        crop = cv2.warpAffine(frame, m, (INPUT_SIZE, INPUT_SIZE), flags=cv2.INTER_LINEAR,
-                              borderMode=cv2.BORDER_CONSTANT)
+        crop = cv2.warpAffine(
+            frame, m, (INPUT_SIZE, INPUT_SIZE), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+        )
         for c, plane in enumerate(cv2.split(crop)):  # contiguous planes: no strided transpose copy
             batch[i, c] = plane
     batch *= np.float32(1.0 / 255.0)  # one pass over the whole batch
@@ -102,8 +103,13 @@ class FaceLandmarker:
             inv = invert_affine(m)
             frame_pts = transform_points(pts[i, :, :2].astype(np.float32), inv)
             scale = abs(float(inv[0, 0]) * float(inv[1, 1]) - float(inv[0, 1]) * float(inv[1, 0])) ** 0.5
-            results.append(MeshResult(landmarks=frame_pts.astype(np.float32), presence=float(presence[i]),
-                                      depth=(pts[i, :, 2] * scale).astype(np.float32)))
+            results.append(
+                MeshResult(
+                    landmarks=frame_pts.astype(np.float32),
+                    presence=float(presence[i]),
+                    depth=(pts[i, :, 2] * scale).astype(np.float32),
+                )
+            )
         return results
 
     def is_face(self, mesh: MeshResult) -> bool:

@@ -31,17 +31,17 @@ import numpy as np
 from engines.processors.alignment import extent
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
 
-CAP_FRAC = 0.06        # largest offset of a mesh point, as a fraction of the face size
-SMOOTH_STEPS = 3       # neighbour-averaging passes over the offset...
-SMOOTH_WEIGHT = 0.5    # ...each moving a point this far toward its neighbours' mean
-WINDOW_GROW = 0.12     # the warped window: the face's extent grown by this fraction of its width / height
-                       # per side (the gateway changes nothing past 15 %)
-GRID = 16              # spline nodes per side of the warped window (stretched to a per-pixel map)
-BORDER_NODES = 5       # fixed control points per window side (corners included)
-REGULARISE = 1e-4      # spline smoothing (coordinates normalised to the window): near-coincident points
-MIN_DET = 0.25         # smallest local area ratio of the map accepted (1 = no change, <= 0 = a fold)
-BACKOFF = 0.6          # alpha is scaled by this after each refused fold...
-ATTEMPTS = 4           # ...at most this many times, then the frame is not warped
+CAP_FRAC = 0.06  # largest offset of a mesh point, as a fraction of the face size
+SMOOTH_STEPS = 3  # neighbour-averaging passes over the offset...
+SMOOTH_WEIGHT = 0.5  # ...each moving a point this far toward its neighbours' mean
+WINDOW_GROW = 0.12  # the warped window: the face's extent grown by this fraction of its width / height
+# per side (the gateway changes nothing past 15 %)
+GRID = 16  # spline nodes per side of the warped window (stretched to a per-pixel map)
+BORDER_NODES = 5  # fixed control points per window side (corners included)
+REGULARISE = 1e-4  # spline smoothing (coordinates normalised to the window): near-coincident points
+MIN_DET = 0.25  # smallest local area ratio of the map accepted (1 = no change, <= 0 = a fold)
+BACKOFF = 0.6  # alpha is scaled by this after each refused fold...
+ATTEMPTS = 4  # ...at most this many times, then the frame is not warped
 
 EYE_CORNERS = ((33, 133), (362, 263))
 EYE_RINGS = (EYE_RIGHT, EYE_LEFT)
@@ -53,12 +53,50 @@ LOWER_LIP = (95, 88, 178, 87, 14, 317, 402, 318, 324, 146, 91, 181, 84, 17, 314,
 # Spline control points: every other point of the silhouette ring, brows, eye corners and lids, nose, lips,
 # cheeks (with the window's border, under 100 points: the spline's solve stays one small system).
 CONTROL = (
-    10, 297, 284, 389, 454, 361, 397, 379, 400, 152, 176, 150, 172, 132, 234, 162, 54, 67,
-    70, 107, 336, 300,
-    33, 133, 159, 145, 362, 263, 386, 374,
-    168, 1, 98, 327,
-    0, 17, 61, 291, 13, 14,
-    205, 425, 187, 411,
+    10,
+    297,
+    284,
+    389,
+    454,
+    361,
+    397,
+    379,
+    400,
+    152,
+    176,
+    150,
+    172,
+    132,
+    234,
+    162,
+    54,
+    67,
+    70,
+    107,
+    336,
+    300,
+    33,
+    133,
+    159,
+    145,
+    362,
+    263,
+    386,
+    374,
+    168,
+    1,
+    98,
+    327,
+    0,
+    17,
+    61,
+    291,
+    13,
+    14,
+    205,
+    425,
+    187,
+    411,
 )
 
 
@@ -66,12 +104,12 @@ CONTROL = (
 class SourceShape:
     """The source's 3-D mesh, centred, with what every frame's fit and smoothing reuse."""
 
-    points: np.ndarray      # (468, 3) float64, centred on the rigid points' mean
-    rigid: np.ndarray       # (R,) indices: the upper face without eyes and brows (they blink and frown)
-    fit: np.ndarray         # (R, 3): the rigid points' (pointsᵀ points)⁻¹ points, so the fit is one product
-    rows: np.ndarray        # (E,) int: mesh edges in both directions, point...
-    cols: np.ndarray        # (E,) int: ...and its neighbour...
-    weights: np.ndarray     # (E,) float: ...weighted 1 / the point's degree
+    points: np.ndarray  # (468, 3) float64, centred on the rigid points' mean
+    rigid: np.ndarray  # (R,) indices: the upper face without eyes and brows (they blink and frown)
+    fit: np.ndarray  # (R, 3): the rigid points' (pointsᵀ points)⁻¹ points, so the fit is one product
+    rows: np.ndarray  # (E,) int: mesh edges in both directions, point...
+    cols: np.ndarray  # (E,) int: ...and its neighbour...
+    weights: np.ndarray  # (E,) float: ...weighted 1 / the point's degree
 
 
 def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray) -> SourceShape:
@@ -82,11 +120,19 @@ def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray
     r = pts[rigid]
     fit = r @ np.linalg.inv(r.T @ r)
     t = np.asarray(triangles, dtype=np.int64)
-    edges = np.unique(np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]],
-                                      t[:, [1, 0]], t[:, [2, 1]], t[:, [0, 2]]]), axis=0)
+    edges = np.unique(
+        np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]], t[:, [1, 0]], t[:, [2, 1]], t[:, [0, 2]]]),
+        axis=0,
+    )
     degree = np.bincount(edges[:, 0], minlength=len(pts)).astype(np.float64)
-    return SourceShape(points=pts, rigid=rigid, fit=fit, rows=edges[:, 0], cols=edges[:, 1],
-                       weights=1.0 / degree[edges[:, 0]])
+    return SourceShape(
+        points=pts,
+        rigid=rigid,
+        fit=fit,
+        rows=edges[:, 0],
+        cols=edges[:, 1],
+        weights=1.0 / degree[edges[:, 0]],
+    )
 
 
 def rigid_points(points: np.ndarray) -> np.ndarray:
@@ -94,8 +140,9 @@ def rigid_points(points: np.ndarray) -> np.ndarray:
     brows (they frown). The pose is fitted on these, so a talking mouth or a blink does not tilt it."""
     _, down = _axes(points)
     eyes = [points[list(EYE_A)].mean(0), points[list(EYE_B)].mean(0)]
-    width = max(float(np.linalg.norm(points[133] - points[33])),
-                float(np.linalg.norm(points[263] - points[362])))
+    width = max(
+        float(np.linalg.norm(points[133] - points[33])), float(np.linalg.norm(points[263] - points[362]))
+    )
     v = (points - (eyes[0] + eyes[1]) / 2) @ down
     far = np.ones(len(points), bool)
     for c in eyes:
@@ -116,15 +163,16 @@ def fitted(shape: SourceShape, target: np.ndarray) -> np.ndarray:
     t = target.astype(np.float64)
     rigid = t[shape.rigid]
     centre = rigid.mean(0)
-    a = (rigid - centre).T @ shape.fit                 # (2, 3)
+    a = (rigid - centre).T @ shape.fit  # (2, 3)
     u, s, vt = np.linalg.svd(a, full_matrices=False)
-    projection = float(s.mean()) * (u @ vt)            # scale x the first two rows of a rotation
+    projection = float(s.mean()) * (u @ vt)  # scale x the first two rows of a rotation
     out: np.ndarray = shape.points @ projection.T + centre
     return out
 
 
-def smooth(offset: np.ndarray, shape: SourceShape, steps: int = SMOOTH_STEPS,
-           weight: float = SMOOTH_WEIGHT) -> np.ndarray:
+def smooth(
+    offset: np.ndarray, shape: SourceShape, steps: int = SMOOTH_STEPS, weight: float = SMOOTH_WEIGHT
+) -> np.ndarray:
     """`steps` passes moving each point's offset `weight` of the way to its mesh neighbours' mean (a point
     without neighbours keeps its own)."""
     n = len(offset)
@@ -187,6 +235,7 @@ def shape_offset(shape: SourceShape, target: np.ndarray) -> np.ndarray:
 
 # -- the warp ----------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class WarpPlan:
     """The target's pixels moved to the new geometry, for one face.
@@ -232,9 +281,9 @@ def tps_fit(controls: np.ndarray, values: np.ndarray, regularise: float = REGULA
     system = np.zeros((n + 3, n + 3))
     system[:n, :n] = _kernel(controls, controls) + regularise * np.eye(n)
     system[:n, n] = 1.0
-    system[:n, n + 1:] = controls
+    system[:n, n + 1 :] = controls
     system[n, :n] = 1.0
-    system[n + 1:, :n] = controls.T
+    system[n + 1 :, :n] = controls.T
     rhs = np.zeros((n + 3, 2))
     rhs[:n] = values
     return np.asarray(np.linalg.solve(system, rhs))
@@ -245,7 +294,7 @@ def tps_eval(points: np.ndarray, controls: np.ndarray, coef: np.ndarray) -> np.n
     n = len(controls)
     k = _kernel(points, controls)
     out = np.einsum("mn,nc->mc", k, coef[:n])
-    return np.asarray(out + coef[n] + np.einsum("md,dc->mc", points, coef[n + 1:]))
+    return np.asarray(out + coef[n] + np.einsum("md,dc->mc", points, coef[n + 1 :]))
 
 
 def node_positions(h: int, w: int, nodes: int = GRID) -> tuple[np.ndarray, np.ndarray]:
@@ -267,14 +316,15 @@ def min_jacobian(grid: np.ndarray, h: int, w: int) -> float:
     nodes_y, nodes_x = grid.shape[:2]
     sx, sy = (w - 1.0) / (nodes_x - 1), (h - 1.0) / (nodes_y - 1)
     g = grid.astype(np.float64)
-    ddx = (g[:-1, 1:] - g[:-1, :-1] + g[1:, 1:] - g[1:, :-1]) / (2 * sx)   # d(offset)/dx per cell
-    ddy = (g[1:, :-1] - g[:-1, :-1] + g[1:, 1:] - g[:-1, 1:]) / (2 * sy)   # d(offset)/dy
+    ddx = (g[:-1, 1:] - g[:-1, :-1] + g[1:, 1:] - g[1:, :-1]) / (2 * sx)  # d(offset)/dx per cell
+    ddy = (g[1:, :-1] - g[:-1, :-1] + g[1:, 1:] - g[:-1, 1:]) / (2 * sy)  # d(offset)/dy
     det = (1.0 + ddx[..., 0]) * (1.0 + ddy[..., 1]) - ddy[..., 0] * ddx[..., 1]
     return float(det.min())
 
 
-def plan_warp(frame_hw: tuple[int, ...], target: np.ndarray, offset: np.ndarray, alpha: float
-              ) -> WarpPlan | None:
+def plan_warp(
+    frame_hw: tuple[int, ...], target: np.ndarray, offset: np.ndarray, alpha: float
+) -> WarpPlan | None:
     """The warp that moves the target's pixels to target + alpha * offset; None when alpha is 0, the face's
     window is too small, or every scaled-back alpha would still fold the map."""
     if alpha <= 0.0:
@@ -315,8 +365,13 @@ def pixel_maps(plan: WarpPlan) -> tuple[np.ndarray, np.ndarray]:
     h, w = y1 - y0, x1 - x0
     gy, gx = plan.grid.shape[:2]
     to_grid = np.array([[(gx - 1) / (w - 1), 0.0, 0.0], [0.0, (gy - 1) / (h - 1), 0.0]], np.float64)
-    offsets = cv2.warpAffine(plan.grid, to_grid, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                             borderMode=cv2.BORDER_REPLICATE)
+    offsets = cv2.warpAffine(
+        plan.grid,
+        to_grid,
+        (w, h),
+        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+        borderMode=cv2.BORDER_REPLICATE,
+    )
     map_x = offsets[..., 0] + np.arange(x0, x1, dtype=np.float32)[None, :]
     map_y = offsets[..., 1] + np.arange(y0, y1, dtype=np.float32)[:, None]
     return map_x, map_y

@@ -43,8 +43,9 @@ class InswapperSwapper:
 
     name = "inswapper_128"
 
-    def __init__(self, engine: Engine, embedder: ArcFaceEmbedder, emap: np.ndarray,
-                 mask: BoxMaskConfig | None = None) -> None:
+    def __init__(
+        self, engine: Engine, embedder: ArcFaceEmbedder, emap: np.ndarray, mask: BoxMaskConfig | None = None
+    ) -> None:
         self.engine = engine
         self.embedder = embedder
         self.emap = emap
@@ -57,8 +58,11 @@ class InswapperSwapper:
         latent = embedding @ self.emap
         return (latent / max(float(np.linalg.norm(latent)), 1e-12)).astype(np.float32)
 
-    def swap(self, jobs: Sequence[tuple[np.ndarray, Face, np.ndarray]],
-             keep: Sequence[tuple[str, ...]] | None = None) -> list[FacePatch]:
+    def swap(
+        self,
+        jobs: Sequence[tuple[np.ndarray, Face, np.ndarray]],
+        keep: Sequence[tuple[str, ...]] | None = None,
+    ) -> list[FacePatch]:
         """One patch per (frame, target face, source latent) job; all faces in one engine batch. `keep[i]`:
         the target regions job i keeps (needs the face's landmarks)."""
         if not jobs:
@@ -80,8 +84,9 @@ class InswapperSwapper:
         return patches
 
 
-def keep_regions_out(mask: np.ndarray, face: Face, matrix: np.ndarray,
-                     regions: tuple[str, ...]) -> np.ndarray:
+def keep_regions_out(
+    mask: np.ndarray, face: Face, matrix: np.ndarray, regions: tuple[str, ...]
+) -> np.ndarray:
     """`mask` (aligned crop) with the face's kept target regions cut out (a new array; `mask` is shared)."""
     if not regions or face.landmarks is None:
         return mask

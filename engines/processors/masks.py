@@ -21,10 +21,13 @@ from engines.processors.alignment import transform_points
 # MediaPipe FaceMesh contours (FACEMESH_LIPS inner ring, FACEMESH_LEFT_EYE / RIGHT_EYE, FACEMESH_LIPS outer).
 INNER_LIPS = (78, 95, 88, 178, 87, 14, 317, 402, 318, 324, 308, 415, 310, 311, 312, 13, 82, 81, 80, 191)
 OUTER_LIPS = (61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291, 409, 270, 269, 267, 0, 37, 39, 40, 185)
-EYE_RIGHT = (33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246)   # image left
+EYE_RIGHT = (33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246)  # image left
 EYE_LEFT = (263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385, 386, 387, 388, 466)  # image right
 REGION_RINGS: dict[str, tuple[tuple[int, ...], ...]] = {
-    "mouth": (INNER_LIPS,), "eyes": (EYE_RIGHT, EYE_LEFT), "eye_area": (EYE_RIGHT, EYE_LEFT)}
+    "mouth": (INNER_LIPS,),
+    "eyes": (EYE_RIGHT, EYE_LEFT),
+    "eye_area": (EYE_RIGHT, EYE_LEFT),
+}
 # Grow each kept region by this fraction of the face size (negative: pull it in) and feather it by this much.
 # Chosen with the quality report's identity and liveliness measures: the mouth reaches just past the inner
 # lips (teeth kept whole; growing it to 0.02 kept more of the target's lips and lost 0.04 of identity
@@ -38,8 +41,9 @@ def _polys(landmarks: np.ndarray, rings: tuple[tuple[int, ...], ...]) -> list[np
     return [np.round(landmarks[list(r)] * 16).astype(np.int32) for r in rings]
 
 
-def region_mask(shape: tuple[int, int], landmarks: np.ndarray, regions: tuple[str, ...],
-                face_size: float) -> np.ndarray:
+def region_mask(
+    shape: tuple[int, int], landmarks: np.ndarray, regions: tuple[str, ...], face_size: float
+) -> np.ndarray:
     """Float mask in [0, 1] (h, w): 1 where the target's `regions` are kept. `landmarks` in the mask's
     coordinates (468, 2). Each region is grown and blurred inside its own bounding box only."""
     h, w = shape
@@ -89,8 +93,9 @@ class BoxMaskConfig:
         if not 0.0 <= self.blur <= 1.0:
             raise ValueError(f"mask blur must be in 0..1, got {self.blur}")
         if len(self.padding) != 4 or any(not 0.0 <= p < 50.0 for p in self.padding):
-            raise ValueError(f"mask padding must be 4 percentages (top, right, bottom, left) in 0..50, "
-                             f"got {self.padding}")
+            raise ValueError(
+                f"mask padding must be 4 percentages (top, right, bottom, left) in 0..50, got {self.padding}"
+            )
 
 
 def box_mask(size: int, config: BoxMaskConfig) -> np.ndarray:
@@ -100,16 +105,16 @@ def box_mask(size: int, config: BoxMaskConfig) -> np.ndarray:
     top, right, bottom, left = (max(blur_area, int(size * p / 100.0)) for p in config.padding)
     mask = np.ones((size, size), dtype=np.float32)
     mask[:top, :] = 0.0
-    mask[size - bottom:, :] = 0.0
+    mask[size - bottom :, :] = 0.0
     mask[:, :left] = 0.0
-    mask[:, size - right:] = 0.0
+    mask[:, size - right :] = 0.0
     if blur_amount > 0:
         mask = np.asarray(cv2.GaussianBlur(mask, (0, 0), blur_amount * 0.25), dtype=np.float32)
     mask.setflags(write=False)
     return mask
 
 
-REGION_GROW = 0.1   # the face's box grown by this fraction of its size per side (soft edge included)...
+REGION_GROW = 0.1  # the face's box grown by this fraction of its size per side (soft edge included)...
 REGION_BLUR = 0.02  # ...softened by this much of the crop, inwards from there (the box stays at full)
 
 

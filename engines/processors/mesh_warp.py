@@ -30,20 +30,54 @@ from engines.processors.masks import region_mask, skin_mask
 from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, paste_back, translation
 from engines.processors.source_validity import validity_map
 
-MARGIN = 2          # px around the target mesh's bounding box
+MARGIN = 2  # px around the target mesh's bounding box
 ERODE_FRAC = 0.015  # mask pulled in by this fraction of the face size...
-BLUR_FRAC = 0.02    # ...and feathered by this much, so the seam fades inside the face
+BLUR_FRAC = 0.02  # ...and feathered by this much, so the seam fades inside the face
 STD_RATIO = (0.5, 2.0)
 FOREHEAD_KEEP = 1.0  # keep this much forehead above the brows (fraction of the brow-to-eye distance)
-SHAPE = 1.0          # default strength of the source's face shape (0 = the target's geometry)
+SHAPE = 1.0  # default strength of the source's face shape (0 = the target's geometry)
 EYE_A = (33, 133)
 EYE_B = (362, 263)
 BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
 # MediaPipe FaceMesh's silhouette ring (FACEMESH_FACE_OVAL). Those points sit exactly on the face's edge, so
 # texture sampled at them is half background; the source side of the ring is pulled in toward the centre.
 FACE_OVAL = (
-    10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377,
-    152, 148, 176, 149, 150, 136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
+    10,
+    338,
+    297,
+    332,
+    284,
+    251,
+    389,
+    356,
+    454,
+    323,
+    361,
+    288,
+    397,
+    365,
+    379,
+    378,
+    400,
+    377,
+    152,
+    148,
+    176,
+    149,
+    150,
+    136,
+    172,
+    58,
+    132,
+    93,
+    234,
+    127,
+    162,
+    21,
+    54,
+    103,
+    67,
+    109,
 )
 OVAL_PULL = 0.06  # fraction of the distance to the mesh centre
 
@@ -52,12 +86,12 @@ OVAL_PULL = 0.06  # fraction of the distance to the mesh centre
 class MeshSource:
     """A source face ready to be warped: its pixels, its mesh and the triangulation reused every frame."""
 
-    image: np.ndarray      # (H, W, 3) uint8 RGB, the source image
+    image: np.ndarray  # (H, W, 3) uint8 RGB, the source image
     landmarks: np.ndarray  # (468, 2) float32 in source image coordinates
     triangles: np.ndarray  # (T, 3) int32 indices into landmarks
     mask_points: np.ndarray  # indices whose hull is the blend mask (the face without the upper forehead)
     validity: np.ndarray | None = None  # (H, W) uint8: where the source may be pasted (None: everywhere)
-    shape: SourceShape | None = None    # its 3-D shape (None: no depth known, the target's shape stays)
+    shape: SourceShape | None = None  # its 3-D shape (None: no depth known, the target's shape stays)
     # Derived once (the source never changes): (T, 3, 2) source triangles, the sign of their area, and their
     # edge vectors from the first vertex (T, 2, 2), which every frame's barycentric maps multiply; the
     # pixels with the validity as a fourth channel (one remap warps both).
@@ -115,8 +149,14 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     image = np.ascontiguousarray(image)
     triangles = triangulate(pts)
     shape = make_source_shape(pts, depth, triangles) if depth is not None else None
-    return MeshSource(image=image, landmarks=sample, triangles=triangles, mask_points=face_mask_points(pts),
-                      validity=validity_map(image, pts, depth, triangles), shape=shape)
+    return MeshSource(
+        image=image,
+        landmarks=sample,
+        triangles=triangles,
+        mask_points=face_mask_points(pts),
+        validity=validity_map(image, pts, depth, triangles),
+        shape=shape,
+    )
 
 
 def match_colour(warped: np.ndarray, target: np.ndarray, inside: np.ndarray) -> np.ndarray:
@@ -165,8 +205,9 @@ def front_facing(tris_src: np.ndarray, tris_dst: np.ndarray, min_area_px: float 
 EDGE_TOL = 0.5  # px: a pixel centre this close outside a triangle still belongs to it (see warp_maps)
 
 
-def warp_maps(local: np.ndarray, source: MeshSource, h: int, w: int
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def warp_maps(
+    local: np.ndarray, source: MeshSource, h: int, w: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(map_x, map_y, covered) for an (h, w) box whose target mesh is `local`: the source pixel each
     covered pixel samples, -1 elsewhere; None when no visible triangle covers a pixel.
 
@@ -178,7 +219,7 @@ def warp_maps(local: np.ndarray, source: MeshSource, h: int, w: int
     leaving cracks, and reproduces OpenCV's fill coverage (IoU > 0.99 against it). Where triangles overlap,
     the highest index wins, as the painter's order of the old loop did.
     """
-    tris_dst = local[source.triangles]                        # (T, 3, 2)
+    tris_dst = local[source.triangles]  # (T, 3, 2)
     area = signed_areas(tris_dst)
     vis = np.nonzero(visible_triangles(source.orientation, area))[0]
     if vis.size == 0:
@@ -189,16 +230,16 @@ def warp_maps(local: np.ndarray, source: MeshSource, h: int, w: int
     e1x, e1y, e2x, e2y = b[:, 0] - ax, b[:, 1] - ay, c[:, 0] - ax, c[:, 1] - ay
     # Barycentrics (u, v) of a pixel p: p - a = u e1 + v e2, and its source point is s_a + u f1 + v f2: an
     # affine map per triangle, src = origin + x * gx + y * gy.
-    f = source.edges[vis]                                     # (V, 2, 2): f1, f2
+    f = source.edges[vis]  # (V, 2, 2): f1, f2
     f1, f2 = f[:, 0], f[:, 1]
     inv = 1.0 / det
-    ux, uy, vx, vy = e2y * inv, -e2x * inv, -e1y * inv, e1x * inv   # du/dx, du/dy, dv/dx, dv/dy
+    ux, uy, vx, vy = e2y * inv, -e2x * inv, -e1y * inv, e1x * inv  # du/dx, du/dy, dv/dx, dv/dy
     gx = ux[:, None] * f1 + vx[:, None] * f2
     gy = uy[:, None] * f1 + vy[:, None] * f2
     origin = source.tris[vis, 0] - ax[:, None] * gx - ay[:, None] * gy
     # Edges a->b, b->c, c->a as signed distances (inside >= 0): A x + B y + C >= -EDGE_TOL. Along a row
     # that is x >= or <= (-EDGE_TOL - B y - C) / A, by the sign of A: a slope and an intercept per edge.
-    ex = np.stack([e1x, c[:, 0] - b[:, 0], -e2x], 1)          # (V, 3)
+    ex = np.stack([e1x, c[:, 0] - b[:, 0], -e2x], 1)  # (V, 3)
     ey = np.stack([e1y, c[:, 1] - b[:, 1], -e2y], 1)
     px, py = d[:, :, 0], d[:, :, 1]
     k = np.sign(det)[:, None] / np.sqrt(ex * ex + ey * ey)
@@ -209,11 +250,20 @@ def warp_maps(local: np.ndarray, source: MeshSource, h: int, w: int
     left, right = ea > 0, ea < 0
     lo = np.minimum(np.minimum(a, b), c) - EDGE_TOL
     hi = np.maximum(np.maximum(a, b), c) + EDGE_TOL
-    table = np.concatenate([
-        np.where(left, slope, 0.0), np.where(left, icept, -np.inf),      # 0-2, 3-5: lower bounds on x
-        np.where(right, slope, 0.0), np.where(right, icept, np.inf),     # 6-8, 9-11: upper bounds on x
-        lo[:, :1], hi[:, :1], gx, gy, origin,                           # 12, 13, 14-15, 16-17, 18-19
-    ], axis=1)
+    table = np.concatenate(
+        [
+            np.where(left, slope, 0.0),
+            np.where(left, icept, -np.inf),  # 0-2, 3-5: lower bounds on x
+            np.where(right, slope, 0.0),
+            np.where(right, icept, np.inf),  # 6-8, 9-11: upper bounds on x
+            lo[:, :1],
+            hi[:, :1],
+            gx,
+            gy,
+            origin,  # 12, 13, 14-15, 16-17, 18-19
+        ],
+        axis=1,
+    )
     y0 = np.maximum(np.ceil(lo[:, 1]), 0).astype(np.int64)
     nrows = np.maximum(np.minimum(np.floor(hi[:, 1]), h - 1).astype(np.int64) - y0 + 1, 0)
     # One entry per (triangle, row).
@@ -221,10 +271,13 @@ def warp_maps(local: np.ndarray, source: MeshSource, h: int, w: int
     yi = np.arange(rt.size) + np.repeat(y0 - (np.cumsum(nrows) - nrows), nrows)
     y = yi.astype(np.float64)
     r = table[rt]
-    lower = np.maximum(np.maximum(r[:, 0] * y + r[:, 3], r[:, 1] * y + r[:, 4]),
-                       np.maximum(r[:, 2] * y + r[:, 5], r[:, 12]))
-    upper = np.minimum(np.minimum(r[:, 6] * y + r[:, 9], r[:, 7] * y + r[:, 10]),
-                       np.minimum(r[:, 8] * y + r[:, 11], r[:, 13]))
+    lower = np.maximum(
+        np.maximum(r[:, 0] * y + r[:, 3], r[:, 1] * y + r[:, 4]), np.maximum(r[:, 2] * y + r[:, 5], r[:, 12])
+    )
+    upper = np.minimum(
+        np.minimum(r[:, 6] * y + r[:, 9], r[:, 7] * y + r[:, 10]),
+        np.minimum(r[:, 8] * y + r[:, 11], r[:, 13]),
+    )
     xl = np.maximum(np.ceil(lower), 0)
     n = np.maximum(np.minimum(np.floor(upper), w - 1) - xl + 1, 0).astype(np.int64)
     total = int(n.sum())
@@ -241,7 +294,7 @@ def warp_maps(local: np.ndarray, source: MeshSource, h: int, w: int
     # write into a spare slot past the box instead.
     dst = np.where(ids[pix] == tid, pix, h * w)
     xf = x.astype(np.float32)
-    row_x = (r[:, 18] + r[:, 16] * y).astype(np.float32)      # source point at (0, y), per row entry
+    row_x = (r[:, 18] + r[:, 16] * y).astype(np.float32)  # source point at (0, y), per row entry
     row_y = (r[:, 19] + r[:, 17] * y).astype(np.float32)
     map_x = np.full(h * w + 1, -1.0, dtype=np.float32)
     map_y = np.full(h * w + 1, -1.0, dtype=np.float32)
@@ -258,26 +311,42 @@ class MeshWarpSwapper:
     def __init__(self, poisson: bool = False) -> None:
         self.poisson = poisson
 
-    def swap(self, jobs: Sequence[tuple[np.ndarray, np.ndarray, MeshSource]],
-             keep: Sequence[tuple[str, ...]] | None = None,
-             shape: Sequence[float] | None = None) -> list[FacePatch | None]:
+    def swap(
+        self,
+        jobs: Sequence[tuple[np.ndarray, np.ndarray, MeshSource]],
+        keep: Sequence[tuple[str, ...]] | None = None,
+        shape: Sequence[float] | None = None,
+    ) -> list[FacePatch | None]:
         """One patch per (frame, target landmarks (468, 2), source) job; None where the face is off-frame.
         `keep[i]`: the target regions job i keeps from the frame (mouth, eyes); `shape[i]`: how much of the
         source's face shape it takes (0..1; default SHAPE)."""
-        return [self.swap_one(frame, target, source, keep[i] if keep else (),
-                              shape[i] if shape is not None else SHAPE)
-                for i, (frame, target, source) in enumerate(jobs)]
+        return [
+            self.swap_one(
+                frame, target, source, keep[i] if keep else (), shape[i] if shape is not None else SHAPE
+            )
+            for i, (frame, target, source) in enumerate(jobs)
+        ]
 
-    def swap_one(self, frame: np.ndarray, target: np.ndarray, source: MeshSource,
-                 keep: tuple[str, ...] = (), shape: float = SHAPE) -> FacePatch | None:
-        plan = (plan_warp(frame.shape[:2], target, shape_offset(source.shape, target), shape)
-                if shape > 0.0 and source.shape is not None else None)
+    def swap_one(
+        self,
+        frame: np.ndarray,
+        target: np.ndarray,
+        source: MeshSource,
+        keep: tuple[str, ...] = (),
+        shape: float = SHAPE,
+    ) -> FacePatch | None:
+        plan = (
+            plan_warp(frame.shape[:2], target, shape_offset(source.shape, target), shape)
+            if shape > 0.0 and source.shape is not None
+            else None
+        )
         if plan is None:
             return self.face_patch(frame, target, source, keep)
         x0, y0, x1, y1 = plan.window
         map_x, map_y = pixel_maps(plan)
-        moved = cv2.remap(frame, map_x, map_y, interpolation=cv2.INTER_LINEAR,
-                          borderMode=cv2.BORDER_REPLICATE)
+        moved = cv2.remap(
+            frame, map_x, map_y, interpolation=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )
         face = self.face_patch(moved, plan.landmarks - np.array((x0, y0), np.float32), source, keep)
         if face is not None:
             paste_back(moved, face)
@@ -285,8 +354,9 @@ class MeshWarpSwapper:
         whole = np.ones((y1 - y0, x1 - x0), np.float32)
         return FacePatch(image=moved, mask=whole, matrix=translation(x0, y0), opaque=True)
 
-    def face_patch(self, frame: np.ndarray, target: np.ndarray, source: MeshSource,
-                   keep: tuple[str, ...] = ()) -> FacePatch | None:
+    def face_patch(
+        self, frame: np.ndarray, target: np.ndarray, source: MeshSource, keep: tuple[str, ...] = ()
+    ) -> FacePatch | None:
         """The source's face warped onto `target` (468, 2) in `frame`: the patch over the mesh's window."""
         window = face_window(frame.shape[:2], target)
         if window is None:
@@ -298,8 +368,9 @@ class MeshWarpSwapper:
         if maps is None:
             return None
         map_x, map_y, covered = maps
-        texture = cv2.remap(source.texture, map_x, map_y, interpolation=cv2.INTER_LINEAR,
-                            borderMode=cv2.BORDER_REPLICATE)
+        texture = cv2.remap(
+            source.texture, map_x, map_y, interpolation=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )
         warped = texture[:, :, :3]
 
         size = float(max(h, w))
@@ -333,8 +404,11 @@ def _poisson(warped: np.ndarray, roi: np.ndarray, mask: np.ndarray) -> np.ndarra
     x0, x1, y0, y1 = int(xs.min()), int(xs.max()), int(ys.min()), int(ys.max())
     centre = ((x0 + x1 + 1) // 2, (y0 + y1 + 1) // 2)
     try:
-        return np.asarray(cv2.seamlessClone(np.ascontiguousarray(warped), np.ascontiguousarray(roi), binary,
-                                            centre, cv2.NORMAL_CLONE))
+        return np.asarray(
+            cv2.seamlessClone(
+                np.ascontiguousarray(warped), np.ascontiguousarray(roi), binary, centre, cv2.NORMAL_CLONE
+            )
+        )
     except cv2.error:
         return None
 

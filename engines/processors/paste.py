@@ -17,8 +17,8 @@ from engines.processors.alignment import invert_affine
 
 @dataclass(frozen=True)
 class FacePatch:
-    image: np.ndarray   # (h, w, 3) float32 RGB 0..255, crop space (uint8 for an opaque patch)
-    mask: np.ndarray    # (h, w) float32 0..1, crop space; already includes any blend factor
+    image: np.ndarray  # (h, w, 3) float32 RGB 0..255, crop space (uint8 for an opaque patch)
+    mask: np.ndarray  # (h, w) float32 0..1, crop space; already includes any blend factor
     matrix: np.ndarray  # (2, 3) frame -> crop
     opaque: bool = False  # the patch replaces its whole box (mask all ones): an integer shift is a copy
 
@@ -66,8 +66,14 @@ def _is_integer_translation(m: np.ndarray) -> bool:
     def close(x: float, y: float) -> bool:
         return abs(x - y) <= 1e-8 + 1e-5 * abs(y)
 
-    return (close(a, 1.0) and close(b, 0.0) and close(c, 0.0) and close(d, 1.0)
-            and close(tx, round(tx)) and close(ty, round(ty)))
+    return (
+        close(a, 1.0)
+        and close(b, 0.0)
+        and close(c, 0.0)
+        and close(d, 1.0)
+        and close(tx, round(tx))
+        and close(ty, round(ty))
+    )
 
 
 def paste_back(frame: np.ndarray, patch: FacePatch) -> tuple[int, int, int, int] | None:
@@ -93,10 +99,17 @@ def paste_back(frame: np.ndarray, patch: FacePatch) -> tuple[int, int, int, int]
         to_region = inv.copy()
         to_region[:, 2] -= (x0, y0)
         size = (x1 - x0, y1 - y0)
-        image = cv2.warpAffine(patch.image, to_region, size, flags=cv2.INTER_LINEAR,
-                               borderMode=cv2.BORDER_REPLICATE)
-        alpha = cv2.warpAffine(patch.mask, to_region, size, flags=cv2.INTER_LINEAR,
-                               borderMode=cv2.BORDER_CONSTANT, borderValue=0.0)
+        image = cv2.warpAffine(
+            patch.image, to_region, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )
+        alpha = cv2.warpAffine(
+            patch.mask,
+            to_region,
+            size,
+            flags=cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=0.0,
+        )
     region = frame[y0:y1, x0:x1]
     a = np.clip(alpha, 0.0, 1.0)[:, :, None]
     # region + (image - region) * a, rounded: the same blend in fewer full-size temporaries.

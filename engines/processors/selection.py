@@ -47,9 +47,15 @@ class FaceSelector:
     def __init__(self, embedder: ArcFaceEmbedder | None) -> None:
         self.embedder = embedder
 
-    def select(self, image: np.ndarray, settings: FaceSettings, faces: list[Face],
-               tracks: list[TrackedFace] | None, track: FaceTrack | None,
-               reference: np.ndarray | None) -> list[Face]:
+    def select(
+        self,
+        image: np.ndarray,
+        settings: FaceSettings,
+        faces: list[Face],
+        tracks: list[TrackedFace] | None,
+        track: FaceTrack | None,
+        reference: np.ndarray | None,
+    ) -> list[Face]:
         """The faces to swap. `tracks` parallels `faces` (None for a stateless frame); `reference` is the
         reference face's embedding (None: nothing matches)."""
         if settings.selector == "many" or not faces:
@@ -63,13 +69,19 @@ class FaceSelector:
             return [faces[k] for k in chosen]
         return [faces[k] for k in select_reference(self.similarities(image, faces, tracks, reference))]
 
-    def similarities(self, image: np.ndarray, faces: list[Face], tracks: list[TrackedFace] | None,
-                     reference: np.ndarray | None) -> list[float]:
+    def similarities(
+        self,
+        image: np.ndarray,
+        faces: list[Face],
+        tracks: list[TrackedFace] | None,
+        reference: np.ndarray | None,
+    ) -> list[float]:
         """Cosine similarity of each face to the reference; a track's is computed once, at its birth."""
         if self.embedder is None or reference is None:
             return [-1.0] * len(faces)  # no embedder: nothing matches (the gateway refuses such sessions)
-        sims: list[float | None] = ([tf.similarity for tf in tracks] if tracks is not None
-                                    else [None] * len(faces))
+        sims: list[float | None] = (
+            [tf.similarity for tf in tracks] if tracks is not None else [None] * len(faces)
+        )
         todo = [k for k, sim in enumerate(sims) if sim is None]
         if todo:
             emb = self.embedder.embed([(image, faces[k].kps5) for k in todo])

@@ -21,31 +21,67 @@ import numpy as np
 
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT, OUTER_LIPS
 
-OUTLINE_PULL = 0.04   # the source's outline pulled in by this fraction of its face size
-SKIN_DISTANCE = 3.5   # Mahalanobis distance (Lab, lightness spread x LIGHTNESS_SLACK) still called skin
+OUTLINE_PULL = 0.04  # the source's outline pulled in by this fraction of its face size
+SKIN_DISTANCE = 3.5  # Mahalanobis distance (Lab, lightness spread x LIGHTNESS_SLACK) still called skin
 LIGHTNESS_SLACK = 2.0
-TRIM = 3.0            # reference pixels past this many robust spreads are left out of the skin colour
-DETAIL_FRAC = 0.01    # fine detail: lightness minus its blur at this fraction of the face size...
-ENERGY_FRAC = 0.02    # ...averaged over this much...
-TEXTURE_RATIO = 2.5   # ...above this many times the cheeks' median (plus TEXTURE_FLOOR, in L units) is hair
+TRIM = 3.0  # reference pixels past this many robust spreads are left out of the skin colour
+DETAIL_FRAC = 0.01  # fine detail: lightness minus its blur at this fraction of the face size...
+ENERGY_FRAC = 0.02  # ...averaged over this much...
+TEXTURE_RATIO = 2.5  # ...above this many times the cheeks' median (plus TEXTURE_FLOOR, in L units) is hair
 TEXTURE_FLOOR = 0.5
-NOSE_SLACK = 2.0      # lids, nose and upper lip: this much further from the cheeks' chroma, any lightness
-FACING_MIN = 0.25     # triangles seen more edge-on than this (cosine to the view axis) are not pasted
-LID_GROW = 0.04       # the eyes grown by this fraction of the face size: lids and lashes, often shadowed
+NOSE_SLACK = 2.0  # lids, nose and upper lip: this much further from the cheeks' chroma, any lightness
+FACING_MIN = 0.25  # triangles seen more edge-on than this (cosine to the view axis) are not pasted
+LID_GROW = 0.04  # the eyes grown by this fraction of the face size: lids and lashes, often shadowed
 FEATURE_GROW = 0.015  # eyes, lips and brows grown by this fraction of the face size
-CLEAN_FRAC = 0.015    # opening radius (specks)...
-FILL_FRAC = 0.05      # ...closing radius: a shadow or a freckle inside the face is no hole to show the target
-FEATHER_FRAC = 0.03   # blur sigma
+CLEAN_FRAC = 0.015  # opening radius (specks)...
+FILL_FRAC = 0.05  # ...closing radius: a shadow or a freckle inside the face is no hole to show the target
+FEATHER_FRAC = 0.03  # blur sigma
 FACE_OVAL = (
-    10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378, 400, 377,
-    152, 148, 176, 149, 150, 136, 172, 58, 132, 93, 234, 127, 162, 21, 54, 103, 67, 109,
+    10,
+    338,
+    297,
+    332,
+    284,
+    251,
+    389,
+    356,
+    454,
+    323,
+    361,
+    288,
+    397,
+    365,
+    379,
+    378,
+    400,
+    377,
+    152,
+    148,
+    176,
+    149,
+    150,
+    136,
+    172,
+    58,
+    132,
+    93,
+    234,
+    127,
+    162,
+    21,
+    54,
+    103,
+    67,
+    109,
 )
 BROW_RIGHT = (70, 63, 105, 66, 107, 55, 65, 52, 53, 46)
 BROW_LEFT = (300, 293, 334, 296, 336, 285, 295, 282, 283, 276)
 # The cheeks below the eyes, beside the nose: where the source's own skin colour is read (the nose is redder
 # than the rest, often as red as auburn hair, and the forehead is often under a fringe).
-CHEEKS = ((117, 118, 119, 100, 142, 203, 206, 207, 187, 123),
-          (346, 347, 348, 329, 371, 423, 426, 427, 411, 352))
+CHEEKS = (
+    (117, 118, 119, 100, 142, 203, 206, 207, 187, 123),
+    (346, 347, 348, 329, 371, 423, 426, 427, 411, 352),
+)
 NOSE = (168, 6, 197, 195, 5, 4, 1, 19, 94, 2, 98, 327, 129, 358, 48, 278, 115, 344, 220, 440)
 
 
@@ -61,8 +97,9 @@ def _disk(radius: int) -> np.ndarray:
     return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
 
 
-def facing_map(shape: tuple[int, int], landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray
-               ) -> np.ndarray:
+def facing_map(
+    shape: tuple[int, int], landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray
+) -> np.ndarray:
     """(H, W) uint8: 0 on the mesh's triangles whose three corners all face away from the camera past
     FACING_MIN (the cosine of the surface normal with the view axis: area-weighted vertex normals from the
     mesh's depth, so a thin triangle between the lips is no surface of its own), 255 elsewhere. A turned
@@ -84,8 +121,12 @@ def facing_map(shape: tuple[int, int], landmarks: np.ndarray, depth: np.ndarray,
     return out
 
 
-def validity_map(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None = None,
-                 triangles: np.ndarray | None = None) -> np.ndarray:
+def validity_map(
+    image: np.ndarray,
+    landmarks: np.ndarray,
+    depth: np.ndarray | None = None,
+    triangles: np.ndarray | None = None,
+) -> np.ndarray:
     """(H, W) uint8, 255 where the source's pixel may be pasted (see the module docstring); with the mesh's
     `depth` and `triangles`, not where the face is seen edge-on (`facing_map`)."""
     h, w = image.shape[:2]
@@ -122,8 +163,9 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | N
     ys, xs = np.nonzero(outline)
     if int(reference.sum()) >= 16 and ys.size:
         bx0, by0, bx1, by1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
-        lab = cv2.cvtColor(np.multiply(image[by0:by1, bx0:bx1], np.float32(1.0 / 255.0), dtype=np.float32),
-                           cv2.COLOR_RGB2LAB)
+        lab = cv2.cvtColor(
+            np.multiply(image[by0:by1, bx0:bx1], np.float32(1.0 / 255.0), dtype=np.float32), cv2.COLOR_RGB2LAB
+        )
         ref = reference[by0:by1, bx0:bx1]
         px = lab[ref].astype(np.float64)
         flat = lab.reshape(-1, 3).astype(np.float64)
@@ -146,7 +188,7 @@ def validity_map(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | N
         fine = np.abs(light - cv2.GaussianBlur(light, (0, 0), max(0.8, DETAIL_FRAC * size)))
         energy = cv2.GaussianBlur(fine, (0, 0), max(1.0, ENERGY_FRAC * size))
         limit = TEXTURE_RATIO * float(np.median(energy[ref][keep])) + TEXTURE_FLOOR
-        skin[by0:by1, bx0:bx1] = (dist2 <= SKIN_DISTANCE ** 2) & (energy <= limit)
+        skin[by0:by1, bx0:bx1] = (dist2 <= SKIN_DISTANCE**2) & (energy <= limit)
         # near skin: the colour alone (a, b), however dark (a shadowed lid, a nostril) or red (the nose)
         chroma = d[:, 1:] @ np.linalg.inv(cov[1:, 1:])
         near = (chroma * d[:, 1:]).sum(1).reshape(by1 - by0, bx1 - bx0)

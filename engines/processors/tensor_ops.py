@@ -29,6 +29,7 @@ def _torch() -> Any:
 
 # -- filters ------------------------------------------------------------------------------------------------
 
+
 def gaussian_kernel(sigma: float, depth_float: bool = True) -> np.ndarray:
     """OpenCV's kernel for GaussianBlur(ksize=(0, 0), sigma): size round(sigma * (4 | 3) * 2 + 1) | 1."""
     k = int(round(sigma * (4 if depth_float else 3) * 2 + 1)) | 1
@@ -71,8 +72,9 @@ def _pad_reflect101(x: Any, pad: tuple[int, int, int, int]) -> Any:
 def ellipse_element(radius: int) -> np.ndarray:
     import cv2
 
-    return np.asarray(cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1)),
-                      dtype=np.float32)
+    return np.asarray(
+        cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1)), dtype=np.float32
+    )
 
 
 def erode(mask: Any, radius: int) -> Any:
@@ -131,8 +133,9 @@ def polygons_mask(h: int, w: int, polygons: Sequence[np.ndarray], device: Any) -
     return out
 
 
-def region_mask(h: int, w: int, landmarks: np.ndarray, regions: Sequence[str], face_size: float,
-                device: Any) -> Any:
+def region_mask(
+    h: int, w: int, landmarks: np.ndarray, regions: Sequence[str], face_size: float, device: Any
+) -> Any:
     """masks.region_mask on the device: 1 where the target's `regions` (mouth, eyes) are kept."""
     torch = _torch()
     from engines.processors.masks import FEATHER, GROW, REGION_RINGS
@@ -171,12 +174,14 @@ def feather(region: Any, erode_px: int, blur: float) -> Any:
     return m[0, 0]
 
 
-def feathered_polygon_mask(h: int, w: int, polygon: np.ndarray, erode_px: int, blur: float,
-                           device: Any) -> Any:
+def feathered_polygon_mask(
+    h: int, w: int, polygon: np.ndarray, erode_px: int, blur: float, device: Any
+) -> Any:
     return feather(polygon_mask(h, w, polygon, device), erode_px, blur)
 
 
 # -- geometry -----------------------------------------------------------------------------------------------
+
 
 def sample(images: Any, src_x: Any, src_y: Any, border: str = "border") -> Any:
     """Bilinear sample of (N, C, H, W) images at absolute source coordinates (N, h, w) (pixel centres at
@@ -257,8 +262,10 @@ def resize_linear(x: Any, size: int) -> Any:
 
 # -- mesh warp ----------------------------------------------------------------------------------------------
 
-def warp_maps(local: np.ndarray, source: MeshSource, h: int, w: int, device: Any
-              ) -> tuple[Any, Any, Any] | None:
+
+def warp_maps(
+    local: np.ndarray, source: MeshSource, h: int, w: int, device: Any
+) -> tuple[Any, Any, Any] | None:
     """mesh_warp.warp_maps on the device: (map_x, map_y, covered) for an (h, w) box whose target mesh is
     `local`, -1 where no visible triangle covers a pixel; None when none does. The same row-span
     rasterisation (every visible triangle's rows at once, spans from its edge functions grown by EDGE_TOL,
@@ -313,8 +320,9 @@ def warp_maps(local: np.ndarray, source: MeshSource, h: int, w: int, device: Any
     if total == 0:
         return None
     seg = torch.repeat_interleave(torch.arange(rt.numel(), device=device), n, output_size=total)
-    x = torch.arange(total, device=device) + torch.repeat_interleave(xl.long() - (torch.cumsum(n, 0) - n), n,
-                                                                      output_size=total)
+    x = torch.arange(total, device=device) + torch.repeat_interleave(
+        xl.long() - (torch.cumsum(n, 0) - n), n, output_size=total
+    )
     pix = x + torch.repeat_interleave(yi * w, n, output_size=total)
     tid = (vis[rt] + 1)[seg]
     ids = torch.zeros(h * w, dtype=torch.long, device=device).scatter_reduce(0, pix, tid, "amax")
@@ -364,7 +372,7 @@ def lab_to_rgb(lab: Any) -> Any:
     fx, fz = a / 500.0 + fy, fy - b / 200.0
 
     def inv(f: Any) -> Any:
-        return torch.where(f > 0.206893, f ** 3, (f - 16.0 / 116.0) / 7.787)
+        return torch.where(f > 0.206893, f**3, (f - 16.0 / 116.0) / 7.787)
 
     xyz = torch.stack([inv(fx), yl, inv(fz)], -1) * torch.tensor(_WHITE, device=lab.device, dtype=lab.dtype)
     m = torch.tensor(_XYZ2RGB, device=lab.device, dtype=lab.dtype)
@@ -391,8 +399,10 @@ def match_colour(warped: Any, target: Any, inside: Any, std_ratio: tuple[float, 
 
 # -- paste and colour conversion ----------------------------------------------------------------------------
 
-def paste_regions(matrices: np.ndarray, patch_hw: tuple[int, int], frame_hw: tuple[int, int]
-                  ) -> list[tuple[int, int, int, int] | None]:
+
+def paste_regions(
+    matrices: np.ndarray, patch_hw: tuple[int, int], frame_hw: tuple[int, int]
+) -> list[tuple[int, int, int, int] | None]:
     """Each patch's frame box (x0, y0, x1, y1), clipped, from its crop corners (paste.paste_back's box)."""
     ph, pw = patch_hw
     fh, fw = frame_hw
@@ -408,8 +418,9 @@ def paste_regions(matrices: np.ndarray, patch_hw: tuple[int, int], frame_hw: tup
     return out
 
 
-def paste_back(frame: Any, images: Any, masks: Any,
-               matrices: np.ndarray) -> list[tuple[int, int, int, int] | None]:
+def paste_back(
+    frame: Any, images: Any, masks: Any, matrices: np.ndarray
+) -> list[tuple[int, int, int, int] | None]:
     """Blend N equal-size patches into `frame` ((H, W, 3) uint8 on the device, in place), in order.
 
     `images` (N, 3, h, w) float RGB 0..255, `masks` (N, 1, h, w) float, `matrices` (N, 2, 3) frame -> crop.
@@ -466,6 +477,7 @@ def rgb_to_i420(frame: Any) -> Any:
 
 
 # -- the detail enhancer ------------------------------------------------------------------------------------
+
 
 def detail_enhance(roi: Any, blend: float, fine: float, contrast: float) -> tuple[Any, Any]:
     """face_enhancer.DetailEnhancer's patch for one (h, w, 3) float box: (sharpened image, blend mask)."""

@@ -29,33 +29,38 @@ class TrackingConfig:
     detect_every_frames: int = 10
     detect_every_ms: float = 1000.0
     hold_frames: int = 2
-    link_iou: float = 0.3        # a detection within this box overlap continues an existing track
-    duplicate_iou: float = 0.6   # two tracks that converge on one face: the younger one goes
+    link_iou: float = 0.3  # a detection within this box overlap continues an existing track
+    duplicate_iou: float = 0.6  # two tracks that converge on one face: the younger one goes
     smoothing: bool = True
     crop_tolerance: float = 0.03  # the FaceMesh crop follows the face only past this move (of its size)
-    predict: bool = True          # lead the crop by the face's velocity (off: it stays at the last mesh)
-    predict_max_s: float = 0.5    # never extrapolate further than this (a stalled stream, a long gap)
-    velocity_gain: float = 0.7    # weight of the newest measured velocity against the previous estimate
-    redetect_lost: bool = True    # a face lost on a frame that did not detect: detect on that same frame
-    relink_radius: float = 2.0    # a lost face takes the nearest unlinked detection this close (face sizes;
-                                  # 0 = box overlap alone)
-    refine_offset: float = 0.25   # a mesh this far off its crop's centre (of its size) is run once more
-                                  # from its own crop (0 = never)
+    predict: bool = True  # lead the crop by the face's velocity (off: it stays at the last mesh)
+    predict_max_s: float = 0.5  # never extrapolate further than this (a stalled stream, a long gap)
+    velocity_gain: float = 0.7  # weight of the newest measured velocity against the previous estimate
+    redetect_lost: bool = True  # a face lost on a frame that did not detect: detect on that same frame
+    relink_radius: float = 2.0  # a lost face takes the nearest unlinked detection this close (face sizes;
+    # 0 = box overlap alone)
+    refine_offset: float = 0.25  # a mesh this far off its crop's centre (of its size) is run once more
+    # from its own crop (0 = never)
     # One Euro, tuned on FaceMesh's raw points: a still face through VP8 stops shimmering, a pan barely
     # lags, and a moving face's landmarks steady.
     min_cutoff_hz: float = 0.05  # cutoff of a still face
-    beta: float = 20.0           # cutoff gain per face-size/s of speed
-    d_cutoff_hz: float = 1.0     # cutoff of the speed estimate
+    beta: float = 20.0  # cutoff gain per face-size/s of speed
+    d_cutoff_hz: float = 1.0  # cutoff of the speed estimate
 
     def __post_init__(self) -> None:
         if self.detect_every_frames < 1 or self.detect_every_ms <= 0:
             raise ValueError("detect_every_frames must be >= 1 and detect_every_ms > 0")
         if self.hold_frames < 0:
             raise ValueError("hold_frames must be >= 0")
-        if (self.predict_max_s < 0 or not 0.0 < self.velocity_gain <= 1.0 or self.relink_radius < 0
-                or self.refine_offset < 0):
-            raise ValueError("predict_max_s, relink_radius and refine_offset must be >= 0 and velocity_gain "
-                             "in (0, 1]")
+        if (
+            self.predict_max_s < 0
+            or not 0.0 < self.velocity_gain <= 1.0
+            or self.relink_radius < 0
+            or self.refine_offset < 0
+        ):
+            raise ValueError(
+                "predict_max_s, relink_radius and refine_offset must be >= 0 and velocity_gain in (0, 1]"
+            )
 
 
 def _alpha(cutoff_hz: np.ndarray | float, dt: float) -> np.ndarray:
@@ -95,14 +100,14 @@ class TrackedFace:
     """One face followed across a session's frames."""
 
     id: int
-    raw: Face        # the last mesh as measured (box-overlap linking)
-    crop: Face       # the face whose crop seeds the next frame's FaceMesh (moves with hysteresis)
-    shown: Face      # smoothed landmarks and the five points derived from them: what is swapped
+    raw: Face  # the last mesh as measured (box-overlap linking)
+    crop: Face  # the face whose crop seeds the next frame's FaceMesh (moves with hysteresis)
+    shown: Face  # smoothed landmarks and the five points derived from them: what is swapped
     filter: OneEuroFilter
     misses: int = 0  # consecutive frames with the mesh lost (held meanwhile)
     age: int = 0
     similarity: float | None = None  # cosine similarity to the session's reference face, when asked
-    raw_t: float | None = None        # capture time of `raw`
+    raw_t: float | None = None  # capture time of `raw`
     velocity: np.ndarray | None = None  # (2,) px/s of the mesh's centre; None until two measurements
 
 
@@ -114,12 +119,15 @@ def iou(a: np.ndarray, b: np.ndarray) -> float:
     return inter / union if union > 0 else 0.0
 
 
-def link(track_boxes: Sequence[np.ndarray], detections: Sequence[Face], min_iou: float) -> tuple[
-        dict[int, int], list[int]]:
+def link(
+    track_boxes: Sequence[np.ndarray], detections: Sequence[Face], min_iou: float
+) -> tuple[dict[int, int], list[int]]:
     """Greedy box-overlap matching of detections to tracks (each track's box where it is expected now):
     ({detection index: track index}, unmatched detection indices)."""
-    pairs = sorted(((iou(box, d.box), ti, di) for ti, box in enumerate(track_boxes)
-                    for di, d in enumerate(detections)), reverse=True)
+    pairs = sorted(
+        ((iou(box, d.box), ti, di) for ti, box in enumerate(track_boxes) for di, d in enumerate(detections)),
+        reverse=True,
+    )
     matched: dict[int, int] = {}
     used: set[int] = set()
     for overlap, ti, di in pairs:
@@ -132,9 +140,15 @@ def link(track_boxes: Sequence[np.ndarray], detections: Sequence[Face], min_iou:
     return matched, [di for di in range(len(detections)) if di not in matched]
 
 
-def link_lost_nearby(track_boxes: Sequence[np.ndarray], lost: Sequence[int], detections: Sequence[Face],
-                     matched: dict[int, int], unmatched: list[int], radius: float,
-                     last_boxes: Sequence[np.ndarray]) -> list[int]:
+def link_lost_nearby(
+    track_boxes: Sequence[np.ndarray],
+    lost: Sequence[int],
+    detections: Sequence[Face],
+    matched: dict[int, int],
+    unmatched: list[int],
+    radius: float,
+    last_boxes: Sequence[np.ndarray],
+) -> list[int]:
     """Second pass for tracks that no detection overlapped (a fast face, or one that turned round, is no
     longer where its velocity put it): each of `lost` takes the nearest detection that linked to nothing, if
     that detection's centre is within `radius` face sizes of where the track was expected (`track_boxes`) or
@@ -164,8 +178,15 @@ def link_lost_nearby(track_boxes: Sequence[np.ndarray], lost: Sequence[int], det
     return left
 
 
-def detection_due(frames_since: int, last_detect_s: float | None, now_s: float, lost: bool, has_faces: bool,
-                  config: TrackingConfig, detect_every: int = 1) -> bool:
+def detection_due(
+    frames_since: int,
+    last_detect_s: float | None,
+    now_s: float,
+    lost: bool,
+    has_faces: bool,
+    config: TrackingConfig,
+    detect_every: int = 1,
+) -> bool:
     """Whether this frame of a tracked session runs the detector (see the module docstring)."""
     if lost or not has_faces or last_detect_s is None:
         return True
@@ -182,8 +203,9 @@ def measured(face: Face, landmarks: np.ndarray, presence: float) -> Face:
     """A face as its mesh puts it: box = the mesh's extent, five points from the mesh (one point source).
     Every face with landmarks is made here or by `shifted`, so its box IS its mesh's extent: the extent is
     read from the box from then on."""
-    return replace(face, box=extent(landmarks), kps5=kps5_from_mesh(landmarks), landmarks=landmarks,
-                   presence=presence)
+    return replace(
+        face, box=extent(landmarks), kps5=kps5_from_mesh(landmarks), landmarks=landmarks, presence=presence
+    )
 
 
 def new_track(track_id: int, face: Face, t: float, config: TrackingConfig) -> TrackedFace:
@@ -203,8 +225,12 @@ def mesh_center(face: Face) -> np.ndarray:
 def shifted(face: Face, offset: np.ndarray) -> Face:
     """`face` moved by `offset` px (box, five points and mesh alike)."""
     d = offset.astype(np.float32)
-    return replace(face, box=face.box + np.concatenate([d, d]), kps5=face.kps5 + d,
-                   landmarks=None if face.landmarks is None else face.landmarks + d)
+    return replace(
+        face,
+        box=face.box + np.concatenate([d, d]),
+        kps5=face.kps5 + d,
+        landmarks=None if face.landmarks is None else face.landmarks + d,
+    )
 
 
 def _lead(tf: TrackedFace, t: float | None, config: TrackingConfig) -> np.ndarray | None:
@@ -261,7 +287,7 @@ def crop_moved(old: Face, new: Face, tolerance: float) -> bool:
     """Whether `new`'s mesh moved, grew or turned enough that the FaceMesh crop should follow it."""
     if old.landmarks is None or new.landmarks is None:
         return True
-    lo_a, hi_a = old.box[:2], old.box[2:]   # = the meshes' extents (see `measured`)
+    lo_a, hi_a = old.box[:2], old.box[2:]  # = the meshes' extents (see `measured`)
     lo_b, hi_b = new.box[:2], new.box[2:]
     side = float(max(hi_a - lo_a))
     shift = float(np.linalg.norm((lo_b + hi_b) / 2 - (lo_a + hi_a) / 2))
@@ -298,17 +324,30 @@ def drop_duplicates(tracks: list[TrackedFace], min_iou: float) -> list[TrackedFa
     return sorted(kept, key=lambda t: t.id)
 
 
-def needs_detection(track: FaceTrack | None, shape: tuple[int, ...], now_s: float, detect_every: int,
-                    config: TrackingConfig) -> bool:
+def needs_detection(
+    track: FaceTrack | None, shape: tuple[int, ...], now_s: float, detect_every: int, config: TrackingConfig
+) -> bool:
     """Whether a frame of this session (None = stateless) runs the detector."""
     if track is None or track.frame_shape != shape:
         return True  # stateless, the first frame, or the resolution changed: old tracks mean nothing here
-    return detection_due(track.frames_since_detect, track.last_detect_s, now_s, track.lost, bool(track.faces),
-                         config, detect_every)
+    return detection_due(
+        track.frames_since_detect,
+        track.last_detect_s,
+        now_s,
+        track.lost,
+        bool(track.faces),
+        config,
+        detect_every,
+    )
 
 
-def plan_meshes(track: FaceTrack, shape: tuple[int, ...], detections: list[Face] | None,
-                config: TrackingConfig, t: float | None = None) -> list[tuple[Face, TrackedFace | None]]:
+def plan_meshes(
+    track: FaceTrack,
+    shape: tuple[int, ...],
+    detections: list[Face] | None,
+    config: TrackingConfig,
+    t: float | None = None,
+) -> list[tuple[Face, TrackedFace | None]]:
     """This frame's FaceMesh jobs for one session: (face whose crop to use, its track or None for a new face).
 
     Live tracks crop from their last mesh, led by their velocity to capture time `t` (None: not led); a held
@@ -324,8 +363,11 @@ def plan_meshes(track: FaceTrack, shape: tuple[int, ...], detections: list[Face]
         matched, overlapped, unmatched = _link_to_tracks(track, detections, everyone, t, config)
         # held faces restart from their detection; so does a live one no detection overlapped but one near it
         # did (it moved off its crop: its own crop would miss it)
-        reseed = {ti: detections[di] for di, ti in matched.items()
-                  if track.faces[ti].misses > 0 or di not in overlapped}
+        reseed = {
+            ti: detections[di]
+            for di, ti in matched.items()
+            if track.faces[ti].misses > 0 or di not in overlapped
+        }
         new = [detections[di] for di in unmatched]
     jobs: list[tuple[Face, TrackedFace | None]] = []
     for ti, tf in enumerate(track.faces):
@@ -335,37 +377,63 @@ def plan_meshes(track: FaceTrack, shape: tuple[int, ...], detections: list[Face]
     return jobs
 
 
-def _link_to_tracks(track: FaceTrack, detections: list[Face], searching: Sequence[int], t: float | None,
-                    config: TrackingConfig) -> tuple[dict[int, int], dict[int, int], list[int]]:
+def _link_to_tracks(
+    track: FaceTrack,
+    detections: list[Face],
+    searching: Sequence[int],
+    t: float | None,
+    config: TrackingConfig,
+) -> tuple[dict[int, int], dict[int, int], list[int]]:
     """Detections to tracks: by overlap with where each track is expected at `t`, then each track of
     `searching` that no detection overlapped takes the nearest free one (`link_lost_nearby`). Returns
     ({detection: track}, the overlap links alone, unlinked detections)."""
     expected = [expected_box(tf, t, config) for tf in track.faces]
     matched, unmatched = link(expected, detections, config.link_iou)
     overlapped = dict(matched)
-    unmatched = link_lost_nearby(expected, searching, detections, matched, unmatched, config.relink_radius,
-                                 [tf.raw.box for tf in track.faces])
+    unmatched = link_lost_nearby(
+        expected,
+        searching,
+        detections,
+        matched,
+        unmatched,
+        config.relink_radius,
+        [tf.raw.box for tf in track.faces],
+    )
     return matched, overlapped, unmatched
 
 
-def relink_lost(track: FaceTrack, detections: list[Face], updated: set[int], config: TrackingConfig,
-                t: float | None = None) -> list[tuple[Face, TrackedFace | None]]:
+def relink_lost(
+    track: FaceTrack,
+    detections: list[Face],
+    updated: set[int],
+    config: TrackingConfig,
+    t: float | None = None,
+) -> list[tuple[Face, TrackedFace | None]]:
     """FaceMesh jobs after a second-chance detection on the frame where a tracked face was lost: detections
     linked to a track not measured this frame (its `id()` not in `updated`) re-seed it; detections linked to
     a face measured this frame are that face again (no job); the rest are new faces."""
     lost = [ti for ti, tf in enumerate(track.faces) if id(tf) not in updated]
     matched, _, unmatched = _link_to_tracks(track, detections, lost, t, config)
     jobs: list[tuple[Face, TrackedFace | None]] = [
-        (detections[di], track.faces[ti]) for di, ti in sorted(matched.items())
+        (detections[di], track.faces[ti])
+        for di, ti in sorted(matched.items())
         if id(track.faces[ti]) not in updated
     ]
     jobs.extend((detections[di], None) for di in unmatched)
     return jobs
 
 
-def advance(track: FaceTrack, shape: tuple[int, ...], new_faces: list[Face], updated: set[int],
-            detected: bool, now_s: float, t: float, config: TrackingConfig,
-            max_faces: int | None = None) -> list[TrackedFace]:
+def advance(
+    track: FaceTrack,
+    shape: tuple[int, ...],
+    new_faces: list[Face],
+    updated: set[int],
+    detected: bool,
+    now_s: float,
+    t: float,
+    config: TrackingConfig,
+    max_faces: int | None = None,
+) -> list[TrackedFace]:
     """Move a session's track one frame on: hold or drop the faces whose mesh was lost (`updated` holds the
     `id()`s of the tracks measured this frame), start tracks for new faces, book the detection."""
     alive: list[TrackedFace] = []

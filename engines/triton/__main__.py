@@ -18,12 +18,17 @@ from engines.triton.server import TritonProcess, TritonServerConfig, TritonServe
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m engines.triton",
-                                description="Run Triton Inference Server (nvidia-pytriton's build).")
+    p = argparse.ArgumentParser(
+        prog="python -m engines.triton", description="Run Triton Inference Server (nvidia-pytriton's build)."
+    )
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="start tritonserver on a model repository")
-    s.add_argument("--model-repository", type=Path, required=True,
-                   help="built by scripts/build_engines.py --triton-repository DIR --backend python")
+    s.add_argument(
+        "--model-repository",
+        type=Path,
+        required=True,
+        help="built by scripts/build_engines.py --triton-repository DIR --backend python",
+    )
     s.add_argument("--grpc-port", type=int, default=8001)
     s.add_argument("--http-port", type=int, default=8000)
     s.add_argument("--metrics-port", type=int, default=8002)
@@ -38,8 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        config = TritonServerConfig(args.model_repository.resolve(), args.grpc_port, args.http_port,
-                                    args.metrics_port, args.host, args.work_dir, args.log_verbose)
+        config = TritonServerConfig(
+            args.model_repository.resolve(),
+            args.grpc_port,
+            args.http_port,
+            args.metrics_port,
+            args.host,
+            args.work_dir,
+            args.log_verbose,
+        )
         server = TritonProcess(config, log_path=args.log_file)
         print("$ " + " ".join(server.command()), flush=True)
         server.start()
@@ -50,8 +62,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         server.wait_ready(args.ready_timeout_s)
-        print(f"triton ready: grpc {args.host}:{args.grpc_port}, http {args.host}:{args.http_port}, "
-              f"metrics http://{args.host}:{args.metrics_port}/metrics", flush=True)
+        print(
+            f"triton ready: grpc {args.host}:{args.grpc_port}, http {args.host}:{args.http_port}, "
+            f"metrics http://{args.host}:{args.metrics_port}/metrics",
+            flush=True,
+        )
         code = server.wait()
         server.stop()
     except (TritonServerError, ValueError) as e:

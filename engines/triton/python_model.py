@@ -57,8 +57,10 @@ class TritonPythonModel:
             groups.setdefault(key, []).append((i, feeds))
         for members in groups.values():
             try:
-                stacked = {n: np.concatenate([f[n] for _, f in members]) if len(members) > 1
-                           else members[0][1][n] for n in self.inputs}
+                stacked = {
+                    n: np.concatenate([f[n] for _, f in members]) if len(members) > 1 else members[0][1][n]
+                    for n in self.inputs
+                }
                 results = self.session.run(self.outputs, stacked)
             except Exception as e:  # one failed group answers its requests with the error, others go on
                 for i, _ in members:
@@ -67,8 +69,10 @@ class TritonPythonModel:
             start = 0
             for i, feeds in members:
                 n = int(feeds[self.inputs[0]].shape[0])
-                tensors = [pb_utils.Tensor.from_dlpack(name, np.ascontiguousarray(r[start:start + n]))
-                           for name, r in zip(self.outputs, results, strict=True)]
+                tensors = [
+                    pb_utils.Tensor.from_dlpack(name, np.ascontiguousarray(r[start : start + n]))
+                    for name, r in zip(self.outputs, results, strict=True)
+                ]
                 responses[i] = pb_utils.InferenceResponse(output_tensors=tensors)
                 start += n
         return responses

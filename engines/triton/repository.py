@@ -19,8 +19,14 @@ BACKENDS = ("onnxruntime", "tensorrt", "python")
 
 # ONNX TensorProto element type names -> Triton config data types
 TRITON_DTYPES = {
-    "FLOAT": "TYPE_FP32", "FLOAT16": "TYPE_FP16", "DOUBLE": "TYPE_FP64", "INT64": "TYPE_INT64",
-    "INT32": "TYPE_INT32", "INT8": "TYPE_INT8", "UINT8": "TYPE_UINT8", "BOOL": "TYPE_BOOL",
+    "FLOAT": "TYPE_FP32",
+    "FLOAT16": "TYPE_FP16",
+    "DOUBLE": "TYPE_FP64",
+    "INT64": "TYPE_INT64",
+    "INT32": "TYPE_INT32",
+    "INT8": "TYPE_INT8",
+    "UINT8": "TYPE_UINT8",
+    "BOOL": "TYPE_BOOL",
 }
 
 # the pipeline's engine name -> model id in the store
@@ -36,8 +42,8 @@ PIPELINE_MODELS: tuple[tuple[str, str], ...] = (
 @dataclass(frozen=True)
 class TensorDecl:
     name: str
-    data_type: str            # TYPE_FP32 ...
-    dims: tuple[int, ...]     # without the batch dim; -1 = dynamic
+    data_type: str  # TYPE_FP32 ...
+    dims: tuple[int, ...]  # without the batch dim; -1 = dynamic
 
 
 @dataclass(frozen=True)
@@ -45,11 +51,11 @@ class RepositoryConfig:
     backend: str = "python"
     max_batch: int = 16
     preferred_batch_sizes: tuple[int, ...] = (4, 8)
-    max_queue_delay_us: int = 2000   # how long Triton holds a request for batch partners
-    instances: int = 1               # instance_group count; on a GPU several instances = several streams
-    kind: str = "KIND_CPU"           # KIND_CPU | KIND_GPU | KIND_AUTO
-    intra_op_threads: int = 1        # python backend: ONNX Runtime threads per instance
-    gpus: tuple[int, ...] = ()       # KIND_GPU: device ids (empty = all)
+    max_queue_delay_us: int = 2000  # how long Triton holds a request for batch partners
+    instances: int = 1  # instance_group count; on a GPU several instances = several streams
+    kind: str = "KIND_CPU"  # KIND_CPU | KIND_GPU | KIND_AUTO
+    intra_op_threads: int = 1  # python backend: ONNX Runtime threads per instance
+    gpus: tuple[int, ...] = ()  # KIND_GPU: device ids (empty = all)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -73,8 +79,10 @@ def decls_from_onnx(path: Path) -> tuple[tuple[TensorDecl, ...], tuple[TensorDec
         elem = onnx.TensorProto.DataType.Name(v.type.tensor_type.elem_type)
         if elem not in TRITON_DTYPES:
             raise ValueError(f"{path.name}: tensor {v.name} has type {elem}, not supported here")
-        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1
-                for d in v.type.tensor_type.shape.dim]
+        dims = [
+            d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1
+            for d in v.type.tensor_type.shape.dim
+        ]
         if not dims:
             raise ValueError(f"{path.name}: tensor {v.name} has no batch dim")
         return TensorDecl(v.name, TRITON_DTYPES[elem], tuple(dims[1:]))
@@ -89,13 +97,15 @@ def _tensor_block(kind: str, decls: Sequence[TensorDecl]) -> str:
     for d in decls:
         dims = ", ".join(str(x) for x in d.dims) if d.dims else "1"
         reshape = "\n    reshape: { shape: [ ] }" if not d.dims else ""
-        items.append(f'  {{\n    name: "{d.name}"\n    data_type: {d.data_type}\n'
-                     f'    dims: [ {dims} ]{reshape}\n  }}')
+        items.append(
+            f'  {{\n    name: "{d.name}"\n    data_type: {d.data_type}\n    dims: [ {dims} ]{reshape}\n  }}'
+        )
     return f"{kind} [\n" + ",\n".join(items) + "\n]\n"
 
 
-def render_config(name: str, inputs: Sequence[TensorDecl], outputs: Sequence[TensorDecl],
-                  config: RepositoryConfig) -> str:
+def render_config(
+    name: str, inputs: Sequence[TensorDecl], outputs: Sequence[TensorDecl], config: RepositoryConfig
+) -> str:
     """config.pbtxt text (protobuf text format, the form Triton's docs use)."""
     head = {
         "onnxruntime": 'backend: "onnxruntime"\n',
@@ -106,21 +116,31 @@ def render_config(name: str, inputs: Sequence[TensorDecl], outputs: Sequence[Ten
     on_gpus = config.gpus and config.kind == "KIND_GPU"
     gpus = f"\n    gpus: [ {', '.join(map(str, config.gpus))} ]" if on_gpus else ""
     parts = [
-        f'name: "{name}"\n', head, f"max_batch_size: {config.max_batch}\n",
-        _tensor_block("input", inputs), _tensor_block("output", outputs),
+        f'name: "{name}"\n',
+        head,
+        f"max_batch_size: {config.max_batch}\n",
+        _tensor_block("input", inputs),
+        _tensor_block("output", outputs),
         "dynamic_batching {\n"
         + (f"  preferred_batch_size: [ {preferred} ]\n" if preferred else "")
         + f"  max_queue_delay_microseconds: {config.max_queue_delay_us}\n}}\n",
         f"instance_group [\n  {{\n    count: {config.instances}\n    kind: {config.kind}{gpus}\n  }}\n]\n",
     ]
     if config.backend == "python":
-        parts.append('parameters: {\n  key: "intra_op_threads"\n'
-                     f'  value: {{ string_value: "{config.intra_op_threads}" }}\n}}\n')
+        parts.append(
+            'parameters: {\n  key: "intra_op_threads"\n'
+            f'  value: {{ string_value: "{config.intra_op_threads}" }}\n}}\n'
+        )
     return "".join(parts)
 
 
-def write_model(repo: Path, name: str, onnx_path: Path, config: RepositoryConfig,
-                build_plan: Callable[[Path, Path], None] | None = None) -> Path:
+def write_model(
+    repo: Path,
+    name: str,
+    onnx_path: Path,
+    config: RepositoryConfig,
+    build_plan: Callable[[Path, Path], None] | None = None,
+) -> Path:
     """One model directory: `<repo>/<name>/config.pbtxt` and `<repo>/<name>/1/<model file>`.
 
     `build_plan(onnx, plan_path)` builds the TensorRT plan (only for backend tensorrt).
@@ -143,9 +163,13 @@ def write_model(repo: Path, name: str, onnx_path: Path, config: RepositoryConfig
     return model_dir
 
 
-def build_pipeline_repository(repo: Path, model_dir: Path, config: RepositoryConfig,
-                              models: Sequence[str] | None = None,
-                              build_plan: Callable[[Path, Path], None] | None = None) -> list[str]:
+def build_pipeline_repository(
+    repo: Path,
+    model_dir: Path,
+    config: RepositoryConfig,
+    models: Sequence[str] | None = None,
+    build_plan: Callable[[Path, Path], None] | None = None,
+) -> list[str]:
     """Every pipeline model present in the model cache (or exactly `models`) into `repo`; one line each.
 
     Each goes in as its serving copy (engines.processors.batching: fixed batch made dynamic, PRelu made cheap,
@@ -173,8 +197,10 @@ def build_pipeline_repository(repo: Path, model_dir: Path, config: RepositoryCon
             continue
         path = serving_model(path)
         model_dir_out = write_model(repo, name, path, config, build_plan)
-        lines.append(f"{model_dir_out}: {config.backend} ({model_id}, max batch {config.max_batch}, "
-                     f"{config.instances} x {config.kind})")
+        lines.append(
+            f"{model_dir_out}: {config.backend} ({model_id}, max batch {config.max_batch}, "
+            f"{config.instances} x {config.kind})"
+        )
     if not any("skipped" not in line for line in lines):
         raise ValueError("no model written: provision models first (`python -m engines.models provision`)")
     return lines

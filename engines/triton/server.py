@@ -25,8 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-INSTALL_HINT = ("Triton from PyPI needs `pip install 'livefuse[triton]' && "
-                "pip install --no-deps 'nvidia-pytriton==0.7.0'`")
+INSTALL_HINT = (
+    "Triton from PyPI needs `pip install 'livefuse[triton]' && "
+    "pip install --no-deps 'nvidia-pytriton==0.7.0'`"
+)
 
 
 class TritonServerError(RuntimeError):
@@ -51,9 +53,9 @@ class TritonServerConfig:
     http_port: int = 8000
     metrics_port: int = 8002
     host: str = "127.0.0.1"
-    work_dir: Path | None = None    # where the backend directory is assembled (default: a temp dir)
+    work_dir: Path | None = None  # where the backend directory is assembled (default: a temp dir)
     log_verbose: int = 0
-    strict_readiness: bool = True   # /v2/health/ready only when every model is ready
+    strict_readiness: bool = True  # /v2/health/ready only when every model is ready
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -81,8 +83,11 @@ def locate_wheel(version: tuple[int, int] | None = None) -> WheelLayout:
         stub=server / "python_backend_stubs" / python_tag(version) / "triton_python_backend_stub",
         libs=root.parent / "nvidia_pytriton.libs",
     )
-    missing = [str(p) for p in (layout.binary, layout.backend_lib, layout.backend_utils, layout.stub)
-               if not p.exists()]
+    missing = [
+        str(p)
+        for p in (layout.binary, layout.backend_lib, layout.backend_utils, layout.stub)
+        if not p.exists()
+    ]
     if missing:
         raise TritonServerError(f"incomplete nvidia-pytriton install (missing {missing[0]}): {INSTALL_HINT}")
     return layout
@@ -168,8 +173,10 @@ class TritonProcess:
         self.config = config
         self.layout = locate_wheel()
         if not config.model_repository.is_dir():
-            raise TritonServerError(f"model repository not found: {config.model_repository} "
-                                    f"(build it with scripts/build_engines.py --triton-repository DIR)")
+            raise TritonServerError(
+                f"model repository not found: {config.model_repository} "
+                f"(build it with scripts/build_engines.py --triton-repository DIR)"
+            )
         self._log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
         self._tmp: Path | None = None
@@ -193,16 +200,24 @@ class TritonProcess:
     def start(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             return
-        busy = [p for p in (self.config.grpc_port, self.config.http_port, self.config.metrics_port)
-                if port_in_use(self.config.host, p)]
+        busy = [
+            p
+            for p in (self.config.grpc_port, self.config.http_port, self.config.metrics_port)
+            if port_in_use(self.config.host, p)
+        ]
         if busy:  # another server there would answer our readiness checks: refuse, in one line
             raise TritonServerError(f"port {busy[0]} on {self.config.host} is already in use")
         backend_root = assemble_backends(self.layout, self._backend_root())
         env = server_env(self.layout, os.environ, Path(sys.executable).parent)
         out = open(self._log_path, "ab") if self._log_path is not None else subprocess.DEVNULL  # noqa: SIM115
         try:
-            self._proc = subprocess.Popen(server_command(self.layout, self.config, backend_root), env=env,
-                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self._proc = subprocess.Popen(
+                server_command(self.layout, self.config, backend_root),
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         finally:
             if self._log_path is not None and not isinstance(out, int):
                 out.close()
@@ -213,8 +228,10 @@ class TritonProcess:
         while time.monotonic() < deadline:
             if self._proc is None or self._proc.poll() is not None:
                 code = None if self._proc is None else self._proc.returncode
-                raise TritonServerError(f"tritonserver exited (code {code}) before it was ready"
-                                        + (f"; see {self._log_path}" if self._log_path else ""))
+                raise TritonServerError(
+                    f"tritonserver exited (code {code}) before it was ready"
+                    + (f"; see {self._log_path}" if self._log_path else "")
+                )
             if http_ready(self.config.host, self.config.http_port):
                 return
             time.sleep(0.2)

@@ -112,8 +112,10 @@ class AllowEntry:
         if entry.origin != target.origin:
             return False
         prefix = entry.path
-        return prefix.endswith("/") and target.path.startswith(prefix) or (
-            target.path == prefix or target.path.startswith(prefix + "/")
+        return (
+            prefix.endswith("/")
+            and target.path.startswith(prefix)
+            or (target.path == prefix or target.path.startswith(prefix + "/"))
         )
 
 

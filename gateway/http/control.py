@@ -127,8 +127,9 @@ async def patch_session(request: web.Request) -> web.Response:
     session = owned_session(request)
     config = request.app[CONFIG]
     body = await read_json_object(request, config.body_timeout_s)
-    defaults = FaceSettings(config.processing.mask_regions, config.processing.face_selector,
-                            shape=config.processing.face_shape)
+    defaults = FaceSettings(
+        config.processing.mask_regions, config.processing.face_selector, shape=config.processing.face_shape
+    )
     pipeline = request.app[STATE].pipeline
     new = plan(
         body,

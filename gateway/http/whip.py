@@ -117,8 +117,9 @@ def query_shape(value: str) -> float:
     try:
         return check_shape(float(value))
     except ValueError:
-        raise BadRequest(f"?shape must be a number in 0..1 (the source's face shape), got {value!r}") \
-            from None
+        raise BadRequest(
+            f"?shape must be a number in 0..1 (the source's face shape), got {value!r}"
+        ) from None
 
 
 async def options_whip(request: web.Request) -> web.Response:

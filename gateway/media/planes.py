@@ -34,8 +34,12 @@ def plane_views(frame: av.VideoFrame) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return y, u, v
 
 
-def patched_frame(decoded: av.VideoFrame, image_rgb: np.ndarray, changed: Sequence[Box],
-                  regions: Sequence[np.ndarray | None] | None = None) -> av.VideoFrame:
+def patched_frame(
+    decoded: av.VideoFrame,
+    image_rgb: np.ndarray,
+    changed: Sequence[Box],
+    regions: Sequence[np.ndarray | None] | None = None,
+) -> av.VideoFrame:
     """A yuv420p frame of `image_rgb`, given the decoded frame it was made from and the boxes where it
     differs from that frame. Unchanged: `decoded` itself. `decoded` is never written (it may be sent again,
     and its buffers belong to the decoder). `regions`, one per box, are those boxes' I420 planes already

@@ -38,8 +38,12 @@ METRICS_VIEWS = web.AppKey("livefuse_metrics_views", list[MetricsView])
 EXTRA_COLLECTORS = web.AppKey("livefuse_extra_collectors", list[Callable[[], Collector]])
 
 
-def add_section(app: web.Application, name: str, data: Callable[[], object],
-                collector: Callable[[], Collector] | None = None) -> None:
+def add_section(
+    app: web.Application,
+    name: str,
+    data: Callable[[], object],
+    collector: Callable[[], Collector] | None = None,
+) -> None:
     """A part of the gateway the monitor does not own shows `data()` under `name` in /api/stats (and
     /api/stream), and `collector`'s families in /metrics. The lists stay mutable after the app is frozen;
     an app without the monitor's routes has neither, and nothing is added."""

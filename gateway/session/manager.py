@@ -34,6 +34,7 @@ def printable(text: str, limit: int) -> str:
     """`text` with anything unprintable replaced, cut to `limit` characters (a header, shown as data)."""
     return "".join(c if c.isprintable() else "?" for c in text[:limit])
 
+
 logger = logging.getLogger(__name__)
 
 

@@ -190,7 +190,10 @@ class Session:
         encoder = self.encoders.get(codec)
         if encoder is None:
             encoder = self.encoders[codec] = FanoutEncoder(
-                bitrate=self.config.bitrate, codec=codec, libvpx=self._libvpx, libx264=self._libx264,
+                bitrate=self.config.bitrate,
+                codec=codec,
+                libvpx=self._libvpx,
+                libx264=self._libx264,
                 hardware_h264=self._hardware_h264,
             )
         return encoder

@@ -230,4 +230,3 @@ class _WebhookCollector(Collector):
         for outcome in OUTCOMES:
             family.add_metric([outcome], sum(t.counts[outcome] for t in self._targets))
         yield family
-

@@ -93,6 +93,9 @@ def refused(extension: str) -> bool:
     low, high = CHECKED_AIORTC
     logger.warning(
         "aiortc %s.%s is not one %s was checked against (%s.%s-%s.%s): left as aiortc made it",
-        *aiortc_version(), extension, *low, *high,
+        *aiortc_version(),
+        extension,
+        *low,
+        *high,
     )
     return True

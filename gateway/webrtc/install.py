@@ -42,8 +42,9 @@ class Features:
     def of(
         cls, ice: IceConfig, *, low_latency_receive: bool = True, dtls_label: str | None = None
     ) -> Features:
-        return cls(ice.host_addresses, ice.dscp, low_latency_receive, dtls_label, ice.udp_ports,
-                   ice.public_address)
+        return cls(
+            ice.host_addresses, ice.dscp, low_latency_receive, dtls_label, ice.udp_ports, ice.public_address
+        )
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,15 @@ class Installed:
 
 def install(pc: RTCPeerConnection, features: Features) -> Installed:
     """Apply `features` to `pc` in the order of the module docstring."""
-    if (features.host_addresses or features.dscp is not None or features.udp_ports is not None
-            or features.public_address is not None):
-        configure_gathering(pc, features.host_addresses, features.dscp, features.udp_ports,
-                            features.public_address)
+    if (
+        features.host_addresses
+        or features.dscp is not None
+        or features.udp_ports is not None
+        or features.public_address is not None
+    ):
+        configure_gathering(
+            pc, features.host_addresses, features.dscp, features.udp_ports, features.public_address
+        )
     low_latency = apply_low_latency_receive(pc) if features.low_latency_receive else False
     dtls = watch_dtls(pc, features.dtls_label) if features.dtls_label is not None else None
     return Installed(low_latency, dtls)

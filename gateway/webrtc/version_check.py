@@ -46,7 +46,7 @@ AIORTC_PATCHES: tuple[PatchCheck, ...] = (
 
 
 def major_minor(version: str) -> tuple[int, int]:
-    """"1.16.0" -> (1, 16); anything unreadable -> (0, 0), which no check covers."""
+    """ "1.16.0" -> (1, 16); anything unreadable -> (0, 0), which no check covers."""
     parts = version.split(".")
     try:
         return int(parts[0]), int(parts[1])

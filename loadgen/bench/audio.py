@@ -64,8 +64,9 @@ async def _drain(track: MediaStreamTrack) -> None:
             await track.recv()
 
 
-async def run_case(base: str, pid: int, publishers: int, viewers: int, audio: bool,
-                   warmup: float, duration: float) -> dict[str, Any]:
+async def run_case(
+    base: str, pid: int, publishers: int, viewers: int, audio: bool, warmup: float, duration: float
+) -> dict[str, Any]:
     pcs: list[RTCPeerConnection] = []
     tasks: list[asyncio.Task[None]] = []
     async with aiohttp.ClientSession() as http:
@@ -102,8 +103,13 @@ async def run_case(base: str, pid: int, publishers: int, viewers: int, audio: bo
     if isinstance(sessions, dict):
         items = sessions.get("sessions", [])
         relayed = sum(int(s.get("audio", {}).get("audio_packets_relayed", 0)) for s in items)
-    return {"publishers": publishers, "viewers_per_session": viewers, "audio": audio,
-            "cpu_pct": round(100.0 * (c1 - c0) / (t1 - t0), 2), "audio_packets_relayed": relayed}
+    return {
+        "publishers": publishers,
+        "viewers_per_session": viewers,
+        "audio": audio,
+        "cpu_pct": round(100.0 * (c1 - c0) / (t1 - t0), 2),
+        "audio_packets_relayed": relayed,
+    }
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -115,17 +121,26 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for audio in (False, True):
             for viewers in (0, args.viewers):
                 name = f"{'audio' if audio else 'video'}_v{viewers}"
-                cases[name] = await run_case(gw.url, pid, args.publishers, viewers, audio,
-                                             args.warmup, args.duration)
+                cases[name] = await run_case(
+                    gw.url, pid, args.publishers, viewers, audio, args.warmup, args.duration
+                )
                 print(f"{name:10s} gateway CPU {cases[name]['cpu_pct']:6.2f} % of a core", flush=True)
                 await asyncio.sleep(2.0)  # let the closed sessions go
     p, v = args.publishers, args.viewers
     per_stream = (cases["audio_v0"]["cpu_pct"] - cases["video_v0"]["cpu_pct"]) / p
-    per_viewer = ((cases[f"audio_v{v}"]["cpu_pct"] - cases["audio_v0"]["cpu_pct"])
-                  - (cases[f"video_v{v}"]["cpu_pct"] - cases["video_v0"]["cpu_pct"])) / (p * v)
-    return {"cases": cases, "per_audio_stream_cpu_pct": round(per_stream, 3),
-            "per_audio_viewer_cpu_pct": round(per_viewer, 3), "publishers": p, "viewers_per_session": v,
-            "duration_s": args.duration, "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}}
+    per_viewer = (
+        (cases[f"audio_v{v}"]["cpu_pct"] - cases["audio_v0"]["cpu_pct"])
+        - (cases[f"video_v{v}"]["cpu_pct"] - cases["video_v0"]["cpu_pct"])
+    ) / (p * v)
+    return {
+        "cases": cases,
+        "per_audio_stream_cpu_pct": round(per_stream, 3),
+        "per_audio_viewer_cpu_pct": round(per_viewer, 3),
+        "publishers": p,
+        "viewers_per_session": v,
+        "duration_s": args.duration,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+    }
 
 
 def main() -> int:
@@ -137,8 +152,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench_audio.json")
     args = parser.parse_args()
     result = asyncio.run(main_async(args))
-    print(f"per relayed audio stream: {result['per_audio_stream_cpu_pct']:.3f} % of a core; "
-          f"per audio viewer: {result['per_audio_viewer_cpu_pct']:.3f} %")
+    print(
+        f"per relayed audio stream: {result['per_audio_stream_cpu_pct']:.3f} % of a core; "
+        f"per audio viewer: {result['per_audio_viewer_cpu_pct']:.3f} %"
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.out}")

@@ -102,22 +102,39 @@ class Window:
             "window": self.index,
             "start_min": round(self.start_s / 60, 2),
             "end_min": round(self.end_s / 60, 2),
-            "latency_ms": {"count": self.latency_ms.count, "p50": rnd(p50, 1), "p95": rnd(p95, 1),
-                           "p99": rnd(p99, 1), "max": rnd(self.latency_ms.max if self.latency_ms.count
-                                                          else None, 1)},
-            "frames": {"sent": self.sent, "received": self.received, "lost": self.lost,
-                       "late_or_repeated": self.late_or_repeated, "unreadable": self.unreadable},
-            "gateway": {"frames_in": self.gateway_frames, "stale_drops": self.stale,
-                        "deadline_drops": self.deadline, "server_p95_ms_median": med(self.server_p95_ms),
-                        "cpu_ms_per_frame": rnd(self.gateway_cpu_ms_per_frame(), 3),
-                        "rss_mb_end": rnd(self.gateway_rss_mb[-1] if self.gateway_rss_mb else None, 1),
-                        "threads_median": med(self.gateway_threads),
-                        "threads_max": max(self.gateway_threads) if self.gateway_threads else None},
-            "loadgen": {"cpu_ms_per_frame": rnd(self.loadgen_cpu_ms_per_frame(), 3),
-                        "rss_mb_end": rnd(self.loadgen_rss_mb[-1] if self.loadgen_rss_mb else None, 1),
-                        "threads_median": med(self.loadgen_threads)},
-            "load_1m": {"mean": rnd(float(np.mean(self.load_1m)) if self.load_1m else None),
-                        "max": rnd(max(self.load_1m) if self.load_1m else None)},
+            "latency_ms": {
+                "count": self.latency_ms.count,
+                "p50": rnd(p50, 1),
+                "p95": rnd(p95, 1),
+                "p99": rnd(p99, 1),
+                "max": rnd(self.latency_ms.max if self.latency_ms.count else None, 1),
+            },
+            "frames": {
+                "sent": self.sent,
+                "received": self.received,
+                "lost": self.lost,
+                "late_or_repeated": self.late_or_repeated,
+                "unreadable": self.unreadable,
+            },
+            "gateway": {
+                "frames_in": self.gateway_frames,
+                "stale_drops": self.stale,
+                "deadline_drops": self.deadline,
+                "server_p95_ms_median": med(self.server_p95_ms),
+                "cpu_ms_per_frame": rnd(self.gateway_cpu_ms_per_frame(), 3),
+                "rss_mb_end": rnd(self.gateway_rss_mb[-1] if self.gateway_rss_mb else None, 1),
+                "threads_median": med(self.gateway_threads),
+                "threads_max": max(self.gateway_threads) if self.gateway_threads else None,
+            },
+            "loadgen": {
+                "cpu_ms_per_frame": rnd(self.loadgen_cpu_ms_per_frame(), 3),
+                "rss_mb_end": rnd(self.loadgen_rss_mb[-1] if self.loadgen_rss_mb else None, 1),
+                "threads_median": med(self.loadgen_threads),
+            },
+            "load_1m": {
+                "mean": rnd(float(np.mean(self.load_1m)) if self.load_1m else None),
+                "max": rnd(max(self.load_1m) if self.load_1m else None),
+            },
         }
 
 
@@ -175,40 +192,73 @@ def verdict(
 
     def check(name: str, value: float | None, limit: float, detail: dict[str, Any]) -> None:
         ok = enough and value is not None and value <= limit
-        checks.append({"check": name, "value": None if value is None else round(value, 4), "limit": limit,
-                       "ok": bool(ok), **detail})
+        checks.append(
+            {
+                "check": name,
+                "value": None if value is None else round(value, 4),
+                "limit": limit,
+                "ok": bool(ok),
+                **detail,
+            }
+        )
 
-    check("p95 last/first", _ratio(last["p95_ms"], first["p95_ms"]), targets.p95_ratio_max,
-          {"first_ms": first["p95_ms"], "last_ms": last["p95_ms"]})
+    check(
+        "p95 last/first",
+        _ratio(last["p95_ms"], first["p95_ms"]),
+        targets.p95_ratio_max,
+        {"first_ms": first["p95_ms"], "last_ms": last["p95_ms"]},
+    )
     for who in ("gateway", "loadgen"):
         key = f"{who}_cpu_ms_per_frame"
-        check(f"{who} CPU per frame last/first", _ratio(last[key], first[key]), targets.cpu_ratio_max,
-              {"first_ms": first[key], "last_ms": last[key]})
+        check(
+            f"{who} CPU per frame last/first",
+            _ratio(last[key], first[key]),
+            targets.cpu_ratio_max,
+            {"first_ms": first[key], "last_ms": last[key]},
+        )
     frames_in = sum(w.gateway_frames for w in windows)
     stale = sum(w.stale for w in windows)
-    check("stale drops / frames", stale / frames_in if frames_in else None, targets.stale_fraction_max,
-          {"stale": stale, "frames": frames_in})
+    check(
+        "stale drops / frames",
+        stale / frames_in if frames_in else None,
+        targets.stale_fraction_max,
+        {"stale": stale, "frames": frames_in},
+    )
     tail_stale = sum(w.stale for w in windows[-k:])
     share = tail_stale / stale if stale else 0.0
     allowed = min(1.0, targets.end_share_factor * k / len(windows))
-    checks.append({"check": "stale drops not concentrated at the end", "value": round(share, 4),
-                   "limit": round(allowed, 4), "tail_stale": tail_stale,
-                   "ok": bool(enough and (stale < targets.end_share_min_drops or share <= allowed))})
+    checks.append(
+        {
+            "check": "stale drops not concentrated at the end",
+            "value": round(share, 4),
+            "limit": round(allowed, 4),
+            "tail_stale": tail_stale,
+            "ok": bool(enough and (stale < targets.end_share_min_drops or share <= allowed)),
+        }
+    )
     medians = [float(np.median(w.gateway_threads)) for w in windows if w.gateway_threads]
     growth = max(medians) - medians[0] if medians else None
-    check("gateway threads above the first window", growth, targets.threads_growth_max,
-          {"medians": medians})
+    check("gateway threads above the first window", growth, targets.threads_growth_max, {"medians": medians})
     for who, series in (("gateway", gateway_rss), ("loadgen", loadgen_rss)):
         end = series[-1][0] if series else 0.0
         tail = [p for p in series if p[0] >= end - targets.rss_span_s]
         slope = slope_per_min(tail)
-        check(f"{who} RSS slope, MB/min", slope, targets.rss_slope_mb_per_min_max,
-              {"span_min": round((tail[-1][0] - tail[0][0]) / 60, 1) if tail else 0})
+        check(
+            f"{who} RSS slope, MB/min",
+            slope,
+            targets.rss_slope_mb_per_min_max,
+            {"span_min": round((tail[-1][0] - tail[0][0]) / 60, 1) if tail else 0},
+        )
     if not enough:  # inconclusive, not "no drift"
         reason = f"too short: {len(windows)} windows, {2 * k} needed to compare a first and a last span"
         return {"drift": None, "checks": checks, "reason": reason, "first": first, "last": last}
-    return {"drift": not all(c["ok"] for c in checks), "checks": checks, "reason": "",
-            "first": first, "last": last}
+    return {
+        "drift": not all(c["ok"] for c in checks),
+        "checks": checks,
+        "reason": "",
+        "first": first,
+        "last": last,
+    }
 
 
 class FrameBook:
@@ -290,8 +340,12 @@ async def _gateway_counters(http: aiohttp.ClientSession, url: str) -> dict[str, 
     frames = stats.get("frames") or {}
     dropped = frames.get("dropped") or {}
     p95 = ((stats.get("latency") or {}).get("server_ms") or {}).get("p95")
-    return {"received": float(frames.get("received") or 0), "stale": float(dropped.get("stale") or 0),
-            "deadline": float(dropped.get("deadline") or 0), "server_p95": float(p95 or 0.0)}
+    return {
+        "received": float(frames.get("received") or 0),
+        "stale": float(dropped.get("stale") or 0),
+        "deadline": float(dropped.get("deadline") or 0),
+        "server_p95": float(p95 or 0.0),
+    }
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -369,8 +423,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def _write(args: argparse.Namespace, windows: Sequence[Window], gw_rss: Sequence[tuple[float, float]],
-           lg_rss: Sequence[tuple[float, float]], final: bool) -> dict[str, Any]:
+def _write(
+    args: argparse.Namespace,
+    windows: Sequence[Window],
+    gw_rss: Sequence[tuple[float, float]],
+    lg_rss: Sequence[tuple[float, float]],
+    final: bool,
+) -> dict[str, Any]:
     report = {
         "benchmark": "drift",
         "final": final,

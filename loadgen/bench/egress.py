@@ -71,8 +71,12 @@ class Sink:
         await pc.setLocalDescription(await pc.createAnswer())
         key = str(len(self.pcs))
         self.pcs[key] = pc
-        return web.Response(status=201, text=pc.localDescription.sdp, content_type="application/sdp",
-                            headers={"Location": f"/resource/{key}"})
+        return web.Response(
+            status=201,
+            text=pc.localDescription.sdp,
+            content_type="application/sdp",
+            headers={"Location": f"/resource/{key}"},
+        )
 
     async def delete(self, request: web.Request) -> web.Response:
         pc = self.pcs.pop(request.match_info["key"], None)
@@ -86,8 +90,14 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def phase(name: str, pid: int, counter: Counter | None, seconds: float, http: aiohttp.ClientSession,
-                session_url: str) -> dict[str, Any]:
+async def phase(
+    name: str,
+    pid: int,
+    counter: Counter | None,
+    seconds: float,
+    http: aiohttp.ClientSession,
+    session_url: str,
+) -> dict[str, Any]:
     frames0 = counter.frames if counter is not None else 0
     cpu0, t0 = cpu_s(pid), time.monotonic()
     await asyncio.sleep(seconds)
@@ -171,8 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = asyncio.run(measure(args.seconds, args.warmup_s))
     for p in result["phases"]:
-        print(f"{p['phase']:24} gateway CPU {p['gateway_cpu_percent']:5.1f} %  consumer "
-              f"{p['consumer_fps']} fps  encoders {p['encoders']}")
+        print(
+            f"{p['phase']:24} gateway CPU {p['gateway_cpu_percent']:5.1f} %  consumer "
+            f"{p['consumer_fps']} fps  encoders {p['encoders']}"
+        )
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(result, indent=2))

@@ -52,8 +52,10 @@ def received_frames(clip: Path, size: tuple[int, int], n: int) -> list[av.VideoF
         for k, frame in enumerate(container.decode(video=0)):
             if k >= n:
                 break
-            rgb = np.asarray(cv2.resize(frame.to_ndarray(format="rgb24"), size, interpolation=cv2.INTER_AREA),
-                             dtype=np.uint8)
+            rgb = np.asarray(
+                cv2.resize(frame.to_ndarray(format="rgb24"), size, interpolation=cv2.INTER_AREA),
+                dtype=np.uint8,
+            )
             f = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
             f.pts = k * 6000
             for packet in enc.encode(f):  # type: ignore[attr-defined]
@@ -76,9 +78,11 @@ def encode_variant(frames: list[np.ndarray], noise: int, bitrate: int) -> dict[s
             for decoded in dec.decode(av.Packet(bytes(packet))):
                 psnr.append(cv2.PSNR(decoded.to_ndarray(format="rgb24"), rgb))
     skip = min(15, len(cpu) // 4)  # the rate control's first second
-    return {"encode_cpu_ms": round(statistics.mean(cpu[skip:]) * 1000.0, 3),
-            "kbps": round(size * 8 / (len(frames) / 15.0) / 1000.0, 1),
-            "psnr_db": round(float(np.mean(psnr[skip:])), 2)}
+    return {
+        "encode_cpu_ms": round(statistics.mean(cpu[skip:]) * 1000.0, 3),
+        "kbps": round(size * 8 / (len(frames) / 15.0) / 1000.0, 1),
+        "psnr_db": round(float(np.mean(psnr[skip:])), 2),
+    }
 
 
 def per_call_ms(fn: Callable[[], object], repeat: int) -> float:
@@ -97,11 +101,13 @@ def conversion(frame: av.VideoFrame, box_fraction: float, repeat: int) -> dict[s
     """A centred box of `box_fraction` of the frame's area changed (a face in a broadcast shot)."""
     rgb = frame.to_ndarray(format="rgb24")
     h, w = rgb.shape[:2]
-    bw, bh = int(w * box_fraction ** 0.5), int(h * box_fraction ** 0.5)
+    bw, bh = int(w * box_fraction**0.5), int(h * box_fraction**0.5)
     box = ((w - bw) // 2, (h - bh) // 2, (w + bw) // 2, (h + bh) // 2)
-    return {"box_fraction": box_fraction,
-            "whole_frame_ms": round(per_call_ms(lambda: whole_frame(rgb), repeat), 4),
-            "changed_box_ms": round(per_call_ms(lambda: patched_frame(frame, rgb, (box,)), repeat), 4)}
+    return {
+        "box_fraction": box_fraction,
+        "whole_frame_ms": round(per_call_ms(lambda: whole_frame(rgb), repeat), 4),
+        "changed_box_ms": round(per_call_ms(lambda: patched_frame(frame, rgb, (box,)), repeat), 4),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,10 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resolutions", nargs="+", default=["320x240", "640x360"])
     p.add_argument("--frames", type=int, default=150)
     p.add_argument("--bitrate", type=int, default=1_000_000)
-    p.add_argument("--ceilings", action="store_true",
-                   help="instead of the variants: the encoder (denoiser off) at --bitrate against the "
-                   "picture's size-class ceiling (webrtc.congestion.bitrate.size_class_bitrate, the default "
-                   "since --video-bitrate auto)")
+    p.add_argument(
+        "--ceilings",
+        action="store_true",
+        help="instead of the variants: the encoder (denoiser off) at --bitrate against the "
+        "picture's size-class ceiling (webrtc.congestion.bitrate.size_class_bitrate, the default "
+        "since --video-bitrate auto)",
+    )
     p.add_argument("--repeats", type=int, default=3, help="encode runs per variant (the best CPU counts)")
     p.add_argument("--media-dir", type=Path, default=None)
     p.add_argument("--output", type=Path, default=None)
@@ -136,19 +145,35 @@ def main(argv: list[str] | None = None) -> int:
             best = min(runs, key=lambda r: r["encode_cpu_ms"])
             row = {"resolution": res, "variant": name, **best}
             results.append(row)
-            print(f"{res:>9} {name:<30} encode {best['encode_cpu_ms']:.2f} ms  {best['kbps']:.0f} kbit/s  "
-                  f"PSNR {best['psnr_db']:.2f} dB")
+            print(
+                f"{res:>9} {name:<30} encode {best['encode_cpu_ms']:.2f} ms  {best['kbps']:.0f} kbit/s  "
+                f"PSNR {best['psnr_db']:.2f} dB"
+            )
         for fraction in () if args.ceilings else (0.1, 0.25):
-            row = {"resolution": res, "variant": "i420 conversion", **conversion(received[len(received) // 2],
-                                                                               fraction, 300)}
+            row = {
+                "resolution": res,
+                "variant": "i420 conversion",
+                **conversion(received[len(received) // 2], fraction, 300),
+            }
             results.append(row)
-            print(f"{res:>9} I420 with {fraction:.0%} of the frame changed: whole frame "
-                  f"{row['whole_frame_ms']:.3f} ms, changed box {row['changed_box_ms']:.3f} ms "
-                  "(an unchanged frame: none, the decoded frame is encoded)")
+            print(
+                f"{res:>9} I420 with {fraction:.0%} of the frame changed: whole frame "
+                f"{row['whole_frame_ms']:.3f} ms, changed box {row['changed_box_ms']:.3f} ms "
+                "(an unchanged frame: none, the decoded frame is encoded)"
+            )
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps({"kind": "bench_encoder_settings", "frames": args.frames,
-                                           "bitrate": args.bitrate, "results": results}, indent=2))
+        args.output.write_text(
+            json.dumps(
+                {
+                    "kind": "bench_encoder_settings",
+                    "frames": args.frames,
+                    "bitrate": args.bitrate,
+                    "results": results,
+                },
+                indent=2,
+            )
+        )
         print(f"wrote {args.output}")
     return 0
 

@@ -88,11 +88,22 @@ def preset(name: str, runs: int | None, busy: bool, client_log: str = "Warning")
         Case("FFmpeg H.264", "ffmpeg"),
         Case("FFmpeg H.264+Opus", "ffmpeg", audio=True),
         Case("libdatachannel H.264", "libdatachannel"),
-        Case("libdatachannel H.264+Opus (OBS), core busy", "libdatachannel", audio=True, runs=12, busy=True,
-             seconds=1.5),
+        Case(
+            "libdatachannel H.264+Opus (OBS), core busy",
+            "libdatachannel",
+            audio=True,
+            runs=12,
+            busy=True,
+            seconds=1.5,
+        ),
         Case("libdatachannel WHEP viewer", "libdatachannel", role="view", audio=True, runs=2),
-        Case("libdatachannel WHEP viewer of an OBS-style H.264 session", "libdatachannel", role="view",
-             audio=True, publisher="libdatachannel"),
+        Case(
+            "libdatachannel WHEP viewer of an OBS-style H.264 session",
+            "libdatachannel",
+            role="view",
+            audio=True,
+            publisher="libdatachannel",
+        ),
         Case("GStreamer webrtcbin VP8", "gstreamer", seconds=4.0),
     ]
     if name == "full":
@@ -106,12 +117,19 @@ def summarize(cases: list[Case], outcomes: dict[str, list[RunOutcome]]) -> list[
     rows = []
     for case in cases:
         runs = outcomes.get(case.name, [])
-        rows.append({
-            "case": case.name, "client": case.client, "role": case.role, "audio": case.audio,
-            "busy": case.busy, "total": len(runs), "connected": sum(r.connected for r in runs),
-            "passed": sum(r.passed for r in runs),
-            "failures": [r.why for r in runs if not r.passed][:5],
-        })
+        rows.append(
+            {
+                "case": case.name,
+                "client": case.client,
+                "role": case.role,
+                "audio": case.audio,
+                "busy": case.busy,
+                "total": len(runs),
+                "connected": sum(r.connected for r in runs),
+                "passed": sum(r.passed for r in runs),
+                "failures": [r.why for r in runs if not r.passed][:5],
+            }
+        )
     return rows
 
 
@@ -127,9 +145,24 @@ async def gateway_process(workdir: Path, source: Path) -> AsyncIterator[str]:
     token_file.write_text(TOKEN)
     log = (workdir / "gateway.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "--host", ADDRESS, "--port", str(PORT), "--token-file",
-         str(token_file), "--default-source", str(source), "--no-front-process", "--no-degradation"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "--host",
+            ADDRESS,
+            "--port",
+            str(PORT),
+            "--token-file",
+            str(token_file),
+            "--default-source",
+            str(source),
+            "--no-front-process",
+            "--no-degradation",
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://{ADDRESS}:{PORT}"
     try:
@@ -195,10 +228,14 @@ async def aiortc_viewer(url: str, session_id: str, seconds: float) -> tuple[int,
     pc.on("track", lambda track: tasks.append(asyncio.ensure_future(consume(track))))
     try:
         await pc.setLocalDescription(await pc.createOffer())
-        async with aiohttp.ClientSession() as http, http.post(
-            f"{url}/whep/{session_id}", data=pc.localDescription.sdp,
-            headers={"Content-Type": "application/sdp", "Authorization": f"Bearer {TOKEN}"},
-        ) as resp:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"{url}/whep/{session_id}",
+                data=pc.localDescription.sdp,
+                headers={"Content-Type": "application/sdp", "Authorization": f"Bearer {TOKEN}"},
+            ) as resp,
+        ):
             if resp.status != 201:
                 return 0, 0
             answer = await resp.text()
@@ -229,8 +266,11 @@ async def aiortc_publisher(url: str, image: Path, seconds: float, audio: bool) -
     try:
         await pc.setLocalDescription(await pc.createOffer())
         async with aiohttp.ClientSession() as http:
-            async with http.post(url + "/whip", data=pc.localDescription.sdp, headers={
-                    "Content-Type": "application/sdp", "Authorization": f"Bearer {TOKEN}"}) as resp:
+            async with http.post(
+                url + "/whip",
+                data=pc.localDescription.sdp,
+                headers={"Content-Type": "application/sdp", "Authorization": f"Bearer {TOKEN}"},
+            ) as resp:
                 if resp.status != 201:
                     return ClientRun(False, error=f"POST answered {resp.status}")
                 answer, location = await resp.text(), resp.headers.get("Location")
@@ -255,8 +295,15 @@ async def publish_run(case: Case, url: str, image: Path, clip: Path) -> RunOutco
     if case.client == "ffmpeg":
         launch = lambda: run_ffmpeg(url + "/whip", TOKEN, image, case.seconds + 1.0, case.audio)  # noqa: E731
     elif case.client == "libdatachannel":
-        spec = {"mode": "publish", "url": url + "/whip", "token": TOKEN, "media": str(clip),
-                "audio": case.audio, "seconds": case.seconds + 1.0, "logLevel": case.client_log}
+        spec = {
+            "mode": "publish",
+            "url": url + "/whip",
+            "token": TOKEN,
+            "media": str(clip),
+            "audio": case.audio,
+            "seconds": case.seconds + 1.0,
+            "logLevel": case.client_log,
+        }
         launch = lambda: run_datachannel(spec, timeout_s=case.seconds + 25)  # noqa: E731
     elif case.client == "gstreamer":
         launch = lambda: run_gstreamer(url + "/whip", TOKEN, PEER_ADDRESS, case.seconds)  # noqa: E731
@@ -281,10 +328,16 @@ async def publish_run(case: Case, url: str, image: Path, clip: Path) -> RunOutco
     if case.audio and viewer[1] < 10:
         why.append(f"the WHEP viewer got {viewer[1]} Opus frames")
     return RunOutcome(
-        connected=run.connected, passed=not why, why="; ".join(why), frames_in=frames_in,
-        frames_out=frames_out, viewer_frames=viewer[0], viewer_audio=viewer[1],
+        connected=run.connected,
+        passed=not why,
+        why="; ".join(why),
+        frames_in=frames_in,
+        frames_out=frames_out,
+        viewer_frames=viewer[0],
+        viewer_audio=viewer[1],
         close_reason=str(entry.get("close_reason", "")),
-        user_agent=str(entry.get("info", {}).get("user_agent", "")), client=asdict(run),
+        user_agent=str(entry.get("info", {}).get("user_agent", "")),
+        client=asdict(run),
     )
 
 
@@ -295,8 +348,15 @@ async def view_run(case: Case, url: str, image: Path, workdir: Path, clip: Path)
     async with aiohttp.ClientSession() as http:
         known = set(await session_entries(http, url))
         if case.publisher == "libdatachannel":
-            spec = {"mode": "publish", "url": url + "/whip", "token": TOKEN, "media": str(clip),
-                    "audio": True, "seconds": case.seconds + 4.0, "logLevel": case.client_log}
+            spec = {
+                "mode": "publish",
+                "url": url + "/whip",
+                "token": TOKEN,
+                "media": str(clip),
+                "audio": True,
+                "seconds": case.seconds + 4.0,
+                "logLevel": case.client_log,
+            }
             publisher = asyncio.ensure_future(run_datachannel(spec, timeout_s=case.seconds + 30))
         else:
             publisher = asyncio.ensure_future(aiortc_publisher(url, image, case.seconds + 4.0, True))
@@ -305,8 +365,14 @@ async def view_run(case: Case, url: str, image: Path, workdir: Path, clip: Path)
             await publisher
             return RunOutcome(False, False, why="the publisher opened no session")
         out = workdir / f"viewer-{session_id}.rtp"
-        spec = {"mode": "view", "url": f"{url}/whep/{session_id}", "token": TOKEN, "out": str(out),
-                "seconds": case.seconds, "logLevel": case.client_log}
+        spec = {
+            "mode": "view",
+            "url": f"{url}/whep/{session_id}",
+            "token": TOKEN,
+            "out": str(out),
+            "seconds": case.seconds,
+            "logLevel": case.client_log,
+        }
         run = await run_datachannel(spec, timeout_s=case.seconds + 25)
         await publisher
     frames = decode_viewer_video(out) if out.exists() else 0
@@ -317,8 +383,14 @@ async def view_run(case: Case, url: str, image: Path, workdir: Path, clip: Path)
         why.append(f"{frames} video frames decoded")
     if run.received_audio < 10:
         why.append(f"{run.received_audio} Opus packets")
-    return RunOutcome(run.connected, not why, "; ".join(why), viewer_frames=frames,
-                      viewer_audio=run.received_audio, client=asdict(run))
+    return RunOutcome(
+        run.connected,
+        not why,
+        "; ".join(why),
+        viewer_frames=frames,
+        viewer_audio=run.received_audio,
+        client=asdict(run),
+    )
 
 
 @contextlib.contextmanager
@@ -334,8 +406,11 @@ def busy_core(on: bool) -> Any:
             proc.wait()
 
 
-async def run_matrix(cases: list[Case], source: Path, on_run: Callable[[Case, int, RunOutcome], None],
-                     ) -> dict[str, Any]:
+async def run_matrix(
+    cases: list[Case],
+    source: Path,
+    on_run: Callable[[Case, int, RunOutcome], None],
+) -> dict[str, Any]:
     missing = node_client_missing()
     workdir = Path(tempfile.mkdtemp(prefix="livefuse-interop-"))
     clip = write_clip(workdir / "clip.bin", face_frames(source, 320, 240, 30), audio=True)
@@ -368,8 +443,11 @@ def _inside_namespace(argv: list[str]) -> int:
         print("interop: needs root, unshare and ip (a private network namespace)", file=sys.stderr)
         return 2
     command = " ".join([sys.executable, "-m", "loadgen.bench.interop", *map(_quote, argv)])
-    return subprocess.call(["unshare", "-n", "sh", "-c", f"{NAMESPACE} && exec {command}"], cwd=ROOT,
-                           env={**os.environ, INSIDE: "1"})
+    return subprocess.call(
+        ["unshare", "-n", "sh", "-c", f"{NAMESPACE} && exec {command}"],
+        cwd=ROOT,
+        env={**os.environ, INSIDE: "1"},
+    )
 
 
 def _quote(arg: str) -> str:
@@ -381,8 +459,12 @@ def _quote(arg: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m loadgen.bench.interop", description="interop matrix")
-    parser.add_argument("--preset", choices=("suite", "full"), default="full",
-                        help="suite: what `make test` runs; full: every case 10 times, OBS-style 50")
+    parser.add_argument(
+        "--preset",
+        choices=("suite", "full"),
+        default="full",
+        help="suite: what `make test` runs; full: every case 10 times, OBS-style 50",
+    )
     parser.add_argument("--runs", type=int, default=None, help="runs of every case (overrides the preset)")
     parser.add_argument("--busy", action="store_true", help="hold one core busy during every case")
     parser.add_argument("--clients", default="", help="only these clients (comma list)")

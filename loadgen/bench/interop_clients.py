@@ -59,7 +59,7 @@ def face_frames(image_path: Path, width: int, height: int, count: int) -> list[n
     frames = []
     for i in range(count):
         dx = int((big.shape[1] - width) * (0.5 + 0.5 * np.sin(i / 9.0)))
-        frames.append(np.ascontiguousarray(big[: height, dx : dx + width]))
+        frames.append(np.ascontiguousarray(big[:height, dx : dx + width]))
     return frames
 
 
@@ -73,8 +73,14 @@ def write_clip(path: Path, frames: list[np.ndarray], audio: bool) -> Path:
     video.width, video.height, video.pix_fmt = width, height, "yuv420p"
     video.time_base = fractions.Fraction(1, 90000)
     video.framerate = fractions.Fraction(FPS, 1)
-    video.options = {"profile": "baseline", "preset": "ultrafast", "tune": "zerolatency", "bf": "0",
-                     "g": str(FPS), "x264-params": "repeat-headers=1"}
+    video.options = {
+        "profile": "baseline",
+        "preset": "ultrafast",
+        "tune": "zerolatency",
+        "bf": "0",
+        "g": str(FPS),
+        "x264-params": "repeat-headers=1",
+    }
     records: list[tuple[bytes, int, bytes]] = []
     for i, rgb in enumerate(frames):
         frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
@@ -118,8 +124,13 @@ def publish_ffmpeg(url: str, token: str, image: Path, seconds: float, audio: boo
     try:
         video = out.add_stream("libx264", rate=FPS)
         video.width, video.height, video.pix_fmt = 320, 240, "yuv420p"
-        video.options = {"profile": "baseline", "bf": "0", "g": str(FPS), "preset": "ultrafast",
-                         "tune": "zerolatency"}
+        video.options = {
+            "profile": "baseline",
+            "bf": "0",
+            "g": str(FPS),
+            "preset": "ultrafast",
+            "tune": "zerolatency",
+        }
         sound = out.add_stream("libopus", rate=48000) if audio else None
         if sound is not None:
             sound.layout = "stereo"
@@ -149,9 +160,10 @@ def publish_ffmpeg(url: str, token: str, image: Path, seconds: float, audio: boo
 async def run_ffmpeg(url: str, token: str, image: Path, seconds: float, audio: bool) -> ClientRun:
     """`publish_ffmpeg` in a child process; its JSON line back as a ClientRun."""
     args = ["ffmpeg", url, "--token", token, "--image", str(image), "--seconds", str(seconds)]
-    found = await _child([sys.executable, "-m", "loadgen.bench.interop_clients", *args, *(["--audio"] if audio
-                                                                                         else [])],
-                         timeout_s=seconds + 30)
+    found = await _child(
+        [sys.executable, "-m", "loadgen.bench.interop_clients", *args, *(["--audio"] if audio else [])],
+        timeout_s=seconds + 30,
+    )
     if found is None:
         return ClientRun(False, error="FFmpeg's publisher printed no result")
     return ClientRun(**found)
@@ -169,8 +181,9 @@ def node_client_missing() -> str | None:
 
 async def run_datachannel(spec: dict[str, Any], timeout_s: float) -> ClientRun:
     """The node client with `spec` (its JSON argument); its result line as a ClientRun."""
-    found = await _child(["node", str(NODE_CLIENT), json.dumps({**spec, "timeout": timeout_s})],
-                         timeout_s=timeout_s + 10)
+    found = await _child(
+        ["node", str(NODE_CLIENT), json.dumps({**spec, "timeout": timeout_s})], timeout_s=timeout_s + 10
+    )
     if found is None:
         return ClientRun(False, error="the libdatachannel client printed no result")
     errors = found.get("errors") or []
@@ -182,8 +195,11 @@ async def run_datachannel(spec: dict[str, Any], timeout_s: float) -> ClientRun:
         received_video_frames=found.get("received", {}).get("video_frames", 0),
         received_audio=found.get("received", {}).get("audio", 0),
         location=found.get("location"),
-        details={"library": found.get("library"), "states": found.get("states"),
-                 "log_tail": found.get("log_tail", [])},
+        details={
+            "library": found.get("library"),
+            "states": found.get("states"),
+            "log_tail": found.get("log_tail", []),
+        },
     )
 
 
@@ -214,8 +230,9 @@ def decode_viewer_video(path: Path) -> int:
             header += 4 + 4 * ext_words
         mime, name = codecs[pt]
         codec = RTCRtpCodecParameters(mimeType=mime, clockRate=90000, payloadType=pt)
-        pending.setdefault(pt, []).append((struct.unpack(">H", packet[2:4])[0],
-                                           depayload(codec, packet[header:])))
+        pending.setdefault(pt, []).append(
+            (struct.unpack(">H", packet[2:4])[0], depayload(codec, packet[header:]))
+        )
         if marker:
             parts = [p for _, p in sorted(pending.pop(pt))]
             decoder = decoders.setdefault(pt, av.CodecContext.create(name, "r"))
@@ -232,8 +249,20 @@ def decode_viewer_video(path: Path) -> int:
 async def run_gstreamer(url: str, token: str, address: str, seconds: float) -> ClientRun:
     if not os.path.exists(SYSTEM_PYTHON):
         return ClientRun(False, error=f"{SYSTEM_PYTHON} not found")
-    found = await _child([SYSTEM_PYTHON, str(GST_PUBLISHER), url, "--seconds", str(seconds), "--token", token,
-                          "--address", address], timeout_s=seconds + 40)
+    found = await _child(
+        [
+            SYSTEM_PYTHON,
+            str(GST_PUBLISHER),
+            url,
+            "--seconds",
+            str(seconds),
+            "--token",
+            token,
+            "--address",
+            address,
+        ],
+        timeout_s=seconds + 40,
+    )
     if found is None:
         return ClientRun(False, error="the GStreamer publisher printed no result")
     return ClientRun(

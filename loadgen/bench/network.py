@@ -182,8 +182,9 @@ def _loadgen_args(args: argparse.Namespace, report: Path, samples: Path) -> list
     ]  # fmt: skip
 
 
-async def _inside(loadgen: list[str], samples_out: Path, gateway_args: list[str],
-                  period_s: float = 0.5) -> int:
+async def _inside(
+    loadgen: list[str], samples_out: Path, gateway_args: list[str], period_s: float = 0.5
+) -> int:
     """Run in the namespace (tc shaper): a gateway of our own, so that its sender's bitrate and what it asks
     the publisher for (the uplink REMB cap) can be sampled from GET /sessions while loadgen (pointed at it
     with --url) runs; the samples go to `samples_out`."""
@@ -263,11 +264,17 @@ def bitrate_series(samples: list[dict[str, Any]]) -> list[list[float | None]]:
     for s in samples:
         receiver = (s.get("receivers") or [{}])[0]
         delay_based = receiver.get("delay_based_bps")
-        rows.append([
-            s.get("t_s"), round(s.get("target_bps", 0) / 1000), round(s.get("sent_bps", 0) / 1000),
-            round(delay_based / 1000) if delay_based else None,
-            receiver.get("rtt_ms"), receiver.get("queue_ms"), receiver.get("loss"),
-        ])
+        rows.append(
+            [
+                s.get("t_s"),
+                round(s.get("target_bps", 0) / 1000),
+                round(s.get("sent_bps", 0) / 1000),
+                round(delay_based / 1000) if delay_based else None,
+                receiver.get("rtt_ms"),
+                receiver.get("queue_ms"),
+                receiver.get("loss"),
+            ]
+        )
     return rows
 
 
@@ -377,9 +384,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             continue
         p50 = f"{r['p50_ms']:.0f}" if r["p50_ms"] is not None else "-"
         p95 = f"{r['p95_ms']:.0f}" if r["p95_ms"] is not None else "-"
-        psnr = (
-            f"{r['psnr_db_p50']:.1f} / {r['psnr_db_p5']:.1f}" if r.get("psnr_db_p50") is not None else "-"
-        )
+        psnr = f"{r['psnr_db_p50']:.1f} / {r['psnr_db_p5']:.1f}" if r.get("psnr_db_p50") is not None else "-"
         lines.append(
             f"| {r['profile']} | {r['impairment']} | {r['fps_per_job']:.1f} | {r['lost_pct']:.1f} % | "
             f"{p50} | {p95} | {r['freezes']} | {r['frozen_s']:.2f} | {psnr} |"
@@ -402,16 +407,30 @@ def main() -> int:
     parser.add_argument("--resolution", default="320x240")
     parser.add_argument("--fps", type=float, default=15.0)
     parser.add_argument("--shaper", choices=("udp", "tc"), default="udp")
-    parser.add_argument("--client-transport-cc", action="store_true",
-                        help="the load generator's jobs offer transport-cc and return its feedback, as "
-                             "browsers do (loadgen --transport-cc)")
-    parser.add_argument("--codec", choices=("VP8", "H264"), default=None,
-                        help="the load generator's jobs offer only this video codec (loadgen --codec)")
-    parser.add_argument("--gateway-arg", action="append", default=[],
-                        help="extra argument for the gateway the tc shaper runs (repeatable), e.g. "
-                             "--gateway-arg=--no-uplink-loss-cap")
-    parser.add_argument("--per-direction", action="store_true",
-                        help="tc: one bottleneck per direction (htb + u32 on the gateway's DSCP mark)")
+    parser.add_argument(
+        "--client-transport-cc",
+        action="store_true",
+        help="the load generator's jobs offer transport-cc and return its feedback, as "
+        "browsers do (loadgen --transport-cc)",
+    )
+    parser.add_argument(
+        "--codec",
+        choices=("VP8", "H264"),
+        default=None,
+        help="the load generator's jobs offer only this video codec (loadgen --codec)",
+    )
+    parser.add_argument(
+        "--gateway-arg",
+        action="append",
+        default=[],
+        help="extra argument for the gateway the tc shaper runs (repeatable), e.g. "
+        "--gateway-arg=--no-uplink-loss-cap",
+    )
+    parser.add_argument(
+        "--per-direction",
+        action="store_true",
+        help="tc: one bottleneck per direction (htb + u32 on the gateway's DSCP mark)",
+    )
     parser.add_argument("--output", type=Path, default=ROOT / "reports" / "network.json")
     args = parser.parse_args()
     if args.per_direction and args.shaper != "tc":

@@ -49,8 +49,9 @@ def carphone_frames(path: Path, count: int) -> list[np.ndarray]:
     return frames
 
 
-def build_frames(resolution: tuple[int, int], count: int, astronaut: np.ndarray,
-                 carphone: list[np.ndarray]) -> list[np.ndarray]:
+def build_frames(
+    resolution: tuple[int, int], count: int, astronaut: np.ndarray, carphone: list[np.ndarray]
+) -> list[np.ndarray]:
     """`count` frames at `resolution`: carphone scaled, alternating with the astronaut on a grey canvas."""
     w, h = resolution
     out = []
@@ -62,13 +63,19 @@ def build_frames(resolution: tuple[int, int], count: int, astronaut: np.ndarray,
             side = min(h, w)
             face = cv2.resize(astronaut, (side, side), interpolation=cv2.INTER_AREA)
             x0 = (w - side) // 2 + (i * 7) % max(1, (w - side) // 2 + 1)
-            canvas[:side, x0:x0 + side] = face  # x0 + side <= w by construction
+            canvas[:side, x0 : x0 + side] = face  # x0 + side <= w by construction
             out.append(canvas)
     return out
 
 
-def run_cell(pipeline: Pipeline, frames: list[np.ndarray], items_opts: FrameOptions, source: Any,
-             warmup: int, iterations: int) -> dict[str, Any]:
+def run_cell(
+    pipeline: Pipeline,
+    frames: list[np.ndarray],
+    items_opts: FrameOptions,
+    source: Any,
+    warmup: int,
+    iterations: int,
+) -> dict[str, Any]:
     items = [FrameItem(image=f, source=source, options=items_opts) for f in frames]
     for _ in range(warmup):
         pipeline.process(items)
@@ -99,13 +106,18 @@ def run_cell(pipeline: Pipeline, frames: list[np.ndarray], items_opts: FrameOpti
 
 
 def format_table(results: list[dict[str, Any]]) -> str:
-    head = ["resolution", "batch", "faces"] + [s.replace("face_", "") for s in PIPELINE_STAGES] + [
-        "total", "per frame", "fps"]
+    head = (
+        ["resolution", "batch", "faces"]
+        + [s.replace("face_", "") for s in PIPELINE_STAGES]
+        + ["total", "per frame", "fps"]
+    )
     rows = [head]
     for r in results:
-        rows.append([r["resolution"], str(r["batch"]), str(r["faces"])]
-                    + [f"{r['stage_ms'][s]:.1f}" for s in PIPELINE_STAGES]
-                    + [f"{r['total_ms']:.1f}", f"{r['per_frame_ms']:.1f}", f"{r['frames_per_s']:.1f}"])
+        rows.append(
+            [r["resolution"], str(r["batch"]), str(r["faces"])]
+            + [f"{r['stage_ms'][s]:.1f}" for s in PIPELINE_STAGES]
+            + [f"{r['total_ms']:.1f}", f"{r['per_frame_ms']:.1f}", f"{r['frames_per_s']:.1f}"]
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -113,8 +125,9 @@ def format_table(results: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--resolutions", nargs="+", default=["320x240", "640x360", "1280x720"])
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 4, 8])
     parser.add_argument("--iterations", type=int, default=5)
@@ -131,9 +144,13 @@ def main(argv: list[str] | None = None) -> int:
 
     store = ModelStore(args.model_dir or default_model_dir(os.environ))
     media_root = args.media_dir or default_media_dir(os.environ)
-    config = PipelineConfig(processors=tuple(args.processors), swapper=args.swapper, enhancer=args.enhancer,
-                            detector_size=args.detector_size,
-                            engine=EngineConfig(providers=tuple(args.providers)))
+    config = PipelineConfig(
+        processors=tuple(args.processors),
+        swapper=args.swapper,
+        enhancer=args.enhancer,
+        detector_size=args.detector_size,
+        engine=EngineConfig(providers=tuple(args.providers)),
+    )
     try:
         astronaut = read_rgb(media_path(media_root, "astronaut.png"))
         carphone = carphone_frames(media_path(media_root, "carphone_pristine.mp4"), 8)
@@ -160,8 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         report = {
             "config": {**asdict(config), "engine": asdict(config.engine)},
-            "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                        "cpus": os.cpu_count()},
+            "machine": {
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+                "cpus": os.cpu_count(),
+            },
             "iterations": args.iterations,
             "results": results,
         }

@@ -93,8 +93,13 @@ async def _publish(http: aiohttp.ClientSession, url: str, image: np.ndarray, fps
 def _percentiles(values: list[float]) -> dict[str, float]:
     if not values:
         return {"count": 0}
-    fields: dict[str, Statistic] = {"p50_ms": 50, "p95_ms": 95, "p99_ms": 99, "mean_ms": "mean",
-                                    "max_ms": "max"}
+    fields: dict[str, Statistic] = {
+        "p50_ms": 50,
+        "p95_ms": 95,
+        "p99_ms": 99,
+        "mean_ms": "mean",
+        "max_ms": "max",
+    }
     return {"count": len(values), **summary(np.asarray(values) * 1000.0, fields, 2)}
 
 
@@ -110,8 +115,9 @@ def _image(case: Case, media: Path) -> np.ndarray:
     return canvas
 
 
-async def run_case(case: Case, sessions: int, fps: float, warmup: float, duration: float,
-                   media: Path) -> dict[str, Any]:
+async def run_case(
+    case: Case, sessions: int, fps: float, warmup: float, duration: float, media: Path
+) -> dict[str, Any]:
     gateway = EmbeddedGateway(EmbeddedGatewayConfig(max_sessions=max(16, sessions)), cwd=ROOT)
     image = _image(case, media)
     pubs: list[Publisher] = []
@@ -121,8 +127,9 @@ async def run_case(case: Case, sessions: int, fps: float, warmup: float, duratio
             query = f"?processors={case.processors}"
             if case.with_source:
                 ok, png = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
-                async with http.post(base + "/sources", data=png.tobytes(),
-                                     headers={"Content-Type": "image/png"}) as r:
+                async with http.post(
+                    base + "/sources", data=png.tobytes(), headers={"Content-Type": "image/png"}
+                ) as r:
                     if r.status != 201:
                         raise RuntimeError(f"source upload {r.status}: {await r.text()}")
                     query += "&source=" + (await r.json())["id"]
@@ -177,13 +184,19 @@ def main(argv: list[str] | None = None) -> int:
             res = asyncio.run(run_case(CASES[name], n, args.fps, args.warmup, args.duration, media))
             results.append(res)
             rt = res["roundtrip"]
-            print(f"{name:12s} N={n} {res['size']:>8s}@{args.fps:g}: p50 {rt.get('p50_ms', '-')} ms, "
-                  f"p95 {rt.get('p95_ms', '-')} ms, p99 {rt.get('p99_ms', '-')} ms, "
-                  f"delivered {res['delivered']:.0%} ({res['frames_back']}/{res['frames_sent']}), "
-                  f"server p50 {(res['server_ms'] or {}).get('p50', '-')} ms", flush=True)
+            print(
+                f"{name:12s} N={n} {res['size']:>8s}@{args.fps:g}: p50 {rt.get('p50_ms', '-')} ms, "
+                f"p95 {rt.get('p95_ms', '-')} ms, p99 {rt.get('p99_ms', '-')} ms, "
+                f"delivered {res['delivered']:.0%} ({res['frames_back']}/{res['frames_sent']}), "
+                f"server p50 {(res['server_ms'] or {}).get('p50', '-')} ms",
+                flush=True,
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    report = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-              "targets_passthrough_ms": {"p50": 15, "p95": 30}, "results": results}
+    report = {
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "targets_passthrough_ms": {"p50": 15, "p95": 30},
+        "results": results,
+    }
     args.out.write_text(json.dumps(report, indent=2))
     print(f"wrote {args.out}")
     return 0

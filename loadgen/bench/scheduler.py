@@ -60,8 +60,13 @@ def bench_policy(sessions: int, frames: int, max_batch: int) -> dict[str, float]
             batches += 1
         now += 1e-3
     elapsed = time.perf_counter() - t0
-    return {"sessions": sessions, "frames": done, "batches": batches,
-            "us_per_frame": elapsed / done * 1e6, "mean_batch": done / batches}
+    return {
+        "sessions": sessions,
+        "frames": done,
+        "batches": batches,
+        "us_per_frame": elapsed / done * 1e6,
+        "mean_batch": done / batches,
+    }
 
 
 async def _bench_runner_async(sessions: int, frames: int, max_batch: int, workers: int) -> dict[str, float]:
@@ -88,9 +93,15 @@ async def _bench_runner_async(sessions: int, frames: int, max_batch: int, worker
         stats = sched.stats()
         await sched.close()
     total = per_session * sessions
-    return {"sessions": sessions, "frames": total, "frames_per_s": total / elapsed,
-            "us_per_frame": elapsed / total * 1e6, "mean_batch": stats["mean_batch_size"],
-            **_latency(latencies), "processed": float(outcomes.get(str(Outcome.PROCESSED), 0))}
+    return {
+        "sessions": sessions,
+        "frames": total,
+        "frames_per_s": total / elapsed,
+        "us_per_frame": elapsed / total * 1e6,
+        "mean_batch": stats["mean_batch_size"],
+        **_latency(latencies),
+        "processed": float(outcomes.get(str(Outcome.PROCESSED), 0)),
+    }
 
 
 async def _bench_bare_executor(frames: int) -> dict[str, float]:
@@ -105,13 +116,13 @@ async def _bench_bare_executor(frames: int) -> dict[str, float]:
             await loop.run_in_executor(pool, _noop, [item])
             latencies.append((time.monotonic() - t) * 1e3)
         elapsed = time.perf_counter() - t0
-    return {"frames": frames, "us_per_frame": elapsed / frames * 1e6,
-            **_latency(latencies)}
+    return {"frames": frames, "us_per_frame": elapsed / frames * 1e6, **_latency(latencies)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--frames", type=int, default=2000, help="frames per case (all sessions together)")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--max-batch", type=int, default=8)
@@ -122,17 +133,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, object] = {"frames": args.frames, "max_batch": args.max_batch, "workers": args.workers}
     report["bare_executor"] = asyncio.run(_bench_bare_executor(args.frames))
     report["policy"] = [bench_policy(s, args.frames, args.max_batch) for s in args.sessions]
-    report["runner"] = [asyncio.run(_bench_runner_async(s, args.frames, args.max_batch, args.workers))
-                        for s in args.sessions]
+    report["runner"] = [
+        asyncio.run(_bench_runner_async(s, args.frames, args.max_batch, args.workers)) for s in args.sessions
+    ]
 
     bare = report["bare_executor"]
     assert isinstance(bare, dict)
     print(f"bare run_in_executor: {bare['us_per_frame']:.1f} us/frame, p50 {bare['latency_p50_ms']:.3f} ms")
-    print(f"{'sessions':>8} {'policy us/frame':>16} {'runner us/frame':>16} {'mean batch':>11} "
-          f"{'p50 ms':>8} {'p99 ms':>8}")
+    print(
+        f"{'sessions':>8} {'policy us/frame':>16} {'runner us/frame':>16} {'mean batch':>11} "
+        f"{'p50 ms':>8} {'p99 ms':>8}"
+    )
     for pol, run in zip(report["policy"], report["runner"], strict=True):  # type: ignore[call-overload]
-        print(f"{run['sessions']:>8} {pol['us_per_frame']:>16.1f} {run['us_per_frame']:>16.1f} "
-              f"{run['mean_batch']:>11.2f} {run['latency_p50_ms']:>8.3f} {run['latency_p99_ms']:>8.3f}")
+        print(
+            f"{run['sessions']:>8} {pol['us_per_frame']:>16.1f} {run['us_per_frame']:>16.1f} "
+            f"{run['mean_batch']:>11.2f} {run['latency_p50_ms']:>8.3f} {run['latency_p99_ms']:>8.3f}"
+        )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
     print(f"wrote {args.output}")

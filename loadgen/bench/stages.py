@@ -55,8 +55,9 @@ def carphone(path: Path, count: int, size: tuple[int, int]) -> list[np.ndarray]:
     return frames
 
 
-def tracked_faces(pipeline: Pipeline, source: SourceFace,
-                  frames: list[np.ndarray]) -> list[tuple[np.ndarray, Face, np.ndarray]]:
+def tracked_faces(
+    pipeline: Pipeline, source: SourceFace, frames: list[np.ndarray]
+) -> list[tuple[np.ndarray, Face, np.ndarray]]:
     """(frame, tracked face, its 468 points) for every frame where the tracker holds a face."""
     track = FaceTrack()
     out = []
@@ -85,9 +86,14 @@ class Box:
         maps = warp_maps(self.local, source, self.h, self.w)
         assert maps is not None
         self.map_x, self.map_y, covered = maps
-        self.warped = cv2.remap(source.image, self.map_x, self.map_y, interpolation=cv2.INTER_LINEAR,
-                                borderMode=cv2.BORDER_REPLICATE)
-        self.roi = frame[self.y0:y1, self.x0:x1]
+        self.warped = cv2.remap(
+            source.image,
+            self.map_x,
+            self.map_y,
+            interpolation=cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_REPLICATE,
+        )
+        self.roi = frame[self.y0 : y1, self.x0 : x1]
         self.skin = covered & skin_mask((self.h, self.w), self.local, self.size)
 
 
@@ -101,19 +107,28 @@ def timed(fn: Callable[[int], object], n: int, rounds: int) -> dict[str, float]:
             fn(k)
             ts.append((time.perf_counter_ns() - t0) / 1e6)
             cpu.append((time.thread_time_ns() - c0) / 1e6)
-    return {**summary(ts, {"median_ms": 50, "mean_ms": "mean", "p90_ms": 90}, 4),
-            "cpu_median_ms": round(percentile(cpu, 50), 4), "calls": len(ts)}
+    return {
+        **summary(ts, {"median_ms": 50, "mean_ms": "mean", "p90_ms": 90}, 4),
+        "cpu_median_ms": round(percentile(cpu, 50), 4),
+        "calls": len(ts),
+    }
 
 
-def run(store: ModelStore, media_root: Path, frames: int, rounds: int, size: tuple[int, int] = (320, 240),
-        keep: tuple[str, ...] = ("mouth", "eyes")) -> dict[str, Any]:
+def run(
+    store: ModelStore,
+    media_root: Path,
+    frames: int,
+    rounds: int,
+    size: tuple[int, int] = (320, 240),
+    keep: tuple[str, ...] = ("mouth", "eyes"),
+) -> dict[str, Any]:
     astronaut = read_rgb(media_path(media_root, "astronaut.png"))
     clip = carphone(media_path(media_root, "carphone_pristine.mp4"), frames, size)
     w, h = size
     side = min(w, h * 4 // 3)  # as at 320x240: the portrait 4/3 of the height square, its middle rows...
-    cut = cv2.resize(astronaut, (side, side))[(side - h) // 2:(side - h) // 2 + h]
+    cut = cv2.resize(astronaut, (side, side))[(side - h) // 2 : (side - h) // 2 + h]
     still = np.zeros((h, w, 3), np.uint8)  # ...in the middle of a wider frame
-    still[:, (w - side) // 2:(w - side) // 2 + side] = cut
+    still[:, (w - side) // 2 : (w - side) // 2 + side] = cut
     pipeline = Pipeline.from_config(PipelineConfig(), store)
     try:
         source = pipeline.prepare_source(astronaut, "astronaut")
@@ -127,28 +142,45 @@ def run(store: ModelStore, media_root: Path, frames: int, rounds: int, size: tup
         n = len(boxes)
         matrices = [crop_matrix(face) for _, face, _ in faces]
         stages = {
-            "swap_one": timed(lambda k: swapper.swap_one(faces[k][0], faces[k][2], mesh, keep),
-                              n, rounds),
+            "swap_one": timed(lambda k: swapper.swap_one(faces[k][0], faces[k][2], mesh, keep), n, rounds),
             "warp_maps": timed(lambda k: warp_maps(boxes[k].local, mesh, boxes[k].h, boxes[k].w), n, rounds),
-            "remap": timed(lambda k: cv2.remap(mesh.image, boxes[k].map_x, boxes[k].map_y, cv2.INTER_LINEAR,
-                                               borderMode=cv2.BORDER_REPLICATE), n, rounds),
-            "match_colour": timed(lambda k: match_colour(boxes[k].warped, boxes[k].roi, boxes[k].skin),
-                                  n, rounds),
-            "skin_mask": timed(lambda k: skin_mask((boxes[k].h, boxes[k].w), boxes[k].local, boxes[k].size),
-                               n, rounds),
-            "region_mask": timed(lambda k: region_mask((boxes[k].h, boxes[k].w), boxes[k].local, keep,
-                                                       boxes[k].size), n, rounds),
+            "remap": timed(
+                lambda k: cv2.remap(
+                    mesh.image,
+                    boxes[k].map_x,
+                    boxes[k].map_y,
+                    cv2.INTER_LINEAR,
+                    borderMode=cv2.BORDER_REPLICATE,
+                ),
+                n,
+                rounds,
+            ),
+            "match_colour": timed(
+                lambda k: match_colour(boxes[k].warped, boxes[k].roi, boxes[k].skin), n, rounds
+            ),
+            "skin_mask": timed(
+                lambda k: skin_mask((boxes[k].h, boxes[k].w), boxes[k].local, boxes[k].size), n, rounds
+            ),
+            "region_mask": timed(
+                lambda k: region_mask((boxes[k].h, boxes[k].w), boxes[k].local, keep, boxes[k].size),
+                n,
+                rounds,
+            ),
             "paste_back": timed(lambda k: paste_back(canvases[k], patches[k]), len(patches), rounds),
             "landmarker_crop_matrix": timed(lambda k: crop_matrix(faces[k][1]), n, rounds),
             "landmarker_crop_batch": timed(lambda k: crop_batch([faces[k][0]], [matrices[k]]), n, rounds),
-            "landmarker_run_incl_inference": timed(lambda k: pipeline.landmarker.run([faces[k][:2]]), n,
-                                                   max(1, rounds // 4)),
+            "landmarker_run_incl_inference": timed(
+                lambda k: pipeline.landmarker.run([faces[k][:2]]), n, max(1, rounds // 4)
+            ),
         }
         box_px = [b.h * b.w for b in boxes]
     finally:
         pipeline.close()
     return {
-        "frame_size": f"{w}x{h}", "keep": list(keep), "faces": n, "rounds": rounds,
+        "frame_size": f"{w}x{h}",
+        "keep": list(keep),
+        "faces": n,
+        "rounds": rounds,
         "face_box_px_mean": round(float(np.mean(box_px)), 1),
         "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "stages_per_face": stages,
@@ -156,8 +188,11 @@ def run(store: ModelStore, media_root: Path, frames: int, rounds: int, size: tup
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="loadgen/bench/stages.py", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="loadgen/bench/stages.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--frames", type=int, default=40, help="carphone frames (faces) to time over")
     p.add_argument("--rounds", type=int, default=10, help="passes over all faces per stage")
     p.add_argument("--size", default="320x240", help="frame size WxH")
@@ -179,8 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     keep = tuple(r for r in args.keep.split(",") if r and r != "none")
     store = ModelStore(args.model_dir or default_model_dir(os.environ))
     try:
-        result = run(store, args.media_dir or default_media_dir(os.environ), args.frames, args.rounds,
-                     (w, h), keep)
+        result = run(
+            store, args.media_dir or default_media_dir(os.environ), args.frames, args.rounds, (w, h), keep
+        )
     except (ModelUnavailable, MediaUnavailable, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -188,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{result['faces']} faces at {result['frame_size']}, mean box {result['face_box_px_mean']:.0f} px")
     for name, s in result["stages_per_face"].items():
-        print(f"  {name:32s} median {s['median_ms']:8.3f} ms   mean {s['mean_ms']:8.3f}   "
-              f"p90 {s['p90_ms']:8.3f}   cpu median {s['cpu_median_ms']:8.3f}")
+        print(
+            f"  {name:32s} median {s['median_ms']:8.3f} ms   mean {s['mean_ms']:8.3f}   "
+            f"p90 {s['p90_ms']:8.3f}   cpu median {s['cpu_median_ms']:8.3f}"
+        )
     print(f"report: {args.output}")
     return 0
 

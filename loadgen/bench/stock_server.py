@@ -118,8 +118,12 @@ async def whip(request: web.Request) -> web.Response:
         await pc.close()
         state.peers.pop(pc_id, None)
         return web.Response(status=400, text=f"bad offer: {exc}\n")
-    return web.Response(status=201, text=pc.localDescription.sdp, content_type="application/sdp",
-                        headers={"Location": f"/whip/{pc_id}"})
+    return web.Response(
+        status=201,
+        text=pc.localDescription.sdp,
+        content_type="application/sdp",
+        headers={"Location": f"/whip/{pc_id}"},
+    )
 
 
 async def whip_delete(request: web.Request) -> web.Response:
@@ -141,7 +145,8 @@ async def post_source(request: web.Request) -> web.Response:
     sid = secrets.token_urlsafe(9)
     try:
         face = await asyncio.get_running_loop().run_in_executor(
-            None, state.pipeline.prepare_source, cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), sid)
+            None, state.pipeline.prepare_source, cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), sid
+        )
     except NoFaceFound:
         return web.Response(status=422, text="no face found in the image\n")
     state.sources[sid] = face
@@ -201,19 +206,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8090)
     p.add_argument("--mode", choices=MODES, default="executor")
-    p.add_argument("--intra-op-threads", type=int, default=None,
-                   help="ONNX Runtime threads per engine (default: 1 with the executor, all cores inline)")
+    p.add_argument(
+        "--intra-op-threads",
+        type=int,
+        default=None,
+        help="ONNX Runtime threads per engine (default: 1 with the executor, all cores inline)",
+    )
     p.add_argument("--model-dir", type=Path, default=None)
     p.add_argument("--swapper", default="mesh_warp")
     args = p.parse_args(argv)
-    threads = args.intra_op_threads if args.intra_op_threads is not None else (1 if args.mode == "executor"
-                                                                                else 0)
-    config = PipelineConfig(processors=("face_swapper",), swapper=args.swapper,
-                            engine=EngineConfig(backend="onnxruntime", providers=("cpu",), max_batch=8,
-                                                intra_op_threads=threads))
+    threads = (
+        args.intra_op_threads if args.intra_op_threads is not None else (1 if args.mode == "executor" else 0)
+    )
+    config = PipelineConfig(
+        processors=("face_swapper",),
+        swapper=args.swapper,
+        engine=EngineConfig(backend="onnxruntime", providers=("cpu",), max_batch=8, intra_op_threads=threads),
+    )
     model_dir = args.model_dir or default_model_dir(os.environ)
-    web.run_app(build_app(args.mode, config, model_dir), host=args.host, port=args.port, print=None,
-                handle_signals=True)
+    web.run_app(
+        build_app(args.mode, config, model_dir),
+        host=args.host,
+        port=args.port,
+        print=None,
+        handle_signals=True,
+    )
     return 0
 
 

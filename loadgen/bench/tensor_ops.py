@@ -62,8 +62,9 @@ def scene(media_dir: Path) -> np.ndarray:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=20)
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch intra-op threads (the gateway's workers run one each)")
+    p.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads (the gateway's workers run one each)"
+    )
     p.add_argument("--output", type=Path, default=Path("reports/bench_tensor_ops.json"))
     p.add_argument("--media-dir", type=Path, default=default_media_dir(os.environ))
     args = p.parse_args(argv)
@@ -97,17 +98,24 @@ def main(argv: list[str] | None = None) -> int:
     hull = cv2.convexHull(local[mesh.mask_points].astype(np.float32)).reshape(-1, 2)
     erode, blur = max(1, int(max(h, w) * 0.04)), max(0.5, max(h, w) * 0.035)
     enhancer = DetailEnhancer(0.8)
-    patch = FacePatch(image=warped.astype(np.float32), mask=np.ones((h, w), np.float32) * 0.8,
-                      matrix=np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0]], np.float32))
+    patch = FacePatch(
+        image=warped.astype(np.float32),
+        mask=np.ones((h, w), np.float32) * 0.8,
+        matrix=np.array([[1.0, 0.0, -x0], [0.0, 1.0, -y0]], np.float32),
+    )
     from gateway.media.colour import rgb_to_i420
 
     # the GFPGAN enhancer's image work around its model: the aligned 512 crop in, its masked paste out
     g_m = estimate_affine(face.kps5, FFHQ_512, GFPGAN_SIZE, robust=True)
     g_base = box_mask(GFPGAN_SIZE, BoxMaskConfig())
-    g_image = (warp_crop(frame, g_m, GFPGAN_SIZE).astype(np.float32) * 0.9 + 10.0)  # a stand-in output
+    g_image = warp_crop(frame, g_m, GFPGAN_SIZE).astype(np.float32) * 0.9 + 10.0  # a stand-in output
     g_patch = FacePatch(image=g_image, mask=paste_mask(face.box, g_m, g_base) * 0.8, matrix=g_m)
-    fb = (max(int(face.box[0]) - 1, 0) & ~1, max(int(face.box[1]) - 1, 0) & ~1,
-          min(int(np.ceil(face.box[2])) + 1, 1280) & ~1, min(int(np.ceil(face.box[3])) + 1, 720) & ~1)
+    fb = (
+        max(int(face.box[0]) - 1, 0) & ~1,
+        max(int(face.box[1]) - 1, 0) & ~1,
+        min(int(np.ceil(face.box[2])) + 1, 1280) & ~1,
+        min(int(np.ceil(face.box[3])) + 1, 720) & ~1,
+    )
 
     def gfpgan_crop() -> object:
         crop = warp_crop(frame, g_m, GFPGAN_SIZE).astype(np.float32)
@@ -118,19 +126,21 @@ def main(argv: list[str] | None = None) -> int:
 
     numpy_ops: dict[str, Callable[[], object]] = {
         "mesh_rasterise": lambda: warp_maps(local, mesh, h, w),
-        "remap": lambda: cv2.remap(mesh.image, maps[0], maps[1], cv2.INTER_LINEAR,
-                                   borderMode=cv2.BORDER_REPLICATE),
+        "remap": lambda: cv2.remap(
+            mesh.image, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        ),
         "feathered_mask": lambda: feathered_polygon_mask(h, w, hull, erode=erode, blur=blur),
         "colour_match": lambda: match_colour(warped, roi, maps[2]),
         "detail_enhance": lambda: enhancer.enhance_one(frame, face),
         "paste": lambda: paste_back(frame.copy(), patch),
         "rgb_to_i420": lambda: rgb_to_i420(frame),
-        "rgb_to_i420_box": lambda: rgb_to_i420(np.ascontiguousarray(frame[fb[1]:fb[3], fb[0]:fb[2]])),
+        "rgb_to_i420_box": lambda: rgb_to_i420(np.ascontiguousarray(frame[fb[1] : fb[3], fb[0] : fb[2]])),
         "gfpgan_crop": gfpgan_crop,
         "gfpgan_paste": gfpgan_paste,
     }
-    results: dict[str, Any] = {"numpy_opencv": {k: timed(f, args.rounds, lambda: None)
-                                                for k, f in numpy_ops.items()}}
+    results: dict[str, Any] = {
+        "numpy_opencv": {k: timed(f, args.rounds, lambda: None) for k, f in numpy_ops.items()}
+    }
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     for dev_name in devices:
         dev = torch.device(dev_name)
@@ -153,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
             crop = T.frame_crops(t_frame, g_m[None], GFPGAN_SIZE)
             return torch.floor(crop + 0.5).clamp(0, 255) * (2.0 / 255.0) - 1.0
 
-        def t_gfpgan_paste(dev: Any = dev, t_frame: Any = t_frame, t_g_image: Any = t_g_image,
-                           t_g_base: Any = t_g_base) -> object:
+        def t_gfpgan_paste(
+            dev: Any = dev, t_frame: Any = t_frame, t_g_image: Any = t_g_image, t_g_base: Any = t_g_base
+        ) -> object:
             work = face_region_work_mask(face.box, g_m, GFPGAN_SIZE)
             region = T.resize_linear(torch.from_numpy(work)[None, None].to(dev), GFPGAN_SIZE)
             return T.paste_back(t_frame.clone(), t_g_image, t_g_base * region * 0.8, g_m[None])
@@ -167,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             "detail_enhance": lambda: T.detail_enhance(t_face, 0.8, 0.8, 0.4),  # noqa: B023
             "paste": lambda: T.paste_back(t_frame.clone(), t_img, t_mask, patch.matrix[None]),  # noqa: B023
             "rgb_to_i420": lambda: T.rgb_to_i420(t_frame),  # noqa: B023
-            "rgb_to_i420_box": lambda: T.rgb_to_i420(t_frame[fb[1]:fb[3], fb[0]:fb[2]]),  # noqa: B023
+            "rgb_to_i420_box": lambda: T.rgb_to_i420(t_frame[fb[1] : fb[3], fb[0] : fb[2]]),  # noqa: B023
             "gfpgan_crop": t_gfpgan_crop,
             "gfpgan_paste": t_gfpgan_paste,
         }
@@ -178,11 +189,21 @@ def main(argv: list[str] | None = None) -> int:
             on_device = DeviceFrames(dev, lambda _: frame)
             on_device.get(0)
             res["download_frame_box_i420"] = timed(  # the device path's one download: RGB + the box's I420
-                lambda: on_device.download({0: [fb]}), args.rounds, sync)  # noqa: B023
+                lambda: on_device.download({0: [fb]}),  # noqa: B023
+                args.rounds,
+                sync,
+            )
         results[f"torch_{dev_name}"] = res
-    report = {"frame": "1280x720", "face_box_px": [w, h], "rounds": args.rounds, "torch": torch.__version__,
-              "torch_threads": torch.get_num_threads(), "machine": platform.machine(),
-              "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "results": results}
+    report = {
+        "frame": "1280x720",
+        "face_box_px": [w, h],
+        "rounds": args.rounds,
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "results": results,
+    }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2))
     names = list(numpy_ops)

@@ -58,9 +58,16 @@ def reference_faces(pipeline: Pipeline, frames: list[np.ndarray]) -> list[list[t
     return out
 
 
-def run_clip(pipeline: Pipeline, frames: list[np.ndarray], source: Any, stride: int, count: int,
-             fps: float, reference: list[list[tuple[np.ndarray, float]]],
-             keep: list[tuple[np.ndarray, np.ndarray | None]] | None = None) -> dict[str, float | None]:
+def run_clip(
+    pipeline: Pipeline,
+    frames: list[np.ndarray],
+    source: Any,
+    stride: int,
+    count: int,
+    fps: float,
+    reference: list[list[tuple[np.ndarray, float]]],
+    keep: list[tuple[np.ndarray, np.ndarray | None]] | None = None,
+) -> dict[str, float | None]:
     """Process frames 0, stride, 2*stride, ... (< count) of the looping clip as one session (the output
     images are appended to `keep` when given, with the centre of the face a fresh detection finds)."""
     track = FaceTrack()
@@ -84,18 +91,28 @@ def run_clip(pipeline: Pipeline, frames: list[np.ndarray], source: Any, stride: 
                 c = mesh_center(face)
                 centre, size = min(truth, key=lambda r: float(np.linalg.norm(r[0] - c)))
                 errors.append(100.0 * float(np.linalg.norm(centre - c)) / max(size, face_size(face), 1.0))
-    return {"processed": processed, "detector_share": round(detected / processed, 3),
-            "lost_share": round(lost / processed, 3), "no_face_share": round(without_face / processed, 3),
-            "ms_per_frame": round(total_ms / processed, 2),
-            "paste_error_pct_mean": round(float(np.mean(errors)), 1) if errors else None,
-            "paste_error_pct_p95": round(percentile(errors, 95), 1) if errors else None}
+    return {
+        "processed": processed,
+        "detector_share": round(detected / processed, 3),
+        "lost_share": round(lost / processed, 3),
+        "no_face_share": round(without_face / processed, 3),
+        "ms_per_frame": round(total_ms / processed, 2),
+        "paste_error_pct_mean": round(float(np.mean(errors)), 1) if errors else None,
+        "paste_error_pct_p95": round(percentile(errors, 95), 1) if errors else None,
+    }
 
 
 SHEET_CASE = ("glide 640x360", 2)
 
 
-def write_contact_sheet(path: Path, rows: dict[str, list[tuple[np.ndarray, np.ndarray | None]]],
-                        start: int = 20, count: int = 8, half: int = 60, scale: int = 3) -> None:
+def write_contact_sheet(
+    path: Path,
+    rows: dict[str, list[tuple[np.ndarray, np.ndarray | None]]],
+    start: int = 20,
+    count: int = 8,
+    half: int = 60,
+    scale: int = 3,
+) -> None:
     """One row per mode: `count` consecutive processed frames from `start`, each a window of 2*`half` px
     around where a fresh detection finds the face (so the face should sit in the middle), enlarged `scale`x
     and labelled with the mode."""
@@ -104,11 +121,11 @@ def write_contact_sheet(path: Path, rows: dict[str, list[tuple[np.ndarray, np.nd
     tiles = []
     for mode, images in rows.items():
         row = []
-        for img, centre in images[start:start + count]:
+        for img, centre in images[start : start + count]:
             h, w = img.shape[:2]
             cx, cy = (w // 2, h // 2) if centre is None else (int(centre[0]), int(centre[1]))
             padded = cv2.copyMakeBorder(img, half, half, half, half, cv2.BORDER_CONSTANT, value=(0, 0, 0))
-            window = padded[cy:cy + 2 * half, cx:cx + 2 * half]
+            window = padded[cy : cy + 2 * half, cx : cx + 2 * half]
             tile = cv2.resize(window, (2 * half * scale, 2 * half * scale), interpolation=cv2.INTER_NEAREST)
             row.append(cv2.copyMakeBorder(tile, 2, 2, 2, 2, cv2.BORDER_CONSTANT, value=(255, 255, 255)))
         strip = np.concatenate(row, axis=1)
@@ -122,16 +139,25 @@ def write_contact_sheet(path: Path, rows: dict[str, list[tuple[np.ndarray, np.nd
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--strides", type=int, nargs="+", default=[1, 2, 3, 4],
-                   help="process every k-th frame (1 = all; 2 = half dropped, ...)")
+    p.add_argument(
+        "--strides",
+        type=int,
+        nargs="+",
+        default=[1, 2, 3, 4],
+        help="process every k-th frame (1 = all; 2 = half dropped, ...)",
+    )
     p.add_argument("--frames", type=int, default=300, help="clip frames per run (at 15 fps)")
     p.add_argument("--fps", type=float, default=15.0)
     p.add_argument("--clips", nargs="+", default=None, help="only these clips (e.g. 'glide 640x360')")
     p.add_argument("--model-dir", type=Path, default=None)
     p.add_argument("--media-dir", type=Path, default=None)
     p.add_argument("--output", type=Path, default=None, help="write the results as JSON here")
-    p.add_argument("--contact-sheet", type=Path, default=None,
-                   help="write a PNG of processed frames per tracking mode (640x360 glide, every 2nd frame)")
+    p.add_argument(
+        "--contact-sheet",
+        type=Path,
+        default=None,
+        help="write a PNG of processed frames per tracking mode (640x360 glide, every 2nd frame)",
+    )
     args = p.parse_args(argv)
     store = ModelStore(args.model_dir or default_model_dir(os.environ))
     media = args.media_dir or default_media_dir(os.environ)
@@ -141,8 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         clips = {
             "glide 640x360": build_loop(SynthConfig(640, 360, args.fps), media),
             "glide 320x240": build_loop(SynthConfig(320, 240, args.fps), media),
-            "carphone 640x360": build_loop(SynthConfig(640, 360, args.fps, source_video=carphone,
-                                                       loop_frames=60), media),
+            "carphone 640x360": build_loop(
+                SynthConfig(640, 360, args.fps, source_video=carphone, loop_frames=60), media
+            ),
         }
         pipelines = {}
         for mode, tracking in MODES.items():
@@ -156,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         for pipe in pipelines.values():
             pipe.warmup()
         source = pipelines["default"].prepare_source(astronaut, "astronaut")
-        print(f"{'clip':18} {'k':>2} {'tracking':11} {'detector':>9} {'lost':>6} {'ms/frame':>9} "
-              f"{'paste error % mean / p95':>25}")
+        print(
+            f"{'clip':18} {'k':>2} {'tracking':11} {'detector':>9} {'lost':>6} {'ms/frame':>9} "
+            f"{'paste error % mean / p95':>25}"
+        )
         for name, loop in clips.items():
             if args.clips and name not in args.clips:
                 continue
@@ -166,12 +195,19 @@ def main(argv: list[str] | None = None) -> int:
             for stride in args.strides:
                 for mode, pipe in pipelines.items():
                     keep = sheet_rows.setdefault(mode, []) if (name, stride) == SHEET_CASE else None
-                    row = {"clip": name, "stride": stride, "tracking": mode,
-                           **run_clip(pipe, frames, source, stride, args.frames, args.fps, reference, keep)}
+                    row = {
+                        "clip": name,
+                        "stride": stride,
+                        "tracking": mode,
+                        **run_clip(pipe, frames, source, stride, args.frames, args.fps, reference, keep),
+                    }
                     results.append(row)
-                    print(f"{name:18} {stride:>2} {mode:11} {row['detector_share']:>8.0%} "
-                          f"{row['lost_share']:>6.0%} {row['ms_per_frame']:>9.2f} "
-                          f"{row['paste_error_pct_mean']!s:>15} / {row['paste_error_pct_p95']!s}", flush=True)
+                    print(
+                        f"{name:18} {stride:>2} {mode:11} {row['detector_share']:>8.0%} "
+                        f"{row['lost_share']:>6.0%} {row['ms_per_frame']:>9.2f} "
+                        f"{row['paste_error_pct_mean']!s:>15} / {row['paste_error_pct_p95']!s}",
+                        flush=True,
+                    )
     finally:
         for pipe in pipelines.values():
             pipe.close()
@@ -180,8 +216,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.contact_sheet}")
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps({"kind": "bench_tracking", "frames": args.frames, "fps": args.fps,
-                                           "results": results}, indent=2) + "\n")
+        args.output.write_text(
+            json.dumps(
+                {"kind": "bench_tracking", "frames": args.frames, "fps": args.fps, "results": results},
+                indent=2,
+            )
+            + "\n"
+        )
         print(f"wrote {args.output}")
     return 0
 

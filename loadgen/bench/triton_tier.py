@@ -33,8 +33,11 @@ from loadgen.percentiles import percentile
 
 ROOT = Path(__file__).resolve().parents[2]
 
-CELLS = (("face_detector", "320x240", (3, 320, 320)), ("face_detector", "640x360", (3, 640, 640)),
-         ("face_landmarker", "any", (3, 192, 192)))
+CELLS = (
+    ("face_detector", "320x240", (3, 320, 320)),
+    ("face_detector", "640x360", (3, 640, 640)),
+    ("face_landmarker", "any", (3, 192, 192)),
+)
 
 
 def _time(fn: Any, feeds: dict[str, np.ndarray], iterations: int, warmup: int) -> float:
@@ -48,8 +51,9 @@ def _time(fn: Any, feeds: dict[str, np.ndarray], iterations: int, warmup: int) -
     return percentile(times, 50)
 
 
-def bench_cost(repo: Path, url: str, batches: list[int], iterations: int,
-               warmup: int) -> list[dict[str, Any]]:
+def bench_cost(
+    repo: Path, url: str, batches: list[int], iterations: int, warmup: int
+) -> list[dict[str, Any]]:
     rows = []
     rng = np.random.default_rng(0)
     for model, resolution, shape in CELLS:
@@ -63,14 +67,25 @@ def bench_cost(repo: Path, url: str, batches: list[int], iterations: int,
                 inprocess_ms = _time(local.infer, feeds, iterations, warmup)
                 grpc_ms = _time(grpc.infer, feeds, iterations, warmup)
                 shm_ms = _time(shm.infer, feeds, iterations, warmup)
-                row = {"model": model, "frames": resolution, "input": "x".join(map(str, shape)), "batch": b,
-                       "input_mb": round(feeds[name].nbytes / 1e6, 2), "inprocess_ms": inprocess_ms,
-                       "triton_grpc_ms": grpc_ms, "triton_shm_ms": shm_ms,
-                       "added_grpc_ms": grpc_ms - inprocess_ms, "added_shm_ms": shm_ms - inprocess_ms}
+                row = {
+                    "model": model,
+                    "frames": resolution,
+                    "input": "x".join(map(str, shape)),
+                    "batch": b,
+                    "input_mb": round(feeds[name].nbytes / 1e6, 2),
+                    "inprocess_ms": inprocess_ms,
+                    "triton_grpc_ms": grpc_ms,
+                    "triton_shm_ms": shm_ms,
+                    "added_grpc_ms": grpc_ms - inprocess_ms,
+                    "added_shm_ms": shm_ms - inprocess_ms,
+                }
                 rows.append({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
-                print(f"{model:16s} {resolution:8s} b{b:<2d} in-process {row['inprocess_ms']:7.2f} ms  "
-                      f"triton grpc {row['triton_grpc_ms']:7.2f} (+{row['added_grpc_ms']:.2f})  "
-                      f"shm {row['triton_shm_ms']:7.2f} (+{row['added_shm_ms']:.2f})", flush=True)
+                print(
+                    f"{model:16s} {resolution:8s} b{b:<2d} in-process {row['inprocess_ms']:7.2f} ms  "
+                    f"triton grpc {row['triton_grpc_ms']:7.2f} (+{row['added_grpc_ms']:.2f})  "
+                    f"shm {row['triton_shm_ms']:7.2f} (+{row['added_shm_ms']:.2f})",
+                    flush=True,
+                )
         finally:
             for e in (local, grpc, shm):
                 e.close()
@@ -81,27 +96,65 @@ def bench_capacity(repo: Path, url: str, work: Path, args: argparse.Namespace) -
     from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
 
     config = EmbeddedGatewayConfig(
-        engine="triton", max_sessions=64, degradation=False, ready_timeout_s=120.0, stop_timeout_s=30.0,
-        extra_args=("--triton-url", url, "--event-log", "none") + (("--triton-shm",) if args.shm else ()))
+        engine="triton",
+        max_sessions=64,
+        degradation=False,
+        ready_timeout_s=120.0,
+        stop_timeout_s=30.0,
+        extra_args=("--triton-url", url, "--event-log", "none") + (("--triton-shm",) if args.shm else ()),
+    )
     report = work / "capacity.json"
 
     async def run_loadgen() -> None:
         async with EmbeddedGateway(config, cwd=ROOT) as gateway:
-            cmd = [sys.executable, "-m", "loadgen.cli", "--url", gateway.url, "--find-capacity",
-                   "--resolution", args.resolution, "--fps", "15", "--test-cases", "single_face",
-                   "--capacity-start", "2", "--capacity-step", "2", "--capacity-max-jobs", "12",
-                   "--window", "5", "--max-windows", "3", "--capacity-max-time", str(args.capacity_max_time),
-                   "--no-live", "--output-report", str(report)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "loadgen.cli",
+                "--url",
+                gateway.url,
+                "--find-capacity",
+                "--resolution",
+                args.resolution,
+                "--fps",
+                "15",
+                "--test-cases",
+                "single_face",
+                "--capacity-start",
+                "2",
+                "--capacity-step",
+                "2",
+                "--capacity-max-jobs",
+                "12",
+                "--window",
+                "5",
+                "--max-windows",
+                "3",
+                "--capacity-max-time",
+                str(args.capacity_max_time),
+                "--no-live",
+                "--output-report",
+                str(report),
+            ]
             await asyncio.to_thread(subprocess.run, cmd, cwd=ROOT, check=False)
 
     asyncio.run(run_loadgen())
     data = json.loads(report.read_text())
-    return {"capacity": data.get("capacity"),
-            "runs": [{"jobs": r["concurrent_jobs"], "p95_ms": r["latency_ms"]["p95"],
-                      "received_ratio": r["received_ratio"], "slo_met": r["slo_met"],
-                      "gateway_capacity_estimate": r["gateway"].get("capacity_sessions"),
-                      "gateway_utilisation": r["gateway"].get("utilisation"),
-                      "binding": r["gateway"].get("capacity_binding")} for r in data["runs"]]}
+    return {
+        "capacity": data.get("capacity"),
+        "runs": [
+            {
+                "jobs": r["concurrent_jobs"],
+                "p95_ms": r["latency_ms"]["p95"],
+                "received_ratio": r["received_ratio"],
+                "slo_met": r["slo_met"],
+                "gateway_capacity_estimate": r["gateway"].get("capacity_sessions"),
+                "gateway_utilisation": r["gateway"].get("utilisation"),
+                "binding": r["gateway"].get("capacity_binding"),
+            }
+            for r in data["runs"]
+        ],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,12 +175,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-triton-") as tmp:
         work = Path(tmp)
         repo = work / "repo"
-        build_pipeline_repository(repo, store.root, RepositoryConfig("python", 16, (4, 8), 1000),
-                                  ["face_detector", "face_landmarker"])
+        build_pipeline_repository(
+            repo,
+            store.root,
+            RepositoryConfig("python", 16, (4, 8), 1000),
+            ["face_detector", "face_landmarker"],
+        )
         from loadgen.embedded import free_port
 
-        server = TritonProcess(TritonServerConfig(repo, free_port(), free_port(), free_port(), work_dir=work),
-                               log_path=work / "triton.log")
+        server = TritonProcess(
+            TritonServerConfig(repo, free_port(), free_port(), free_port(), work_dir=work),
+            log_path=work / "triton.log",
+        )
         server.start()
         try:
             server.wait_ready(120)

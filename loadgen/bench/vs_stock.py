@@ -52,14 +52,15 @@ SCHEMA_VERSION = 1
 
 # --- pure: numbers out of samples, and the comparison -------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ServerSample:
-    t: float            # monotonic seconds
-    cpu_s: float        # server process user+system CPU seconds (all threads)
-    processed: int      # frames the server processed so far (its /api/stats counter)
+    t: float  # monotonic seconds
+    cpu_s: float  # server process user+system CPU seconds (all threads)
+    processed: int  # frames the server processed so far (its /api/stats counter)
     scheduler: dict[str, Any] = field(default_factory=dict)  # the gateway's batcher counters ({} for stock)
-    queue_wait_p50_ms: float | None = None   # the gateway's rolling queue_wait p50 (None for stock)
-    client_cpu_s: float = 0.0    # this process's CPU seconds: the load generator, which runs in it
+    queue_wait_p50_ms: float | None = None  # the gateway's rolling queue_wait p50 (None for stock)
+    client_cpu_s: float = 0.0  # this process's CPU seconds: the load generator, which runs in it
     machine_busy_s: float = 0.0  # the whole machine's busy CPU seconds (all cores, every process)
 
 
@@ -86,8 +87,11 @@ class ServerWindow:
         """Cores busy on average over the window: the server, the load generator (this process), the whole
         machine. Where the machine is at its core count, the server and its client are sharing it out."""
         t = max(self.seconds, 1e-9)
-        return {"server": round(self.cpu_s / t, 3), "client": round(self.client_cpu_s / t, 3),
-                "machine": round(self.machine_busy_s / t, 3)}
+        return {
+            "server": round(self.cpu_s / t, 3),
+            "client": round(self.client_cpu_s / t, 3),
+            "machine": round(self.machine_busy_s / t, 3),
+        }
 
 
 def server_window(samples: Sequence[ServerSample], start: float, end: float) -> ServerWindow | None:
@@ -105,9 +109,16 @@ def server_window(samples: Sequence[ServerSample], start: float, end: float) -> 
     waited = None
     if "batches_waited" in b.scheduler:
         waited = int(b.scheduler["batches_waited"]) - int(a.scheduler.get("batches_waited", 0))
-    return ServerWindow(b.t - a.t, max(0.0, b.cpu_s - a.cpu_s), max(0, b.processed - a.processed),
-                        reasons, waited, b.queue_wait_p50_ms, max(0.0, b.client_cpu_s - a.client_cpu_s),
-                        max(0.0, b.machine_busy_s - a.machine_busy_s))
+    return ServerWindow(
+        b.t - a.t,
+        max(0.0, b.cpu_s - a.cpu_s),
+        max(0, b.processed - a.processed),
+        reasons,
+        waited,
+        b.queue_wait_p50_ms,
+        max(0.0, b.client_cpu_s - a.client_cpu_s),
+        max(0.0, b.machine_busy_s - a.machine_busy_s),
+    )
 
 
 def _get(d: Any, *path: str) -> Any:
@@ -128,24 +139,32 @@ class Point:
 
     jobs: int
     p50_ms: float | None
-    p95_ms: float | None          # the capacity decision's p95 (mean over the stable windows)
+    p95_ms: float | None  # the capacity decision's p95 (mean over the stable windows)
     received_ratio: float
     ok: bool
     stable: bool
     cpu_ms_per_frame: float | None
-    processed_fps: float | None   # server-side processed frames per second over the window
+    processed_fps: float | None  # server-side processed frames per second over the window
     server: ServerWindow | None = None
 
     def to_dict(self) -> dict[str, Any]:
         def r(v: float | None) -> float | None:
             return None if v is None else round(v, 3)
-        return {"jobs": self.jobs, "p50_ms": r(self.p50_ms), "p95_ms": r(self.p95_ms),
-                "received_ratio": round(self.received_ratio, 4), "ok": self.ok, "stable": self.stable,
-                "cpu_ms_per_frame": r(self.cpu_ms_per_frame), "processed_fps": r(self.processed_fps),
-                "dispatch_reasons": self.server.dispatch_reasons if self.server else {},
-                "batches_waited": self.server.batches_waited if self.server else None,
-                "queue_wait_p50_ms": r(self.server.queue_wait_p50_ms) if self.server else None,
-                "cores": self.server.cores() if self.server else None}
+
+        return {
+            "jobs": self.jobs,
+            "p50_ms": r(self.p50_ms),
+            "p95_ms": r(self.p95_ms),
+            "received_ratio": round(self.received_ratio, 4),
+            "ok": self.ok,
+            "stable": self.stable,
+            "cpu_ms_per_frame": r(self.cpu_ms_per_frame),
+            "processed_fps": r(self.processed_fps),
+            "dispatch_reasons": self.server.dispatch_reasons if self.server else {},
+            "batches_waited": self.server.batches_waited if self.server else None,
+            "queue_wait_p50_ms": r(self.server.queue_wait_p50_ms) if self.server else None,
+            "cores": self.server.cores() if self.server else None,
+        }
 
 
 @dataclass
@@ -161,9 +180,14 @@ class DesignResult:
 
     def to_dict(self) -> dict[str, Any]:
         at = self.at_capacity()
-        return {"design": self.design, "capacity": self.capacity, "timed_out": self.timed_out,
-                "error": self.error, "at_capacity": None if at is None else at.to_dict(),
-                "points": [p.to_dict() for p in self.points]}
+        return {
+            "design": self.design,
+            "capacity": self.capacity,
+            "timed_out": self.timed_out,
+            "error": self.error,
+            "at_capacity": None if at is None else at.to_dict(),
+            "points": [p.to_dict() for p in self.points],
+        }
 
 
 def at_capacity(points: Sequence[Point], capacity: int) -> Point | None:
@@ -226,28 +250,36 @@ def format_table(results: Sequence[DesignResult], comparison: dict[str, Any], ti
     def f(v: float | None, unit: str = "") -> str:
         return "-" if v is None else f"{v:.1f}{unit}"
 
-    lines = [title, f"{'design':<16} {'N':>3} {'p50':>9} {'p95':>9} {'back':>6} {'cpu/frame':>10} "
-                    f"{'fps':>6} {'cores srv/cli/all':>17}  result"]
+    lines = [
+        title,
+        f"{'design':<16} {'N':>3} {'p50':>9} {'p95':>9} {'back':>6} {'cpu/frame':>10} "
+        f"{'fps':>6} {'cores srv/cli/all':>17}  result",
+    ]
     for r in results:
         for p in r.points:
             mark = "ok" if p.ok else "miss"
             if p.ok and p.jobs == r.capacity:
                 mark = "ok  <- capacity"
-            lines.append(f"{r.design:<16} {p.jobs:>3} {f(p.p50_ms, ' ms'):>9} {f(p.p95_ms, ' ms'):>9} "
-                         f"{p.received_ratio * 100:>5.1f}% {f(p.cpu_ms_per_frame, ' ms'):>10} "
-                         f"{f(p.processed_fps):>6} {_cores(p):>17}  {mark}")
+            lines.append(
+                f"{r.design:<16} {p.jobs:>3} {f(p.p50_ms, ' ms'):>9} {f(p.p95_ms, ' ms'):>9} "
+                f"{p.received_ratio * 100:>5.1f}% {f(p.cpu_ms_per_frame, ' ms'):>10} "
+                f"{f(p.processed_fps):>6} {_cores(p):>17}  {mark}"
+            )
         tail = " (search timed out)" if r.timed_out else ""
         tail += f" (error: {r.error})" if r.error else ""
         lines.append(f"{r.design:<16} capacity {r.capacity}{tail}")
     if comparison.get("baseline"):
-        lines.append(f"gateway vs {comparison['baseline']}: capacity x{comparison['capacity_ratio']}, "
-                     f"p95 at capacity x{comparison['p95_ratio_at_capacity']}, "
-                     f"CPU/frame x{comparison['cpu_per_frame_ratio_at_capacity']}, "
-                     f"p95 at the baseline's capacity x{comparison['p95_ratio_at_baseline_capacity']}")
+        lines.append(
+            f"gateway vs {comparison['baseline']}: capacity x{comparison['capacity_ratio']}, "
+            f"p95 at capacity x{comparison['p95_ratio_at_capacity']}, "
+            f"CPU/frame x{comparison['cpu_per_frame_ratio_at_capacity']}, "
+            f"p95 at the baseline's capacity x{comparison['p95_ratio_at_baseline_capacity']}"
+        )
     return "\n".join(lines)
 
 
 # --- execution ----------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class StockServerConfig(EmbeddedGatewayConfig):
@@ -256,8 +288,18 @@ class StockServerConfig(EmbeddedGatewayConfig):
     mode: str = "executor"
 
     def argv(self, port: int) -> list[str]:
-        return [self.python, "-m", "loadgen.bench.stock_server", "--host", "127.0.0.1",
-                "--port", str(port), "--mode", self.mode, *self.extra_args]
+        return [
+            self.python,
+            "-m",
+            "loadgen.bench.stock_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--mode",
+            self.mode,
+            *self.extra_args,
+        ]
 
 
 @dataclass(frozen=True)
@@ -268,7 +310,7 @@ class BenchConfig:
     test_case: str = "single_face"
     designs: tuple[str, ...] = DESIGNS
     capacity: CapacityConfig = field(default_factory=lambda: CapacityConfig(start=2, step=2, max_jobs=16))
-    jobs: tuple[int, ...] = ()         # fixed points instead of a search
+    jobs: tuple[int, ...] = ()  # fixed points instead of a search
     window_s: float = 5.0
     warmup_s: float = 2.0
     max_time_per_design_s: float = 600.0
@@ -278,8 +320,12 @@ class BenchConfig:
 def server_config(design: str, config: BenchConfig) -> EmbeddedGatewayConfig:
     max_jobs = max((*config.jobs, config.capacity.max_jobs))
     if design == "gateway":
-        return EmbeddedGatewayConfig(budget_ms=config.capacity.budget_ms, degradation=False,
-                                     max_sessions=max_jobs, extra_args=config.gateway_args)
+        return EmbeddedGatewayConfig(
+            budget_ms=config.capacity.budget_ms,
+            degradation=False,
+            max_sessions=max_jobs,
+            extra_args=config.gateway_args,
+        )
     if design.startswith("stock-"):
         return StockServerConfig(mode=design.removeprefix("stock-"))
     raise ValueError(f"unknown design {design!r} (one of {', '.join(DESIGNS)})")
@@ -310,15 +356,23 @@ async def _sample_server(url: str, pid: int, out: list[ServerSample], interval_s
                     assert isinstance(snapshot, dict)
                     sched = snapshot.get("scheduler")
                     wait = _get(snapshot, "latency", "stages_ms", "queue_wait", "p50")
-                    out.append(ServerSample(time.monotonic(), t.user + t.system, processed,
-                                            sched if isinstance(sched, dict) else {},
-                                            float(wait) if isinstance(wait, int | float) else None,
-                                            c.user + c.system, _busy(m)))
+                    out.append(
+                        ServerSample(
+                            time.monotonic(),
+                            t.user + t.system,
+                            processed,
+                            sched if isinstance(sched, dict) else {},
+                            float(wait) if isinstance(wait, int | float) else None,
+                            c.user + c.system,
+                            _busy(m),
+                        )
+                    )
             await asyncio.sleep(interval_s)
 
 
-async def measure_point(url: str, pid: int, frames: FrameLoop, client: ClientConfig, config: BenchConfig,
-                        jobs: int, name: str) -> tuple[Point, dict[str, Any]]:
+async def measure_point(
+    url: str, pid: int, frames: FrameLoop, client: ClientConfig, config: BenchConfig, jobs: int, name: str
+) -> tuple[Point, dict[str, Any]]:
     cap = config.capacity
     point = PointMeasurement(jobs, cap)
 
@@ -327,8 +381,14 @@ async def measure_point(url: str, pid: int, frames: FrameLoop, client: ClientCon
         point.add(WindowMeasure(w.latency.p95, w.received_ratio))
         return point.done
 
-    run = RunConfig(concurrent_jobs=jobs, fps=config.fps, budget_ms=cap.budget_ms, warmup_s=config.warmup_s,
-                    window_s=config.window_s, max_measure_s=config.window_s * cap.max_windows)
+    run = RunConfig(
+        concurrent_jobs=jobs,
+        fps=config.fps,
+        budget_ms=cap.budget_ms,
+        warmup_s=config.warmup_s,
+        window_s=config.window_s,
+        max_measure_s=config.window_s * cap.max_windows,
+    )
     samples: list[ServerSample] = []
     sampler = asyncio.ensure_future(_sample_server(url, pid, samples))
     try:
@@ -341,23 +401,43 @@ async def measure_point(url: str, pid: int, frames: FrameLoop, client: ClientCon
         point.add(WindowMeasure(result.summary.latency.p95, result.summary.received_ratio))
     pr = point.result()
     # p50 over the same stable windows the decision used
-    stable = result.windows[-cap.stable_windows:] if result.windows else []
+    stable = result.windows[-cap.stable_windows :] if result.windows else []
     p50s = [w.latency.p50 for w in stable if w.latency.p50 is not None]
     span = server_window(samples, result.measure_start, result.measure_end + run.drain_s)
     cpu_ms = fps = None
     if span is not None:
         cpu_ms, fps = span.cpu_ms_per_frame, span.processed_fps
-    p = Point(jobs, sum(p50s) / len(p50s) if p50s else None, pr.p95_ms, pr.received_ratio, pr.ok, pr.stable,
-              cpu_ms, fps, span)
-    meta = {"test_case": config.test_case, "resolution": f"{config.width}x{config.height}", "fps": config.fps,
-            "concurrent_jobs": jobs, "batch_size": None}
+    p = Point(
+        jobs,
+        sum(p50s) / len(p50s) if p50s else None,
+        pr.p95_ms,
+        pr.received_ratio,
+        pr.ok,
+        pr.stable,
+        cpu_ms,
+        fps,
+        span,
+    )
+    meta = {
+        "test_case": config.test_case,
+        "resolution": f"{config.width}x{config.height}",
+        "fps": config.fps,
+        "concurrent_jobs": jobs,
+        "batch_size": None,
+    }
     entry = loadgen_run_entry(name, result, meta)
     entry["capacity_point"] = p.to_dict()
     return p, entry
 
 
-async def measure_design(design: str, config: BenchConfig, frames: FrameLoop, source_image: Path,
-                         runs: list[dict[str, Any]], log: Callable[[str], None]) -> DesignResult:
+async def measure_design(
+    design: str,
+    config: BenchConfig,
+    frames: FrameLoop,
+    source_image: Path,
+    runs: list[dict[str, Any]],
+    log: Callable[[str], None],
+) -> DesignResult:
     res = DesignResult(design)
     server = EmbeddedGateway(server_config(design, config), cwd=REPO)
     try:
@@ -390,12 +470,17 @@ async def measure_design(design: str, config: BenchConfig, frames: FrameLoop, so
                 search.report(PointResult(p.jobs, p.p95_ms, p.received_ratio, p.stable, 0, p.ok))
             extra = ""
             if p.server is not None and p.server.dispatch_reasons:
-                extra = (f" queue_wait p50 {p.server.queue_wait_p50_ms} ms, batches by reason "
-                         f"{p.server.dispatch_reasons}, held for partners {p.server.batches_waited}")
-            log(f"  {design} N={n}: p50 {p.p50_ms} p95 {p.p95_ms} back {p.received_ratio:.2f} "
-                f"cpu/frame {p.cpu_ms_per_frame} -> {'ok' if p.ok else 'miss'}{extra}")
-        res.capacity = search.capacity if not config.jobs else max((p.jobs for p in res.points if p.ok),
-                                                                    default=0)
+                extra = (
+                    f" queue_wait p50 {p.server.queue_wait_p50_ms} ms, batches by reason "
+                    f"{p.server.dispatch_reasons}, held for partners {p.server.batches_waited}"
+                )
+            log(
+                f"  {design} N={n}: p50 {p.p50_ms} p95 {p.p95_ms} back {p.received_ratio:.2f} "
+                f"cpu/frame {p.cpu_ms_per_frame} -> {'ok' if p.ok else 'miss'}{extra}"
+            )
+        res.capacity = (
+            search.capacity if not config.jobs else max((p.jobs for p in res.points if p.ok), default=0)
+        )
     finally:
         await server.stop()
     return res
@@ -415,16 +500,24 @@ async def run_bench(config: BenchConfig, media_root: Path, log: Callable[[str], 
         "kind": "bench_vs_stock",
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": host_fingerprint(),
-        "config": {"resolution": f"{config.width}x{config.height}", "fps": config.fps,
-                   "test_case": config.test_case, "designs": list(config.designs),
-                   "budget_ms": config.capacity.budget_ms, "min_fps_ratio": config.capacity.min_fps_ratio,
-                   "capacity_start": config.capacity.start, "capacity_step": config.capacity.step,
-                   "capacity_max_jobs": config.capacity.max_jobs,
-                   "stable_windows": config.capacity.stable_windows,
-                   "max_windows": config.capacity.max_windows, "window_s": config.window_s,
-                   "warmup_s": config.warmup_s, "jobs": list(config.jobs),
-                   "max_time_per_design_s": config.max_time_per_design_s,
-                   "gateway_args": list(config.gateway_args)},
+        "config": {
+            "resolution": f"{config.width}x{config.height}",
+            "fps": config.fps,
+            "test_case": config.test_case,
+            "designs": list(config.designs),
+            "budget_ms": config.capacity.budget_ms,
+            "min_fps_ratio": config.capacity.min_fps_ratio,
+            "capacity_start": config.capacity.start,
+            "capacity_step": config.capacity.step,
+            "capacity_max_jobs": config.capacity.max_jobs,
+            "stable_windows": config.capacity.stable_windows,
+            "max_windows": config.capacity.max_windows,
+            "window_s": config.window_s,
+            "warmup_s": config.warmup_s,
+            "jobs": list(config.jobs),
+            "max_time_per_design_s": config.max_time_per_design_s,
+            "gateway_args": list(config.gateway_args),
+        },
         "designs": {r.design: r.to_dict() for r in results},
         "comparison": comparison,
         "runs": runs,
@@ -437,9 +530,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resolution", default="320x240")
     p.add_argument("--fps", type=float, default=15.0)
     p.add_argument("--designs", nargs="+", choices=DESIGNS, default=list(DESIGNS))
-    p.add_argument("--quick", action="store_true",
-                   help="short windows (3 s, 2 stable of at most 3), 1 s warm-up, N up to 10, "
-                        "150 s per design")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="short windows (3 s, 2 stable of at most 3), 1 s warm-up, N up to 10, 150 s per design",
+    )
     p.add_argument("--jobs", type=int, nargs="+", help="measure these N only (no capacity search)")
     p.add_argument("--capacity-start", type=int, default=2)
     p.add_argument("--capacity-step", type=int, default=2)
@@ -448,8 +543,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-windows", type=int, default=None, help="windows per point at most (default 6)")
     p.add_argument("--warmup", type=float, default=None, help="seconds after all jobs joined (default 2)")
     p.add_argument("--max-time-per-design", type=float, default=None, help="seconds (default 600)")
-    p.add_argument("--gateway-arg", action="append", default=[],
-                   help="extra gateway CLI argument (repeatable), e.g. --gateway-arg=--batch-wait=window")
+    p.add_argument(
+        "--gateway-arg",
+        action="append",
+        default=[],
+        help="extra gateway CLI argument (repeatable), e.g. --gateway-arg=--batch-wait=window",
+    )
     p.add_argument("--media-dir", type=Path, default=None)
     p.add_argument("--output", type=Path, default=None, help="write the JSON report here")
     return p
@@ -463,15 +562,25 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     quick = bool(args.quick)
     window = args.window if args.window is not None else (3.0 if quick else 5.0)
     max_windows = args.max_windows if args.max_windows is not None else (3 if quick else 6)
-    cap = CapacityConfig(start=args.capacity_start, step=args.capacity_step,
-                         max_jobs=min(args.capacity_max_jobs, 10) if quick else args.capacity_max_jobs,
-                         stable_windows=2 if quick else 3, max_windows=max(max_windows, 2 if quick else 3))
+    cap = CapacityConfig(
+        start=args.capacity_start,
+        step=args.capacity_step,
+        max_jobs=min(args.capacity_max_jobs, 10) if quick else args.capacity_max_jobs,
+        stable_windows=2 if quick else 3,
+        max_windows=max(max_windows, 2 if quick else 3),
+    )
     return BenchConfig(
-        width=w, height=h, fps=args.fps, designs=tuple(args.designs), capacity=cap,
-        jobs=tuple(args.jobs or ()), window_s=window,
+        width=w,
+        height=h,
+        fps=args.fps,
+        designs=tuple(args.designs),
+        capacity=cap,
+        jobs=tuple(args.jobs or ()),
+        window_s=window,
         warmup_s=args.warmup if args.warmup is not None else (1.0 if quick else 2.0),
-        max_time_per_design_s=(args.max_time_per_design if args.max_time_per_design is not None
-                               else (150.0 if quick else 600.0)),
+        max_time_per_design_s=(
+            args.max_time_per_design if args.max_time_per_design is not None else (150.0 if quick else 600.0)
+        ),
         gateway_args=tuple(args.gateway_arg),
     )
 
@@ -490,8 +599,10 @@ def main(argv: list[str] | None = None) -> int:
 
     report = asyncio.run(run_bench(config, media_root, log))
     results: list[DesignResult] = report.pop("_results")
-    title = (f"{config.width}x{config.height}@{config.fps:g}, p95 <= {config.capacity.budget_ms:g} ms "
-             f"and >= {config.capacity.min_fps_ratio:.0%} frames back")
+    title = (
+        f"{config.width}x{config.height}@{config.fps:g}, p95 <= {config.capacity.budget_ms:g} ms "
+        f"and >= {config.capacity.min_fps_ratio:.0%} frames back"
+    )
     print(format_table(results, report["comparison"], title))
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)

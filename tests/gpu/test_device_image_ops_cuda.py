@@ -62,14 +62,17 @@ def _psnr(diff: np.ndarray) -> float:
 
 
 @pytest.mark.needs("torch_cuda")
-def test_detail_and_swap_on_cuda_match(model_store: ModelStore, frames: list[np.ndarray],
-                                       astronaut: np.ndarray) -> None:
+def test_detail_and_swap_on_cuda_match(
+    model_store: ModelStore, frames: list[np.ndarray], astronaut: np.ndarray
+) -> None:
     for host, dev in _pair(PipelineConfig(processors=(STAGE_SWAP, STAGE_ENHANCE)), model_store):
         assert dev.device_swap is not None and dev.device_enhance is not None
         source = host.prepare_source(astronaut, "astronaut")
         for frame in frames:
-            for options, src, check in ((ENHANCE_ONLY, None, lambda d: d.max() <= 2),
-                                        (BOTH, source, lambda d: _psnr(d) >= 32)):
+            for options, src, check in (
+                (ENHANCE_ONLY, None, lambda d: d.max() <= 2),
+                (BOTH, source, lambda d: _psnr(d) >= 32),
+            ):
                 want = host.process([FrameItem(frame, src, options, FaceTrack(), time_s=0.0)])[0]
                 got = dev.process([FrameItem(frame, src, options, FaceTrack(), time_s=0.0)])[0]
                 d = _diff(frame, want, got)

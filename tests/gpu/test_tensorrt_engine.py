@@ -37,10 +37,28 @@ def facemesh_dyn(model_store: ModelStore, tmp_path_factory: pytest.TempPathFacto
 @pytest.fixture(scope="module")
 def plan_dir(facemesh_dyn: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("plans")
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "build_engines.py"), str(facemesh_dyn),
-                           "--out-dir", str(out), "--max-batch", "8", "--opt-batch", "4", "--profiles", "2",
-                           "--workspace-gb", "1", "--timing-cache", str(out / "timing.cache")],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "build_engines.py"),
+            str(facemesh_dyn),
+            "--out-dir",
+            str(out),
+            "--max-batch",
+            "8",
+            "--opt-batch",
+            "4",
+            "--profiles",
+            "2",
+            "--workspace-gb",
+            "1",
+            "--timing-cache",
+            str(out / "timing.cache"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -67,8 +85,10 @@ def test_plan_matches_ort_cpu(facemesh_dyn: Path, plan_dir: Path, reference: Ort
     plans = list(plan_dir.glob("face_landmark_468.trt*.fp32.b1-8.plan"))
     assert len(plans) == 1, list(plan_dir.iterdir())
     assert (plan_dir / "timing.cache").stat().st_size > 0
-    eng = create_engine(facemesh_dyn, EngineConfig(backend="tensorrt", trt_cache_dir=plan_dir, max_batch=8,
-                                                   contexts=2, cuda_graphs=graphs))
+    eng = create_engine(
+        facemesh_dyn,
+        EngineConfig(backend="tensorrt", trt_cache_dir=plan_dir, max_batch=8, contexts=2, cuda_graphs=graphs),
+    )
     try:
         assert eng.batch.min == 1 and eng.batch.max == 8
         for n in (1, 3, 8, 5, 3):  # 5 and 3 again: padded bucket replays when graphs are on
@@ -85,10 +105,12 @@ def test_plan_matches_ort_cpu(facemesh_dyn: Path, plan_dir: Path, reference: Ort
 
 
 @needs_tensorrt
-def test_concurrent_threads_use_separate_contexts(facemesh_dyn: Path, plan_dir: Path,
-                                                  reference: OrtEngine) -> None:
-    eng = create_engine(facemesh_dyn, EngineConfig(backend="tensorrt", trt_cache_dir=plan_dir, max_batch=8,
-                                                   contexts=2))
+def test_concurrent_threads_use_separate_contexts(
+    facemesh_dyn: Path, plan_dir: Path, reference: OrtEngine
+) -> None:
+    eng = create_engine(
+        facemesh_dyn, EngineConfig(backend="tensorrt", trt_cache_dir=plan_dir, max_batch=8, contexts=2)
+    )
     inputs = [_x(4, seed=100 + i) for i in range(6)]
     expected = [reference.infer({"input_1": x}) for x in inputs]
     got: dict[int, dict[str, np.ndarray]] = {}

@@ -18,8 +18,10 @@ from engines.processors.batching import serving_model
 from engines.processors.face_detector import detector_input_shapes
 
 pytestmark = pytest.mark.needs("torch_cuda")
-ATOL = {False: {"mesh": 2e-2, "offset": 2e-2, "score": 1e-3},
-        True: {"mesh": 0.5, "offset": 0.15, "score": 2e-3}}
+ATOL = {
+    False: {"mesh": 2e-2, "offset": 2e-2, "score": 1e-3},
+    True: {"mesh": 0.5, "offset": 0.15, "score": 2e-3},
+}
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +43,19 @@ def _close(got: dict[str, np.ndarray], want: dict[str, np.ndarray], atol: dict[s
 @pytest.mark.parametrize("fp16", [False, True])
 def test_facemesh_on_cuda_matches_ort_cpu_and_replays_warm_graphs(facemesh: Path, fp16: bool) -> None:
     ref = OrtEngine(facemesh, OrtConfig(max_batch=16))
-    eng = create_engine(facemesh, EngineConfig(backend="torch", providers=("cuda",), fp16=fp16, max_batch=16,
-                                               contexts=2))
+    eng = create_engine(
+        facemesh, EngineConfig(backend="torch", providers=("cuda",), fp16=fp16, max_batch=16, contexts=2)
+    )
     try:
         warm = eng.captured()  # type: ignore[attr-defined]
         assert [dict(k)["input_1"][0] for k in warm] == [1, 2, 4, 8, 16]
         for n in (1, 3, 16, 5):
             x = np.random.default_rng(n).random((n, 3, 192, 192), dtype=np.float32)
-            _close(eng.infer({"input_1": x}), ref.infer({"input_1": x}),
-                   {o.name: ATOL[fp16]["mesh"] for o in ref.outputs})
+            _close(
+                eng.infer({"input_1": x}),
+                ref.infer({"input_1": x}),
+                {o.name: ATOL[fp16]["mesh"] for o in ref.outputs},
+            )
         assert eng.captured() == warm  # type: ignore[attr-defined]  # nothing captured on the live path
     finally:
         eng.close()
@@ -59,8 +65,12 @@ def test_facemesh_on_cuda_matches_ort_cpu_and_replays_warm_graphs(facemesh: Path
 def test_retinaface_on_cuda_every_detector_shape_is_warm(retinaface: Path, fp16: bool) -> None:
     shapes = detector_input_shapes(320, 640)
     ref = OrtEngine(retinaface, OrtConfig(max_batch=8))
-    eng = create_engine(retinaface, EngineConfig(backend="torch", providers=("cuda",), fp16=fp16, max_batch=8,
-                                                 contexts=1, input_shapes=shapes))
+    eng = create_engine(
+        retinaface,
+        EngineConfig(
+            backend="torch", providers=("cuda",), fp16=fp16, max_batch=8, contexts=1, input_shapes=shapes
+        ),
+    )
     try:
         warm = eng.captured()  # type: ignore[attr-defined]
         assert len(warm) == len(shapes) * 4  # buckets 1, 2, 4, 8
@@ -100,15 +110,17 @@ def test_concurrent_threads_on_cuda_slots(facemesh: Path) -> None:
 
 
 @pytest.mark.parametrize("fp16", [False, True])
-def test_infer_tensors_on_cuda_replays_the_same_graphs_and_keeps_its_outputs(facemesh: Path,
-                                                                            fp16: bool) -> None:
+def test_infer_tensors_on_cuda_replays_the_same_graphs_and_keeps_its_outputs(
+    facemesh: Path, fp16: bool
+) -> None:
     """`infer_tensors` takes the same per-shape graphs as `infer` (nothing captured on the live path), gives
     float32 on the device, close to `infer` on the same inputs, and its outputs survive the next replay on
     the slot (copies, not the graph's static outputs)."""
     import torch
 
-    eng = create_engine(facemesh, EngineConfig(backend="torch", providers=("cuda",), fp16=fp16, max_batch=8,
-                                               contexts=1))
+    eng = create_engine(
+        facemesh, EngineConfig(backend="torch", providers=("cuda",), fp16=fp16, max_batch=8, contexts=1)
+    )
     try:
         warm = eng.captured()  # type: ignore[attr-defined]
         x = np.random.default_rng(3).random((3, 3, 192, 192), dtype=np.float32)

@@ -171,8 +171,11 @@ async def run(timeout_s: float, mode: str) -> dict[str, Any]:
         direct_pcs.append(pc)
         await pc.setRemoteDescription(RTCSessionDescription(sdp=await request.text(), type="offer"))
         for transceiver in pc.getTransceivers():
-            track = (flash_track(cv2.resize(astronaut, (320, 240)), clock) if transceiver.kind == "video"
-                     else ClickAudioTrack(clock))
+            track = (
+                flash_track(cv2.resize(astronaut, (320, 240)), clock)
+                if transceiver.kind == "video"
+                else ClickAudioTrack(clock)
+            )
             transceiver.sender.replaceTrack(track)
             transceiver.direction = "sendonly"
         await pc.setLocalDescription(await pc.createAnswer())

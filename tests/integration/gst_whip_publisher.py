@@ -62,7 +62,13 @@ def _corner_mean(buffer: Gst.Buffer, width: int) -> list[float] | None:
 
 class Publisher:
     def __init__(
-        self, url: str, seconds: float, width: int, height: int, fps: int, token: str = "",
+        self,
+        url: str,
+        seconds: float,
+        width: int,
+        height: int,
+        fps: int,
+        token: str = "",
         address: str = "127.0.0.1",
     ) -> None:
         self.url = url

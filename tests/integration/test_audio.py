@@ -66,8 +66,14 @@ def _sdp_section(sdp: str, kind: str) -> str:
     return sdp[start:] if end < 0 else sdp[start:end]
 
 
-async def _publisher(http: aiohttp.ClientSession, base: str, image: np.ndarray, query: str,
-                     audio_stop_s: float | None = None, audio_codec: str = "audio/opus") -> Any:
+async def _publisher(
+    http: aiohttp.ClientSession,
+    base: str,
+    image: np.ndarray,
+    query: str,
+    audio_stop_s: float | None = None,
+    audio_codec: str = "audio/opus",
+) -> Any:
     clock = MediaClock()
     pc = create_peer_connection(LOOPBACK)
     video = pc.addTransceiver(flash_track(image, clock), direction="sendonly")
@@ -133,8 +139,9 @@ async def _measure(
             assert "opus/48000" in _sdp_section(answer, "audio")
             assert "a=sendonly" in _sdp_section(vanswer, "audio")
             # Wait for the measurements themselves, not a fixed time: on a loaded machine they come later.
-            assert await wait_for(lambda: len(probe.offsets_ms) >= 6 and probe.flashes >= min_flashes,
-                                  seconds + 10), (probe.offsets_ms, probe.flashes)
+            assert await wait_for(
+                lambda: len(probe.offsets_ms) >= 6 and probe.flashes >= min_flashes, seconds + 10
+            ), (probe.offsets_ms, probe.flashes)
             stats = sessions_of(gw.app).get(session_id).summary()["audio"]
         finally:
             task.cancel()
@@ -327,8 +334,15 @@ async def test_loadgen_audio_jobs_report_their_av_offset(astronaut: np.ndarray, 
         source_id = (await source_query(http, gw.url, astronaut)).split("=", 1)[1]
         frame_loop = build_loop(SynthConfig(320, 240, 15, "single_face", loop_frames=10), media_dir)
         # 9 s: at least 3 clicks must land after the first sender reports even on a loaded machine
-        cfg = RunConfig(concurrent_jobs=2, fps=15, warmup_s=3.0, ramp_up_rate=10, window_s=9.0,
-                        max_measure_s=9.0, stats_interval_s=1.0)
+        cfg = RunConfig(
+            concurrent_jobs=2,
+            fps=15,
+            warmup_s=3.0,
+            ramp_up_rate=10,
+            window_s=9.0,
+            max_measure_s=9.0,
+            stats_interval_s=1.0,
+        )
         client = ClientConfig(url=gw.url, source_id=source_id, audio=True)
         result = await run_point(gw.url, frame_loop, cfg, client)
     entry = loadgen_run_entry("audio", result, {"concurrent_jobs": 2})

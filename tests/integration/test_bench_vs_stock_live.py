@@ -20,9 +20,27 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _run(tmp_path: Path, *args: str, timeout: float) -> dict[str, Any]:
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "loadgen.bench.vs_stock", "--quick", "--jobs", "1",
-                           "--window", "2", "--warmup", "0.5", "--output", str(out), *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loadgen.bench.vs_stock",
+            "--quick",
+            "--jobs",
+            "1",
+            "--window",
+            "2",
+            "--warmup",
+            "0.5",
+            "--output",
+            str(out),
+            *args,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "capacity" in proc.stdout
     report = json.loads(out.read_text())

@@ -10,8 +10,13 @@ from loadgen.benchmark import BenchmarkConfig, BenchProgress, main, run_benchmar
 
 
 def test_run_benchmark_reports_stages_and_throughput(model_store: ModelStore, media_dir: Path) -> None:
-    config = BenchmarkConfig(test_cases=("single_face", "multi_face"), resolutions=((320, 240),),
-                             durations=(1.0,), batch_sizes=(2,), warmup_s=0.2)
+    config = BenchmarkConfig(
+        test_cases=("single_face", "multi_face"),
+        resolutions=((320, 240),),
+        durations=(1.0,),
+        batch_sizes=(2,),
+        warmup_s=0.2,
+    )
     seen: list[BenchProgress] = []
     runs = run_benchmark(config, model_store, media_dir, seen.append)
     assert [r["name"] for r in runs] == ["single_face-320x240-1s-b2", "multi_face-320x240-1s-b2"]
@@ -22,17 +27,33 @@ def test_run_benchmark_reports_stages_and_throughput(model_store: ModelStore, me
         assert {"face_detector", "face_landmarker", "face_swapper"} <= set(r["stages_ms"])
         assert r["stage_batch_max"]["face_detector"] == 2  # two frames, one detector batch
         assert r["latency_ms"]["p95"] >= r["latency_ms"]["p50"] > 0
-    assert single["faces_per_frame_mean"] == 1.0        # the astronaut
+    assert single["faces_per_frame_mean"] == 1.0  # the astronaut
     assert multi["faces_per_frame_mean"] >= 4  # the group photo (six faces; small ones may be missed)
     assert seen and seen[-1].run == "multi_face-320x240-1s-b2"
 
 
 def test_benchmark_cli_cold_start_and_report(tmp_path: Path, model_store: ModelStore) -> None:
     out = tmp_path / "bench.json"
-    code = main(["--test-cases", "single_face", "--resolutions", "320x240", "--durations", "0.5",
-                 "--batch-sizes", "1", "--warmup", "0", "--cold", "--output-report", str(out),
-                 "--no-progress",
-                 "--model-dir", str(model_store.root)])
+    code = main(
+        [
+            "--test-cases",
+            "single_face",
+            "--resolutions",
+            "320x240",
+            "--durations",
+            "0.5",
+            "--batch-sizes",
+            "1",
+            "--warmup",
+            "0",
+            "--cold",
+            "--output-report",
+            str(out),
+            "--no-progress",
+            "--model-dir",
+            str(model_store.root),
+        ]
+    )
     assert code == 0
     report = json.loads(out.read_text())
     assert report["schema_version"] == 1 and report["kind"] == "benchmark"

@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.benchmark,  # ~2 min: Chromium's own sync takes ~40 s to settle, twice
-
     pytest.mark.skipif(
         not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (apt-get install chromium)"
     ),

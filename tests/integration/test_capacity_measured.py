@@ -24,21 +24,48 @@ pytestmark = pytest.mark.benchmark
 
 def test_capacity_estimate_matches_measured(tmp_path: Path, media_dir: Path, model_store: object) -> None:
     report = tmp_path / "capacity.json"
-    main(["--find-capacity", "--resolution", "320x240", "--fps", "15", "--test-cases", "single_face",
-          "--capacity-start", "2", "--capacity-step", "2", "--capacity-max-jobs", "12", "--window", "5",
-          "--max-windows", "3", "--capacity-max-time", "480", "--no-live", "--output-report", str(report)])
+    main(
+        [
+            "--find-capacity",
+            "--resolution",
+            "320x240",
+            "--fps",
+            "15",
+            "--test-cases",
+            "single_face",
+            "--capacity-start",
+            "2",
+            "--capacity-step",
+            "2",
+            "--capacity-max-jobs",
+            "12",
+            "--window",
+            "5",
+            "--max-windows",
+            "3",
+            "--capacity-max-time",
+            "480",
+            "--no-live",
+            "--output-report",
+            str(report),
+        ]
+    )
     data = json.loads(report.read_text())
     measured = int(data["capacity"]["capacity"])
     assert measured >= 1
     runs = {r["concurrent_jobs"]: r for r in data["runs"]}
     at_limit = runs[measured]["gateway"]
     estimate = at_limit["capacity_sessions"]
-    print(f"measured capacity {measured}; estimate there {estimate} ({at_limit['capacity_binding']}), "
-          f"utilisation {at_limit['utilisation']}")
+    print(
+        f"measured capacity {measured}; estimate there {estimate} ({at_limit['capacity_binding']}), "
+        f"utilisation {at_limit['utilisation']}"
+    )
     for n, r in sorted(runs.items()):
         g = r["gateway"]
-        print(f"  n={n} p95={r['latency_ms']['p95']} slo={r['slo_met']} estimate={g['capacity_sessions']} "
-              f"utilisation={g['utilisation']} binding={g['capacity_binding']}")
+        print(
+            f"  n={n} p95={r['latency_ms']['p95']} slo={r['slo_met']} estimate={g['capacity_sessions']} "
+            f"utilisation={g['utilisation']} binding={g['capacity_binding']}"
+        )
     assert estimate is not None
     assert abs(estimate - measured) <= max(1, round(0.25 * measured)), (estimate, measured)
     over = [r["gateway"]["utilisation"] for n, r in runs.items() if n > measured]

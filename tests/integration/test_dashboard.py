@@ -114,8 +114,10 @@ async def _monitor_app() -> AsyncIterator[tuple[str, Monitor]]:
 async def test_dashboard_shows_live_data_in_chromium() -> None:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} not installed (apt-get install -y chromium)")
-    async with _monitor_app() as (base, monitor), launch("about:blank", flags=CHROMIUM_FLAGS,
-                                                         reply_timeout_s=20) as browser:
+    async with (
+        _monitor_app() as (base, monitor),
+        launch("about:blank", flags=CHROMIUM_FLAGS, reply_timeout_s=20) as browser,
+    ):
         page = browser.page
         await page.call("Page.enable")
         await page.call("Runtime.enable")

@@ -220,6 +220,7 @@ async def test_a_session_deleted_before_it_connects_is_not_a_dtls_failure(
         for location in locations:
             async with http.delete(gw.url + location) as r:
                 assert r.status == 200
+
         def abandoned() -> int:
             return sum("abandoned" in r.getMessage() for r in caplog.records)
 

@@ -131,7 +131,12 @@ async def test_a_gone_endpoint_is_retried_then_given_up_and_the_session_never_st
             try:
                 assert await wait_for(lambda: _states(monitor, session_id)[-1:] == ["failed"], 30)
                 assert _states(monitor, session_id) == [
-                    "connecting", "retrying", "connecting", "retrying", "connecting", "failed"
+                    "connecting",
+                    "retrying",
+                    "connecting",
+                    "retrying",
+                    "connecting",
+                    "failed",
                 ]
                 # the gateway-wide default, with the session's id filled in; each attempt's resource DELETEd
                 posts = [path for method, path, _ in endpoint.requests if method == "POST"]

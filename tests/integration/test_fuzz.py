@@ -33,17 +33,34 @@ async def test_short_fuzz_no_5xx_and_live_session_unharmed(astronaut: np.ndarray
         rate_limit=RateLimitConfig(rate_per_s=10_000.0, burst=10_000),
     )
     async with running_gateway(config, pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
-        pub = await publish(http, gw.url, [cv2.resize(astronaut, (160, 120))],
-                            headers={"Authorization": f"Bearer {LIVE.token}"})
+        pub = await publish(
+            http,
+            gw.url,
+            [cv2.resize(astronaut, (160, 120))],
+            headers={"Authorization": f"Bearer {LIVE.token}"},
+        )
         try:
             sid = pub.location.rsplit("/", 1)[-1]
             assert await wait_for(lambda: len(pub.received.ids) >= 5, 30)
-            own = await publish(http, gw.url, [cv2.resize(astronaut, (160, 120))],
-                                headers={"Authorization": f"Bearer {FUZZ.token}"})
+            own = await publish(
+                http,
+                gw.url,
+                [cv2.resize(astronaut, (160, 120))],
+                headers={"Authorization": f"Bearer {FUZZ.token}"},
+            )
             own_sid = own.location.rsplit("/", 1)[-1]
-            cases = list(generate_cases(random.Random(13), await real_offer(), 400, bombs=Bombs.build(),
-                                        live_session=sid, own_session=own_sid, token=FUZZ.token,
-                                        max_body_bytes=1024 * 1024))
+            cases = list(
+                generate_cases(
+                    random.Random(13),
+                    await real_offer(),
+                    400,
+                    bombs=Bombs.build(),
+                    live_session=sid,
+                    own_session=own_sid,
+                    token=FUZZ.token,
+                    max_body_bytes=1024 * 1024,
+                )
+            )
             before = len(pub.received.ids)
             t0 = time.monotonic()
             result = await run_fuzz(gw.url, cases, concurrency=4)

@@ -18,7 +18,10 @@ def _run(tmp_path: Path, *args: str) -> dict[str, object]:
     out = tmp_path / "report.json"
     proc = subprocess.run(
         [sys.executable, "-m", "loadgen.bench.fuzz_gateway", *args, "--output", str(out)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report: dict[str, object] = json.loads(out.read_text())
@@ -26,8 +29,18 @@ def _run(tmp_path: Path, *args: str) -> dict[str, object]:
 
 
 def test_fuzz_round_has_no_5xx_and_live_session_survives(tmp_path: Path) -> None:
-    report = _run(tmp_path, "fuzz", "--requests", "1500", "--rate", "100", "--quiet", "8",
-                  "--gateway-rate-limit", "10000")  # every endpoint reached, not 429
+    report = _run(
+        tmp_path,
+        "fuzz",
+        "--requests",
+        "1500",
+        "--rate",
+        "100",
+        "--quiet",
+        "8",
+        "--gateway-rate-limit",
+        "10000",
+    )  # every endpoint reached, not 429
     (round_,) = report["rounds"]  # type: ignore[misc]
     assert round_["fuzz"]["five_xx"] == 0
     assert round_["live"]["received"] > 0 and report["gateway_alive_at_end"]

@@ -159,8 +159,13 @@ async def test_encoder_bitrate_follows_a_bottleneck(astronaut: np.ndarray) -> No
             came_down.append(r["now"])
         return bool(came_down) and sum(1 for t, _ in r["arrivals"] if t > came_down[0]) >= 15
 
-    result = await _run([cv2.resize(astronaut, (320, 240))], BOTTLENECK, down_and_flowing, timeout_s=90.0,
-                        directions="incoming")
+    result = await _run(
+        [cv2.resize(astronaut, (320, 240))],
+        BOTTLENECK,
+        down_and_flowing,
+        timeout_s=90.0,
+        directions="incoming",
+    )
     assert result["held"], _brief(result)
     assert result["bitrate"]["changes"] >= 1, _brief(result)
     listed = result["listed"]["send_bitrate"]["VP8"]["target_bps"]
@@ -223,8 +228,13 @@ async def test_a_filling_queue_brings_the_rate_down_before_anything_is_lost(astr
         shown = [m for m in r["monitored"] if m["send_kbps"] is not None and m["send_kbps"] <= 500]
         return bool(at_cut and shown) and receiver is not None and receiver["reverse_queue_ms"] is not None
 
-    result = await _run(busy_pictures(cv2.resize(astronaut, (320, 240))), deep, cut_and_shown, timeout_s=90.0,
-                        directions="incoming")
+    result = await _run(
+        busy_pictures(cv2.resize(astronaut, (320, 240))),
+        deep,
+        cut_and_shown,
+        timeout_s=90.0,
+        directions="incoming",
+    )
     assert at_cut, _brief(result)  # the rate came down (the queue, not a loss, as checked next)
     cut = at_cut[0]
     (receiver,) = cut["bitrate"]["receivers"]

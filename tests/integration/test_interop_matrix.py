@@ -37,7 +37,10 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("interop") / "interop.json"
     done = subprocess.run(
         [sys.executable, "-m", "loadgen.bench.interop", "--preset", "suite", "--output", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=420,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=420,
     )
     assert out.exists(), (done.returncode, done.stdout[-2000:], done.stderr[-4000:])
     report: dict[str, Any] = json.loads(out.read_text())

@@ -45,8 +45,12 @@ def _echo_app(pcs: dict[str, RTCPeerConnection], counters: dict[str, int]) -> we
         await pc.setLocalDescription(await pc.createAnswer())
         pcs[sid] = pc
         counters["joined"] += 1
-        return web.Response(status=201, text=pc.localDescription.sdp, content_type="application/sdp",
-                            headers={"Location": f"/whip/{sid}"})
+        return web.Response(
+            status=201,
+            text=pc.localDescription.sdp,
+            content_type="application/sdp",
+            headers={"Location": f"/whip/{sid}"},
+        )
 
     async def delete(request: web.Request) -> web.Response:
         pc = pcs.pop(request.match_info["sid"], None)
@@ -57,10 +61,14 @@ def _echo_app(pcs: dict[str, RTCPeerConnection], counters: dict[str, int]) -> we
         return web.Response(status=200)
 
     async def stats(request: web.Request) -> web.Response:
-        return web.json_response({"schema_version": 1, "system": {"cpu_percent": 12.5},
-                                  "frames": {"received": 10, "processed": 10, "fps_in": 15.0,
-                                             "fps_out": 15.0},
-                                  "sessions": {"open": len(pcs)}})
+        return web.json_response(
+            {
+                "schema_version": 1,
+                "system": {"cpu_percent": 12.5},
+                "frames": {"received": 10, "processed": 10, "fps_in": 15.0, "fps_out": 15.0},
+                "sessions": {"open": len(pcs)},
+            }
+        )
 
     async def source(request: web.Request) -> web.Response:
         body = await request.read()
@@ -111,19 +119,28 @@ def echo_gateway() -> Iterator[tuple[str, dict[str, int]]]:
 
 
 async def test_run_point_measures_every_frame_through_two_vp8_hops(
-        echo_gateway: tuple[str, dict[str, int]], media_dir: Path) -> None:
+    echo_gateway: tuple[str, dict[str, int]], media_dir: Path
+) -> None:
     url, counters = echo_gateway
     frame_loop = build_loop(SynthConfig(320, 240, 15, "single_face", loop_frames=10), media_dir)
     progress: list[Progress] = []
-    cfg = RunConfig(concurrent_jobs=2, fps=15, warmup_s=1.0, ramp_up_rate=10, window_s=3.0, max_measure_s=3.0,
-                    stats_interval_s=1.0, progress_interval_s=0.5)
+    cfg = RunConfig(
+        concurrent_jobs=2,
+        fps=15,
+        warmup_s=1.0,
+        ramp_up_rate=10,
+        window_s=3.0,
+        max_measure_s=3.0,
+        stats_interval_s=1.0,
+        progress_interval_s=0.5,
+    )
     result = await run_point(url, frame_loop, cfg, ClientConfig(url=url, source_id="src1"), progress.append)
     s = result.summary
     assert counters["joined"] == 2 and counters["deleted"] == 2  # every job left with DELETE
     assert len(s.jobs) == 2 and result.join_failures == []
-    assert s.sent >= 2 * 15 * 2          # ~15 fps per job over 3 s (loose: the machine is shared)
-    assert s.received >= 0.8 * s.sent    # an echo returns (almost) everything
-    assert s.unreadable == 0             # stamps survive encode/decode twice
+    assert s.sent >= 2 * 15 * 2  # ~15 fps per job over 3 s (loose: the machine is shared)
+    assert s.received >= 0.8 * s.sent  # an echo returns (almost) everything
+    assert s.unreadable == 0  # stamps survive encode/decode twice
     assert s.latency.count == s.received and s.latency.p50 is not None and s.latency.p50 > 0
     assert {p.phase for p in progress} >= {"measure", "done"}
     assert result.gateway_stats and result.gateway_stats[-1][1]["schema_version"] == 1
@@ -132,10 +149,33 @@ async def test_run_point_measures_every_frame_through_two_vp8_hops(
 def test_cli_writes_report_csv_and_html(echo_gateway: tuple[str, dict[str, int]], tmp_path: Path) -> None:
     url, counters = echo_gateway
     report_path, csv_path, html_path = tmp_path / "r.json", tmp_path / "s.csv", tmp_path / "r.html"
-    code = main(["--url", url, "--concurrent-jobs", "1", "--duration", "2", "--warmup", "0.5", "--resolution",
-                 "320x240", "--fps", "10", "--test-cases", "single_face,multi_face", "--budget-ms", "100000",
-                 "--output-report", str(report_path), "--csv", str(csv_path), "--html", str(html_path),
-                 "--no-live"])
+    code = main(
+        [
+            "--url",
+            url,
+            "--concurrent-jobs",
+            "1",
+            "--duration",
+            "2",
+            "--warmup",
+            "0.5",
+            "--resolution",
+            "320x240",
+            "--fps",
+            "10",
+            "--test-cases",
+            "single_face,multi_face",
+            "--budget-ms",
+            "100000",
+            "--output-report",
+            str(report_path),
+            "--csv",
+            str(csv_path),
+            "--html",
+            str(html_path),
+            "--no-live",
+        ]
+    )
     assert code == 0  # a huge budget: the SLO holds
     assert counters["sources"] == 1  # the source face was uploaded once and used by every session
     report = json.loads(report_path.read_text())
@@ -152,24 +192,59 @@ def test_cli_writes_report_csv_and_html(echo_gateway: tuple[str, dict[str, int]]
 
 def test_cli_exit_codes(echo_gateway: tuple[str, dict[str, int]], tmp_path: Path) -> None:
     url, _ = echo_gateway
-    common = ["--concurrent-jobs", "1", "--duration", "1.5", "--warmup", "0.5", "--resolution", "320x240",
-              "--fps", "10", "--no-live"]
-    assert main(["--url", url, "--budget-ms", "0.001", *common]) == 1                  # SLO missed
-    assert main(["--url", f"http://127.0.0.1:{free_port()}", *common]) == 2           # nothing listens
-    assert main(["--url", url, "--resolution", "abc"]) == 2                           # usage error
+    common = [
+        "--concurrent-jobs",
+        "1",
+        "--duration",
+        "1.5",
+        "--warmup",
+        "0.5",
+        "--resolution",
+        "320x240",
+        "--fps",
+        "10",
+        "--no-live",
+    ]
+    assert main(["--url", url, "--budget-ms", "0.001", *common]) == 1  # SLO missed
+    assert main(["--url", f"http://127.0.0.1:{free_port()}", *common]) == 2  # nothing listens
+    assert main(["--url", url, "--resolution", "abc"]) == 2  # usage error
     assert main(["--url", url, "--test-cases", "no_such_case"]) == 2
 
 
-def test_capacity_search_against_a_live_server(echo_gateway: tuple[str, dict[str, int]],
-                                               tmp_path: Path) -> None:
+def test_capacity_search_against_a_live_server(
+    echo_gateway: tuple[str, dict[str, int]], tmp_path: Path
+) -> None:
     """Bounded search with a budget the echo always meets: it climbs to --capacity-max-jobs and stops."""
     url, _ = echo_gateway
     out = tmp_path / "cap.json"
-    code = main(["--url", url, "--find-capacity", "--capacity-start", "1", "--capacity-step", "1",
-                 "--capacity-max-jobs", "2", "--window", "1", "--max-windows", "3", "--warmup", "0.3",
-                 "--resolution", "320x240", "--fps", "10", "--budget-ms", "100000",
-                 "--output-report", str(out),
-                 "--no-live"])
+    code = main(
+        [
+            "--url",
+            url,
+            "--find-capacity",
+            "--capacity-start",
+            "1",
+            "--capacity-step",
+            "1",
+            "--capacity-max-jobs",
+            "2",
+            "--window",
+            "1",
+            "--max-windows",
+            "3",
+            "--warmup",
+            "0.3",
+            "--resolution",
+            "320x240",
+            "--fps",
+            "10",
+            "--budget-ms",
+            "100000",
+            "--output-report",
+            str(out),
+            "--no-live",
+        ]
+    )
     report = json.loads(out.read_text())
     assert code == 0
     assert report["capacity"]["capacity"] == 2
@@ -179,8 +254,25 @@ def test_capacity_search_against_a_live_server(echo_gateway: tuple[str, dict[str
 @pytest.mark.skipif(importlib.util.find_spec("gateway.cli") is None, reason="gateway.cli not written yet")
 def test_short_live_run_against_the_embedded_gateway(tmp_path: Path) -> None:
     out = tmp_path / "demo.json"
-    code = main(["--concurrent-jobs", "2", "--duration", "8", "--warmup", "1", "--resolution", "320x240",
-                 "--fps", "15", "--test-cases", "single_face", "--output-report", str(out), "--no-live"])
+    code = main(
+        [
+            "--concurrent-jobs",
+            "2",
+            "--duration",
+            "8",
+            "--warmup",
+            "1",
+            "--resolution",
+            "320x240",
+            "--fps",
+            "15",
+            "--test-cases",
+            "single_face",
+            "--output-report",
+            str(out),
+            "--no-live",
+        ]
+    )
     assert code in (0, 1)  # the SLO may or may not hold on a loaded 2-core machine; both are valid results
     report = json.loads(out.read_text())
     (run,) = report["runs"]

@@ -23,22 +23,39 @@ from tests.integration.test_loadgen import echo_gateway  # noqa: F401  (fixture)
 BUDGET_MS = 60.0  # near the echo's latency, so "within budget" is a real fraction, not 0 or 1
 
 
-async def test_merge_of_two_real_runs_is_their_union(echo_gateway: tuple[str, dict[str, int]],  # noqa: F811
-                                                      media_dir: Path, tmp_path: Path) -> None:
+async def test_merge_of_two_real_runs_is_their_union(
+    echo_gateway: tuple[str, dict[str, int]],  # noqa: F811
+    media_dir: Path,
+    tmp_path: Path,
+) -> None:
     url, _ = echo_gateway
     loop = build_loop(SynthConfig(320, 240, 15, "single_face", loop_frames=10), media_dir)
 
     def cfg(jobs: int) -> RunConfig:
-        return RunConfig(concurrent_jobs=jobs, fps=15, warmup_s=0.5, ramp_up_rate=10, window_s=3.0,
-                         max_measure_s=3.0, stats_interval_s=1.0, budget_ms=BUDGET_MS)
+        return RunConfig(
+            concurrent_jobs=jobs,
+            fps=15,
+            warmup_s=0.5,
+            ramp_up_rate=10,
+            window_s=3.0,
+            max_measure_s=3.0,
+            stats_interval_s=1.0,
+            budget_ms=BUDGET_MS,
+        )
 
     results = await asyncio.gather(
         run_point(url, loop, cfg(1), ClientConfig(url=url, source_id="src1")),
-        run_point(url, loop, cfg(2), ClientConfig(url=url, source_id="src1")))
+        run_point(url, loop, cfg(2), ClientConfig(url=url, source_id="src1")),
+    )
     paths = []
     for i, result in enumerate(results):
-        meta = {"test_case": "single_face", "resolution": "320x240", "fps": 15,
-                "concurrent_jobs": len(result.summary.jobs), "batch_size": None}
+        meta = {
+            "test_case": "single_face",
+            "resolution": "320x240",
+            "fps": 15,
+            "concurrent_jobs": len(result.summary.jobs),
+            "batch_size": None,
+        }
         entry = loadgen_run_entry("r", result, meta)
         report = build_report("loadgen", {"cpu_logical": 2}, {"loadgen": i}, [entry])
         paths.append(tmp_path / f"r{i}.json")

@@ -26,8 +26,12 @@ async def test_absolute_locations_lead_back_to_this_replica(astronaut: np.ndarra
     try:
         await wait_started(app, 30)
         async with aiohttp.ClientSession() as http:
-            pub = await publish(http, public, [astronaut[:240, :320].copy()],
-                                query=await source_query(http, public, astronaut))
+            pub = await publish(
+                http,
+                public,
+                [astronaut[:240, :320].copy()],
+                query=await source_query(http, public, astronaut),
+            )
             assert pub.location.startswith(public + "/whip/"), pub.location  # trailing slash normalised
             session_id = pub.location.rsplit("/", 1)[-1]
             viewer = await view(http, public, session_id, None)

@@ -17,10 +17,15 @@ from engines.models.store import ModelStore
 from loadgen.quality import main
 
 
-def test_quality_report_writes_a_sheet_and_honest_metrics(tmp_path: Path, media_dir: Path,
-                                                          model_store: ModelStore) -> None:
-    assert main(["--out-dir", str(tmp_path), "--media-dir", str(media_dir), "--model-dir",
-                 str(model_store.root)]) == 0
+def test_quality_report_writes_a_sheet_and_honest_metrics(
+    tmp_path: Path, media_dir: Path, model_store: ModelStore
+) -> None:
+    assert (
+        main(
+            ["--out-dir", str(tmp_path), "--media-dir", str(media_dir), "--model-dir", str(model_store.root)]
+        )
+        == 0
+    )
     sheet = cv2.imread(str(tmp_path / "quality.png"))
     assert sheet is not None and sheet.shape[0] > 400 and sheet.shape[1] == 6 * 200
     metrics = json.loads((tmp_path / "quality.json").read_text())

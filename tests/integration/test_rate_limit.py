@@ -101,8 +101,10 @@ async def test_a_refused_big_body_is_answered_and_the_connection_closed_not_drai
         host, port = gw.url.removeprefix("http://").split(":")
         reader, writer = await asyncio.open_connection(host, int(port))
         try:
-            writer.write(b"POST /sources HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
-                         b"Content-Length: 50000000\r\n\r\n" + b"\0" * 256_000)
+            writer.write(
+                b"POST /sources HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+                b"Content-Length: 50000000\r\n\r\n" + b"\0" * 256_000
+            )
             await writer.drain()  # and then nothing more: a lingering server would wait 10 s for the rest
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
             assert head.startswith(b"HTTP/1.1 429") and b"connection: close" in head.lower()

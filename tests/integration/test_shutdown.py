@@ -33,10 +33,27 @@ async def _status(http: aiohttp.ClientSession, url: str) -> int | None:
 @pytest.fixture
 async def gateway_process(model_store: object) -> AsyncIterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
-    argv = [sys.executable, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
-            "--ice-loopback-only", "--shutdown-grace-s", "3", "--log-level", "WARNING"]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    argv = [
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ice-loopback-only",
+        "--shutdown-grace-s",
+        "3",
+        "--log-level",
+        "WARNING",
+    ]
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         yield proc, f"http://127.0.0.1:{port}"
     finally:
@@ -71,8 +88,9 @@ async def test_signal_refuses_new_sessions_closes_peers_and_exits_0(
             proc.send_signal(sig)
             # while draining the server still answers: readiness off, new sessions refused
             assert await _wait_status(http, base + "/readyz", 503, 2)
-            async with http.post(base + "/whip", data="v=0\r\n",
-                                 headers={"Content-Type": "application/sdp"}) as r:
+            async with http.post(
+                base + "/whip", data="v=0\r\n", headers={"Content-Type": "application/sdp"}
+            ) as r:
                 assert r.status == 503 and "Retry-After" in r.headers
                 assert "shutting down" in await r.text()
             # the gateway closed our peer connection (DTLS close): no frames arrive any more
@@ -106,10 +124,27 @@ async def test_drain_keeps_live_sessions_until_they_end_then_exits(
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    argv = [sys.executable, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
-            "--ice-loopback-only", "--drain-grace-s", "120", "--event-log", "none"]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    argv = [
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ice-loopback-only",
+        "--drain-grace-s",
+        "120",
+        "--event-log",
+        "none",
+    ]
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         async with aiohttp.ClientSession() as http:
             assert await _wait_status(http, base + "/readyz", 200, 90), "never became ready"
@@ -118,8 +153,9 @@ async def test_drain_keeps_live_sessions_until_they_end_then_exits(
                 assert await wait_for(lambda: len(client.received.ids) >= 5, 30)
                 proc.send_signal(signal.SIGTERM)
                 assert await _wait_status(http, base + "/readyz", 503, 5)
-                async with http.post(base + "/whip", data="v=0\r\n",
-                                     headers={"Content-Type": "application/sdp"}) as r:
+                async with http.post(
+                    base + "/whip", data="v=0\r\n", headers={"Content-Type": "application/sdp"}
+                ) as r:
                     assert r.status == 503 and "shutting down" in await r.text()
                 # the live session still gets its processed frames while the gateway drains
                 before = len(client.received.ids)

@@ -104,11 +104,13 @@ async def test_pixel_limit_is_configurable_and_named(astronaut: np.ndarray) -> N
         running_gateway(config, pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,
         aiohttp.ClientSession() as http,
     ):
-        async with http.post(gw.url + "/sources", data=_encode(cv2.resize(astronaut, (120, 100)), ".png"),
-                             headers=PNG) as r:
+        async with http.post(
+            gw.url + "/sources", data=_encode(cv2.resize(astronaut, (120, 100)), ".png"), headers=PNG
+        ) as r:
             assert r.status == 413 and "120x100" in await r.text() and "10000 pixels" in await r.text()
-        async with http.post(gw.url + "/sources", data=_encode(cv2.resize(astronaut, (100, 100)), ".png"),
-                             headers=PNG) as r:
+        async with http.post(
+            gw.url + "/sources", data=_encode(cv2.resize(astronaut, (100, 100)), ".png"), headers=PNG
+        ) as r:
             assert r.status == 201, await r.text()
 
 
@@ -164,8 +166,9 @@ async def test_real_source_keeps_only_a_crop_around_the_face(
     config = gw_config()
     async with running_gateway(config) as gw, aiohttp.ClientSession() as http:
         big = cv2.resize(astronaut, (3000, 3000))
-        async with http.post(gw.url + "/sources", data=_encode(big, ".jpg"),
-                             headers={"Content-Type": "image/jpeg"}) as r:
+        async with http.post(
+            gw.url + "/sources", data=_encode(big, ".jpg"), headers={"Content-Type": "image/jpeg"}
+        ) as r:
             assert r.status == 201, await r.text()
             sid = (await r.json())["id"]
         face = gw.app[STATE].sources.get(sid)

@@ -91,8 +91,10 @@ async def test_token_is_redacted_in_access_log_and_slowloris_is_cut(caplog: pyte
 
         # a body dribbled in never completes: 408 after body_timeout_s (1 s here), not a handler held forever
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"POST /whip HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer legacy-secret-value\r\n"
-                     b"Content-Type: application/sdp\r\nContent-Length: 5000\r\n\r\nv=0\r\n")
+        writer.write(
+            b"POST /whip HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer legacy-secret-value\r\n"
+            b"Content-Type: application/sdp\r\nContent-Length: 5000\r\n\r\nv=0\r\n"
+        )
         await writer.drain()
         t0 = time.monotonic()
         status_line = await asyncio.wait_for(reader.readline(), 10)
@@ -118,8 +120,9 @@ async def test_tenants_own_their_sessions_and_sources(astronaut: np.ndarray, tmp
     try:
         async with aiohttp.ClientSession() as http:
             ok, png = cv2.imencode(".png", frames[0])
-            async with http.post(url + "/sources", data=png.tobytes(),
-                                 headers={"Content-Type": "image/png", **_bearer(A)}) as r:
+            async with http.post(
+                url + "/sources", data=png.tobytes(), headers={"Content-Type": "image/png", **_bearer(A)}
+            ) as r:
                 assert r.status == 201
                 source = (await r.json())["id"]
             async with http.get(f"{url}/sources/{source}", headers=_bearer(B)) as r:
@@ -138,8 +141,9 @@ async def test_tenants_own_their_sessions_and_sources(astronaut: np.ndarray, tmp
                     assert r.status == 404
                 async with http.get(f"{url}/sessions/{sid}", headers=_bearer(B)) as r:
                     assert r.status == 404
-                async with http.post(f"{url}/whep/{sid}", data=pub.pc.localDescription.sdp,
-                                     headers={**SDP, **_bearer(B)}) as r:
+                async with http.post(
+                    f"{url}/whep/{sid}", data=pub.pc.localDescription.sdp, headers={**SDP, **_bearer(B)}
+                ) as r:
                     assert r.status == 404
                 async with http.post(f"{url}/whep/{sid}", data=pub.pc.localDescription.sdp, headers=SDP) as r:
                     assert r.status == 401
@@ -190,8 +194,9 @@ async def test_viewer_token_allows_watching_one_session(astronaut: np.ndarray) -
                 probe = create_peer_connection(LOOPBACK)
                 probe.addTransceiver("video", direction="sendrecv")
                 await probe.setLocalDescription(await probe.createOffer())
-                async with http.post(url + "/whip", data=probe.localDescription.sdp,
-                                     headers={**SDP, **_bearer(B)}) as r:
+                async with http.post(
+                    url + "/whip", data=probe.localDescription.sdp, headers={**SDP, **_bearer(B)}
+                ) as r:
                     assert r.status == 201
                     other_token = r.headers["Livefuse-Viewer-Token"]
                     assert len(other_token) >= 24 and other_token != token
@@ -225,8 +230,9 @@ def test_malformed_request_tracebacks_stay_out_of_the_log() -> None:
     from gateway.http.access_log import MalformedRequestFilter
 
     def record(exc: BaseException) -> logging.LogRecord:
-        return logging.LogRecord("aiohttp.server", logging.ERROR, "x", 1, "Error handling request", (),
-                                 (type(exc), exc, None))
+        return logging.LogRecord(
+            "aiohttp.server", logging.ERROR, "x", 1, "Error handling request", (), (type(exc), exc, None)
+        )
 
     flt = MalformedRequestFilter()
     assert not flt.filter(record(LineTooLong(b"aaa", 8190)))
@@ -249,10 +255,24 @@ def test_tenants_file_errors_and_cli(tmp_path: Path) -> None:
         with pytest.raises(ValueError):
             load_tenants(path)
     good = tmp_path / "good.toml"
-    good.write_text(f'[tenants.acme]\ntoken = "{A.token}"\nmax_sessions = 1\n[tenants.ops]\n'
-                    f'token = "{B.token}"\nadmin = true\n')
-    args = build_parser().parse_args(["--tenants-file", str(good), "--token", "legacy", "--max-pending", "2",
-                                      "--max-sources", "3", "--header-timeout-s", "4"])
+    good.write_text(
+        f'[tenants.acme]\ntoken = "{A.token}"\nmax_sessions = 1\n[tenants.ops]\n'
+        f'token = "{B.token}"\nadmin = true\n'
+    )
+    args = build_parser().parse_args(
+        [
+            "--tenants-file",
+            str(good),
+            "--token",
+            "legacy",
+            "--max-pending",
+            "2",
+            "--max-sources",
+            "3",
+            "--header-timeout-s",
+            "4",
+        ]
+    )
     config = build_config(args)
     assert [t.name for t in config.auth.all_tenants] == ["default", "acme", "ops"]
     assert config.auth.all_tenants[0].admin and config.auth.all_tenants[2].admin

@@ -29,10 +29,26 @@ ROOT = Path(__file__).resolve().parents[2]
 @asynccontextmanager
 async def _gateway(extra: list[str]) -> AsyncIterator[tuple[subprocess.Popen[bytes], int]]:
     port = free_port()
-    argv = [sys.executable, "-m", "gateway.cli", "--host", "127.0.0.1", "--port", str(port),
-            "--ice-loopback-only", "--event-log", "none", *extra]
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    argv = [
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ice-loopback-only",
+        "--event-log",
+        "none",
+        *extra,
+    ]
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         yield proc, port
     finally:
@@ -44,6 +60,7 @@ async def _gateway(extra: list[str]) -> AsyncIterator[tuple[subprocess.Popen[byt
 
 async def _until(check: Callable[[], object], http: aiohttp.ClientSession, url: str, timeout: float) -> bool:
     """True once `url` answers 200; False when `check()` says the process is gone, or on timeout."""
+
     async def status() -> int | None:
         try:
             async with http.get(url, timeout=aiohttp.ClientTimeout(total=2)) as r:
@@ -79,8 +96,9 @@ async def test_whip_and_whep_over_https_with_the_operators_certificate(
             try:
                 assert await wait_for(lambda: len(publisher.received.ids) >= 5, 30), "no frames back"
                 session_id = publisher.location.rstrip("/").rsplit("/", 1)[-1]
-                viewer = await view(http, base, session_id, publisher.sender_track.sent
-                                    if publisher.sender_track else None)
+                viewer = await view(
+                    http, base, session_id, publisher.sender_track.sent if publisher.sender_track else None
+                )
                 assert await wait_for(lambda: len(viewer.received.ids) >= 5, 30), "WHEP viewer got nothing"
                 location = publisher.location
                 url = location if location.startswith("https://") else base + location

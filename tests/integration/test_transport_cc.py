@@ -125,9 +125,9 @@ async def _publish(
                 track.stop()
                 await asyncio.sleep(0)  # a frame already being packetized still leaves
                 stamper.settled = set(stamper.sent)
-                assert await wait_for(lambda: stamper.settled <= stamper.reported(), 20), (
-                    sorted(stamper.settled - stamper.reported())[:20]
-                )
+                assert await wait_for(lambda: stamper.settled <= stamper.reported(), 20), sorted(
+                    stamper.settled - stamper.reported()
+                )[:20]
             summary = session.summary()
         finally:
             track.stop()
@@ -177,7 +177,8 @@ async def test_no_transport_cc_unless_offered_and_enabled(offer_tcc: bool, enabl
 
 
 async def _receive_with_feedback(
-    astronaut: np.ndarray, until: Callable[[list[int], Any, dict[str, Any]], bool],
+    astronaut: np.ndarray,
+    until: Callable[[list[int], Any, dict[str, Any]], bool],
     impairment: Impairment | None = None,
 ) -> tuple[list[int], dict[str, object], dict[str, Any]]:
     """A publisher that offers transport-cc and sends transport-cc feedback for the processed stream it gets

@@ -53,8 +53,9 @@ def _inputs(name: str, astronaut: np.ndarray) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("shm", [False, True], ids=["grpc", "shm"])
 @pytest.mark.parametrize("name", ["face_detector", "face_landmarker"])
-def test_outputs_equal_in_process_ort(triton: TritonProcess, repo: Path, astronaut: np.ndarray,
-                                      name: str, shm: bool) -> None:
+def test_outputs_equal_in_process_ort(
+    triton: TritonProcess, repo: Path, astronaut: np.ndarray, name: str, shm: bool
+) -> None:
     local = OrtEngine(repo / name / "1" / "model.onnx", OrtConfig(max_batch=8), name=name)
     remote = TritonEngine(name, TritonConfig(url=grpc_url(triton), shm=shm))
     try:
@@ -72,8 +73,9 @@ def test_outputs_equal_in_process_ort(triton: TritonProcess, repo: Path, astrona
         # a batch above the server's max is split by run_batched into requests Triton accepts
         big = {k: np.concatenate([v] * 4) for k, v in feeds.items()}  # 12 > 8
         got = run_batched(remote, big)
-        np.testing.assert_allclose(got[local.outputs[0].name][9:12], want[local.outputs[0].name],
-                                   atol=ATOL, rtol=RTOL)
+        np.testing.assert_allclose(
+            got[local.outputs[0].name][9:12], want[local.outputs[0].name], atol=ATOL, rtol=RTOL
+        )
     finally:
         remote.close()
         remote.close()  # idempotent
@@ -138,9 +140,10 @@ def test_server_killed_and_restarted(repo: Path, tmp_path: Path, shm: bool) -> N
 
 def test_dns_url_balances_over_every_address(triton: TritonProcess) -> None:
     """The form the Kubernetes manifests use for a headless Service (`dns:///name:port`, round robin)."""
-    engine = TritonEngine("face_landmarker",
-                          TritonConfig(url=f"dns:///localhost:{triton.config.grpc_port}",
-                                       connect_timeout_s=10))
+    engine = TritonEngine(
+        "face_landmarker",
+        TritonConfig(url=f"dns:///localhost:{triton.config.grpc_port}", connect_timeout_s=10),
+    )
     try:
         out = engine.infer({"input_1": np.zeros((1, 3, 192, 192), np.float32)})
         assert out["conv2d_20"].shape == (1, 1404, 1, 1)

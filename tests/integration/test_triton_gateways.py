@@ -37,8 +37,9 @@ FPS = 6.0
 def repo(tmp_path_factory: pytest.TempPathFactory, model_store: ModelStore) -> Path:
     # a long queue delay with preferred batch 2: Triton holds a lone request for a partner from the other
     # gateway, so merging does not hinge on the two gateways' timing
-    return build_repository(tmp_path_factory.mktemp("triton") / "repo", model_store.root, preferred=(2,),
-                            delay_us=30_000)
+    return build_repository(
+        tmp_path_factory.mktemp("triton") / "repo", model_store.root, preferred=(2,), delay_us=30_000
+    )
 
 
 @pytest.fixture()
@@ -52,8 +53,11 @@ def _config(server: TritonProcess, model_dir: Path, shm: bool = False) -> Any:
     base = gw_config()
     return replace(
         base,
-        processing=ProcessingConfig(engine="triton", model_dir=model_dir,
-                                    triton=TritonConfig(url=grpc_url(server), timeout_s=3.0, shm=shm)),
+        processing=ProcessingConfig(
+            engine="triton",
+            model_dir=model_dir,
+            triton=TritonConfig(url=grpc_url(server), timeout_s=3.0, shm=shm),
+        ),
         # one batch at a time per gateway (see the module docstring); a generous budget: this test is about
         # where frames go, and the shared 2-core box must not turn it into a timing test
         scheduler=SchedulerConfig(workers=1, budget_ms=2000.0, max_batch=4),
@@ -66,8 +70,9 @@ async def _stats(http: aiohttp.ClientSession, url: str) -> dict[str, Any]:
         return dict(await r.json())
 
 
-async def test_two_gateways_share_triton_batches(triton: TritonProcess, model_store: ModelStore,
-                                                 media: dict[str, Path], astronaut: Any) -> None:
+async def test_two_gateways_share_triton_batches(
+    triton: TritonProcess, model_store: ModelStore, media: dict[str, Path], astronaut: Any
+) -> None:
     images = carphone_frames(media["carphone_pristine.mp4"])
     # one gateway sends tensors over gRPC, the other through system shared memory: both paths, one batcher
     gws = [await start_gateway(_config(triton, model_store.root, shm=shm)) for shm in (False, True)]
@@ -79,8 +84,10 @@ async def test_two_gateways_share_triton_batches(triton: TritonProcess, model_st
                     assert r.status == 200, await r.text()
             queries = [await source_query(http, gw.url, astronaut) for gw in gws]
             before = metrics(triton)
-            clients = [await publish(http, gw.url, images, fps=FPS, query=q) for gw, q in zip(gws, queries,
-                                                                                              strict=True)]
+            clients = [
+                await publish(http, gw.url, images, fps=FPS, query=q)
+                for gw, q in zip(gws, queries, strict=True)
+            ]
             assert await wait_for(lambda: all(len(c.received.ids) >= 40 for c in clients), 60)
             for c in clients:
                 await c.close()
@@ -99,9 +106,11 @@ async def test_two_gateways_share_triton_batches(triton: TritonProcess, model_st
                 assert accounted == frames["received"], frames
         model = "face_landmarker"  # runs on every frame (the detector may run every Nth, tracking between)
         requests = after[("nv_inference_request_success", model)] - before.get(
-            ("nv_inference_request_success", model), 0.0)
+            ("nv_inference_request_success", model), 0.0
+        )
         execs = after[("nv_inference_exec_count", model)] - before.get(
-            ("nv_inference_exec_count", model), 0.0)
+            ("nv_inference_exec_count", model), 0.0
+        )
         items = after[("nv_inference_count", model)] - before.get(("nv_inference_count", model), 0.0)
         print(f"triton {model}: {requests=} {execs=} {items=}")
         assert requests >= 40, (requests, execs)
@@ -114,15 +123,17 @@ async def test_two_gateways_share_triton_batches(triton: TritonProcess, model_st
             await gw.stop()
 
 
-async def test_triton_killed_and_restarted_mid_stream(triton: TritonProcess, model_store: ModelStore,
-                                                      media: dict[str, Path], astronaut: Any) -> None:
+async def test_triton_killed_and_restarted_mid_stream(
+    triton: TritonProcess, model_store: ModelStore, media: dict[str, Path], astronaut: Any
+) -> None:
     images = carphone_frames(media["carphone_pristine.mp4"])
     gw = await start_gateway(_config(triton, model_store.root))
     client = None
     try:
         async with aiohttp.ClientSession() as http:
-            client = await publish(http, gw.url, images, fps=FPS, query=await source_query(http, gw.url,
-                                                                                         astronaut))
+            client = await publish(
+                http, gw.url, images, fps=FPS, query=await source_query(http, gw.url, astronaut)
+            )
             assert await wait_for(lambda: len(client.received.ids) >= 10, 40)
             processed_before = (await _stats(http, gw.url))["frames"]["processed"]
             assert processed_before > 0

@@ -25,10 +25,29 @@ def test_serve_starts_ready_and_stops_on_sigterm(tmp_path: Path, model_store: Mo
     repo = build_repository(tmp_path / "repo", model_store.root, models=("face_landmarker",))
     grpc, http, metrics = free_ports(3)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engines.triton", "serve", "--model-repository", str(repo), "--grpc-port",
-         str(grpc), "--http-port", str(http), "--metrics-port", str(metrics), "--log-file",
-         str(tmp_path / "triton.log"), "--work-dir", str(tmp_path / "work")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "engines.triton",
+            "serve",
+            "--model-repository",
+            str(repo),
+            "--grpc-port",
+            str(grpc),
+            "--http-port",
+            str(http),
+            "--metrics-port",
+            str(metrics),
+            "--log-file",
+            str(tmp_path / "triton.log"),
+            "--work-dir",
+            str(tmp_path / "work"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         lines = []
@@ -52,9 +71,14 @@ def test_serve_starts_ready_and_stops_on_sigterm(tmp_path: Path, model_store: Mo
 
 
 def test_missing_repository_is_one_line(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "engines.triton", "serve", "--model-repository",
-                          str(tmp_path / "nope")], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                         env={**os.environ})
+    out = subprocess.run(
+        [sys.executable, "-m", "engines.triton", "serve", "--model-repository", str(tmp_path / "nope")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ},
+    )
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "model repository not found" in out.stderr
 

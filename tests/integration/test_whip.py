@@ -85,8 +85,12 @@ async def test_four_publishers_share_batches(astronaut: np.ndarray) -> None:
     # no per-interval deadline): on a busy machine the measured batch time grows and the deadline policy
     # would rightly shrink batches to one frame; that policy has its own tests.
     pipeline = FakePipeline(delay_s=0.05)
-    config = replace(gw_config(), scheduler=SchedulerConfig(
-        max_batch=8, max_queue_delay_ms=20.0, workers=1, budget_ms=3000.0, interval_deadline_batches=0.0))
+    config = replace(
+        gw_config(),
+        scheduler=SchedulerConfig(
+            max_batch=8, max_queue_delay_ms=20.0, workers=1, budget_ms=3000.0, interval_deadline_batches=0.0
+        ),
+    )
     async with (
         running_gateway(config, pipeline=pipeline, monitor=RecordingMonitor()) as gw,
         aiohttp.ClientSession() as http,

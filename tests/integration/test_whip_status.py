@@ -150,13 +150,25 @@ async def test_trickle_ice_candidates_arrive_by_patch(astronaut: np.ndarray) -> 
             pwd = re.search(r"a=ice-pwd:(\S+)", full).group(1)  # type: ignore[union-attr]
             cands = [x for x in lines if x.startswith("a=candidate:")]
             assert cands, "the client gathered candidates on 127.0.0.1"
-            frag = "\r\n".join([f"a=ice-ufrag:{ufrag}", f"a=ice-pwd:{pwd}", "m=video 9 UDP/TLS/RTP/SAVPF 0",
-                                 "a=mid:0", *cands, "a=end-of-candidates"]) + "\r\n"
+            frag = (
+                "\r\n".join(
+                    [
+                        f"a=ice-ufrag:{ufrag}",
+                        f"a=ice-pwd:{pwd}",
+                        "m=video 9 UDP/TLS/RTP/SAVPF 0",
+                        "a=mid:0",
+                        *cands,
+                        "a=end-of-candidates",
+                    ]
+                )
+                + "\r\n"
+            )
             session = sessions_of(gw.app).get(location.rsplit("/", 1)[-1])
             ice = session.pc.getTransceivers()[0].receiver.transport.transport
             assert ice.getRemoteCandidates() == []  # the offer carried none
             async with http.patch(
-                gw.url + location, data=frag,
+                gw.url + location,
+                data=frag,
                 headers={"Content-Type": "application/trickle-ice-sdpfrag", "If-Match": etag},
             ) as r:
                 assert r.status == 204, await r.text()

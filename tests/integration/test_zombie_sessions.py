@@ -171,9 +171,12 @@ async def test_pending_budget_never_locks_out_a_real_publisher(astronaut: np.nda
 
 
 async def test_reaper_drops_a_session_whose_close_hangs() -> None:
-    async with running_gateway(
-        gw_config(connect_timeout_s=0.5), pipeline=FakePipeline(), monitor=RecordingMonitor()
-    ) as gw, aiohttp.ClientSession() as http:
+    async with (
+        running_gateway(
+            gw_config(connect_timeout_s=0.5), pipeline=FakePipeline(), monitor=RecordingMonitor()
+        ) as gw,
+        aiohttp.ClientSession() as http,
+    ):
         async with http.post(gw.url + "/whip", data=await real_offer(False), headers=SDP) as r:
             assert r.status == 201
         manager = gw.app[STATE].sessions
@@ -207,7 +210,8 @@ async def test_patch_after_odd_offer_and_bad_auth_header_are_4xx() -> None:
         for raw in (b"Bearer \xff\xfe", b"\xc3\x28 \xa0\xa1", b"Bearer s3cret\x80"):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(
-                b"DELETE /whip/x HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: " + raw
+                b"DELETE /whip/x HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: "
+                + raw
                 + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
             )
             await writer.drain()

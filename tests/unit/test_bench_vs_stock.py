@@ -7,8 +7,9 @@ import pytest
 import loadgen.bench.vs_stock as bvs
 
 
-def _point(jobs: int, p95: float | None, ok: bool, cpu: float | None = 10.0, p50: float | None = 20.0
-           ) -> object:
+def _point(
+    jobs: int, p95: float | None, ok: bool, cpu: float | None = 10.0, p50: float | None = 20.0
+) -> object:
     return bvs.Point(jobs, p50, p95, 1.0 if ok else 0.7, ok, True, cpu, 15.0 * jobs)
 
 
@@ -70,9 +71,20 @@ def test_quick_mode_and_fixed_points_from_the_command_line() -> None:
     quick = bvs.config_from_args(bvs.build_parser().parse_args(["--quick"]))
     assert quick.window_s == 3.0 and quick.capacity.stable_windows == 2 and quick.capacity.max_jobs == 10
     assert quick.max_time_per_design_s == 150.0
-    fixed = bvs.config_from_args(bvs.build_parser().parse_args(
-        ["--jobs", "1", "4", "--resolution", "640x360", "--designs", "gateway",
-         "--gateway-arg=--batch-wait=window"]))
+    fixed = bvs.config_from_args(
+        bvs.build_parser().parse_args(
+            [
+                "--jobs",
+                "1",
+                "4",
+                "--resolution",
+                "640x360",
+                "--designs",
+                "gateway",
+                "--gateway-arg=--batch-wait=window",
+            ]
+        )
+    )
     assert fixed.jobs == (1, 4) and (fixed.width, fixed.height) == (640, 360)
     assert fixed.designs == ("gateway",)
     gw = bvs.server_config("gateway", fixed)
@@ -108,25 +120,46 @@ def test_server_window_counts_the_gateways_dispatch_reasons_in_the_window() -> N
 def test_server_window_splits_the_machine_between_server_and_load_generator() -> None:
     S = bvs.ServerSample
     # server 0.8 CPU s, load generator 0.5 s, machine 1.6 busy s over 2 s: 0.4 / 0.25 / 0.8 cores
-    samples = [S(0.0, 1.0, 0, client_cpu_s=3.0, machine_busy_s=10.0),
-               S(2.0, 1.8, 30, client_cpu_s=3.5, machine_busy_s=11.6)]
+    samples = [
+        S(0.0, 1.0, 0, client_cpu_s=3.0, machine_busy_s=10.0),
+        S(2.0, 1.8, 30, client_cpu_s=3.5, machine_busy_s=11.6),
+    ]
     w = bvs.server_window(samples, 0.0, 2.0)
     assert w is not None
-    assert w.cores() == {"server": pytest.approx(0.4), "client": pytest.approx(0.25),
-                         "machine": pytest.approx(0.8)}
+    assert w.cores() == {
+        "server": pytest.approx(0.4),
+        "client": pytest.approx(0.25),
+        "machine": pytest.approx(0.8),
+    }
     p = bvs.Point(2, 20.0, 40.0, 1.0, True, True, w.cpu_ms_per_frame, w.processed_fps, w)
     assert p.to_dict()["cores"] == {"server": 0.4, "client": 0.25, "machine": 0.8}
     assert "0.40/0.25/0.80" in bvs.format_table([bvs.DesignResult("gateway", [p], 2)], {}, "t")
-    busy = bvs._busy(type("T", (), {"_fields": ("user", "system", "idle", "iowait", "steal", "guest"),
-                                    "user": 5.0, "system": 1.0, "idle": 50.0, "iowait": 2.0, "steal": 3.0,
-                                    "guest": 4.0})())
+    busy = bvs._busy(
+        type(
+            "T",
+            (),
+            {
+                "_fields": ("user", "system", "idle", "iowait", "steal", "guest"),
+                "user": 5.0,
+                "system": 1.0,
+                "idle": 50.0,
+                "iowait": 2.0,
+                "steal": 3.0,
+                "guest": 4.0,
+            },
+        )()
+    )
     assert busy == 6.0  # idle, iowait, another guest's steal and guest (already in user) are not busy
 
 
 def test_compare_gives_the_gateways_p95_at_the_baselines_capacity() -> None:
     gw = bvs.DesignResult("gateway")
-    gw.points = [_point(6, 30.0, True), _point(8, 40.0, True), _point(9, 140.0, True),
-                 _point(10, 170.0, False)]
+    gw.points = [
+        _point(6, 30.0, True),
+        _point(8, 40.0, True),
+        _point(9, 140.0, True),
+        _point(10, 170.0, False),
+    ]
     gw.capacity = 9
     ex = _design("stock-executor", 8, 120.0, 9.5)
     c = bvs.compare([gw, ex])

@@ -35,7 +35,7 @@ def test_step_then_bisect_finds_the_largest_passing_n() -> None:
     search = _run(CapacityConfig(budget_ms=150, start=1, step=4))
     assert search.capacity == 13
     tried = [p.jobs for p in search.points]
-    assert tried[:5] == [1, 5, 9, 13, 17]          # stepping until the first failure
+    assert tried[:5] == [1, 5, 9, 13, 17]  # stepping until the first failure
     assert set(tried[5:]) <= {14, 15, 16} and 14 in tried  # then bisecting in (13, 17)
     assert search.finished
 

@@ -12,8 +12,9 @@ from gateway.control.capacity import ResourceUse, estimate, usable_cores
 def test_cpu_binds_when_codecs_and_transport_dominate() -> None:
     # measured shape on the 2-core box: 2 sessions use 0.55 cores of process CPU (0.05 idle), the batch
     # workers only 0.2 of 2 workers: the workers alone would claim 17 sessions, the CPU says 6
-    got = estimate([ResourceUse("cpu", 0.55, 2.0, baseline=0.05), ResourceUse("workers", 0.2, 2.0)],
-                   sessions=2)
+    got = estimate(
+        [ResourceUse("cpu", 0.55, 2.0, baseline=0.05), ResourceUse("workers", 0.2, 2.0)], sessions=2
+    )
     assert got.per_resource == {"cpu": 7, "workers": 18}
     assert got.capacity_sessions == 7 and got.binding == "cpu"
     assert got.utilisation == pytest.approx(0.275)

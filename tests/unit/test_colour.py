@@ -23,7 +23,7 @@ SIZES = [(320, 240), (480, 270), (322, 242), (640, 360)]
 
 def _psnr(a: np.ndarray, b: np.ndarray) -> float:
     mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return 99.0 if mse == 0 else 10.0 * np.log10(255.0 ** 2 / mse)
+    return 99.0 if mse == 0 else 10.0 * np.log10(255.0**2 / mse)
 
 
 def _planes(frame: av.VideoFrame) -> list[np.ndarray]:
@@ -82,11 +82,12 @@ def _vp8_round_trip(frames: list[np.ndarray], cpu_used: int = FanoutEncoder.VP8_
 
 
 @pytest.mark.parametrize("size", [(320, 240), (480, 270)])
-def test_encoded_stream_quality_does_not_drop(astronaut: np.ndarray, size: tuple[int, int],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_encoded_stream_quality_does_not_drop(
+    astronaut: np.ndarray, size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The same 30 moving frames through the real VP8 encoder, fast conversion vs the libswscale path."""
     base = cv2.resize(astronaut, (size[0] + 60, size[1]), interpolation=cv2.INTER_AREA)
-    frames = [np.ascontiguousarray(base[:, 2 * k: 2 * k + size[0]]) for k in range(30)]
+    frames = [np.ascontiguousarray(base[:, 2 * k : 2 * k + size[0]]) for k in range(30)]
     fast = _vp8_round_trip(frames)
     monkeypatch.setattr(fanout, "rgb_to_i420", lambda image: None)  # force the previous path
     slow = _vp8_round_trip(frames)
@@ -97,11 +98,12 @@ def test_encoded_stream_quality_does_not_drop(astronaut: np.ndarray, size: tuple
 
 
 @pytest.mark.parametrize("size", [(320, 240), (640, 360)])
-def test_whole_encode_path_not_worse_than_before(astronaut: np.ndarray, size: tuple[int, int],
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_whole_encode_path_not_worse_than_before(
+    astronaut: np.ndarray, size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Fast conversion + the faster VP8 setting vs what shipped before (libswscale + aiortc's cpu-used -6)."""
     base = cv2.resize(astronaut, (size[0] + 60, size[1]), interpolation=cv2.INTER_AREA)
-    frames = [np.ascontiguousarray(base[:, 2 * k: 2 * k + size[0]]) for k in range(30)]
+    frames = [np.ascontiguousarray(base[:, 2 * k : 2 * k + size[0]]) for k in range(30)]
     now = _vp8_round_trip(frames)
     monkeypatch.setattr(fanout, "rgb_to_i420", lambda image: None)
     before = _vp8_round_trip(frames, cpu_used=-6)

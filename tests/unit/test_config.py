@@ -126,8 +126,19 @@ def test_monitoring_flags_reach_the_monitor_config(tmp_path: Path) -> None:
     assert default.event_log is not None and default.event_log.name == "events.jsonl"
     assert default.degradation.enabled and default.budget_ms == 150.0
     config = _config(
-        ["--event-log", str(tmp_path / "ev.jsonl"), "--event-log-max-mb", "2", "--no-degradation",
-         "--budget-ms", "120", "--workers", "2", "--sample-interval-s", "0.5"]
+        [
+            "--event-log",
+            str(tmp_path / "ev.jsonl"),
+            "--event-log-max-mb",
+            "2",
+            "--no-degradation",
+            "--budget-ms",
+            "120",
+            "--workers",
+            "2",
+            "--sample-interval-s",
+            "0.5",
+        ]
     )
     m = config.monitor
     assert m.event_log == tmp_path / "ev.jsonl" and m.event_log_max_bytes == 2_000_000
@@ -138,8 +149,17 @@ def test_monitoring_flags_reach_the_monitor_config(tmp_path: Path) -> None:
 
 def test_engine_flags_reach_the_processing_config(tmp_path: Path) -> None:
     config = _config(
-        ["--device-id", "1", "--fp16", "--trt-cache-dir", str(tmp_path), "--intra-op-threads", "2",
-         "--contexts", "3"]
+        [
+            "--device-id",
+            "1",
+            "--fp16",
+            "--trt-cache-dir",
+            str(tmp_path),
+            "--intra-op-threads",
+            "2",
+            "--contexts",
+            "3",
+        ]
     )
     p = config.processing
     assert (p.device_id, p.fp16, p.trt_cache_dir, p.intra_op_threads, p.contexts) == (1, True, tmp_path, 2, 3)
@@ -190,10 +210,10 @@ def test_video_bitrate_flag_file_key_and_bounds(capsys: pytest.CaptureFixture[st
 
 def test_a_repeat_waits_for_the_gap_a_processed_frame_never_does() -> None:
     assert repeat_due(Outcome.PROCESSED, 0.0, 0.2)
-    assert repeat_due(Outcome.DROPPED_DEADLINE, None, 0.2)        # nothing sent yet
-    assert not repeat_due(Outcome.DROPPED_DEADLINE, 0.067, 0.2)   # the viewer holds the last picture anyway
-    assert repeat_due(Outcome.DROPPED_DEADLINE, 0.2, 0.2)         # a stall: keep frames coming
-    assert repeat_due(Outcome.ERROR, 0.01, 0.0)                   # 0 = repeat every frame not processed
+    assert repeat_due(Outcome.DROPPED_DEADLINE, None, 0.2)  # nothing sent yet
+    assert not repeat_due(Outcome.DROPPED_DEADLINE, 0.067, 0.2)  # the viewer holds the last picture anyway
+    assert repeat_due(Outcome.DROPPED_DEADLINE, 0.2, 0.2)  # a stall: keep frames coming
+    assert repeat_due(Outcome.ERROR, 0.01, 0.0)  # 0 = repeat every frame not processed
 
 
 def test_front_cpus_take_lists_and_ranges_of_cpus_this_gateway_may_use(

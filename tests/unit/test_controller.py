@@ -27,8 +27,11 @@ def _run(
     changes = []
     t = t0
     while t <= t1 + 1e-9:
-        d = ctl.update(ControllerInput(now=t, server_p95_ms=p95, vram_fraction=vram, budget_ms=BUDGET,
-                                       drop_fraction=drops))
+        d = ctl.update(
+            ControllerInput(
+                now=t, server_p95_ms=p95, vram_fraction=vram, budget_ms=BUDGET, drop_fraction=drops
+            )
+        )
         if d.changed:
             changes.append((t, d.level))
             assert d.reason
@@ -111,7 +114,6 @@ def test_recommend_max_batch_from_fixed_plus_per_item_cost() -> None:
     assert recommend_max_batch([(1, 3.0)], budget_ms=150.0, default=8) == 8
 
 
-
 def _run_drops(
     ctl: DegradationController, t0: float, t1: float, drops: float, p95: float = 100.0
 ) -> list[int]:
@@ -123,12 +125,12 @@ def test_shedding_frames_steps_down_even_when_processed_frames_meet_the_budget()
     ctl = DegradationController(DegradationConfig())
     assert _run_drops(ctl, 0.0, 2.5, drops=0.3) == []  # not yet sustained
     assert _run_drops(ctl, 3.0, 3.0, drops=0.3) == [1]
-    decision = ctl.update(ControllerInput(now=6.0, server_p95_ms=100.0, vram_fraction=None, budget_ms=BUDGET,
-                                          drop_fraction=0.3))
+    decision = ctl.update(
+        ControllerInput(now=6.0, server_p95_ms=100.0, vram_fraction=None, budget_ms=BUDGET, drop_fraction=0.3)
+    )
     assert decision.level == 2 and "30% of frames dropped" in decision.reason
     # a few drops (between 2% and 10%) with latency in between: hold
     assert _run_drops(ctl, 6.5, 40.0, drops=0.05, p95=80.0) == []
     # latency headroom but still 5% shed: no step up either (drops must fall below 2%)
     assert _run_drops(ctl, 40.5, 60.0, drops=0.05, p95=50.0) == []
     assert _run_drops(ctl, 60.5, 71.0, drops=0.0, p95=50.0) == [1]
-

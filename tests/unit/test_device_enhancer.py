@@ -95,8 +95,13 @@ def gfpgan(gfpgan_store: ModelStore) -> Iterator[tuple[Pipeline, Pipeline]]:
 def gfpgan_torch(gfpgan_store: ModelStore) -> Iterator[Pipeline]:
     """Every model on CPU torch (standing in for CUDA), the enhancer's image work on "cpu": the engine's
     device; batches of at most 2, so a frame of several faces also splits and pads."""
-    config = PipelineConfig(processors=BOTH, enhancer="gfpgan_1.4", enhancer_blend=1.0, image_device="cpu",
-                            engine=EngineConfig(backend="torch", contexts=1, max_batch=2))
+    config = PipelineConfig(
+        processors=BOTH,
+        enhancer="gfpgan_1.4",
+        enhancer_blend=1.0,
+        image_device="cpu",
+        engine=EngineConfig(backend="torch", contexts=1, max_batch=2),
+    )
     p = Pipeline.from_config(config, gfpgan_store)
     try:
         yield p
@@ -112,8 +117,9 @@ def _psnr(diff: np.ndarray) -> float:
     return float(10 * np.log10(255.0**2 / max(float(np.mean(diff.astype(np.float64) ** 2)), 1e-9)))
 
 
-def test_detail_enhancer_on_the_device_matches(detail: tuple[Pipeline, Pipeline], frames: list[np.ndarray],
-                                              astronaut: np.ndarray) -> None:
+def test_detail_enhancer_on_the_device_matches(
+    detail: tuple[Pipeline, Pipeline], frames: list[np.ndarray], astronaut: np.ndarray
+) -> None:
     host, dev = detail
     source = host.prepare_source(astronaut, "astronaut")
     for frame in frames:
@@ -138,9 +144,12 @@ def test_gfpgan_on_the_device_matches(gfpgan: tuple[Pipeline, Pipeline], frames:
         i420_made_on_the_device(got)
 
 
-def test_gfpgan_crops_stay_on_the_torch_engines_device(gfpgan: tuple[Pipeline, Pipeline],
-                                                      gfpgan_torch: Pipeline, frames: list[np.ndarray],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gfpgan_crops_stay_on_the_torch_engines_device(
+    gfpgan: tuple[Pipeline, Pipeline],
+    gfpgan_torch: Pipeline,
+    frames: list[np.ndarray],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """With the torch engine on the enhancer's device the crops never pass through numpy (its `infer` is
     made to fail and the stage still runs, through `infer_tensors`), and the frames equal the numpy round
     trip's; a host engine (ONNX Runtime) keeps that round trip."""
@@ -193,8 +202,11 @@ class _Counting(DeviceFrames):
 
 
 def test_swap_and_enhance_share_one_upload_and_one_download(
-        detail: tuple[Pipeline, Pipeline], astronaut: np.ndarray, frames: list[np.ndarray],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    detail: tuple[Pipeline, Pipeline],
+    astronaut: np.ndarray,
+    frames: list[np.ndarray],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     _, dev = detail
     assert dev.device_swap is not None
     source = dev.prepare_source(astronaut, "astronaut")
@@ -203,8 +215,8 @@ def test_swap_and_enhance_share_one_upload_and_one_download(
     items = [FrameItem(f, source, FrameOptions(processors=BOTH), FaceTrack(), time_s=0.0) for f in frames[:3]]
     outs = dev.process(items)
     assert all(o.changed for o in outs)
-    assert sorted(_Counting.uploads) == [0, 1, 2]   # each frame up once, for both stages
-    assert _Counting.downloads == [[0, 1, 2]]       # and back once, together
+    assert sorted(_Counting.uploads) == [0, 1, 2]  # each frame up once, for both stages
+    assert _Counting.downloads == [[0, 1, 2]]  # and back once, together
     assert all(o.timings_ms.keys() >= {STAGE_SWAP, STAGE_ENHANCE} for o in outs)
 
 
@@ -234,8 +246,9 @@ def test_the_torch_cuda_engine_moves_the_enhancer_to_its_device() -> None:
 
 
 @pytest.mark.parametrize("name", ["detail", "gfpgan"])
-def test_warmup_runs_the_device_stages_once(name: str, request: pytest.FixtureRequest,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_warmup_runs_the_device_stages_once(
+    name: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The start-up warm-up takes the device path too (its first kernels and transfers happen there, not on
     the first live frame): the synthetic frame goes up once, is swapped and enhanced, and comes back once."""
     _, dev = request.getfixturevalue(name)

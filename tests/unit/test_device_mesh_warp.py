@@ -33,8 +33,9 @@ def frames(media: dict[str, object], astronaut: np.ndarray) -> list[np.ndarray]:
     return [*out, astronaut]
 
 
-def test_device_swap_matches_the_numpy_path(model_store: ModelStore, frames: list[np.ndarray],
-                                            astronaut: np.ndarray) -> None:
+def test_device_swap_matches_the_numpy_path(
+    model_store: ModelStore, frames: list[np.ndarray], astronaut: np.ndarray
+) -> None:
     cpu = Pipeline.from_config(PipelineConfig(), model_store)
     dev = Pipeline.from_config(PipelineConfig(image_device="cpu"), model_store)
     try:

@@ -12,8 +12,12 @@ from loadgen.stats import FrameReceived, FrameSent
 WINDOW_S = 300.0
 
 
-def _windows(p95s: Sequence[float], stale: Sequence[int] | None = None, threads: Sequence[int] | None = None,
-             gw_cpu: Sequence[float] | None = None) -> list[Window]:
+def _windows(
+    p95s: Sequence[float],
+    stale: Sequence[int] | None = None,
+    threads: Sequence[int] | None = None,
+    gw_cpu: Sequence[float] | None = None,
+) -> list[Window]:
     out = []
     for i, p95 in enumerate(p95s):
         w = Window(i, i * WINDOW_S, (i + 1) * WINDOW_S)
@@ -62,8 +66,12 @@ def test_stale_drops_piling_up_at_the_end_fail_even_under_the_overall_limit() ->
 def test_growing_threads_cpu_and_rss_each_fail_their_check() -> None:
     threads = [30, 30, 31, 33, 35, 37, 39, 41, 43, 43, 43, 43]
     gw_cpu = [10.0] * 10 + [13.0, 13.0]
-    result = verdict(_windows([30.0] * 12, threads=threads, gw_cpu=gw_cpu), _flat_rss(60, per_min=0.5),
-                     _flat_rss(60), DriftTargets())
+    result = verdict(
+        _windows([30.0] * 12, threads=threads, gw_cpu=gw_cpu),
+        _flat_rss(60, per_min=0.5),
+        _flat_rss(60),
+        DriftTargets(),
+    )
     assert _check(result, "gateway threads above the first window")["ok"] is False
     assert _check(result, "gateway CPU per frame last/first")["ok"] is False
     assert _check(result, "gateway RSS slope, MB/min")["value"] == pytest.approx(0.5)

@@ -64,7 +64,6 @@ def test_every_bypass_is_refused(url: str) -> None:
     assert not EgressConfig(allowed_prefixes=ALLOW_TEXTS).allows(url)
 
 
-
 @pytest.mark.parametrize("url", ALLOWED)
 def test_the_allowed_urls_pass(url: str) -> None:
     ALLOW.check(url)

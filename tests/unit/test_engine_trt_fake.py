@@ -25,8 +25,9 @@ class FakeCudart:
         self.cudaError_t = SimpleNamespace(cudaSuccess=0)
         self.cudaMemcpyKind = SimpleNamespace(cudaMemcpyHostToDevice=1, cudaMemcpyDeviceToHost=2)
         self.cudaStreamCaptureMode = SimpleNamespace(cudaStreamCaptureModeThreadLocal=1)
-        self.cudaDeviceAttr = SimpleNamespace(cudaDevAttrComputeCapabilityMajor=75,
-                                              cudaDevAttrComputeCapabilityMinor=76)
+        self.cudaDeviceAttr = SimpleNamespace(
+            cudaDevAttrComputeCapabilityMajor=75, cudaDevAttrComputeCapabilityMinor=76
+        )
         self.cudaStreamNonBlocking = 1
         self.buffers: dict[int, Any] = {}
         self.freed: list[int] = []
@@ -222,8 +223,9 @@ def test_fake_plan_cuda_graph_buckets_pad_and_replay(fake: tuple[Any, FakeCudart
     eng.close()
 
 
-def test_fake_plan_graphs_are_keyed_by_full_shape(fake: tuple[Any, FakeCudart],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fake_plan_graphs_are_keyed_by_full_shape(
+    fake: tuple[Any, FakeCudart], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two spatial sizes at one batch bucket: each replays its own graph (keyed by batch alone, the second
     size replayed the first one's kernels and returned half its output unwritten)."""
     engine, cudart = fake

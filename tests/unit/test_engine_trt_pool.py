@@ -79,6 +79,7 @@ def test_drain_closes_the_pool() -> None:
 def test_trt_engine_without_tensorrt_is_one_line() -> None:
     try:
         import tensorrt  # noqa: F401
+
         pytest.skip("tensorrt is installed here")
     except ImportError:
         pass

@@ -53,8 +53,9 @@ def test_no_face_in_flat_grey(detector: FaceDetector) -> None:
     assert detector.detect([np.full((240, 320, 3), 128, np.uint8)]) == [[]]
 
 
-def test_five_landmarks_inside_their_boxes(detector: FaceDetector, group_photo: np.ndarray,
-                                           astronaut: np.ndarray) -> None:
+def test_five_landmarks_inside_their_boxes(
+    detector: FaceDetector, group_photo: np.ndarray, astronaut: np.ndarray
+) -> None:
     for faces in detector.detect([group_photo, astronaut]):
         for f in faces:
             assert f.kps5.shape == (5, 2)
@@ -65,8 +66,9 @@ def test_five_landmarks_inside_their_boxes(detector: FaceDetector, group_photo: 
             assert max(f.kps5[0, 1], f.kps5[1, 1]) < f.kps5[2, 1] < min(f.kps5[3, 1], f.kps5[4, 1])
 
 
-def test_batch_of_four_equals_four_single_calls(detector: FaceDetector, astronaut: np.ndarray,
-                                                group_photo: np.ndarray, carphone_frame: np.ndarray) -> None:
+def test_batch_of_four_equals_four_single_calls(
+    detector: FaceDetector, astronaut: np.ndarray, group_photo: np.ndarray, carphone_frame: np.ndarray
+) -> None:
     frames = [astronaut, group_photo, carphone_frame, cv2.resize(astronaut, (320, 240))]
     batched = detector.detect(frames)
     singles = [detector.detect([f])[0] for f in frames]
@@ -110,12 +112,12 @@ def test_letterbox_keeps_aspect_and_pads_with_mean() -> None:
     assert canvas == (160, 320)  # 2:1 -> long side 320, short side 160 (a multiple of 32)
     tensor, scales = letterbox([img], canvas)
     assert tensor.shape == (1, 3, 160, 320) and scales == [1.6]
-    assert np.abs(tensor[0]).max() < 1e-4   # the image: exactly the mean, no padding needed
+    assert np.abs(tensor[0]).max() < 1e-4  # the image: exactly the mean, no padding needed
     odd = np.full((90, 160, 3), (123, 117, 104), np.uint8)  # 16:9 -> 320x180, canvas 320x192
     assert canvas_for(90, 160, 320) == (192, 320) and canvas_for(160, 90, 320) == (320, 192)
     tensor, _ = letterbox([odd], (192, 320))
     assert np.abs(tensor[0, :, :180, :]).max() < 1e-4
-    assert np.abs(tensor[0, :, 180:, :]).max() == 0.0    # the padding: zero after mean subtraction
+    assert np.abs(tensor[0, :, 180:, :]).max() == 0.0  # the padding: zero after mean subtraction
 
 
 def test_priors_match_the_model_head(detector: FaceDetector) -> None:

@@ -36,8 +36,10 @@ def gfpgan_pipeline(tmp_path_factory: pytest.TempPathFactory, model_store: Model
     copy_embedded_models(store, model_store)
     graph = gfpgan_graph(tmp_path_factory.mktemp("graphs") / "gfpgan.onnx")
     store.add(get_spec("gfpgan_1.4"), graph, sha256_file(graph))
-    p = Pipeline.from_config(PipelineConfig(processors=(STAGE_SWAP, STAGE_ENHANCE), enhancer="gfpgan_1.4",
-                                            enhancer_blend=1.0), store)
+    p = Pipeline.from_config(
+        PipelineConfig(processors=(STAGE_SWAP, STAGE_ENHANCE), enhancer="gfpgan_1.4", enhancer_blend=1.0),
+        store,
+    )
     yield p
     p.close()
 
@@ -48,7 +50,9 @@ def _outside_unchanged(out: np.ndarray, src: np.ndarray, boxes: list[np.ndarray]
         x1, y1, x2, y2 = b
         gx, gy = grow * (x2 - x1), grow * (y2 - y1)
         x1, y1, x2, y2 = x1 - gx, y1 - gy, x2 + gx, y2 + gy
-        changed[max(int(y1) - 1, 0):int(np.ceil(y2)) + 1, max(int(x1) - 1, 0):int(np.ceil(x2)) + 1] = False
+        changed[max(int(y1) - 1, 0) : int(np.ceil(y2)) + 1, max(int(x1) - 1, 0) : int(np.ceil(x2)) + 1] = (
+            False
+        )
     return not changed.any()
 
 
@@ -81,12 +85,17 @@ def test_enhancer_off_unless_asked(detail_pipeline: Pipeline, astronaut: np.ndar
     assert not np.array_equal(swap_only.image, both.image)
 
 
-def test_gfpgan_runs_batched_over_every_face(gfpgan_pipeline: Pipeline, group_photo: np.ndarray,
-                                             astronaut: np.ndarray) -> None:
+def test_gfpgan_runs_batched_over_every_face(
+    gfpgan_pipeline: Pipeline, group_photo: np.ndarray, astronaut: np.ndarray
+) -> None:
     assert isinstance(gfpgan_pipeline.enhancer, GfpganEnhancer)
     tracks = [FaceTrack(), FaceTrack()]
-    out = gfpgan_pipeline.process([FrameItem(group_photo, None, ENHANCE_ONLY, tracks[0]),
-                                   FrameItem(astronaut, None, ENHANCE_ONLY, tracks[1])])
+    out = gfpgan_pipeline.process(
+        [
+            FrameItem(group_photo, None, ENHANCE_ONLY, tracks[0]),
+            FrameItem(astronaut, None, ENHANCE_ONLY, tracks[1]),
+        ]
+    )
     assert [o.faces for o in out] == [6, 1]
     assert out[0].batch_sizes[STAGE_ENHANCE] == 7
     for o, src, track in zip(out, (group_photo, astronaut), tracks, strict=True):
@@ -97,4 +106,7 @@ def test_gfpgan_runs_batched_over_every_face(gfpgan_pipeline: Pipeline, group_ph
             # tanh(2x) stretches contrast: the face's pixel spread grows.
             x1, y1, x2, y2 = f.box.astype(int)
             cx, cy, w, h = (x1 + x2) // 2, (y1 + y2) // 2, (x2 - x1) // 4, (y2 - y1) // 4
-            assert o.image[cy - h:cy + h, cx - w:cx + w].std() > 1.1 * src[cy - h:cy + h, cx - w:cx + w].std()
+            assert (
+                o.image[cy - h : cy + h, cx - w : cx + w].std()
+                > 1.1 * src[cy - h : cy + h, cx - w : cx + w].std()
+            )

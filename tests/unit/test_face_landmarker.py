@@ -46,8 +46,9 @@ def _dilate(box: np.ndarray, frac: float) -> np.ndarray:
     return box + np.array([-w, -h, w, h]) * frac
 
 
-def test_astronaut_mesh_lies_on_the_face(detector: FaceDetector, landmarker: FaceLandmarker,
-                                         astronaut: np.ndarray) -> None:
+def test_astronaut_mesh_lies_on_the_face(
+    detector: FaceDetector, landmarker: FaceLandmarker, astronaut: np.ndarray
+) -> None:
     face = detector.detect([astronaut])[0][0]
     mesh = landmarker.run([(astronaut, face)])[0]
     assert mesh.landmarks.shape == (468, 2)
@@ -65,8 +66,9 @@ def test_astronaut_mesh_lies_on_the_face(detector: FaceDetector, landmarker: Fac
         assert np.linalg.norm(pts[list(idx)].mean(0) - det_eye) < 0.08 * face.width
 
 
-def test_group_photo_meshes_and_derived_kps(detector: FaceDetector, landmarker: FaceLandmarker,
-                                            group_photo: np.ndarray) -> None:
+def test_group_photo_meshes_and_derived_kps(
+    detector: FaceDetector, landmarker: FaceLandmarker, group_photo: np.ndarray
+) -> None:
     faces = detector.detect([group_photo])[0]
     meshes = landmarker.run([(group_photo, f) for f in faces])
     assert len(meshes) == 6
@@ -76,8 +78,9 @@ def test_group_photo_meshes_and_derived_kps(detector: FaceDetector, landmarker: 
         assert np.abs(kps - face.kps5).max() < 0.2 * face.width
 
 
-def test_batched_equals_single(detector: FaceDetector, landmarker: FaceLandmarker,
-                               group_photo: np.ndarray, astronaut: np.ndarray) -> None:
+def test_batched_equals_single(
+    detector: FaceDetector, landmarker: FaceLandmarker, group_photo: np.ndarray, astronaut: np.ndarray
+) -> None:
     assert landmarker.engine.batch.max > 1, "the dynamic-batch rewrite should be in use"
     jobs = [(group_photo, f) for f in detector.detect([group_photo])[0][:3]]
     jobs.append((astronaut, detector.detect([astronaut])[0][0]))
@@ -90,14 +93,18 @@ def test_batched_equals_single(detector: FaceDetector, landmarker: FaceLandmarke
 
 def test_presence_rejects_a_non_face(landmarker: FaceLandmarker) -> None:
     grey = np.full((240, 320, 3), 90, np.uint8)
-    fake = Face(box=np.array([100, 60, 200, 180], np.float32), score=0.9,
-                kps5=np.array([[130, 100], [170, 100], [150, 125], [135, 150], [165, 150]], np.float32))
+    fake = Face(
+        box=np.array([100, 60, 200, 180], np.float32),
+        score=0.9,
+        kps5=np.array([[130, 100], [170, 100], [150, 125], [135, 150], [165, 150]], np.float32),
+    )
     mesh = landmarker.run([(grey, fake)])[0]
     assert not landmarker.is_face(mesh)
 
 
-def test_tracking_from_the_mesh_follows_a_moved_face(detector: FaceDetector, landmarker: FaceLandmarker,
-                                                     astronaut: np.ndarray) -> None:
+def test_tracking_from_the_mesh_follows_a_moved_face(
+    detector: FaceDetector, landmarker: FaceLandmarker, astronaut: np.ndarray
+) -> None:
     face = detector.detect([astronaut])[0][0]
     mesh = landmarker.run([(astronaut, face)])[0]
     tracked = measured(face, mesh.landmarks, mesh.presence)
@@ -108,8 +115,9 @@ def test_tracking_from_the_mesh_follows_a_moved_face(detector: FaceDetector, lan
     assert np.abs(shift - (-9, 12)).max() < 2.0
 
 
-def test_crop_batch_is_the_models_nchw_input(detector: FaceDetector, astronaut: np.ndarray,
-                                            group_photo: np.ndarray) -> None:
+def test_crop_batch_is_the_models_nchw_input(
+    detector: FaceDetector, astronaut: np.ndarray, group_photo: np.ndarray
+) -> None:
     """Plane-wise fill + one scaling pass gives exactly the warp -> transpose -> /255 input it replaced."""
     jobs = [(astronaut, detector.detect([astronaut])[0][0])]
     jobs += [(group_photo, f) for f in detector.detect([group_photo])[0][:2]]
@@ -117,8 +125,9 @@ def test_crop_batch_is_the_models_nchw_input(detector: FaceDetector, astronaut: 
     batch = crop_batch([fr for fr, _ in jobs], matrices)
     assert batch.shape == (3, 3, INPUT_SIZE, INPUT_SIZE) and batch.dtype == np.float32
     for i, ((frame, _), m) in enumerate(zip(jobs, matrices, strict=True)):
-        crop = cv2.warpAffine(frame, m, (INPUT_SIZE, INPUT_SIZE), flags=cv2.INTER_LINEAR,
-                              borderMode=cv2.BORDER_CONSTANT)
+        crop = cv2.warpAffine(
+            frame, m, (INPUT_SIZE, INPUT_SIZE), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+        )
         np.testing.assert_array_equal(batch[i], crop.transpose(2, 0, 1).astype(np.float32) * (1.0 / 255.0))
     assert 0.2 < float(batch.mean()) < 0.8
 
@@ -127,8 +136,9 @@ def test_kps5_from_mesh_is_the_eye_centres_nose_and_mouth_corners(astronaut: np.
     rng = np.random.default_rng(1)
     for dtype in (np.float32, np.float64):
         mesh = (rng.random((468, 2)) * 300).astype(dtype)
-        expected = np.stack([mesh[list(EYE_A)].mean(0), mesh[list(EYE_B)].mean(0), mesh[1], mesh[61],
-                             mesh[291]]).astype(np.float32)
+        expected = np.stack(
+            [mesh[list(EYE_A)].mean(0), mesh[list(EYE_B)].mean(0), mesh[1], mesh[61], mesh[291]]
+        ).astype(np.float32)
         np.testing.assert_array_equal(kps5_from_mesh(mesh), expected)
 
 

@@ -109,8 +109,9 @@ def test_the_targets_mouth_opening_and_lid_profile_are_put_back(target: np.ndarr
         assert np.allclose(before, after, atol=1e-6)
 
 
-def test_a_small_offset_warps_at_full_strength_inside_its_window(target: np.ndarray,
-                                                                 mesh: MeshSource) -> None:
+def test_a_small_offset_warps_at_full_strength_inside_its_window(
+    target: np.ndarray, mesh: MeshSource
+) -> None:
     offset = shape_offset(mesh.shape, _widened(target))  # type: ignore[arg-type]
     plan = plan_warp((512, 512), target, offset, 1.0)
     assert plan is not None and plan.alpha == 1.0 and plan.refused == 0 and plan.min_det >= MIN_DET
@@ -127,8 +128,10 @@ def test_a_small_offset_warps_at_full_strength_inside_its_window(target: np.ndar
     for i in (152, 234, 454, 10, 61):
         px, py = plan.landmarks[i] - (x0, y0)
         at_x, at_y = np.full((1, 1), px, np.float32), np.full((1, 1), py, np.float32)
-        got = (cv2.remap(map_x, at_x, at_y, cv2.INTER_LINEAR)[0, 0],
-               cv2.remap(map_y, at_x, at_y, cv2.INTER_LINEAR)[0, 0])
+        got = (
+            cv2.remap(map_x, at_x, at_y, cv2.INTER_LINEAR)[0, 0],
+            cv2.remap(map_y, at_x, at_y, cv2.INTER_LINEAR)[0, 0],
+        )
         assert np.hypot(got[0] - target[i, 0], got[1] - target[i, 1]) < 0.6, i
     # no fold anywhere in the pixel map
     jx, jy = np.gradient(map_x, axis=1), np.gradient(map_y, axis=0)
@@ -154,8 +157,9 @@ def test_folds_are_refused(target: np.ndarray) -> None:
     assert plan_warp((512, 512), target, offset, 0.0) is None  # shape 0: no warp at all
 
 
-def test_validity_keeps_skin_and_features_and_drops_hair_and_background(astronaut: np.ndarray,
-                                                                       target: np.ndarray) -> None:
+def test_validity_keeps_skin_and_features_and_drops_hair_and_background(
+    astronaut: np.ndarray, target: np.ndarray
+) -> None:
     valid = validity_map(astronaut, target)
     assert valid.shape == astronaut.shape[:2] and valid.dtype == np.uint8
 
@@ -163,10 +167,10 @@ def test_validity_keeps_skin_and_features_and_drops_hair_and_background(astronau
         x, y = np.round(target[i]).astype(int)
         return int(valid[y, x])
 
-    assert min(at(1), at(205), at(425)) >= 250    # nose tip, cheeks
-    assert min(at(159), at(13), at(105)) >= 224   # an eye, the lips, a brow (feathered near its edge)
-    assert valid[5, 5] == 0 and valid[-5, -5] == 0               # background
-    top = target[10]                                             # above the forehead's top: hair
+    assert min(at(1), at(205), at(425)) >= 250  # nose tip, cheeks
+    assert min(at(159), at(13), at(105)) >= 224  # an eye, the lips, a brow (feathered near its edge)
+    assert valid[5, 5] == 0 and valid[-5, -5] == 0  # background
+    top = target[10]  # above the forehead's top: hair
     assert valid[int(top[1] - 0.1 * face_size(target)), int(top[0])] == 0
     # a non-skin blob painted on a cheek is not pasted (one smaller than the closing, a freckle, would be)
     painted = astronaut.copy()

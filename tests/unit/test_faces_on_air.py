@@ -31,7 +31,7 @@ def source(pipeline: Pipeline, group_photo: np.ndarray) -> SourceFace:
     faces = pipeline.detect([group_photo])[0]
     f = min(faces, key=lambda f: f.box[0])
     x1, y1, x2, y2 = f.box.astype(int)
-    crop = np.ascontiguousarray(group_photo[max(y1 - 60, 0):y2 + 60, max(x1 - 60, 0):x2 + 60])
+    crop = np.ascontiguousarray(group_photo[max(y1 - 60, 0) : y2 + 60, max(x1 - 60, 0) : x2 + 60])
     return pipeline.prepare_source(crop, "t1-left")
 
 
@@ -41,8 +41,9 @@ def _region(shape: tuple[int, ...], landmarks: np.ndarray, ring: tuple[int, ...]
     return cv2.erode(m, np.ones((2 * erode + 1,) * 2, np.uint8)) > 0
 
 
-def _swap(pipeline: Pipeline, image: np.ndarray, source: SourceFace, keep: tuple[str, ...]
-          ) -> tuple[np.ndarray, FaceTrack]:
+def _swap(
+    pipeline: Pipeline, image: np.ndarray, source: SourceFace, keep: tuple[str, ...]
+) -> tuple[np.ndarray, FaceTrack]:
     # on the target's own face shape: kept pixels are checked where the target had them
     track = FaceTrack(settings=FaceSettings(keep_regions=keep, shape=0.0))
     out = pipeline.process([FrameItem(image, source, track=track, time_s=0.0)])[0]
@@ -50,8 +51,9 @@ def _swap(pipeline: Pipeline, image: np.ndarray, source: SourceFace, keep: tuple
     return out.image, track
 
 
-def test_target_mouth_and_eyes_stay_alive(pipeline: Pipeline, source: SourceFace,
-                                          astronaut: np.ndarray) -> None:
+def test_target_mouth_and_eyes_stay_alive(
+    pipeline: Pipeline, source: SourceFace, astronaut: np.ndarray
+) -> None:
     """The astronaut smiles with her teeth showing; the source's mouth is closed. Kept (the default), the
     inner mouth and the eye openings are the target's pixels; swapped, they are not."""
     kept, track = _swap(pipeline, astronaut, source, ("mouth", "eyes"))
@@ -72,7 +74,7 @@ def test_target_mouth_and_eyes_stay_alive(pipeline: Pipeline, source: SourceFace
     # and the rest of the face is swapped either way
     cheek = np.zeros(astronaut.shape[:2], bool)
     cx, cy = lm[205].astype(int)
-    cheek[cy - 4:cy + 5, cx - 4:cx + 5] = True
+    cheek[cy - 4 : cy + 5, cx - 4 : cx + 5] = True
     assert diff(kept, cheek) > 5.0
 
 
@@ -139,13 +141,16 @@ def test_still_face_through_vp8_does_not_jitter(pipeline: Pipeline, astronaut: n
     assert float(np.linalg.norm(np.diff(arr, axis=0), axis=2).mean()) / size < 0.001
 
 
-def test_tracked_landmarks_are_steadier_than_per_frame_detection(pipeline: Pipeline, media: dict[str, Path],
-                                                                 astronaut: np.ndarray) -> None:
+def test_tracked_landmarks_are_steadier_than_per_frame_detection(
+    pipeline: Pipeline, media: dict[str, Path], astronaut: np.ndarray
+) -> None:
     """On the carphone clip (a talking, moving head) the tracked, One Euro-filtered mesh accelerates less
     frame to frame than a mesh re-found from a fresh detection on every frame (the old path)."""
     with av.open(str(media["carphone_pristine.mp4"])) as container:
-        frames = [cv2.resize(f.to_ndarray(format="rgb24"), (352, 288))
-                  for _, f in zip(range(60), container.decode(video=0), strict=False)]
+        frames = [
+            cv2.resize(f.to_ndarray(format="rgb24"), (352, 288))
+            for _, f in zip(range(60), container.decode(video=0), strict=False)
+        ]
     src = pipeline.prepare_source(astronaut, "a")
     track, tracked, fresh = FaceTrack(), [], []
     for k, frame in enumerate(frames):
@@ -172,8 +177,9 @@ def test_one_euro_follows_motion_and_calms_noise() -> None:
     assert np.abs(moved[-1] - (base + [116.0, 0.0])).mean() < 1.5
 
 
-def test_a_missed_frame_does_not_flicker(pipeline: Pipeline, source: SourceFace,
-                                         astronaut: np.ndarray) -> None:
+def test_a_missed_frame_does_not_flicker(
+    pipeline: Pipeline, source: SourceFace, astronaut: np.ndarray
+) -> None:
     """The face hidden for one frame (its mesh lost): the detector looks for it on that frame (a second
     look), finds nothing, the track is held, the swap stays, the same track continues, and the detector runs
     on the next frame to confirm it."""
@@ -181,8 +187,10 @@ def test_a_missed_frame_does_not_flicker(pipeline: Pipeline, source: SourceFace,
     hidden = astronaut.copy()
     hidden[100:330, 120:340] = 128
     frames = [astronaut, astronaut, hidden, astronaut, astronaut]
-    outs = [pipeline.process([FrameItem(fr, source, track=track, time_s=k / 15)])[0]
-            for k, fr in enumerate(frames)]
+    outs = [
+        pipeline.process([FrameItem(fr, source, track=track, time_s=k / 15)])[0]
+        for k, fr in enumerate(frames)
+    ]
     assert [o.faces for o in outs] == [1, 1, 1, 1, 1]
     assert [STAGE_DETECT in o.timings_ms for o in outs] == [True, False, True, True, False]
     assert [tf.id for tf in track.faces] == [0]
@@ -192,8 +200,9 @@ def test_a_missed_frame_does_not_flicker(pipeline: Pipeline, source: SourceFace,
     assert out.faces == 0 and track.faces == []
 
 
-def test_selector_one_swaps_only_the_largest_face(pipeline: Pipeline, source: SourceFace,
-                                                  group_photo: np.ndarray) -> None:
+def test_selector_one_swaps_only_the_largest_face(
+    pipeline: Pipeline, source: SourceFace, group_photo: np.ndarray
+) -> None:
     faces = pipeline.detect([group_photo])[0]
     largest = max(faces, key=lambda f: f.area)
     track = FaceTrack(settings=FaceSettings(selector="one"))
@@ -221,8 +230,9 @@ def test_reference_selector_needs_arcface(pipeline: Pipeline, source: SourceFace
         FaceSettings(keep_regions=("nose",))
 
 
-def test_a_fast_gliding_face_stays_tracked_without_the_detector(model_store: ModelStore,
-                                                               media_dir: Path) -> None:
+def test_a_fast_gliding_face_stays_tracked_without_the_detector(
+    model_store: ModelStore, media_dir: Path
+) -> None:
     """loadgen's gliding face at 640x360 moves up to half its width per frame, a face width when every 2nd
     frame is dropped. The tracking before (crop at the last mesh, a lost face held where it was, relinked by
     box overlap only) lost it on 9 % of frames, and on half of them with every 2nd frame processed, each loss
@@ -239,8 +249,9 @@ def test_a_fast_gliding_face_stays_tracked_without_the_detector(model_store: Mod
             src = p.prepare_source(frames[0], "glide")
             track, lost, detected, n = FaceTrack(), 0, 0, 0
             for i in range(0, 4 * len(frames), stride):
-                out = p.process([FrameItem(image=frames[i % len(frames)], source=src, track=track,
-                                           time_s=i / 15.0)])[0]
+                out = p.process(
+                    [FrameItem(image=frames[i % len(frames)], source=src, track=track, time_s=i / 15.0)]
+                )[0]
                 lost += track.lost
                 detected += STAGE_DETECT in out.timings_ms
                 n += 1

@@ -8,8 +8,12 @@ from tests.gpu_needs import skip_reason
 
 
 def test_a_machine_with_torch_cuda_and_no_tensorrt_runs_the_torch_tests() -> None:
-    have = {"cuda": None, "torch_cuda": None, "tensorrt": "needs TensorRT",
-            "ort_gpu": "needs onnxruntime-gpu"}
+    have = {
+        "cuda": None,
+        "torch_cuda": None,
+        "tensorrt": "needs TensorRT",
+        "ort_gpu": "needs onnxruntime-gpu",
+    }
     assert skip_reason(["torch_cuda"], have.__getitem__) is None
     assert skip_reason([], have.__getitem__) is None  # no declared need: any CUDA device
     assert skip_reason(["tensorrt"], have.__getitem__) == "needs TensorRT"
@@ -30,9 +34,13 @@ def test_gpu_tests_skip_with_their_own_reasons() -> None:
 
     if probe("torch_cuda") is None or probe("tensorrt") is None:
         pytest.skip("this machine runs GPU tests; their skips are not what is checked here")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-                           str(root / "tests" / "gpu")],
-                          capture_output=True, text=True, cwd=root, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(root / "tests" / "gpu")],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     skips = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
     torch_reason, trt_reason = str(probe("torch_cuda")), str(probe("tensorrt"))

@@ -52,8 +52,9 @@ class _Nvenc:
         return list(self.ctx.encode(frame))
 
 
-def _fake_av(monkeypatch: pytest.MonkeyPatch, open_error: Exception | None = None,
-             fail_at: int | None = None) -> list[str]:
+def _fake_av(
+    monkeypatch: pytest.MonkeyPatch, open_error: Exception | None = None, fail_at: int | None = None
+) -> list[str]:
     created: list[str] = []
 
     def create(name: str, mode: str = "r") -> Any:
@@ -89,8 +90,11 @@ def _hardware(said: list[str]) -> hw_encode.HardwareH264:
 def test_the_choice_names_the_encoder_and_why_not_hardware() -> None:
     present = hw_encode.choose(lambda name: None)
     assert present.hardware and present.h264 == "h264_nvenc"
-    assert present.to_dict() == {"encoders": {"video/h264": "h264_nvenc", "video/vp8": "libvpx"},
-                                 "software_reasons": {}, "hardware_fallbacks": 0}
+    assert present.to_dict() == {
+        "encoders": {"video/h264": "h264_nvenc", "video/vp8": "libvpx"},
+        "software_reasons": {},
+        "hardware_fallbacks": 0,
+    }
     missing = hw_encode.choose(lambda name: f"{name}: no CUDA-capable device is detected")
     assert not missing.hardware and missing.h264 == "libx264"
     reasons = missing.to_dict()["software_reasons"]

@@ -51,9 +51,13 @@ def _mesh(pipeline: Pipeline, image: np.ndarray) -> Face:
     return measured(face, m.landmarks, m.presence)
 
 
-def test_embedder_tells_one_person_from_another(recognizer: FaceRecognizer, held_out: dict[str, np.ndarray],
-                                                astronaut: np.ndarray, group_photo: np.ndarray,
-                                                pipeline: Pipeline) -> None:
+def test_embedder_tells_one_person_from_another(
+    recognizer: FaceRecognizer,
+    held_out: dict[str, np.ndarray],
+    astronaut: np.ndarray,
+    group_photo: np.ndarray,
+    pipeline: Pipeline,
+) -> None:
     a, a2, b = (recognizer.embed(held_out[n]) for n in ("obama", "obama2", "biden"))
     assert a is not None and a2 is not None and b is not None and a.shape == (128,)
     # dlib's own rule: the same person within 0.6
@@ -73,8 +77,9 @@ def test_missing_dlib_is_a_one_line_hint(monkeypatch: pytest.MonkeyPatch) -> Non
         FaceRecognizer()
 
 
-def test_openness_and_appearance_follow_real_faces(pipeline: Pipeline, astronaut: np.ndarray,
-                                                   source: SourceFace) -> None:
+def test_openness_and_appearance_follow_real_faces(
+    pipeline: Pipeline, astronaut: np.ndarray, source: SourceFace
+) -> None:
     """The astronaut smiles with her teeth showing and her eyes open; the source's mouth is closed. Painting
     the astronaut's eye openings with skin (a closed lid) takes the eyes' appearance away."""
     lm = _mesh(pipeline, astronaut).landmarks
@@ -94,8 +99,11 @@ def test_correlation_and_verdict() -> None:
     assert correlation([1, 2, 3, 4], [2, 4, 6, 8]) == pytest.approx(1.0)
     assert correlation([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert correlation([1, 1, 1, 1], [1, 2, 3, 4]) is None  # a series that does not move
-    cases = {"a -> b": {"mouth,eyes": {"margin": 0.3}}, "a -> c": {"mouth,eyes": {"margin": 0.05}},
-             "a -> d": {"mouth,eyes": {"error": "no face"}}}
+    cases = {
+        "a -> b": {"mouth,eyes": {"margin": 0.3}},
+        "a -> c": {"mouth,eyes": {"margin": 0.05}},
+        "a -> d": {"mouth,eyes": {"error": "no face"}},
+    }
     v = verdict(cases, "mouth,eyes")
     assert v["cases"] == 2 and v["failed"] == ["a -> c"] and v["min_margin"] == 0.05
 
@@ -105,13 +113,18 @@ def source(pipeline: Pipeline, group_photo: np.ndarray) -> SourceFace:
     """The closed-mouth, eyes-cast-down face at the left of t1.jpg."""
     f = min(pipeline.detect([group_photo])[0], key=lambda f: f.box[0])
     x1, y1, x2, y2 = f.box.astype(int)
-    crop = np.ascontiguousarray(group_photo[max(y1 - 60, 0):y2 + 60, max(x1 - 60, 0):x2 + 60])
+    crop = np.ascontiguousarray(group_photo[max(y1 - 60, 0) : y2 + 60, max(x1 - 60, 0) : x2 + 60])
     return pipeline.prepare_source(crop, "t1-left")
 
 
 def test_default_eyes_stay_alive_and_hand_back_less_identity(
-        pipeline: Pipeline, recognizer: FaceRecognizer, held_out: dict[str, np.ndarray], source: SourceFace,
-        astronaut: np.ndarray, group_photo: np.ndarray) -> None:
+    pipeline: Pipeline,
+    recognizer: FaceRecognizer,
+    held_out: dict[str, np.ndarray],
+    source: SourceFace,
+    astronaut: np.ndarray,
+    group_photo: np.ndarray,
+) -> None:
     """The report's source on a held-out target: keeping the whole eye area (lids, lashes) hands the face back
     to the target, keeping only the eye openings (the default) much less; without kept eyes the openings show
     the source's warped, lowered eyes instead of the target's."""

@@ -67,8 +67,9 @@ def test_emap_is_the_last_initializer(swap_store: StandInStore) -> None:
     assert emap.shape == (512, 512) and emap.dtype == np.float32
 
 
-def test_source_latent_is_normalised_and_identity_dependent(pipeline: Pipeline, astronaut: np.ndarray,
-                                                            group_photo: np.ndarray) -> None:
+def test_source_latent_is_normalised_and_identity_dependent(
+    pipeline: Pipeline, astronaut: np.ndarray, group_photo: np.ndarray
+) -> None:
     a = pipeline.prepare_source(astronaut, "a").data["inswapper_128"]
     b = pipeline.prepare_source(group_photo, "b").data["inswapper_128"]
     assert a.shape == b.shape == (512,)
@@ -76,8 +77,9 @@ def test_source_latent_is_normalised_and_identity_dependent(pipeline: Pipeline, 
     assert float(a @ b) < 0.999
 
 
-def test_swaps_every_face_in_one_batch(pipeline: Pipeline, astronaut: np.ndarray,
-                                       group_photo: np.ndarray) -> None:
+def test_swaps_every_face_in_one_batch(
+    pipeline: Pipeline, astronaut: np.ndarray, group_photo: np.ndarray
+) -> None:
     assert isinstance(pipeline.swapper, InswapperSwapper)
     assert pipeline.swapper.engine.batch.max > 1
     src = pipeline.prepare_source(astronaut, "a")
@@ -93,24 +95,24 @@ def test_swaps_every_face_in_one_batch(pipeline: Pipeline, astronaut: np.ndarray
         # the face's region: its mesh's extent (up to ~0.1 past the detector's box on turned faces) grown by
         # masks.REGION_GROW (0.1)
         x1, y1 = max(int(f.box[0] - 0.22 * w), 0), max(int(f.box[1] - 0.22 * h), 0)
-        allowed[y1:int(f.box[3] + 0.22 * h), x1:int(f.box[2] + 0.22 * w)] = True
+        allowed[y1 : int(f.box[3] + 0.22 * h), x1 : int(f.box[2] + 0.22 * w)] = True
         cx, cy = f.kps5[2].astype(int)
-        assert changed[cy - 3:cy + 4, cx - 3:cx + 4].all(), "the nose area should be swapped"
+        assert changed[cy - 3 : cy + 4, cx - 3 : cx + 4].all(), "the nose area should be swapped"
     assert not (changed & ~allowed).any(), "pixels changed away from every face"
 
 
-def test_batched_swap_equals_single_swaps(pipeline: Pipeline, astronaut: np.ndarray,
-                                          group_photo: np.ndarray) -> None:
+def test_batched_swap_equals_single_swaps(
+    pipeline: Pipeline, astronaut: np.ndarray, group_photo: np.ndarray
+) -> None:
     src = pipeline.prepare_source(astronaut, "a")
     both = pipeline.process([FrameItem(group_photo, src), FrameItem(astronaut, src)])
     one = pipeline.process([FrameItem(astronaut, src)])[0]
     assert np.abs(both[1].image.astype(np.int16) - one.image.astype(np.int16)).max() <= 1
 
 
-
-
-def test_reference_selector_swaps_the_face_most_like_the_reference(swap_store: StandInStore,
-                                                                   group_photo: np.ndarray) -> None:
+def test_reference_selector_swaps_the_face_most_like_the_reference(
+    swap_store: StandInStore, group_photo: np.ndarray
+) -> None:
     """With an embedder installed (the stand-in ArcFace: a projected colour layout), `?faces=reference`
     swaps only the face of t1.jpg whose crop the reference is, and the track keeps its similarity."""
     from engines.frames import FaceSettings, FaceTrack
@@ -121,7 +123,7 @@ def test_reference_selector_swaps_the_face_most_like_the_reference(swap_store: S
         faces = p.detect([group_photo])[0]
         target = sorted(faces, key=lambda f: f.box[0])[2]
         x1, y1, x2, y2 = target.box.astype(int)
-        crop = np.ascontiguousarray(group_photo[y1 - 40:y2 + 40, x1 - 40:x2 + 40])
+        crop = np.ascontiguousarray(group_photo[y1 - 40 : y2 + 40, x1 - 40 : x2 + 40])
         reference = p.prepare_source(crop, "ref")
         source = p.prepare_source(group_photo, "src")
         track = FaceTrack(settings=FaceSettings(selector="reference", reference=reference))

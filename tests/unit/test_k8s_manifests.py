@@ -45,19 +45,27 @@ def _container(deploy: dict[str, Any], name: str) -> dict[str, Any]:
 
 def test_every_expected_manifest_is_there() -> None:
     kinds = {(d["kind"], d["metadata"]["name"]) for _, d in DOCS}
-    for want in [("Deployment", "livefuse-triton"), ("Deployment", "livefuse-gateway"),
-                 ("Service", "livefuse-triton"), ("Service", "livefuse-gateway"),
-                 ("PodDisruptionBudget", "livefuse-gateway"), ("PodDisruptionBudget", "livefuse-triton"),
-                 ("HorizontalPodAutoscaler", "livefuse-gateway"),
-                 ("HorizontalPodAutoscaler", "livefuse-triton"),
-                 ("ConfigMap", "livefuse-grafana-dashboard"), ("ConfigMap", "livefuse-prometheus-scrape"),
-                 ("ConfigMap", "livefuse-prometheus-adapter"), ("Job", "livefuse-loadgen")]:
+    for want in [
+        ("Deployment", "livefuse-triton"),
+        ("Deployment", "livefuse-gateway"),
+        ("Service", "livefuse-triton"),
+        ("Service", "livefuse-gateway"),
+        ("PodDisruptionBudget", "livefuse-gateway"),
+        ("PodDisruptionBudget", "livefuse-triton"),
+        ("HorizontalPodAutoscaler", "livefuse-gateway"),
+        ("HorizontalPodAutoscaler", "livefuse-triton"),
+        ("ConfigMap", "livefuse-grafana-dashboard"),
+        ("ConfigMap", "livefuse-prometheus-scrape"),
+        ("ConfigMap", "livefuse-prometheus-adapter"),
+        ("Job", "livefuse-loadgen"),
+    ]:
         assert want in kinds
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize(("name", "doc"), DOCS,
-                         ids=[f"{n}:{d['kind']}/{d['metadata']['name']}" for n, d in DOCS])
+@pytest.mark.parametrize(
+    ("name", "doc"), DOCS, ids=[f"{n}:{d['kind']}/{d['metadata']['name']}" for n, d in DOCS]
+)
 def test_manifest_validates_against_kubernetes_schema(name: str, doc: dict[str, Any], version: str) -> None:
     kv.validate(doc, version, strict=True)  # raises ValidationError on any schema violation
 
@@ -152,8 +160,13 @@ def test_the_example_overlay_renders_valid_manifests_with_its_image_and_values()
     for doc in docs:
         for version in VERSIONS:
             kv.validate(doc, version, strict=True)
-    kinds = {(d["kind"], d["metadata"]["name"].rsplit("-", 1)[0] if d["kind"] == "ConfigMap" else
-              d["metadata"]["name"]) for d in docs}
+    kinds = {
+        (
+            d["kind"],
+            d["metadata"]["name"].rsplit("-", 1)[0] if d["kind"] == "ConfigMap" else d["metadata"]["name"],
+        )
+        for d in docs
+    }
     assert ("Deployment", "livefuse-gateway") in kinds and ("ConfigMap", "livefuse-prometheus") in kinds
     assert ("ConfigMap", "livefuse-prometheus-alerts") in {(d["kind"], d["metadata"]["name"]) for d in docs}
     pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Deployment"]
@@ -161,8 +174,11 @@ def test_the_example_overlay_renders_valid_manifests_with_its_image_and_values()
     livefuse = [i for i in images if "livefuse" in i]
     assert livefuse and set(livefuse) == {"registry.example.com/media/livefuse:0.1.0"}
     assert all(re.search(r":[\w.-]+$", i) for i in images), images
-    env = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith(
-        "livefuse-gateway-env-"))
+    env = next(
+        d
+        for d in docs
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("livefuse-gateway-env-")
+    )
     assert env["data"]["LIVEFUSE_MAX_SESSIONS"] == "8" and env["data"]["LIVEFUSE_PORT"] == "8080"
     gateway = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("gateway"))
     ref = gateway["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]["configMapRef"]["name"]
@@ -207,5 +223,8 @@ def test_the_healthcheck_follows_the_gateways_port_and_scheme() -> None:
     from gateway.healthcheck import health_url
 
     assert health_url({}) == "http://127.0.0.1:8080/healthz"
-    assert health_url({"LIVEFUSE_PORT": "9443", "LIVEFUSE_TLS_CERT": "/tls/crt"}) == "https://127.0.0.1:9443/healthz"
+    assert (
+        health_url({"LIVEFUSE_PORT": "9443", "LIVEFUSE_TLS_CERT": "/tls/crt"})
+        == "https://127.0.0.1:9443/healthz"
+    )
     assert health_url({"LIVEFUSE_SELF_SIGNED": "true"}).startswith("https://")

@@ -38,7 +38,11 @@ def test_face_settings_start_from_the_defaults_then_from_the_session() -> None:
     assert newer.face_settings is not None
     assert (newer.face_settings.keep_regions, newer.face_settings.selector) == ((), "one")
     assert describe(newer, DEFAULTS) == {
-        "source": "a", "processors": ["face_swapper"], "mask": [], "faces": "one", "reference": None,
+        "source": "a",
+        "processors": ["face_swapper"],
+        "mask": [],
+        "faces": "one",
+        "reference": None,
         "shape": 1.0,
     }
     ref = plan({"faces": "reference", "reference": "b"}, CURRENT, DEFAULTS, find, True)

@@ -11,8 +11,16 @@ def test_help_shows_units_defaults_and_the_merge_subcommand(capsys: pytest.Captu
     assert main(["--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     assert "loadgen merge REPORT.json [REPORT.json ...] --output-report ALL.json" in text
-    for shown in ("--duration SECONDS", "--budget-ms MS", "--resolution WxH", "--ramp-up-rate JOBS_PER_S",
-                  "(default 30.0)", "(default 640x360)", "(default 150.0)", "(default single_face)"):
+    for shown in (
+        "--duration SECONDS",
+        "--budget-ms MS",
+        "--resolution WxH",
+        "--ramp-up-rate JOBS_PER_S",
+        "(default 30.0)",
+        "(default 640x360)",
+        "(default 150.0)",
+        "(default single_face)",
+    ):
         assert shown in text, shown
 
 

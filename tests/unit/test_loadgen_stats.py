@@ -43,10 +43,10 @@ def test_window_counts_and_latency() -> None:
 
 
 def test_window_excludes_frames_sent_outside_it() -> None:
-    w = _collector().window(1.5, 2.0)   # the warm-up (first half) is excluded
+    w = _collector().window(1.5, 2.0)  # the warm-up (first half) is excluded
     assert w.sent == 10
     assert w.received == 5 + 2  # job 0: ids 5..9; job 1: ids 6, 8
-    assert w.repeated == 1      # the repeat arrived at t=1.5
+    assert w.repeated == 1  # the repeat arrived at t=1.5
 
 
 def test_samples_feed_the_csv() -> None:

@@ -12,11 +12,20 @@ from loadgen.cli import result_table
 
 def _run(lost: int, unreadable: int) -> dict[str, Any]:
     return {
-        "name": "single_face-320x240-15s", "concurrent_jobs": 2,
-        "latency_ms": {"p50": 14.0, "p95": 21.0, "p99": 24.0}, "within_budget": 1.0,
-        "frames": {"sent": 450, "received": 450 - lost, "lost": lost, "repeated": 0,
-                   "unreadable": unreadable},
-        "fps_per_job": {"mean": 14.8}, "slo_met": True, "jobs": [],
+        "name": "single_face-320x240-15s",
+        "concurrent_jobs": 2,
+        "latency_ms": {"p50": 14.0, "p95": 21.0, "p99": 24.0},
+        "within_budget": 1.0,
+        "frames": {
+            "sent": 450,
+            "received": 450 - lost,
+            "lost": lost,
+            "repeated": 0,
+            "unreadable": unreadable,
+        },
+        "fps_per_job": {"mean": 14.8},
+        "slo_met": True,
+        "jobs": [],
     }
 
 

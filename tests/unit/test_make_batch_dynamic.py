@@ -32,9 +32,9 @@ def _fixed_batch_model() -> onnx.ModelProto:
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 160])
     z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 2, 4, 4])
     inits = [
-        numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads"),        # H/W only
-        numpy_helper.from_array(np.array([1, 2, 36], np.int64), "shape_b1"),                   # bakes batch 1
-        numpy_helper.from_array(np.array([1, 4, 2, 1, 1], np.int64), "style_shape"),           # bakes batch 1
+        numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads"),  # H/W only
+        numpy_helper.from_array(np.array([1, 2, 36], np.int64), "shape_b1"),  # bakes batch 1
+        numpy_helper.from_array(np.array([1, 4, 2, 1, 1], np.int64), "style_shape"),  # bakes batch 1
         numpy_helper.from_array(np.array([1, 1, 36], np.int64), "token_shape"),
         numpy_helper.from_array(rng.standard_normal(2).astype(np.float32), "bias"),
         numpy_helper.from_array(np.array([1, 2, 1, 1], np.int64), "bias_shape"),  # weight, not batch
@@ -45,22 +45,32 @@ def _fixed_batch_model() -> onnx.ModelProto:
     nodes = [
         helper.make_node("Pad", ["x", "pads"], ["xp"], mode="reflect"),
         helper.make_node("Reshape", ["xp", "shape_b1"], ["r"]),
-        helper.make_node("ConstantOfShape", ["token_shape"], ["token"],
-                         value=numpy_helper.from_array(np.array([0.5], np.float32))),
-        helper.make_node("Concat", ["r", "token"], ["rc"], axis=1),                       # [1, 3, 36]
-        helper.make_node("Flatten", ["rc"], ["flat"], axis=0),                             # [1, 108]
-        helper.make_node("Reshape", ["style", "style_shape"], ["s5"]),                    # [1,4,2,1,1]
-        helper.make_node("Flatten", ["s5"], ["sflat"], axis=1),                            # [1, 8]
-        helper.make_node("Slice", ["sflat", "s0", "e1", "ax0"], ["sfirst"]),               # items [0:1]
-        helper.make_node("Concat", ["flat", "sfirst", "sfirst", "sfirst", "sfirst", "sfirst", "sfirst",
-                                    "sfirst"], ["y0"], axis=1),                            # [1, 164]
+        helper.make_node(
+            "ConstantOfShape",
+            ["token_shape"],
+            ["token"],
+            value=numpy_helper.from_array(np.array([0.5], np.float32)),
+        ),
+        helper.make_node("Concat", ["r", "token"], ["rc"], axis=1),  # [1, 3, 36]
+        helper.make_node("Flatten", ["rc"], ["flat"], axis=0),  # [1, 108]
+        helper.make_node("Reshape", ["style", "style_shape"], ["s5"]),  # [1,4,2,1,1]
+        helper.make_node("Flatten", ["s5"], ["sflat"], axis=1),  # [1, 8]
+        helper.make_node("Slice", ["sflat", "s0", "e1", "ax0"], ["sfirst"]),  # items [0:1]
+        helper.make_node(
+            "Concat",
+            ["flat", "sfirst", "sfirst", "sfirst", "sfirst", "sfirst", "sfirst", "sfirst"],
+            ["y0"],
+            axis=1,
+        ),  # [1, 164]
         helper.make_node("Slice", ["y0", "s0", "e160", "ax1"], ["y"]),
         helper.make_node("Reshape", ["bias", "bias_shape"], ["b4"]),
         helper.make_node("Add", ["x", "b4"], ["z0"]),
         helper.make_node("Mul", ["z0", "b4"], ["z"]),
     ]
-    inits += [numpy_helper.from_array(np.array([160], np.int64), "e160"),
-              numpy_helper.from_array(np.array([1], np.int64), "ax1")]
+    inits += [
+        numpy_helper.from_array(np.array([160], np.int64), "e160"),
+        numpy_helper.from_array(np.array([1], np.int64), "ax1"),
+    ]
     graph = helper.make_graph(nodes, "fixed_b1", [x, style], [y, z], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -115,8 +125,13 @@ def test_unused_initializers_are_kept_in_order() -> None:
     np.testing.assert_array_equal(kept, numpy_helper.to_array(emap))
     sess = ort.InferenceSession(dyn.SerializeToString(), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(3)
-    y, _ = sess.run(None, {"x": rng.standard_normal((3, 2, 4, 4)).astype(np.float32),
-                           "style": rng.standard_normal((3, 8)).astype(np.float32)})
+    y, _ = sess.run(
+        None,
+        {
+            "x": rng.standard_normal((3, 2, 4, 4)).astype(np.float32),
+            "style": rng.standard_normal((3, 8)).astype(np.float32),
+        },
+    )
     assert y.shape[0] == 3
 
 
@@ -168,15 +183,27 @@ def test_real_facemesh_batch_4_equals_4_single_runs(model_store: ModelStore) -> 
     diff = verify_batch_equivalence(original, dyn, batch_sizes=(4,))
     assert diff <= 1e-3
     out = ort.InferenceSession(dyn, providers=["CPUExecutionProvider"]).run(
-        None, {"input_1": np.random.default_rng(0).random((4, 3, 192, 192), dtype=np.float32)})
+        None, {"input_1": np.random.default_rng(0).random((4, 3, 192, 192), dtype=np.float32)}
+    )
     assert out[0].shape == (4, 1404, 1, 1) and out[1].shape == (4, 1, 1, 1)
 
 
 def test_build_engines_cli_make_batch_dynamic(tmp_path: Path) -> None:
     src, dst = tmp_path / "fixed.onnx", tmp_path / "dyn.onnx"
     onnx.save(_fixed_batch_model(), src)
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "build_engines.py"), "--make-batch-dynamic",
-                           str(src), str(dst)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "build_engines.py"),
+            "--make-batch-dynamic",
+            str(src),
+            str(dst),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "max abs diff" in proc.stdout
     out = onnx.load(dst)
@@ -184,9 +211,19 @@ def test_build_engines_cli_make_batch_dynamic(tmp_path: Path) -> None:
 
 
 def test_build_engines_cli_missing_input_is_one_line(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "build_engines.py"), "--make-batch-dynamic",
-                           str(tmp_path / "nope.onnx"), str(tmp_path / "o.onnx")],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "build_engines.py"),
+            "--make-batch-dynamic",
+            str(tmp_path / "nope.onnx"),
+            str(tmp_path / "o.onnx"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
@@ -194,14 +231,28 @@ def test_build_engines_cli_missing_input_is_one_line(tmp_path: Path) -> None:
 def test_build_engines_without_tensorrt_is_one_line(tmp_path: Path) -> None:
     try:
         import tensorrt  # noqa: F401
+
         pytest.skip("tensorrt is installed here")
     except ImportError:
         pass
     src = tmp_path / "m.onnx"
     onnx.save(make_batch_dynamic(_fixed_batch_model()), src)
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "build_engines.py"), str(src),
-                           "--out-dir", str(tmp_path / "plans"), "--max-batch", "8"],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "build_engines.py"),
+            str(src),
+            "--out-dir",
+            str(tmp_path / "plans"),
+            "--max-batch",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("build_engines: TensorRT backend needs an NVIDIA GPU and "
-                                   "`pip install 'livefuse[gpu]'`")
+    assert proc.stderr.strip() == (
+        "build_engines: TensorRT backend needs an NVIDIA GPU and `pip install 'livefuse[gpu]'`"
+    )

@@ -34,7 +34,10 @@ def test_first_new_enough_python_is_used(tmp_path: Path) -> None:
     env.pop("PYTHON", None)
     out = subprocess.run(
         ["make", "-C", str(ROOT), f"VENV={venv}", f"{venv}/bin/python"],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"using python3.12 ({sys.version.split()[0]})" in out.stdout, out.stdout
@@ -52,7 +55,10 @@ def test_no_new_enough_python_says_so(tmp_path: Path) -> None:
         (bin_dir / tool).symlink_to(found)
     out = subprocess.run(
         ["make", "-C", str(ROOT), f"VENV={tmp_path / 'v'}", f"{tmp_path / 'v'}/bin/python"],
-        env={**os.environ, "PATH": str(bin_dir)}, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PATH": str(bin_dir)},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode != 0
     assert "no Python >= 3.11 found" in out.stdout + out.stderr

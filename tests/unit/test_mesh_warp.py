@@ -51,8 +51,9 @@ def test_triangulate_covers_a_square_grid() -> None:
     assert len(tris) == 18 and area == pytest.approx(900.0)
 
 
-def test_swap_is_local_visible_and_follows_the_target(pipeline: Pipeline, source: SourceFace,
-                                                      carphone: list[np.ndarray]) -> None:
+def test_swap_is_local_visible_and_follows_the_target(
+    pipeline: Pipeline, source: SourceFace, carphone: list[np.ndarray]
+) -> None:
     before = pipeline.detect(carphone)
     assert all(len(f) == 1 for f in before)
     outputs = pipeline.process([FrameItem(image=f, source=source) for f in carphone])
@@ -70,10 +71,12 @@ def test_swap_is_local_visible_and_follows_the_target(pipeline: Pipeline, source
         x2, y2 = int(hi[0] + 0.15 * mw) + 1, int(hi[1] + 0.15 * mh) + 1
         diff = np.abs(out.image.astype(np.int16) - frame.astype(np.int16)).max(axis=2)
         outside = diff.copy()
-        outside[max(y1, 0):y2, max(x1, 0):x2] = 0
+        outside[max(y1, 0) : y2, max(x1, 0) : x2] = 0
         assert outside.max() == 0, "pixels changed outside the face"
-        inner = diff[int(face.box[1] + 0.3 * h):int(face.box[3] - 0.2 * h),
-                     int(face.box[0] + 0.25 * w):int(face.box[2] - 0.25 * w)]
+        inner = diff[
+            int(face.box[1] + 0.3 * h) : int(face.box[3] - 0.2 * h),
+            int(face.box[0] + 0.25 * w) : int(face.box[2] - 0.25 * w),
+        ]
         assert inner.mean() > 8, "the face itself barely changed"
         centres_in.append(face.kps5.mean(0))
     after = pipeline.detect([o.image for o in outputs])
@@ -88,8 +91,9 @@ def test_swap_is_local_visible_and_follows_the_target(pipeline: Pipeline, source
     assert np.corrcoef(c_in[:, 0], c_out[:, 0])[0, 1] > 0.9
 
 
-def test_every_face_in_a_group_is_swapped(pipeline: Pipeline, source: SourceFace,
-                                          group_photo: np.ndarray) -> None:
+def test_every_face_in_a_group_is_swapped(
+    pipeline: Pipeline, source: SourceFace, group_photo: np.ndarray
+) -> None:
     out = pipeline.process([FrameItem(image=group_photo, source=source)])[0]
     assert out.faces == 6 and out.batch_sizes["face_swapper"] == 6
     for face in pipeline.detect([group_photo])[0]:
@@ -100,8 +104,11 @@ def test_every_face_in_a_group_is_swapped(pipeline: Pipeline, source: SourceFace
 
 def test_paste_touches_only_the_patch_footprint() -> None:
     frame = np.full((50, 60, 3), 10, np.uint8)
-    patch = FacePatch(image=np.full((10, 12, 3), 200.0, np.float32), mask=np.ones((10, 12), np.float32),
-                      matrix=translation(20, 30))
+    patch = FacePatch(
+        image=np.full((10, 12, 3), 200.0, np.float32),
+        mask=np.ones((10, 12), np.float32),
+        matrix=translation(20, 30),
+    )
     assert paste_back(frame, patch) == (20, 30, 32, 40)
     assert (frame[30:40, 20:32] == 200).all()
     frame[30:40, 20:32] = 10
@@ -112,12 +119,13 @@ def test_folded_triangles_of_a_turned_face_are_culled() -> None:
     """Where a head turns away the 2-D mesh folds: mirrored or collapsed triangles must not be drawn."""
     from engines.processors.mesh_warp import front_facing
 
-    src = np.array([[[0, 0], [10, 0], [0, 10]], [[0, 0], [10, 0], [0, 10]], [[0, 0], [10, 0], [0, 10]]],
-                   dtype=np.float64)
+    src = np.array(
+        [[[0, 0], [10, 0], [0, 10]], [[0, 0], [10, 0], [0, 10]], [[0, 0], [10, 0], [0, 10]]], dtype=np.float64
+    )
     dst = np.array(
         [
-            [[5, 5], [25, 5], [5, 25]],     # same orientation, scaled: visible
-            [[0, 0], [0, 10], [10, 0]],     # mirrored (folded over): back-facing
+            [[5, 5], [25, 5], [5, 25]],  # same orientation, scaled: visible
+            [[0, 0], [0, 10], [10, 0]],  # mirrored (folded over): back-facing
             [[0, 0], [10, 0], [20, 0.01]],  # collapsed to a sliver: nothing to draw
         ],
         dtype=np.float64,

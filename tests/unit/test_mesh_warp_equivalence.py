@@ -28,8 +28,9 @@ from engines.processors.mesh_warp import (
 from engines.processors.paste import paste_back
 
 
-def reference_warp_maps(local: np.ndarray, source: MeshSource, h: int,
-                        w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def reference_warp_maps(
+    local: np.ndarray, source: MeshSource, h: int, w: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     tris_dst = local[source.triangles]
     tris_src = source.landmarks.astype(np.float64)[source.triangles]
     a = np.concatenate([tris_dst, np.ones((*tris_dst.shape[:2], 1))], axis=2)
@@ -68,8 +69,9 @@ def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
 
 
 @pytest.fixture(scope="module")
-def faces(pipeline: Pipeline, source: SourceFace, media: dict[str, object],
-          astronaut: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+def faces(
+    pipeline: Pipeline, source: SourceFace, media: dict[str, object], astronaut: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """(frame, tracked 468-point mesh): the talking carphone head at 320x240 (every 6th of 60 frames) and
     the astronaut portrait at two scales."""
     frames: list[np.ndarray] = []
@@ -100,8 +102,9 @@ def _box(frame: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, int, int]:
     return target.astype(np.float64) - (x0, y0), y1 - y0, x1 - x0
 
 
-def test_warp_maps_match_the_per_triangle_fill(source: SourceFace,
-                                                faces: list[tuple[np.ndarray, np.ndarray]]) -> None:
+def test_warp_maps_match_the_per_triangle_fill(
+    source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]
+) -> None:
     mesh = source.data["mesh_warp"]
     assert isinstance(mesh, MeshSource)
     for frame, target in faces:
@@ -123,9 +126,9 @@ def test_warp_maps_match_the_per_triangle_fill(source: SourceFace,
         assert mad < 0.5, f"warped image differs by {mad:.2f} grey levels on average"
 
 
-def test_swap_patch_matches_the_per_triangle_fill(source: SourceFace,
-                                                   faces: list[tuple[np.ndarray, np.ndarray]],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_swap_patch_matches_the_per_triangle_fill(
+    source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The whole patch (colour transfer, masks, kept mouth/eyes) through both rasterisers."""
     import engines.processors.mesh_warp as mw
 
@@ -145,8 +148,9 @@ def test_swap_patch_matches_the_per_triangle_fill(source: SourceFace,
         assert diff[weight > 0].mean() < 1.0
 
 
-def test_colour_transfer_matches_the_whole_box_float_lab(source: SourceFace,
-                                                         faces: list[tuple[np.ndarray, np.ndarray]]) -> None:
+def test_colour_transfer_matches_the_whole_box_float_lab(
+    source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]
+) -> None:
     mesh = source.data["mesh_warp"]
     for frame, target in faces:
         local, h, w = _box(frame, target)
@@ -154,7 +158,7 @@ def test_colour_transfer_matches_the_whole_box_float_lab(source: SourceFace,
         assert maps is not None
         warped = cv2.remap(mesh.image, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         x0, y0 = (target.astype(np.float64) - local)[0].round().astype(int)
-        roi = frame[y0:y0 + h, x0:x0 + w]
+        roi = frame[y0 : y0 + h, x0 : x0 + w]
         skin = maps[2] & skin_mask((h, w), local, float(max(h, w)))
         new, old = match_colour(warped, roi, skin), reference_match_colour(warped, roi, skin)
         assert new.dtype == np.float32 and new.shape == old.shape
@@ -164,8 +168,9 @@ def test_colour_transfer_matches_the_whole_box_float_lab(source: SourceFace,
     assert (match_colour(warped[:20, :20], roi[:20, :20], blank) == warped[:20, :20]).all()
 
 
-def test_paste_blend_matches_the_old_formula(source: SourceFace,
-                                             faces: list[tuple[np.ndarray, np.ndarray]]) -> None:
+def test_paste_blend_matches_the_old_formula(
+    source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]
+) -> None:
     mesh = source.data["mesh_warp"]
     swapper = MeshWarpSwapper()
     for frame, target in faces:
@@ -187,11 +192,21 @@ def test_integer_translation_check_matches_allclose() -> None:
     from engines.processors.paste import _is_integer_translation, translation
 
     rng = np.random.default_rng(3)
-    cases = [translation(20, 30), translation(-7, 0), np.array([[1, 0, 3.4], [0, 1, 2]], np.float32),
-             np.array([[1, 1e-9, 3], [0, 1, 2 + 1e-7]], np.float64),
-             np.array([[0.99, 0, 3], [0, 1, 2]], np.float32), np.array([[1, 0, 3], [0.01, 1, 2]], np.float32)]
-    cases += [np.hstack([np.eye(2) + rng.normal(0, s, (2, 2)), rng.integers(-50, 50, (2, 1))
-                         + rng.normal(0, s, (2, 1))]) for s in (0.0, 1e-9, 1e-6, 1e-3) for _ in range(5)]
+    cases = [
+        translation(20, 30),
+        translation(-7, 0),
+        np.array([[1, 0, 3.4], [0, 1, 2]], np.float32),
+        np.array([[1, 1e-9, 3], [0, 1, 2 + 1e-7]], np.float64),
+        np.array([[0.99, 0, 3], [0, 1, 2]], np.float32),
+        np.array([[1, 0, 3], [0.01, 1, 2]], np.float32),
+    ]
+    cases += [
+        np.hstack(
+            [np.eye(2) + rng.normal(0, s, (2, 2)), rng.integers(-50, 50, (2, 1)) + rng.normal(0, s, (2, 1))]
+        )
+        for s in (0.0, 1e-9, 1e-6, 1e-3)
+        for _ in range(5)
+    ]
     for m in cases:
         expected = bool(np.allclose(m[:, :2], np.eye(2)) and np.allclose(m[:, 2], np.round(m[:, 2])))
         assert _is_integer_translation(m) == expected, m

@@ -32,8 +32,12 @@ def _named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
 
 def test_the_component_renders_with_stable_names(docs: list[dict[str, Any]]) -> None:
     names = {(d["kind"], d["metadata"]["name"]) for d in docs}
-    for want in [("PodMonitor", "livefuse-gateway"), ("PodMonitor", "livefuse-triton"),
-                 ("PrometheusRule", "livefuse-alerts"), ("ConfigMap", "livefuse-prometheus-alerts")]:
+    for want in [
+        ("PodMonitor", "livefuse-gateway"),
+        ("PodMonitor", "livefuse-triton"),
+        ("PrometheusRule", "livefuse-alerts"),
+        ("ConfigMap", "livefuse-prometheus-alerts"),
+    ]:
         assert want in names, want  # no kustomize hash: a Prometheus config can name them
     assert all(d["metadata"]["namespace"] == "livefuse" for d in docs if d["kind"] != "Namespace")
 

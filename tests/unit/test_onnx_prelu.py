@@ -87,7 +87,7 @@ def test_serving_model_rewrites_batch_and_prelu_once(tmp_path: Path) -> None:
     assert constant_prelu_count(model) == 0
     assert not model.graph.input[0].type.tensor_type.shape.dim[0].HasField("dim_value")  # batch is dynamic
     x = np.random.default_rng(1).standard_normal((3, 3, 8, 8)).astype(np.float32)
-    one_by_one = np.concatenate([_run(_prelu_model(batch=1), {"x": x[i:i + 1]}) for i in range(3)])
+    one_by_one = np.concatenate([_run(_prelu_model(batch=1), {"x": x[i : i + 1]}) for i in range(3)])
     np.testing.assert_allclose(_run(model, {"x": x}), one_by_one, rtol=1e-5, atol=1e-5)
     mtime = served.stat().st_mtime_ns
     assert serving_model(src) == served and served.stat().st_mtime_ns == mtime
@@ -103,8 +103,9 @@ def test_serving_model_keeps_a_model_with_nothing_to_rewrite(tmp_path: Path) -> 
     assert [p.name for p in tmp_path.iterdir()] == ["plain.onnx"]
 
 
-def test_serving_model_falls_back_when_the_check_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       caplog: pytest.LogCaptureFixture) -> None:
+def test_serving_model_falls_back_when_the_check_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     import engines.onnx_prelu as onnx_prelu
 
     def wrong(model: onnx.ModelProto) -> onnx.ModelProto:  # a broken rewrite: PRelu -> Relu

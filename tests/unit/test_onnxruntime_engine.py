@@ -122,21 +122,32 @@ def test_unknown_backend() -> None:
 
 # -- provider options as pure functions ------------------------------------------------------------------
 
-SPECS = (TensorSpec("target", "tensor(float)", ("N", 3, 128, 128)),
-         TensorSpec("source", "tensor(float)", ("N", 512)))
+SPECS = (
+    TensorSpec("target", "tensor(float)", ("N", 3, 128, 128)),
+    TensorSpec("source", "tensor(float)", ("N", 512)),
+)
 
 
 def test_resolve_providers() -> None:
     assert resolve_providers(("tensorrt", "cuda", "cpu")) == [
-        "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+        "TensorrtExecutionProvider",
+        "CUDAExecutionProvider",
+        "CPUExecutionProvider",
+    ]
     with pytest.raises(EngineError):
         resolve_providers(())
 
 
 def test_tensorrt_options_carry_deployment_settings(tmp_path: Path) -> None:
-    cfg = OrtConfig(providers=("tensorrt", "cuda", "cpu"), device_id=1, max_batch=16, fp16=True,
-                    trt_engine_cache_dir=tmp_path / "e", trt_timing_cache_dir=tmp_path / "t",
-                    cudnn_conv_algo_search="DEFAULT")
+    cfg = OrtConfig(
+        providers=("tensorrt", "cuda", "cpu"),
+        device_id=1,
+        max_batch=16,
+        fp16=True,
+        trt_engine_cache_dir=tmp_path / "e",
+        trt_timing_cache_dir=tmp_path / "t",
+        cudnn_conv_algo_search="DEFAULT",
+    )
     (trt_name, trt), (cuda_name, cuda), (cpu_name, cpu) = provider_options(cfg, SPECS)
     assert trt_name == "TensorrtExecutionProvider" and cuda_name == "CUDAExecutionProvider"
     assert cpu_name == "CPUExecutionProvider" and cpu == {}
@@ -164,8 +175,14 @@ def test_bad_cudnn_search_rejected() -> None:
 
 
 def test_engine_config_maps_caches_and_extra(tmp_path: Path) -> None:
-    cfg = ort_config_of(EngineConfig(providers=("tensorrt", "cpu"), trt_cache_dir=tmp_path, fp16=True,
-                                     extra={"trt_builder_optimization_level": "5"}))
+    cfg = ort_config_of(
+        EngineConfig(
+            providers=("tensorrt", "cpu"),
+            trt_cache_dir=tmp_path,
+            fp16=True,
+            extra={"trt_builder_optimization_level": "5"},
+        )
+    )
     assert cfg.trt_engine_cache_dir == tmp_path / "ort-engines" and cfg.fp16
     opts = dict(provider_options(cfg, SPECS))
     assert opts["TensorrtExecutionProvider"]["trt_builder_optimization_level"] == "5"
@@ -173,6 +190,7 @@ def test_engine_config_maps_caches_and_extra(tmp_path: Path) -> None:
 
 
 # -- native TensorRT selection without a GPU -------------------------------------------------------------
+
 
 def test_native_tensorrt_without_plans_names_the_build_command(tmp_path: Path) -> None:
     cfg = EngineConfig(backend="tensorrt", trt_cache_dir=tmp_path, max_batch=8, fp16=True)
@@ -192,6 +210,7 @@ def test_native_tensorrt_needs_a_plan_dir() -> None:
 def test_native_tensorrt_without_gpu_libs_is_one_line(tmp_path: Path) -> None:
     try:
         import tensorrt  # noqa: F401
+
         pytest.skip("tensorrt is installed here")
     except ImportError:
         pass
@@ -216,19 +235,23 @@ def test_intra_op_spinning_is_off_unless_asked(retinaface: Path) -> None:
 
 GPU_AVAILABLE = ["CUDAExecutionProvider", "CPUExecutionProvider"]
 
+
 def test_trt_provider_profile_spans_the_detector_shapes() -> None:
     det = (TensorSpec("input", "tensor(float)", ("N", 3, "H", "W")),)
-    cfg = OrtConfig(max_batch=8, opt_batch=4, input_shapes=(("input", (1, 3, 192, 320)),
-                                                             ("input", (1, 3, 320, 192)),
-                                                             ("input", (1, 3, 640, 640))))
+    cfg = OrtConfig(
+        max_batch=8,
+        opt_batch=4,
+        input_shapes=(("input", (1, 3, 192, 320)), ("input", (1, 3, 320, 192)), ("input", (1, 3, 640, 640))),
+    )
     opts = trt_profile_options(det, cfg)
     assert opts["trt_profile_min_shapes"] == "input:1x3x192x192"
     assert opts["trt_profile_opt_shapes"] == "input:4x3x192x320"
     assert opts["trt_profile_max_shapes"] == "input:8x3x640x640"
 
 
-def test_pipeline_gives_the_detector_engine_its_shapes(model_store: ModelStore,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pipeline_gives_the_detector_engine_its_shapes(
+    model_store: ModelStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import engines.pipeline as pl
     from engines.processors.face_detector import canvas_for
 
@@ -248,8 +271,9 @@ def test_pipeline_gives_the_detector_engine_its_shapes(model_store: ModelStore,
     assert seen["face_landmarker"].input_shapes == ()  # FaceMesh's dims are static
 
 
-def test_a_requested_gpu_provider_that_did_not_load_is_an_error(retinaface: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_requested_gpu_provider_that_did_not_load_is_an_error(
+    retinaface: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """ORT falls back to the CPU with a warning when CUDA cannot load: a silently slow gateway."""
     import onnxruntime as ort
 
@@ -267,9 +291,16 @@ def test_a_requested_gpu_provider_that_did_not_load_is_an_error(retinaface: Path
 
 
 def test_each_gpu_provider_gets_only_its_own_raw_options() -> None:
-    cfg = ort_config_of(EngineConfig(providers=("tensorrt", "cuda", "cpu"),
-                                     extra={"trt_builder_optimization_level": "5", "gpu_mem_limit": "1024",
-                                            "cuda:arena_extend_strategy": "kSameAsRequested"}))
+    cfg = ort_config_of(
+        EngineConfig(
+            providers=("tensorrt", "cuda", "cpu"),
+            extra={
+                "trt_builder_optimization_level": "5",
+                "gpu_mem_limit": "1024",
+                "cuda:arena_extend_strategy": "kSameAsRequested",
+            },
+        )
+    )
     opts = dict(provider_options(cfg, ()))
     trt, cuda = opts["TensorrtExecutionProvider"], opts["CUDAExecutionProvider"]
     assert trt["trt_builder_optimization_level"] == "5" and "gpu_mem_limit" not in trt
@@ -280,8 +311,9 @@ def test_each_gpu_provider_gets_only_its_own_raw_options() -> None:
         route_extra({"tensorrt:x": "1"}, ("cuda",))
 
 
-def test_fp16_on_the_cuda_provider_runs_an_fp16_graph(retinaface: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fp16_on_the_cuda_provider_runs_an_fp16_graph(
+    retinaface: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The CUDA provider has no precision switch: --fp16 used to change nothing there."""
     import onnxruntime as ort
 
@@ -296,9 +328,15 @@ def test_fp16_on_the_cuda_provider_runs_an_fp16_graph(retinaface: Path,
     def session(src: Any, sess_options: Any = None, providers: Any = None) -> Any:
         loaded.append(src)
         s = real(retinaface.read_bytes(), sess_options=sess_options, providers=["CPUExecutionProvider"])
-        return type("S", (), {"get_providers": lambda self: GPU_AVAILABLE,
-                              "get_inputs": lambda self: s.get_inputs(),
-                              "get_outputs": lambda self: s.get_outputs()})()
+        return type(
+            "S",
+            (),
+            {
+                "get_providers": lambda self: GPU_AVAILABLE,
+                "get_inputs": lambda self: s.get_inputs(),
+                "get_outputs": lambda self: s.get_outputs(),
+            },
+        )()
 
     monkeypatch.setattr(ort, "get_available_providers", lambda: GPU_AVAILABLE)
     monkeypatch.setattr(ort, "InferenceSession", session)

@@ -41,7 +41,7 @@ def pipeline(model_store: ModelStore) -> Iterator[Pipeline]:
 @pytest.fixture(scope="module")
 def sources(pipeline: Pipeline, astronaut: np.ndarray, group_photo: np.ndarray) -> list[SourceFace]:
     x1, y1, x2, y2 = pipeline.detect([group_photo])[0][0].box.astype(int)
-    crop = np.ascontiguousarray(group_photo[max(y1 - 60, 0):y2 + 60, max(x1 - 60, 0):x2 + 60])
+    crop = np.ascontiguousarray(group_photo[max(y1 - 60, 0) : y2 + 60, max(x1 - 60, 0) : x2 + 60])
     return [pipeline.prepare_source(astronaut, "astronaut"), pipeline.prepare_source(crop, "group0")]
 
 
@@ -49,17 +49,18 @@ def _changed(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.any(a != b))
 
 
-def test_mixed_items_come_back_in_order_with_timings(pipeline: Pipeline, sources: list[SourceFace],
-                                                     astronaut: np.ndarray, group_photo: np.ndarray) -> None:
+def test_mixed_items_come_back_in_order_with_timings(
+    pipeline: Pipeline, sources: list[SourceFace], astronaut: np.ndarray, group_photo: np.ndarray
+) -> None:
     small = cv2.resize(group_photo, (640, 443))
     astro_240 = cv2.resize(astronaut, (240, 240))
     grey = np.full((180, 320, 3), 120, np.uint8)
     items = [
-        FrameItem(small, sources[0], FrameOptions(processors=SWAP_ENHANCE)),     # 6 faces, swap + enhance
-        FrameItem(astro_240, sources[1]),                                        # 1 face, swap only
-        FrameItem(grey, sources[0]),                                             # no face
-        FrameItem(astronaut, None),                                              # no source: untouched
-        FrameItem(group_photo, sources[1], FrameOptions(processors=())),         # nothing asked: untouched
+        FrameItem(small, sources[0], FrameOptions(processors=SWAP_ENHANCE)),  # 6 faces, swap + enhance
+        FrameItem(astro_240, sources[1]),  # 1 face, swap only
+        FrameItem(grey, sources[0]),  # no face
+        FrameItem(astronaut, None),  # no source: untouched
+        FrameItem(group_photo, sources[1], FrameOptions(processors=())),  # nothing asked: untouched
         FrameItem(astronaut, sources[0], FrameOptions(processors=(STAGE_ENHANCE,))),  # enhance only
     ]
     out = pipeline.process(items)
@@ -73,8 +74,13 @@ def test_mixed_items_come_back_in_order_with_timings(pipeline: Pipeline, sources
 
     # Detector: one batch of the four frames that needed it; landmarks over all 8 faces; swap over the 7
     # swapped faces; enhancer over the 7 faces that asked for it; paste over every patch.
-    assert out[0].batch_sizes == {STAGE_DETECT: 4, STAGE_LANDMARK: 8, STAGE_SWAP: 7, STAGE_ENHANCE: 7,
-                                  STAGE_PASTE: 14}
+    assert out[0].batch_sizes == {
+        STAGE_DETECT: 4,
+        STAGE_LANDMARK: 8,
+        STAGE_SWAP: 7,
+        STAGE_ENHANCE: 7,
+        STAGE_PASTE: 14,
+    }
     assert set(out[1].batch_sizes) == {STAGE_DETECT, STAGE_LANDMARK, STAGE_SWAP, STAGE_PASTE}
     assert set(out[2].timings_ms) == {STAGE_DETECT}
     assert out[3].timings_ms == {} and out[4].timings_ms == {}
@@ -85,14 +91,16 @@ def test_mixed_items_come_back_in_order_with_timings(pipeline: Pipeline, sources
     assert len({out[i].timings_ms[STAGE_DETECT] for i in (0, 1, 2, 5)}) == 1
 
 
-def test_different_sources_give_different_faces(pipeline: Pipeline, sources: list[SourceFace],
-                                                astronaut: np.ndarray) -> None:
+def test_different_sources_give_different_faces(
+    pipeline: Pipeline, sources: list[SourceFace], astronaut: np.ndarray
+) -> None:
     a, b = pipeline.process([FrameItem(astronaut, sources[0]), FrameItem(astronaut, sources[1])])
     assert np.abs(a.image.astype(np.int16) - b.image.astype(np.int16)).mean() > 0.5
 
 
-def test_tracking_detects_once_and_follows_the_face(pipeline: Pipeline, sources: list[SourceFace],
-                                                    astronaut: np.ndarray) -> None:
+def test_tracking_detects_once_and_follows_the_face(
+    pipeline: Pipeline, sources: list[SourceFace], astronaut: np.ndarray
+) -> None:
     track = FaceTrack()
     shifts = [0, 4, 8, 12]
     stages = []
@@ -112,8 +120,10 @@ def test_tracking_detects_once_and_follows_the_face(pipeline: Pipeline, sources:
     assert track.frames_since_detect == 3 and len(track.faces) == 1 and track.faces[0].id == 0
 
 
-def test_degradation_detect_every_two_with_per_frame_detection(model_store: ModelStore, astronaut: np.ndarray,
-                                                               ) -> None:
+def test_degradation_detect_every_two_with_per_frame_detection(
+    model_store: ModelStore,
+    astronaut: np.ndarray,
+) -> None:
     """With the rescan interval at 1 frame (tracking's detection off), `detect_every=2` (the degradation
     controller's level) still halves the detector runs."""
     p = Pipeline.from_config(PipelineConfig(tracking=TrackingConfig(detect_every_frames=1)), model_store)
@@ -121,19 +131,24 @@ def test_degradation_detect_every_two_with_per_frame_detection(model_store: Mode
         src = p.prepare_source(astronaut, "a")
         track = FaceTrack()
         opts = FrameOptions(detect_every=2)
-        ran = [STAGE_DETECT in p.process([FrameItem(astronaut, src, opts, track, time_s=k / 15)])[0]
-               .timings_ms for k in range(4)]
+        ran = [
+            STAGE_DETECT in p.process([FrameItem(astronaut, src, opts, track, time_s=k / 15)])[0].timings_ms
+            for k in range(4)
+        ]
         assert ran == [True, False, True, False]
         track = FaceTrack()
-        ran = [STAGE_DETECT in p.process([FrameItem(astronaut, src, track=track, time_s=k / 15)])[0]
-               .timings_ms for k in range(3)]
+        ran = [
+            STAGE_DETECT in p.process([FrameItem(astronaut, src, track=track, time_s=k / 15)])[0].timings_ms
+            for k in range(3)
+        ]
         assert ran == [True, True, True]
     finally:
         p.close()
 
 
-def test_track_redetects_after_a_resolution_change(pipeline: Pipeline, sources: list[SourceFace],
-                                                   astronaut: np.ndarray) -> None:
+def test_track_redetects_after_a_resolution_change(
+    pipeline: Pipeline, sources: list[SourceFace], astronaut: np.ndarray
+) -> None:
     track = FaceTrack()
     opts = FrameOptions(detect_every=10)
     first = pipeline.process([FrameItem(astronaut, sources[0], opts, track)])[0]
@@ -143,18 +158,23 @@ def test_track_redetects_after_a_resolution_change(pipeline: Pipeline, sources: 
     assert second.image.shape == (384, 384, 3) and second.faces == 1
 
 
-def test_detect_size_override_runs_its_own_batch(pipeline: Pipeline, sources: list[SourceFace],
-                                                 astronaut: np.ndarray) -> None:
+def test_detect_size_override_runs_its_own_batch(
+    pipeline: Pipeline, sources: list[SourceFace], astronaut: np.ndarray
+) -> None:
     small = FrameOptions(detect_size=192)
-    items = [FrameItem(astronaut, sources[0]), FrameItem(astronaut, sources[0], small),
-             FrameItem(astronaut, sources[0], small)]
+    items = [
+        FrameItem(astronaut, sources[0]),
+        FrameItem(astronaut, sources[0], small),
+        FrameItem(astronaut, sources[0], small),
+    ]
     out = pipeline.process(items)
     assert all(o.faces == 1 for o in out)
     assert out[0].batch_sizes[STAGE_DETECT] == 3  # two letterbox sizes, three frames in all
 
 
-def test_max_faces_keeps_the_largest(model_store: ModelStore, group_photo: np.ndarray,
-                                     astronaut: np.ndarray) -> None:
+def test_max_faces_keeps_the_largest(
+    model_store: ModelStore, group_photo: np.ndarray, astronaut: np.ndarray
+) -> None:
     p = Pipeline.from_config(PipelineConfig(max_faces=2), model_store)
     try:
         all_faces = sorted(p.detector.detect([group_photo])[0], key=lambda f: f.area)  # unlimited
@@ -169,8 +189,9 @@ def test_max_faces_keeps_the_largest(model_store: ModelStore, group_photo: np.nd
         p.close()  # idempotent
 
 
-def test_concurrent_calls_match_sequential(pipeline: Pipeline, sources: list[SourceFace],
-                                           astronaut: np.ndarray, group_photo: np.ndarray) -> None:
+def test_concurrent_calls_match_sequential(
+    pipeline: Pipeline, sources: list[SourceFace], astronaut: np.ndarray, group_photo: np.ndarray
+) -> None:
     frames = [astronaut, cv2.resize(group_photo, (640, 443))]
     expected = [pipeline.process([FrameItem(f, sources[i % 2])])[0].image for i, f in enumerate(frames)]
     results: dict[int, np.ndarray] = {}
@@ -198,8 +219,9 @@ def test_prepare_source_without_a_face_raises(pipeline: Pipeline) -> None:
         pipeline.prepare_source(np.full((200, 200, 3), 128, np.uint8), "grey")
 
 
-def test_debug_log_line_per_stage(pipeline: Pipeline, sources: list[SourceFace], astronaut: np.ndarray,
-                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_debug_log_line_per_stage(
+    pipeline: Pipeline, sources: list[SourceFace], astronaut: np.ndarray, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.DEBUG, logger="engines.pipeline"):
         pipeline.process([FrameItem(astronaut, sources[0]), FrameItem(astronaut, sources[1])])
     lines = [r.getMessage() for r in caplog.records if r.name == "engines.pipeline"]
@@ -224,13 +246,15 @@ def test_config_rejects_unknown_names() -> None:
         PipelineConfig(detector_size=300)
 
 
-def test_faces_cut_by_the_frame_edge_and_tiny_frames(pipeline: Pipeline, sources: list[SourceFace],
-                                                      astronaut: np.ndarray) -> None:
-    cut = np.ascontiguousarray(astronaut[:, 200:])    # the face's left part is outside the frame
-    top = np.ascontiguousarray(astronaut[100:, :])    # the forehead is outside the frame
+def test_faces_cut_by_the_frame_edge_and_tiny_frames(
+    pipeline: Pipeline, sources: list[SourceFace], astronaut: np.ndarray
+) -> None:
+    cut = np.ascontiguousarray(astronaut[:, 200:])  # the face's left part is outside the frame
+    top = np.ascontiguousarray(astronaut[100:, :])  # the forehead is outside the frame
     tiny = cv2.resize(astronaut, (64, 64))
-    out = pipeline.process([FrameItem(f, sources[0], FrameOptions(processors=SWAP_ENHANCE))
-                            for f in (cut, top, tiny)])
+    out = pipeline.process(
+        [FrameItem(f, sources[0], FrameOptions(processors=SWAP_ENHANCE)) for f in (cut, top, tiny)]
+    )
     for frame, o in zip((cut, top, tiny), out, strict=True):
         assert o.image.shape == frame.shape
         if o.faces:

@@ -47,8 +47,11 @@ def _planes(frame: av.VideoFrame) -> list[np.ndarray]:
 def _split(i420: np.ndarray, w: int, h: int) -> list[np.ndarray]:
     flat = i420.reshape(-1).astype(np.int16)
     n_y, n_c = w * h, (w // 2) * (h // 2)
-    return [flat[:n_y].reshape(h, w), flat[n_y:n_y + n_c].reshape(h // 2, w // 2),
-            flat[n_y + n_c:].reshape(h // 2, w // 2)]
+    return [
+        flat[:n_y].reshape(h, w),
+        flat[n_y : n_y + n_c].reshape(h // 2, w // 2),
+        flat[n_y + n_c :].reshape(h // 2, w // 2),
+    ]
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -75,8 +78,9 @@ def test_even_box_takes_whole_chroma_blocks() -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_changed_boxes_are_converted_the_rest_is_the_decoded_picture(astronaut: np.ndarray,
-                                                                     size: tuple[int, int]) -> None:
+def test_changed_boxes_are_converted_the_rest_is_the_decoded_picture(
+    astronaut: np.ndarray, size: tuple[int, int]
+) -> None:
     w, h = size
     frame = _decoded(cv2.resize(astronaut, size, interpolation=cv2.INTER_AREA))
     kept = _planes(frame)
@@ -98,7 +102,7 @@ def test_changed_boxes_are_converted_the_rest_is_the_decoded_picture(astronaut: 
     for plane, (g, whole_p, b) in enumerate(zip(got, whole, kept, strict=True)):
         mask = inside if plane == 0 else inside[::2, ::2]
         assert np.array_equal(g[mask], whole_p[mask]), plane  # exactly the whole-frame conversion
-        assert np.array_equal(g[~mask], b[~mask]), plane      # bit for bit the decoded picture
+        assert np.array_equal(g[~mask], b[~mask]), plane  # bit for bit the decoded picture
     # and the picture is the edited one
     assert cv2.PSNR(out.to_ndarray(format="rgb24"), edited) > 35.0
 
@@ -116,8 +120,10 @@ def test_encoder_sends_the_frame_it_is_given(astronaut: np.ndarray) -> None:
     enc = FanoutEncoder()
     enc.subscribe()
     grey = np.full((240, 320, 3), 128, np.uint8)
-    white = av.VideoFrame.from_ndarray(rgb_to_i420(np.full((240, 320, 3), 235, np.uint8)),  # type: ignore[arg-type]
-                                       format="yuv420p")
+    white = av.VideoFrame.from_ndarray(
+        rgb_to_i420(np.full((240, 320, 3), 235, np.uint8)),  # type: ignore[arg-type]
+        format="yuv420p",
+    )
     dec = av.CodecContext.create("vp8", "r")
     first = enc.encode(grey, 0, white)
     frames = [f for p in first for f in dec.decode(av.Packet(bytes(p)))]
@@ -137,8 +143,9 @@ def swap_pipeline(model_store: ModelStore) -> Iterator[Pipeline]:
     p.close()
 
 
-def test_pipeline_reports_where_it_changed_the_frame(swap_pipeline: Pipeline, astronaut: np.ndarray,
-                                                     group_photo: np.ndarray) -> None:
+def test_pipeline_reports_where_it_changed_the_frame(
+    swap_pipeline: Pipeline, astronaut: np.ndarray, group_photo: np.ndarray
+) -> None:
     source: SourceFace = swap_pipeline.prepare_source(astronaut, "astronaut")
     small = cv2.resize(group_photo, (640, 443))
     grey = np.full((240, 320, 3), 120, np.uint8)
@@ -171,8 +178,8 @@ def test_session_builds_yuv_from_what_it_knows(astronaut: np.ndarray) -> None:
 
     assert _yuv_source(edited, pending, FrameOutput(edited, 1, changed=boxes), None, None) == (frame, boxes)
     assert _yuv_source(edited, pending, FrameOutput(edited, 1), None, None) == (None, None)  # not known
-    assert _yuv_source(rgb, pending, None, last, last_yuv) == (frame, ())                   # `original`
-    assert _yuv_source(last, pending, None, last, last_yuv) == (last_yuv, ())               # `repeat`
+    assert _yuv_source(rgb, pending, None, last, last_yuv) == (frame, ())  # `original`
+    assert _yuv_source(last, pending, None, last, last_yuv) == (last_yuv, ())  # `repeat`
     assert _yuv_source(last, pending, None, last, None) == (None, None)
     assert _yuv_source(None, pending, None, last, last_yuv) == (None, None)
 
@@ -231,7 +238,7 @@ def _round_trip_psnr(frames: list[np.ndarray], noise: int) -> float:
 def test_denoiser_off_keeps_the_picture_closer(astronaut: np.ndarray) -> None:
     """The frames the gateway encodes were encoded once already: the denoiser only smears them."""
     base = cv2.resize(astronaut, (380, 240), interpolation=cv2.INTER_AREA)
-    frames = [np.ascontiguousarray(base[:, 2 * k: 2 * k + 320]) for k in range(30)]
+    frames = [np.ascontiguousarray(base[:, 2 * k : 2 * k + 320]) for k in range(30)]
     assert FanoutEncoder.VP8_NOISE_SENSITIVITY == 0
     assert _round_trip_psnr(frames, 0) >= _round_trip_psnr(frames, 4)
     with pytest.raises(ValueError, match="noise_sensitivity"):

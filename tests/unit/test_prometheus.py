@@ -186,8 +186,11 @@ def test_scheduler_dispatch_reasons_reach_the_snapshot_and_metrics() -> None:
     assert isinstance(snap, dict)
     assert snap["dispatch_reasons"]["partner_not_expected"] == 1 and snap["batches_run"] == 1.0
     fams = _families(render(make_registry(mon.snapshot)).decode())
-    got = {s.labels["reason"]: s.value for s in fams["livefuse_batch_dispatch"].samples  # type: ignore[attr-defined]
-           if s.name.endswith("_total")}
+    got = {
+        s.labels["reason"]: s.value
+        for s in fams["livefuse_batch_dispatch"].samples  # type: ignore[attr-defined]
+        if s.name.endswith("_total")
+    }
     assert got == {**dict.fromkeys(DISPATCH_REASONS, 0.0), "partner_not_expected": 1.0}
     batches = fams["livefuse_batches"].samples  # type: ignore[attr-defined]
     frames = fams["livefuse_batched_frames"].samples  # type: ignore[attr-defined]

@@ -15,8 +15,9 @@ from gateway.webrtc.congestion.bitrate import BitrateConfig, BitratePolicy
 from gateway.webrtc.congestion.queue_delay import AbsSendClock, OneWayDelay, QueueDelay
 from gateway.webrtc.congestion.sender_feedback import watch_sender_feedback
 
-CONFIG = BitrateConfig(max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, start_cap_bps=1_000_000,
-                       increase_hold_s=2.0)
+CONFIG = BitrateConfig(
+    max_bps=1_000_000, min_bps=100_000, start_fraction=1.0, start_cap_bps=1_000_000, increase_hold_s=2.0
+)
 
 
 def test_queueing_delay_is_the_round_trip_above_the_lowest_of_the_window() -> None:
@@ -165,7 +166,12 @@ def _sr(ssrc: int, ntp: int) -> RtcpSrPacket:
 
 def _rr(ssrc: int, lsr: int, dlsr_s: float) -> RtcpRrPacket:
     report = RtcpReceiverInfo(
-        ssrc=ssrc, fraction_lost=0, packets_lost=0, highest_sequence=0, jitter=0, lsr=lsr,
+        ssrc=ssrc,
+        fraction_lost=0,
+        packets_lost=0,
+        highest_sequence=0,
+        jitter=0,
+        lsr=lsr,
         dlsr=int(dlsr_s * 65536),
     )
     return RtcpRrPacket(ssrc=99, reports=[report])
@@ -181,7 +187,10 @@ def test_round_trips_come_from_reports_answering_any_recent_sender_report() -> N
         calls.append("rtt")
 
     assert watch_sender_feedback(
-        sender, lambda *_: None, lambda *_: calls.append("loss"), on_rtt  # type: ignore[arg-type]
+        sender,
+        lambda *_: None,
+        lambda *_: calls.append("loss"),
+        on_rtt,  # type: ignore[arg-type]
     )
 
     async def run() -> None:

@@ -84,8 +84,11 @@ def test_a_legacy_peer_gets_dtls_1_0_suites_on_that_connection_only() -> None:
     assert use_legacy_dtls(legacy, "FFmpeg's WHIP muxer") is True
     (cert,) = legacy._RTCPeerConnection__certificates  # type: ignore[attr-defined]
     (other,) = usual._RTCPeerConnection__certificates  # type: ignore[attr-defined]
-    names = [n for n in SSL.Connection(cert._create_ssl_context([SRTP_AES128_CM_SHA1_80])).get_cipher_list()
-             if not n.startswith("TLS_")]
+    names = [
+        n
+        for n in SSL.Connection(cert._create_ssl_context([SRTP_AES128_CM_SHA1_80])).get_cipher_list()
+        if not n.startswith("TLS_")
+    ]
     assert names == list(LEGACY_DTLS_CIPHERS)
     other_names = SSL.Connection(other._create_ssl_context([SRTP_AES128_CM_SHA1_80])).get_cipher_list()
     assert [n for n in other_names if not n.startswith("TLS_")] == list(DTLS_CIPHERS)

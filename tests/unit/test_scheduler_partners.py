@@ -47,6 +47,7 @@ def _estimator(cost: Callable[[int], float], sizes: range = range(1, 9)) -> Batc
 
 # --- ArrivalTracker -----------------------------------------------------------------------------------------
 
+
 def test_tracker_learns_a_period_and_predicts_the_next_frame() -> None:
     tr = ArrivalTracker()
     assert tr.expected("a", 0.0) is None
@@ -96,6 +97,7 @@ def test_tracker_slack_follows_jitter() -> None:
 
 # --- choose_wait --------------------------------------------------------------------------------------------
 
+
 def test_no_partner_before_the_cap_means_go() -> None:
     c = choose_wait(0.0, 1, 7, [(0.010, 0.010)], horizon=0.004, cost_ms=gpu_cost, free_worker_after=False)
     assert c.wait_until is None and c.reason == PARTNER_NOT_EXPECTED
@@ -106,8 +108,15 @@ def test_no_partner_before_the_cap_means_go() -> None:
 def test_cpu_costs_never_pay_for_a_wait() -> None:
     for arrival in (0.0001, 0.001, 0.003):
         for present in (1, 3):
-            c = choose_wait(0.0, present, 8 - present, [(arrival, arrival)] * 3, horizon=0.004,
-                            cost_ms=cpu_cost, free_worker_after=False)
+            c = choose_wait(
+                0.0,
+                present,
+                8 - present,
+                [(arrival, arrival)] * 3,
+                horizon=0.004,
+                cost_ms=cpu_cost,
+                free_worker_after=False,
+            )
             assert c.wait_until is None and c.reason == WAIT_NOT_WORTH_IT
 
 
@@ -134,6 +143,7 @@ def test_a_free_second_worker_makes_waiting_pay_less() -> None:
 
 # --- the policy on simulated arrivals -----------------------------------------------------------------------
 
+
 @dataclass
 class SimResult:
     waits_ms: list[float] = field(default_factory=list)
@@ -144,14 +154,29 @@ class SimResult:
     stats: dict[str, float] = field(default_factory=dict)
 
 
-def simulate(cost: Callable[[int], float], sessions: int, fps: float, seconds: float, *,
-             batch_wait: str = "cost", workers: int = 1, delay_ms: float = 4.0, jitter_ms: float = 1.0,
-             phases_ms: list[float] | None = None, warm: bool = True, seed: int = 0) -> SimResult:
+def simulate(
+    cost: Callable[[int], float],
+    sessions: int,
+    fps: float,
+    seconds: float,
+    *,
+    batch_wait: str = "cost",
+    workers: int = 1,
+    delay_ms: float = 4.0,
+    jitter_ms: float = 1.0,
+    phases_ms: list[float] | None = None,
+    warm: bool = True,
+    seed: int = 0,
+) -> SimResult:
     """Event-driven run of the policy: arrivals, completions after cost(b), and the policy's wake-ups."""
     rng = np.random.default_rng(seed)
     est = _estimator(cost) if warm else BatchTimeEstimator()
-    pol = BatchPolicy(SchedulerConfig(max_batch=8, max_queue_delay_ms=delay_ms, workers=workers,
-                                      budget_ms=150.0, batch_wait=batch_wait), est)
+    pol = BatchPolicy(
+        SchedulerConfig(
+            max_batch=8, max_queue_delay_ms=delay_ms, workers=workers, budget_ms=150.0, batch_wait=batch_wait
+        ),
+        est,
+    )
     item = FrameItem(image=np.zeros((2, 2, 3), dtype=np.uint8), source=None)
     events: list[tuple[float, int, int, str]] = []  # (t, kind 0=completion 1=arrival, seq, session)
     seq = 0

@@ -21,15 +21,29 @@ def _outputs(plan: Plan) -> list[FrameOutput]:
     return [FrameOutput(image=p.item.image, faces=0) for p in plan.items]
 
 
-def _policy(max_batch: int = 4, delay_ms: float = 4.0, workers: int = 1, budget_ms: float = 1e9,
-            estimator: BatchTimeEstimator | None = None, batch_wait: str = "window",
-            interval_batches: float = 0.0) -> BatchPolicy:
+def _policy(
+    max_batch: int = 4,
+    delay_ms: float = 4.0,
+    workers: int = 1,
+    budget_ms: float = 1e9,
+    estimator: BatchTimeEstimator | None = None,
+    batch_wait: str = "window",
+    interval_batches: float = 0.0,
+) -> BatchPolicy:
     """The fixed-window rule by default: these tests pin the window's mechanics; the cost rule has its own
     tests in test_scheduler_partners.py. The frame-interval deadline is off unless asked for (its own tests
     below): these tests submit frames milliseconds apart, which would make that interval milliseconds."""
-    return BatchPolicy(SchedulerConfig(max_batch=max_batch, max_queue_delay_ms=delay_ms, workers=workers,
-                                       budget_ms=budget_ms, batch_wait=batch_wait,
-                                       interval_deadline_batches=interval_batches), estimator)
+    return BatchPolicy(
+        SchedulerConfig(
+            max_batch=max_batch,
+            max_queue_delay_ms=delay_ms,
+            workers=workers,
+            budget_ms=budget_ms,
+            batch_wait=batch_wait,
+            interval_deadline_batches=interval_batches,
+        ),
+        estimator,
+    )
 
 
 def _submit(pol: BatchPolicy, sid: str, fid: int, now: float, deadline: float = FAR) -> int:
@@ -172,7 +186,7 @@ def test_deadline_rejection_uses_estimates() -> None:
     est = BatchTimeEstimator()
     est.observe(1, 10.0)  # one frame takes 10 ms
     pol = _policy(estimator=est)
-    t_late = _submit(pol, "late", 1, now=0.0, deadline=0.005)    # cannot finish even alone
+    t_late = _submit(pol, "late", 1, now=0.0, deadline=0.005)  # cannot finish even alone
     t_ok = _submit(pol, "ok", 1, now=0.0, deadline=0.050)
     d = pol.schedule(0.0)
     assert _outcomes(d.resolved) == {t_late: Outcome.DROPPED_DEADLINE}
@@ -226,8 +240,9 @@ def test_budget_caps_the_callers_deadline() -> None:
 def test_urgent_item_flushes_before_the_queue_delay() -> None:
     est = BatchTimeEstimator()
     est.observe(1, 10.0)
-    pol = BatchPolicy(SchedulerConfig(max_batch=4, max_queue_delay_ms=20.0, budget_ms=1e9,
-                                      batch_wait="window"), est)
+    pol = BatchPolicy(
+        SchedulerConfig(max_batch=4, max_queue_delay_ms=20.0, budget_ms=1e9, batch_wait="window"), est
+    )
     _submit(pol, "a", 1, now=0.0)
     _submit(pol, "b", 1, now=0.0)
     plan = pol.schedule(0.0).plan
@@ -369,8 +384,16 @@ def _interval_setup(single_ms: float, interval_batches: float) -> tuple[BatchPol
     known). Returns the policy and the arrival time of a's next frame, which must wait for the worker."""
     est = BatchTimeEstimator()
     est.observe(1, single_ms)
-    pol = BatchPolicy(SchedulerConfig(max_batch=1, budget_ms=1e9, workers=1, probe_after_ms=1e9,
-                                      interval_deadline_batches=interval_batches), est)
+    pol = BatchPolicy(
+        SchedulerConfig(
+            max_batch=1,
+            budget_ms=1e9,
+            workers=1,
+            probe_after_ms=1e9,
+            interval_deadline_batches=interval_batches,
+        ),
+        est,
+    )
     period = 1.0 / 15.0
     for k in range(3):
         _submit(pol, "a", k, now=k * period)

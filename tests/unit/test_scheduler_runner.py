@@ -107,8 +107,9 @@ async def test_frames_of_a_session_leave_in_order_with_parallel_workers() -> Non
     # Uneven batch times (a session's frames alternate slow/fast) so out-of-order completion would show.
     rec = Recorder(delay_s=lambda keys: 0.012 if keys[0][1] % 2 == 0 else 0.001)
     # frames 3 ms apart: the frame-interval deadline would drop most of them; this test is about order
-    config = SchedulerConfig(max_batch=2, max_queue_delay_ms=1.0, workers=3, budget_ms=1e9,
-                             interval_deadline_batches=0.0)
+    config = SchedulerConfig(
+        max_batch=2, max_queue_delay_ms=1.0, workers=3, budget_ms=1e9, interval_deadline_batches=0.0
+    )
     sched = FrameScheduler(rec, config)
     await sched.start()
     done: dict[str, list[int]] = {"a": [], "b": [], "c": []}

@@ -42,8 +42,9 @@ def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
 
 
 @pytest.fixture(scope="module")
-def faces(pipeline: Pipeline, source: SourceFace, media: dict[str, object],
-          astronaut: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+def faces(
+    pipeline: Pipeline, source: SourceFace, media: dict[str, object], astronaut: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """(frame, mesh): three frames of the talking carphone head at 640x480 and the astronaut portrait."""
     frames: list[np.ndarray] = []
     with av.open(str(media["carphone_pristine.mp4"])) as c:
@@ -72,8 +73,9 @@ def _box(frame: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, int, int, i
     return target.astype(np.float64) - (x0, y0), x0, y0, x1, y1
 
 
-def test_mesh_rasterisation_and_remap_match(source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]
-                                            ) -> None:
+def test_mesh_rasterisation_and_remap_match(
+    source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]
+) -> None:
     mesh = source.data["mesh_warp"]
     assert isinstance(mesh, MeshSource)
     src = torch.from_numpy(mesh.image).permute(2, 0, 1).float()
@@ -92,8 +94,9 @@ def test_mesh_rasterisation_and_remap_match(source: SourceFace, faces: list[tupl
         assert psnr(out8[wc], ref[wc]) >= 45
 
 
-def test_aligned_crops_in_one_batch_match_warp_crop(faces: list[tuple[np.ndarray, np.ndarray]],
-                                                    pipeline: Pipeline) -> None:
+def test_aligned_crops_in_one_batch_match_warp_crop(
+    faces: list[tuple[np.ndarray, np.ndarray]], pipeline: Pipeline
+) -> None:
     frame = faces[-1][0]
     face = pipeline.detect([frame])[0][0]
     frames = torch.from_numpy(frame).permute(2, 0, 1)[None].float()
@@ -107,15 +110,17 @@ def test_aligned_crops_in_one_batch_match_warp_crop(faces: list[tuple[np.ndarray
 
 
 def test_frame_crops_read_only_the_faces_box_and_equal_whole_frame_crops(
-        faces: list[tuple[np.ndarray, np.ndarray]], pipeline: Pipeline) -> None:
+    faces: list[tuple[np.ndarray, np.ndarray]], pipeline: Pipeline
+) -> None:
     frame = faces[-1][0]
     face = pipeline.detect([frame])[0][0]
     whole = torch.from_numpy(frame).permute(2, 0, 1)[None].float()
     # the 512 FFHQ crop reaches past the portrait's edges; a shifted one lies wholly outside the frame
     far = estimate_affine(face.kps5, FFHQ_512, 512)
     far[:, 2] += (3000.0, -2000.0)
-    ms = np.stack([estimate_affine(face.kps5, FFHQ_512, 512), estimate_affine(face.kps5 * 0.5, FFHQ_512, 512),
-                   far])
+    ms = np.stack(
+        [estimate_affine(face.kps5, FFHQ_512, 512), estimate_affine(face.kps5 * 0.5, FFHQ_512, 512), far]
+    )
     want = T.affine_crops(whole, [0, 0, 0], ms, 512)
     got = T.frame_crops(torch.from_numpy(frame), ms, 512)
     assert got.shape == want.shape and float((got - want).abs().max()) < 0.01  # float32 grid coordinates
@@ -149,8 +154,9 @@ def test_colour_matching_matches(source: SourceFace, faces: list[tuple[np.ndarra
         roi = frame[y0:y1, x0:x1]
         inside = maps[2]
         want = match_colour(warped, roi, inside)
-        got = T.match_colour(torch.from_numpy(warped), torch.from_numpy(np.ascontiguousarray(roi)),
-                             torch.from_numpy(inside)).numpy()
+        got = T.match_colour(
+            torch.from_numpy(warped), torch.from_numpy(np.ascontiguousarray(roi)), torch.from_numpy(inside)
+        ).numpy()
         diff = np.abs(got - want)
         assert diff.max() <= 1.5 and diff.mean() <= 0.25, (diff.max(), diff.mean())
 
@@ -162,8 +168,9 @@ def test_batched_paste_matches_paste_back(faces: list[tuple[np.ndarray, np.ndarr
     patches = []
     for cx, cy, angle in ((300.4, 220.7, 0.3), (340.2, 250.1, -0.5)):  # overlapping, rotated, subpixel
         c, s = np.cos(angle) * 0.9, np.sin(angle) * 0.9
-        m = np.array([[c, s, size / 2 - (c * cx + s * cy)],
-                      [-s, c, size / 2 - (-s * cx + c * cy)]], np.float32)
+        m = np.array(
+            [[c, s, size / 2 - (c * cx + s * cy)], [-s, c, size / 2 - (-s * cx + c * cy)]], np.float32
+        )
         image = (rng.random((size, size, 3)) * 255).astype(np.float32)
         mask = cv2.GaussianBlur(np.pad(np.ones((size - 40, size - 40), np.float32), 20), (0, 0), 6)
         patches.append(FacePatch(image=image, mask=mask, matrix=m))

@@ -60,8 +60,7 @@ def test_facemesh_matches_ort_cpu(facemesh: Path, fp16: bool) -> None:
         atol = FP16_MESH_ATOL if fp16 else FP32_ATOL
         for n in (1, 3):
             x = np.random.default_rng(n).random((n, 3, 192, 192), dtype=np.float32)
-            _close(eng.infer({"input_1": x}), ref.infer({"input_1": x}),
-                   {o.name: atol for o in ref.outputs})
+            _close(eng.infer({"input_1": x}), ref.infer({"input_1": x}), {o.name: atol for o in ref.outputs})
     finally:
         eng.close()
         eng.close()  # idempotent
@@ -74,8 +73,9 @@ def test_retinaface_matches_ort_cpu_at_square_and_16_9(retinaface: Path, fp16: b
     """RetinaFace computes shapes at run time: each shape runs a specialised copy sharing the weights."""
     shapes = (("input", (1, 3, 320, 320)), ("input", (1, 3, 192, 320)))
     ref = OrtEngine(retinaface, OrtConfig(max_batch=4))
-    eng = create_engine(retinaface, EngineConfig(backend="torch", max_batch=4, fp16=fp16, contexts=1,
-                                                 input_shapes=shapes))
+    eng = create_engine(
+        retinaface, EngineConfig(backend="torch", max_batch=4, fp16=fp16, contexts=1, input_shapes=shapes)
+    )
     try:
         offsets = FP16_OFFSET_ATOL if fp16 else FP32_ATOL
         atol = {"loc": offsets, "landmarks": offsets, "conf": FP16_SCORE_ATOL if fp16 else FP32_ATOL}

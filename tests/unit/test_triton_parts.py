@@ -18,8 +18,12 @@ from gateway.engine_watch import ENGINE_RECOVERED, ENGINE_UNAVAILABLE, EngineWat
 def test_render_config_has_batching_instances_and_backend() -> None:
     ins = (TensorDecl("input", "TYPE_FP32", (3, -1, -1)),)
     outs = (TensorDecl("loc", "TYPE_FP32", (-1, 4)),)
-    text = render_config("face_detector", ins, outs,
-                         RepositoryConfig("onnxruntime", 16, (8, 4), 1500, 2, "KIND_GPU", gpus=(0,)))
+    text = render_config(
+        "face_detector",
+        ins,
+        outs,
+        RepositoryConfig("onnxruntime", 16, (8, 4), 1500, 2, "KIND_GPU", gpus=(0,)),
+    )
     assert 'name: "face_detector"' in text and 'backend: "onnxruntime"' in text
     assert "max_batch_size: 16" in text and "dims: [ 3, -1, -1 ]" in text
     assert "preferred_batch_size: [ 4, 8 ]" in text and "max_queue_delay_microseconds: 1500" in text
@@ -31,8 +35,15 @@ def test_render_config_has_batching_instances_and_backend() -> None:
     assert 'backend: "python"' in py and 'string_value: "3"' in py
 
 
-@pytest.mark.parametrize("kwargs", [{"backend": "tf"}, {"max_batch": 4, "preferred_batch_sizes": (8,)},
-                                    {"kind": "KIND_TPU"}, {"instances": 0}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"backend": "tf"},
+        {"max_batch": 4, "preferred_batch_sizes": (8,)},
+        {"kind": "KIND_TPU"},
+        {"instances": 0},
+    ],
+)
 def test_repository_config_rejects_nonsense(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         RepositoryConfig(**kwargs)  # type: ignore[arg-type]
@@ -46,8 +57,13 @@ def test_decls_from_real_onnx(model_store: object) -> None:
 
 
 def test_server_command_and_env(tmp_path: Path) -> None:
-    layout = WheelLayout(tmp_path / "bin/tritonserver", tmp_path / "lib.so", tmp_path / "utils.py",
-                         tmp_path / "stub", tmp_path / "libs")
+    layout = WheelLayout(
+        tmp_path / "bin/tritonserver",
+        tmp_path / "lib.so",
+        tmp_path / "utils.py",
+        tmp_path / "stub",
+        tmp_path / "libs",
+    )
     config = TritonServerConfig(tmp_path / "repo", 9001, 9000, 9002)
     cmd = server_command(layout, config, tmp_path / "backends")
     assert cmd[0].endswith("tritonserver")
@@ -97,5 +113,8 @@ def test_engine_watch_emits_one_event_per_transition() -> None:
     assert watch.down == ("face_detector", "face_landmarker")
     watch.observe(["face_landmarker"])
     watch.observe([])
-    assert events == [(ENGINE_UNAVAILABLE, ["face_detector", "face_landmarker"]),
-                      (ENGINE_RECOVERED, ["face_detector"]), (ENGINE_RECOVERED, ["face_landmarker"])]
+    assert events == [
+        (ENGINE_UNAVAILABLE, ["face_detector", "face_landmarker"]),
+        (ENGINE_RECOVERED, ["face_detector"]),
+        (ENGINE_RECOVERED, ["face_landmarker"]),
+    ]

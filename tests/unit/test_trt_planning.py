@@ -56,8 +56,8 @@ def test_select_plan_matches_version_gpu_precision_and_prefers_widest() -> None:
     names = [
         "m.trt10.13.sm90.fp32.b1-8.plan",
         "m.trt10.13.sm90.fp32.b1-32.plan",
-        "m.trt10.13.sm89.fp32.b1-64.plan",    # other GPU
-        "m.trt10.12.sm90.fp32.b1-64.plan",    # other TensorRT minor
+        "m.trt10.13.sm89.fp32.b1-64.plan",  # other GPU
+        "m.trt10.12.sm90.fp32.b1-64.plan",  # other TensorRT minor
         "m.trt10.13.sm90.fp16.b1-64.plan",
         "other.trt10.13.sm90.fp32.b1-64.plan",
         "notes.txt",
@@ -116,8 +116,11 @@ def test_plan_buffers_sized_for_max_batch() -> None:
         TensorLayout("output", "DataType.HALF", (-1, 3, 128, 128), False),
     ]
     plan = plan_buffers(tensors, 16)
-    assert plan.sizes == {"target": 16 * 3 * 128 * 128 * 4, "source": 16 * 512 * 4,
-                          "output": 16 * 3 * 128 * 128 * 2}
+    assert plan.sizes == {
+        "target": 16 * 3 * 128 * 128 * 4,
+        "source": 16 * 512 * 4,
+        "output": 16 * 3 * 128 * 128 * 2,
+    }
     assert plan.max_shapes["source"] == (16, 512)
     assert plan.total >= sum(plan.sizes.values())
     # a dynamic spatial output takes the shape the context reports at max input shapes
@@ -147,8 +150,7 @@ def test_profile_spans_every_configured_shape_of_an_input() -> None:
 
     prof = BatchProfile(1, 4, 16)
     given = detector_input_shapes(320, 640)
-    shapes = profile_shapes([("input", ["N", 3, None, None])], prof,
-                            {"input": [s for _, s in given]})
+    shapes = profile_shapes([("input", ["N", 3, None, None])], prof, {"input": [s for _, s in given]})
     mn, opt, mx = shapes["input"]
     assert opt == (4, 3, 192, 320)  # the first given: 16:9 landscape, the common live shape
     for h, w in ((720, 1280), (480, 640), (320, 320), (1280, 720)):

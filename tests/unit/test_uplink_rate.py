@@ -72,8 +72,9 @@ def test_loss_never_negative_with_duplicates() -> None:
 # --- policy ---------------------------------------------------------------------------------------
 
 
-def _window(loss: float, sent_bps: float = 1_000_000, seconds: float = 1.0,
-            expected: int = 100) -> UplinkWindow:
+def _window(
+    loss: float, sent_bps: float = 1_000_000, seconds: float = 1.0, expected: int = 100
+) -> UplinkWindow:
     received = round(expected * (1 - loss))
     return UplinkWindow(expected, received, int(sent_bps * (received / expected) * seconds / 8), seconds)
 
@@ -104,7 +105,7 @@ def test_moderate_loss_holds_and_low_loss_grows_then_releases() -> None:
     assert cap is not None
     assert policy.on_window(_window(0.05)) == cap  # between loss_low and loss_high: hold
     grown = policy.on_window(_window(0.0, seconds=2.0))
-    assert grown == pytest.approx(cap * 1.08 ** 2)
+    assert grown == pytest.approx(cap * 1.08**2)
     for _ in range(60):
         if policy.on_window(_window(0.0)) is None:
             break

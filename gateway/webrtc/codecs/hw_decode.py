@@ -43,8 +43,11 @@ class DecoderChoice:
             self.fallbacks += 1
 
     def to_dict(self) -> dict[str, object]:
-        return {"decoders": dict(self.decoders), "software_reasons": dict(self.reasons),
-                "hardware_fallbacks": self.fallbacks}
+        return {
+            "decoders": dict(self.decoders),
+            "software_reasons": dict(self.reasons),
+            "hardware_fallbacks": self.fallbacks,
+        }
 
     def summary(self) -> str:
         return ", ".join(f"{mime.split('/')[1]}: {name}" for mime, name in sorted(self.decoders.items()))
@@ -76,8 +79,13 @@ class HardwareDecoder:
     """aiortc's decoder interface (`decode(encoded_frame) -> frames`) over a PyAV hardware decoder, handing
     the stream to `software()` (aiortc's own decoder) on the first failure."""
 
-    def __init__(self, name: str, software: Callable[[], Any], choice: DecoderChoice,
-                 on_fallback: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        name: str,
+        software: Callable[[], Any],
+        choice: DecoderChoice,
+        on_fallback: Callable[[str], None],
+    ) -> None:
         import av
 
         self._av = av

@@ -25,8 +25,16 @@ EVENT = "encoder"
 H264 = "video/h264"
 # NVENC's low-latency settings (FFmpeg's nvenc options): fastest preset, ultra-low-latency tuning, constant
 # bitrate, no lookahead or reordering, and a keyframe asked for by the picture type is an IDR.
-NVENC_OPTIONS = {"preset": "p1", "tune": "ull", "rc": "cbr", "zerolatency": "1", "delay": "0",
-                 "forced-idr": "1", "bf": "0", "profile": "baseline"}
+NVENC_OPTIONS = {
+    "preset": "p1",
+    "tune": "ull",
+    "rc": "cbr",
+    "zerolatency": "1",
+    "delay": "0",
+    "forced-idr": "1",
+    "bf": "0",
+    "profile": "baseline",
+}
 PROBE_SIZE = (256, 144)
 
 
@@ -48,9 +56,11 @@ class EncoderChoice:
             self.fallbacks += 1
 
     def to_dict(self) -> dict[str, object]:
-        return {"encoders": {H264: self.h264, "video/vp8": "libvpx"},
-                "software_reasons": {H264: self.reason} if self.reason else {},
-                "hardware_fallbacks": self.fallbacks}
+        return {
+            "encoders": {H264: self.h264, "video/vp8": "libvpx"},
+            "software_reasons": {H264: self.reason} if self.reason else {},
+            "hardware_fallbacks": self.fallbacks,
+        }
 
     def summary(self) -> str:
         return f"h264: {self.h264}, vp8: libvpx"

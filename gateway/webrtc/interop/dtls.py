@@ -83,7 +83,7 @@ def ssl_error_reason(exc: BaseException) -> str:
 
 
 def describe_key(certificate: Any) -> str:
-    """"ECDSA secp224r1", "RSA 2048": a peer certificate's key as an operator reads it."""
+    """ "ECDSA secp224r1", "RSA 2048": a peer certificate's key as an operator reads it."""
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     key = certificate.to_cryptography().public_key()
