@@ -1,4 +1,5 @@
-"""Typed `web.AppKey`s for the objects `create_app` shares with handlers."""
+"""Typed `web.AppKey`s for the objects `create_app` shares with handlers; what changes while the app runs
+is in the one `AppState` under `STATE`."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ class PipelineLike(Protocol):
 
 
 class AppState:
-    """Mutable bits of the running app (readiness, sources); one per app, never module-global."""
+    """Mutable bits of the running app (readiness, sources, what the background start-up built); one per app,
+    never module-global."""
 
     def __init__(self, config: GatewayConfig) -> None:
         self.ready = False
