@@ -1,10 +1,12 @@
 """The one place the gateway is wired: `create_app(config, *, pipeline=None, monitor=None, process=None)`.
 
-Shared objects live under typed `web.AppKey`s (gateway.http.keys). Start/stop pairs are in `cleanup_ctx`
-(monitor; then pipeline load and warm-up, scheduler, sessions in a background task, so liveness answers
-while models load); peer connections are closed in `on_shutdown`, which also
-flips the app to "refusing new sessions" first. One middleware maps `gateway.errors` (and aiohttp's own HTTP
-exceptions) to one-line text responses and checks the bearer token; nothing escapes as a traceback.
+Shared objects live under typed `web.AppKey`s (gateway.http.keys; the mutable bits in the one `AppState`).
+Each resource starts and stops in one place (gateway.app_resources), listed in order in `create_app`:
+webhooks, the monitor, the media path (pipeline load and warm-up, scheduler, sessions, in a background task,
+so liveness answers while models load), egress; they stop in reverse. Peer connections are closed in
+`on_shutdown`, which also flips the app to "refusing new sessions" first. One middleware maps
+`gateway.errors` (and aiohttp's own HTTP exceptions) to one-line text responses and checks the bearer token;
+nothing escapes as a traceback.
 """
 
 from __future__ import annotations
@@ -12,32 +14,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-import cv2
 from aiohttp import web
 
-from engines.frames import FrameItem, FrameOutput
+from gateway.app_resources import (
+    MediaPath,
+    ProcessFn,
+    default_governor,
+    default_monitor,
+    lifetime,
+    monitoring_routes,
+)
 from gateway.auth import identify, is_authorized
 from gateway.config import GatewayConfig
-from gateway.control import Governor
-from gateway.engine_watch import EngineWatch
 from gateway.errors import Unauthorized, Unavailable
-from gateway.http import control, cors, exposure, health, metrics_listener, sessions, sources, whep, whip
+from gateway.http import control, cors, health, metrics_listener, sessions, sources, whep, whip
 from gateway.http import egress as egress_routes
 from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
 from gateway.http.replies import replied
 from gateway.http.request_checks import MUTATING_WHILE_SHUTTING_DOWN
-from gateway.scheduler import FrameScheduler
-from gateway.session import MonitorLike, SessionManager
+from gateway.monitoring.ports import GatewayMonitor
 from gateway.webhooks import wiring as webhooks
-
-if TYPE_CHECKING:
-    from gateway.monitoring.monitor import MonitorConfig
-    from gateway.webrtc.codecs.hw_encode import HardwareH264
 
 logger = logging.getLogger(__name__)
 
@@ -70,110 +70,28 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     return await replied(request, checked, lambda: request.app[MONITOR].record_reject("bad_request"))
 
 
-def _default_pipeline(config: GatewayConfig) -> PipelineLike:
-    from engines.factory import EngineConfig
-    from engines.models.store import ModelStore, default_model_dir
-    from engines.pipeline import Pipeline, PipelineConfig
-    from engines.processors.masks import BoxMaskConfig
-
-    proc = config.processing
-    kwargs: dict[str, Any] = {}
-    if proc.swapper:
-        kwargs["swapper"] = proc.swapper
-    if proc.enhancer:
-        kwargs["enhancer"] = proc.enhancer
-    pipeline_config = PipelineConfig(
-        # default "none" still loads the swapper: a session may ask for it with ?processors=face_swapper
-        processors=proc.processors or ("face_swapper",),
-        detector_size=proc.detector_size,
-        keep_regions=proc.mask_regions,
-        face_selector=proc.face_selector,
-        shape=proc.face_shape,
-        poisson=proc.poisson_blend,
-        mask=BoxMaskConfig(blur=proc.mask_blur, padding=proc.mask_padding),
-        engine=EngineConfig(
-            backend=proc.engine,
-            providers=proc.providers,
-            max_batch=proc.max_batch,
-            device_id=proc.device_id,
-            fp16=proc.fp16,
-            trt_cache_dir=proc.trt_cache_dir,
-            intra_op_threads=proc.intra_op_threads,
-            contexts=proc.contexts,
-            triton=proc.triton,
-        ),
-        **kwargs,
-    )
-    store = ModelStore(proc.model_dir or default_model_dir({}))  # the CLI resolves env and flags
-    return Pipeline.from_config(pipeline_config, store)
-
-
-def _monitor_config(config: GatewayConfig) -> MonitorConfig:
-    from gateway.monitoring.monitor import MonitorConfig
-
-    return config.monitor or MonitorConfig(budget_ms=config.scheduler.budget_ms)
-
-
-def _governor(config: GatewayConfig) -> Governor:
-    """The sessions' governor; the default monitor feeds it (an injected test monitor leaves it at full
-    quality, admitting)."""
-    monitor_config = _monitor_config(config)
-    return Governor(monitor_config.degradation, monitor_config.budget_ms, monitor_config.capacity_target)
-
-
-def _default_monitor(config: GatewayConfig, governor: Governor) -> MonitorLike:
-    from gateway.monitoring.monitor import Monitor
-
-    return Monitor(_monitor_config(config), governor=governor)
-
-
-def _start_decoders(app: web.Application, parts: dict[str, Any], monitor: MonitorLike, enabled: bool) -> None:
-    """NVDEC where the GPU has it and `enabled` (webrtc.codecs.hw_decode): an event and /api/stats "decoder"
-    say which decoder runs per codec."""
-    from gateway.monitoring.routes import add_section
-    from gateway.webrtc.codecs import hw_decode
-
-    choice = hw_decode.detect(enabled)
-    parts["undo_decoders"] = hw_decode.install(choice, lambda msg: monitor.event(hw_decode.EVENT, msg))
-    monitor.event(hw_decode.EVENT, f"video decode: {choice.summary()}", **choice.to_dict())
-
-    add_section(app, "decoder", choice.to_dict)
-
-
-def _start_encoders(app: web.Application, monitor: MonitorLike, enabled: bool) -> HardwareH264:
-    """NVENC for H.264 where the GPU has it and `enabled` (webrtc.codecs.hw_encode): an event and /api/stats
-    "encoder" say which encoder runs; every stream falls back to software on its own if NVENC fails it."""
-    from gateway.monitoring.routes import add_section
-    from gateway.webrtc.codecs import hw_encode
-
-    choice = hw_encode.detect(enabled)
-    monitor.event(hw_encode.EVENT, f"video encode: {choice.summary()}", **choice.to_dict())
-    add_section(app, "encoder", choice.to_dict)
-    return hw_encode.HardwareH264(choice, lambda msg: monitor.event(hw_encode.EVENT, msg))
-
-
 def create_app(
     config: GatewayConfig,
     *,
     pipeline: PipelineLike | None = None,
-    monitor: MonitorLike | None = None,
-    process: Callable[[list[FrameItem]], list[FrameOutput]] | None = None,
+    monitor: GatewayMonitor | None = None,
+    process: ProcessFn | None = None,
 ) -> web.Application:
-    """Build the gateway app. Tests may inject a pipeline, a monitor, or a process fn (replaces
-    `pipeline.process` in the scheduler, e.g. a deliberately slow fake).
+    """Build the gateway app. Tests may inject a pipeline, a monitor (a `NullMonitor` or one built on it), or
+    a process fn (replaces `pipeline.process` in the scheduler, e.g. a deliberately slow fake).
 
     Models load and warm up in a background task started with the app, so /healthz answers at once and
     /readyz turns 200 when the media path is up; until then the media endpoints answer 503 + Retry-After.
     A failed start-up is kept in `AppState.startup_error` (one line) for the CLI to report.
     """
-    limiter = TokenBuckets(config.rate_limit)  # first: a client out of tokens costs nothing further
-
-    def limited() -> None:
-        the_monitor.record_reject("rate_limit")
-
+    governor = default_governor(config)
+    the_monitor = monitor if monitor is not None else default_monitor(config, governor)
     app = web.Application(
         middlewares=[
-            rate_limit_middleware(limiter, limited),
+            # first: a client out of tokens costs nothing further
+            rate_limit_middleware(
+                TokenBuckets(config.rate_limit), lambda: the_monitor.record_reject("rate_limit")
+            ),
             error_middleware,
             metrics_listener.middleware(config.metrics),  # routes moved to --metrics-port: 404 here
         ],
@@ -181,160 +99,25 @@ def create_app(
     )
     app[metrics_listener.BOUND] = set()
     cors.install(app, config.cors, (egress_routes.TOKEN_HEADER,))
-    state = AppState(config)
-    state.extra["rate_limit"] = limiter
     app[CONFIG] = config
-    app[STATE] = state
-    governor = _governor(config)
-    the_monitor = monitor if monitor is not None else _default_monitor(config, governor)
+    app[STATE] = AppState(config)
     app[MONITOR] = the_monitor
-    parts: dict[str, Any] = {}
-
-    async def start_media() -> None:
-        loop = asyncio.get_running_loop()
-        hardware = config.sessions.hardware_codecs
-        _start_decoders(app, parts, the_monitor, hardware)
-        hardware_h264 = _start_encoders(app, the_monitor, hardware)
-        the_pipeline = pipeline
-        if the_pipeline is None:
-            the_pipeline = await loop.run_in_executor(None, _default_pipeline, config)
-        parts["pipeline"] = the_pipeline
-        state.pipeline = the_pipeline
-        await loop.run_in_executor(None, the_pipeline.warmup)
-        if config.sessions.default_source is not None:
-            image = cv2.imread(str(config.sessions.default_source), cv2.IMREAD_COLOR)
-            if image is None:
-                raise ValueError(f"default source {config.sessions.default_source} is not a readable image")
-            face = await sources.add_source(app, cv2.cvtColor(image, cv2.COLOR_BGR2RGB), "default")
-            state.default_source_id = face.id
-        scheduler = FrameScheduler(process or the_pipeline.process, config.scheduler)
-        parts["scheduler"] = scheduler
-        await scheduler.start()
-        watch = getattr(the_monitor, "watch_scheduler", None)
-        if watch is not None:
-            watch(scheduler.stats)
-        manager = SessionManager(
-            config.sessions,
-            config.ice,
-            scheduler,
-            the_monitor,
-            governor,
-            budget_ms=config.scheduler.budget_ms,
-            hardware_h264=hardware_h264,
-        )
-        parts["manager"] = manager
-        await manager.start()
-        state.extra["scheduler"] = scheduler
-        if state.shutting_down:
-            return
-        state.sessions = manager
-        state.ready = True
-        logger.info("ready: models loaded and warmed")
-        not_ready = getattr(the_pipeline, "not_ready_engines", None)
-        if config.processing.engine == "triton" and not_ready is not None:
-            watch = EngineWatch(not_ready, the_monitor.event)  # /readyz and events follow Triton
-            parts["engine_watch"] = state.extra["engine_watch"] = watch
-            watch.start()
-
-    async def startup(app: web.Application) -> None:
-        try:
-            await start_media()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            state.startup_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            logger.error("start-up failed: %s", state.startup_error)
-        finally:
-            state.started.set()
-
-    async def monitor_ctx(app: web.Application) -> AsyncIterator[None]:
-        starter = getattr(the_monitor, "start", None)
-        if starter is not None:
-            await starter()
-        try:
-            yield
-        finally:
-            closer = getattr(the_monitor, "close", None)
-            if closer is not None:
-                await closer()
-
-    async def media_ctx(app: web.Application) -> AsyncIterator[None]:
-        task = asyncio.get_running_loop().create_task(startup(app), name="gateway-startup")
-        state.extra["startup_task"] = task
-        try:
-            yield
-        finally:
-            state.ready = False
-            watch = parts.get("engine_watch")
-            if watch is not None:
-                await watch.close()
-            # A model load runs in a thread that cannot be interrupted: let start-up finish, then undo it.
-            await asyncio.shield(task)
-            manager = parts.get("manager")
-            if manager is not None:
-                await manager.close()
-            scheduler = parts.get("scheduler")
-            if scheduler is not None:
-                await scheduler.close()
-            state.background.close()
-            the_pipeline = parts.get("pipeline")
-            if the_pipeline is not None:
-                await asyncio.get_running_loop().run_in_executor(None, the_pipeline.close)
-            undo_decoders = parts.get("undo_decoders")
-            if undo_decoders is not None:
-                undo_decoders()
-
-    async def on_shutdown(app: web.Application) -> None:
-        await begin_shutdown(app)
-
-    app.cleanup_ctx.extend([monitor_ctx, media_ctx])
-    app.on_shutdown.append(on_shutdown)
-
-    health.add_routes(app)
-    whip.add_routes(app)
-    whep.add_routes(app)
-    sources.add_routes(app)
-    sessions.add_routes(app)
-    control.add_routes(app)
+    for routes in (health, whip, whep, sources, sessions, control):
+        routes.add_routes(app)
     app.router.add_get("/demo", _demo)
     app.router.add_get("/watch", _watch)
-    if monitor is None or hasattr(the_monitor, "snapshot_dict"):
-        from gateway.monitoring.audio_section import AudioSection
-        from gateway.monitoring.container import container_collector
-        from gateway.monitoring.routes import (
-            EXTRA_COLLECTORS,
-            METRICS_VIEWS,
-            STATS_VIEWS,
-            MetricsView,
-            StatsView,
-            setup_monitoring_routes,
-        )
-        from gateway.webrtc.version_check import installed_version
-
-        setup_monitoring_routes(app, the_monitor)  # type: ignore[arg-type]
-
-        def audio_rows() -> list[dict[str, object]]:
-            manager = state.sessions
-            if manager is None:
-                return []
-            return [{**s.audio.stats(), "session": s.id} for s in list(manager.sessions.values())]
-
-        audio = AudioSection(audio_rows)  # the relay's totals: /api/stats "audio", livefuse_audio_* families
-
-        def audio_view(request: web.Request, data: dict[str, object]) -> dict[str, object]:
-            data[audio.name] = audio.data()
-            return data
-
-        views: list[StatsView] = [exposure.stats_view, audio_view]
-        app[STATS_VIEWS] = views
-        versions = {name: installed_version(name) for name in ("livefuse", "aiortc", "av")}
-        app[EXTRA_COLLECTORS] = [audio.collector, container_collector(versions)]
-        metrics_views: list[MetricsView] = [exposure.metrics_view]
-        if not config.metrics.per_session:  # a `session` label per publisher: opt-in (--metrics-per-session)
-            metrics_views.append(exposure.without_sessions)
-        app[METRICS_VIEWS] = metrics_views
-    egress_routes.install(app, config.egress)
-    webhooks.install(app, config.webhooks, the_monitor)
+    app.on_shutdown.append(begin_shutdown)  # before the monitoring routes end their streams
+    monitoring_routes(app, config, the_monitor)
+    hub = egress_routes.install(app, config.egress)
+    hooks = webhooks.install(app, config.webhooks, the_monitor)
+    app.cleanup_ctx.extend(
+        [
+            lifetime(hooks),  # first in, last out: the sessions' last events (session.ended) still go out
+            lifetime(the_monitor),
+            MediaPath(config, the_monitor, governor, pipeline, process).ctx,
+            lifetime(hub),
+        ]
+    )
     return app
 
 

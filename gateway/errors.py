@@ -35,10 +35,6 @@ class NotFound(GatewayError):
     status = 404
 
 
-class MethodNotAllowed(GatewayError):
-    status = 405
-
-
 class Conflict(GatewayError):
     status = 409
 
@@ -61,10 +57,6 @@ class Unprocessable(GatewayError):
 
 class PreconditionRequired(GatewayError):
     status = 428
-
-
-class NotImplementedFeature(GatewayError):
-    status = 501
 
 
 class Unavailable(GatewayError):

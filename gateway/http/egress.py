@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -141,18 +140,10 @@ async def delete_egress(request: web.Request) -> web.Response:
 
 
 def install(app: web.Application, config: EgressConfig) -> EgressHub:
-    """The hub under `EGRESS`, its routes, its start/stop pair, its stats and metrics."""
+    """The hub under `EGRESS`, its routes, its stats and metrics; the app starts and closes it in its own
+    place among the other resources (gateway.app)."""
     hub = EgressHub(config, lambda kind, message, **data: app[MONITOR].event(kind, message, **data))
     app[EGRESS] = hub
-
-    async def egress_ctx(app: web.Application) -> AsyncIterator[None]:
-        await hub.start()
-        try:
-            yield
-        finally:
-            await hub.close()
-
-    app.cleanup_ctx.append(egress_ctx)
     path = "/sessions/{session_id}/egress"
     app.router.add_post(path, post_egress)
     app.router.add_get(path, get_egress)

@@ -13,7 +13,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    watch = state.extra.get("engine_watch")
+    watch = state.engine_watch
     engines_down = list(watch.down) if watch is not None else []
     ready = state.ready and not state.shutting_down and not engines_down
     body: dict[str, object] = {"ready": ready, "shutting_down": state.shutting_down}

@@ -1,9 +1,10 @@
-"""Typed `web.AppKey`s for the objects `create_app` shares with handlers."""
+"""Typed `web.AppKey`s for the objects `create_app` shares with handlers; what changes while the app runs
+is in the one `AppState` under `STATE`."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 from aiohttp import web
@@ -11,8 +12,10 @@ from aiohttp import web
 from engines.frames import FrameItem, FrameOutput, SourceFace
 from gateway.background import BackgroundPool
 from gateway.config import GatewayConfig
+from gateway.engine_watch import EngineWatch
 from gateway.errors import Unavailable
-from gateway.session import MonitorLike, SessionManager
+from gateway.monitoring.ports import MONITOR_KEY
+from gateway.session import SessionManager
 from gateway.source_store import SourceStore
 from gateway.tenants import Principal
 
@@ -26,9 +29,14 @@ class PipelineLike(Protocol):
 
     def close(self) -> None: ...
 
+    def not_ready_engines(self) -> list[str]:
+        """Engines whose server says they cannot run now (remote backends); [] for in-process ones."""
+        ...
+
 
 class AppState:
-    """Mutable bits of the running app (readiness, sources); one per app, never module-global."""
+    """Mutable bits of the running app (readiness, sources, what the background start-up built); one per app,
+    never module-global."""
 
     def __init__(self, config: GatewayConfig) -> None:
         self.ready = False
@@ -41,11 +49,11 @@ class AppState:
         self.sessions: SessionManager | None = None
         self.started = asyncio.Event()  # set when the background start-up finished (well or not)
         self.startup_error: str | None = None  # one line when it failed
-        self.extra: dict[str, Any] = {}
+        self.engine_watch: EngineWatch | None = None  # remote engines (Triton) only: /readyz follows them
 
 
 CONFIG = web.AppKey("config", GatewayConfig)
-MONITOR = web.AppKey("monitor", MonitorLike)  # type: ignore[type-abstract]
+MONITOR = MONITOR_KEY  # the monitor's own key: the app and its monitoring routes share one
 STATE = web.AppKey("state", AppState)
 
 

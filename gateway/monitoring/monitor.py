@@ -234,6 +234,10 @@ class Monitor:
     def event(self, kind: str, message: str, **data: object) -> None:
         self.events.emit(self._clock(), kind, message, data)
 
+    def on_event(self, listener: Callable[[ev.Event], None]) -> None:
+        """`listener(event)` after every event, on the emitting thread (the webhooks queue them)."""
+        self.events.subscribe(listener)
+
     def ingest_sample(self, sample: SystemSample) -> None:
         """Called by the sampler thread each tick (tests call it directly): the stats take the readings,
         the governor takes one step on what they show, threshold events go out, the chart gets a point."""

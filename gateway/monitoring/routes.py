@@ -1,11 +1,10 @@
 """HTTP surface of the monitor: /metrics, /api/stats, /api/stream (SSE), /dashboard (+ its script), / ->
 /dashboard.
 
-Thin handlers: each reads `Monitor.snapshot()` and formats it. Authentication is not done here: the gateway's
-auth middleware guards every route, and the dashboard page forwards `?token=` from its own URL to its script,
-API and SSE requests. SSE streams end by themselves when the monitor closes or the app shuts down, so a
-browser
-left open never holds the server's shutdown up.
+Thin handlers: each reads the monitor's `snapshot()` (any `GatewayMonitor`) and formats it. Authentication
+is not done here: the gateway's auth middleware guards every route, and the dashboard page forwards `?token=`
+from its own URL to its script, API and SSE requests. SSE streams end by themselves when the monitor closes
+or the app shuts down, so a browser left open never holds the server's shutdown up.
 """
 
 from __future__ import annotations
@@ -20,12 +19,11 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client.registry import Collector
 
-from .monitor import Monitor
+from .ports import MONITOR_KEY, GatewayMonitor
 from .prometheus import CONTENT_TYPE, make_registry, render
 from .snapshot import StatsSnapshot
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
-MONITOR_KEY = web.AppKey("livefuse_monitor", Monitor)
 _STOP_KEY = web.AppKey("livefuse_monitor_sse_stop", asyncio.Event)
 # Functions the app may add to shape /api/stats and /api/stream per request (what an anonymous caller may
 # see, figures the monitor does not own such as source memory). Applied in order.
@@ -59,7 +57,7 @@ def add_section(
         app[EXTRA_COLLECTORS].append(collector)
 
 
-def _monitor(request: web.Request) -> Monitor:
+def _monitor(request: web.Request) -> GatewayMonitor:
     return request.app[MONITOR_KEY]
 
 
@@ -155,7 +153,7 @@ async def _signal_stop(app: web.Application) -> None:
     app[_STOP_KEY].set()
 
 
-def setup_monitoring_routes(app: web.Application, monitor: Monitor) -> None:
+def setup_monitoring_routes(app: web.Application, monitor: GatewayMonitor) -> None:
     """Mounts the monitoring routes and stores the monitor under `MONITOR_KEY`. The monitor's start/close
     belong to whoever created it (the gateway's cleanup_ctx)."""
     app[MONITOR_KEY] = monitor

@@ -21,6 +21,7 @@ from av import VideoFrame
 from engines.frames import FrameItem, FrameOptions, FrameOutput, SourceFace
 from gateway.app import create_app, wait_started
 from gateway.config import GatewayConfig, SessionConfig
+from gateway.monitoring.null import NullMonitor
 from gateway.monitoring.records import FrameRecord, LinkState
 from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
@@ -250,14 +251,18 @@ class FakePipeline:
     def close(self) -> None:
         self.closed = True
 
+    def not_ready_engines(self) -> list[str]:
+        return []
 
-class RecordingMonitor:
+
+class RecordingMonitor(NullMonitor):
     """Collects what the gateway reports (the real Monitor is tested by its owner)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.records: list[FrameRecord] = []
         self.opened: list[str] = []
-        self.closed: list[tuple[str, str]] = []
+        self.closed_sessions: list[tuple[str, str]] = []
         self.rejects: list[str] = []
         self.links: list[tuple[str, LinkState]] = []
         self.events: list[tuple[str, str, dict[str, Any]]] = []  # kind, message, data
@@ -269,7 +274,7 @@ class RecordingMonitor:
         self.opened.append(session_id)
 
     def session_closed(self, session_id: str, reason: str) -> None:
-        self.closed.append((session_id, reason))
+        self.closed_sessions.append((session_id, reason))
 
     def session_link(self, session_id: str, link: LinkState) -> None:
         self.links.append((session_id, link))

@@ -293,7 +293,7 @@ async def test_killed_publisher_with_audio_is_reaped_and_its_viewers_closed(astr
             assert await wait_for(lambda: manager.counts()["sessions"] == 0, 10)
             assert manager.counts() == {"sessions": 0, "viewers": 0, "tasks": 0}
             assert relay.closed and relay.subscribers == 0
-            assert monitor.closed and "no media" in monitor.closed[0][1]
+            assert monitor.closed_sessions and "no media" in monitor.closed_sessions[0][1]
             assert await wait_for(lambda: vpc.connectionState in ("closed", "failed"), 15)
         finally:
             task.cancel()

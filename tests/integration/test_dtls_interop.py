@@ -153,11 +153,11 @@ async def test_dtls_failure_is_logged_at_warning_with_its_cause(
                 http, gw.url, pc, lambda sdp: sdp.replace("a=setup:actpass", "a=setup:active")
             )
             session_id = location.rsplit("/", 1)[-1]
-            assert await wait_for(lambda: any(sid == session_id for sid, _ in monitor.closed), 20)
+            assert await wait_for(lambda: any(sid == session_id for sid, _ in monitor.closed_sessions), 20)
         finally:
             track.stop()
             await pc.close()
-    reason = dict(monitor.closed)[session_id]
+    reason = dict(monitor.closed_sessions)[session_id]
     assert reason.startswith("peer failed (DTLS: no cipher suite in common"), reason
     assert "[no shared cipher; we were DTLS server]" in reason, reason
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and session_id in r.getMessage()]

@@ -97,7 +97,7 @@ async def test_gstreamer_webrtcbin_publisher_connects_and_gets_processed_video(
         assert lines, (proc.returncode, out.decode()[-2000:], err.decode()[-3000:])
         result = json.loads(lines[-1])
         assert not result["errors"] and proc.returncode == 0, (result, err.decode()[-3000:])
-        closed = dict(monitor.closed)
+        closed = dict(monitor.closed_sessions)
     assert result["status"] == 201
     # aiortc's own role: we are the DTLS client, and our ClientHello offers ECDHE-RSA suites for its RSA key
     assert result["answer_setup"] == "active"

@@ -126,7 +126,7 @@ async def test_killed_client_is_reaped_and_nothing_leaks(astronaut: np.ndarray) 
         client.sender_track.stop()
         assert await wait_for(lambda: manager.counts()["sessions"] == 0, 10)
         assert manager.counts() == {"sessions": 0, "viewers": 0, "tasks": 0}
-        assert monitor.closed and "no media" in monitor.closed[0][1]
+        assert monitor.closed_sessions and "no media" in monitor.closed_sessions[0][1]
         await client.pc.close()
         assert not [
             t

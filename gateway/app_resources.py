@@ -1,0 +1,273 @@
+"""The gateway's resources, each with its start and its stop in one place, for `create_app` to list in order.
+
+Why one function per resource: the order things stop in is the reverse of the order they start in, and that
+holds only if nobody writes the stop sequence by hand. The app's own resources are aiohttp `cleanup_ctx`
+entries (`lifetime`); the media path (decoders, encoders, the face pipeline, the upload pool, the scheduler,
+the sessions, the remote-engine watch) starts in a background task, so that liveness answers while models
+load, and each of its parts is one entry on an `AsyncExitStack` that unwinds when the app stops (`MediaPath`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import cv2
+from aiohttp import web
+
+from engines.frames import FrameItem, FrameOutput
+from gateway.config import GatewayConfig
+from gateway.control import Governor
+from gateway.engine_watch import EngineWatch
+from gateway.http import exposure, sources
+from gateway.http.keys import STATE, PipelineLike
+from gateway.monitoring.ports import GatewayMonitor
+from gateway.scheduler import FrameScheduler
+from gateway.session import SessionManager
+
+if TYPE_CHECKING:
+    from gateway.monitoring.monitor import MonitorConfig
+    from gateway.webrtc.codecs.hw_encode import HardwareH264
+
+logger = logging.getLogger(__name__)
+
+ProcessFn = Callable[[list[FrameItem]], list[FrameOutput]]
+CleanupCtx = Callable[[web.Application], AsyncIterator[None]]
+
+
+class Startable(Protocol):
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+def lifetime(resource: Startable) -> CleanupCtx:
+    """A `cleanup_ctx` entry: `resource` starts with the app and closes when it stops."""
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        await resource.start()
+        try:
+            yield
+        finally:
+            await resource.close()
+
+    return ctx
+
+
+def _monitor_config(config: GatewayConfig) -> MonitorConfig:
+    from gateway.monitoring.monitor import MonitorConfig
+
+    return config.monitor or MonitorConfig(budget_ms=config.scheduler.budget_ms)
+
+
+def default_governor(config: GatewayConfig) -> Governor:
+    """The sessions' governor; the default monitor feeds it (an injected test monitor leaves it at full
+    quality, admitting)."""
+    monitor_config = _monitor_config(config)
+    return Governor(monitor_config.degradation, monitor_config.budget_ms, monitor_config.capacity_target)
+
+
+def default_monitor(config: GatewayConfig, governor: Governor) -> GatewayMonitor:
+    from gateway.monitoring.monitor import Monitor
+
+    return Monitor(_monitor_config(config), governor=governor)
+
+
+def default_pipeline(config: GatewayConfig) -> PipelineLike:
+    from engines.factory import EngineConfig
+    from engines.models.store import ModelStore, default_model_dir
+    from engines.pipeline import Pipeline, PipelineConfig
+    from engines.processors.masks import BoxMaskConfig
+
+    proc = config.processing
+    kwargs: dict[str, Any] = {}
+    if proc.swapper:
+        kwargs["swapper"] = proc.swapper
+    if proc.enhancer:
+        kwargs["enhancer"] = proc.enhancer
+    pipeline_config = PipelineConfig(
+        # default "none" still loads the swapper: a session may ask for it with ?processors=face_swapper
+        processors=proc.processors or ("face_swapper",),
+        detector_size=proc.detector_size,
+        keep_regions=proc.mask_regions,
+        face_selector=proc.face_selector,
+        shape=proc.face_shape,
+        poisson=proc.poisson_blend,
+        mask=BoxMaskConfig(blur=proc.mask_blur, padding=proc.mask_padding),
+        engine=EngineConfig(
+            backend=proc.engine,
+            providers=proc.providers,
+            max_batch=proc.max_batch,
+            device_id=proc.device_id,
+            fp16=proc.fp16,
+            trt_cache_dir=proc.trt_cache_dir,
+            intra_op_threads=proc.intra_op_threads,
+            contexts=proc.contexts,
+            triton=proc.triton,
+        ),
+        **kwargs,
+    )
+    store = ModelStore(proc.model_dir or default_model_dir({}))  # the CLI resolves env and flags
+    return Pipeline.from_config(pipeline_config, store)
+
+
+def monitoring_routes(app: web.Application, config: GatewayConfig, monitor: GatewayMonitor) -> None:
+    """/metrics, /api/stats, /api/stream and the dashboard, with the sections the monitor does not own: source
+    memory and exposure (gateway.http.exposure), the audio relay's totals, the build and the container."""
+    from gateway.monitoring.audio_section import AudioSection
+    from gateway.monitoring.container import container_collector
+    from gateway.monitoring.routes import (
+        EXTRA_COLLECTORS,
+        METRICS_VIEWS,
+        STATS_VIEWS,
+        MetricsView,
+        StatsView,
+        setup_monitoring_routes,
+    )
+    from gateway.webrtc.version_check import installed_version
+
+    setup_monitoring_routes(app, monitor)
+    state = app[STATE]
+
+    def audio_rows() -> list[dict[str, object]]:
+        manager = state.sessions
+        if manager is None:
+            return []
+        return [{**s.audio.stats(), "session": s.id} for s in list(manager.sessions.values())]
+
+    audio = AudioSection(audio_rows)  # the relay's totals: /api/stats "audio", livefuse_audio_* families
+
+    def audio_view(request: web.Request, data: dict[str, object]) -> dict[str, object]:
+        data[audio.name] = audio.data()
+        return data
+
+    views: list[StatsView] = [exposure.stats_view, audio_view]
+    app[STATS_VIEWS] = views
+    versions = {name: installed_version(name) for name in ("livefuse", "aiortc", "av")}
+    app[EXTRA_COLLECTORS] = [audio.collector, container_collector(versions)]
+    metrics_views: list[MetricsView] = [exposure.metrics_view]
+    if not config.metrics.per_session:  # a `session` label per publisher: opt-in (--metrics-per-session)
+        metrics_views.append(exposure.without_sessions)
+    app[METRICS_VIEWS] = metrics_views
+
+
+def _start_decoders(app: web.Application, monitor: GatewayMonitor, enabled: bool) -> Callable[[], None]:
+    """NVDEC where the GPU has it and `enabled` (webrtc.codecs.hw_decode): an event and /api/stats "decoder"
+    say which decoder runs per codec. Returns the undo."""
+    from gateway.monitoring.routes import add_section
+    from gateway.webrtc.codecs import hw_decode
+
+    choice = hw_decode.detect(enabled)
+    undo = hw_decode.install(choice, lambda msg: monitor.event(hw_decode.EVENT, msg))
+    monitor.event(hw_decode.EVENT, f"video decode: {choice.summary()}", **choice.to_dict())
+    add_section(app, "decoder", choice.to_dict)
+    return undo
+
+
+def _start_encoders(app: web.Application, monitor: GatewayMonitor, enabled: bool) -> HardwareH264:
+    """NVENC for H.264 where the GPU has it and `enabled` (webrtc.codecs.hw_encode): an event and /api/stats
+    "encoder" say which encoder runs; every stream falls back to software on its own if NVENC fails it."""
+    from gateway.monitoring.routes import add_section
+    from gateway.webrtc.codecs import hw_encode
+
+    choice = hw_encode.detect(enabled)
+    monitor.event(hw_encode.EVENT, f"video encode: {choice.summary()}", **choice.to_dict())
+    add_section(app, "encoder", choice.to_dict)
+    return hw_encode.HardwareH264(choice, lambda msg: monitor.event(hw_encode.EVENT, msg))
+
+
+async def _read_default_source(app: web.Application, path: Path) -> str:
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:
+        raise ValueError(f"default source {path} is not a readable image")
+    face = await sources.add_source(app, cv2.cvtColor(image, cv2.COLOR_BGR2RGB), "default")
+    return face.id
+
+
+@dataclass(frozen=True)
+class MediaPath:
+    """The media path as one `cleanup_ctx` entry; `pipeline` and `process` are injected by tests (a fake
+    pipeline, or a process fn that replaces `pipeline.process` in the scheduler, e.g. a deliberately slow
+    one). A failed start-up is kept in `AppState.startup_error` (one line) for the CLI to report."""
+
+    config: GatewayConfig
+    monitor: GatewayMonitor
+    governor: Governor
+    pipeline: PipelineLike | None = None
+    process: ProcessFn | None = None
+
+    async def ctx(self, app: web.Application) -> AsyncIterator[None]:
+        state = app[STATE]
+        stack = contextlib.AsyncExitStack()
+        task = asyncio.get_running_loop().create_task(self._startup(app, stack), name="gateway-startup")
+        try:
+            yield
+        finally:
+            state.ready = False
+            # A model load runs in a thread that cannot be interrupted: let start-up finish, then undo it.
+            await asyncio.shield(task)
+            await stack.aclose()
+
+    async def _startup(self, app: web.Application, stack: contextlib.AsyncExitStack) -> None:
+        state = app[STATE]
+        try:
+            await self._start(app, stack)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            state.startup_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            logger.error("start-up failed: %s", state.startup_error)
+        finally:
+            state.started.set()
+
+    async def _start(self, app: web.Application, stack: contextlib.AsyncExitStack) -> None:
+        """Each part pushes its own undo as it starts: they run in reverse (the watch, the sessions, the
+        scheduler, the upload pool, the pipeline, the decoders)."""
+        config, monitor, state = self.config, self.monitor, app[STATE]
+        loop = asyncio.get_running_loop()
+        hardware = config.sessions.hardware_codecs
+        stack.callback(_start_decoders(app, monitor, hardware))
+        hardware_h264 = _start_encoders(app, monitor, hardware)
+        pipeline = self.pipeline
+        if pipeline is None:
+            pipeline = await loop.run_in_executor(None, default_pipeline, config)
+        stack.push_async_callback(_close_in_thread, pipeline)
+        state.pipeline = pipeline
+        stack.callback(state.background.close)  # uploads run pipeline.prepare_source on it: closed first
+        await loop.run_in_executor(None, pipeline.warmup)
+        if config.sessions.default_source is not None:
+            state.default_source_id = await _read_default_source(app, config.sessions.default_source)
+        scheduler = FrameScheduler(self.process or pipeline.process, config.scheduler)
+        stack.push_async_callback(scheduler.close)
+        await scheduler.start()
+        monitor.watch_scheduler(scheduler.stats)
+        manager = SessionManager(
+            config.sessions,
+            config.ice,
+            scheduler,
+            monitor,
+            self.governor,
+            budget_ms=config.scheduler.budget_ms,
+            hardware_h264=hardware_h264,
+        )
+        stack.push_async_callback(manager.close)
+        await manager.start()
+        if state.shutting_down:
+            return
+        state.sessions = manager
+        state.ready = True
+        logger.info("ready: models loaded and warmed")
+        if config.processing.engine == "triton":
+            watch = EngineWatch(pipeline.not_ready_engines, monitor.event)  # /readyz and events follow Triton
+            stack.push_async_callback(watch.close)
+            state.engine_watch = watch
+            watch.start()
+
+
+async def _close_in_thread(pipeline: PipelineLike) -> None:
+    await asyncio.get_running_loop().run_in_executor(None, pipeline.close)
