@@ -44,7 +44,7 @@ from gateway.webrtc.congestion.retransmit_budget import RetransmitBudget
 from gateway.webrtc.congestion.retransmit_limit import limit_retransmissions
 from gateway.webrtc.congestion.send_history import FeedbackSample
 from gateway.webrtc.congestion.sender_feedback import watch_sender_feedback
-from gateway.webrtc.congestion.transport_cc import SendSideFeedback, install_send_side
+from gateway.webrtc.congestion.transport_cc import SendSideFeedback, answer_transport_cc, install_send_side
 from gateway.webrtc.congestion.uplink_rate import UplinkRateConfig
 from gateway.webrtc.internals import route_keyframe_requests
 from gateway.webrtc.interop.dtls import DtlsWatch, use_legacy_dtls, wait_before_handshake, watch_dtls
@@ -161,7 +161,7 @@ def install_answer(
     if grace > 0:
         wait_before_handshake(pc, grace)
     answer_video_codec(pc, codec)
-    return transport_cc.answer_transport_cc(pc) if transport_cc else 0
+    return answer_transport_cc(pc) if transport_cc else 0
 
 
 # --- 4, 5. the publisher's receivers ----------------------------------------------------------------------
