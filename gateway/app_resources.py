@@ -161,9 +161,10 @@ def _start_decoders(app: web.Application, monitor: GatewayMonitor, enabled: bool
     say which decoder runs per codec. Returns the undo."""
     from gateway.monitoring.routes import add_section
     from gateway.webrtc.codecs import hw_decode
+    from gateway.webrtc.install import install_decoders
 
     choice = hw_decode.detect(enabled)
-    undo = hw_decode.install(choice, lambda msg: monitor.event(hw_decode.EVENT, msg))
+    undo = install_decoders(choice, lambda msg: monitor.event(hw_decode.EVENT, msg))
     monitor.event(hw_decode.EVENT, f"video decode: {choice.summary()}", **choice.to_dict())
     add_section(app, "decoder", choice.to_dict)
     return undo

@@ -4,26 +4,21 @@ In the process, not `tc netem`: the kernels here have no `sch_netem`, and `make 
 module. The model is netem's (Bernoulli loss, uniform delay D +- J, so packets reorder) and tbf's (a token
 bucket at `rate` whose queue drops what would wait past `queue_ms`), applied on the client's side to both
 directions, so the gateway runs unmodified on 127.0.0.1 (`loadgen.bench.network --shaper tc` uses the real
-qdiscs where the kernel has them). It wraps aioice's `Connection.sendto` and `data_received` on this
-connection's ICE connections only, through `gateway.webrtc.transports`; STUN is not impaired; where the
-internals are missing `impair_peer_connection` raises RuntimeError. `LinkModel` is pure and seeded.
+qdiscs where the kernel has them). `gateway.webrtc.install.install_link` puts the model on this connection's
+ICE connections only; STUN is not impaired; where aiortc's internals are missing `impair_peer_connection`
+raises RuntimeError. `LinkModel` is pure and seeded.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 import re
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiortc import RTCPeerConnection
 
-from gateway.webrtc import compat
-from gateway.webrtc.transports import on_dtls_transports
-
-_MARK = "_livefuse_impaired"
+from gateway.webrtc.install import install_link
 
 
 @dataclass(frozen=True)
@@ -172,47 +167,6 @@ class ImpairedLink:
         return {"outgoing": self.outgoing.counters(), "incoming": self.incoming.counters()}
 
 
-def _impair_connection(connection: Any, link: ImpairedLink, directions: str) -> None:
-    if getattr(connection, _MARK, None) is link:
-        return
-    setattr(connection, _MARK, link)
-    loop = asyncio.get_running_loop()
-    send: Callable[[bytes, int], Awaitable[None]] = connection.sendto
-    receive: Callable[[bytes, int], None] = connection.data_received
-    pending: set[asyncio.Task[None]] = set()
-
-    async def deliver(data: bytes, component: int) -> None:
-        try:
-            await send(data, component)
-        except ConnectionError:
-            pass  # the connection closed while the datagram was "in flight"
-
-    def launch(data: bytes, component: int) -> None:
-        task = loop.create_task(deliver(data, component))
-        pending.add(task)
-        task.add_done_callback(pending.discard)
-
-    async def sendto(data: bytes, component: int) -> None:
-        at = link.outgoing.admit(len(data), loop.time())
-        if at is not None:
-            loop.call_at(at, launch, data, component)
-
-    def data_received(data: bytes, component: int) -> None:
-        at = link.incoming.admit(len(data), loop.time())
-        if at is not None:
-            loop.call_at(at, receive, data, component)
-
-    if directions in ("both", "outgoing"):
-        connection.sendto = sendto
-    if directions in ("both", "incoming"):
-        connection.data_received = data_received
-
-
-def _impair_dtls(dtls_transport: Any, link: ImpairedLink, directions: str) -> None:
-    connection = getattr(dtls_transport.transport.iceGatherer, compat.GATHERER_CONNECTION)
-    _impair_connection(connection, link, directions)
-
-
 def impair_peer_connection(
     pc: RTCPeerConnection, impairment: Impairment, seed: int = 0, directions: str = "both"
 ) -> ImpairedLink:
@@ -221,15 +175,16 @@ def impair_peer_connection(
     `setRemoteDescription`, on the event loop. Returns the link (drop counters)."""
     if directions not in ("both", "incoming", "outgoing"):
         raise ValueError(f"directions must be both, incoming or outgoing, got {directions!r}")
-    if not compat.supported() or not hasattr(pc, compat.PC_CREATE_DTLS_TRANSPORT):
-        raise RuntimeError("this aiortc version has no per-connection transport hook; cannot impair")
     rng = random.Random(seed)
     link = ImpairedLink(
         impairment,
         LinkModel(impairment, random.Random(rng.getrandbits(64))),
         LinkModel(impairment, random.Random(rng.getrandbits(64))),
     )
-    if impairment.is_clean:
-        return link
-    on_dtls_transports(pc, _MARK, lambda transport: _impair_dtls(transport, link, directions))
+    clean = impairment.is_clean
+    install_link(
+        pc,
+        None if clean or directions == "incoming" else link.outgoing.admit,
+        None if clean or directions == "outgoing" else link.incoming.admit,
+    )
     return link

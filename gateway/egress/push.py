@@ -27,9 +27,7 @@ from gateway.egress.policy import EgressState, Failure, RetryConfig, after_failu
 from gateway.egress.whip_client import WhipRefused, WhipResource, delete_resource, ice_servers, post_offer
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.session_audio import SessionAudio
-from gateway.webrtc.install import install_sender
-from gateway.webrtc.interop.ice import configure_gathering
-from gateway.webrtc.sync.sender_clock import stamp_sender_reports
+from gateway.webrtc.install import Features, install, install_sender, install_sender_clock
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +171,7 @@ class EgressPush:
         servers = await ice_servers(self._http, url, token, self._timeouts.request_s)
         pc = self._pc = RTCPeerConnection(RTCConfiguration(iceServers=list(servers)))
         if self._hosts:
-            configure_gathering(pc, self._hosts)
+            install(pc, Features(host_addresses=self._hosts, low_latency_receive=False))
         self._lost = asyncio.Event()
         connected = asyncio.Event()
 
@@ -198,7 +196,7 @@ class EgressPush:
             self._tracks.append(audio)
             audio_sender = pc.addTrack(audio)
             _prefer(pc, audio_sender, "audio", "opus")
-            stamp_sender_reports(audio_sender, relay.capture_ntp)
+            install_sender_clock(audio_sender, relay.capture_ntp)
         await pc.setLocalDescription(await pc.createOffer())
         resource = await post_offer(self._http, url, token, pc.localDescription.sdp, self._timeouts.request_s)
         self.location = resource.location

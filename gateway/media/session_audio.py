@@ -1,9 +1,10 @@
 """A session's audio and lip-sync wiring, kept out of `gateway.session` so the video loop stays readable.
 
 Owns the session's `CaptureClock` and (when the publisher sends Opus) its `AudioRelay`, and knows the few
-aiortc objects to hook: the publisher's audio receiver (packet tap + SR tap), its video receiver (SR tap,
-for the publisher's stated A/V relation), and every outgoing sender (SR stamping: audio AND video, so both
-streams' reports come from the one capture clock).
+aiortc objects that need taps (installed by `gateway.webrtc.install`, in its order): the publisher's audio
+receiver (packet tap + SR tap), its video receiver (SR tap, for the publisher's stated A/V relation), and
+every outgoing sender (SR stamping: audio AND video, so both streams' reports come from the one capture
+clock).
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ import weakref
 from aiortc import RTCPeerConnection, RTCRtpReceiver, RTCRtpSender
 
 from gateway.media.audio import AudioConfig, AudioRelay
+from gateway.webrtc.install import install_sender_clock, tap_audio, tap_video_reports
 from gateway.webrtc.negotiation.audio_sdp import (
     accept_publisher_audio,
     audio_transceivers,
     viewer_audio_transceiver,
 )
 from gateway.webrtc.sync.clocks import CaptureClock, SyncConfig, Unwrapper
-from gateway.webrtc.sync.sender_clock import StampState, stamp_sender_reports
-from gateway.webrtc.sync.taps import decoded_pts_origin, tap_audio_packets, tap_sender_reports
+from gateway.webrtc.sync.sender_clock import StampState
+from gateway.webrtc.sync.taps import decoded_pts_origin
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +44,7 @@ class SessionAudio:
         for transceiver in pc.getTransceivers():
             if transceiver.kind == "video" and self._video_receiver is None:
                 self._video_receiver = transceiver.receiver
-                tap_sender_reports(transceiver.receiver, self._on_video_report)
+                tap_video_reports(transceiver.receiver, self._on_video_report)
         if not self.config.enabled:
             for transceiver in audio_transceivers(pc):
                 transceiver.direction = "inactive"
@@ -51,10 +53,9 @@ class SessionAudio:
         if audio is None:
             return False
         relay = AudioRelay(self.clock, self.config)
-        if tap_audio_packets(audio.receiver, relay.on_packet) is None:
+        if not tap_audio(audio.receiver, relay.on_packet, relay.on_sender_report):
             audio.direction = "inactive"
             return False
-        tap_sender_reports(audio.receiver, relay.on_sender_report)
         self.relay = relay
         return True
 
@@ -72,7 +73,7 @@ class SessionAudio:
 
     # --- senders ----------------------------------------------------------------------------------------
     def stamp_video(self, sender: RTCRtpSender) -> None:
-        state = stamp_sender_reports(sender, self._video_ntp)
+        state = install_sender_clock(sender, self._video_ntp)
         if state is not None:
             self._stamps.add(state)
 
@@ -87,7 +88,7 @@ class SessionAudio:
         if transceiver is None or relay is None:
             return False
         transceiver.sender.replaceTrack(relay.subscribe())
-        state = stamp_sender_reports(transceiver.sender, relay.capture_ntp)
+        state = install_sender_clock(transceiver.sender, relay.capture_ntp)
         if state is not None:
             self._stamps.add(state)
         return True

@@ -14,7 +14,6 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from typing import Any
 
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCRtpReceiver
@@ -28,28 +27,23 @@ from gateway.media.fanout import FanoutEncoder
 from gateway.media.session_audio import SessionAudio
 from gateway.session.answering import answer_or_refuse
 from gateway.session.ports import MonitorLike, SchedulerLike
-from gateway.session.video_loop import VideoLoop
+from gateway.session.video_loop import FrameCounters, LoopLinks, LoopSettings, VideoLoop
 from gateway.webrtc.codecs.hw_encode import HardwareH264
 from gateway.webrtc.codecs.libvpx import Libvpx
 from gateway.webrtc.codecs.libx264 import Libx264
 from gateway.webrtc.congestion import transport_cc, uplink_feedback
 from gateway.webrtc.congestion.queue_delay import OneWayDelay
-from gateway.webrtc.install import install_sender, open_peer_connection
+from gateway.webrtc.install import (
+    install_sender,
+    install_transport_cc_receiver,
+    install_video_receiver,
+    open_peer_connection,
+)
 from gateway.webrtc.interop.ice import IceConfig
 from gateway.webrtc.negotiation.sdp import SdpError, TrickleFragment, check_offer
-from gateway.webrtc.recovery.jitter_buffer import measure_transit, recovery_counters
+from gateway.webrtc.recovery.jitter_buffer import recovery_counters
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class SessionCounters:
-    frames_in: int = 0
-    frames_out: int = 0
-    drops: dict[str, int] = field(default_factory=dict)
-
-    def drop(self, reason: str, n: int = 1) -> None:
-        self.drops[reason] = self.drops.get(reason, 0) + n
 
 
 class Session:
@@ -85,8 +79,6 @@ class Session:
         self.config = config
         self.created_s = time.monotonic()
         self.connected_s: float | None = None
-        self.last_frame_s: float | None = None
-        self.counters = SessionCounters()
         # One encoder per codec in use (publisher's return + viewers); VP8 unless someone offered only H.264.
         self.encoders: dict[str, FanoutEncoder] = {}
         self.viewers: dict[str, RTCPeerConnection] = {}
@@ -109,14 +101,35 @@ class Session:
         # awaited first when the session closes, while its encoders still run (egress: gateway.egress)
         self.closing_hooks: list[Callable[[str], Awaitable[None]]] = []
         self.video = VideoLoop(
-            self,
+            LoopSettings(
+                session_id=session_id,
+                budget_ms=budget_ms,
+                late_policy=config.late_policy,
+                repeat_gap_ms=config.repeat_gap_ms,
+                network_allowance_ms=config.network_allowance_ms,
+            ),
+            LoopLinks(
+                work=lambda: (self.source, self.processors),
+                encoders=lambda: self.encoders.values(),
+                on_frame=self.audio.on_video_frame,
+                on_ended=lambda: self.schedule_close("publisher ended"),
+            ),
             scheduler=scheduler,
             monitor=monitor,
             governor=governor,
             executor=executor,
-            budget_ms=budget_ms,
             face_settings=face_settings,
         )
+
+    @property
+    def counters(self) -> FrameCounters:
+        """Frames in, out and dropped (the video loop counts them)."""
+        return self.video.counters
+
+    @property
+    def last_frame_s(self) -> float | None:
+        """When the publisher's newest frame arrived (None before the first)."""
+        return self.video.last_frame_s
 
     # --- wiring ---------------------------------------------------------------------------------------------
     def start_media(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
@@ -125,8 +138,7 @@ class Session:
         self._media_started = True  # once: other tasks (transport-cc feedback) may already be running
         self._spawn(self.video.receive(track, receiver), "receive")
         self._spawn(self.video.output(), "output")
-        measure_transit(receiver, self.uplink_delay)
-        self.uplink = uplink_feedback.install(receiver, self.config.uplink, self.uplink_delay)
+        self.uplink = install_video_receiver(receiver, self.config.uplink, self.uplink_delay)
         if self.uplink is not None:
             self._spawn(self.uplink.run(), "uplink-rate")
 
@@ -135,8 +147,7 @@ class Session:
         (gateway.webrtc.congestion.transport_cc)."""
         if self.close_reason is not None:
             return
-        receiver = next((t.receiver for t in pc.getTransceivers() if t.kind == "video"), None)
-        self.transport_cc = transport_cc.install(receiver) if receiver is not None else None
+        self.transport_cc = install_transport_cc_receiver(pc)
         if self.transport_cc is not None:
             self._spawn(self.transport_cc.run(), "transport-cc")
 

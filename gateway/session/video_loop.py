@@ -7,7 +7,9 @@
               every consumer of the encoded packets (the publisher's return track, every WHEP viewer)
               -> a FrameRecord to the monitor
 
-All blocking work runs in executor threads, never on the event loop.
+All blocking work runs in executor threads, never on the event loop. The loop owns its frame counters; what
+it needs of its session comes in as `LoopSettings` (fixed for its life) and `LoopLinks` (read or told at each
+frame: live control changes the face work between two frames), so it never holds the session itself.
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import av
 import numpy as np
@@ -39,7 +40,7 @@ from engines.frames import (
 from gateway.control import GovernorLike
 from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
-from gateway.media.late import choose_output, repeat_due
+from gateway.media.late import LatePolicy, choose_output, repeat_due
 from gateway.media.planes import is_i420, patched_frame
 from gateway.monitoring.records import FrameRecord, LinkState, Outcome
 from gateway.scheduler import ScheduledFrame
@@ -47,8 +48,40 @@ from gateway.session.ports import MonitorLike, SchedulerLike
 from gateway.webrtc.internals import decoded_queue
 from gateway.webrtc.recovery.jitter_buffer import frame_completed_at
 
-if TYPE_CHECKING:
-    from gateway.session.session import Session
+
+@dataclass
+class FrameCounters:
+    """Frames in, frames sent, frames dropped by reason (the session's summary shows them)."""
+
+    frames_in: int = 0
+    frames_out: int = 0
+    drops: dict[str, int] = field(default_factory=dict)
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        self.drops[reason] = self.drops.get(reason, 0) + n
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """The session's configuration as the loop uses it (fixed for the session's life)."""
+
+    session_id: str
+    budget_ms: float
+    late_policy: LatePolicy
+    repeat_gap_ms: float
+    network_allowance_ms: float  # kept back from the budget for the trip back to the client
+
+
+@dataclass(frozen=True)
+class LoopLinks:
+    """What the loop reads from its session and tells it, frame by frame."""
+
+    work: Callable[[], tuple[SourceFace | None, tuple[str, ...]]]  # source face, processors: the next frame's
+    encoders: Callable[[], Iterable[FanoutEncoder]]  # one per codec in use (publisher's return + viewers)
+    on_frame: Callable[
+        [int, float], None
+    ]  # a decoded frame's pts and when its last packet arrived (A/V clock)
+    on_ended: Callable[[], None]  # the publisher's track ended
 
 
 @dataclass
@@ -79,21 +112,24 @@ class VideoLoop:
 
     def __init__(
         self,
-        session: Session,
+        settings: LoopSettings,
+        links: LoopLinks,
         *,
         scheduler: SchedulerLike,
         monitor: MonitorLike,
         governor: GovernorLike,
         executor: Executor | None,
-        budget_ms: float,
         face_settings: FaceSettings | None = None,
     ) -> None:
-        self._session = session
+        self._settings = settings
+        self._links = links
         self._scheduler = scheduler
         self._monitor = monitor
         self._governor = governor
         self._executor = executor
-        self._budget_s = budget_ms / 1000.0
+        self.counters = FrameCounters()
+        self.last_frame_s: float | None = None  # when the newest frame arrived (the reaper reads it)
+        self._budget_s = settings.budget_ms / 1000.0
         self._encode_ewma_s = 0.0  # measured encode time, reserved out of every frame's deadline
         self._face_track = FaceTrack(settings=face_settings)  # None: the pipeline's defaults
         self._pending: asyncio.Queue[_Pending | None] = asyncio.Queue()
@@ -119,7 +155,7 @@ class VideoLoop:
             self._face_track.selected_id = None
 
     async def receive(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
-        session = self._session
+        links, session_id = self._links, self._settings.session_id
         loop = asyncio.get_running_loop()
         queue = decoded_queue(track)
         frame: av.VideoFrame
@@ -138,30 +174,31 @@ class VideoLoop:
                     self._record_drop(self._next_frame_id(), time.monotonic(), Outcome.DROPPED_STALE, frame)
                     frame = newer
                 arrival = time.monotonic()
-                session.last_frame_s = arrival
+                self.last_frame_s = arrival
                 frame_id = self._next_frame_id()
                 completed = frame_completed_at(receiver, frame.pts)
-                session.audio.on_video_frame(int(frame.pts or 0), arrival if completed is None else completed)
+                links.on_frame(int(frame.pts or 0), arrival if completed is None else completed)
                 image = await loop.run_in_executor(self._executor, _to_rgb, self._rgb, frame)
                 decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
-                options = self._governor.frame_options(session.processors)
-                if _needs_pipeline(options, session.source):
+                source, processors = links.work()
+                options = self._governor.frame_options(processors)
+                if _needs_pipeline(options, source):
                     # capture time ~ when its last packet came (before decode): smoothing and the crop's lead
                     # measure motion between frames as they were filmed, not as they happened to be scheduled
                     item = FrameItem(
                         image=image,
-                        source=session.source,
+                        source=source,
                         options=options,
                         track=self._face_track,
                         time_s=completed if completed is not None else arrival,
                     )
                     future = self._scheduler.submit(
-                        session.id, frame_id, item, arrival, self._deadline(arrival, completed)
+                        session_id, frame_id, item, arrival, self._deadline(arrival, completed)
                     )
                 else:
                     future = loop.create_future()
                     future.set_result(_passed_through(image))
-                session.counters.frames_in += 1
+                self.counters.frames_in += 1
                 self._pending.put_nowait(
                     _Pending(
                         frame_id,
@@ -177,26 +214,24 @@ class VideoLoop:
                     break
         finally:
             self._pending.put_nowait(None)
-            session.schedule_close("publisher ended")
+            links.on_ended()
 
     def _deadline(self, arrival: float, completed: float | None) -> float:
         """The budget is end to end: count from when the frame's last packet arrived (before decode), and
         keep back what still follows processing — our encode (measured) and the trip to the client
         (`network_allowance_ms`) — so a frame that is processed at all is delivered within the budget."""
-        session = self._session
         start = completed if completed is not None and completed <= arrival else arrival
-        reserve = self._encode_ewma_s + session.config.network_allowance_ms / 1000.0
+        reserve = self._encode_ewma_s + self._settings.network_allowance_ms / 1000.0
         return start + max(self._budget_s - reserve, self._budget_s / 2)
 
     def _next_frame_id(self) -> int:
         return next(self._frame_ids)
 
     def _record_drop(self, frame_id: int, arrival: float, outcome: Outcome, frame: av.VideoFrame) -> None:
-        session = self._session
-        session.counters.drop(str(outcome))
+        self.counters.drop(str(outcome))
         self._monitor.record_frame(
             FrameRecord(
-                session_id=session.id,
+                session_id=self._settings.session_id,
                 frame_id=frame_id,
                 arrival_s=arrival,
                 outcome=outcome,
@@ -206,7 +241,7 @@ class VideoLoop:
         )
 
     async def output(self) -> None:
-        session = self._session
+        settings = self._settings
         loop = asyncio.get_running_loop()
         while True:
             pending = await self._pending.get()
@@ -219,11 +254,11 @@ class VideoLoop:
                 output.image if output is not None else None,
                 pending.image,
                 self._last_processed,
-                session.config.late_policy,
+                settings.late_policy,
             )
             since_sent = None if self._last_sent_s is None else time.monotonic() - self._last_sent_s
             if image is self._last_processed and not repeat_due(
-                result.outcome, since_sent, session.config.repeat_gap_ms / 1000.0
+                result.outcome, since_sent, settings.repeat_gap_ms / 1000.0
             ):
                 image = None  # the viewer still holds this picture: a repeat now would cost CPU for nothing
             base, changed = _yuv_source(image, pending, output, self._last_processed, self._last_yuv)
@@ -231,14 +266,14 @@ class VideoLoop:
             if result.outcome is Outcome.PROCESSED and image is not None:
                 self._last_processed, self._last_yuv = image, None
             else:
-                session.counters.drop(str(result.outcome))
+                self.counters.drop(str(result.outcome))
             stages: dict[str, float] = {"decode": pending.decode_ms, "queue_wait": result.queue_wait_ms}
             if output is not None:
                 stages.update(output.timings_ms)
             server_ms = (time.monotonic() - pending.arrival_s) * 1000.0
             if image is not None:
                 t0 = time.monotonic()
-                encoders = [e for e in session.encoders.values() if e.subscribers]
+                encoders = [e for e in self._links.encoders() if e.subscribers]
                 for encoder in encoders:
                     encoder.fit_size(image.shape[1], image.shape[0])
                 yuv, encoded = await loop.run_in_executor(
@@ -251,13 +286,13 @@ class VideoLoop:
                 self._encode_ewma_s += 0.1 * (encode_s - self._encode_ewma_s)
                 for encoder, packets in zip(encoders, encoded, strict=True):
                     encoder.publish(packets)
-                session.counters.frames_out += 1
+                self.counters.frames_out += 1
                 self._last_sent_s = time.monotonic()
                 self._report_link(self._last_sent_s)
             height, width = pending.image.shape[:2]
             self._monitor.record_frame(
                 FrameRecord(
-                    session_id=session.id,
+                    session_id=settings.session_id,
                     frame_id=pending.frame_id,
                     arrival_s=pending.arrival_s,
                     outcome=result.outcome,
@@ -273,16 +308,15 @@ class VideoLoop:
     def _report_link(self, now: float, every_s: float = 1.0) -> None:
         """Tell the monitor, about once a second, what the processed stream is set to send and the worst path
         among its receivers (the dashboard's and Prometheus's per-session network view)."""
-        session = self._session
         if now - self._link_reported_s < every_s:
             return
         self._link_reported_s = now
-        sending = [e.bitrate for e in session.encoders.values() if e.subscribers]
+        sending = [e.bitrate for e in self._links.encoders() if e.subscribers]
         paths = [policy.worst_path() for policy in sending]
         queues = [queue for queue, _ in paths if queue is not None]
         losses = [loss for _, loss in paths if loss is not None]
         self._monitor.session_link(
-            session.id,
+            self._settings.session_id,
             LinkState(
                 send_bps=sum(policy.current_bps for policy in sending),
                 queue_s=max(queues, default=None),

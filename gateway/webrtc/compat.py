@@ -33,6 +33,10 @@ RECEIVER_TIMESTAMP_MAPPER = "_RTCRtpReceiver__timestamp_mapper"
 RECEIVER_SEND_RTCP_NACK = "_send_rtcp_nack"
 RECEIVER_HANDLE_RTP_PACKET = "_handle_rtp_packet"
 
+# aiortc.rtcrtpreceiver: the decoder factory each receiver asks (a module name, process-wide)
+RECEIVER_MODULE = "aiortc.rtcrtpreceiver"
+RECEIVER_GET_DECODER = "get_decoder"
+
 # RTCRtpSender
 SENDER_ENCODER = "_RTCRtpSender__encoder"
 SENDER_RTP_HISTORY = "_RTCRtpSender__rtp_history"
@@ -67,7 +71,8 @@ PACKET_PAYLOAD = "_data"
 TRACK_QUEUE = "_queue"
 MAPPER_ORIGIN = "_origin"
 
-# aioice: the ICE gatherer's connection and its sockets
+# aioice: the ICE gatherer's connection and its sockets (its `get_component_candidates`, `sendto` and
+# `data_received` are public methods, wrapped on one connection)
 GATHERER_CONNECTION = "_connection"
 CONNECTION_PROTOCOLS = "_protocols"
 

@@ -15,6 +15,9 @@ from aiortc import MediaStreamTrack, RTCRtpSender, RTCRtpTransceiver
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from gateway.webrtc import compat
+from gateway.webrtc.patches import sender as patched_sender
+
+KEYFRAME_LAYER = "keyframe requests to the encoder"
 
 
 def decoded_queue(track: MediaStreamTrack) -> asyncio.Queue[Any] | None:
@@ -29,7 +32,7 @@ def route_keyframe_requests(sender: RTCRtpSender, request: Callable[[], None]) -
     """PLI/FIR that reach `sender` call `request()` (a sender of encoded packets cannot make a keyframe)."""
     if compat.refused("keyframe requests to the encoder") or not hasattr(sender, compat.SENDER_SEND_KEYFRAME):
         return False
-    setattr(sender, compat.SENDER_SEND_KEYFRAME, request)
+    patched_sender.replace_keyframe_request(sender, KEYFRAME_LAYER, request)
     return True
 
 
@@ -49,7 +52,7 @@ def place_sender_encoder(sender: RTCRtpSender, encoder: Any) -> bool:
     """Give `sender` the encoder it would otherwise make on its first frame."""
     if compat.refused("a sender's own encoder"):
         return False
-    setattr(sender, compat.SENDER_ENCODER, encoder)
+    patched_sender.place_encoder(sender, encoder)
     return True
 
 

@@ -42,6 +42,7 @@ AIORTC_PATCHES: tuple[PatchCheck, ...] = (
     PatchCheck("transport-cc feedback and pacing (webrtc.congestion.transport_cc)", _LOW, _HIGH),
     PatchCheck("receive taps for the audio relay (webrtc.sync.taps)", _LOW, _HIGH),
     PatchCheck("sender-report clock stamping (webrtc.sync.sender_clock)", _LOW, _HIGH),
+    PatchCheck("hardware decode on the receivers' decoder factory (webrtc.codecs.hw_decode)", _LOW, _HIGH),
 )
 
 

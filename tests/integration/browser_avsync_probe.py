@@ -146,7 +146,7 @@ async def run(timeout_s: float, mode: str) -> dict[str, Any]:
     from tests.integration.conftest import FakePipeline, RecordingMonitor
 
     if mode == "nostamp":
-        session_audio.stamp_sender_reports = lambda sender, capture_of: None  # type: ignore[assignment]
+        session_audio.install_sender_clock = lambda sender, capture_of: None  # type: ignore[assignment]
     deadline = time.monotonic() + timeout_s
     config = GatewayConfig(host="127.0.0.1", port=0, ice=IceConfig.loopback_only())
     app = create_app(config, pipeline=FakePipeline(delay_s=DELAY_MS / 1000.0), monitor=RecordingMonitor())

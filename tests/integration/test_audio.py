@@ -183,7 +183,7 @@ async def test_without_stamped_reports_the_audio_runs_ahead(
 ) -> None:
     """The measurement can fail: with aiortc's send-time sender reports the viewer would play the sound
     ahead of the picture by about the processing delay (what the stamping corrects)."""
-    monkeypatch.setattr(session_audio, "stamp_sender_reports", lambda sender, capture_of: None)
+    monkeypatch.setattr(session_audio, "install_sender_clock", lambda sender, capture_of: None)
     probe, stats = await _measure(astronaut, FakePipeline(delay_s=0.08))
     assert stats["sender_reports_stamped"] == 0
     assert statistics.median(probe.offsets_ms[2:]) < -50.0, probe.offsets_ms

@@ -14,6 +14,8 @@ import pytest
 from aiortc.codecs import get_decoder as stock_get_decoder
 
 from gateway.webrtc.codecs import hw_decode
+from gateway.webrtc.install import install_decoders
+from gateway.webrtc.patches import decoder_factory
 
 
 def _h264_packets(n: int = 6) -> list[bytes]:
@@ -52,14 +54,14 @@ def test_detect_here_says_why_each_codec_decodes_in_software() -> None:
     for mime, name in hw_decode.HARDWARE.items():
         assert choice.decoders[mime] == hw_decode.SOFTWARE
         assert choice.reasons[mime].startswith(name) and "\n" not in choice.reasons[mime]
-    assert hw_decode.install(choice, lambda msg: None)() is None  # nothing to install: a no-op undo
+    assert install_decoders(choice, lambda msg: None)() is None  # nothing to install: a no-op undo
 
 
 def test_install_routes_new_receivers_and_undo_restores() -> None:
     import aiortc.rtcrtpreceiver as rr
 
     choice = hw_decode.DecoderChoice(decoders={"video/h264": "h264", "video/vp8": hw_decode.SOFTWARE})
-    undo = hw_decode.install(choice, lambda msg: None)
+    undo = install_decoders(choice, lambda msg: None)
     try:
         dec = rr.get_decoder(SimpleNamespace(mimeType="video/H264"))
         assert isinstance(dec, hw_decode.HardwareDecoder) and dec.name == "h264"
@@ -67,9 +69,11 @@ def test_install_routes_new_receivers_and_undo_restores() -> None:
         assert len(frames) >= 5 and all(f.format.name == "yuv420p" and f.width == 64 for f in frames)
         vp8 = rr.get_decoder(SimpleNamespace(mimeType="video/VP8"))
         assert not isinstance(vp8, hw_decode.HardwareDecoder)
+        assert decoder_factory.layers() == ("hardware decode",)
     finally:
         undo()
     assert rr.get_decoder is stock_get_decoder
+    assert decoder_factory.layers() == ()
 
 
 def test_a_failing_hardware_decoder_hands_the_stream_to_software() -> None:

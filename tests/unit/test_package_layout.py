@@ -1,6 +1,7 @@
 """Dependencies point one way: no package imports one that imports it back, and the layers keep their
 direction (engines imports neither gateway nor loadgen; the WebRTC extensions import no other gateway
-package; only `gateway.webrtc` names aiortc's private attributes)."""
+package; only `gateway.webrtc` names aiortc's private attributes, and within it only the module of the
+object patched writes one)."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def test_layers_keep_their_direction() -> None:
 
 def test_only_the_webrtc_package_names_aiortc_privates() -> None:
     private = re.compile(
-        r"_RTC[A-Za-z]+__\w+|(?<!self)\._(?:send_rtcp|handle_rtcp_packet|codecs|ssrc|queue)\b"
+        r"_RTC[A-Za-z]+__\w+|(?<!self)\._(?:send_rtcp|handle_rtcp_packet|codecs|ssrc|queue)\b|\bget_decoder\b"
     )
     offenders = []
     for top in TOP:
@@ -101,3 +102,21 @@ def test_only_the_webrtc_package_names_aiortc_privates() -> None:
                 if private.search(line) and not line.lstrip().startswith("#"):
                     offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert offenders == []
+
+
+def test_only_the_patches_modules_write_aiortc_privates() -> None:
+    """Every write of a private aiortc name (a `compat` name) is made by `gateway.webrtc.patches`, one module
+    per aiortc object, where `install` can order it; the extensions only describe their layers."""
+    write = re.compile(r"setattr\([^,]+,\s*compat\.|\bcompat\.\w+\s*=[^=]")
+    webrtc = ROOT / "gateway" / "webrtc"
+    offenders = []
+    for path in webrtc.rglob("*.py"):
+        if path.is_relative_to(webrtc / "patches"):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if write.search(line):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offenders == []
+    assert any(
+        write.search(p.read_text()) for p in (webrtc / "patches").rglob("*.py")
+    )  # the check can see one

@@ -23,10 +23,10 @@ from gateway.webrtc.interop.dtls import use_legacy_dtls, watch_dtls
 from gateway.webrtc.interop.ice import LOOPBACK, IceConfig, configure_gathering
 from gateway.webrtc.negotiation.audio_sdp import accept_publisher_audio
 from gateway.webrtc.negotiation.video_codecs import answer_video_codec
+from gateway.webrtc.patches.peer_connection import on_dtls_transports
 from gateway.webrtc.recovery.jitter_buffer import apply_low_latency_receive, measure_transit
 from gateway.webrtc.sync.sender_clock import stamp_sender_reports
 from gateway.webrtc.sync.taps import tap_audio_packets, tap_sender_reports
-from gateway.webrtc.transports import on_dtls_transports
 from loadgen.impair import Impairment, impair_peer_connection
 from loadgen.publisher_encoder import use_publisher_encoder
 

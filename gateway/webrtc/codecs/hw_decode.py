@@ -3,9 +3,10 @@
 Why: at high resolutions every publisher's decode competes with the image work for the CPU, while an NVIDIA
 GPU decodes H.264 and VP8 on NVDEC. Each decoder is tried once at start (`detect`); an event and the
 /api/stats "decoder" field say which runs per codec and why. A hardware decoder that fails mid-stream hands
-its stream to software (counted, one event), so a session never fails for it. `install` wraps aiortc's
-decoder factory only when some hardware decoder opened, and converts NVDEC's NV12 to the yuv420p aiortc's
-decoders hand on; elsewhere the software path is unchanged.
+its stream to software (counted, one event), so a session never fails for it. `decoder_factory` is the layer
+`gateway.webrtc.install.install_decoders` puts on aiortc's decoder factory, only when some hardware decoder
+opened; it converts NVDEC's NV12 to the yuv420p aiortc's decoders hand on. Elsewhere the software path is
+unchanged.
 """
 
 from __future__ import annotations
@@ -114,30 +115,25 @@ class HardwareDecoder:
         return [f if f.format.name == "yuv420p" else f.reformat(format="yuv420p") for f in frames]
 
 
-def install(choice: DecoderChoice, on_fallback: Callable[[str], None]) -> Callable[[], None]:
-    """Make new aiortc receivers decode with `choice`'s hardware decoders; returns the undo. A no-op (and a
-    no-op undo) when every codec decodes in software."""
-    if not choice.hardware:
-        return lambda: None
-    import aiortc.rtcrtpreceiver as receiver_module
+def decoder_factory(
+    choice: DecoderChoice, on_fallback: Callable[[str], None]
+) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
+    """The layer `gateway.webrtc.install.install_decoders` puts on aiortc's decoder factory: `choice`'s
+    hardware decoder per codec, aiortc's own (`original`) for the rest and whenever a hardware one cannot
+    start."""
 
-    original = receiver_module.get_decoder
+    def make(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def get_decoder(codec: Any) -> Any:
+            name = choice.decoders.get(str(codec.mimeType).lower(), SOFTWARE)
+            if name == SOFTWARE:
+                return original(codec)
+            try:
+                return HardwareDecoder(name, lambda: original(codec), choice, on_fallback)
+            except Exception as e:  # could not even create it: software for this stream
+                choice.fell_back()
+                on_fallback(f"{name} could not start ({e}); this stream decodes in software")
+                return original(codec)
 
-    def get_decoder(codec: Any) -> Any:
-        name = choice.decoders.get(str(codec.mimeType).lower(), SOFTWARE)
-        if name == SOFTWARE:
-            return original(codec)
-        try:
-            return HardwareDecoder(name, lambda: original(codec), choice, on_fallback)
-        except Exception as e:  # could not even create it: software for this stream
-            choice.fell_back()
-            on_fallback(f"{name} could not start ({e}); this stream decodes in software")
-            return original(codec)
+        return get_decoder
 
-    receiver_module.get_decoder = get_decoder
-
-    def undo() -> None:
-        if receiver_module.get_decoder is get_decoder:
-            receiver_module.get_decoder = original
-
-    return undo
+    return make

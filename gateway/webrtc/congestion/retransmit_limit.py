@@ -8,14 +8,16 @@ callback is told. On an unchecked aiortc nothing is wrapped.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiortc import RTCRtpSender
 
 from gateway.webrtc import compat
 from gateway.webrtc.congestion.retransmit_budget import RetransmitBudget, newest
+from gateway.webrtc.patches import sender as patched_sender
 
 RTP_HEADER_BYTES = 12
+LAYER = "retransmission budget"
 
 
 def limit_retransmissions(
@@ -34,26 +36,28 @@ def limit_retransmissions(
         from aiortc.rtcrtpsender import RTP_HISTORY_SIZE
     except ImportError:
         return False
-    original = getattr(sender, compat.SENDER_RETRANSMIT, None)
     history = getattr(sender, compat.SENDER_RTP_HISTORY, None)
-    if original is None or not isinstance(history, dict):
+    if not hasattr(sender, compat.SENDER_RETRANSMIT) or not isinstance(history, dict):
         return False
 
-    async def retransmit(sequence_number: int) -> None:
-        packet = history.get(sequence_number % RTP_HISTORY_SIZE)
-        if packet is None or packet.sequence_number != sequence_number:
-            return
-        size = RTP_HEADER_BYTES + len(packet.payload)
-        now, rate = time.monotonic(), rate_bps()
-        if budget.allow(sequence_number, size, rate, now, rtt_s()):
-            await original(sequence_number)
-        elif request_keyframe is not None:
+    def make(original: Callable[[int], Awaitable[None]]) -> Callable[[int], Awaitable[None]]:
+        async def retransmit(sequence_number: int) -> None:
+            packet = history.get(sequence_number % RTP_HISTORY_SIZE)
+            if packet is None or packet.sequence_number != sequence_number:
+                return
+            size = RTP_HEADER_BYTES + len(packet.payload)
+            now, rate = time.monotonic(), rate_bps()
+            if budget.allow(sequence_number, size, rate, now, rtt_s()):
+                await original(sequence_number)
+            elif request_keyframe is not None:
 
-            def newest_sent() -> int:  # only when a keyframe is due: a scan of the history
-                return newest((p.sequence_number for p in history.values()), sequence_number)
+                def newest_sent() -> int:  # only when a keyframe is due: a scan of the history
+                    return newest((p.sequence_number for p in history.values()), sequence_number)
 
-            if budget.wants_keyframe(rate, now, newest_sent):
-                request_keyframe()
+                if budget.wants_keyframe(rate, now, newest_sent):
+                    request_keyframe()
 
-    setattr(sender, compat.SENDER_RETRANSMIT, retransmit)
+        return retransmit
+
+    patched_sender.wrap_retransmit(sender, LAYER, make)
     return True

@@ -3,24 +3,26 @@
 aiortc acts on REMB only for encoders it runs, and we send pre-encoded packets, so this wraps that sender's
 `_handle_rtcp_packet` (the original runs first). aiortc keeps only its latest sender report's LSR; this also
 wraps `_send_rtcp` to remember when each of the last `SR_HISTORY` reports left, keyed by the LSR a receiver
-echoes, read as the report went out (after `sync.sender_clock` rewrote it: see `install`'s order).
+echoes, read as the report went out (after `sync.sender_clock` rewrote it: `gateway.webrtc.install`'s order).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiortc import RTCRtpSender
 
 from gateway.webrtc import compat
+from gateway.webrtc.patches import sender as patched_sender
 
 logger = logging.getLogger(__name__)
 
 RTCP_PSFB_APP = 15  # payload-specific feedback, application layer: REMB
 SR_HISTORY = 16
+LAYER = "receiver feedback"
 
 
 def watch_sender_feedback(
@@ -39,46 +41,52 @@ def watch_sender_feedback(
     except ImportError:
         logger.warning("no RTCP packet types in aiortc.rtp: the encoder keeps a fixed bitrate")
         return False
-    original = getattr(sender, compat.HANDLE_RTCP_PACKET, None)
-    if original is None or not hasattr(sender, compat.SENDER_SSRC):
+    if not hasattr(sender, compat.HANDLE_RTCP_PACKET) or not hasattr(sender, compat.SENDER_SSRC):
         logger.warning("this aiortc's RTCP handling is unknown: the encoder keeps a fixed bitrate")
         return False
 
     sent_at: dict[int, float] = {}  # LSR value -> when that sender report left
-    send_rtcp = getattr(sender, compat.SEND_RTCP, None)
-    if on_rtt is not None and send_rtcp is not None:
+    if on_rtt is not None and hasattr(sender, compat.SEND_RTCP):
 
-        async def send(packets: Any) -> None:
-            await send_rtcp(packets)
+        def make_send(send_rtcp: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+            async def send(packets: Any) -> None:
+                await send_rtcp(packets)
+                now = time.monotonic()
+                for packet in packets if isinstance(packets, list) else ():
+                    if isinstance(packet, RtcpSrPacket) and packet.ssrc == getattr(
+                        sender, compat.SENDER_SSRC
+                    ):
+                        sent_at[(packet.sender_info.ntp_timestamp >> 16) & 0xFFFFFFFF] = now
+                        while len(sent_at) > SR_HISTORY:
+                            del sent_at[next(iter(sent_at))]
+
+            return send
+
+        patched_sender.wrap_send_rtcp(sender, LAYER, make_send)
+
+    def make_handle(original: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+        async def handle_rtcp_packet(packet: Any) -> None:
+            await original(packet)
             now = time.monotonic()
-            for packet in packets if isinstance(packets, list) else ():
-                if isinstance(packet, RtcpSrPacket) and packet.ssrc == getattr(sender, compat.SENDER_SSRC):
-                    sent_at[(packet.sender_info.ntp_timestamp >> 16) & 0xFFFFFFFF] = now
-                    while len(sent_at) > SR_HISTORY:
-                        del sent_at[next(iter(sent_at))]
+            if isinstance(packet, RtcpRrPacket | RtcpSrPacket):
+                for report in packet.reports:
+                    if report.ssrc == getattr(sender, compat.SENDER_SSRC):
+                        # the round trip first: the loss callback may raise the rate, and must see this queue
+                        left = sent_at.get(report.lsr) if report.lsr else None
+                        if on_rtt is not None and left is not None:
+                            rtt = now - left - report.dlsr / 65536.0
+                            if rtt >= 0:
+                                on_rtt(rtt, now)
+                        on_loss(report.fraction_lost / 256.0, now)
+            elif isinstance(packet, RtcpPsfbPacket) and packet.fmt == RTCP_PSFB_APP:
+                try:
+                    bitrate, ssrcs = unpack_remb_fci(packet.fci)
+                except ValueError:
+                    return
+                if getattr(sender, compat.SENDER_SSRC) in ssrcs:
+                    on_remb(float(bitrate), now)
 
-        setattr(sender, compat.SEND_RTCP, send)
+        return handle_rtcp_packet
 
-    async def handle_rtcp_packet(packet: Any) -> None:
-        await original(packet)
-        now = time.monotonic()
-        if isinstance(packet, RtcpRrPacket | RtcpSrPacket):
-            for report in packet.reports:
-                if report.ssrc == getattr(sender, compat.SENDER_SSRC):
-                    # the round trip first: the loss callback may raise the rate, and must see this queue
-                    left = sent_at.get(report.lsr) if report.lsr else None
-                    if on_rtt is not None and left is not None:
-                        rtt = now - left - report.dlsr / 65536.0
-                        if rtt >= 0:
-                            on_rtt(rtt, now)
-                    on_loss(report.fraction_lost / 256.0, now)
-        elif isinstance(packet, RtcpPsfbPacket) and packet.fmt == RTCP_PSFB_APP:
-            try:
-                bitrate, ssrcs = unpack_remb_fci(packet.fci)
-            except ValueError:
-                return
-            if getattr(sender, compat.SENDER_SSRC) in ssrcs:
-                on_remb(float(bitrate), now)
-
-    setattr(sender, compat.HANDLE_RTCP_PACKET, handle_rtcp_packet)
+    patched_sender.wrap_handle_rtcp_packet(sender, LAYER, make_handle)
     return True

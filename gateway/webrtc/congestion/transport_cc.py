@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiortc import RTCPeerConnection, RTCRtpReceiver, RTCRtpSender
@@ -30,6 +30,8 @@ from gateway.webrtc.congestion.transport_feedback import (
     FeedbackRecorder,
     parse_feedback,
 )
+from gateway.webrtc.patches import dtls_transport
+from gateway.webrtc.patches import receiver as patched_receiver
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,8 @@ TRANSPORT_CC_URI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-
 TRANSPORT_CC = "transport-cc"
 _MARK = "_livefuse_transport_cc"
 _SEND_MARK = "_livefuse_transport_cc_send"
+RECEIVE_LAYER = "transport-cc recorder"
+SEND_LAYER = "transport-cc send side"
 
 
 def offered_transport_cc(sdp: str) -> dict[str, tuple[RTCRtpHeaderExtensionParameters, set[int]]]:
@@ -152,11 +156,16 @@ def install(receiver: RTCRtpReceiver, interval_s: float = 0.05) -> TransportCcFe
         return None
     feedback = TransportCcFeedback(receiver, interval_s)
 
-    async def handle_rtp_packet(packet: RtpPacket, arrival_time_ms: int) -> None:
-        feedback.on_packet(packet, time.monotonic_ns() // 1000)
-        await original(packet, arrival_time_ms)
+    def make(
+        original: Callable[[RtpPacket, int], Awaitable[None]],
+    ) -> Callable[[RtpPacket, int], Awaitable[None]]:
+        async def handle_rtp_packet(packet: RtpPacket, arrival_time_ms: int) -> None:
+            feedback.on_packet(packet, time.monotonic_ns() // 1000)
+            await original(packet, arrival_time_ms)
 
-    setattr(receiver, compat.RECEIVER_HANDLE_RTP_PACKET, handle_rtp_packet)
+        return handle_rtp_packet
+
+    patched_receiver.wrap_handle_rtp_packet(receiver, RECEIVE_LAYER, make)
     setattr(receiver, _MARK, feedback)
     return feedback
 
@@ -270,7 +279,7 @@ def install_send_side(
                 logger.exception("transport-cc: feedback not applied (logged once)")
         await handle_rtcp(data)
 
-    setattr(transport, compat.DTLS_SEND_RTP, send)
-    setattr(transport, compat.DTLS_HANDLE_RTCP_DATA, handle)
+    dtls_transport.wrap_send_rtp(transport, SEND_LAYER, lambda _send_rtp: send)
+    dtls_transport.wrap_handle_rtcp_data(transport, SEND_LAYER, lambda _handle_rtcp: handle)
     setattr(transport, _SEND_MARK, side)
     return side

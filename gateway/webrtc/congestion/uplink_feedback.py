@@ -20,11 +20,13 @@ from aiortc.rtp import RTCP_PSFB_APP, RtcpPsfbPacket, RtpPacket, pack_remb_fci, 
 from gateway.webrtc import compat
 from gateway.webrtc.congestion.queue_delay import OneWayDelay
 from gateway.webrtc.congestion.uplink_rate import SequenceCounter, UplinkRateConfig, UplinkRatePolicy
+from gateway.webrtc.patches import receiver as patched_receiver
 from gateway.webrtc.recovery.jitter_buffer import MarkerJitterBuffer
 
 logger = logging.getLogger(__name__)
 
 _MARK = "_livefuse_uplink_feedback"
+LAYER = "uplink REMB cap"
 
 
 class UplinkFeedback:
@@ -152,12 +154,19 @@ def install(
     existing = getattr(receiver, _MARK, None)
     if isinstance(existing, UplinkFeedback):
         return existing
-    buffer = getattr(receiver, compat.RECEIVER_JITTER_BUFFER, None)
+    buffer = patched_receiver.jitter_buffer(receiver)
     send = getattr(receiver, compat.SEND_RTCP, None)
     if not isinstance(buffer, MarkerJitterBuffer) or send is None:
         return None
     feedback = UplinkFeedback(receiver, config, send, transit)
     buffer.packet_observer = feedback.on_packet
-    setattr(receiver, compat.SEND_RTCP, feedback.send_rtcp)
+
+    def make(_send: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+        async def send_rtcp(packet: Any) -> None:
+            await feedback.send_rtcp(packet)
+
+        return send_rtcp
+
+    patched_receiver.wrap_send_rtcp(receiver, LAYER, make)
     setattr(receiver, _MARK, feedback)
     return feedback

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from gateway.webrtc.interop.dtls_peers import (
     HandshakeFacts,
     explain,
 )
-from gateway.webrtc.transports import on_dtls_transports
+from gateway.webrtc.patches import dtls_transport, peer_connection
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,7 @@ DTLS_CIPHERS: tuple[str, ...] = (
 )
 
 _PC_MARK = "_livefuse_dtls_watch"
+LAYER = "DTLS watch"
 DTLS1_VERSION = 0xFEFF  # OpenSSL's DTLS1_VERSION (pyOpenSSL names the TLS versions only)
 
 
@@ -95,86 +96,93 @@ def describe_key(certificate: Any) -> str:
 
 
 def _patch_certificate(certificate: Any, watch: DtlsWatch) -> None:
-    original: Callable[..., SSL.Context] = getattr(certificate, compat.CERTIFICATE_SSL_CONTEXT)
-    fingerprints: Callable[[], list[Any]] = certificate.getFingerprints
+    def make_context(original: Callable[..., SSL.Context]) -> Callable[..., SSL.Context]:
+        def create_ssl_context(*args: Any, **kwargs: Any) -> SSL.Context:
+            ctx = original(*args, **kwargs)
+            if watch.legacy_for is None:
+                ctx.set_cipher_list(":".join(DTLS_CIPHERS).encode())
+            else:  # SHA-1 signatures and DTLS 1.0 sit below OpenSSL's default security level
+                ctx.set_cipher_list((":".join(LEGACY_DTLS_CIPHERS) + ":@SECLEVEL=0").encode())
+                ctx.set_max_proto_version(DTLS1_VERSION)
 
-    def create_ssl_context(*args: Any, **kwargs: Any) -> SSL.Context:
-        ctx = original(*args, **kwargs)
-        if watch.legacy_for is None:
-            ctx.set_cipher_list(":".join(DTLS_CIPHERS).encode())
-        else:  # SHA-1 signatures and DTLS 1.0 sit below OpenSSL's default security level
-            ctx.set_cipher_list((":".join(LEGACY_DTLS_CIPHERS) + ":@SECLEVEL=0").encode())
-            ctx.set_max_proto_version(DTLS1_VERSION)
+            def verify(_conn: Any, x509: Any, _errno: int, depth: int, _ok: int) -> bool:
+                # aiortc accepts every chain and checks the SDP fingerprint after the handshake; same here
+                if depth == 0 and watch.peer_key is None:
+                    try:
+                        watch.peer_key = describe_key(x509)
+                    except Exception:  # noqa: BLE001 - a description only; never fail a handshake over it
+                        watch.peer_key = "unreadable key"
+                return True
 
-        def verify(_conn: Any, x509: Any, _errno: int, depth: int, _ok: int) -> bool:
-            # aiortc accepts every chain and checks the SDP fingerprint after the handshake; same here
-            if depth == 0 and watch.peer_key is None:
-                try:
-                    watch.peer_key = describe_key(x509)
-                except Exception:  # noqa: BLE001 - a description only; never fail a handshake over it
-                    watch.peer_key = "unreadable key"
-            return True
+            ctx.set_verify(SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT, verify)
+            return ctx
 
-        ctx.set_verify(SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT, verify)
-        return ctx
+        return create_ssl_context
 
-    def answer_fingerprints() -> list[Any]:
-        every = fingerprints()
-        return [f for f in every if f.algorithm == ANSWER_FINGERPRINT_ALGORITHM] or every
+    def make_fingerprints(fingerprints: Callable[[], list[Any]]) -> Callable[[], list[Any]]:
+        def answer_fingerprints() -> list[Any]:
+            every = fingerprints()
+            return [f for f in every if f.algorithm == ANSWER_FINGERPRINT_ALGORITHM] or every
 
-    setattr(certificate, compat.CERTIFICATE_SSL_CONTEXT, create_ssl_context)
-    certificate.getFingerprints = answer_fingerprints
+        return answer_fingerprints
+
+    dtls_transport.wrap_ssl_context(certificate, LAYER, make_context)
+    dtls_transport.wrap_fingerprints(certificate, LAYER, make_fingerprints)
 
 
 def _watch_transport(transport: Any, watch: DtlsWatch) -> None:
     if getattr(transport, _PC_MARK, None) is watch:
         return
     setattr(transport, _PC_MARK, watch)
-    original_handshake = getattr(transport, compat.DTLS_DO_HANDSHAKE)
-    original_set_state = getattr(transport, compat.DTLS_SET_STATE)
     seen: list[str] = []
 
-    async def do_handshake() -> None:
-        # aiortc drives the handshake both from `do_handshake()` and from `recv()` on each incoming record
-        # (which swallows SSL errors); OpenSSL reports the cause once, on whichever call hit it.
-        connection = getattr(transport, compat.DTLS_SSL)
-        originals = {name: getattr(connection, name) for name in ("do_handshake", "recv")}
+    def make_handshake(original_handshake: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+        async def do_handshake() -> None:
+            # aiortc drives the handshake both from `do_handshake()` and from `recv()` on each incoming
+            # record (which swallows SSL errors); OpenSSL reports the cause once, on whichever call hit it.
+            connection = getattr(transport, compat.DTLS_SSL)
+            originals = {name: getattr(connection, name) for name in ("do_handshake", "recv")}
 
-        def recording(step: Callable[..., Any]) -> Callable[..., Any]:
-            def call(*args: Any) -> Any:
-                try:
-                    return step(*args)
-                except (SSL.WantReadError, SSL.ZeroReturnError):
-                    raise
-                except SSL.Error as exc:
-                    reason = ssl_error_reason(exc)
-                    if reason:
-                        seen.append(reason)
-                    raise
+            def recording(step: Callable[..., Any]) -> Callable[..., Any]:
+                def call(*args: Any) -> Any:
+                    try:
+                        return step(*args)
+                    except (SSL.WantReadError, SSL.ZeroReturnError):
+                        raise
+                    except SSL.Error as exc:
+                        reason = ssl_error_reason(exc)
+                        if reason:
+                            seen.append(reason)
+                        raise
 
-            return call
+                return call
 
-        if watch.grace_s > 0 and getattr(transport, compat.DTLS_ROLE) == "client":
-            await asyncio.sleep(watch.grace_s)
-            if transport.state != "connecting":
-                return  # closed while we waited
-        for name, step in originals.items():
-            setattr(connection, name, recording(step))
-        try:
-            await original_handshake()
-        finally:
+            if watch.grace_s > 0 and getattr(transport, compat.DTLS_ROLE) == "client":
+                await asyncio.sleep(watch.grace_s)
+                if transport.state != "connecting":
+                    return  # closed while we waited
             for name, step in originals.items():
-                setattr(connection, name, step)
+                setattr(connection, name, recording(step))
+            try:
+                await original_handshake()
+            finally:
+                for name, step in originals.items():
+                    setattr(connection, name, step)
 
-    def set_state(state: Any) -> None:
-        # Report before aiortc emits "statechange": the connection's state handlers (the session's close
-        # reason) run inside that emit and must find the cause already recorded.
-        if getattr(state, "name", "") == "FAILED" and transport.state != "failed":
-            _report(transport, watch, seen)
-        original_set_state(state)
+        return do_handshake
 
-    setattr(transport, compat.DTLS_DO_HANDSHAKE, do_handshake)
-    setattr(transport, compat.DTLS_SET_STATE, set_state)
+    def make_set_state(original_set_state: Callable[[Any], None]) -> Callable[[Any], None]:
+        def set_state(state: Any) -> None:
+            # Report before aiortc emits "statechange": the connection's state handlers (the session's close
+            # reason) run inside that emit and must find the cause already recorded.
+            if getattr(state, "name", "") == "FAILED" and transport.state != "failed":
+                _report(transport, watch, seen)
+            original_set_state(state)
+
+        return set_state
+
+    dtls_transport.wrap_do_handshake(transport, LAYER, make_handshake)
+    dtls_transport.wrap_set_state(transport, LAYER, make_set_state)
 
 
 def _post_handshake_cause(transport: Any) -> str:
@@ -237,9 +245,9 @@ def watch_dtls(pc: RTCPeerConnection, label: str) -> DtlsWatch:
         setattr(pc, _PC_MARK, watch)
         return watch
     watch = DtlsWatch(label=label, patched=True, closed_here=lambda: pc.signalingState == "closed")
-    for certificate in getattr(pc, compat.PC_CERTIFICATES):
+    for certificate in peer_connection.certificates(pc):
         _patch_certificate(certificate, watch)
-    on_dtls_transports(pc, _PC_MARK, lambda transport: _watch_transport(transport, watch))
+    peer_connection.on_dtls_transports(pc, _PC_MARK, lambda transport: _watch_transport(transport, watch))
     setattr(pc, _PC_MARK, watch)
     return watch
 

@@ -10,19 +10,20 @@ rather than gather on every interface.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
 
-from gateway.webrtc import compat
 from gateway.webrtc.interop.dscp import mark_socket
 from gateway.webrtc.interop.host_ports import PortRange, gather_host_candidates
-from gateway.webrtc.transports import on_dtls_transports
+from gateway.webrtc.patches import ice_connection
+from gateway.webrtc.patches.peer_connection import on_dtls_transports
 
 LOOPBACK: tuple[str, ...] = ("127.0.0.1",)
 _PC_MARK = "_livefuse_gathering"
+LAYER = "host addresses, ports and DSCP"
 # what one connection gathers: host addresses, DSCP, the UDP port range, the announced public address
 Wanted = tuple[tuple[str, ...], int | None, PortRange | None, str | None]
 
@@ -61,10 +62,6 @@ class IceConfig:
     def loopback_only(cls) -> IceConfig:
         return cls(host_addresses=LOOPBACK)
 
-    @property
-    def is_loopback_only(self) -> bool:
-        return self.host_addresses == LOOPBACK
-
 
 def ice_servers(config: IceConfig) -> list[RTCIceServer]:
     servers = [RTCIceServer(urls=url) for url in config.stun]
@@ -91,42 +88,36 @@ def link_headers(config: IceConfig) -> list[str]:
     return links
 
 
-def _mark_connection_sockets(connection: Any, dscp: int) -> None:
-    """DSCP on every socket `connection` gathered (host and relay): media, STUN and DTLS alike."""
-    for protocol in getattr(connection, compat.CONNECTION_PROTOCOLS, ()):
-        transport = getattr(protocol, "transport", None)
-        sock = transport.get_extra_info("socket") if transport is not None else None
-        if sock is not None:
-            mark_socket(sock, dscp)
-
-
 def _hook_connection(connection: Any, wanted: Wanted) -> None:
     if getattr(connection, _PC_MARK, None) == wanted:
         return
     only, dscp, ports, announce = wanted
-    original = getattr(connection, "_livefuse_original_gcc", None) or connection.get_component_candidates
 
-    async def get_component_candidates(
-        component: int, addresses: list[str] | None = None, timeout: int = 5
-    ) -> Any:
-        chosen = list(only or addresses or [])
-        if ports is None and announce is None:
-            candidates = await original(component=component, addresses=chosen, timeout=timeout)
-        else:  # our own host candidates; aioice adds TURN's (no addresses: no host candidates of its own)
-            candidates = await gather_host_candidates(connection, component, chosen, ports, announce, timeout)
-            candidates += await original(component=component, addresses=[], timeout=timeout)
-        if dscp is not None:
-            _mark_connection_sockets(connection, dscp)
-        return candidates
+    def make(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def get_component_candidates(
+            component: int, addresses: list[str] | None = None, timeout: int = 5
+        ) -> Any:
+            chosen = list(only or addresses or [])
+            if ports is None and announce is None:
+                candidates = await original(component=component, addresses=chosen, timeout=timeout)
+            else:  # our own host candidates; aioice adds TURN's (no addresses: no host candidates of its own)
+                candidates = await gather_host_candidates(
+                    connection, component, chosen, ports, announce, timeout
+                )
+                candidates += await original(component=component, addresses=[], timeout=timeout)
+            if dscp is not None:  # every socket gathered (host and relay): media, STUN and DTLS alike
+                for sock in ice_connection.sockets_of(connection):
+                    mark_socket(sock, dscp)
+            return candidates
 
-    connection._livefuse_original_gcc = original
-    connection.get_component_candidates = get_component_candidates
+        return get_component_candidates
+
+    ice_connection.replace_gathering(connection, LAYER, make)
     setattr(connection, _PC_MARK, wanted)
 
 
 def _hook_dtls(dtls_transport: Any, wanted: Wanted) -> None:
-    connection = getattr(dtls_transport.transport.iceGatherer, compat.GATHERER_CONNECTION)
-    _hook_connection(connection, wanted)
+    _hook_connection(ice_connection.ice_connection(dtls_transport), wanted)
 
 
 def configure_gathering(
@@ -144,8 +135,3 @@ def configure_gathering(
         raise RuntimeError(
             "this aiortc version has no per-connection ICE hook; cannot restrict host addresses or mark DSCP"
         )
-
-
-def restrict_host_addresses(pc: RTCPeerConnection, addresses: Sequence[str]) -> None:
-    """Gather host candidates of `pc` on exactly `addresses` (before `setLocalDescription`). Idempotent."""
-    configure_gathering(pc, addresses)

@@ -10,6 +10,7 @@ from aiortc import RTCPeerConnection, RTCRtpTransceiver
 
 from gateway.webrtc import compat
 from gateway.webrtc.negotiation.video_codecs import only_codec
+from gateway.webrtc.patches import transceiver as patched_transceiver
 
 OPUS = "audio/opus"
 
@@ -18,12 +19,12 @@ def _offers_opus(transceiver: RTCRtpTransceiver) -> bool:
     """False on an aiortc whose negotiated codecs are unknown: its audio is then answered inactive."""
     if compat.refused("the Opus answer"):
         return False
-    return any(c.mimeType.lower() == OPUS for c in getattr(transceiver, compat.TRANSCEIVER_CODECS))
+    return any(c.mimeType.lower() == OPUS for c in patched_transceiver.codecs(transceiver) or ())
 
 
 def _opus_only(transceiver: RTCRtpTransceiver) -> None:
-    codecs = getattr(transceiver, compat.TRANSCEIVER_CODECS)
-    setattr(transceiver, compat.TRANSCEIVER_CODECS, only_codec(codecs, "opus", kind="audio"))
+    codecs = patched_transceiver.codecs(transceiver) or []
+    patched_transceiver.set_codecs(transceiver, only_codec(codecs, "opus", kind="audio"))
 
 
 def audio_transceivers(pc: RTCPeerConnection) -> list[RTCRtpTransceiver]:
@@ -35,7 +36,7 @@ def accept_publisher_audio(pc: RTCPeerConnection) -> RTCRtpTransceiver | None:
     (the answer says `recvonly`: the publisher does not get its own sound back). None: no usable audio."""
     chosen = None
     for transceiver in audio_transceivers(pc):
-        offered = getattr(transceiver, compat.TRANSCEIVER_OFFER_DIRECTION, None)
+        offered = patched_transceiver.offer_direction(transceiver)
         sends = offered in ("recvonly", "sendrecv")  # our view
         if chosen is None and sends and _offers_opus(transceiver):
             _opus_only(transceiver)
@@ -51,7 +52,7 @@ def viewer_audio_transceiver(pc: RTCPeerConnection, session_has_audio: bool) -> 
     (`sendonly`), or None (all audio m-lines answered inactive)."""
     chosen = None
     for transceiver in audio_transceivers(pc):
-        offered = getattr(transceiver, compat.TRANSCEIVER_OFFER_DIRECTION, None)
+        offered = patched_transceiver.offer_direction(transceiver)
         receives = offered in ("sendonly", "sendrecv")  # our view
         if chosen is None and session_has_audio and receives and _offers_opus(transceiver):
             _opus_only(transceiver)

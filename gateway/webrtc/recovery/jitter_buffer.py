@@ -23,11 +23,14 @@ from aiortc.rtp import RtpPacket
 
 from gateway.webrtc import compat
 from gateway.webrtc.congestion.queue_delay import AbsSendClock, OneWayDelay
+from gateway.webrtc.patches import peer_connection
+from gateway.webrtc.patches import receiver as patched_receiver
 from gateway.webrtc.recovery.policy import LossRecovery, RecoveryConfig, is_keyframe
 
 logger = logging.getLogger(__name__)
 
 _PC_MARK = "_livefuse_low_latency"
+LAYER = "loss recovery NACK filter"
 _COMPLETION_HISTORY = 128
 _VIDEO_CLOCK_HZ = 90_000  # RTP clock of every video payload (RFC 7741 VP8, RFC 6184 H.264)
 
@@ -177,7 +180,7 @@ class MarkerJitterBuffer(JitterBuffer):
 
 
 def _install_on_receiver(receiver: RTCRtpReceiver) -> bool:
-    current = getattr(receiver, compat.RECEIVER_JITTER_BUFFER, None)
+    current = patched_receiver.jitter_buffer(receiver)
     if isinstance(current, MarkerJitterBuffer):
         return True
     if not isinstance(current, JitterBuffer) or getattr(current, compat.JITTER_ORIGIN, 0) is not None:
@@ -185,17 +188,20 @@ def _install_on_receiver(receiver: RTCRtpReceiver) -> bool:
     if not getattr(current, compat.JITTER_IS_VIDEO, False):
         return False
     buffer = MarkerJitterBuffer(capacity=current.capacity)
-    send_nack = getattr(receiver, compat.RECEIVER_SEND_RTCP_NACK, None)
-    if send_nack is not None:
-        buffer.send_nack = _nack_sender(send_nack)
+    if hasattr(receiver, compat.RECEIVER_SEND_RTCP_NACK):
 
-        async def filtered_nack(ssrc: int, lost: list[int]) -> None:
-            wanted = buffer.recovery.filter_nack(lost, getattr(buffer, compat.JITTER_ORIGIN))
-            if wanted:
-                await send_nack(ssrc, wanted)
+        def make(send_nack: Callable[[int, list[int]], Any]) -> Callable[[int, list[int]], Any]:
+            buffer.send_nack = _nack_sender(send_nack)
 
-        setattr(receiver, compat.RECEIVER_SEND_RTCP_NACK, filtered_nack)  # this receiver only
-    setattr(receiver, compat.RECEIVER_JITTER_BUFFER, buffer)
+            async def filtered_nack(ssrc: int, lost: list[int]) -> None:
+                wanted = buffer.recovery.filter_nack(lost, getattr(buffer, compat.JITTER_ORIGIN))
+                if wanted:
+                    await send_nack(ssrc, wanted)
+
+            return filtered_nack
+
+        patched_receiver.wrap_send_rtcp_nack(receiver, LAYER, make)  # this receiver only
+    patched_receiver.replace_jitter_buffer(receiver, buffer)
     return True
 
 
@@ -217,29 +223,19 @@ def apply_low_latency_receive(pc: RTCPeerConnection) -> bool:
     Call right after creating the connection (before `addTransceiver`/`setRemoteDescription`), or at any point
     before media flows. Idempotent. Returns False (and changes nothing) on an untested aiortc version.
     """
-    if compat.refused("marker release") or not hasattr(pc, compat.PC_CREATE_TRANSCEIVER):
+    if compat.refused("marker release"):
         return False
-    for transceiver in pc.getTransceivers():
-        if transceiver.kind == "video":
-            _install_on_receiver(transceiver.receiver)
-    if getattr(pc, _PC_MARK, False):
-        return True
-    original = getattr(pc, compat.PC_CREATE_TRANSCEIVER)
+    return peer_connection.on_transceivers(pc, _PC_MARK, _install_on_video)
 
-    def create_transceiver(*args: Any, **kwargs: Any) -> Any:
-        transceiver = original(*args, **kwargs)
-        if transceiver.kind == "video":
-            _install_on_receiver(transceiver.receiver)
-        return transceiver
 
-    setattr(pc, compat.PC_CREATE_TRANSCEIVER, create_transceiver)
-    setattr(pc, _PC_MARK, True)
-    return True
+def _install_on_video(transceiver: Any) -> None:
+    if transceiver.kind == "video":
+        _install_on_receiver(transceiver.receiver)
 
 
 def measure_transit(receiver: RTCRtpReceiver, transit: OneWayDelay) -> bool:
     """Feed `transit` from this receiver's packets (False: stock buffer, nothing measured)."""
-    buffer = getattr(receiver, compat.RECEIVER_JITTER_BUFFER, None)
+    buffer = patched_receiver.jitter_buffer(receiver)
     if not isinstance(buffer, MarkerJitterBuffer):
         return False
     buffer.transit = transit
@@ -248,7 +244,7 @@ def measure_transit(receiver: RTCRtpReceiver, transit: OneWayDelay) -> bool:
 
 def frame_completed_at(receiver: RTCRtpReceiver, pts: int | None) -> float | None:
     """Completion time of the encoded frame behind a decoded frame (None if unknown or stock buffer)."""
-    buffer = getattr(receiver, compat.RECEIVER_JITTER_BUFFER, None)
+    buffer = patched_receiver.jitter_buffer(receiver)
     if pts is None or not isinstance(buffer, MarkerJitterBuffer):
         return None
     return buffer.completed_at(pts)
@@ -256,7 +252,7 @@ def frame_completed_at(receiver: RTCRtpReceiver, pts: int | None) -> float | Non
 
 def recovery_counters(receiver: RTCRtpReceiver) -> dict[str, int] | None:
     """NACKs repeated, gaps skipped, keyframes asked for, frames held here (None: stock buffer)."""
-    buffer = getattr(receiver, compat.RECEIVER_JITTER_BUFFER, None)
+    buffer = patched_receiver.jitter_buffer(receiver)
     if not isinstance(buffer, MarkerJitterBuffer):
         return None
     return dict(vars(buffer.recovery.counters))

@@ -18,11 +18,13 @@ from aiortc import RTCRtpSender
 from aiortc.rtp import RtcpSrPacket
 
 from gateway.webrtc import compat
+from gateway.webrtc.patches import sender as patched_sender
 from gateway.webrtc.sync.clocks import Unwrapper
 
 logger = logging.getLogger(__name__)
 
 _MARK = "_livefuse_sr_stamp"
+LAYER = "capture-clock sender reports"
 
 
 @dataclass(eq=False)
@@ -45,34 +47,40 @@ def stamp_sender_reports(sender: RTCRtpSender, capture_of: Callable[[int], int |
         return existing
     state = StampState()
     unwrap = Unwrapper(first=0)
-    next_frame: Callable[[Any], Awaitable[Any]] = getattr(sender, compat.SENDER_NEXT_ENCODED_FRAME)
-    send_rtcp: Callable[[Any], Awaitable[None]] = getattr(sender, compat.SEND_RTCP)
 
-    async def next_encoded_frame(codec: Any) -> Any:
-        if state.origin is None and state.last_timestamp is not None:
-            state.origin = (getattr(sender, compat.SENDER_RTP_TIMESTAMP) - state.last_timestamp) & 0xFFFFFFFF
-        frame = await next_frame(codec)
-        if frame is not None:
-            state.last_timestamp = frame.timestamp
-            unwrap.last_rel = max(unwrap.last_rel, frame.timestamp)
-        return frame
+    def make_next(next_frame: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+        async def next_encoded_frame(codec: Any) -> Any:
+            if state.origin is None and state.last_timestamp is not None:
+                sent = getattr(sender, compat.SENDER_RTP_TIMESTAMP)
+                state.origin = (sent - state.last_timestamp) & 0xFFFFFFFF
+            frame = await next_frame(codec)
+            if frame is not None:
+                state.last_timestamp = frame.timestamp
+                unwrap.last_rel = max(unwrap.last_rel, frame.timestamp)
+            return frame
 
-    async def send(packets: Any) -> None:
-        if state.origin is not None and isinstance(packets, list):
-            for packet in packets:
-                if isinstance(packet, RtcpSrPacket) and packet.ssrc == getattr(sender, compat.SENDER_SSRC):
-                    media_ts = unwrap.near((packet.sender_info.rtp_timestamp - state.origin) & 0xFFFFFFFF)
-                    ntp = capture_of(media_ts)
-                    if ntp is None:
-                        state.unstamped += 1
-                        continue
-                    packet.sender_info.ntp_timestamp = ntp
-                    # keeps aiortc's RTT estimate
-                    setattr(sender, compat.SENDER_LSR, (ntp >> 16) & 0xFFFFFFFF)
-                    state.stamped += 1
-        await send_rtcp(packets)
+        return next_encoded_frame
 
-    setattr(sender, compat.SENDER_NEXT_ENCODED_FRAME, next_encoded_frame)
-    setattr(sender, compat.SEND_RTCP, send)
+    def make_send(send_rtcp: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+        async def send(packets: Any) -> None:
+            if state.origin is not None and isinstance(packets, list):
+                ssrc = getattr(sender, compat.SENDER_SSRC)
+                for packet in packets:
+                    if isinstance(packet, RtcpSrPacket) and packet.ssrc == ssrc:
+                        media_ts = unwrap.near((packet.sender_info.rtp_timestamp - state.origin) & 0xFFFFFFFF)
+                        ntp = capture_of(media_ts)
+                        if ntp is None:
+                            state.unstamped += 1
+                            continue
+                        packet.sender_info.ntp_timestamp = ntp
+                        # keeps aiortc's RTT estimate
+                        patched_sender.set_last_report(sender, (ntp >> 16) & 0xFFFFFFFF)
+                        state.stamped += 1
+            await send_rtcp(packets)
+
+        return send
+
+    patched_sender.wrap_next_encoded_frame(sender, LAYER, make_next)
+    patched_sender.wrap_send_rtcp(sender, LAYER, make_send)
     setattr(sender, _MARK, state)
     return state

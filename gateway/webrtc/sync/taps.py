@@ -18,11 +18,13 @@ from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.rtp import RtcpSrPacket, RtpPacket
 
 from gateway.webrtc import compat
+from gateway.webrtc.patches import receiver as patched_receiver
 from gateway.webrtc.sync.clocks import ntp64_to_seconds
 
 logger = logging.getLogger(__name__)
 
 _TAP_MARK = "_livefuse_sr_tap"
+REPORT_LAYER = "sender report tap"
 
 PacketCallback = Callable[[RtpPacket], None]
 ReportCallback = Callable[[float, int], None]  # (publisher NTP seconds, RTP timestamp)
@@ -54,13 +56,13 @@ def tap_audio_packets(receiver: RTCRtpReceiver, on_packet: PacketCallback) -> Pa
     """Route `receiver`'s packets to `on_packet` instead of the Opus decoder. Call before media flows."""
     if not _supported():
         return None
-    current = getattr(receiver, compat.RECEIVER_JITTER_BUFFER, None)
+    current = patched_receiver.jitter_buffer(receiver)
     if isinstance(current, PacketTap):
         return current
     if not isinstance(current, JitterBuffer) or getattr(current, compat.JITTER_ORIGIN, 0) is not None:
         return None  # unknown internals, or packets already buffered
     tap = PacketTap(on_packet)
-    setattr(receiver, compat.RECEIVER_JITTER_BUFFER, tap)
+    patched_receiver.replace_jitter_buffer(receiver, tap)
     return tap
 
 
@@ -68,15 +70,17 @@ def tap_sender_reports(receiver: RTCRtpReceiver, on_report: ReportCallback) -> b
     """Call `on_report(ntp_seconds, rtp_timestamp)` for every SR the remote sender sends on `receiver`."""
     if not _supported() or getattr(receiver, _TAP_MARK, False):
         return False
-    original: Callable[[Any], Awaitable[None]] = getattr(receiver, compat.HANDLE_RTCP_PACKET)
 
-    async def handle(packet: Any) -> None:
-        if isinstance(packet, RtcpSrPacket):
-            info = packet.sender_info
-            on_report(ntp64_to_seconds(info.ntp_timestamp), info.rtp_timestamp)
-        await original(packet)
+    def make(original: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
+        async def handle(packet: Any) -> None:
+            if isinstance(packet, RtcpSrPacket):
+                info = packet.sender_info
+                on_report(ntp64_to_seconds(info.ntp_timestamp), info.rtp_timestamp)
+            await original(packet)
 
-    setattr(receiver, compat.HANDLE_RTCP_PACKET, handle)
+        return handle
+
+    patched_receiver.wrap_handle_rtcp_packet(receiver, REPORT_LAYER, make)
     setattr(receiver, _TAP_MARK, True)
     return True
 
