@@ -18,11 +18,14 @@ LOOPBACK = IceConfig.loopback_only()
 
 
 def gw_config(**sessions: Any) -> GatewayConfig:
+    """The product defaults on 127.0.0.1, a free port and loopback ICE; `sessions` changes SessionConfig."""
     return GatewayConfig(host="127.0.0.1", port=0, ice=LOOPBACK, sessions=SessionConfig(**sessions))
 
 
 @dataclass
 class Gateway:
+    """A started app, its runner (to stop it) and its base URL."""
+
     app: web.Application
     runner: web.AppRunner
     url: str
@@ -48,6 +51,7 @@ async def start_gateway(config: GatewayConfig, *, wait_ready: bool = True, **kwa
 
 @contextlib.asynccontextmanager
 async def running_gateway(config: GatewayConfig, **kwargs: Any) -> AsyncIterator[Gateway]:
+    """start_gateway for an `async with`: stopped however the test leaves."""
     gw = await start_gateway(config, **kwargs)
     try:
         yield gw
@@ -56,4 +60,5 @@ async def running_gateway(config: GatewayConfig, **kwargs: Any) -> AsyncIterator
 
 
 def with_sessions(config: GatewayConfig, **changes: Any) -> GatewayConfig:
+    """`config` with some session settings changed (the config is frozen)."""
     return replace(config, sessions=replace(config.sessions, **changes))

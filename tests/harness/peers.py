@@ -22,12 +22,15 @@ from tests.harness.gateway import LOOPBACK
 
 
 def read_id(frame: VideoFrame) -> int | None:
+    """The stamped frame id, or None where the stamp did not survive (or was never there)."""
     yuv = frame.to_ndarray(format="yuv420p")
     return read_stamp(yuv[: frame.height])
 
 
 @dataclass
 class Received:
+    """What a peer got back: every id and latency, every size, and a few decoded frames to look at."""
+
     ids: list[int] = field(default_factory=list)
     latency_s: list[float] = field(default_factory=list)
     frames: list[np.ndarray] = field(default_factory=list)
@@ -38,6 +41,7 @@ class Received:
 async def consume(
     track: MediaStreamTrack, sent: dict[int, float] | None, into: Received, keep: int = 5
 ) -> None:
+    """Reads `track` until it ends or the task is cancelled; keeps the last `keep` frames and every tenth."""
     with contextlib.suppress(MediaStreamError, asyncio.CancelledError):
         while True:
             frame: VideoFrame = await track.recv()  # type: ignore[assignment]
@@ -58,6 +62,8 @@ async def consume(
 
 @dataclass
 class Client:
+    """A publisher or viewer: its connection, its WHIP/WHEP resource and what it received."""
+
     pc: RTCPeerConnection
     location: str
     received: Received
@@ -76,6 +82,7 @@ class Client:
 async def negotiate(
     http: aiohttp.ClientSession, url: str, pc: RTCPeerConnection, headers: dict[str, str] | None
 ) -> tuple[int, str, str]:
+    """The WHIP/WHEP exchange (non-trickle): (status, body, Location); the answer applied on a 201."""
     await pc.setLocalDescription(await pc.createOffer())
     async with http.post(
         url, data=pc.localDescription.sdp, headers={"Content-Type": "application/sdp", **(headers or {})}

@@ -10,6 +10,7 @@ import aiohttp
 
 
 async def wait_for(cond: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
+    """True as soon as `cond()` holds, else its value at the deadline."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if cond():
