@@ -12,11 +12,12 @@ DEVSTAMP := $(VENV)/.installed-dev
 # pip: quiet, no version nag; each step re-runs only when its inputs change.
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint typecheck provision benchmark fuzz soak soak-attack clean help gpu-wheels gpu-proof interop
+.PHONY: demo test test-fast lint typecheck provision benchmark fuzz soak soak-attack clean help gpu-wheels gpu-proof interop
 
 help:
 	@echo "make demo       install, provision, run the gateway + a short load test (CPU), write reports/demo.json"
 	@echo "make test       install with dev extra, provision, run pytest"
+	@echo "make test-fast  the tests without real peers or the provisioned models (under a minute)"
 	@echo "make lint       ruff (checks and format) + mypy"
 	@echo "make benchmark  offline pipeline benchmark (writes reports/benchmark.json)"
 	@echo "make interop    every publisher/viewer stack x50, one core busy (reports/interop.json; root)"
@@ -76,6 +77,11 @@ demo: provision
 PYTEST_ARGS ?= -n 2 --dist loadfile
 test: $(DEVSTAMP) $(NODE_CLIENTS) provision
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The edit-run loop: no integration test (`slow`: real peers, processes, real-time waits) and no test that loads
+# the provisioned models (`models`); one process, under a minute on two busy cores. Needs the provisioned media.
+test-fast: $(DEVSTAMP) provision
+	$(PY) -m pytest -m "not slow and not models and not benchmark"
 
 lint: $(DEVSTAMP)
 	$(VENV)/bin/ruff check gateway engines loadgen scripts tests

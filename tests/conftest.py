@@ -1,4 +1,5 @@
-"""Shared fixtures: provisioned media and models (made by `make test`'s provisioning step, never here)."""
+"""Shared fixtures: provisioned media and models (made by `make test`'s provisioning step, never here), and
+the `models` marker: every test that reaches the provisioned models does so through `model_store`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from engines.models.registry import get_spec
 from engines.models.store import ModelStore, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from loadgen.media import MEDIA, default_media_dir
+from tests.harness.media import read_rgb
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +32,15 @@ def media(media_dir: Path) -> dict[str, Path]:
     return {m.name: media_dir / m.name for m in MEDIA}
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`models` follows the fixture: a test (or a fixture it uses, such as `pipeline`) that asks for
+    `model_store` loads real provisioned models; `make test-fast` leaves those out."""
+    for item in items:
+        if "model_store" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.models)
+
+
 @pytest.fixture(scope="session")
 def model_store() -> ModelStore:
     store = ModelStore(default_model_dir(os.environ))
@@ -40,22 +51,14 @@ def model_store() -> ModelStore:
     return store
 
 
-def _read_rgb(path: Path) -> np.ndarray:
-    import cv2
-
-    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    assert bgr is not None, path
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-
-
 @pytest.fixture(scope="session")
 def astronaut(media: dict[str, Path]) -> np.ndarray:
-    return _read_rgb(media["astronaut.png"])
+    return read_rgb(media["astronaut.png"])
 
 
 @pytest.fixture(scope="session")
 def group_photo(media: dict[str, Path]) -> np.ndarray:
-    return _read_rgb(media["t1.jpg"])
+    return read_rgb(media["t1.jpg"])
 
 
 @pytest.hookimpl(hookwrapper=True)

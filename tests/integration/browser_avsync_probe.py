@@ -116,8 +116,9 @@ def _astronaut() -> np.ndarray:
 async def _publish(base: str, http: aiohttp.ClientSession) -> tuple[Any, str]:
     from gateway.webrtc.install import create_peer_connection
     from loadgen.avsync import ClickAudioTrack, MediaClock
-    from tests.integration.conftest import LOOPBACK, _negotiate, source_query
-    from tests.integration.test_audio import flash_track
+    from tests.harness.gateway import LOOPBACK
+    from tests.harness.media import flash_track
+    from tests.harness.peers import negotiate, source_query
 
     astronaut = _astronaut()
     query = await source_query(http, base, astronaut)
@@ -125,7 +126,7 @@ async def _publish(base: str, http: aiohttp.ClientSession) -> tuple[Any, str]:
     pc = create_peer_connection(LOOPBACK)
     pc.addTransceiver(flash_track(cv2.resize(astronaut, (320, 240)), clock), direction="sendonly")
     pc.addTransceiver(ClickAudioTrack(clock), direction="sendonly")
-    status, body, location = await _negotiate(http, f"{base}/whip{query}", pc, None)
+    status, body, location = await negotiate(http, f"{base}/whip{query}", pc, None)
     if status != 201:
         raise RuntimeError(f"WHIP {status}: {body}")
     return pc, location.rsplit("/", 1)[-1]
@@ -143,7 +144,7 @@ def offsets_ms(clicks: list[float], flashes: list[float]) -> list[float]:
 
 
 async def run(timeout_s: float, mode: str) -> dict[str, Any]:
-    from tests.integration.conftest import FakePipeline, RecordingMonitor
+    from tests.harness.fakes import FakePipeline, RecordingMonitor
 
     if mode == "nostamp":
         session_audio.install_sender_clock = lambda sender, capture_of: None  # type: ignore[assignment]
@@ -162,8 +163,8 @@ async def run(timeout_s: float, mode: str) -> dict[str, Any]:
 
         from gateway.webrtc.install import create_peer_connection
         from loadgen.avsync import ClickAudioTrack, MediaClock
-        from tests.integration.conftest import LOOPBACK
-        from tests.integration.test_audio import flash_track
+        from tests.harness.gateway import LOOPBACK
+        from tests.harness.media import flash_track
 
         astronaut = _astronaut()
         clock = MediaClock()

@@ -27,13 +27,9 @@ from gateway.egress.policy import RetryConfig
 from gateway.http.egress import TOKEN_HEADER
 from gateway.webrtc.install import create_peer_connection
 from loadgen.track import StampedVideoTrack
-from tests.integration.conftest import (
-    LOOPBACK,
-    FakePipeline,
-    RecordingMonitor,
-    _negotiate,
-    start_gateway,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import LOOPBACK, start_gateway
+from tests.harness.peers import negotiate
 from tests.integration.janus import JanusServer, WhipFront, media_in, selected_pair
 
 FRONT_PORT = 18090
@@ -78,7 +74,7 @@ async def run(timeout_s: float) -> dict[str, Any]:
             caps = RTCRtpSender.getCapabilities("audio").codecs
             audio.setCodecPreferences([c for c in caps if c.mimeType.lower() == "audio/opus"])
             target = f"http://127.0.0.1:{FRONT_PORT}/whip/1234"
-            status, body, location = await _negotiate(
+            status, body, location = await negotiate(
                 http, f"{gw.url}/whip?processors=none&egress={target}", pc, {TOKEN_HEADER: TOKEN}
             )
             result["whip_status"] = status

@@ -39,25 +39,13 @@ from loadgen.client import ClientConfig
 from loadgen.report import loadgen_run_entry
 from loadgen.runner import RunConfig, run_point
 from loadgen.synth import SynthConfig, build_loop
-from loadgen.track import StampedVideoTrack
-from tests.integration.conftest import (
-    LOOPBACK,
-    FakePipeline,
-    RecordingMonitor,
-    _negotiate,
-    gw_config,
-    read_id,
-    running_gateway,
-    source_query,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import LOOPBACK, gw_config, running_gateway
+from tests.harness.media import FLASH_FPS, flash_track
+from tests.harness.peers import negotiate, read_id, source_query
+from tests.harness.waiting import wait_for
 
-FPS = 15.0
-
-
-def flash_track(image: np.ndarray, clock: MediaClock) -> StampedVideoTrack:
-    """Stamped frames on the shared clock; frame k is white when k/FPS is a whole second (the click)."""
-    return StampedVideoTrack.from_rgb([np.full_like(image, 255)] + [image] * (int(FPS) - 1), FPS, clock=clock)
+FPS = FLASH_FPS  # the probe counts the flash track's frames
 
 
 def _sdp_section(sdp: str, kind: str) -> str:
@@ -84,7 +72,7 @@ async def _publisher(
     assert stamp_capture_reports(audio.sender, clock, AUDIO_RATE)
     caps = RTCRtpSender.getCapabilities("audio").codecs
     audio.setCodecPreferences([c for c in caps if c.mimeType.lower() == audio_codec])
-    status, body, location = await _negotiate(http, f"{base}/whip{query}", pc, None)
+    status, body, location = await negotiate(http, f"{base}/whip{query}", pc, None)
     assert status == 201, body
     return pc, body, location
 
@@ -95,7 +83,7 @@ async def _viewer(http: aiohttp.ClientSession, base: str, session_id: str) -> An
     audio = pc.addTransceiver("audio", direction="recvonly")
     probe = AvSyncProbe(fps=FPS)
     assert probe.attach(audio.receiver, video.receiver)
-    status, body, _ = await _negotiate(http, f"{base}/whep/{session_id}", pc, None)
+    status, body, _ = await negotiate(http, f"{base}/whep/{session_id}", pc, None)
     assert status == 201, body
 
     async def consume() -> None:

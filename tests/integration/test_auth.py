@@ -8,7 +8,8 @@ from dataclasses import replace
 import aiohttp
 
 from gateway.auth import AuthConfig
-from tests.integration.conftest import FakePipeline, gw_config, running_gateway
+from tests.harness.fakes import FakePipeline
+from tests.harness.gateway import gw_config, running_gateway
 
 TOKEN = "s3cret-t0ken"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

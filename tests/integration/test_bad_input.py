@@ -8,14 +8,10 @@ import aiohttp
 import cv2
 import numpy as np
 
-from tests.integration.conftest import (
-    FakePipeline,
-    RecordingMonitor,
-    gw_config,
-    publish,
-    running_gateway,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import publish
+from tests.harness.waiting import wait_for
 
 VALID_START = (
     "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n"

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.models  # both designs run the real pipeline
 
 
 def _run(tmp_path: Path, *args: str, timeout: float) -> dict[str, Any]:

@@ -22,16 +22,10 @@ from OpenSSL import SSL
 from gateway.webrtc.install import create_peer_connection
 from loadgen.client import offer_only
 from loadgen.track import StampedVideoTrack
-from tests.integration.conftest import (
-    LOOPBACK,
-    FakePipeline,
-    Received,
-    RecordingMonitor,
-    consume,
-    gw_config,
-    running_gateway,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import LOOPBACK, gw_config, running_gateway
+from tests.harness.peers import Received, consume
+from tests.harness.waiting import wait_for
 
 RSA_ONLY = b"ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384"
 

@@ -13,8 +13,7 @@ import pytest
 
 from loadgen.embedded import free_port
 from loadgen.processes import stop_process
-from tests.integration.test_front_process import _until
-from tests.integration.test_shutdown import _status
+from tests.harness.waiting import http_status, until
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "edge-test-token"
@@ -43,17 +42,17 @@ async def test_metrics_port_serves_the_monitoring_routes_and_the_public_port_doe
         async with aiohttp.ClientSession() as http:
 
             async def up() -> bool:
-                return await _status(http, public + "/readyz") == 200
+                return await http_status(http, public + "/readyz") == 200
 
-            assert await _until(up, 60), (tmp_path / "gateway.log").read_text()[-2000:]
+            assert await until(up, 60), (tmp_path / "gateway.log").read_text()[-2000:]
             async with http.get(private + "/metrics") as r:
                 assert r.status == 200 and "livefuse_sessions_open" in await r.text()
-            assert await _status(http, private + "/api/stats") == 200
-            assert await _status(http, private + "/readyz") == 200
-            assert await _status(http, public + "/metrics") == 404
-            assert await _status(http, public + "/api/stats") == 404
-            assert await _status(http, public + "/dashboard") == 200  # not moved: metrics,api only
-            assert await _status(http, private + "/dashboard") == 404
+            assert await http_status(http, private + "/api/stats") == 200
+            assert await http_status(http, private + "/readyz") == 200
+            assert await http_status(http, public + "/metrics") == 404
+            assert await http_status(http, public + "/api/stats") == 404
+            assert await http_status(http, public + "/dashboard") == 200  # not moved: metrics,api only
+            assert await http_status(http, private + "/dashboard") == 404
             async with http.post(private + "/whip", data="v=0", headers={"Content-Type": "application/sdp",
                                  "Authorization": f"Bearer {TOKEN}"}) as r:  # fmt: skip
                 assert r.status == 404  # nothing but monitoring there
@@ -87,9 +86,9 @@ async def test_allow_anonymous_starts_on_every_address_and_without_it_nothing_li
         async with aiohttp.ClientSession() as http:
 
             async def up() -> bool:
-                return await _status(http, f"http://127.0.0.1:{port}/healthz") == 200
+                return await http_status(http, f"http://127.0.0.1:{port}/healthz") == 200
 
-            assert await _until(up, 60), (tmp_path / "gateway.log").read_text()[-2000:]
+            assert await until(up, 60), (tmp_path / "gateway.log").read_text()[-2000:]
     finally:
         proc.send_signal(signal.SIGTERM)  # as soon as it answers: the handler is in place by then
         assert proc.wait(20) == 0

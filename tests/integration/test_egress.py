@@ -14,15 +14,10 @@ import numpy as np
 
 from gateway.egress.config import EgressConfig
 from gateway.egress.policy import RetryConfig
-from tests.integration.conftest import (
-    FakePipeline,
-    RecordingMonitor,
-    gw_config,
-    publish,
-    running_gateway,
-    source_query,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import publish, source_query
+from tests.harness.waiting import wait_for
 from tests.integration.whip_endpoint import WhipEndpoint, running_endpoint
 
 LOOPBACK_EGRESS = ("127.0.0.1",)

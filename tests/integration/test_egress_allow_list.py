@@ -22,14 +22,10 @@ from gateway.egress.config import EgressConfig
 from gateway.egress.destinations import AllowList
 from gateway.egress.guarded_resolver import GuardedResolver
 from loadgen.embedded import start_site
-from tests.integration.conftest import (
-    FakePipeline,
-    RecordingMonitor,
-    gw_config,
-    publish,
-    running_gateway,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import publish
+from tests.harness.waiting import wait_for
 
 
 class Sink:

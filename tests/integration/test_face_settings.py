@@ -11,14 +11,10 @@ import numpy as np
 
 from engines.frames import FaceSettings, FrameItem, FrameOutput
 from gateway.config import ProcessingConfig
-from tests.integration.conftest import (
-    FakePipeline,
-    RecordingMonitor,
-    gw_config,
-    publish,
-    running_gateway,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import publish
+from tests.harness.waiting import wait_for
 
 SDP = {"Content-Type": "application/sdp"}
 

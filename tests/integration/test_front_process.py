@@ -20,25 +20,16 @@ import pytest
 
 from loadgen.embedded import free_port
 from loadgen.processes import stop_process
-from tests.integration.test_shutdown import _status
+from tests.harness.waiting import http_status, until
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "front-test-token"
 FRONT_CPU = min(os.sched_getaffinity(0))  # one CPU of those this test may use
 
 
-async def _until(predicate: Callable[[], Awaitable[bool]], timeout_s: float) -> bool:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if await predicate():
-            return True
-        await asyncio.sleep(0.1)
-    return False
-
-
 def _answers(http: aiohttp.ClientSession, url: str, want: int) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
-        return await _status(http, url) == want
+        return await http_status(http, url) == want
 
     return check
 
@@ -79,7 +70,7 @@ async def test_front_serves_at_lower_priority_reports_refusals_restarts_and_dies
     proc, port = gateway
     base = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as http:
-        assert await _until(_answers(http, base + "/readyz", 200), 60), "never ready"
+        assert await until(_answers(http, base + "/readyz", 200), 60), "never ready"
         [front] = _fronts(proc.pid)
         assert front.nice() - psutil.Process(proc.pid).nice() == 5
         assert front.cpu_affinity() == [FRONT_CPU]  # --front-cpus, every thread of it
@@ -94,11 +85,11 @@ async def test_front_serves_at_lower_priority_reports_refusals_restarts_and_dies
             async with http.get(base + "/api/stats", params={"token": TOKEN}) as r:
                 return bool((await r.json())["rejects"].get("bad_request", 0) >= 1)
 
-        assert await _until(counted, 10), "the front's refusal never reached /api/stats"
+        assert await until(counted, 10), "the front's refusal never reached /api/stats"
 
         # a front that dies is replaced, on the same listening socket
         front.kill()
-        assert await _until(_answers(http, base + "/healthz", 200), 15)
+        assert await until(_answers(http, base + "/healthz", 200), 15)
         [second] = _fronts(proc.pid)
         assert second.pid != front.pid
         async with http.get(base + "/api/stats", params={"token": TOKEN}) as r:
@@ -130,7 +121,7 @@ async def test_no_front_process_serves_from_the_media_process(model_store: objec
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         async with aiohttp.ClientSession() as http:
-            assert await _until(_answers(http, f"http://127.0.0.1:{port}/healthz", 200), 30)
+            assert await until(_answers(http, f"http://127.0.0.1:{port}/healthz", 200), 30)
         assert _fronts(proc.pid) == []
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -17,7 +17,10 @@ from gateway.http.keys import STATE
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.tenants import Tenant
 from loadgen.fuzz import Bombs, generate_cases, real_offer, run_fuzz
-from tests.integration.conftest import FakePipeline, gw_config, publish, running_gateway, wait_for
+from tests.harness.fakes import FakePipeline
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import publish
+from tests.harness.waiting import wait_for
 
 LIVE = Tenant("live", "live-token-0123456789")
 FUZZ = Tenant("fuzz", "fuzz-token-0123456789", max_sessions=6)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.benchmark
+pytestmark = [pytest.mark.benchmark, pytest.mark.models]  # the gateway subprocess loads the real pipeline
 
 
 def _run(tmp_path: Path, *args: str) -> dict[str, object]:

@@ -17,13 +17,9 @@ import numpy as np
 import pytest
 
 from gateway.monitoring.records import Outcome
-from tests.integration.conftest import (
-    FakePipeline,
-    RecordingMonitor,
-    gw_config,
-    running_gateway,
-    source_query,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import source_query
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 PUBLISHER = Path(__file__).with_name("gst_whip_publisher.py")

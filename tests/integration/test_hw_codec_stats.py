@@ -11,7 +11,8 @@ import pytest
 
 from gateway.cli import build_config, build_parser
 from gateway.webrtc.codecs import hw_decode, hw_encode
-from tests.integration.conftest import FakePipeline, gw_config, running_gateway
+from tests.harness.fakes import FakePipeline
+from tests.harness.gateway import gw_config, running_gateway
 
 
 async def _stats(hardware_codecs: bool) -> dict[str, Any]:

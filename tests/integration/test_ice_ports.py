@@ -13,7 +13,10 @@ from aiortc import RTCPeerConnection
 from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.host_ports import PortRange
 from gateway.webrtc.interop.ice import LOOPBACK, IceConfig
-from tests.integration.conftest import FakePipeline, gw_config, publish, running_gateway, wait_for
+from tests.harness.fakes import FakePipeline
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import publish
+from tests.harness.waiting import wait_for
 from tests.udp_ports import free_udp_block
 
 

@@ -19,15 +19,10 @@ from gateway.http.keys import sessions_of
 from gateway.webrtc.install import create_peer_connection
 from loadgen.impair import PROFILES, Impairment, impair_peer_connection
 from loadgen.track import StampedVideoTrack
-from tests.integration.conftest import (
-    LOOPBACK,
-    FakePipeline,
-    busy_pictures,
-    gw_config,
-    read_id,
-    running_gateway,
-    source_query,
-)
+from tests.harness.fakes import FakePipeline
+from tests.harness.gateway import LOOPBACK, gw_config, running_gateway
+from tests.harness.media import busy_pictures
+from tests.harness.peers import read_id, source_query
 
 # Tighter than the benchmark's 600 kbit/s, on the downlink only (aiortc's publisher never sends under 250
 # kbit/s): below the 500 kbit/s the encoder starts at, so it has to come down.
@@ -177,7 +172,8 @@ async def test_pli_from_a_viewer_makes_the_next_encoded_frame_a_keyframe(astrona
     the encoder (FanoutEncoder.bind_sender) or a viewer that lost a keyframe would never recover."""
     import re
 
-    from tests.integration.conftest import publish, view, wait_for
+    from tests.harness.peers import publish, view
+    from tests.harness.waiting import wait_for
 
     image = cv2.resize(astronaut, (320, 240))
     async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:
@@ -255,7 +251,8 @@ async def test_a_filling_queue_brings_the_rate_down_before_anything_is_lost(astr
 async def test_the_bitrate_ceiling_follows_the_publishers_picture(astronaut: np.ndarray) -> None:
     """`--video-bitrate auto` (the default): a 640x360 publisher's processed stream gets libwebrtc's ceiling
     for that size, learnt from the frames on their way to the encoder, and GET /sessions says so."""
-    from tests.integration.conftest import publish, wait_for
+    from tests.harness.peers import publish
+    from tests.harness.waiting import wait_for
 
     image = cv2.resize(astronaut, (640, 360))
     async with running_gateway(gw_config(), pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:

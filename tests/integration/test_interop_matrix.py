@@ -26,10 +26,13 @@ from loadgen.bench.interop import preset
 ROOT = Path(__file__).resolve().parents[2]
 CASES = preset("suite", None, busy=False)
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None,
-    reason="needs root, unshare and ip to make a private network namespace",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None,
+        reason="needs root, unshare and ip to make a private network namespace",
+    ),
+    pytest.mark.models,  # the gateway it starts swaps with the provisioned models
+]
 
 
 @pytest.fixture(scope="module")

@@ -15,14 +15,10 @@ from engines.frames import FaceSettings, FrameItem, FrameOutput
 from gateway.auth import AuthConfig
 from gateway.tenants import Tenant
 from loadgen.stamp import read_stamp
-from tests.integration.conftest import (
-    FakePipeline,
-    RecordingMonitor,
-    gw_config,
-    publish,
-    running_gateway,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import publish
+from tests.harness.waiting import wait_for
 
 PNG = {"Content-Type": "image/png"}
 

@@ -1,121 +1,24 @@
 """The load generator against real WebRTC peers on 127.0.0.1.
 
-`echo_gateway` is a minimal WHIP server written here (aiortc, loopback-only ICE) that sends every received
-frame straight back: it tests the client, the stamps through two VP8 hops, the accounting and the CLI without
-the real gateway. The last test runs the real embedded gateway (`python -m gateway.cli`) as `make demo` does.
+`echo_gateway` (a fixture: tests/harness/echo.py on its own thread) is a minimal WHIP server (aiortc,
+loopback-only ICE) that sends every received frame straight back: it tests the client, the stamps through two
+VP8 hops, the accounting and the CLI without the real gateway. The last test runs the real embedded gateway
+(`python -m gateway.cli`) as `make demo` does.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
-import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
-from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 
-from gateway.webrtc.install import create_peer_connection
-from gateway.webrtc.interop.ice import IceConfig
 from loadgen.cli import main
 from loadgen.client import ClientConfig
 from loadgen.embedded import free_port
 from loadgen.runner import Progress, RunConfig, run_point
 from loadgen.synth import SynthConfig, build_loop
-
-
-def _echo_app(pcs: dict[str, RTCPeerConnection], counters: dict[str, int]) -> web.Application:
-    async def whip(request: web.Request) -> web.Response:
-        if request.headers.get("Content-Type") != "application/sdp":
-            return web.Response(status=415)
-        if request.query.get("source") != "src1":
-            return web.Response(status=404, text="no such source")
-        pc = create_peer_connection(IceConfig.loopback_only())
-        sid = uuid.uuid4().hex
-
-        @pc.on("track")
-        def on_track(track: MediaStreamTrack) -> None:
-            pc.addTrack(track)  # echo: the received (decoded) frames are re-encoded and sent back
-
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=await request.text(), type="offer"))
-        await pc.setLocalDescription(await pc.createAnswer())
-        pcs[sid] = pc
-        counters["joined"] += 1
-        return web.Response(
-            status=201,
-            text=pc.localDescription.sdp,
-            content_type="application/sdp",
-            headers={"Location": f"/whip/{sid}"},
-        )
-
-    async def delete(request: web.Request) -> web.Response:
-        pc = pcs.pop(request.match_info["sid"], None)
-        if pc is None:
-            return web.Response(status=404)
-        counters["deleted"] += 1
-        await pc.close()
-        return web.Response(status=200)
-
-    async def stats(request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "schema_version": 1,
-                "system": {"cpu_percent": 12.5},
-                "frames": {"received": 10, "processed": 10, "fps_in": 15.0, "fps_out": 15.0},
-                "sessions": {"open": len(pcs)},
-            }
-        )
-
-    async def source(request: web.Request) -> web.Response:
-        body = await request.read()
-        if request.content_type != "image/png" or not body.startswith(b"\x89PNG"):
-            return web.Response(status=415)
-        counters["sources"] += 1
-        return web.json_response({"id": "src1", "faces": 1}, status=201)
-
-    async def ready(request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def on_shutdown(app: web.Application) -> None:
-        await asyncio.gather(*(pc.close() for pc in pcs.values()))
-
-    app = web.Application()
-    app.router.add_post("/whip", whip)
-    app.router.add_delete("/whip/{sid}", delete)
-    app.router.add_get("/api/stats", stats)
-    app.router.add_post("/sources", source)
-    app.router.add_get("/readyz", ready)
-    app.on_shutdown.append(on_shutdown)
-    return app
-
-
-@pytest.fixture
-def echo_gateway() -> Iterator[tuple[str, dict[str, int]]]:
-    """The echo WHIP server on its own thread and event loop (so the CLI can call asyncio.run)."""
-    counters = {"joined": 0, "deleted": 0, "sources": 0}
-    port = free_port()
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(_echo_app({}, counters))
-    started = threading.Event()
-
-    def serve() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-        started.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    assert started.wait(10)
-    yield f"http://127.0.0.1:{port}", counters
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(15)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
 
 
 async def test_run_point_measures_every_frame_through_two_vp8_hops(
@@ -251,6 +154,7 @@ def test_capacity_search_against_a_live_server(
     assert [p["jobs"] for p in report["capacity"]["points"]] == [1, 2]
 
 
+@pytest.mark.models  # the embedded gateway loads the provisioned models in its own process
 @pytest.mark.skipif(importlib.util.find_spec("gateway.cli") is None, reason="gateway.cli not written yet")
 def test_short_live_run_against_the_embedded_gateway(tmp_path: Path) -> None:
     out = tmp_path / "demo.json"

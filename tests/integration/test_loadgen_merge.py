@@ -18,13 +18,12 @@ from loadgen.report import build_report, loadgen_run_entry, write_json
 from loadgen.runner import RunConfig, run_point
 from loadgen.stats import LatencySummary
 from loadgen.synth import SynthConfig, build_loop
-from tests.integration.test_loadgen import echo_gateway  # noqa: F401  (fixture)
 
 BUDGET_MS = 60.0  # near the echo's latency, so "within budget" is a real fraction, not 0 or 1
 
 
 async def test_merge_of_two_real_runs_is_their_union(
-    echo_gateway: tuple[str, dict[str, int]],  # noqa: F811
+    echo_gateway: tuple[str, dict[str, int]],
     media_dir: Path,
     tmp_path: Path,
 ) -> None:

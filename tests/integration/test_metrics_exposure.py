@@ -18,7 +18,8 @@ from gateway.monitoring.container import ContainerCollector, read_cgroup_memory
 from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.monitoring.records import FrameRecord, LinkState, Outcome
 from gateway.webrtc.version_check import installed_version
-from tests.integration.conftest import FakePipeline, gw_config
+from tests.harness.fakes import FakePipeline
+from tests.harness.gateway import gw_config
 
 
 async def _scrape(per_session: bool) -> dict[str, list[tuple[dict[str, str], float]]]:

@@ -12,7 +12,10 @@ from aiohttp import web
 
 from gateway.app import create_app, wait_started
 from loadgen.embedded import free_port
-from tests.integration.conftest import FakePipeline, gw_config, publish, source_query, view, wait_for
+from tests.harness.fakes import FakePipeline
+from tests.harness.gateway import gw_config
+from tests.harness.peers import publish, source_query, view
+from tests.harness.waiting import wait_for
 
 
 async def test_absolute_locations_lead_back_to_this_replica(astronaut: np.ndarray) -> None:

@@ -17,7 +17,8 @@ import numpy as np
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
 from gateway.http.rate_limit import RateLimitConfig
-from tests.integration.conftest import FakePipeline, RecordingMonitor, gw_config, running_gateway
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import gw_config, running_gateway
 
 
 async def test_past_the_burst_every_request_gets_429_with_retry_after() -> None:

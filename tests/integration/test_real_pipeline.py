@@ -7,27 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import aiohttp
-import av
-import cv2
 import numpy as np
 
-from tests.integration.conftest import gw_config, publish, running_gateway, wait_for
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.media import carphone_frames
+from tests.harness.peers import publish
+from tests.harness.waiting import wait_for
 
 SIZE = (320, 240)
 # Where carphone's face sits once scaled to 320x240 (RetinaFace finds it near x 95-205, y 55-165).
 FACE = (slice(70, 150), slice(120, 190))
 BACKGROUND = (slice(0, 180), slice(0, 60))  # left strip, above the stamp band
-
-
-def carphone_frames(path: Path, n: int = 6, step: int = 10) -> list[np.ndarray]:
-    frames: list[np.ndarray] = []
-    with av.open(str(path)) as container:
-        for i, frame in enumerate(container.decode(video=0)):
-            if i % step == 0:
-                frames.append(cv2.resize(frame.to_ndarray(format="rgb24"), SIZE))
-            if len(frames) >= n:
-                break
-    return frames
 
 
 def _region_diff(a: np.ndarray, b: np.ndarray, region: tuple[slice, slice]) -> float:
@@ -37,7 +27,7 @@ def _region_diff(a: np.ndarray, b: np.ndarray, region: tuple[slice, slice]) -> f
 async def test_real_pipeline_swaps_faces_and_monitor_reports(
     media: dict[str, Path], model_store: object
 ) -> None:
-    images = carphone_frames(media["carphone_pristine.mp4"])
+    images = carphone_frames(media["carphone_pristine.mp4"], size=SIZE)
     async with running_gateway(gw_config()) as gw, aiohttp.ClientSession() as http:
         async with http.get(gw.url + "/readyz") as r:
             assert r.status == 200

@@ -17,17 +17,10 @@ import numpy as np
 import pytest
 
 from loadgen.embedded import free_port
-from tests.integration.conftest import publish, wait_for
+from tests.harness.peers import publish
+from tests.harness.waiting import http_status, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-async def _status(http: aiohttp.ClientSession, url: str) -> int | None:
-    try:
-        async with http.get(url, timeout=aiohttp.ClientTimeout(total=2)) as r:
-            return r.status
-    except (aiohttp.ClientError, TimeoutError):
-        return None
 
 
 @pytest.fixture
@@ -109,7 +102,7 @@ async def test_signal_refuses_new_sessions_closes_peers_and_exits_0(
 async def _wait_status(http: aiohttp.ClientSession, url: str, want: int, timeout: float) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if await _status(http, url) == want:
+        if await http_status(http, url) == want:
             return True
         await asyncio.sleep(0.1)
     return False

@@ -21,7 +21,8 @@ import numpy as np
 from gateway.http.keys import STATE
 from gateway.image_header import image_size
 from gateway.source_store import SourcesConfig, SourceStore
-from tests.integration.conftest import FakePipeline, RecordingMonitor, gw_config, running_gateway
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import gw_config, running_gateway
 
 PNG = {"Content-Type": "image/png"}
 

@@ -10,7 +10,7 @@ import aiohttp
 import cv2
 import numpy as np
 
-from tests.integration.conftest import gw_config, running_gateway
+from tests.harness.gateway import gw_config, running_gateway
 
 LIMIT = 400_000
 

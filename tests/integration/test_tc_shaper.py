@@ -14,16 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_bench_network_tc import load_bench_network
-
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.models  # the embedded gateway runs its default pipeline
 
 
 def _qdiscs_or_skip() -> dict[str, str | None]:
     """The kernel's qdiscs as bench_network probes them; skips, saying why, without unshare, tc or tbf."""
     if shutil.which("unshare") is None or shutil.which("tc") is None:
         pytest.skip("needs unshare (util-linux) and tc (iproute2)")
-    qdiscs: dict[str, str | None] = load_bench_network().probe_qdiscs()
+    from loadgen.bench.network import probe_qdiscs
+
+    qdiscs: dict[str, str | None] = probe_qdiscs()
     if qdiscs["tbf"] is not None:
         pytest.skip(f"no tbf in a private network namespace here: {qdiscs['tbf']}")
     return qdiscs

@@ -26,16 +26,10 @@ from gateway.http.metrics_listener import MetricsListenerConfig
 from gateway.tenants import Tenant, load_tenants
 from gateway.webrtc.install import create_peer_connection
 from loadgen.embedded import start_site
-from tests.integration.conftest import (
-    LOOPBACK,
-    FakePipeline,
-    Received,
-    _negotiate,
-    consume,
-    gw_config,
-    publish,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline
+from tests.harness.gateway import LOOPBACK, gw_config
+from tests.harness.peers import Received, consume, negotiate, publish
+from tests.harness.waiting import wait_for
 
 A = Tenant("acme", "acme-token-0123456789", max_sessions=1)
 B = Tenant("beta", "beta-token-0123456789")
@@ -206,7 +200,7 @@ async def test_viewer_token_allows_watching_one_session(astronaut: np.ndarray) -
                 pc = create_peer_connection(LOOPBACK)
                 transceiver = pc.addTransceiver("video", direction="recvonly")
                 try:
-                    status, body, _ = await _negotiate(
+                    status, body, _ = await negotiate(
                         http, f"{url}/whep/{sid}", pc, {"Authorization": f"Bearer {token}"}
                     )
                     assert status == 201, body

@@ -21,7 +21,8 @@ import pytest
 from gateway.http.tls import make_self_signed
 from loadgen.embedded import free_port
 from loadgen.processes import stop_process
-from tests.integration.conftest import publish, view, wait_for
+from tests.harness.peers import publish, view
+from tests.harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

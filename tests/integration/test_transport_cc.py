@@ -36,15 +36,11 @@ from loadgen.impair import Impairment, impair_peer_connection
 from loadgen.synth import SynthConfig, build_loop
 from loadgen.track import StampedVideoTrack
 from loadgen.transport_cc import answered_id, offer_with_transport_cc, parse_transport_cc
-from tests.integration.conftest import (
-    LOOPBACK,
-    FakePipeline,
-    busy_pictures,
-    gw_config,
-    publish,
-    running_gateway,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline
+from tests.harness.gateway import LOOPBACK, gw_config, running_gateway
+from tests.harness.media import busy_pictures
+from tests.harness.peers import publish
+from tests.harness.waiting import wait_for
 
 
 class Stamper:

@@ -26,8 +26,10 @@ from engines.triton_engine import TritonConfig
 from gateway.config import ProcessingConfig
 from gateway.http.keys import MONITOR
 from gateway.scheduler import SchedulerConfig
-from tests.integration.conftest import gw_config, publish, source_query, start_gateway, wait_for
-from tests.integration.test_real_pipeline import carphone_frames
+from tests.harness.gateway import gw_config, start_gateway
+from tests.harness.media import carphone_frames
+from tests.harness.peers import publish, source_query
+from tests.harness.waiting import wait_for
 from tests.triton_server import build_repository, grpc_url, metrics, start_triton
 
 FPS = 6.0

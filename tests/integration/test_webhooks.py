@@ -21,7 +21,10 @@ from gateway.monitoring.monitor import Monitor, MonitorConfig
 from gateway.webhooks.delivery import WebhookConfig
 from gateway.webhooks.signature import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, verify
 from loadgen.embedded import start_site
-from tests.integration.conftest import FakePipeline, gw_config, publish, running_gateway, wait_for
+from tests.harness.fakes import FakePipeline
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import publish
+from tests.harness.waiting import wait_for
 
 SECRET = "webhook-secret"
 

@@ -7,16 +7,10 @@ import cv2
 import numpy as np
 
 from gateway.http.keys import sessions_of
-from tests.integration.conftest import (
-    FakePipeline,
-    RecordingMonitor,
-    gw_config,
-    publish,
-    running_gateway,
-    source_query,
-    view,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import publish, source_query, view
+from tests.harness.waiting import wait_for
 
 
 async def test_viewer_gets_the_processed_stream(astronaut: np.ndarray) -> None:

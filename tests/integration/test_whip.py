@@ -12,15 +12,10 @@ import numpy as np
 
 from gateway.monitoring.records import Outcome
 from gateway.scheduler import SchedulerConfig
-from tests.integration.conftest import (
-    FakePipeline,
-    RecordingMonitor,
-    gw_config,
-    publish,
-    running_gateway,
-    source_query,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import publish, source_query
+from tests.harness.waiting import wait_for
 
 
 def _threads() -> int:

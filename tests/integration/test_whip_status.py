@@ -10,14 +10,10 @@ import numpy as np
 
 from gateway.auth import AuthConfig
 from gateway.http.cors import CorsConfig
-from tests.integration.conftest import (
-    FakePipeline,
-    RecordingMonitor,
-    gw_config,
-    publish,
-    running_gateway,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import publish
+from tests.harness.waiting import wait_for
 
 NO_BUNDLE = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 0\r\n"
 
@@ -123,7 +119,8 @@ async def test_trickle_ice_candidates_arrive_by_patch(astronaut: np.ndarray) -> 
     from gateway.http.keys import sessions_of
     from gateway.webrtc.install import create_peer_connection
     from loadgen.track import StampedVideoTrack
-    from tests.integration.conftest import LOOPBACK, Received, consume
+    from tests.harness.gateway import LOOPBACK
+    from tests.harness.peers import Received, consume
 
     async with (
         running_gateway(gw_config(), pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,

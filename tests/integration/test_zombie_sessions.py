@@ -22,14 +22,10 @@ import gateway.session.manager as sessions_module
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
 from loadgen.fuzz import real_offer
-from tests.integration.conftest import (
-    FakePipeline,
-    RecordingMonitor,
-    gw_config,
-    publish,
-    running_gateway,
-    wait_for,
-)
+from tests.harness.fakes import FakePipeline, RecordingMonitor
+from tests.harness.gateway import gw_config, running_gateway
+from tests.harness.peers import publish
+from tests.harness.waiting import wait_for
 
 SDP = {"Content-Type": "application/sdp"}
 

@@ -23,7 +23,7 @@ from aiortc.mediastreams import MediaStreamError
 from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
 from loadgen.embedded import start_site
-from tests.integration.conftest import read_id
+from tests.harness.peers import read_id
 
 
 @dataclass

@@ -51,10 +51,10 @@ def test_ntp_conversion_keeps_differences() -> None:
 
 
 def test_no_audio_flag_reaches_the_session_config() -> None:
-    from tests.unit.test_config import _config
+    from gateway.cli import load_config
 
-    assert _config([]).sessions.audio.enabled
-    assert not _config(["--no-audio"]).sessions.audio.enabled
+    assert load_config([], {})[0].sessions.audio.enabled
+    assert not load_config(["--no-audio"], {})[0].sessions.audio.enabled
 
 
 def test_av_offsets_are_summarised_per_job_and_window() -> None:

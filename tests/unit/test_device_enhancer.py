@@ -245,6 +245,7 @@ def test_the_torch_cuda_engine_moves_the_enhancer_to_its_device() -> None:
     assert enhance_device(None, EngineConfig(backend="torch")) is None
 
 
+@pytest.mark.models  # its pipelines come through request.getfixturevalue, outside the fixture closure
 @pytest.mark.parametrize("name", ["detail", "gfpgan"])
 def test_warmup_runs_the_device_stages_once(
     name: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch

@@ -18,7 +18,7 @@ from gateway.auth import AuthConfig
 from gateway.front.app import DRAINING, REJECTS, create_front_app
 from gateway.front.config import FrontConfig, front_config
 from gateway.http.rate_limit import RateLimitConfig
-from tests.unit.test_sdp import CHROMIUM_OFFER
+from tests.harness.sdp import CHROMIUM_OFFER
 
 TOKEN = "front-secret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

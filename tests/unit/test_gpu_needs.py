@@ -22,6 +22,7 @@ def test_a_machine_with_torch_cuda_and_no_tensorrt_runs_the_torch_tests() -> Non
         skip_reason(["tensorrt10"], have.__getitem__)
 
 
+@pytest.mark.slow  # a pytest run in a subprocess: about 3 s
 def test_gpu_tests_skip_with_their_own_reasons() -> None:
     """Run tests/gpu here: the torch tests are skipped for torch's reason (or run, on a CUDA machine), the
     TensorRT ones for TensorRT's; a missing TensorRT no longer skips everything."""

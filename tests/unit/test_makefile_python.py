@@ -19,6 +19,7 @@ def _fake(bin_dir: Path, name: str, body: str) -> None:
     path.chmod(0o755)
 
 
+@pytest.mark.slow  # runs make in a subprocess: 3-4 s, the slowest unit test without models
 @pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
 def test_first_new_enough_python_is_used(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
