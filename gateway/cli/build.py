@@ -4,14 +4,17 @@ directory from LIVEFUSE_MODEL_DIR, the monitor's view of the machine)."""
 
 from __future__ import annotations
 
+import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engines.models.store import default_model_dir
 from gateway.cli import values as v
 from gateway.cli.declarations import OPTIONS
+from gateway.cli.layering import layered_values, merged_values
 from gateway.cli.option import UNSET, field_of, field_value, product_defaults, with_fields
 from gateway.config import GatewayConfig, default_parallelism
 from gateway.control.capacity import usable_cores
@@ -87,3 +90,34 @@ def _parallelism(
         "scheduler.workers": changes.get("scheduler.workers", workers),
         "processing.intra_op_threads": changes.get("processing.intra_op_threads", threads),
     }
+
+
+def build_config(
+    args: argparse.Namespace,
+    file_values: Mapping[str, Any] | None = None,
+    env: Mapping[str, Any] | None = None,
+) -> GatewayConfig:
+    """The parsed flags over environment values (env_values) over TOML values (keys like the flags, dashes or
+    underscores), as a GatewayConfig."""
+    return config_from(merged_values(args, file_values, env))
+
+
+@dataclass(frozen=True)
+class StartupSteps:
+    """What main() does once the configuration is good: a certificate to make (--self-signed), the public
+    address to ask the first STUN server for (--ice-public-address auto)."""
+
+    self_signed: bool = False
+    discover_address: bool = False
+
+
+def load_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> tuple[GatewayConfig, StartupSteps]:
+    """The configuration loader: flags, the environment (LIVEFUSE_*) and the TOML file they name, merged
+    into a GatewayConfig, and the start-up steps they ask for. Raises UsageError/ValueError/OSError on a
+    bad setting; checks nothing about the machine."""
+    values = layered_values(argv, environ)
+    steps = StartupSteps(
+        self_signed=bool(values.get("self_signed")),
+        discover_address=v.auto_address(values.get("ice_public_address")),
+    )
+    return config_from(values), steps

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from gateway.cli.layering import load_config
+from gateway.cli.build import load_config
 from gateway.config import GatewayConfig
 from gateway.http.tls import make_self_signed, server_context
 from gateway.preflight import PreflightError, check_processing

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from gateway.cli import values as v
 from gateway.cli.option import Option
-from gateway.media.late import LatePolicy
-from gateway.webrtc.interop.dscp import parse_dscp
-from gateway.webrtc.interop.host_ports import parse_port_range
 
 NETWORK = (
     Option("host", "network", "address to listen on", fields=("host",)),
@@ -53,7 +50,7 @@ NETWORK = (
         "bind the media's UDP sockets within this port range, e.g. 40000-40999, to open in a firewall",
         metavar="FIRST-LAST",
         fields=("ice.udp_ports",),
-        to_field=lambda text: parse_port_range(text) if text else None,
+        to_field=v.port_range,
         unset="any free port",
         example="40000-40999",
     ),
@@ -73,7 +70,7 @@ NETWORK = (
         "DSCP mark on every media packet the gateway sends: a name (af41 for video per RFC 8837, ef, cs1, "
         "...) or 0-63",
         fields=("ice.dscp",),
-        to_field=parse_dscp,
+        to_field=v.dscp,
         unset="unmarked",
         example="af41",
     ),
@@ -178,9 +175,9 @@ MEDIA = (
         "media",
         "frame not processed in time: repeat the last processed one (never leaks an unswapped face) or pass "
         "the original through",
-        choices=tuple(p.value for p in LatePolicy),
+        choices=v.LATE_POLICIES,
         fields=("sessions.late_policy",),
-        to_field=LatePolicy,
+        to_field=v.late_policy,
         to_raw=lambda policy: policy.value,
     ),
     Option(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from gateway.cli import values as v
 from gateway.cli.option import Option
-from gateway.tenants import load_tenants
 
 LIMITS = (
     Option(
@@ -185,7 +184,7 @@ SECURITY = (
         "and sources it creates (combines with --token, which is one admin tenant)",
         kind="path",
         fields=("auth.tenants",),
-        to_field=load_tenants,
+        to_field=v.tenants,
         unset="none",
         example="/etc/livefuse/tenants.toml",
     ),

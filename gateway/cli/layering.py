@@ -1,8 +1,8 @@
 """One value per option: built-in defaults < --config FILE.toml < LIVEFUSE_<KEY> variables < flags.
 
 `layered_values` is the one reader of the command line, the environment and the file: the gateway's loader
-(`load_config`) and the health check (gateway.healthcheck) both go through it, so they cannot disagree about
-a port or a scheme.
+(gateway.cli.build.load_config) and the health check (gateway.healthcheck) both go through it, so they
+cannot disagree about a port or a scheme. It imports no media code, so the health check stays light.
 """
 
 from __future__ import annotations
@@ -10,14 +10,10 @@ from __future__ import annotations
 import argparse
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.cli.build import config_from
 from gateway.cli.parser import build_parser, env_values, file_keys
-from gateway.cli.values import auto_address
-from gateway.config import GatewayConfig
 
 
 def merged_values(
@@ -36,16 +32,6 @@ def merged_values(
     return merged
 
 
-def build_config(
-    args: argparse.Namespace,
-    file_values: Mapping[str, Any] | None = None,
-    env: Mapping[str, Any] | None = None,
-) -> GatewayConfig:
-    """The parsed flags over environment values (env_values) over TOML values (keys like the flags, dashes or
-    underscores), as a GatewayConfig."""
-    return config_from(merged_values(args, file_values, env))
-
-
 def read_file(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
@@ -53,31 +39,13 @@ def read_file(path: Path | None) -> dict[str, Any]:
         return tomllib.load(fh)
 
 
-def layered_values(argv: Sequence[str] | None, environ: Mapping[str, str]) -> dict[str, Any]:
+def layered_values(
+    argv: Sequence[str] | None, environ: Mapping[str, str], show_defaults: bool = True
+) -> dict[str, Any]:
     """The flags, the LIVEFUSE_* variables and the TOML file they name (--config, else LIVEFUSE_CONFIG),
-    merged. Raises UsageError/ValueError/OSError/TOMLDecodeError on a bad flag, variable or file."""
-    args = build_parser().parse_args(argv)
+    merged. Raises UsageError/ValueError/OSError/TOMLDecodeError on a bad flag, variable or file.
+    `show_defaults`: whether a --help among the flags shows them (build_parser)."""
+    args = build_parser(show_defaults).parse_args(argv)
     env = env_values(environ)
     config_file = args.config or env.pop("config", None)
     return merged_values(args, read_file(config_file), env)
-
-
-@dataclass(frozen=True)
-class StartupSteps:
-    """What main() does once the configuration is good: a certificate to make (--self-signed), the public
-    address to ask the first STUN server for (--ice-public-address auto)."""
-
-    self_signed: bool = False
-    discover_address: bool = False
-
-
-def load_config(argv: Sequence[str] | None, environ: Mapping[str, str]) -> tuple[GatewayConfig, StartupSteps]:
-    """The configuration loader: flags, the environment (LIVEFUSE_*) and the TOML file they name, merged
-    into a GatewayConfig, and the start-up steps they ask for. Raises UsageError/ValueError/OSError on a
-    bad setting; checks nothing about the machine."""
-    values = layered_values(argv, environ)
-    steps = StartupSteps(
-        self_signed=bool(values.get("self_signed")),
-        discover_address=auto_address(values.get("ice_public_address")),
-    )
-    return config_from(values), steps

@@ -13,10 +13,10 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from gateway.config import GatewayConfig
-from gateway.monitoring.monitor import MonitorConfig
+if TYPE_CHECKING:
+    from gateway.config import GatewayConfig
 
 ENV_PREFIX = "LIVEFUSE_"
 
@@ -59,7 +59,11 @@ class Option:
 
 def product_defaults() -> GatewayConfig:
     """The product's defaults: `GatewayConfig()` with the monitor's settings spelled out (the CLI always
-    builds a MonitorConfig; an app built without one makes the same from the scheduler's budget)."""
+    builds a MonitorConfig; an app built without one makes the same from the scheduler's budget).
+    Imported here, not above: the health check reads the options without loading the media stack."""
+    from gateway.config import GatewayConfig
+    from gateway.monitoring.monitor import MonitorConfig
+
     return GatewayConfig(monitor=MonitorConfig())
 
 

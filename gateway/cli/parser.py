@@ -14,7 +14,6 @@ from gateway.cli.declarations import GROUPS, OPTIONS
 from gateway.cli.option import ENV_PREFIX, SCALARS, Option, UsageError, default_raw, product_defaults, shown
 from gateway.cli.option import toml_value as literal
 from gateway.service_links import injected_by_kubernetes
-from gateway.webrtc.version_check import installed_version
 
 # LIVEFUSE_* variables that belong to other tools (the load generator's media cache), not to a gateway flag
 OTHER_ENV = frozenset({"LIVEFUSE_MEDIA_DIR"})
@@ -31,8 +30,20 @@ EXAMPLE_HEADER = """\
 
 
 def version_line() -> str:
-    v = installed_version
+    from gateway.webrtc.version_check import installed_version as v
+
     return f"gateway (livefuse) {v('livefuse')}; aiortc {v('aiortc')}, av {v('av')}"
+
+
+class _Version(argparse.Action):
+    """--version, its line made when asked for (not each time a parser is built, as by the health check)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help"))
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
+        print(version_line())
+        parser.exit()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,9 +53,11 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see gateway --help)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(show_defaults: bool = True) -> argparse.ArgumentParser:
     """Every option as a flag, in its group, its help ending with its default. No flag has an argparse
-    default: a value is there only when given, so the file and the environment show through the rest."""
+    default: a value is there only when given, so the file and the environment show through the rest.
+    `show_defaults=False` leaves the defaults out of the help, and so does not load the configuration's
+    modules: for the health check, which never prints the help."""
     p = _Parser(
         prog="gateway",
         description="livefuse real-time face-swap gateway (WHIP/WHEP).",
@@ -52,13 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
         "all) and an environment variable LIVEFUSE_<KEY> (LIVEFUSE_MAX_SESSIONS=8; true/false for switches). "
         "Precedence: defaults < file < environment < flags.",
     )
-    p.add_argument("--version", action="version", version=version_line())
-    defaults = product_defaults()
+    p.add_argument(
+        "--version", action=_Version, help="show the gateway's, aiortc's and av's versions and exit"
+    )
+    defaults = product_defaults() if show_defaults else None
     groups: dict[str, Any] = {"": p}
     for option in OPTIONS:
         if option.group not in groups:
             groups[option.group] = p.add_argument_group(option.group, GROUPS[option.group])
-        text = f"{option.help} (default: {shown(option, defaults)})".replace("%", "%%")
+        text = option.help if defaults is None else f"{option.help} (default: {shown(option, defaults)})"
+        text = text.replace("%", "%%")
         kwargs: dict[str, Any] = {"help": text, "dest": option.key}
         if option.kind == "switch":
             kwargs.update(action="store_true", default=None)

@@ -1,14 +1,25 @@
 """The few settings that are not a plain number, string or switch: each turns what a person writes into the
-field's value, with a one-line error naming the flag when it cannot."""
+field's value, with a one-line error naming the flag when it cannot. The modules that know a value's meaning
+are imported when a value is converted, so that reading the options (the health check) stays light."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.cli.option import split
-from gateway.webrtc.interop.ice import LOOPBACK, TurnServer
+
+if TYPE_CHECKING:
+    from gateway.media.late import LatePolicy
+    from gateway.tenants import Tenant
+    from gateway.webrtc.interop.host_ports import PortRange
+    from gateway.webrtc.interop.ice import TurnServer
+
+LATE_POLICIES = (
+    "repeat",
+    "original",
+)  # gateway.media.late.LatePolicy's values (a unit test holds them equal)
 
 
 def processors(names: tuple[str, ...]) -> tuple[str, ...]:
@@ -66,6 +77,8 @@ def cpu_list(parts: tuple[str, ...]) -> tuple[int, ...]:
 
 def turn_servers(specs: tuple[str, ...]) -> tuple[TurnServer, ...]:
     """--turn url[,username,credential], repeatable."""
+    from gateway.webrtc.interop.ice import TurnServer
+
     servers = []
     for spec in specs:
         url, username, credential = (spec.split(",") + ["", ""])[:3]
@@ -74,7 +87,33 @@ def turn_servers(specs: tuple[str, ...]) -> tuple[TurnServer, ...]:
 
 
 def loopback_only(on: bool) -> tuple[str, ...]:
+    from gateway.webrtc.interop.ice import LOOPBACK
+
     return LOOPBACK if on else ()
+
+
+def late_policy(name: str) -> LatePolicy:
+    from gateway.media.late import LatePolicy
+
+    return LatePolicy(name)
+
+
+def port_range(text: str) -> PortRange | None:
+    from gateway.webrtc.interop.host_ports import parse_port_range
+
+    return parse_port_range(text) if text else None
+
+
+def dscp(text: str) -> int:
+    from gateway.webrtc.interop.dscp import parse_dscp
+
+    return parse_dscp(text)
+
+
+def tenants(path: Path) -> tuple[Tenant, ...]:
+    from gateway.tenants import load_tenants
+
+    return load_tenants(path)
 
 
 def text_or_none(value: str) -> str | None:
