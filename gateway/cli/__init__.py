@@ -13,6 +13,7 @@ media stack that building a GatewayConfig needs.
 from __future__ import annotations
 
 import importlib
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,19 +23,21 @@ if TYPE_CHECKING:
     from gateway.cli.option import UsageError
     from gateway.cli.parser import build_parser, env_values, example_toml, version_line
 
-_HOMES = {
-    "StartupSteps": "build",
-    "build_config": "build",
-    "load_config": "build",
-    "main": "command",
-    "layered_values": "layering",
-    "merged_values": "layering",
-    "UsageError": "option",
-    "build_parser": "parser",
-    "env_values": "parser",
-    "example_toml": "parser",
-    "version_line": "parser",
-}
+_HOMES = MappingProxyType(
+    {
+        "StartupSteps": "build",
+        "build_config": "build",
+        "load_config": "build",
+        "main": "command",
+        "layered_values": "layering",
+        "merged_values": "layering",
+        "UsageError": "option",
+        "build_parser": "parser",
+        "env_values": "parser",
+        "example_toml": "parser",
+        "version_line": "parser",
+    }
+)
 __all__ = [
     "StartupSteps",
     "UsageError",

@@ -6,19 +6,23 @@ its dataclass, and --help, the example file and the loader follow.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from gateway.cli.decl_media import MEDIA, MODELS, NETWORK
 from gateway.cli.decl_service import EGRESS, LIMITS, MONITORING, SECURITY
 from gateway.cli.option import Option
 
-GROUPS = {
-    "network": "where the gateway listens and how media reaches it",
-    "media": "what a session does to its video and audio",
-    "models": "which models run, and on what",
-    "limits": "how much the gateway takes on, and how long it waits",
-    "security": "who may do what, and over what",
-    "egress and webhooks": "pushing processed streams into the platform's media servers; signed events",
-    "monitoring": "what the gateway records and reports",
-}
+GROUPS = MappingProxyType(
+    {
+        "network": "where the gateway listens and how media reaches it",
+        "media": "what a session does to its video and audio",
+        "models": "which models run, and on what",
+        "limits": "how much the gateway takes on, and how long it waits",
+        "security": "who may do what, and over what",
+        "egress and webhooks": "pushing processed streams into the platform's media servers; signed events",
+        "monitoring": "what the gateway records and reports",
+    }
+)
 
 CONFIG = Option(
     "config",
@@ -30,4 +34,3 @@ CONFIG = Option(
 )
 
 OPTIONS: tuple[Option, ...] = (CONFIG, *NETWORK, *MEDIA, *MODELS, *LIMITS, *SECURITY, *EGRESS, *MONITORING)
-BY_KEY = {option.key: option for option in OPTIONS}

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -23,7 +24,9 @@ ENV_PREFIX = "LIVEFUSE_"
 # text: a string; csv: a comma-separated list (a TOML list too); list: a repeatable flag (space-separated in
 # the environment); switch: a flag without a value (true/false in the file and the environment)
 Kind = Literal["text", "int", "float", "path", "switch", "list", "csv"]
-SCALARS: Mapping[str, Callable[[Any], Any]] = {"text": str, "int": int, "float": float, "path": Path}
+SCALARS: Mapping[str, Callable[[Any], Any]] = MappingProxyType(
+    {"text": str, "int": int, "float": float, "path": Path}
+)
 
 
 class UsageError(ValueError):
