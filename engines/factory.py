@@ -24,7 +24,7 @@ class EngineConfig:
     intra_op_threads: int = 0
     ort_spinning: bool = False  # ORT intra-op threads spin-wait between jobs
     device_id: int = 0
-    max_batch: int = 16
+    max_batch: int = 8  # the gateway's --max-batch default (its scheduler's largest batch)
     fp16: bool = False
     trt_cache_dir: Path | None = None  # ORT-TRT engine/timing cache; native plan directory
     contexts: int = 2  # TensorRT contexts / torch slots (one CUDA stream each)

@@ -1,7 +1,11 @@
 """Gateway configuration: frozen dataclasses built once at the edge (gateway.cli) and passed inward.
 
-Nothing below the CLI reads the environment or files. `ProcessingConfig` is the gateway's view of the face
-pipeline; `gateway.app` turns it into `engines.pipeline.PipelineConfig` when it builds the real pipeline.
+`GatewayConfig()` is the product's default: each field's default is the one `gateway --help` and
+deploy/gateway.example.toml show (gateway.cli declares each option once, pointing at its field). The CLI adds
+only what depends on the machine (workers and threads by core count, the model directory from
+LIVEFUSE_MODEL_DIR, the monitor's event log and cores). Nothing below the CLI reads the environment or files.
+`ProcessingConfig` is the gateway's view of the face pipeline; `gateway.app` turns it into
+`engines.pipeline.PipelineConfig` when it builds the real pipeline.
 """
 
 from __future__ import annotations
@@ -40,14 +44,15 @@ class ProcessingConfig:
     detector_size: int = 320
     engine: str = "onnxruntime"
     providers: tuple[str, ...] = ("cpu",)
-    max_batch: int = 8
+    max_batch: int = SchedulerConfig.max_batch  # the scheduler's largest batch is the engines' limit
     model_dir: Path | None = None
     device_id: int = 0
     fp16: bool = False
     trt_cache_dir: Path | None = None  # native plans (--engine tensorrt); ORT-TRT engine + timing cache
     intra_op_threads: int = 0  # ONNX Runtime threads per engine; 0 = its default (all cores)
     contexts: int = 2  # native TensorRT: execution contexts, one CUDA stream each
-    triton: TritonConfig | None = None  # --engine triton: server URL, model prefix, shared memory, timeouts
+    # the Triton client's settings (server URL, model prefix, shared memory, timeouts): read by engine triton
+    triton: TritonConfig = field(default_factory=TritonConfig)
     mask_regions: tuple[str, ...] = KEPT_REGIONS  # target regions kept from the frame (?mask= per session)
     face_selector: str = "many"  # many | one (?faces= per session; reference needs ?reference=<source id>)
     poisson_blend: bool = False  # mesh_warp: seamlessClone instead of colour transfer
@@ -171,7 +176,7 @@ class GatewayConfig:
     shutdown_grace_s: float = 0.0  # after a stop signal: peers closed, 503s answered this long, then exit
     tls: TlsConfig | None = None  # HTTPS on the listening port (gateway.http.tls); None = plain HTTP
     public_url: str | None = None  # absolute base for WHIP/WHEP Location headers (one replica of many)
-    front_process: bool = False  # HTTP in a process of its own (gateway.front); the CLI turns it on
+    front_process: bool = True  # HTTP in a process of its own (gateway.front)
     front_nice: int = 5  # the front process's priority below the media's (0..19)
     # CPUs the front process runs on (e.g. a core kept from the media process with taskset); () = any
     front_cpus: tuple[int, ...] = ()

@@ -1,6 +1,7 @@
 """`python -m gateway.healthcheck`: exit 0 when this host's gateway answers /healthz, else 1 (Docker's
-HEALTHCHECK). The port and scheme come from the same LIVEFUSE_PORT / LIVEFUSE_TLS_CERT / LIVEFUSE_SELF_SIGNED
-variables the gateway reads, so a port or TLS set in the environment never leaves the check on a stale port.
+HEALTHCHECK). The port and scheme come from the gateway's own configuration, read the gateway's way
+(gateway.cli.layering: the LIVEFUSE_CONFIG file under the LIVEFUSE_* variables), so a port or TLS set there
+never leaves the check on a stale port.
 """
 
 from __future__ import annotations
@@ -11,16 +12,25 @@ import sys
 import urllib.request
 from collections.abc import Mapping
 
+from gateway.cli.layering import layered_values
+from gateway.cli.option import UsageError
+
+DEFAULT_PORT = 8080  # GatewayConfig.port, not imported: the check must not load the media stack every 15 s
+
 
 def health_url(environ: Mapping[str, str]) -> str:
-    port = int(environ.get("LIVEFUSE_PORT", "8080"))
-    self_signed = environ.get("LIVEFUSE_SELF_SIGNED", "").strip().lower() in ("1", "true", "yes", "on")
-    tls = bool(environ.get("LIVEFUSE_TLS_CERT")) or self_signed
+    values = layered_values([], environ, show_defaults=False)
+    port = int(values.get("port", DEFAULT_PORT))
+    tls = bool(values.get("tls_cert")) or bool(values.get("self_signed"))
     return f"{'https' if tls else 'http'}://127.0.0.1:{port}/healthz"
 
 
 def main() -> int:
-    url = health_url(os.environ)
+    try:
+        url = health_url(os.environ)
+    except (OSError, ValueError, UsageError) as exc:
+        print(f"healthcheck: configuration: {exc}", file=sys.stderr)
+        return 1
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE  # its own certificate, on loopback: liveness, not identity

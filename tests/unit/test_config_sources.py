@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from gateway.cli import build_config, build_parser, env_values, main, merged_values
+from gateway.cli import build_config, build_parser, env_values, example_toml, main, merged_values
+from gateway.cli.declarations import OPTIONS
 from gateway.http.tls import make_self_signed
 
 EXAMPLE = Path(__file__).parents[2] / "deploy" / "gateway.example.toml"
@@ -16,20 +18,44 @@ GROUPS = ("network", "media", "models", "limits", "security", "egress and webhoo
 
 
 def _keys() -> set[str]:
-    return {a.dest for a in build_parser()._actions if a.option_strings and a.dest not in ("help", "version")}
+    return {option.key for option in OPTIONS}
 
 
-def test_help_shows_every_flag_in_one_of_the_groups(capsys: pytest.CaptureFixture[str]) -> None:
-    parser = build_parser()
-    grouped = {a.dest for g in parser._action_groups if g.title in GROUPS for a in g._group_actions}
-    assert _keys() - grouped == {"config"}
+def _help(capsys: pytest.CaptureFixture[str]) -> str:
     with pytest.raises(SystemExit) as info:
         main(["--help"])
     assert info.value.code == 0
-    text = capsys.readouterr().out
-    positions = [text.index(f"\n{group}:") for group in GROUPS]
+    return " ".join(capsys.readouterr().out.split())  # argparse's line breaks out of the way
+
+
+def test_help_shows_every_flag_in_one_of_the_groups(capsys: pytest.CaptureFixture[str]) -> None:
+    text = _help(capsys)
+    positions = [text.index(f" {group}: ") for group in GROUPS]
     assert positions == sorted(positions)
+    ends = [*positions[1:], len(text)]
+    sections = {group: text[start:end] for group, start, end in zip(GROUPS, positions, ends, strict=True)}
+    for option in OPTIONS:
+        if option.key == "config":
+            assert text.index(option.flag) < positions[0]
+        else:
+            assert option.group in GROUPS and f"{option.flag} " in sections[option.group], option.key
     assert "LIVEFUSE_<KEY>" in text
+
+
+def test_help_shows_every_default(capsys: pytest.CaptureFixture[str]) -> None:
+    text = _help(capsys)
+    assert text.count("(default: ") == len(OPTIONS)
+    for needle in (
+        "--port PORT HTTP port (default: 8080)",
+        "(default: 150 ms)",
+        "--no-front-process serve HTTP",
+        "--video-bitrate KBPS|auto ceiling",
+        "--front-nice FRONT_NICE the front process's priority below the media process's, 0-19 (default: 5)",
+        "--max-batch MAX_BATCH largest cross-session batch (the scheduler's, and the engines' batch limit) "
+        "(default: 8)",
+        "--event-log-max-mb EVENT_LOG_MAX_MB rotate the event log past this size (default: 5 MB)",
+    ):
+        assert needle in text, needle
 
 
 def test_version_names_livefuse_aiortc_and_av(capsys: pytest.CaptureFixture[str]) -> None:
@@ -39,14 +65,23 @@ def test_version_names_livefuse_aiortc_and_av(capsys: pytest.CaptureFixture[str]
     assert re.fullmatch(r"gateway \(livefuse\) \S+; aiortc 1\.16\.\d+, av \S+\n", capsys.readouterr().out)
 
 
+def test_the_shipped_example_is_the_one_the_declarations_make() -> None:
+    assert EXAMPLE.read_text() == example_toml(), (
+        "deploy/gateway.example.toml is stale: python -m gateway.cli.example > deploy/gateway.example.toml"
+    )
+
+
 def test_the_example_toml_lists_every_key_and_parses_to_the_defaults() -> None:
     text = EXAMPLE.read_text()
     listed = set(re.findall(r"^#? ?([a-z_0-9]+) = ", text, flags=re.M))
     assert _keys() - {"config"} <= listed, sorted(_keys() - {"config"} - listed)
     assert listed <= _keys()
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for before, line in zip(lines, lines[1:], strict=False):
         if re.match(r"^#? ?[a-z_0-9]+ = ", line):
-            assert " # " in line or line.startswith("# token"), f"key without a comment: {line}"
+            assert before.startswith("# ") and not re.match(r"^# [a-z_0-9]+ = ", before), (
+                f"no comment: {line}"
+            )
     args = build_parser().parse_args([])
     from_example = build_config(args, tomllib.loads(text))
     assert from_example == build_config(args, {})
@@ -75,7 +110,6 @@ def test_every_commented_key_of_the_example_parses_when_uncommented(tmp_path: Pa
 def test_environment_overrides_the_file_and_flags_override_the_environment() -> None:
     parser = build_parser()
     env = env_values(
-        parser,
         {
             "LIVEFUSE_MAX_SESSIONS": "8",
             "LIVEFUSE_NO_AUDIO": "true",
@@ -126,3 +160,46 @@ def test_livefuse_config_names_the_file(
     monkeypatch.setenv("LIVEFUSE_CONFIG", str(toml))
     assert main([]) == 2
     assert "unknown key(s) in config file: max_bach" in capsys.readouterr().err
+
+
+def test_a_default_is_declared_once_in_its_dataclass() -> None:
+    """GatewayConfig() is what the gateway runs with, but for what the machine decides at start-up; an option
+    that sets several fields finds them all at one default."""
+    from engines.factory import EngineConfig
+    from gateway.cli.option import field_of, product_defaults
+    from gateway.config import GatewayConfig
+
+    loaded = build_config(build_parser().parse_args([]))
+    machine = {
+        "processing": {"model_dir", "intra_op_threads"},
+        "scheduler": {"workers"},
+    }
+    plain = GatewayConfig()
+    for part, names in machine.items():
+        ours = field_of(loaded, part)
+        assert replace(ours, **{n: getattr(field_of(plain, part), n) for n in names}) == field_of(plain, part)
+    assert replace(loaded, processing=plain.processing, scheduler=plain.scheduler, monitor=None) == plain
+    assert plain.front_process  # the front process is the product's default, not a CLI afterthought
+    defaults = product_defaults()
+    for option in OPTIONS:
+        assert len({repr(field_of(defaults, path)) for path in option.fields}) <= 1, option.key
+    assert EngineConfig().max_batch == plain.scheduler.max_batch == plain.processing.max_batch
+
+
+def test_environment_names_and_file_keys_come_from_the_declarations(tmp_path: Path) -> None:
+    for option in OPTIONS:
+        assert option.flag == "--" + option.key.replace("_", "-")
+        assert option.env == "LIVEFUSE_" + option.key.upper()
+    env = env_values({"LIVEFUSE_FRONT_NICE": "7", "LIVEFUSE_TRUSTED_PROXIES": "10.0.0.0/8"})
+    assert env == {"front_nice": 7, "trusted_proxies": "10.0.0.0/8"}
+    config = build_config(build_parser().parse_args([]), {"front-nice": 9, "egress_allow": []}, env)
+    assert config.front_nice == 7 and config.rate_limit.trusted_proxies == ("10.0.0.0/8",)
+    with pytest.raises(ValueError, match="unknown key"):
+        build_config(build_parser().parse_args([]), {"config_file": "x"})
+
+
+def test_late_policy_choices_are_the_policies() -> None:
+    from gateway.cli.values import LATE_POLICIES
+    from gateway.media.late import LatePolicy
+
+    assert LATE_POLICIES == tuple(p.value for p in LatePolicy)

@@ -94,7 +94,7 @@ def test_gateway_args_and_env_are_real_settings_and_probes_real_routes(tmp_path:
     (tmp_path / "token").write_text("from-the-secret\n")  # the Secret volume mounted at /etc/livefuse
     args = [a.replace("$(NODE_IP)", "10.0.0.7").replace("/etc/livefuse", str(tmp_path)) for a in c["args"]]
     own = {e["name"]: e["value"].replace("$(NODE_IP)", "10.0.0.7") for e in c["env"] if "value" in e}
-    config = build_config(parser.parse_args(args), None, env_values(parser, {**_base_env(), **own}))
+    config = build_config(parser.parse_args(args), None, env_values({**_base_env(), **own}))
     assert config.processing.engine == "triton" and config.processing.triton is not None
     assert config.processing.triton.url.endswith(":8001")
     # the port in its three places

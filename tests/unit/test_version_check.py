@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import gateway.cli
+import gateway.cli.command
 from gateway.webrtc.version_check import (
     AIORTC_PATCHES,
     AIORTC_PINNED,
@@ -50,7 +51,7 @@ def test_the_first_patch_that_does_not_cover_the_version_is_named() -> None:
 def test_the_gateway_refuses_to_start_on_a_faked_aiortc(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(gateway.cli, "installed_version", lambda package: "1.99.0")
+    monkeypatch.setattr(gateway.cli.command, "installed_version", lambda package: "1.99.0")
     assert gateway.cli.main(["--port", "0", "--event-log", "none"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
