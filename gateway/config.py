@@ -4,7 +4,7 @@
 deploy/gateway.example.toml show (gateway.cli declares each option once, pointing at its field). The CLI adds
 only what depends on the machine (workers and threads by core count, the model directory from
 LIVEFUSE_MODEL_DIR, the monitor's event log and cores). Nothing below the CLI reads the environment or files.
-`ProcessingConfig` is the gateway's view of the face pipeline; `gateway.app` turns it into
+`ProcessingConfig` is the gateway's view of the face pipeline; `gateway.app_resources` turns it into
 `engines.pipeline.PipelineConfig` when it builds the real pipeline.
 """
 
