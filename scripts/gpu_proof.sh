@@ -57,7 +57,7 @@ timeout 180 "$PY" -m pytest tests/gpu -q -rs -p no:cacheprovider -o addopts="" -
     > "$OUT/gpu-tests.log" 2>&1
 echo "tests/gpu exit $?"; tail -n 15 "$OUT/gpu-tests.log"
 
-BENCH=(-m loadgen.benchmark --test-cases single_face --resolutions 1280x720 --durations 5 --warmup 2
+BENCH=(-m bench.benchmark --test-cases single_face --resolutions 1280x720 --durations 5 --warmup 2
        --batch-sizes 1 4 16 64 --no-progress)
 step "offline benchmark: torch CUDA fp16"
 timeout 150 "$PY" "${BENCH[@]}" --engine torch --providers cuda --fp16 --output-report "$WORK/bench-torch.json" \
@@ -66,7 +66,7 @@ step "offline benchmark: ONNX Runtime CPU"
 timeout 120 "$PY" "${BENCH[@]}" --engine onnxruntime --providers cpu --output-report "$WORK/bench-ort.json" \
     | tail -n 12
 step "image ops: numpy/OpenCV vs torch CPU vs torch CUDA"
-timeout 60 "$PY" -m loadgen.bench.tensor_ops --rounds 20 --output "$WORK/bench-ops.json" | tail -n 16
+timeout 60 "$PY" -m bench.tensor_ops --rounds 20 --output "$WORK/bench-ops.json" | tail -n 16
 
 step "live series at 1280x720@30 (gateway $GATEWAY_ARGS)"
 PORT=8089

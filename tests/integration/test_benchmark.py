@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from engines.models.store import ModelStore
-from loadgen.benchmark import BenchmarkConfig, BenchProgress, main, run_benchmark
+from bench.benchmark import BenchmarkConfig, BenchProgress, main, run_benchmark
 
 
 def test_run_benchmark_reports_stages_and_throughput(model_store: ModelStore, media_dir: Path) -> None:

@@ -21,7 +21,7 @@ from aiortc import RTCPeerConnection
 import gateway.session.manager as sessions_module
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
-from loadgen.fuzz import real_offer
+from bench.fuzz import real_offer
 from tests.integration.conftest import (
     FakePipeline,
     RecordingMonitor,
