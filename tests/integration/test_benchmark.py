@@ -47,7 +47,7 @@ def test_benchmark_cli_cold_start_and_report(tmp_path: Path, model_store: ModelS
             "--warmup",
             "0",
             "--cold",
-            "--output-report",
+            "--output",
             str(out),
             "--no-progress",
             "--model-dir",
@@ -63,5 +63,5 @@ def test_benchmark_cli_cold_start_and_report(tmp_path: Path, model_store: ModelS
 
 
 def test_benchmark_cli_usage_error(tmp_path: Path) -> None:
-    assert main(["--test-cases", "bogus", "--output-report", str(tmp_path / "x.json")]) == 2
+    assert main(["--test-cases", "bogus", "--output", str(tmp_path / "x.json")]) == 2
     assert not (tmp_path / "x.json").exists()

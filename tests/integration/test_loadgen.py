@@ -151,6 +151,7 @@ def test_cli_writes_report_csv_and_html(echo_gateway: tuple[str, dict[str, int]]
     report_path, csv_path, html_path = tmp_path / "r.json", tmp_path / "s.csv", tmp_path / "r.html"
     code = main(
         [
+            "run",
             "--url",
             url,
             "--concurrent-jobs",
@@ -167,7 +168,7 @@ def test_cli_writes_report_csv_and_html(echo_gateway: tuple[str, dict[str, int]]
             "single_face,multi_face",
             "--budget-ms",
             "100000",
-            "--output-report",
+            "--output",
             str(report_path),
             "--csv",
             str(csv_path),
@@ -219,9 +220,9 @@ def test_capacity_search_against_a_live_server(
     out = tmp_path / "cap.json"
     code = main(
         [
+            "capacity",
             "--url",
             url,
-            "--find-capacity",
             "--capacity-start",
             "1",
             "--capacity-step",
@@ -240,7 +241,7 @@ def test_capacity_search_against_a_live_server(
             "10",
             "--budget-ms",
             "100000",
-            "--output-report",
+            "--output",
             str(out),
             "--no-live",
         ]
@@ -256,6 +257,7 @@ def test_short_live_run_against_the_embedded_gateway(tmp_path: Path) -> None:
     out = tmp_path / "demo.json"
     code = main(
         [
+            "run",
             "--concurrent-jobs",
             "2",
             "--duration",
@@ -268,7 +270,7 @@ def test_short_live_run_against_the_embedded_gateway(tmp_path: Path) -> None:
             "15",
             "--test-cases",
             "single_face",
-            "--output-report",
+            "--output",
             str(out),
             "--no-live",
         ]
