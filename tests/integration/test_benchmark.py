@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engines.models.store import ModelStore
 from bench.benchmark import BenchmarkConfig, BenchProgress, main, run_benchmark
+from engines.models.store import ModelStore
 
 
 def test_run_benchmark_reports_stages_and_throughput(model_store: ModelStore, media_dir: Path) -> None:

@@ -12,11 +12,11 @@ import aiohttp
 import cv2
 import numpy as np
 
+from bench.fuzz import Bombs, generate_cases, real_offer, run_fuzz
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.tenants import Tenant
-from bench.fuzz import Bombs, generate_cases, real_offer, run_fuzz
 from tests.integration.conftest import FakePipeline, gw_config, publish, running_gateway, wait_for
 
 LIVE = Tenant("live", "live-token-0123456789")

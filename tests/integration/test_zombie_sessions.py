@@ -19,9 +19,9 @@ import pytest
 from aiortc import RTCPeerConnection
 
 import gateway.session.manager as sessions_module
+from bench.fuzz import real_offer
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
-from bench.fuzz import real_offer
 from tests.integration.conftest import (
     FakePipeline,
     RecordingMonitor,
