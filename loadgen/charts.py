@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from matplotlib.figure import Figure
+
+from loadgen.runner import RunResult
 
 
 def _png(fig: Figure) -> bytes:
@@ -106,3 +109,38 @@ def capacity_curve(
     ax.set_title("capacity search")
     ax.legend(loc="upper left", fontsize=7)
     return _png(fig)
+
+
+def report_charts(
+    results: Sequence[tuple[str, RunResult]],
+    budget_ms: float,
+    fps: float,
+    capacity: Mapping[str, Any] | None,
+    runs: Sequence[Mapping[str, Any]],
+) -> dict[str, bytes]:
+    """The HTML report's charts (title -> PNG): per run (the first 8) its latency histogram, latency and
+    fps over time; the gateway's stage split; the capacity curve."""
+    out: dict[str, bytes] = {}
+    for name, r in results[:8]:
+        samples = r.collector.samples(r.measure_start, r.measure_end)
+        out[f"{name}: latency histogram"] = latency_histogram([s.latency_ms for s in samples], budget_ms)
+        per_job: dict[int, list[tuple[float, float]]] = {}
+        for s in r.collector.samples():
+            per_job.setdefault(s.job, []).append((s.sent_t - r.t0, s.latency_ms))
+        out[f"{name}: latency over time"] = latency_over_time(per_job, budget_ms)
+        fps_series = {j: [(t - r.t0, v) for t, v in pts] for j, pts in r.collector.fps_series().items()}
+        out[f"{name}: fps over time"] = fps_over_time(fps_series, fps)
+    stages = {
+        r["name"]: {
+            k: v.get("mean", 0.0)
+            for k, v in (r["gateway"].get("stages_ms") or {}).items()
+            if isinstance(v, dict)
+        }
+        for r in runs
+    }
+    if any(stages.values()):
+        out["stage split (gateway, mean ms)"] = stage_split(stages)
+    if capacity is not None:
+        pts = [(p["jobs"], p["p95_ms"], p["received_ratio"]) for p in capacity["points"]]
+        out["capacity curve"] = capacity_curve(pts, budget_ms, capacity["capacity"])
+    return out

@@ -1,6 +1,6 @@
 """Headless Chromium driven over the DevTools protocol: the flags it runs with here, `launch` (a browser on a
 page, ended with its block) and the smallest client that evaluates JavaScript in a page. Used by the browser
-tests (publisher, viewer, A/V sync, dashboard) and by loadgen/bench/browser_uplink.py (a real browser
+tests (publisher, viewer, A/V sync, dashboard) and by bench/browser_uplink.py (a real browser
 publishing through a shaped link).
 
 Without the background-networking flags Chromium tries to reach Google's services at start-up, which a

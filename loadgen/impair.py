@@ -3,7 +3,7 @@
 In the process, not `tc netem`: the kernels here have no `sch_netem`, and `make test` cannot need a kernel
 module. The model is netem's (Bernoulli loss, uniform delay D +- J, so packets reorder) and tbf's (a token
 bucket at `rate` whose queue drops what would wait past `queue_ms`), applied on the client's side to both
-directions, so the gateway runs unmodified on 127.0.0.1 (`loadgen.bench.network --shaper tc` uses the real
+directions, so the gateway runs unmodified on 127.0.0.1 (`bench.network --shaper tc` uses the real
 qdiscs where the kernel has them). `gateway.webrtc.install.install_link` puts the model on this connection's
 ICE connections only; STUN is not impaired; where aiortc's internals are missing `impair_peer_connection`
 raises RuntimeError. `LinkModel` is pure and seeded.

@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from loadgen.client import ClientConfig, JoinError, WhipJob
-from loadgen.stats import Event, RunningTally, StatsCollector, WindowSummary
+from loadgen.stats import RunningTally, StatsCollector, WindowSummary
 from loadgen.synth import FrameLoop
 
 
@@ -213,6 +213,91 @@ class StatsPoller:
             await asyncio.sleep(self._interval)
 
 
+class _PointRun:
+    """The state of one run that its progress reports read: phase, jobs, failures, the measurement's start."""
+
+    def __init__(self, config: RunConfig, collector: StatsCollector, poller: StatsPoller) -> None:
+        self.config = config
+        self.collector = collector
+        self.poller = poller
+        self.t0 = time.monotonic()
+        self.jobs: list[WhipJob] = []
+        self.failed = 0
+        self.phase = "ramp-up"
+        self.measure_start = float("inf")
+        self.tally = RunningTally(self.t0)  # since the start, then since the measurement's start
+
+    def progress(self) -> Progress:
+        now = time.monotonic()
+        live = self.collector.window(now - 3.0, now - 1.0)
+        if self.phase in ("measure", "done") and self.tally.start != self.measure_start:
+            self.tally = RunningTally(self.measure_start)
+        self.tally.advance(self.collector, now - self.config.drain_s)
+        rows = []
+        for j in live.jobs:
+            sf = self.tally.jobs.get(j.job)
+            rows.append(
+                JobProgress(
+                    j.job,
+                    j.received_fps,
+                    sf.latency_ms.percentile(95) if sf else None,
+                    sf.lost if sf else 0,
+                    sf.repeated if sf else 0,
+                )
+            )
+        return Progress(
+            self.phase,
+            now - self.t0,
+            len(self.jobs) - self.failed,
+            self.failed,
+            tuple(rows),
+            gateway_brief(self.poller.latest),
+        )
+
+    async def report_progress(self, on_progress: ProgressFn | None) -> None:
+        while True:
+            await asyncio.sleep(self.config.progress_interval_s)
+            if on_progress is not None:
+                on_progress(self.progress())
+
+    async def start_jobs(
+        self, client: ClientConfig, frame_loop: FrameLoop, http: aiohttp.ClientSession
+    ) -> None:
+        """Jobs join at the ramp-up rate; a job that cannot join is counted, any other error raised."""
+        config = self.config
+        starts: list[asyncio.Task[None]] = []
+        for i in range(config.concurrent_jobs):
+            job = WhipJob(i, client, frame_loop, config.fps, self.collector.record, http)
+            self.jobs.append(job)
+            starts.append(asyncio.ensure_future(job.start()))
+            if i + 1 < config.concurrent_jobs:
+                await asyncio.sleep(1.0 / config.ramp_up_rate)
+        results = await asyncio.gather(*starts, return_exceptions=True)
+        self.failed = sum(1 for r in results if isinstance(r, BaseException))
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, JoinError):
+                raise r
+
+    async def measure(
+        self, enough: Callable[[list[WindowSummary]], bool] | None
+    ) -> tuple[list[WindowSummary], float]:
+        """Windows from the measurement's start until `enough` says so or the allowance is spent, and the
+        measurement's end."""
+        config = self.config
+        windows: list[WindowSummary] = []
+        w_start = self.measure_start
+        while True:
+            w_end = w_start + config.window_s
+            await asyncio.sleep(max(0.0, w_end + config.drain_s - time.monotonic()))
+            windows.append(self.collector.window(w_start, w_end))
+            w_start = w_end
+            if enough is None or enough(windows):
+                break
+            if w_start + config.window_s - self.measure_start > config.max_measure_s + 1e-9:
+                break
+        return windows, w_start
+
+
 async def run_point(
     url: str,
     frame_loop: FrameLoop,
@@ -224,91 +309,33 @@ async def run_point(
     """One run against `url`: ramp up, warm up, measure windows, leave. Returns all the data."""
     client = client or ClientConfig(url=url)
     collector = StatsCollector(config.budget_ms)
-    emit: Callable[[Event], None] = collector.record
-    t0 = time.monotonic()
-    jobs: list[WhipJob] = []
-    failed = 0
-    phase = "ramp-up"
-    measure_start = float("inf")
 
     async with aiohttp.ClientSession() as http:
         poller = StatsPoller(http, url, client.headers(), config.stats_interval_s)
+        run = _PointRun(config, collector, poller)
         poll_task = asyncio.ensure_future(poller.run())
-
-        tally = RunningTally(t0)  # since the start, then since the measurement's start
-
-        def progress() -> Progress:
-            nonlocal tally
-            now = time.monotonic()
-            live = collector.window(now - 3.0, now - 1.0)
-            if phase in ("measure", "done") and tally.start != measure_start:
-                tally = RunningTally(measure_start)
-            tally.advance(collector, now - config.drain_s)
-            rows = []
-            for j in live.jobs:
-                sf = tally.jobs.get(j.job)
-                rows.append(
-                    JobProgress(
-                        j.job,
-                        j.received_fps,
-                        sf.latency_ms.percentile(95) if sf else None,
-                        sf.lost if sf else 0,
-                        sf.repeated if sf else 0,
-                    )
-                )
-            return Progress(
-                phase, now - t0, len(jobs) - failed, failed, tuple(rows), gateway_brief(poller.latest)
-            )
-
-        async def report_progress() -> None:
-            while True:
-                await asyncio.sleep(config.progress_interval_s)
-                if on_progress is not None:
-                    on_progress(progress())
-
-        progress_task = asyncio.ensure_future(report_progress())
+        progress_task = asyncio.ensure_future(run.report_progress(on_progress))
         try:
-            starts: list[asyncio.Task[None]] = []
-            for i in range(config.concurrent_jobs):
-                job = WhipJob(i, client, frame_loop, config.fps, emit, http)
-                jobs.append(job)
-                starts.append(asyncio.ensure_future(job.start()))
-                if i + 1 < config.concurrent_jobs:
-                    await asyncio.sleep(1.0 / config.ramp_up_rate)
-            results = await asyncio.gather(*starts, return_exceptions=True)
-            failed = sum(1 for r in results if isinstance(r, BaseException))
-            for r in results:
-                if isinstance(r, BaseException) and not isinstance(r, JoinError):
-                    raise r
-            phase = "warmup"
+            await run.start_jobs(client, frame_loop, http)
+            run.phase = "warmup"
             await asyncio.sleep(config.warmup_s)
-            phase = "measure"
-            measure_start = time.monotonic()
+            run.phase = "measure"
+            run.measure_start = time.monotonic()
             await poller.fetch(keep=True)
-            windows: list[WindowSummary] = []
-            w_start = measure_start
-            while True:
-                w_end = w_start + config.window_s
-                await asyncio.sleep(max(0.0, w_end + config.drain_s - time.monotonic()))
-                windows.append(collector.window(w_start, w_end))
-                w_start = w_end
-                if enough is None or enough(windows):
-                    break
-                if w_start + config.window_s - measure_start > config.max_measure_s + 1e-9:
-                    break
-            measure_end = w_start
+            windows, measure_end = await run.measure(enough)
             await poller.fetch(keep=True)
-            phase = "done"
+            run.phase = "done"
             if on_progress is not None:
-                on_progress(progress())
+                on_progress(run.progress())
         finally:
             progress_task.cancel()
             poll_task.cancel()
             for task in (progress_task, poll_task):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            await asyncio.gather(*(j.stop() for j in jobs), return_exceptions=True)
+            await asyncio.gather(*(j.stop() for j in run.jobs), return_exceptions=True)
 
+    t0, measure_start = run.t0, run.measure_start
     return RunResult(
         t0=t0,
         measure_start=measure_start,

@@ -2,7 +2,7 @@
 
 aiortc neither offers transport-cc nor sends its feedback, so without this a load exercises only the
 gateway's receiver-report path, while browsers give per-packet feedback 10-20 times a second
-(`loadgen --transport-cc`; loadgen.bench.network measures the sender under both). The offer carries the
+(`loadgen --transport-cc`; bench.network measures the sender under both). The offer carries the
 extension and `a=rtcp-fb:<pt> transport-cc` as Chrome writes them; aiortc drops the extension from what it
 negotiated, so the job's transport is told its id directly, and the gateway's own receive-side recorder
 (gateway.webrtc.congestion.transport_cc) runs on the job's video receiver.

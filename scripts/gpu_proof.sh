@@ -5,7 +5,7 @@
 #      NVENC): the models, the swap and enhancer image ops on CUDA, NVENC's H.264;
 #   3. the offline pipeline benchmark at 1280x720, batch 1/4/16/64: torch CUDA fp16 vs ONNX Runtime CPU,
 #      and the per-face image ops (numpy/OpenCV vs torch CPU vs torch CUDA);
-#   4. a live capacity series: `loadgen --concurrent-jobs N` at 1280x720@30 against a gateway on the GPU
+#   4. a live capacity series: `loadgen run --concurrent-jobs N` at 1280x720@30 against a gateway on the GPU
 #      ($PROOF_GATEWAY_ARGS, default --engine torch --providers cuda --fp16), N from $PROOF_JOBS;
 #   5. writes $OUT/summary.json (every figure), nvidia-smi samples, the test log and the logs: 5 files.
 # Budget: about 8 minutes (each step has its own timeout; a step that fails is recorded, the rest still run).
@@ -57,16 +57,16 @@ timeout 180 "$PY" -m pytest tests/gpu -q -rs -p no:cacheprovider -o addopts="" -
     > "$OUT/gpu-tests.log" 2>&1
 echo "tests/gpu exit $?"; tail -n 15 "$OUT/gpu-tests.log"
 
-BENCH=(-m loadgen.benchmark --test-cases single_face --resolutions 1280x720 --durations 5 --warmup 2
+BENCH=(-m bench.benchmark --test-cases single_face --resolutions 1280x720 --durations 5 --warmup 2
        --batch-sizes 1 4 16 64 --no-progress)
 step "offline benchmark: torch CUDA fp16"
-timeout 150 "$PY" "${BENCH[@]}" --engine torch --providers cuda --fp16 --output-report "$WORK/bench-torch.json" \
+timeout 150 "$PY" "${BENCH[@]}" --engine torch --providers cuda --fp16 --output "$WORK/bench-torch.json" \
     | tail -n 12
 step "offline benchmark: ONNX Runtime CPU"
-timeout 120 "$PY" "${BENCH[@]}" --engine onnxruntime --providers cpu --output-report "$WORK/bench-ort.json" \
+timeout 120 "$PY" "${BENCH[@]}" --engine onnxruntime --providers cpu --output "$WORK/bench-ort.json" \
     | tail -n 12
 step "image ops: numpy/OpenCV vs torch CPU vs torch CUDA"
-timeout 60 "$PY" -m loadgen.bench.tensor_ops --rounds 20 --output "$WORK/bench-ops.json" | tail -n 16
+timeout 60 "$PY" -m bench.tensor_ops --rounds 20 --output "$WORK/bench-ops.json" | tail -n 16
 
 step "live series at 1280x720@30 (gateway $GATEWAY_ARGS)"
 PORT=8089
@@ -86,9 +86,9 @@ else
 fi
 for N in $JOBS; do
     step "live: $N publishers"
-    timeout $((LIVE_S + 60)) "$PY" -m loadgen.cli --url "http://127.0.0.1:$PORT" --concurrent-jobs "$N" \
+    timeout $((LIVE_S + 60)) "$PY" -m loadgen.cli run --url "http://127.0.0.1:$PORT" --concurrent-jobs "$N" \
         --duration "$LIVE_S" --resolution 1280x720 --fps 30 --ramp-up-rate 8 --no-live \
-        --output-report "$WORK/live-$N.json" | tail -n 4
+        --output "$WORK/live-$N.json" | tail -n 4
 done
 fetch "http://127.0.0.1:$PORT/api/stats" "$WORK/stats-end.json" || true
 kill $GW 2>/dev/null; wait $GW 2>/dev/null

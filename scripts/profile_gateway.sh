@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Profile a loaded gateway end to end with py-spy: a gateway on 127.0.0.1, N loadgen publishers (320x240@15
 # by default), py-spy sampling every thread of the gateway for SECONDS, then the split by category
-# (loadgen/bench/profile_split.py) and the gateway's CPU ms per processed frame over that window. Bounded: loadgen
+# (bench/profile_split.py) and the gateway's CPU ms per processed frame over that window. Bounded: loadgen
 # runs SECONDS+8 s, the gateway is stopped at the end.
 #   pip install py-spy          # a profiling tool, not a project dependency
 #   scripts/profile_gateway.sh 4 20 reports/profile [extra gateway flags...]
@@ -17,8 +17,8 @@ PORT=$("$PY" -c 'from loadgen.embedded import free_port; print(free_port())')
 GW=$!
 trap 'kill -TERM $GW 2>/dev/null || true' EXIT
 for _ in $(seq 1 240); do curl -sf "http://127.0.0.1:$PORT/readyz" > /dev/null && break; sleep 0.5; done
-"$PY" -m loadgen.cli --url "http://127.0.0.1:$PORT" --concurrent-jobs "$N" --duration $((SECONDS_ + 8)) \
-    --resolution "$RES" --fps 15 --no-live --output-report "$OUT/loadgen.json" > "$OUT/loadgen.log" 2>&1 &
+"$PY" -m loadgen.cli run --url "http://127.0.0.1:$PORT" --concurrent-jobs "$N" --duration $((SECONDS_ + 8)) \
+    --resolution "$RES" --fps 15 --no-live --output "$OUT/loadgen.json" > "$OUT/loadgen.log" 2>&1 &
 LG=$!
 cpu_frames() {  # the gateway's CPU seconds (user+system, all threads) and its processed-frame counter, now
     "$PY" -c 'import json, os, sys, urllib.request as u
@@ -35,4 +35,4 @@ wait "$LG" || true
 # CPU per processed frame over the sampled window (py-spy's own sampling cost included, the same every run)
 echo "$BEFORE $AFTER" | awk '{printf "gateway CPU %.1f ms per processed frame (%d frames, %.1f CPU s)\n",
     ($3 - $1) * 1000 / ($4 - $2), $4 - $2, $3 - $1}' | tee "$OUT/cpu.txt"
-"$PY" -m loadgen.bench.profile_split "$OUT/gateway.pyspy" | tee "$OUT/split.txt"
+"$PY" -m bench.profile_split "$OUT/gateway.pyspy" | tee "$OUT/split.txt"

@@ -77,11 +77,11 @@ class FanoutEncoder:
     `publish` on the loop."""
 
     # libvpx realtime speed. aiortc uses -6; -8 encodes in less CPU at about the same quality, and faster
-    # settings than that start to cost quality (compare with loadgen/bench/encoder_settings.py).
+    # settings than that start to cost quality (compare with bench/encoder_settings.py).
     VP8_CPU_USED = -8
     # libvpx's temporal denoiser (aiortc sets 4) is meant for camera noise; what reaches this encoder was
     # already encoded once by the publisher, so it only smears detail. Off (0): cheaper, and sharper at the
-    # same rate (loadgen/bench/encoder_settings.py).
+    # same rate (bench/encoder_settings.py).
     VP8_NOISE_SENSITIVITY = 0
 
     def __init__(

@@ -1,4 +1,4 @@
-"""loadgen/bench/tracking.py on a short clip: every mode measured, the JSON and the contact sheet written."""
+"""bench/tracking.py on a short clip: every mode measured, the JSON and the contact sheet written."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from engines.models.store import ModelStore
 
 
 def _load():  # type: ignore[no-untyped-def]
-    import loadgen.bench.tracking
+    import bench.tracking
 
-    return loadgen.bench.tracking
+    return bench.tracking
 
 
 def test_bench_tracking_writes_every_mode_and_a_contact_sheet(

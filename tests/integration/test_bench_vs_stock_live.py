@@ -1,6 +1,6 @@
-"""loadgen/bench/vs_stock.py for real: the stock example-server design under the load generator, on loopback.
+"""bench/vs_stock.py for real: the stock example-server design under the load generator, on loopback.
 
-The stock server (loadgen/bench/stock_server.py) runs the real Pipeline behind stock aiortc receive; loadgen's
+The stock server (bench/stock_server.py) runs the real Pipeline behind stock aiortc receive; loadgen's
 WHIP publishers connect to it like to the gateway. One point, short windows: a behaviour check (frames go
 through the pipeline and come back, the CPU/frame number is measured), not a speed claim.
 """
@@ -25,7 +25,7 @@ def _run(tmp_path: Path, *args: str, timeout: float) -> dict[str, Any]:
         [
             sys.executable,
             "-m",
-            "loadgen.bench.vs_stock",
+            "bench.vs_stock",
             "--quick",
             "--jobs",
             "1",

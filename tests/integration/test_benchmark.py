@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.benchmark import BenchmarkConfig, BenchProgress, main, run_benchmark
 from engines.models.store import ModelStore
-from loadgen.benchmark import BenchmarkConfig, BenchProgress, main, run_benchmark
 
 
 def test_run_benchmark_reports_stages_and_throughput(model_store: ModelStore, media_dir: Path) -> None:
@@ -47,7 +47,7 @@ def test_benchmark_cli_cold_start_and_report(tmp_path: Path, model_store: ModelS
             "--warmup",
             "0",
             "--cold",
-            "--output-report",
+            "--output",
             str(out),
             "--no-progress",
             "--model-dir",
@@ -63,5 +63,5 @@ def test_benchmark_cli_cold_start_and_report(tmp_path: Path, model_store: ModelS
 
 
 def test_benchmark_cli_usage_error(tmp_path: Path) -> None:
-    assert main(["--test-cases", "bogus", "--output-report", str(tmp_path / "x.json")]) == 2
+    assert main(["--test-cases", "bogus", "--output", str(tmp_path / "x.json")]) == 2
     assert not (tmp_path / "x.json").exists()

@@ -1,6 +1,6 @@
 """The capacity gauge against a measured capacity (benchmark marker: minutes of real load; not in make test).
 
-`loadgen --find-capacity` finds the largest N whose p95 stays in the budget on this machine, and every
+`loadgen capacity` finds the largest N whose p95 stays in the budget on this machine, and every
 point's report carries the gateway's own `capacity_sessions` estimate from /api/stats. The estimate seen at
 the largest passing point must name that capacity within one session (or 25 %), and past it the
 utilisation gauge must say the binding resource is (nearly) full. The old worker-only estimate said 12-13
@@ -26,7 +26,7 @@ def test_capacity_estimate_matches_measured(tmp_path: Path, media_dir: Path, mod
     report = tmp_path / "capacity.json"
     main(
         [
-            "--find-capacity",
+            "capacity",
             "--resolution",
             "320x240",
             "--fps",
@@ -46,7 +46,7 @@ def test_capacity_estimate_matches_measured(tmp_path: Path, media_dir: Path, mod
             "--capacity-max-time",
             "480",
             "--no-live",
-            "--output-report",
+            "--output",
             str(report),
         ]
     )

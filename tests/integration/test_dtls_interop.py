@@ -200,7 +200,7 @@ async def test_a_session_deleted_before_it_connects_is_not_a_dtls_failure(
 ) -> None:
     """Closing a session whose handshake never started (DELETE before the client connects; the reaper; a
     shutdown) stops its ICE under the pending handshake: that is our own close, not a failure to warn of."""
-    from loadgen.fuzz import real_offer
+    from bench.fuzz import real_offer
 
     caplog.set_level(logging.DEBUG, logger="gateway.webrtc.interop.dtls")
     offer = await real_offer()

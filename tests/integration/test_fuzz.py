@@ -12,11 +12,11 @@ import aiohttp
 import cv2
 import numpy as np
 
+from bench.fuzz import Bombs, generate_cases, real_offer, run_fuzz
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.tenants import Tenant
-from loadgen.fuzz import Bombs, generate_cases, real_offer, run_fuzz
 from tests.harness.fakes import FakePipeline
 from tests.harness.gateway import gw_config, running_gateway
 from tests.harness.peers import publish

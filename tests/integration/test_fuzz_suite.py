@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.benchmark, pytest.mark.models]  # the gateway subproce
 def _run(tmp_path: Path, *args: str) -> dict[str, object]:
     out = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "loadgen.bench.fuzz_gateway", *args, "--output", str(out)],
+        [sys.executable, "-m", "bench.fuzz_gateway", *args, "--output", str(out)],
         capture_output=True,
         text=True,
         timeout=600,

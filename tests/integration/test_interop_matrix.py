@@ -1,4 +1,4 @@
-"""Every mainstream publisher connects: the interop matrix (loadgen.bench.interop, preset `suite`) run once
+"""Every mainstream publisher connects: the interop matrix (bench.interop, preset `suite`) run once
 against a real gateway (the bundled swap), each case asserted on its own.
 
 The clients are the real stacks streamers use, started here, not mocks: FFmpeg 8's WHIP muxer (the one in
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.bench.interop import preset
+from bench.interop import preset
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = preset("suite", None, busy=False)
@@ -39,7 +39,7 @@ pytestmark = [
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("interop") / "interop.json"
     done = subprocess.run(
-        [sys.executable, "-m", "loadgen.bench.interop", "--preset", "suite", "--output", str(out)],
+        [sys.executable, "-m", "bench.interop", "--preset", "suite", "--output", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,

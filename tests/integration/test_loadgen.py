@@ -54,6 +54,7 @@ def test_cli_writes_report_csv_and_html(echo_gateway: tuple[str, dict[str, int]]
     report_path, csv_path, html_path = tmp_path / "r.json", tmp_path / "s.csv", tmp_path / "r.html"
     code = main(
         [
+            "run",
             "--url",
             url,
             "--concurrent-jobs",
@@ -70,7 +71,7 @@ def test_cli_writes_report_csv_and_html(echo_gateway: tuple[str, dict[str, int]]
             "single_face,multi_face",
             "--budget-ms",
             "100000",
-            "--output-report",
+            "--output",
             str(report_path),
             "--csv",
             str(csv_path),
@@ -122,9 +123,9 @@ def test_capacity_search_against_a_live_server(
     out = tmp_path / "cap.json"
     code = main(
         [
+            "capacity",
             "--url",
             url,
-            "--find-capacity",
             "--capacity-start",
             "1",
             "--capacity-step",
@@ -143,7 +144,7 @@ def test_capacity_search_against_a_live_server(
             "10",
             "--budget-ms",
             "100000",
-            "--output-report",
+            "--output",
             str(out),
             "--no-live",
         ]
@@ -160,6 +161,7 @@ def test_short_live_run_against_the_embedded_gateway(tmp_path: Path) -> None:
     out = tmp_path / "demo.json"
     code = main(
         [
+            "run",
             "--concurrent-jobs",
             "2",
             "--duration",
@@ -172,7 +174,7 @@ def test_short_live_run_against_the_embedded_gateway(tmp_path: Path) -> None:
             "15",
             "--test-cases",
             "single_face",
-            "--output-report",
+            "--output",
             str(out),
             "--no-live",
         ]

@@ -61,7 +61,7 @@ async def test_merge_of_two_real_runs_is_their_union(
         write_json(report, paths[-1])
 
     out = tmp_path / "all.json"
-    code = main(["merge", str(paths[0]), str(paths[1]), "--output-report", str(out)])
+    code = main(["merge", str(paths[0]), str(paths[1]), "--output", str(out)])
     assert code in (0, 1)
     merged = json.loads(out.read_text())
     run = merged["runs"][0]
@@ -88,4 +88,4 @@ async def test_merge_of_two_real_runs_is_their_union(
     del bad["runs"][0]["latency_samples_ms"]
     with pytest.raises(MergeError, match="no per-frame samples"):
         merge_reports([json.loads(paths[0].read_text()), bad])
-    assert main(["merge", str(paths[0]), "--output-report", str(out)]) == 2
+    assert main(["merge", str(paths[0]), "--output", str(out)]) == 2

@@ -14,16 +14,14 @@ from pathlib import Path
 import cv2
 
 from engines.models.store import ModelStore
-from loadgen.quality import main
+from loadgen.quality.command import main
 
 
 def test_quality_report_writes_a_sheet_and_honest_metrics(
     tmp_path: Path, media_dir: Path, model_store: ModelStore
 ) -> None:
     assert (
-        main(
-            ["--out-dir", str(tmp_path), "--media-dir", str(media_dir), "--model-dir", str(model_store.root)]
-        )
+        main(["--output", str(tmp_path), "--media-dir", str(media_dir), "--model-dir", str(model_store.root)])
         == 0
     )
     sheet = cv2.imread(str(tmp_path / "quality.png"))

@@ -1,4 +1,4 @@
-"""The `--shaper tc` path of loadgen/bench/network.py on the real kernel: a private network
+"""The `--shaper tc` path of bench/network.py on the real kernel: a private network
 namespace, the 600 kbit/s bottleneck as a real `tbf` on its `lo`, a real gateway and publisher inside it.
 Asserts that the media really crossed the kernel's qdisc (its own byte/packet counters) and that a profile
 the kernel cannot shape is refused in one line instead of running unshaped. Skips, saying why, where
@@ -22,7 +22,7 @@ def _qdiscs_or_skip() -> dict[str, str | None]:
     """The kernel's qdiscs as bench_network probes them; skips, saying why, without unshare, tc or tbf."""
     if shutil.which("unshare") is None or shutil.which("tc") is None:
         pytest.skip("needs unshare (util-linux) and tc (iproute2)")
-    from loadgen.bench.network import probe_qdiscs
+    from bench.network import probe_qdiscs
 
     qdiscs: dict[str, str | None] = probe_qdiscs()
     if qdiscs["tbf"] is not None:
@@ -34,7 +34,7 @@ def test_bottleneck_runs_through_kernel_tbf(tmp_path: Path) -> None:
     qdiscs = _qdiscs_or_skip()
     out = tmp_path / "network.json"
     done = subprocess.run(
-        [sys.executable, "-m", "loadgen.bench.network", "--shaper", "tc",
+        [sys.executable, "-m", "bench.network", "--shaper", "tc",
          "--profiles", "bottleneck-600k,loss1", "--duration", "5", "--output", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -63,7 +63,7 @@ def test_per_direction_bottlenecks_split_by_the_gateways_dscp_mark(tmp_path: Pat
     _qdiscs_or_skip()
     out = tmp_path / "network.json"
     subprocess.run(
-        [sys.executable, "-m", "loadgen.bench.network", "--shaper", "tc", "--per-direction",
+        [sys.executable, "-m", "bench.network", "--shaper", "tc", "--per-direction",
          "--profiles", "bottleneck-600k", "--duration", "5", "--output", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

@@ -19,9 +19,9 @@ import pytest
 from aiortc import RTCPeerConnection
 
 import gateway.session.manager as sessions_module
+from bench.fuzz import real_offer
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
-from loadgen.fuzz import real_offer
 from tests.harness.fakes import FakePipeline, RecordingMonitor
 from tests.harness.gateway import gw_config, running_gateway
 from tests.harness.peers import publish

@@ -1,4 +1,4 @@
-"""loadgen/bench/browser_uplink.py's arithmetic: windows around the rate step, rates from counters, the
+"""bench/browser_uplink.py's arithmetic: windows around the rate step, rates from counters, the
 shaping commands (the Chromium runs themselves are benchmarks)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from loadgen.impair import Impairment
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    import loadgen.bench.browser_uplink
+    import bench.browser_uplink
 
-    return loadgen.bench.browser_uplink
+    return bench.browser_uplink
 
 
 def sample(

@@ -1,4 +1,4 @@
-"""loadgen/bench/network.py --shaper tc: how a profile is split between the kernel's qdiscs and the in-process
+"""bench/network.py --shaper tc: how a profile is split between the kernel's qdiscs and the in-process
 shaper, given which qdiscs the kernel has (pure; the real run is tests/integration/test_tc_shaper.py)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ BOTH = {"netem": None, "tbf": None}
 
 
 def load_bench_network() -> ModuleType:
-    import loadgen.bench.network
+    import bench.network
 
-    return loadgen.bench.network
+    return bench.network
 
 
 @pytest.fixture(scope="module")

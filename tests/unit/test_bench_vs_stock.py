@@ -1,10 +1,10 @@
-"""loadgen/bench/vs_stock.py's pure parts: the CPU/frame window, the point at capacity, the comparison."""
+"""bench/vs_stock.py's pure parts: the CPU/frame window, the point at capacity, the comparison."""
 
 from __future__ import annotations
 
 import pytest
 
-import loadgen.bench.vs_stock as bvs
+import bench.vs_stock as bvs
 
 
 def _point(
@@ -91,7 +91,7 @@ def test_quick_mode_and_fixed_points_from_the_command_line() -> None:
     argv = gw.argv(8123)
     assert "--no-degradation" in argv and "--batch-wait=window" in argv and "--ice-loopback-only" in argv
     stock = bvs.server_config("stock-inline", fixed).argv(8124)
-    assert stock[1:3] == ["-m", "loadgen.bench.stock_server"] and stock[-2:] == ["--mode", "inline"]
+    assert stock[1:3] == ["-m", "bench.stock_server"] and stock[-2:] == ["--mode", "inline"]
     with pytest.raises(ValueError, match="resolution"):
         bvs.config_from_args(bvs.build_parser().parse_args(["--resolution", "big"]))
     with pytest.raises(ValueError, match="unknown design"):

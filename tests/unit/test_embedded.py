@@ -23,5 +23,5 @@ def test_a_token_that_starts_with_a_dash_reaches_the_gateway() -> None:
 
 
 def test_keep_degradation_flag() -> None:
-    args = build_parser().parse_args(["--find-capacity", "--keep-degradation"])
+    args = build_parser().parse_args(["capacity", "--keep-degradation"])
     assert args.find_capacity and args.keep_degradation

@@ -16,6 +16,7 @@ from engines.pipeline import Pipeline
 from engines.processors.face_detector import Face
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
 from engines.processors.tracking import measured
+from loadgen.contact_sheet import webcam_frame
 from loadgen.identity import (
     FaceRecognizer,
     IdentityUnavailable,
@@ -24,8 +25,8 @@ from loadgen.identity import (
     correlation,
     openness,
 )
-from loadgen.identity_study import verdict
-from loadgen.quality import HELD_OUT, webcam_frame
+from loadgen.quality.identity_section import verdict
+from loadgen.quality.report import HELD_OUT
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import os
 import cv2
 import numpy as np
 
+from bench.fuzz import png_bomb
 from gateway.image_decode import decode_for_source, decode_pool
-from loadgen.fuzz import png_bomb
 
 
 def _png(width: int, height: int) -> bytes:

@@ -1,11 +1,11 @@
-"""loadgen.fuzz.LiveProbe: the live session's windows, one or several pooled (the quiet before and after an
+"""bench.fuzz.LiveProbe: the live session's windows, one or several pooled (the quiet before and after an
 attack compared with the attack, so that a drift over the run cancels out)."""
 
 from __future__ import annotations
 
 import pytest
 
-from loadgen.fuzz import LiveProbe
+from bench.fuzz import LiveProbe
 from loadgen.stats import FrameReceived, FrameSent, JobJoined
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from loadgen.cli import result_table
+from loadgen.tables import result_table
 
 
 def _run(lost: int, unreadable: int) -> dict[str, Any]:

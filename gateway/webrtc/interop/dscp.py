@@ -1,7 +1,7 @@
 """DSCP marking of the gateway's media packets (RFC 8837: WebRTC video is AF41/AF42, audio EF).
 
 A network that honours DiffServ can queue marked media ahead of bulk traffic; an operator's shaper can tell
-the gateway's media from everything else by the mark (`loadgen/bench/network.py --per-direction` shapes
+the gateway's media from everything else by the mark (`bench/network.py --per-direction` shapes
 the gateway's downlink apart from its publishers' uplink on one loopback this way). Off by default, as in
 browsers: a mark is a request to the network, and some networks drop or re-mark what they do not expect.
 

@@ -3,7 +3,7 @@
 aiortc negotiates in the offer's order and sends with the first codec, while the fan-out hands the sender
 packets of one codec (VP8 unless only H.264 was offered): an offer listing H.264 first got VP8 packets
 labelled H.264. The same holds for a WHEP viewer that lists VP8 first watching an H.264 session: the interop
-matrix's libdatachannel viewer of an OBS-style publisher (loadgen.bench.interop), Chromium's /watch page.
+matrix's libdatachannel viewer of an OBS-style publisher (bench.interop), Chromium's /watch page.
 `answer_video_codec` keeps only that codec's formats and their RTX on every video transceiver, before the
 answer is made; `only_codec` does the same for a list (Opus for audio). On an unchecked aiortc nothing
 changes.

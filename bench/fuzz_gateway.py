@@ -1,6 +1,6 @@
 """Attack a gateway of our own on 127.0.0.1 and report what it felt (`make fuzz`, `make soak`).
 
-    python -m loadgen.bench.fuzz_gateway {fuzz,soak,kill9,attack,cost} ... --output reports/fuzz.json
+    python -m bench.fuzz_gateway {fuzz,soak,kill9,attack,cost} ... --output reports/fuzz.json
 
 Every run starts its own loopback gateway (tenant "live" owns one real WHIP publisher, "fuzz" is the
 attacker), stops it at the end, and is bounded in requests and time. It prints requests, status counts, 5xx
@@ -29,11 +29,7 @@ from typing import Any
 import aiohttp
 import psutil
 
-from gateway.webrtc.internals import sender_encoder
-from gateway.webrtc.recovery.jitter_buffer import recovery_counters
-from loadgen.client import ClientConfig, WhipJob, upload_source
-from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, free_port
-from loadgen.fuzz import (
+from bench.fuzz import (
     Bombs,
     FuzzCase,
     LiveProbe,
@@ -45,10 +41,15 @@ from loadgen.fuzz import (
     run_fuzz,
     runqueue_wait_s,
 )
+from gateway.webrtc.internals import sender_encoder
+from gateway.webrtc.recovery.jitter_buffer import recovery_counters
+from loadgen.arguments import parse_resolution
+from loadgen.client import ClientConfig, WhipJob, upload_source
+from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, free_port
 from loadgen.media import default_media_dir, media_path
 from loadgen.synth import SynthConfig, build_loop
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 MAX_BODY = 8 * 1024 * 1024
 
@@ -111,7 +112,7 @@ class Rig:
             config = ClientConfig(
                 url=self.gateway.url, token=self.live_token, loopback_only=True, source_id=sid
             )
-        w, h = (int(v) for v in self.args.resolution.split("x"))
+        w, h = parse_resolution(self.args.resolution)
         loop = build_loop(SynthConfig(w, h, self.args.fps), media)
         self.job = WhipJob(1, config, loop, self.args.fps, self.probe.emit, self.http)
         await self.job.start()
@@ -269,7 +270,7 @@ async def _attack(
     argv = [
         sys.executable,
         "-m",
-        "loadgen.bench.fuzz_gateway",
+        "bench.fuzz_gateway",
         "attack",
         "--url",
         decoy[1] if decoy is not None else rig.gateway.url,
@@ -436,7 +437,7 @@ def _delta(after: Any, before: Any) -> Any:
 
 async def cmd_cost(args: argparse.Namespace) -> dict[str, Any]:
     """What each kind of request costs the gateway: its cases one at a time, no live session, CPU charged
-    per kind (loadgen.fuzz.cost_by_kind). SDP last: the sessions it opens keep costing until reaped."""
+    per kind (bench.fuzz.cost_by_kind). SDP last: the sessions it opens keep costing until reaped."""
     if args.gateway_rate_limit is None:
         args.gateway_rate_limit = 0.0  # the handlers' own cost: no 429 in the way unless asked for
     with tempfile.TemporaryDirectory(prefix="livefuse-cost-") as tmp:

@@ -7,7 +7,7 @@ and PSNR of the decoded result against the frames it was given. For the conversi
 whose face box changed: the whole frame (`rgb_to_i420` + a new frame, the path before) vs `patched_frame` (the
 decoded planes copied once, the box converted).
 
-    .venv/bin/python -m loadgen.bench.encoder_settings --output reports/bench_encoder_settings.json
+    .venv/bin/python -m bench.encoder_settings --output reports/bench_encoder_settings.json
 """
 
 from __future__ import annotations
@@ -31,14 +31,10 @@ from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.planes import patched_frame
 from gateway.webrtc.congestion.bitrate import size_class_bitrate
+from loadgen.arguments import parse_resolution
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 
 VARIANTS: dict[str, int] = {"denoiser off (now)": 0, "denoiser 4 (aiortc's, before)": 4}
-
-
-def parse_resolution(text: str) -> tuple[int, int]:
-    w, _, h = text.lower().partition("x")
-    return int(w), int(h)
 
 
 def received_frames(clip: Path, size: tuple[int, int], n: int) -> list[av.VideoFrame]:

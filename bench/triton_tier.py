@@ -6,7 +6,7 @@ system shared memory, for the detector's 320x320 and 640x640 letterboxes and Fac
 batches 1, 4, 8: the difference is what the hop adds per batch. `--part capacity`: `loadgen --find-capacity`
 against a gateway with `--engine triton`, to compare with the in-process capacity.
 
-    flock /tmp/livefuse-bench.lock python -m loadgen.bench.triton_tier --part cost \
+    flock /tmp/livefuse-bench.lock python -m bench.triton_tier --part cost \
         --output reports/bench_triton.json
 """
 
@@ -31,7 +31,7 @@ from engines.triton.server import TritonProcess, TritonServerConfig
 from engines.triton_engine import TritonConfig, TritonEngine
 from loadgen.percentiles import percentile
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 CELLS = (
     ("face_detector", "320x240", (3, 320, 320)),
@@ -111,9 +111,9 @@ def bench_capacity(repo: Path, url: str, work: Path, args: argparse.Namespace) -
                 sys.executable,
                 "-m",
                 "loadgen.cli",
+                "capacity",
                 "--url",
                 gateway.url,
-                "--find-capacity",
                 "--resolution",
                 args.resolution,
                 "--fps",
@@ -133,7 +133,7 @@ def bench_capacity(repo: Path, url: str, work: Path, args: argparse.Namespace) -
                 "--capacity-max-time",
                 str(args.capacity_max_time),
                 "--no-live",
-                "--output-report",
+                "--output",
                 str(report),
             ]
             await asyncio.to_thread(subprocess.run, cmd, cwd=ROOT, check=False)
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resolution", default="320x240", help="capacity: frame size")
     p.add_argument("--shm", action="store_true", help="capacity: gateway uses --triton-shm")
     p.add_argument("--capacity-max-time", type=float, default=420.0)
-    p.add_argument("--output", type=Path, default=Path("reports/bench_triton.json"))
+    p.add_argument("--output", type=Path, help="write the JSON report here (default: none, printed only)")
     args = p.parse_args(argv)
     from engines.models.store import ModelStore, default_model_dir
 
@@ -198,9 +198,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(result["capacity_triton"], indent=1))
         finally:
             server.stop()
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.output}")
+    print(json.dumps(result, indent=2))
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(result, indent=2))
+        print(f"wrote {args.output}")
     return 0
 
 

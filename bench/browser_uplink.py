@@ -7,7 +7,7 @@ and a drop-tail queue: these kernels lack sch_netem). Every second it samples Ch
 gateway's view of the session. `--arms` picks the gateway flags compared; `--step KBPS@S` changes a link's
 rate S seconds in, and the numbers are given before and after it.
 
-    python -m loadgen.bench.browser_uplink --rate-kbps 600 --duration 40 --repeats 2
+    python -m bench.browser_uplink --rate-kbps 600 --duration 40 --repeats 2
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loadgen.bench import network as bench_network
+from bench import network as bench_network
 from loadgen.impair import Impairment
 from loadgen.percentiles import percentile
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 ARMS: dict[str, list[str]] = {
     "tcc": [],
@@ -307,7 +307,7 @@ def run_arm(arm: str, args: argparse.Namespace, video: Path, work: Path, index: 
     impairment = Impairment("browser", rate_kbps=args.rate_kbps, queue_ms=args.queue_ms)
     out = work / f"{arm}-{index}.json"
     step = (f"{args.step_link}:" if args.step_link == "down" else "") + args.step if args.step else "none"
-    command = [sys.executable, "-m", "loadgen.bench.browser_uplink", "--inside", str(out), str(args.duration),
+    command = [sys.executable, "-m", "bench.browser_uplink", "--inside", str(out), str(args.duration),
                str(video), step, str(args.queue_ms), "shared" if args.shared else "split", args.codec, "--",
                *ARMS[arm]]  # fmt: skip
     tc = " && ".join(shlex.join(c) for c in link_commands(impairment, args.shared))
@@ -395,7 +395,9 @@ def main() -> int:
         help="the only video codec Chromium offers (/demo?codec=), so both directions use it",
     )
     parser.add_argument("--arms", default="tcc,remb", help=f"comma-separated, of {sorted(ARMS)}")
-    parser.add_argument("--output", type=Path, default=Path("reports/browser_uplink.json"))
+    parser.add_argument(
+        "--output", type=Path, help="write the JSON report here (default: none, printed only)"
+    )
     args = parser.parse_args()
     arms = [a for a in args.arms.split(",") if a]
     unknown = [a for a in arms if a not in ARMS]
@@ -421,13 +423,14 @@ def main() -> int:
                 row = run_arm(arm, args, video, work, index + 1)
                 rows.append(row)
                 print("\n".join(table([row]).splitlines()[2:]), flush=True)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
     settings = {"rate_kbps": args.rate_kbps, "queue_ms": args.queue_ms, "step": args.step,
                 "step_link": args.step_link,
                 "shared": args.shared, "duration_s": args.duration, "warmup_s": args.warmup}  # fmt: skip
-    args.output.write_text(json.dumps({**settings, "runs": rows}, indent=1))
     print(table(rows))
-    print(f"wrote {args.output}")
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps({**settings, "runs": rows}, indent=1))
+        print(f"wrote {args.output}")
     return 0
 
 

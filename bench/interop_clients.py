@@ -1,7 +1,7 @@
 """The third-party WebRTC clients the interop matrix drives, each as its users run it.
 
 - FFmpeg 8's WHIP muxer, the one inside PyAV's wheel (`av.open(url, "w", format="whip")`): H.264 baseline
-  from libx264, optionally Opus from libopus, in a child process (`python -m loadgen.bench.interop_clients
+  from libx264, optionally Opus from libopus, in a child process (`python -m bench.interop_clients
   ffmpeg ...`) so that FFmpeg's blocking network code never shares the event loop it talks to.
 - libdatachannel through node-datachannel (tests/interop/whip_client.cjs, installed by `npm ci` there):
   a WHIP publisher set up as OBS Studio's WHIP output, and a WHEP viewer.
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 NODE_CLIENT = ROOT / "tests" / "interop" / "whip_client.cjs"
 GST_PUBLISHER = ROOT / "tests" / "integration" / "gst_whip_publisher.py"
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -161,7 +161,7 @@ async def run_ffmpeg(url: str, token: str, image: Path, seconds: float, audio: b
     """`publish_ffmpeg` in a child process; its JSON line back as a ClientRun."""
     args = ["ffmpeg", url, "--token", token, "--image", str(image), "--seconds", str(seconds)]
     found = await _child(
-        [sys.executable, "-m", "loadgen.bench.interop_clients", *args, *(["--audio"] if audio else [])],
+        [sys.executable, "-m", "bench.interop_clients", *args, *(["--audio"] if audio else [])],
         timeout_s=seconds + 30,
     )
     if found is None:
@@ -298,7 +298,7 @@ async def _child(argv: list[str], timeout_s: float) -> dict[str, Any] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadgen.bench.interop_clients")
+    parser = argparse.ArgumentParser(prog="python -m bench.interop_clients")
     sub = parser.add_subparsers(dest="client", required=True)
     ff = sub.add_parser("ffmpeg", help="publish through FFmpeg's WHIP muxer; print one JSON line")
     ff.add_argument("url")

@@ -18,8 +18,8 @@ from typing import Any
 
 import aiohttp
 
+from bench.fuzz import real_offer
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
-from loadgen.fuzz import real_offer
 from loadgen.percentiles import summary
 
 

@@ -7,7 +7,7 @@ On the talking clip: the swapped geometry's jitter against the tracked mesh's (a
 face size), how often a fold was refused (alpha scaled back) and whether any map still folds (its pixel
 map's Jacobian determinant, measured independently of the warp's own check). The cost per face: the swap
 with and without the shape, timed alternately. The swap and the mesh come in as callables, as in
-loadgen.identity_study.
+loadgen.quality.identity_section.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from engines.processors.face_shape import pixel_maps, plan_warp, shape_offset
 from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
 from engines.processors.paste import paste_back
 from loadgen.identity import FaceRecognizer
-from loadgen.identity_study import MARGIN_TARGET, score
 from loadgen.percentiles import percentile
+from loadgen.quality.identity_section import MARGIN_TARGET, score
 
 COLUMNS = ("target_shape", "source_shape", "wrong_shape")
 SHAPES = {"target_shape": 0.0, "source_shape": FACE_SHAPE, "wrong_shape": FACE_SHAPE}

@@ -4,7 +4,7 @@ Frames are real faces: carphone (a talking head) scaled to each resolution, alte
 portrait placed on a grey canvas of that size; the source face is the astronaut. Each (resolution, batch)
 cell runs `--iterations` calls of `Pipeline.process` after `--warmup` calls and reports medians.
 
-    .venv/bin/python -m loadgen.bench.pipeline --output reports/bench_pipeline.json
+    .venv/bin/python -m bench.pipeline --output reports/bench_pipeline.json
 """
 
 from __future__ import annotations
@@ -26,14 +26,10 @@ from engines.factory import EngineConfig
 from engines.frames import PIPELINE_STAGES, PROCESSORS, FrameItem, FrameOptions
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
+from loadgen.arguments import parse_resolution
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.percentiles import percentile
-from loadgen.quality import read_rgb
-
-
-def parse_resolution(text: str) -> tuple[int, int]:
-    w, _, h = text.lower().partition("x")
-    return int(w), int(h)
+from loadgen.quality.study import read_rgb
 
 
 def carphone_frames(path: Path, count: int) -> list[np.ndarray]:

@@ -1,6 +1,6 @@
 """Does a long run drift? N publishers for N minutes against an embedded gateway, in 5-minute windows.
 
-    python -m loadgen.bench.drift --minutes 60 --jobs 3 --resolution 320x240 --fps 15 \
+    python -m bench.drift --minutes 60 --jobs 3 --resolution 320x240 --fps 15 \
         --output reports/drift.json                                      (`make soak SOAK_MINUTES=60`)
 
 A live show runs for hours: what must not happen is that the same load costs more the older the sessions are.
@@ -34,6 +34,7 @@ import aiohttp
 import numpy as np
 import psutil
 
+from loadgen.arguments import parse_resolution
 from loadgen.client import ClientConfig, JoinError, WhipJob, upload_source
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig, GatewayStartError
 from loadgen.media import default_media_dir, media_path
@@ -349,7 +350,7 @@ async def _gateway_counters(http: aiohttp.ClientSession, url: str) -> dict[str, 
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    w, h = (int(v) for v in args.resolution.split("x"))
+    w, h = parse_resolution(args.resolution)
     media = default_media_dir(os.environ)
     loop = build_loop(SynthConfig(w, h, args.fps), media)
     gateway = EmbeddedGateway(EmbeddedGatewayConfig(extra_args=tuple(args.gateway_arg or ())))
@@ -474,7 +475,7 @@ def _f(v: float | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadgen.bench.drift", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.drift", description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0, help="measured minutes after warm-up")
     parser.add_argument("--warmup-minutes", type=float, default=2.0)
     parser.add_argument("--window-minutes", type=float, default=5.0)

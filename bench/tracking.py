@@ -8,7 +8,7 @@ loadgen's synthetic clips, processing every k-th frame with its capture time, in
 and measures where the swap lands (distance from a fresh detection's face centre, % of the face's size). The
 contact sheet: 8 consecutive processed frames of the 640x360 glide, one row per mode, the face enlarged.
 
-    python -m loadgen.bench.tracking --output reports/bench_tracking.json \
+    python -m bench.tracking --output reports/bench_tracking.json \
         --contact-sheet reports/bench_tracking.png
 """
 
@@ -30,7 +30,7 @@ from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.tracking import TrackingConfig, face_size, measured, mesh_center
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.percentiles import percentile
-from loadgen.quality import read_rgb
+from loadgen.quality.study import read_rgb
 from loadgen.synth import SynthConfig, build_loop
 
 # "default" = the crop led by the face's velocity, an off-centre mesh run again from its own crop, a lost face

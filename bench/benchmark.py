@@ -4,8 +4,8 @@ It separates what the models cost from what the network and codecs cost. A batch
 sessions meeting in the scheduler (each with its own FaceTrack), fed flat out from the same synthetic loop
 the live load generator sends. Per run: each stage's time, frames/s, peak RSS and VRAM, process CPU and,
 with --cold, the time to the first batch; same report schema as the live runs (loadgen.report).
-`--quality` writes the quality report instead (loadgen.quality). `run_benchmark` returns data; only `main`
-prints. Example: `python -m loadgen.benchmark --test-cases single_face --resolutions 640x360`.
+`--quality` writes the quality report instead (`loadgen quality`). `run_benchmark` returns data; only `main`
+prints. Example: `python -m bench.benchmark --test-cases single_face --resolutions 640x360`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from engines.factory import EngineConfig
 from engines.frames import PROCESSORS, FaceTrack, FrameItem, FrameOptions, SourceFace
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
+from loadgen.arguments import parse_resolution
 from loadgen.fingerprint import host_fingerprint
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.percentiles import summary
@@ -254,26 +255,18 @@ def run_benchmark(
     return runs
 
 
-def _resolution(text: str) -> tuple[int, int]:
-    try:
-        w, h = (int(x) for x in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"resolution must be WxH, got {text!r}") from None
-    return w, h
-
-
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m loadgen.benchmark",
+        prog="python -m bench.benchmark",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--test-cases", type=_csv, default=("single_face",))
-    p.add_argument("--resolutions", type=_resolution, nargs="+", default=[(640, 360)])
+    p.add_argument("--resolutions", type=parse_resolution, nargs="+", default=[(640, 360)])
     p.add_argument("--durations", type=float, nargs="+", default=[10.0])
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1])
     p.add_argument("--processors", type=_csv, default=("face_swapper",))
@@ -287,7 +280,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--cold", action="store_true", help="build a fresh pipeline per cell and time its first batch"
     )
     p.add_argument("--budget-ms", type=float, default=150.0)
-    p.add_argument("--output-report", type=Path, default=Path("benchmark_result.json"))
+    p.add_argument(
+        "--output",
+        metavar="FILE.json",
+        type=Path,
+        default=Path("benchmark_result.json"),
+        help="JSON report (default benchmark_result.json in the current folder)",
+    )
+    p.add_argument("--output-report", dest="output", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--media-dir", type=Path)
     p.add_argument("--model-dir", type=Path)
     p.add_argument("--no-progress", action="store_true")
@@ -331,9 +331,11 @@ def main(argv: list[str] | None = None) -> int:
 
     args_in = list(sys.argv[1:] if argv is None else argv)
     if "--quality" in args_in:  # the quality report (contact sheet + metrics), not the timing matrix
-        from loadgen.quality import main as quality_main
+        from loadgen.quality.command import main as quality_main
 
-        return quality_main([a for a in args_in if a != "--quality"])
+        return quality_main(
+            [a for a in args_in if a != "--quality"], prog="python -m bench.benchmark --quality"
+        )
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:
@@ -384,10 +386,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     cfg_dict = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     report = build_report("benchmark", host_fingerprint(), cfg_dict, runs)
-    write_json(report, args.output_report)
+    write_json(report, args.output)
     out = Console() if sys.stdout.isatty() else Console(width=150)
     out.print(_table(runs))
-    out.print(f"report: {args.output_report}")
+    out.print(f"report: {args.output}")
     return 0
 
 

@@ -6,7 +6,7 @@ path alone) and `face` (face_swapper, the astronaut as source), each for N = 1 a
 own process so its event loop is not shared with the clients'. Prints p50/p95 per case and writes JSON
 (default reports/bench_roundtrip.json). Not a test.
 
-    .venv/bin/python -m loadgen.bench.roundtrip [--duration 20] [--cases passthrough,face] [--sessions 1,4]
+    .venv/bin/python -m bench.roundtrip [--duration 20] [--cases passthrough,face] [--sessions 1,4]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from loadgen.percentiles import Statistic, summary
 from loadgen.stamp import read_stamp
 from loadgen.track import StampedVideoTrack
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fps", type=float, default=15.0)
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--duration", type=float, default=20.0)
-    p.add_argument("--out", type=Path, default=ROOT / "reports" / "bench_roundtrip.json")
+    p.add_argument("--output", type=Path, help="write the JSON report here (default: none, printed only)")
+    p.add_argument("--out", dest="output", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     media = default_media_dir(os.environ)
     results = []
@@ -191,14 +192,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"server p50 {(res['server_ms'] or {}).get('p50', '-')} ms",
                 flush=True,
             )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
         "targets_passthrough_ms": {"p50": 15, "p95": 30},
         "results": results,
     }
-    args.out.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.out}")
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=2))
+        print(f"wrote {args.output}")
     return 0
 
 

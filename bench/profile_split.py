@@ -6,7 +6,7 @@ Each sample is put in the FIRST category whose marker appears anywhere in its st
 thread as busy when it is not blocked in a known wait; a thread pool's idle `_worker` and uvloop's native
 `run` are listed apart because they are mostly waiting.
 
-    python -m loadgen.bench.profile_split reports/profile/gateway.pyspy [--top 25]
+    python -m bench.profile_split reports/profile/gateway.pyspy [--top 25]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ must not cost much more than the numpy path. The frame: the astronaut portrait, 
 its FaceMesh from the real pipeline. The ops: the swap's, the enhancers' and RGB -> I420; the JSON holds the
 median and p90 wall time per op and backend (CUDA timings synchronise first), plus the frame's transfers.
 
-    .venv/bin/python -m loadgen.bench.tensor_ops --output reports/bench_tensor_ops.json
+    .venv/bin/python -m bench.tensor_ops --output reports/bench_tensor_ops.json
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--threads", type=int, default=1, help="torch intra-op threads (the gateway's workers run one each)"
     )
-    p.add_argument("--output", type=Path, default=Path("reports/bench_tensor_ops.json"))
+    p.add_argument("--output", type=Path, help="write the JSON report here (default: none, printed only)")
     p.add_argument("--media-dir", type=Path, default=default_media_dir(os.environ))
     args = p.parse_args(argv)
     try:
@@ -204,8 +204,9 @@ def main(argv: list[str] | None = None) -> int:
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "results": results,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2))
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=2))
     names = list(numpy_ops)
     cols = list(results)
     print(f"{'op (median ms)':<24}" + "".join(f"{c:>16}" for c in cols))
@@ -213,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         cells = [results[c].get(n, {}).get("median_ms") for c in cols]
         if any(v is not None for v in cells):
             print(f"{n:<24}" + "".join(f"{'-' if v is None else v:>16}" for v in cells))
-    print(f"wrote {args.output}")
+    if args.output is not None:
+        print(f"wrote {args.output}")
     return 0
 
 

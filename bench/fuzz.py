@@ -1,4 +1,4 @@
-"""An attacker's view of the gateway, bounded, on loopback; only loadgen.bench.fuzz_gateway prints or exits.
+"""An attacker's view of the gateway, bounded, on loopback; only bench.fuzz_gateway prints or exits.
 
 `generate_cases` (pure) mutates a real offer (`real_offer`) into malformed SDP, trickle fragments, image
 bombs, bad headers and request lines (sent on a raw socket), huge bodies, every endpoint with every method.

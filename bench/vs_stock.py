@@ -3,11 +3,11 @@
 
 For each design the same load generator searches the capacity (`loadgen.capacity`: step up, then bisect,
 within the frame-return and p95 budgets). Designs, each a subprocess with its own CPU time: `gateway`,
-`stock-executor` and `stock-inline` (`loadgen.bench.stock_server`). Per point: p50/p95 end to end, frames
+`stock-executor` and `stock-inline` (`bench.stock_server`). Per point: p50/p95 end to end, frames
 back, and the server's CPU ms per processed frame; a table and JSON (`--output`), loopback only, bounded.
 
-    python -m loadgen.bench.vs_stock --resolution 320x240 --output reports/bench_vs_stock_320x240.json
-    python -m loadgen.bench.vs_stock --quick --output reports/bench_vs_stock_quick.json
+    python -m bench.vs_stock --resolution 320x240 --output reports/bench_vs_stock_320x240.json
+    python -m bench.vs_stock --quick --output reports/bench_vs_stock_quick.json
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 import psutil
 
+from loadgen.arguments import parse_resolution
 from loadgen.capacity import (
     CapacityConfig,
     CapacitySearch,
@@ -44,7 +45,7 @@ from loadgen.runner import RunConfig, run_point
 from loadgen.stats import WindowSummary
 from loadgen.synth import FrameLoop, SynthConfig, build_loop
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 DESIGNS: tuple[str, ...] = ("gateway", "stock-executor", "stock-inline")
 SCHEMA_VERSION = 1
@@ -283,7 +284,7 @@ def format_table(results: Sequence[DesignResult], comparison: dict[str, Any], ti
 
 @dataclass(frozen=True)
 class StockServerConfig(EmbeddedGatewayConfig):
-    """Starts loadgen.bench.stock_server through loadgen's EmbeddedGateway (same readiness and stopping)."""
+    """Starts bench.stock_server through loadgen's EmbeddedGateway (same readiness and stopping)."""
 
     mode: str = "executor"
 
@@ -291,7 +292,7 @@ class StockServerConfig(EmbeddedGatewayConfig):
         return [
             self.python,
             "-m",
-            "loadgen.bench.stock_server",
+            "bench.stock_server",
             "--host",
             "127.0.0.1",
             "--port",
@@ -555,10 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
-    try:
-        w, h = (int(v) for v in str(args.resolution).lower().split("x"))
-    except ValueError:
-        raise ValueError(f"--resolution must look like 320x240, got {args.resolution!r}") from None
+    w, h = parse_resolution(args.resolution)
     quick = bool(args.quick)
     window = args.window if args.window is not None else (3.0 if quick else 5.0)
     max_windows = args.max_windows if args.max_windows is not None else (3 if quick else 6)

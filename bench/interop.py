@@ -1,7 +1,7 @@
 """The publisher/viewer interop matrix: real third-party WebRTC stacks against a real gateway.
 
-    python -m loadgen.bench.interop --runs 50 --busy           # every case 50 times, one core held busy
-    python -m loadgen.bench.interop --preset suite --output F   # what the test suite runs (one matrix)
+    python -m bench.interop --runs 50 --busy           # every case 50 times, one core held busy
+    python -m bench.interop --preset suite --output F   # what the test suite runs (one matrix)
 
 A gateway (`python -m gateway.cli`, the bundled face swap with a default source face) and every client run
 inside a private network namespace (`unshare -n`, needs root) with a veth pair at 10.77.0.1/24 and no route
@@ -31,7 +31,7 @@ from typing import Any
 
 import aiohttp
 
-from loadgen.bench.interop_clients import (
+from bench.interop_clients import (
     ROOT,
     ClientRun,
     decode_viewer_video,
@@ -442,7 +442,7 @@ def _inside_namespace(argv: list[str]) -> int:
     if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
         print("interop: needs root, unshare and ip (a private network namespace)", file=sys.stderr)
         return 2
-    command = " ".join([sys.executable, "-m", "loadgen.bench.interop", *map(_quote, argv)])
+    command = " ".join([sys.executable, "-m", "bench.interop", *map(_quote, argv)])
     return subprocess.call(
         ["unshare", "-n", "sh", "-c", f"{NAMESPACE} && exec {command}"],
         cwd=ROOT,
@@ -458,7 +458,7 @@ def _quote(arg: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="python -m loadgen.bench.interop", description="interop matrix")
+    parser = argparse.ArgumentParser(prog="python -m bench.interop", description="interop matrix")
     parser.add_argument(
         "--preset",
         choices=("suite", "full"),

@@ -28,14 +28,14 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
+from bench.fuzz import process_cpu_s
 from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
 from loadgen.avsync import ClickAudioTrack, MediaClock
 from loadgen.embedded import EmbeddedGateway, EmbeddedGatewayConfig
-from loadgen.fuzz import process_cpu_s
 from loadgen.track import StampedVideoTrack
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 FPS = 5.0
 LOOPBACK = IceConfig.loopback_only()
@@ -149,16 +149,20 @@ def main() -> int:
     parser.add_argument("--viewers", type=int, default=4)
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=4.0)
-    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench_audio.json")
+    parser.add_argument(
+        "--output", type=Path, help="write the JSON report here (default: none, printed only)"
+    )
+    parser.add_argument("--out", dest="output", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     result = asyncio.run(main_async(args))
     print(
         f"per relayed audio stream: {result['per_audio_stream_cpu_pct']:.3f} % of a core; "
         f"per audio viewer: {result['per_audio_viewer_cpu_pct']:.3f} %"
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.out}")
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(result, indent=2))
+        print(f"wrote {args.output}")
     return 0
 
 

@@ -6,7 +6,7 @@ carphone clip tracked through the real pipeline, plus the astronaut portrait, wh
 JSON holds per-call median, mean and p90 wall time and the median CPU time of the calling thread (the
 landmarker's inference runs on ONNX Runtime's own threads, so its CPU figure leaves that out).
 
-    flock /tmp/livefuse-bench.lock .venv/bin/python -m loadgen.bench.stages --output reports/bench_stages.json
+    flock /tmp/livefuse-bench.lock .venv/bin/python -m bench.stages --output reports/bench_stages.json
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ from engines.processors.mesh_warp import (
     warp_maps,
 )
 from engines.processors.paste import paste_back
+from loadgen.arguments import parse_resolution
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.percentiles import percentile, summary
-from loadgen.quality import read_rgb
+from loadgen.quality.study import read_rgb
 
 
 def carphone(path: Path, count: int, size: tuple[int, int]) -> list[np.ndarray]:
@@ -189,7 +190,7 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="loadgen/bench/stages.py",
+        prog="bench/stages.py",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=10, help="passes over all faces per stage")
     p.add_argument("--size", default="320x240", help="frame size WxH")
     p.add_argument("--keep", default="mouth,eyes", help="target regions kept (comma-separated, or none)")
-    p.add_argument("--output", type=Path, default=Path("reports/bench_stages.json"))
+    p.add_argument("--output", type=Path, help="write the JSON report here (default: none, printed only)")
     p.add_argument("--media-dir", type=Path)
     p.add_argument("--model-dir", type=Path)
     args = p.parse_args(argv)
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --frames and --rounds must be >= 1", file=sys.stderr)
         return 2
     try:
-        w, h = (int(v) for v in args.size.lower().split("x"))
+        w, h = parse_resolution(args.size)
         if w < 64 or h < 64:
             raise ValueError
     except ValueError:
@@ -220,15 +221,17 @@ def main(argv: list[str] | None = None) -> int:
     except (ModelUnavailable, MediaUnavailable, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{result['faces']} faces at {result['frame_size']}, mean box {result['face_box_px_mean']:.0f} px")
     for name, s in result["stages_per_face"].items():
         print(
             f"  {name:32s} median {s['median_ms']:8.3f} ms   mean {s['mean_ms']:8.3f}   "
             f"p90 {s['p90_ms']:8.3f}   cpu median {s['cpu_median_ms']:8.3f}"
         )
-    print(f"report: {args.output}")
+    if args.output is not None:
+        print(f"report: {args.output}")
     return 0
 
 

@@ -6,7 +6,7 @@ The process function is a no-op, so everything measured is scheduling overhead: 
 and back). A bare `run_in_executor` per frame is measured as the floor the runner is compared against.
 Bounded: a fixed frame count per case. Prints a table and writes JSON.
 
-    .venv/bin/python -m loadgen.bench.scheduler --frames 2000 --sessions 1 4 16 \
+    .venv/bin/python -m bench.scheduler --frames 2000 --sessions 1 4 16 \
         --output reports/bench_scheduler.json
 """
 
@@ -127,7 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--max-batch", type=int, default=8)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--output", type=Path, default=Path("reports/bench_scheduler.json"))
+    parser.add_argument(
+        "--output", type=Path, help="write the JSON report here (default: none, printed only)"
+    )
     args = parser.parse_args(argv)
 
     report: dict[str, object] = {"frames": args.frames, "max_batch": args.max_batch, "workers": args.workers}
@@ -149,9 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{run['sessions']:>8} {pol['us_per_frame']:>16.1f} {run['us_per_frame']:>16.1f} "
             f"{run['mean_batch']:>11.2f} {run['latency_p50_ms']:>8.3f} {run['latency_p99_ms']:>8.3f}"
         )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.output}")
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=2))
+        print(f"wrote {args.output}")
     return 0
 
 

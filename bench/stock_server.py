@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The design everyone starts from: aiortc's example server running our Pipeline, so that
-`loadgen/bench/vs_stock.py` compares designs and not models.
+`bench/vs_stock.py` compares designs and not models.
 
 Stock on purpose: aiortc's receive and its unbounded queue behind a `MediaRelay`; the work in the outgoing
 track's `recv()`, one frame at a time, on the event loop (`--mode inline`) or awaited in the default thread
@@ -8,7 +8,7 @@ pool (`--mode executor`, the usual first fix); no deadlines, drops, batching or 
 the gateway's, so the stock design is not charged for a detection every frame. Added only so the same load
 generator can drive it: WHIP signalling, POST /sources, /readyz, /api/stats frame counters, loopback ICE.
 
-    python -m loadgen.bench.stock_server --port 8090 --mode executor
+    python -m bench.stock_server --port 8090 --mode executor
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ impairs each job's datagrams in-process (loadgen.impair); `tc` runs each profile
 namespace with the kernel's qdiscs on `lo`, the gateway inside it; `--per-direction` gives each direction its
 own bottleneck. How each is built: docs/ARCHITECTURE.md "The network benchmark".
 
-    flock /tmp/livefuse-bench.lock python -m loadgen.bench.network --duration 20 --output reports/network.json
-    python -m loadgen.bench.network --shaper tc --per-direction --profiles bottleneck-600k
+    flock /tmp/livefuse-bench.lock python -m bench.network --duration 20 --output reports/network.json
+    python -m bench.network --shaper tc --per-direction --profiles bottleneck-600k
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 from gateway.webrtc.interop.dscp import parse_dscp, tos_byte
 from loadgen.impair import PROFILES, Impairment
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 QDISC_PROBES = {
     "netem": ["netem", "delay", "1ms"],
@@ -173,10 +173,10 @@ def freezes(recv_times: list[float], fps: float) -> tuple[int, float]:
 
 def _loadgen_args(args: argparse.Namespace, report: Path, samples: Path) -> list[str]:
     return [
-        sys.executable, "-m", "loadgen.cli", "--concurrent-jobs", str(args.jobs),
+        sys.executable, "-m", "loadgen.cli", "run", "--concurrent-jobs", str(args.jobs),
         "--duration", str(args.duration),
         "--resolution", args.resolution, "--fps", str(args.fps), "--no-live",
-        "--output-report", str(report), "--csv", str(samples), "--picture-quality",
+        "--output", str(report), "--csv", str(samples), "--picture-quality",
         *(["--transport-cc"] if args.client_transport_cc else []),
         *(["--codec", args.codec] if args.codec else []),
     ]  # fmt: skip
@@ -320,7 +320,7 @@ def run_profile(
             gateway_args.append(f"--media-dscp={GATEWAY_DSCP}")
         if rest:
             command += ["--network", rest]
-        command = [sys.executable, "-m", "loadgen.bench.network", "--inside-namespace", str(bitrate_file),
+        command = [sys.executable, "-m", "bench.network", "--inside-namespace", str(bitrate_file),
                    *gateway_args, "--", *command]  # fmt: skip
         tc = " && ".join(shlex.join(c) for c in tc_commands) or "true"
         script = (
@@ -431,7 +431,9 @@ def main() -> int:
         action="store_true",
         help="tc: one bottleneck per direction (htb + u32 on the gateway's DSCP mark)",
     )
-    parser.add_argument("--output", type=Path, default=ROOT / "reports" / "network.json")
+    parser.add_argument(
+        "--output", type=Path, help="write the JSON report here (default: none, printed only)"
+    )
     args = parser.parse_args()
     if args.per_direction and args.shaper != "tc":
         parser.error("--per-direction shapes with the kernel: add --shaper tc")
@@ -448,9 +450,10 @@ def main() -> int:
         for name in names:
             rows.append(run_profile(name, args, Path(tmp), qdiscs))
             print(json.dumps(rows[-1]), flush=True)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"kind": "network", "config": vars(args) | {"output": str(args.output)},
-                                       "profiles": rows}, indent=2))  # fmt: skip
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        config = vars(args) | {"output": str(args.output)}
+        args.output.write_text(json.dumps({"kind": "network", "config": config, "profiles": rows}, indent=2))
     print(table(rows))
     return 0 if all("error" not in r for r in rows) else 1
 
