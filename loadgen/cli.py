@@ -25,7 +25,7 @@ from loadgen.client import JoinError
 from loadgen.embedded import GatewayStartError
 from loadgen.fingerprint import host_fingerprint
 from loadgen.media import MediaUnavailable
-from loadgen.options import HelpFormatter, add_capacity_options, add_measure_options, add_run_options
+from loadgen.options import add_capacity_options, add_measure_options, add_run_options, show_defaults
 from loadgen.report import build_report, write_csv, write_html, write_json
 from loadgen.sweep import Measured, run_cells
 from loadgen.tables import LiveView, result_table
@@ -40,17 +40,23 @@ SUBCOMMAND_HELP = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="loadgen", description=__doc__, formatter_class=HelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="loadgen", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="command", metavar="{run,capacity,merge,quality}")
-    run = sub.add_parser("run", help=SUBCOMMAND_HELP["run"], formatter_class=HelpFormatter)
-    add_run_options(run)
-    add_measure_options(run)
+    run = sub.add_parser(
+        "run", help=SUBCOMMAND_HELP["run"], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    show_defaults(add_run_options(run) + add_measure_options(run))
     run.set_defaults(find_capacity=False, keep_degradation=False, capacity_max_jobs=0)
-    capacity = sub.add_parser("capacity", help=SUBCOMMAND_HELP["capacity"], formatter_class=HelpFormatter)
-    add_capacity_options(capacity)
-    add_measure_options(capacity)
+    capacity = sub.add_parser(
+        "capacity", help=SUBCOMMAND_HELP["capacity"], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    show_defaults(add_capacity_options(capacity) + add_measure_options(capacity))
     capacity.set_defaults(find_capacity=True, concurrent_jobs=1, duration=None, durations=None)
-    merge = sub.add_parser("merge", help=SUBCOMMAND_HELP["merge"], formatter_class=HelpFormatter)
+    merge = sub.add_parser(
+        "merge", help=SUBCOMMAND_HELP["merge"], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     merge.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json")
     merge.add_argument("--output", metavar="FILE.json", type=Path, help="the merged report (required)")
     merge.add_argument("--output-report", dest="output", type=Path, help=argparse.SUPPRESS)

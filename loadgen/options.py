@@ -16,23 +16,26 @@ from loadgen.synth import TEST_CASES
 Actions = list[argparse.Action]
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Every option's default in its help line, unless the line already says it (or there is none)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if (
-            "default" not in text
-            and action.option_strings
-            and action.default not in (None, False, argparse.SUPPRESS)
-        ):
-            default = action.default
-            if isinstance(default, tuple) and len(default) == 2:  # a resolution
-                default = "x".join(map(str, default))
-            elif isinstance(default, list):
-                default = ",".join(map(str, default))
-            text += f" (default {default})"
+def help_with_default(action: argparse.Action) -> str | None:
+    """The action's help with its default appended, unless the help already says it (or there is none)."""
+    text = action.help
+    if text is None or text == argparse.SUPPRESS:
         return text
+    if "default" in text or not action.option_strings or action.default in (None, False, argparse.SUPPRESS):
+        return text
+    default = action.default
+    if isinstance(default, tuple) and len(default) == 2:  # a resolution
+        default = "x".join(map(str, default))
+    elif isinstance(default, list):
+        default = ",".join(map(str, default))
+    return f"{text} (default {default})"
+
+
+def show_defaults(actions: Actions) -> Actions:
+    """Every option's default in its help line (through `Action.help`, argparse's public attribute)."""
+    for action in actions:
+        action.help = help_with_default(action)
+    return actions
 
 
 def parse_test_cases(text: str) -> list[str]:
