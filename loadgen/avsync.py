@@ -24,9 +24,9 @@ from aiortc import MediaStreamTrack, RTCRtpReceiver, RTCRtpSender
 from aiortc.mediastreams import MediaStreamError
 from aiortc.rtp import RtpPacket
 
+from gateway.webrtc.install import install_sender_clock, tap_audio, tap_video_reports
 from gateway.webrtc.sync.clocks import ntp64_of
-from gateway.webrtc.sync.sender_clock import stamp_sender_reports
-from gateway.webrtc.sync.taps import decoded_pts_origin, tap_audio_packets, tap_sender_reports
+from gateway.webrtc.sync.taps import decoded_pts_origin
 
 AUDIO_RATE = 48_000
 SAMPLES_PER_FRAME = 960  # 20 ms: what aiortc's Opus encoder packs per packet
@@ -62,7 +62,7 @@ def stamp_capture_reports(sender: RTCRtpSender, clock: MediaClock, rate: int) ->
             return None
         return ntp64_of(clock.start + media_ts / rate + wall_minus_mono)
 
-    return stamp_sender_reports(sender, capture_of) is not None
+    return install_sender_clock(sender, capture_of) is not None
 
 
 async def wait_due(clock: MediaClock, media_s: float) -> None:
@@ -157,9 +157,8 @@ class AvSyncProbe:
 
     def attach(self, audio: RTCRtpReceiver, video: RTCRtpReceiver) -> bool:
         self._video_receiver = video
-        ok = tap_audio_packets(audio, self._on_audio) is not None
-        ok = tap_sender_reports(audio, self._on_audio_sr) and ok
-        return tap_sender_reports(video, self._on_video_sr) and ok
+        ok = tap_audio(audio, self._on_audio, self._on_audio_sr)
+        return tap_video_reports(video, self._on_video_sr) and ok
 
     def _on_audio_sr(self, ntp_s: float, rtp: int) -> None:
         self._audio_sr = _Report(ntp_s, rtp, AUDIO_RATE)

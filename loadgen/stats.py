@@ -10,7 +10,7 @@ time window (by send time) so warm-up, ramp-up and capacity windows are all the 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -217,10 +217,6 @@ class StatsCollector:
             j.av_offsets.append((event.t, event.offset_ms))
         else:
             j.joined = event
-
-    def record_all(self, events: Iterable[Event]) -> None:
-        for e in events:
-            self.record(e)
 
     @property
     def job_ids(self) -> list[int]:

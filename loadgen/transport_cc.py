@@ -18,9 +18,9 @@ from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParam
 from gateway.webrtc.congestion.transport_cc import (
     TRANSPORT_CC_URI,
     TransportCcFeedback,
-    install,
     offered_transport_cc,
 )
+from gateway.webrtc.install import install_transport_cc_receiver
 from gateway.webrtc.internals import header_extensions_map
 
 _EXTMAP = re.compile(r"^a=extmap:(\d+)(?:/\w+)? (\S+)")
@@ -76,4 +76,4 @@ def receive_with_transport_cc(pc: RTCPeerConnection, answer_sdp: str) -> Transpo
     """After `setRemoteDescription(answer)`: parse the extension on the job's video receiver and record its
     packets for feedback (the caller runs `.run()`); None when the answer did not take transport-cc."""
     receiver = parse_transport_cc(pc, answer_sdp)
-    return install(receiver) if receiver is not None else None
+    return install_transport_cc_receiver(pc) if receiver is not None else None
