@@ -28,7 +28,7 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
-from bench.fuzz import process_cpu_s
+from bench.probes import process_cpu_s
 from gateway.webrtc.install import create_peer_connection
 from gateway.webrtc.interop.ice import IceConfig
 from loadgen.avsync import ClickAudioTrack, MediaClock

@@ -25,15 +25,18 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from bench.interop_cases import Case, RunOutcome, preset, summarize
 from bench.interop_clients import (
     ROOT,
     ClientRun,
+    aiortc_publisher,
+    aiortc_viewer,
     decode_viewer_video,
     face_frames,
     node_client_missing,
@@ -52,85 +55,6 @@ NAMESPACE = (
     "&& ip addr add 10.77.0.2/24 dev lfi1 && ip link set lfi0 up && ip link set lfi1 up"
 )
 INSIDE = "INTEROP_NETWORK_NAMESPACE"  # set by the re-run inside the namespace
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    client: str  # aiortc | ffmpeg | libdatachannel | gstreamer
-    role: str = "publish"  # publish | view
-    audio: bool = False
-    runs: int = 1
-    busy: bool = False  # one core held by a busy loop during these runs
-    seconds: float = 2.0
-    client_log: str = "Warning"  # libdatachannel's log level (Verbose..Fatal): its tail is kept with each run
-    publisher: str = "aiortc"  # a viewer case: who publishes the session it watches
-
-
-@dataclass
-class RunOutcome:
-    connected: bool
-    passed: bool
-    why: str = ""
-    frames_in: int = 0
-    frames_out: int = 0
-    viewer_audio: int = 0
-    viewer_frames: int = 0
-    close_reason: str = ""
-    user_agent: str = ""
-    client: dict[str, Any] = field(default_factory=dict)
-
-
-def preset(name: str, runs: int | None, busy: bool, client_log: str = "Warning") -> list[Case]:
-    """The cases of a preset; `runs` overrides every case's count, `busy` holds a core for all of them."""
-    suite = [
-        Case("aiortc VP8+Opus", "aiortc", audio=True),
-        Case("FFmpeg H.264", "ffmpeg"),
-        Case("FFmpeg H.264+Opus", "ffmpeg", audio=True),
-        Case("libdatachannel H.264", "libdatachannel"),
-        Case(
-            "libdatachannel H.264+Opus (OBS), core busy",
-            "libdatachannel",
-            audio=True,
-            runs=12,
-            busy=True,
-            seconds=1.5,
-        ),
-        Case("libdatachannel WHEP viewer", "libdatachannel", role="view", audio=True, runs=2),
-        Case(
-            "libdatachannel WHEP viewer of an OBS-style H.264 session",
-            "libdatachannel",
-            role="view",
-            audio=True,
-            publisher="libdatachannel",
-        ),
-        Case("GStreamer webrtcbin VP8", "gstreamer", seconds=4.0),
-    ]
-    if name == "full":
-        suite = [replace(c, runs=50 if c.busy else 10) for c in suite]  # the OBS-style case: 50
-    cases = [replace(c, runs=runs) if runs is not None else c for c in suite]
-    return [replace(c, busy=c.busy or busy, client_log=client_log) for c in cases]
-
-
-def summarize(cases: list[Case], outcomes: dict[str, list[RunOutcome]]) -> list[dict[str, Any]]:
-    """Per case: connected/total and passed/total (pure)."""
-    rows = []
-    for case in cases:
-        runs = outcomes.get(case.name, [])
-        rows.append(
-            {
-                "case": case.name,
-                "client": case.client,
-                "role": case.role,
-                "audio": case.audio,
-                "busy": case.busy,
-                "total": len(runs),
-                "connected": sum(r.connected for r in runs),
-                "passed": sum(r.passed for r in runs),
-                "failures": [r.why for r in runs if not r.passed][:5],
-            }
-        )
-    return rows
 
 
 # -- the gateway -------------------------------------------------------------------------------------
@@ -203,90 +127,6 @@ async def new_session(http: aiohttp.ClientSession, url: str, known: set[str], ti
     return None
 
 
-# -- aiortc peers ------------------------------------------------------------------------------------
-
-
-async def aiortc_viewer(url: str, session_id: str, seconds: float) -> tuple[int, int]:
-    """An aiortc WHEP viewer for `seconds`: (video frames, Opus frames) received."""
-    from aiortc import RTCSessionDescription
-
-    from gateway.webrtc.install import create_peer_connection
-    from gateway.webrtc.interop.ice import IceConfig
-
-    pc = create_peer_connection(IceConfig())
-    pc.addTransceiver("video", direction="recvonly")
-    pc.addTransceiver("audio", direction="recvonly")
-    counts = {"video": 0, "audio": 0}
-    tasks: list[asyncio.Task[None]] = []
-
-    async def consume(track: Any) -> None:
-        with contextlib.suppress(Exception):
-            while True:
-                await track.recv()
-                counts[track.kind] += 1
-
-    pc.on("track", lambda track: tasks.append(asyncio.ensure_future(consume(track))))
-    try:
-        await pc.setLocalDescription(await pc.createOffer())
-        async with (
-            aiohttp.ClientSession() as http,
-            http.post(
-                f"{url}/whep/{session_id}",
-                data=pc.localDescription.sdp,
-                headers={"Content-Type": "application/sdp", "Authorization": f"Bearer {TOKEN}"},
-            ) as resp,
-        ):
-            if resp.status != 201:
-                return 0, 0
-            answer = await resp.text()
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
-        await asyncio.sleep(seconds)
-        return counts["video"], counts["audio"]
-    finally:
-        for task in tasks:
-            task.cancel()
-        await pc.close()
-
-
-async def aiortc_publisher(url: str, image: Path, seconds: float, audio: bool) -> ClientRun:
-    from aiortc import RTCSessionDescription
-    from aiortc.mediastreams import AudioStreamTrack
-
-    from gateway.webrtc.install import create_peer_connection
-    from gateway.webrtc.interop.ice import IceConfig
-    from loadgen.track import StampedVideoTrack
-
-    pc = create_peer_connection(IceConfig())
-    track = StampedVideoTrack.from_rgb(face_frames(image, 320, 240, 30), 15.0)
-    pc.addTransceiver(track, direction="sendrecv")
-    if audio:
-        pc.addTransceiver(AudioStreamTrack(), direction="sendonly")
-    connected = asyncio.Event()
-    pc.on("connectionstatechange", lambda: connected.set() if pc.connectionState == "connected" else None)
-    try:
-        await pc.setLocalDescription(await pc.createOffer())
-        async with aiohttp.ClientSession() as http:
-            async with http.post(
-                url + "/whip",
-                data=pc.localDescription.sdp,
-                headers={"Content-Type": "application/sdp", "Authorization": f"Bearer {TOKEN}"},
-            ) as resp:
-                if resp.status != 201:
-                    return ClientRun(False, error=f"POST answered {resp.status}")
-                answer, location = await resp.text(), resp.headers.get("Location")
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(connected.wait(), 15)
-            await asyncio.sleep(seconds)
-            if location:
-                with contextlib.suppress(aiohttp.ClientError):
-                    await http.delete(location, headers={"Authorization": f"Bearer {TOKEN}"})
-        return ClientRun(connected.is_set(), location=location)
-    finally:
-        track.stop()
-        await pc.close()
-
-
 # -- one run of a case -------------------------------------------------------------------------------
 
 
@@ -308,14 +148,14 @@ async def publish_run(case: Case, url: str, image: Path, clip: Path) -> RunOutco
     elif case.client == "gstreamer":
         launch = lambda: run_gstreamer(url + "/whip", TOKEN, PEER_ADDRESS, case.seconds)  # noqa: E731
     else:
-        launch = lambda: aiortc_publisher(url, image, case.seconds + 1.0, case.audio)  # noqa: E731
+        launch = lambda: aiortc_publisher(url, TOKEN, image, case.seconds + 1.0, case.audio)  # noqa: E731
     async with aiohttp.ClientSession() as http:
         known = set(await session_entries(http, url))
         client = asyncio.ensure_future(launch())
         session_id = await new_session(http, url, known, timeout_s=20)
         viewer = (0, 0)
         if session_id is not None and case.audio:
-            viewer = await aiortc_viewer(url, session_id, case.seconds)
+            viewer = await aiortc_viewer(url, TOKEN, session_id, case.seconds)
         run = await client
         entry = (await session_entries(http, url)).get(session_id or "", {})
     frames_in, frames_out = int(entry.get("frames_in", 0)), int(entry.get("frames_out", 0))
@@ -359,7 +199,7 @@ async def view_run(case: Case, url: str, image: Path, workdir: Path, clip: Path)
             }
             publisher = asyncio.ensure_future(run_datachannel(spec, timeout_s=case.seconds + 30))
         else:
-            publisher = asyncio.ensure_future(aiortc_publisher(url, image, case.seconds + 4.0, True))
+            publisher = asyncio.ensure_future(aiortc_publisher(url, TOKEN, image, case.seconds + 4.0, True))
         session_id = await new_session(http, url, known, timeout_s=20)
         if session_id is None:
             await publisher

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import fractions
 import json
 import os
@@ -272,6 +273,93 @@ async def run_gstreamer(url: str, token: str, address: str, seconds: float) -> C
         received_video_frames=int(found.get("frames_received") or 0),
         details={"answer_setup": found.get("answer_setup")},
     )
+
+
+# -- aiortc peers ------------------------------------------------------------------------------------
+# aiohttp and aiortc are imported inside: the FFmpeg child process imports this module and needs neither.
+
+
+async def aiortc_viewer(url: str, token: str, session_id: str, seconds: float) -> tuple[int, int]:
+    """An aiortc WHEP viewer for `seconds`: (video frames, Opus frames) received."""
+    import aiohttp
+    from aiortc import RTCSessionDescription
+
+    from gateway.webrtc.install import create_peer_connection
+    from gateway.webrtc.interop.ice import IceConfig
+
+    pc = create_peer_connection(IceConfig())
+    pc.addTransceiver("video", direction="recvonly")
+    pc.addTransceiver("audio", direction="recvonly")
+    counts = {"video": 0, "audio": 0}
+    tasks: list[asyncio.Task[None]] = []
+
+    async def consume(track: Any) -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                await track.recv()
+                counts[track.kind] += 1
+
+    pc.on("track", lambda track: tasks.append(asyncio.ensure_future(consume(track))))
+    try:
+        await pc.setLocalDescription(await pc.createOffer())
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"{url}/whep/{session_id}",
+                data=pc.localDescription.sdp,
+                headers={"Content-Type": "application/sdp", "Authorization": f"Bearer {token}"},
+            ) as resp,
+        ):
+            if resp.status != 201:
+                return 0, 0
+            answer = await resp.text()
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+        await asyncio.sleep(seconds)
+        return counts["video"], counts["audio"]
+    finally:
+        for task in tasks:
+            task.cancel()
+        await pc.close()
+
+
+async def aiortc_publisher(url: str, token: str, image: Path, seconds: float, audio: bool) -> ClientRun:
+    import aiohttp
+    from aiortc import RTCSessionDescription
+    from aiortc.mediastreams import AudioStreamTrack
+
+    from gateway.webrtc.install import create_peer_connection
+    from gateway.webrtc.interop.ice import IceConfig
+    from loadgen.track import StampedVideoTrack
+
+    pc = create_peer_connection(IceConfig())
+    track = StampedVideoTrack.from_rgb(face_frames(image, 320, 240, 30), 15.0)
+    pc.addTransceiver(track, direction="sendrecv")
+    if audio:
+        pc.addTransceiver(AudioStreamTrack(), direction="sendonly")
+    connected = asyncio.Event()
+    pc.on("connectionstatechange", lambda: connected.set() if pc.connectionState == "connected" else None)
+    try:
+        await pc.setLocalDescription(await pc.createOffer())
+        async with aiohttp.ClientSession() as http:
+            async with http.post(
+                url + "/whip",
+                data=pc.localDescription.sdp,
+                headers={"Content-Type": "application/sdp", "Authorization": f"Bearer {token}"},
+            ) as resp:
+                if resp.status != 201:
+                    return ClientRun(False, error=f"POST answered {resp.status}")
+                answer, location = await resp.text(), resp.headers.get("Location")
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(connected.wait(), 15)
+            await asyncio.sleep(seconds)
+            if location:
+                with contextlib.suppress(aiohttp.ClientError):
+                    await http.delete(location, headers={"Authorization": f"Bearer {token}"})
+        return ClientRun(connected.is_set(), location=location)
+    finally:
+        track.stop()
+        await pc.close()
 
 
 # -- child processes ---------------------------------------------------------------------------------

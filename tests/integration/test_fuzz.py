@@ -12,7 +12,8 @@ import aiohttp
 import cv2
 import numpy as np
 
-from bench.fuzz import Bombs, generate_cases, real_offer, run_fuzz
+from bench.fuzz import real_offer, run_fuzz
+from bench.fuzz_cases import Bombs, generate_cases
 from gateway.auth import AuthConfig
 from gateway.http.keys import STATE
 from gateway.http.rate_limit import RateLimitConfig

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from bench.interop import preset
+from bench.interop_cases import preset
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = preset("suite", None, busy=False)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from bench.drift import DriftTargets, FrameBook, Window, slope_per_min, verdict
+from bench.drift_windows import DriftTargets, FrameBook, Window, slope_per_min, verdict
 from loadgen.stats import FrameReceived, FrameSent
 
 WINDOW_S = 300.0

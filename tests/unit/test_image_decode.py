@@ -9,7 +9,7 @@ import os
 import cv2
 import numpy as np
 
-from bench.fuzz import png_bomb
+from bench.fuzz_cases import png_bomb
 from gateway.image_decode import decode_for_source, decode_pool
 
 

@@ -1,11 +1,11 @@
-"""bench.fuzz.LiveProbe: the live session's windows, one or several pooled (the quiet before and after an
+"""bench.probes.LiveProbe: the live session's windows, one or several pooled (the quiet before and after an
 attack compared with the attack, so that a drift over the run cancels out)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.fuzz import LiveProbe
+from bench.probes import LiveProbe
 from loadgen.stats import FrameReceived, FrameSent, JobJoined
 
 
