@@ -6,8 +6,11 @@
 A live show runs for hours: what must not happen is that the same load costs more the older the sessions are.
 Per window: end-to-end latency p50/p95 (every frame's stamp, as `loadgen`), frames sent/lost, the gateway's
 stale and deadline drops, CPU per frame of the gateway (its processes) and of this load generator apart, RSS,
-threads and the machine's load average. The verdict (`bench.drift_windows.verdict`, pure) compares the first
-10 minutes after warm-up with the last 10 and fits the RSS slope of the last 30 minutes.
+threads, the machine's load average, the gateway's sent bitrate and the machine's speed: a fixed piece of
+work timed every 10 s in a child process (bench.machine_probe), because on a shared box the same frame can
+cost more late in a run for reasons outside this machine's load average. The verdict
+(`bench.drift_windows.verdict`, pure) compares the first 10 minutes after warm-up with the last 10 (CPU per
+frame against the probe's own change) and fits the RSS slope of the last 30 minutes.
 
 Its own bookkeeping is bounded whatever the duration: latencies go into fixed-size histograms per window
 (`loadgen.streaming`), a frame not back within `lost_after_s` is counted lost and forgotten, process samples
@@ -84,12 +87,50 @@ async def _gateway_counters(http: aiohttp.ClientSession, url: str) -> dict[str, 
     frames = stats.get("frames") or {}
     dropped = frames.get("dropped") or {}
     p95 = ((stats.get("latency") or {}).get("server_ms") or {}).get("p95")
+    sessions = (stats.get("sessions") or {}).get("list") or []
     return {
+        "send_kbps": float(sum(x.get("send_kbps") or 0 for x in sessions)),
         "received": float(frames.get("received") or 0),
         "stale": float(dropped.get("stale") or 0),
         "deadline": float(dropped.get("deadline") or 0),
         "server_p95": float(p95 or 0.0),
     }
+
+
+class MachineProbe:
+    """bench.machine_probe in a child process (at this process's priority): its CPU ms per probe go into
+    the window open when they arrive, so CPU per frame can be read against the machine's own speed."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.window: Window | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bench.machine_probe", "--interval", str(self.interval_s),
+            stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        async for line in self._proc.stdout:
+            parts = line.split()
+            if len(parts) == 2 and self.window is not None:
+                with contextlib.suppress(ValueError):
+                    self.window.probe_ms.append(float(parts[1]))
+
+    async def stop(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.terminate()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._proc.wait(), 5)
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -101,6 +142,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     assert gateway.proc is not None
     gw_proc = ProcessCpu(gateway.proc.pid)
     book = FrameBook(args.lost_after_s)
+    probe = MachineProbe(args.probe_s)
     jobs: list[WhipJob] = []
     windows: list[Window] = []
     window_s = args.window_minutes * 60.0
@@ -116,6 +158,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 job = WhipJob(i, config, loop, args.fps, book.record, http)
                 await job.start()
                 jobs.append(job)
+            if args.probe_s > 0:
+                await probe.start()
             await asyncio.sleep(args.warmup_minutes * 60.0)
             t0 = time.monotonic()
             n_windows = max(1, math.ceil(args.minutes / args.window_minutes))
@@ -125,7 +169,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for index in range(n_windows):
                 window = Window(index, index * window_s, (index + 1) * window_s)
                 windows.append(window)
-                book.window = window
+                book.window = probe.window = window
                 end = t0 + window.end_s
                 while (now := time.monotonic()) < end:
                     await asyncio.sleep(min(args.sample_s, end - now))
@@ -137,6 +181,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         window.stale += int(counters["stale"] - prev_gw["stale"])
                         window.deadline += int(counters["deadline"] - prev_gw["deadline"])
                         window.server_p95_ms.append(counters["server_p95"])
+                        window.send_kbps.append(counters["send_kbps"])
                     prev_gw = counters if counters is not None else prev_gw
                     gw = gw_proc.read()
                     if gw is not None and prev_gw_cpu is not None:
@@ -156,10 +201,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     print(json.dumps(window.to_dict()), file=sys.stderr, flush=True)
                 if args.output:  # a partial report after every window: a long run can be read while it runs
                     _write(args, windows, gw_rss, lg_rss, final=False)
-            book.window = None
+            book.window = probe.window = None
             await asyncio.sleep(args.lost_after_s + 0.5)
             book.expire(time.monotonic() + args.lost_after_s + 1.0)
     finally:
+        await probe.stop()
         await asyncio.gather(*(j.stop() for j in jobs), return_exceptions=True)
         code = await gateway.stop()
     report = _write(args, windows, gw_rss, lg_rss, final=True)
@@ -200,6 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resolution", default="320x240")
     parser.add_argument("--fps", type=float, default=15.0)
     parser.add_argument("--sample-s", type=float, default=10.0, help="process and /api/stats sampling")
+    parser.add_argument(
+        "--probe-s",
+        type=float,
+        default=10.0,
+        help="machine speed probe interval (bench.machine_probe; 0: off)",
+    )
     parser.add_argument("--lost-after-s", type=float, default=5.0, help="a frame not back by then is lost")
     parser.add_argument("--gateway-arg", action="append", help="extra gateway flag (repeatable)")
     parser.add_argument("--output", help="JSON report (rewritten after every window)")

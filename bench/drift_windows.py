@@ -55,6 +55,8 @@ class Window:
     gateway_threads: list[int] = field(default_factory=list)
     loadgen_threads: list[int] = field(default_factory=list)
     load_1m: list[float] = field(default_factory=list)
+    probe_ms: list[float] = field(default_factory=list)  # the machine's speed (bench.machine_probe)
+    send_kbps: list[float] = field(default_factory=list)  # the gateway's sessions' send rates, summed
 
     def gateway_cpu_ms_per_frame(self) -> float | None:
         return 1000.0 * self.gateway_cpu_s / self.gateway_frames if self.gateway_frames else None
@@ -107,6 +109,8 @@ class Window:
                 "mean": rnd(float(np.mean(self.load_1m)) if self.load_1m else None),
                 "max": rnd(max(self.load_1m) if self.load_1m else None),
             },
+            "machine_probe_ms_median": med(self.probe_ms),
+            "gateway_send_kbps_median": med(self.send_kbps),
         }
 
 
@@ -119,8 +123,10 @@ def _span(windows: Sequence[Window]) -> dict[str, float | None]:
     gw_frames = sum(w.gateway_frames for w in windows)
     lg_cpu = sum(w.loadgen_cpu_s for w in windows)
     sent = sum(w.sent for w in windows)
+    probes = [v for w in windows for v in w.probe_ms]
     return {
         "p95_ms": hist.percentile(95),
+        "machine_probe_ms": float(np.median(probes)) if probes else None,
         "gateway_cpu_ms_per_frame": 1000.0 * gw_cpu / gw_frames if gw_frames else None,
         "loadgen_cpu_ms_per_frame": 1000.0 * lg_cpu / sent if sent else None,
     }
@@ -180,13 +186,15 @@ def verdict(
         targets.p95_ratio_max,
         {"first_ms": first["p95_ms"], "last_ms": last["p95_ms"]},
     )
+    machine = _ratio(last["machine_probe_ms"], first["machine_probe_ms"])
     for who in ("gateway", "loadgen"):
         key = f"{who}_cpu_ms_per_frame"
+        raw = _ratio(last[key], first[key])
         check(
-            f"{who} CPU per frame last/first",
-            _ratio(last[key], first[key]),
+            f"{who} CPU per frame last/first" + (", on the machine's speed" if machine else ""),
+            raw / machine if raw is not None and machine else raw,
             targets.cpu_ratio_max,
-            {"first_ms": first[key], "last_ms": last[key]},
+            {"first_ms": first[key], "last_ms": last[key], "raw_ratio": raw, "machine_ratio": machine},
         )
     frames_in = sum(w.gateway_frames for w in windows)
     stale = sum(w.stale for w in windows)
@@ -274,7 +282,8 @@ class FrameBook:
 def format_report(report: dict[str, Any]) -> str:
     """The per-window table and the verdict, as `make soak` prints them."""
     lines = [
-        "win  minutes      p50   p95 ms  sent   lost  stale  gw ms/f  lg ms/f  gw RSS  lg RSS  gw thr  load",
+        "win  minutes      p50   p95 ms  sent   lost  stale  gw ms/f  lg ms/f  gw RSS  lg RSS  gw thr  load"
+        "  probe  kbps",
     ]
     for w in report["windows"]:
         lat, fr, gw, lg = w["latency_ms"], w["frames"], w["gateway"], w["loadgen"]
@@ -283,6 +292,7 @@ def format_report(report: dict[str, Any]) -> str:
             f"  {fr['sent']:>6} {fr['lost']:>6} {gw['stale_drops']:>6}  {_f(gw['cpu_ms_per_frame'])}"
             f"  {_f(lg['cpu_ms_per_frame'])}  {_f(gw['rss_mb_end'])}  {_f(lg['rss_mb_end'])}"
             f"  {_f(gw['threads_median'])}  {_f(w['load_1m']['mean'])}"
+            f" {_f(w.get('machine_probe_ms_median'))} {_f(w.get('gateway_send_kbps_median'))}"
         )
     v = report["verdict"]
     for c in v["checks"]:

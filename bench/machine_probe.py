@@ -10,8 +10,8 @@ window, so does every frame, whoever the frame belongs to.
     python -m bench.machine_probe --interval 10 [--count N]     # one line per probe: "<monotonic s> <cpu ms>"
 
 The work is what a frame's CPU time is made of, single-threaded: colour conversion, resizing and
-blurring of a 640x360 picture, float maths over it, a small matrix product and a little pure Python. About 4 ms of CPU a probe,
-three times (0.1 % of a core at one probe per 10 s).
+blurring of a 640x360 picture, float maths over it, a small matrix product and a little pure Python.
+About 4 ms of CPU a probe, three times (0.1 % of a core at one probe per 10 s).
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ def inputs(seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--interval", type=float, default=10.0, metavar="SECONDS", help="between probes (default 10)")
+    p.add_argument(
+        "--interval", type=float, default=10.0, metavar="SECONDS", help="between probes (default 10)"
+    )
     p.add_argument("--count", type=int, default=0, metavar="N", help="stop after N probes (default 0: never)")
     args = p.parse_args(argv)
     if args.interval <= 0 or args.count < 0:

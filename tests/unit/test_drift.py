@@ -117,3 +117,23 @@ def test_frame_book_stays_bounded_over_hours_and_counts_every_frame() -> None:
     assert all(w.received + w.lost == w.sent for w in windows)
     assert sum(w.lost for w in windows) == 3 * len(range(0, 3 * 3600 * fps, 100))
     assert windows[0].latency_ms.percentile(50) == pytest.approx(30.0, rel=0.01)
+
+
+def _with_probe(windows: list[Window], probe_ms: Sequence[float]) -> list[Window]:
+    for w, ms in zip(windows, probe_ms, strict=True):
+        w.probe_ms = [ms] * 30
+    return windows
+
+
+def test_cpu_per_frame_is_read_against_the_machines_speed() -> None:
+    gw_cpu = [10.0] * 10 + [12.5, 12.5]  # every frame costs 25 % more in the last 10 minutes
+    slower = _with_probe(_windows([30.0] * 12, gw_cpu=gw_cpu), [4.0] * 10 + [5.0, 5.0])
+    result = verdict(slower, _flat_rss(60), _flat_rss(60), DriftTargets())
+    check = _check(result, "gateway CPU per frame last/first, on the machine's speed")
+    assert check["ok"] is True and check["value"] == pytest.approx(1.0)  # ...and so did the probe
+    assert check["raw_ratio"] == pytest.approx(1.25) and check["machine_ratio"] == pytest.approx(1.25)
+    steady = _with_probe(_windows([30.0] * 12, gw_cpu=gw_cpu), [4.0] * 12)
+    result = verdict(steady, _flat_rss(60), _flat_rss(60), DriftTargets())
+    check = _check(result, "gateway CPU per frame last/first, on the machine's speed")
+    assert check["ok"] is False and check["value"] == pytest.approx(1.25)  # the machine did not slow: drift
+    assert result["drift"] is True
