@@ -1,0 +1,146 @@
+"""FaceMesh's left/right symmetry and a turned source's far half read from its near half
+(engines.processors.face_mirror, and mesh_warp's use of it) on real meshes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import cv2
+import numpy as np
+import pytest
+
+from engines.frames import SourceFace
+from engines.pipeline import Pipeline
+from engines.processors.face_mirror import (
+    MIRROR,
+    MIRROR_YAW,
+    far_side,
+    frontal_layout,
+    mirror_index,
+    mirrored_reads,
+    sides,
+    yaw_degrees,
+)
+from engines.processors.face_shape import FOLDS, LIDS
+from engines.processors.masks import EYE_LEFT, EYE_RIGHT, INNER_LIPS, OUTER_LIPS
+from engines.processors.mesh_warp import FACE_OVAL, MeshSource, MeshWarpSwapper, triangulate
+from engines.processors.source_validity import BROW_LEFT, BROW_RIGHT, CHEEKS
+
+
+@pytest.fixture(scope="module")
+def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
+    return pipeline.prepare_source(astronaut, "astronaut")
+
+
+@pytest.fixture(scope="module")
+def points(source: SourceFace) -> np.ndarray:
+    """The astronaut's 3-D mesh (468, 3): pixels and depth (a frontal face)."""
+    lm = source.data["face"].landmarks
+    assert lm is not None and source.data["depth"] is not None
+    return np.column_stack([lm, source.data["depth"]]).astype(np.float64)
+
+
+def _turned(points: np.ndarray, yaw_deg: float) -> np.ndarray:
+    """The mesh turned about its own vertical axis through its centre (image axes: x right, y down)."""
+    a = np.deg2rad(yaw_deg)
+    rot = np.array([[np.cos(a), 0.0, np.sin(a)], [0.0, 1.0, 0.0], [-np.sin(a), 0.0, np.cos(a)]])
+    c = points.mean(0)
+    return np.asarray((points - c) @ rot.T + c)
+
+
+def test_mirror_is_an_involution_that_swaps_the_named_sides() -> None:
+    m = mirror_index()
+    assert len(MIRROR) == 468 and sorted(MIRROR) == list(range(468))
+    assert np.array_equal(m[m], np.arange(468))
+    assert int((m == np.arange(468)).sum()) == 28  # the midline
+    for a, b in ((33, 263), (133, 362), (159, 386), (145, 374), (61, 291), (234, 454), (70, 300), (98, 327)):
+        assert m[a] == b and m[b] == a
+    for i in (1, 2, 4, 10, 13, 14, 152, 168, 0, 17):
+        assert m[i] == i
+    for right, left in ((EYE_RIGHT, EYE_LEFT), (BROW_RIGHT, BROW_LEFT), (CHEEKS[0], CHEEKS[1])):
+        assert sorted(m[list(right)]) == sorted(left)
+    for i, j in zip(LIDS[0] + FOLDS[0], LIDS[1] + FOLDS[1], strict=True):
+        assert m[i] == j
+    for ring in (FACE_OVAL, OUTER_LIPS, INNER_LIPS):
+        assert sorted(m[list(ring)]) == sorted(ring)
+
+
+def test_mirror_reflects_a_real_frontal_mesh(points: np.ndarray) -> None:
+    """Each point, reflected across the face's midline, lands on its mirror point."""
+    layout = frontal_layout(points)
+    mid = float(np.median(layout[mirror_index() == np.arange(468), 0]))
+    reflected = np.column_stack([2 * mid - layout[:, 0], layout[:, 1]])
+    err = np.linalg.norm(reflected - layout[mirror_index()], axis=1) / np.ptp(layout[:, 1])
+    assert err.max() < 0.04 and float(np.median(err)) < 0.01
+    # a wrong table (each side's order shuffled once) does not
+    wrong = mirror_index().copy()
+    wrong[[33, 133]] = wrong[[133, 33]]
+    assert (
+        np.linalg.norm(reflected[[33, 133]] - layout[wrong[[33, 133]]], axis=1) / np.ptp(layout[:, 1])
+    ).min() > 0.1
+
+
+def test_the_frontal_layout_ignores_the_pose(points: np.ndarray) -> None:
+    base = frontal_layout(points)
+    for yaw in (-40.0, 25.0):
+        assert np.abs(frontal_layout(_turned(points, yaw)) - base).max() < 1e-6 * np.ptp(base)
+    assert yaw_degrees(points) < 5.0
+    assert yaw_degrees(_turned(points, 35.0)) == pytest.approx(35.0 + yaw_degrees(points), abs=5.0)
+
+
+def test_a_frontal_source_reads_its_own_triangles(source: SourceFace, points: np.ndarray) -> None:
+    mesh = source.data["mesh_warp"]
+    assert isinstance(mesh, MeshSource) and mesh.shape is not None
+    assert far_side(points) == 0 and mesh.reads is None and mesh.layout is None
+    assert far_side(_turned(points, 0.6 * MIRROR_YAW)) == 0
+
+
+@pytest.mark.parametrize("yaw", [40.0, -40.0])
+def test_a_turned_source_reads_its_far_half_from_its_near_half(points: np.ndarray, yaw: float) -> None:
+    turned = _turned(points, yaw)
+    far = far_side(turned)
+    assert far in (-1, 1)
+    side = sides(turned)
+    # the far half is the one the turn narrowed in the image
+    width = {s: float(np.ptp(turned[side == s, 0])) for s in (-1, 1)}
+    assert width[far] < 0.8 * width[-far]
+    tris = triangulate(frontal_layout(turned).astype(np.float32)).astype(np.int64)
+    reads = mirrored_reads(tris, side, far)
+    changed = (reads != tris).any(1)
+    assert changed.sum() > 0.3 * len(tris)
+    assert np.array_equal(reads[changed], mirror_index()[tris[changed]])
+    on = side[tris[changed]]
+    assert ((on == far) | (on == 0)).all()  # that half only
+    assert np.array_equal(mirrored_reads(tris, side, 0), tris)
+
+
+def test_a_turned_sources_far_half_reaches_the_target(
+    pipeline: Pipeline, group_photo: np.ndarray, astronaut: np.ndarray, source: SourceFace
+) -> None:
+    """The group photo's second face from the left is turned about 30 degrees: without its far half read
+    from its near half, the validity map keeps most of the target's face on that side the target's."""
+    faces = sorted(pipeline.detect([group_photo])[0], key=lambda f: f.box[0])
+    x1, y1, x2, y2 = faces[1].box.astype(int)
+    p = (x2 - x1) // 2
+    crop = np.ascontiguousarray(group_photo[max(y1 - p, 0) : y2 + p, max(x1 - p, 0) : x2 + p])
+    turned = pipeline.prepare_source(crop, "turned").data["mesh_warp"]
+    assert isinstance(turned, MeshSource) and turned.reads is not None and turned.layout is not None
+    changed = (turned.reads != turned.triangles).any(1)
+    assert changed.any()
+    target = source.data["face"].landmarks
+    assert target is not None
+    far = np.unique(turned.triangles[changed])
+    far_mask = np.zeros(astronaut.shape[:2], np.uint8)
+    cv2.fillConvexPoly(far_mask, cv2.convexHull(target[far].astype(np.float32)).astype(np.int32), 1)
+    swapper = MeshWarpSwapper()
+
+    def reached(mesh: MeshSource) -> float:
+        patch = swapper.face_patch(astronaut, target, mesh)
+        assert patch is not None
+        x0, y0 = -int(patch.matrix[0, 2]), -int(patch.matrix[1, 2])
+        h, w = patch.mask.shape
+        inside = far_mask[y0 : y0 + h, x0 : x0 + w] > 0
+        return float((patch.mask[inside] > 0.5).mean())
+
+    with_mirror, without = reached(turned), reached(replace(turned, reads=None))
+    assert with_mirror > 0.6 and with_mirror > without + 0.2, (with_mirror, without)
