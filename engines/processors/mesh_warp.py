@@ -12,7 +12,9 @@ their fourth channel. With a session's `shape` above 0 the target's pixels first
 shape (`face_shape`: a per-frame mesh offset and one remap of the grown face window) and the swap runs on the
 moved pixels and the new mesh; the patch then covers the grown window. Turned heads: triangles whose
 signed area flips against the source's are back-facing (the 2-D mesh folds over the far side) and are
-culled, so no stretched cheek or background is pasted over the visible half.
+culled, so no stretched cheek or background is pasted over the visible half. A source turned past
+`face_mirror.MIRROR_YAW` is triangulated face on (from its 3-D mesh) and its far half reads its texture
+from its near half, mirrored (`face_mirror`): its own far cheek is edge-on, a few smeared columns.
 """
 
 from __future__ import annotations
