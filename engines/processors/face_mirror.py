@@ -130,3 +130,21 @@ def mirrored_reads(triangles: np.ndarray, side: np.ndarray, far: int) -> np.ndar
     half = (side[tris] * far >= 0).all(1) & (side[tris] != 0).any(1)
     reads[half] = mirror_index()[tris[half]]
     return reads
+
+
+def symmetrised(points: np.ndarray, far: int) -> np.ndarray:
+    """The 3-D mesh (468, 3) with its `far` half replaced by its near half reflected across the face's
+    symmetry plane (the midline points' centre, normal to the across axis; the midline moved onto it): the
+    shape a turned source's far half is read with, like its texture. `far` 0: the mesh as it is."""
+    pts = np.asarray(points, dtype=np.float64)
+    if far == 0:
+        return pts.copy()
+    side = sides(pts)
+    across, _ = frontal_axes(pts)
+    centre = pts[side == 0].mean(0)
+    near = pts[mirror_index()[side == far]]
+    out = pts.copy()
+    out[side == far] = near - 2.0 * ((near - centre) @ across)[:, None] * across[None, :]
+    mid = pts[side == 0]
+    out[side == 0] = mid - ((mid - centre) @ across)[:, None] * across[None, :]  # onto the plane
+    return out

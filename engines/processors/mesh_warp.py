@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
-from engines.processors.face_mirror import far_side, frontal_layout, mirrored_reads, sides
+from engines.processors.face_mirror import far_side, frontal_layout, mirrored_reads, sides, symmetrised
 from engines.processors.face_shape import SourceShape, pixel_maps, plan_warp, shape_offset
 from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask, skin_mask
@@ -83,6 +83,7 @@ FACE_OVAL = (
     109,
 )
 OVAL_PULL = 0.06  # fraction of the distance to the mesh centre
+SYMMETRIC_SHAPE = True  # a turned source's far half takes its near half's 3-D shape, mirrored, as its texture
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,7 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     # is pulled in there too, so the same thin rim triangles turn over and are left out as on a frontal one
     layout = frontal_layout(points) if far else None
     triangles = triangulate(pts if layout is None else layout.astype(np.float32))
+    shaped = symmetrised(points, far) if SYMMETRIC_SHAPE else points
     if layout is not None:
         centre = layout.mean(0)
         layout[ring] = centre + (layout[ring] - centre) * (1.0 - OVAL_PULL)
@@ -177,7 +179,7 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
         triangles=triangles,
         mask_points=face_mask_points(pts),
         validity=validity_map(image, pts, depth, triangles),
-        shape=make_source_shape(pts, depth, triangles),
+        shape=make_source_shape(shaped[:, :2], shaped[:, 2], triangles),
         reads=mirrored_reads(triangles, sides(points), far) if far else None,
         layout=layout,
     )

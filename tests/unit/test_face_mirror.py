@@ -19,6 +19,7 @@ from engines.processors.face_mirror import (
     mirror_index,
     mirrored_reads,
     sides,
+    symmetrised,
     yaw_degrees,
 )
 from engines.processors.face_shape import FOLDS, LIDS
@@ -144,3 +145,23 @@ def test_a_turned_sources_far_half_reaches_the_target(
 
     with_mirror, without = reached(turned), reached(replace(turned, reads=None))
     assert with_mirror > 0.6 and with_mirror > without + 0.2, (with_mirror, without)
+
+
+def test_a_turned_sources_far_half_takes_its_near_halfs_shape(points: np.ndarray) -> None:
+    turned = _turned(points, 40.0)
+    far = far_side(turned)
+    out = symmetrised(turned, far)
+    side = sides(turned)
+    assert np.array_equal(out[side == -far], turned[side == -far])  # the near half stays
+    size = float(np.ptp(turned[:, 1]))
+    assert (
+        np.linalg.norm(out[side == 0] - turned[side == 0], axis=1).max() < 0.01 * size
+    )  # the midline, nearly
+    # the result is its own mirror image: each point's reflection lands on its mirror point
+    layout = frontal_layout(out)
+    mid = float(layout[side == 0, 0].mean())
+    reflected = np.column_stack([2 * mid - layout[:, 0], layout[:, 1]])
+    assert np.abs(reflected - layout[mirror_index()]).max() < 1e-6 * np.ptp(layout)
+    # a near-symmetric face barely changes; frontal sources are not symmetrised at all
+    assert np.linalg.norm(out - turned, axis=1).max() < 0.06 * size
+    assert np.array_equal(symmetrised(points, 0), points)
