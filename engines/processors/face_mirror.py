@@ -12,11 +12,13 @@ the named contours (eyes, lids, brows, lips, silhouette) as fixed pairs; the res
 indices alike, which fixed the last six ambiguous pairs at the crowded mouth corners. 28 points lie on
 the midline (their own mirror).
 
-The decision is per source, once, and per half: when the source is turned past `MIRROR_YAW` (from its own
-3-D mesh; at that yaw its far cheek starts to fall edge-on), every triangle of the far half reads the near
-half. Whole halves, not single triangles:
-a mirrored triangle's texture is continuous with its neighbour's only across the midline (where both read
-the same points), so a patchwork would show seams across the cheek.
+The decision is per source, once, and per half: when the source is turned past `MIRROR_YAW` (read from
+its own 3-D mesh, whose depth is flatter than a head's: a three-quarter view reads about 30 degrees), every
+triangle of the far half reads the near half, and the far half's 3-D shape is the near half's, reflected
+(`symmetrised`), so shape and skin agree. Whole halves, not single triangles: a mirrored triangle's texture
+is continuous with its neighbour's only across the midline (where both read the same points), so a
+patchwork would show seams across the cheek. A frontal source is read as it is (its own asymmetry is part
+of who it is).
 """
 
 from __future__ import annotations
