@@ -15,10 +15,10 @@ the midline (their own mirror).
 The decision is per source, once, and per half: when the source is turned past `MIRROR_YAW` (read from
 its own 3-D mesh, whose depth is flatter than a head's: a three-quarter view reads about 30 degrees), every
 triangle of the far half reads the near half, and the far half's 3-D shape is the near half's, reflected
-(`symmetrised`), so shape and skin agree. Whole halves, not single triangles: a mirrored triangle's texture
-is continuous with its neighbour's only across the midline (where both read the same points), so a
-patchwork would show seams across the cheek. A frontal source is read as it is (its own asymmetry is part
-of who it is).
+(`symmetrised`), so shape and skin agree. Whole halves, not single triangles, and per point (each far point
+reads at its mirror point): one read position per point keeps the texture continuous across every edge,
+where a patchwork of mirrored triangles would show seams across the cheek. A frontal source is read as it
+is (its own asymmetry is part of who it is).
 """
 
 from __future__ import annotations
@@ -123,15 +123,15 @@ def far_side(points: np.ndarray) -> int:
 
 
 def mirrored_reads(triangles: np.ndarray, side: np.ndarray, far: int) -> np.ndarray:
-    """(T, 3) the points each triangle reads its texture at: on the `far` half (all corners on it or on the
-    midline, `side` per point as `sides` gives) its mirror image's, elsewhere its own."""
+    """(T, 3) the points each triangle reads its texture at: each corner on the `far` half (`side` per
+    point as `sides` gives) reads at its mirror image, every other corner at itself. Per corner, not per
+    triangle: each point has one read position, so the texture stays continuous across every edge, and a
+    triangle astride the midline (the ridge of a turned nose, whose far flank is hidden) reads the near
+    flank instead of the background past it."""
     tris = np.asarray(triangles, dtype=np.int64)
-    reads = tris.copy()
     if far == 0:
-        return reads
-    half = (side[tris] * far >= 0).all(1) & (side[tris] != 0).any(1)
-    reads[half] = mirror_index()[tris[half]]
-    return reads
+        return tris.copy()
+    return np.asarray(np.where(side[tris] == far, mirror_index()[tris], tris))
 
 
 def symmetrised(points: np.ndarray, far: int) -> np.ndarray:

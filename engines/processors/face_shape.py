@@ -6,10 +6,11 @@ Here the source's 3-D FaceMesh (its depth read once, at upload) is fitted onto t
 by a scaled-orthographic similarity (a 3-D rotation, one scale, a shift: the pose goes, the shape stays); the
 difference is smoothed over the mesh's neighbour graph (single-point noise is not a shape), capped at
 `CAP_FRAC` of the face size (a bad fit cannot drag a jaw across the frame), and the target's expression is
-put back: the mouth's opening on the lower lip and chin, and in the eyes the target's lid profile with the
-lids' folds (the eyes take the source's corners: placement and width; the lids follow them), before and
-after the smoothing. The target side uses only the tracked, smoothed 2-D
-landmarks, so the new geometry is as steady as the tracked mesh.
+put back: the mouth's opening on the lower lip and chin, and each eye whole (it moves to the source's eye
+centre, the source's eye placement, but keeps the target's outline, width and opening: the eye shown is the
+target's own, kept, and stretched to the source's width it blinked less clearly on the talking clip, 0.78
+against 0.81 openness correlation, with no gain in the identity margin). The target side uses only the
+tracked, smoothed 2-D landmarks, so the new geometry is as steady as the tracked mesh.
 
 The new mesh is target + alpha * offset (alpha: the session's `shape`, 0..1). The target's own pixels around
 the face move to the new outline by a thin-plate spline through ~44 mesh points and the border of the face
@@ -46,17 +47,6 @@ ATTEMPTS = 4  # ...at most this many times, then the frame is not warped
 
 EYE_CORNERS = ((33, 133), (362, 263))
 EYE_RINGS = (EYE_RIGHT, EYE_LEFT)
-# The lids around each eye's opening, first and second fold (upper, then lower): they close with the
-# opening, so they take the target's lid profile too (the second fold halfway).
-LIDS = (
-    (247, 30, 29, 27, 28, 56, 190, 130, 25, 110, 24, 23, 22, 26, 112, 243),
-    (467, 260, 259, 257, 258, 286, 414, 359, 255, 339, 254, 253, 252, 256, 341, 463),
-)
-FOLDS = (
-    (113, 225, 224, 223, 222, 221, 189, 226, 31, 228, 229, 230, 231, 232, 233, 244),
-    (342, 445, 444, 443, 442, 441, 413, 446, 261, 448, 449, 450, 451, 452, 453, 464),
-)
-FOLD_WEIGHT = 0.5
 EYE_A, EYE_B = (33, 133), (362, 263)
 BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
 MOUTH_PAIRS = ((13, 14), (82, 87), (312, 317))  # inner upper / lower lip
@@ -219,7 +209,8 @@ def mouth_gap(points: np.ndarray, down: np.ndarray) -> float:
 def restore_expression(offset: np.ndarray, target: np.ndarray) -> np.ndarray:
     """The offset with the target's expression put back: the lower lip and the chin shifted so the mouth
     opens as the target's does (the lower face weighted from the upper inner lip down to the lower one), and
-    each eye's ring following its two corners (the source's placement and width, the target's lid profile)."""
+    each eye's ring moved as one by its corners' mean offset (the source's placement; the target's outline,
+    width and opening)."""
     t = target.astype(np.float64)
     out = np.array(offset, dtype=np.float64)
     _, down = _axes(t)
@@ -230,19 +221,15 @@ def restore_expression(offset: np.ndarray, target: np.ndarray) -> np.ndarray:
     w[list(UPPER_LIP)] = 0.0
     w[list(LOWER_LIP)] = 1.0
     out -= w[:, None] * (gap * down)[None, :]
-    for ring, lids, folds, (ca, cb) in zip(EYE_RINGS, LIDS, FOLDS, EYE_CORNERS, strict=True):
-        axis = t[cb] - t[ca]
-        for idx, weight in ((list(ring) + list(lids), 1.0), (list(folds), FOLD_WEIGHT)):
-            s = np.clip((t[idx] - t[ca]) @ axis / max(float(axis @ axis), 1e-9), 0.0, 1.0)[:, None]
-            out[idx] += weight * ((1.0 - s) * out[ca] + s * out[cb] - out[idx])
+    for ring, (ca, cb) in zip(EYE_RINGS, EYE_CORNERS, strict=True):
+        out[list(ring)] = (out[ca] + out[cb]) / 2.0
     return out
 
 
 def shape_offset(shape: SourceShape, target: np.ndarray) -> np.ndarray:
     """Where each of the target's mesh points moves for the source's shape at full strength (468, 2)."""
     t = target.astype(np.float64)
-    # the expression goes before the smoothing too, or a blink's counter-offset spreads around the eye
-    offset = smooth(restore_expression(fitted(shape, t) - t, t), shape)
+    offset = smooth(fitted(shape, t) - t, shape)
     return restore_expression(cap(offset, CAP_FRAC * face_size(t)), t)
 
 
