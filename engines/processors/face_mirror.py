@@ -54,6 +54,7 @@ MIRROR = (
 )
 # fmt: on
 MIRROR_YAW = 25.0  # degrees: a source turned further reads its far half from its near half
+MIDLINE_PULL = 0.4  # there, the midline is read this far toward its near-half neighbours (see midline_pulled)
 
 
 def mirror_index() -> np.ndarray:
@@ -149,4 +150,26 @@ def symmetrised(points: np.ndarray, far: int) -> np.ndarray:
     out[side == far] = near - 2.0 * ((near - centre) @ across)[:, None] * across[None, :]
     mid = pts[side == 0]
     out[side == 0] = mid - ((mid - centre) @ across)[:, None] * across[None, :]  # onto the plane
+    return out
+
+
+def midline_pulled(read: np.ndarray, triangles: np.ndarray, side: np.ndarray, far: int) -> np.ndarray:
+    """Read positions (468, 2) with each midline point moved MIDLINE_PULL of the way toward the mean of its
+    mesh neighbours on the near half. On a turned face the midline is the silhouette (the nose's ridge
+    against the background, as the outline ring is on a frontal one): read at the ridge itself, both
+    halves' nose strips would show the wall behind it."""
+    out = np.array(read, dtype=np.float64)
+    if far == 0:
+        return out
+    tris = np.asarray(triangles, dtype=np.int64)
+    edges = np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]])
+    edges = np.concatenate([edges, edges[:, ::-1]])
+    edges = edges[(side[edges[:, 0]] == 0) & (side[edges[:, 1]] == -far)]
+    edges = np.unique(edges, axis=0)
+    n = len(out)
+    count = np.bincount(edges[:, 0], minlength=n).astype(np.float64)
+    total = np.stack([np.bincount(edges[:, 0], weights=out[edges[:, 1], c], minlength=n) for c in (0, 1)], 1)
+    has = count > 0
+    near_mean = total[has] / count[has, None]
+    out[has] += MIDLINE_PULL * (near_mean - out[has])
     return out

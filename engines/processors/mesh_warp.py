@@ -26,7 +26,14 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
-from engines.processors.face_mirror import far_side, frontal_layout, mirrored_reads, sides, symmetrised
+from engines.processors.face_mirror import (
+    far_side,
+    frontal_layout,
+    midline_pulled,
+    mirrored_reads,
+    sides,
+    symmetrised,
+)
 from engines.processors.face_shape import SourceShape, pixel_maps, plan_warp, shape_offset
 from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask, skin_mask
@@ -170,6 +177,8 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     layout = frontal_layout(points) if far else None
     triangles = triangulate(pts if layout is None else layout.astype(np.float32))
     shaped = symmetrised(points, far) if SYMMETRIC_SHAPE else points
+    side = sides(points)
+    sample = midline_pulled(sample, triangles, side, far).astype(np.float32)
     if layout is not None:
         centre = layout.mean(0)
         layout[ring] = centre + (layout[ring] - centre) * (1.0 - OVAL_PULL)
@@ -178,9 +187,10 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
         landmarks=sample,
         triangles=triangles,
         mask_points=face_mask_points(pts),
-        validity=validity_map(image, pts, depth, triangles),
+        # a turned nose's ridge is outline too: the light past it passes the nose's looser colour test
+        validity=validity_map(image, pts, depth, triangles, ridge=bool(far)),
         shape=make_source_shape(shaped[:, :2], shaped[:, 2], triangles),
-        reads=mirrored_reads(triangles, sides(points), far) if far else None,
+        reads=mirrored_reads(triangles, side, far) if far else None,
         layout=layout,
     )
 

@@ -16,6 +16,7 @@ from engines.processors.face_mirror import (
     MIRROR_YAW,
     far_side,
     frontal_layout,
+    midline_pulled,
     mirror_index,
     mirrored_reads,
     sides,
@@ -24,7 +25,7 @@ from engines.processors.face_mirror import (
 )
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT, INNER_LIPS, OUTER_LIPS
 from engines.processors.mesh_warp import FACE_OVAL, MeshSource, MeshWarpSwapper, triangulate
-from engines.processors.source_validity import BROW_LEFT, BROW_RIGHT, CHEEKS
+from engines.processors.source_validity import BROW_LEFT, BROW_RIGHT, CHEEKS, validity_map
 
 
 @pytest.fixture(scope="module")
@@ -191,3 +192,35 @@ def test_a_turned_sources_far_half_takes_its_near_halfs_shape(points: np.ndarray
     # a near-symmetric face barely changes; frontal sources are not symmetrised at all
     assert np.linalg.norm(out - turned, axis=1).max() < 0.06 * size
     assert np.array_equal(symmetrised(points, 0), points)
+
+
+def test_a_turned_sources_midline_is_read_toward_its_near_half(points: np.ndarray) -> None:
+    turned = _turned(points, 40.0)
+    far, side = far_side(turned), sides(turned)
+    tris = triangulate(frontal_layout(turned).astype(np.float32)).astype(np.int64)
+    read = turned[:, :2]
+    pulled = midline_pulled(read, tris, side, far)
+    assert np.array_equal(pulled[side != 0], read[side != 0])  # only the midline moves...
+    moved = pulled[side == 0] - read[side == 0]
+    assert (np.linalg.norm(moved, axis=1) > 0).mean() > 0.8
+    # ...toward the near half, in the image: along the face's across direction, away from the far half
+    toward_near = read[side == -far].mean(0) - read[side == far].mean(0)
+    assert (moved @ toward_near > 0).mean() > 0.8
+    assert np.array_equal(midline_pulled(read, tris, side, 0), read)
+
+
+def test_a_turned_noses_ridge_is_outline(pipeline: Pipeline, group_photo: np.ndarray) -> None:
+    """The group photo's standing man is turned far: his nose's ridge is his outline, with a light window
+    past it that passes the nose's looser colour test; as outline, the ridge is pulled away from."""
+    faces = sorted(pipeline.detect([group_photo])[0], key=lambda f: f.box[0])
+    x1, y1, x2, y2 = faces[4].box.astype(int)
+    p = (x2 - x1) // 2
+    crop = np.ascontiguousarray(group_photo[max(y1 - p, 0) : y2 + p, max(x1 - p, 0) : x2 + p])
+    source = pipeline.prepare_source(crop, "standing")
+    mesh = source.data["mesh_warp"]
+    lm, depth = source.data["face"].landmarks, source.data["depth"]
+    assert isinstance(mesh, MeshSource) and mesh.reads is not None and lm is not None
+    ridge = np.round(lm[[197, 195, 5]]).astype(int)
+    plain = validity_map(crop, lm, depth, mesh.triangles)
+    assert max(int(plain[y, x]) for x, y in ridge) > 128  # the colour test alone lets the window through
+    assert max(int(mesh.validity[y, x]) for x, y in ridge) < 64
