@@ -61,7 +61,29 @@ def test_mirror_is_an_involution_that_swaps_the_named_sides() -> None:
     for right, left in ((EYE_RIGHT, EYE_LEFT), (BROW_RIGHT, BROW_LEFT), (CHEEKS[0], CHEEKS[1])):
         assert sorted(m[list(right)]) == sorted(left)
     # the lids' first and second folds, upper then lower, in the same order on both eyes
-    right = (247, 30, 29, 27, 28, 56, 190, 130, 25, 110, 24, 23, 22, 26, 112, 243, 113, 225, 224, 223, 222)
+    lids_right = (
+        247,
+        30,
+        29,
+        27,
+        28,
+        56,
+        190,
+        130,
+        25,
+        110,
+        24,
+        23,
+        22,
+        26,
+        112,
+        243,
+        113,
+        225,
+        224,
+        223,
+        222,
+    )
     left = (
         467,
         260,
@@ -85,7 +107,7 @@ def test_mirror_is_an_involution_that_swaps_the_named_sides() -> None:
         443,
         442,
     )
-    for i, j in zip(right, left, strict=True):
+    for i, j in zip(lids_right, lids_left, strict=True):
         assert m[i] == j
     for ring in (FACE_OVAL, OUTER_LIPS, INNER_LIPS):
         assert sorted(m[list(ring)]) == sorted(ring)
@@ -219,7 +241,8 @@ def test_a_turned_noses_ridge_is_outline(pipeline: Pipeline, group_photo: np.nda
     source = pipeline.prepare_source(crop, "standing")
     mesh = source.data["mesh_warp"]
     lm, depth = source.data["face"].landmarks, source.data["depth"]
-    assert isinstance(mesh, MeshSource) and mesh.reads is not None and lm is not None
+    assert isinstance(mesh, MeshSource) and mesh.reads is not None and mesh.validity is not None
+    assert lm is not None
     ridge = np.round(lm[[197, 195, 5]]).astype(int)
     plain = validity_map(crop, lm, depth, mesh.triangles)
     assert max(int(plain[y, x]) for x, y in ridge) > 128  # the colour test alone lets the window through
