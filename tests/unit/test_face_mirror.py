@@ -60,55 +60,11 @@ def test_mirror_is_an_involution_that_swaps_the_named_sides() -> None:
         assert m[i] == i
     for right, left in ((EYE_RIGHT, EYE_LEFT), (BROW_RIGHT, BROW_LEFT), (CHEEKS[0], CHEEKS[1])):
         assert sorted(m[list(right)]) == sorted(left)
-    # the lids' first and second folds, upper then lower, in the same order on both eyes
-    lids_right = (
-        247,
-        30,
-        29,
-        27,
-        28,
-        56,
-        190,
-        130,
-        25,
-        110,
-        24,
-        23,
-        22,
-        26,
-        112,
-        243,
-        113,
-        225,
-        224,
-        223,
-        222,
-    )
-    left = (
-        467,
-        260,
-        259,
-        257,
-        258,
-        286,
-        414,
-        359,
-        255,
-        339,
-        254,
-        253,
-        252,
-        256,
-        341,
-        463,
-        342,
-        445,
-        444,
-        443,
-        442,
-    )
-    for i, j in zip(lids_right, lids_left, strict=True):
-        assert m[i] == j
+    # the lids' folds, in the same order on both eyes
+    upper = ((247, 30, 29, 27, 28, 56, 190), (467, 260, 259, 257, 258, 286, 414))
+    lower = ((226, 31, 228, 229, 230, 231, 232, 233, 244), (446, 261, 448, 449, 450, 451, 452, 453, 464))
+    for fold_right, fold_left in (upper, lower):
+        assert np.array_equal(m[list(fold_right)], fold_left)
     for ring in (FACE_OVAL, OUTER_LIPS, INNER_LIPS):
         assert sorted(m[list(ring)]) == sorted(ring)
 
