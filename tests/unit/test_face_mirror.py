@@ -24,7 +24,7 @@ from engines.processors.face_mirror import (
     yaw_degrees,
 )
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT, INNER_LIPS, OUTER_LIPS
-from engines.processors.mesh_warp import FACE_OVAL, MeshSource, MeshWarpSwapper, triangulate
+from engines.processors.mesh_warp import FACE_OVAL, MeshSource, MeshWarpSwapper, triangulate, warp_maps
 from engines.processors.source_validity import BROW_LEFT, BROW_RIGHT, CHEEKS, validity_map
 
 
@@ -203,3 +203,31 @@ def test_a_turned_noses_ridge_is_outline(pipeline: Pipeline, group_photo: np.nda
     plain = validity_map(crop, lm, depth, mesh.triangles)
     assert max(int(plain[y, x]) for x, y in ridge) > 128  # the colour test alone lets the window through
     assert max(int(mesh.validity[y, x]) for x, y in ridge) < 64
+
+
+def test_the_device_rasteriser_reads_the_mirror_too(
+    pipeline: Pipeline, group_photo: np.ndarray, source: SourceFace
+) -> None:
+    """The torch path (tensor_ops.warp_maps) reads the same mirrored source points as the host path."""
+    torch = pytest.importorskip("torch")
+    from engines.processors import tensor_ops as T
+
+    faces = sorted(pipeline.detect([group_photo])[0], key=lambda f: f.box[0])
+    x1, y1, x2, y2 = faces[1].box.astype(int)
+    p = (x2 - x1) // 2
+    crop = np.ascontiguousarray(group_photo[max(y1 - p, 0) : y2 + p, max(x1 - p, 0) : x2 + p])
+    turned = pipeline.prepare_source(crop, "turned").data["mesh_warp"]
+    target = source.data["face"].landmarks
+    assert isinstance(turned, MeshSource) and turned.reads is not None and target is not None
+    x0, y0 = np.floor(target.min(0)).astype(int) - 2
+    h, w = (np.ceil(target.max(0)).astype(int) + 2 - (x0, y0))[::-1]
+    local = target.astype(np.float64) - (x0, y0)
+    want, got = (
+        warp_maps(local, turned, int(h), int(w)),
+        T.warp_maps(local, turned, int(h), int(w), torch.device("cpu")),
+    )
+    assert want is not None and got is not None
+    (wx, wy, wc), (gx, gy, gc) = want, (t.numpy() for t in got)
+    assert (wc == gc).all() and np.abs(wx - gx).max() < 1e-3 and np.abs(wy - gy).max() < 1e-3
+    plain = warp_maps(local, replace(turned, reads=None), int(h), int(w))
+    assert plain is not None and np.abs(plain[0] - wx)[wc & plain[2]].max() > 5.0  # the mirror is read
