@@ -6,9 +6,11 @@ Here the source's 3-D FaceMesh (its depth read once, at upload) is fitted onto t
 by a scaled-orthographic similarity (a 3-D rotation, one scale, a shift: the pose goes, the shape stays); the
 difference is smoothed over the mesh's neighbour graph (single-point noise is not a shape), capped at
 `CAP_FRAC` of the face size (a bad fit cannot drag a jaw across the frame), and the target's expression is
-put back: the mouth's opening on the lower lip and chin, and in the eyes the target's lid profile (the eyes
-take the source's corners: placement and width). The target side uses only the tracked, smoothed 2-D
-landmarks, so the new geometry is as steady as the tracked mesh.
+put back: the mouth's opening on the lower lip and chin, and each eye whole (it moves to the source's eye
+centre, the source's eye placement, but keeps the target's outline, width and opening: the eye shown is the
+target's own, kept, and stretched to the source's width it blinked less clearly on the talking clip, 0.78
+against 0.81 openness correlation, with no gain in the identity margin). The target side uses only the
+tracked, smoothed 2-D landmarks, so the new geometry is as steady as the tracked mesh.
 
 The new mesh is target + alpha * offset (alpha: the session's `shape`, 0..1). The target's own pixels around
 the face move to the new outline by a thin-plate spline through ~44 mesh points and the border of the face
@@ -207,7 +209,8 @@ def mouth_gap(points: np.ndarray, down: np.ndarray) -> float:
 def restore_expression(offset: np.ndarray, target: np.ndarray) -> np.ndarray:
     """The offset with the target's expression put back: the lower lip and the chin shifted so the mouth
     opens as the target's does (the lower face weighted from the upper inner lip down to the lower one), and
-    each eye's ring following its two corners (the source's placement and width, the target's lid profile)."""
+    each eye's ring moved as one by its corners' mean offset (the source's placement; the target's outline,
+    width and opening)."""
     t = target.astype(np.float64)
     out = np.array(offset, dtype=np.float64)
     _, down = _axes(t)
@@ -219,10 +222,7 @@ def restore_expression(offset: np.ndarray, target: np.ndarray) -> np.ndarray:
     w[list(LOWER_LIP)] = 1.0
     out -= w[:, None] * (gap * down)[None, :]
     for ring, (ca, cb) in zip(EYE_RINGS, EYE_CORNERS, strict=True):
-        idx = list(ring)
-        axis = t[cb] - t[ca]
-        s = np.clip((t[idx] - t[ca]) @ axis / max(float(axis @ axis), 1e-9), 0.0, 1.0)[:, None]
-        out[idx] = (1.0 - s) * out[ca] + s * out[cb]
+        out[list(ring)] = (out[ca] + out[cb]) / 2.0
     return out
 
 

@@ -12,7 +12,9 @@ their fourth channel. With a session's `shape` above 0 the target's pixels first
 shape (`face_shape`: a per-frame mesh offset and one remap of the grown face window) and the swap runs on the
 moved pixels and the new mesh; the patch then covers the grown window. Turned heads: triangles whose
 signed area flips against the source's are back-facing (the 2-D mesh folds over the far side) and are
-culled, so no stretched cheek or background is pasted over the visible half.
+culled, so no stretched cheek or background is pasted over the visible half. A source turned past
+`face_mirror.MIRROR_YAW` is triangulated face on (from its 3-D mesh) and its far half reads its texture
+from its near half, mirrored (`face_mirror`): its own far cheek is edge-on, a few smeared columns.
 """
 
 from __future__ import annotations
@@ -24,6 +26,14 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
+from engines.processors.face_mirror import (
+    far_side,
+    frontal_layout,
+    midline_pulled,
+    mirrored_reads,
+    sides,
+    symmetrised,
+)
 from engines.processors.face_shape import SourceShape, pixel_maps, plan_warp, shape_offset
 from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask, skin_mask
@@ -80,6 +90,7 @@ FACE_OVAL = (
     109,
 )
 OVAL_PULL = 0.06  # fraction of the distance to the mesh centre
+SYMMETRIC_SHAPE = True  # a turned source's far half takes its near half's 3-D shape, mirrored, as its texture
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,11 @@ class MeshSource:
     mask_points: np.ndarray  # indices whose hull is the blend mask (the face without the upper forehead)
     validity: np.ndarray | None = None  # (H, W) uint8: where the source may be pasted (None: everywhere)
     shape: SourceShape | None = None  # its 3-D shape (None: no depth known, the target's shape stays)
+    # (T, 3): the points each triangle reads its texture at (None: its own corners; a turned source's far
+    # half reads its mirror image, `face_mirror`), and the face-on layout (468, 2) the triangles were made
+    # on, whose winding tells a back-facing target triangle (None: the source's own 2-D mesh)
+    reads: np.ndarray | None = None
+    layout: np.ndarray | None = None
     # Derived once (the source never changes): (T, 3, 2) source triangles, the sign of their area, and their
     # edge vectors from the first vertex (T, 2, 2), which every frame's barycentric maps multiply; the
     # pixels with the validity as a fourth channel (one remap warps both).
@@ -101,11 +117,14 @@ class MeshSource:
     texture: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        tris = self.landmarks.astype(np.float64)[self.triangles]
+        tris = self.landmarks.astype(np.float64)[self.triangles if self.reads is None else self.reads]
+        made_on = self.landmarks if self.layout is None else self.layout
         valid = self.validity if self.validity is not None else np.full(self.image.shape[:2], 255, np.uint8)
         object.__setattr__(self, "texture", np.ascontiguousarray(np.dstack([self.image, valid])))
         object.__setattr__(self, "tris", tris)
-        object.__setattr__(self, "orientation", np.sign(signed_areas(tris)))
+        object.__setattr__(
+            self, "orientation", np.sign(signed_areas(made_on.astype(np.float64)[self.triangles]))
+        )
         object.__setattr__(self, "edges", tris[:, 1:] - tris[:, :1])
 
 
@@ -140,22 +159,39 @@ def face_mask_points(points: np.ndarray) -> np.ndarray:
 
 def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None = None) -> MeshSource:
     """The source's swap data: triangulation, blend points, validity map and (with `depth`, the mesh's
-    (468,) depth in the same pixels) its 3-D shape."""
+    (468,) depth in the same pixels) its 3-D shape, the triangles made on its face-on layout and, turned,
+    its far half read from its near half (`face_mirror`)."""
     pts = landmarks.astype(np.float32)
     sample = pts.copy()  # where the source texture is read: the silhouette ring a little inside the face
     centre = pts.mean(0)
     ring = list(FACE_OVAL)
     sample[ring] = centre + (pts[ring] - centre) * (1.0 - OVAL_PULL)
     image = np.ascontiguousarray(image)
-    triangles = triangulate(pts)
-    shape = make_source_shape(pts, depth, triangles) if depth is not None else None
+    if depth is None:
+        triangles = triangulate(pts)
+        return MeshSource(image, sample, triangles, face_mask_points(pts), validity_map(image, pts))
+    points = np.column_stack([pts.astype(np.float64), np.asarray(depth, dtype=np.float64)])
+    far = far_side(points)
+    # a turned source is triangulated face on (its 2-D mesh folds its far side behind the nose); the ring
+    # is pulled in there too, so the same thin rim triangles turn over and are left out as on a frontal one
+    layout = frontal_layout(points) if far else None
+    triangles = triangulate(pts if layout is None else layout.astype(np.float32))
+    shaped = symmetrised(points, far) if SYMMETRIC_SHAPE else points
+    side = sides(points)
+    sample = midline_pulled(sample, triangles, side, far).astype(np.float32)
+    if layout is not None:
+        centre = layout.mean(0)
+        layout[ring] = centre + (layout[ring] - centre) * (1.0 - OVAL_PULL)
     return MeshSource(
         image=image,
         landmarks=sample,
         triangles=triangles,
         mask_points=face_mask_points(pts),
-        validity=validity_map(image, pts, depth, triangles),
-        shape=shape,
+        # a turned nose's ridge is outline too: the light past it passes the nose's looser colour test
+        validity=validity_map(image, pts, depth, triangles, ridge=bool(far)),
+        shape=make_source_shape(shaped[:, :2], shaped[:, 2], triangles),
+        reads=mirrored_reads(triangles, side, far) if far else None,
+        layout=layout,
     )
 
 

@@ -83,6 +83,7 @@ CHEEKS = (
     (346, 347, 348, 329, 371, 423, 426, 427, 411, 352),
 )
 NOSE = (168, 6, 197, 195, 5, 4, 1, 19, 94, 2, 98, 327, 129, 358, 48, 278, 115, 344, 220, 440)
+RIDGE = (168, 6, 197, 195, 5, 4, 1)  # the nose's ridge, brow to tip
 
 
 def _poly(points: np.ndarray, idx: tuple[int, ...]) -> np.ndarray:
@@ -126,9 +127,11 @@ def validity_map(
     landmarks: np.ndarray,
     depth: np.ndarray | None = None,
     triangles: np.ndarray | None = None,
+    ridge: bool = False,
 ) -> np.ndarray:
     """(H, W) uint8, 255 where the source's pixel may be pasted (see the module docstring); with the mesh's
-    `depth` and `triangles`, not where the face is seen edge-on (`facing_map`)."""
+    `depth` and `triangles`, not where the face is seen edge-on (`facing_map`); with `ridge` (a turned
+    source, whose nose's ridge is its outline there), not within the outline's pull of the ridge either."""
     h, w = image.shape[:2]
     pts = landmarks.astype(np.float64)
     size = float(max(np.ptp(pts[:, 0]), np.ptp(pts[:, 1]), 1.0))
@@ -203,5 +206,8 @@ def validity_map(
     valid = np.maximum(valid, features & face)
     if facing is not None:
         valid = np.minimum(valid, facing)
+    if ridge:
+        line = np.round(pts[list(RIDGE)] * 16).astype(np.int32)
+        cv2.polylines(valid, [line], False, 0, thickness=2 * pull + 1, lineType=cv2.LINE_8, shift=4)
     sigma = max(0.5, FEATHER_FRAC * size)
     return np.asarray(cv2.GaussianBlur(valid, (0, 0), sigma), dtype=np.uint8)
