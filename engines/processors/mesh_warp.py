@@ -38,7 +38,7 @@ from engines.processors.face_shape import SourceShape, pixel_maps, plan_warp, sh
 from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask, skin_mask
 from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, paste_back, translation
-from engines.processors.source_validity import validity_map
+from engines.processors.source_validity import fill_outside, validity_map
 
 MARGIN = 2  # px around the target mesh's bounding box
 ERODE_FRAC = 0.015  # mask pulled in by this fraction of the face size...
@@ -119,8 +119,11 @@ class MeshSource:
     def __post_init__(self) -> None:
         tris = self.landmarks.astype(np.float64)[self.triangles if self.reads is None else self.reads]
         made_on = self.landmarks if self.layout is None else self.layout
-        valid = self.validity if self.validity is not None else np.full(self.image.shape[:2], 255, np.uint8)
-        object.__setattr__(self, "texture", np.ascontiguousarray(np.dstack([self.image, valid])))
+        if self.validity is None:
+            pixels, valid = self.image, np.full(self.image.shape[:2], 255, np.uint8)
+        else:  # the feathered edge's outer half shows the source's skin, not what the map refused
+            pixels, valid = fill_outside(self.image, self.validity), self.validity
+        object.__setattr__(self, "texture", np.ascontiguousarray(np.dstack([pixels, valid])))
         object.__setattr__(self, "tris", tris)
         object.__setattr__(
             self, "orientation", np.sign(signed_areas(made_on.astype(np.float64)[self.triangles]))

@@ -163,6 +163,7 @@ def validity_map(
     cv2.fillConvexPoly(nose, _hull(pts, NOSE + OUTER_LIPS), 255, lineType=cv2.LINE_8, shift=4)
     skin = np.ones((h, w), bool)
     near_skin = np.ones((h, w), bool)
+    smooth = np.ones((h, w), bool)
     ys, xs = np.nonzero(outline)
     if int(reference.sum()) >= 16 and ys.size:
         bx0, by0, bx1, by1 = int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
@@ -191,7 +192,8 @@ def validity_map(
         fine = np.abs(light - cv2.GaussianBlur(light, (0, 0), max(0.8, DETAIL_FRAC * size)))
         energy = cv2.GaussianBlur(fine, (0, 0), max(1.0, ENERGY_FRAC * size))
         limit = TEXTURE_RATIO * float(np.median(energy[ref][keep])) + TEXTURE_FLOOR
-        skin[by0:by1, bx0:bx1] = (dist2 <= SKIN_DISTANCE**2) & (energy <= limit)
+        smooth[by0:by1, bx0:bx1] = energy <= limit
+        skin[by0:by1, bx0:bx1] = (dist2 <= SKIN_DISTANCE**2) & smooth[by0:by1, bx0:bx1]
         # near skin: the colour alone (a, b), however dark (a shadowed lid, a nostril) or red (the nose)
         chroma = d[:, 1:] @ np.linalg.inv(cov[1:, 1:])
         near = (chroma * d[:, 1:]).sum(1).reshape(by1 - by0, bx1 - bx0)
@@ -201,7 +203,9 @@ def validity_map(
     valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_OPEN, _disk(r)))
     valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_CLOSE, _disk(max(1, int(round(FILL_FRAC * size))))))
     valid &= outline
-    valid[~near_skin] = 0  # what the closing filled: a shadow or a freckle, not the wall in a notch
+    # what the closing filled: a shadow or a freckle, not the wall in a notch nor strands of hair across a
+    # cheek (as skin-coloured as the cheek, told by their detail)
+    valid[~(near_skin & smooth)] = 0
     features[(nose > 0) & near_skin] = 255  # not the wall past a turned nose or a far eye
     valid = np.maximum(valid, features & face)
     if facing is not None:
@@ -211,3 +215,34 @@ def validity_map(
         cv2.polylines(valid, [line], False, 0, thickness=2 * pull + 1, lineType=cv2.LINE_8, shift=4)
     sigma = max(0.5, FEATHER_FRAC * size)
     return np.asarray(cv2.GaussianBlur(valid, (0, 0), sigma), dtype=np.uint8)
+
+
+def fill_outside(image: np.ndarray, validity: np.ndarray) -> np.ndarray:
+    """`image` with every pixel outside the valid region (validity under half) that the feathered edge still
+    pastes in part replaced by the colour of the valid pixels near it (normalised convolution).
+
+    Why: the feather's outer half lies on the pixels the map refused, so a strand of hair along a cheek or
+    the wall past it would show at a quarter or a tenth of its strength as a dark or light line along the
+    face's edge. Filled, the edge fades into the source's own skin. Done once per source, on the box around
+    that edge; the valid pixels themselves are untouched."""
+    inside = validity >= 128
+    edge = (validity > 0) & ~inside
+    if not edge.any() or not inside.any():
+        return image
+    ys, xs = np.nonzero(validity)
+    size = float(max(int(np.ptp(xs)), int(np.ptp(ys)), 1))
+    sigma = max(1.0, FEATHER_FRAC * size)
+    pad = int(np.ceil(3 * sigma)) + 1
+    h, w = validity.shape
+    y0, y1 = max(int(ys.min()) - pad, 0), min(int(ys.max()) + pad + 1, h)
+    x0, x1 = max(int(xs.min()) - pad, 0), min(int(xs.max()) + pad + 1, w)
+    weight = inside[y0:y1, x0:x1].astype(np.float32)
+    crop = image[y0:y1, x0:x1].astype(np.float32)
+    total = cv2.GaussianBlur(weight, (0, 0), 2 * sigma)
+    colour = (
+        cv2.GaussianBlur(crop * weight[:, :, None], (0, 0), 2 * sigma) / np.maximum(total, 1e-6)[:, :, None]
+    )
+    out = np.array(image, copy=True)
+    ring = edge[y0:y1, x0:x1] & (total > 1e-3)
+    out[y0:y1, x0:x1][ring] = np.clip(np.round(colour[ring]), 0, 255).astype(np.uint8)
+    return out

@@ -24,7 +24,7 @@ from engines.processors.face_shape import (
     shape_offset,
 )
 from engines.processors.mesh_warp import MeshSource
-from engines.processors.source_validity import validity_map
+from engines.processors.source_validity import fill_outside, validity_map
 
 
 @pytest.fixture(scope="module")
@@ -174,3 +174,33 @@ def test_validity_keeps_skin_and_features_and_drops_hair_and_background(
     r = max(3, int(0.08 * face_size(target)))
     cv2.circle(painted, (int(cx), int(cy)), r, (30, 200, 40), -1)
     assert validity_map(painted, target)[cy, cx] < 64
+
+
+def test_strands_of_hair_across_a_cheek_are_not_filled_in(astronaut: np.ndarray, target: np.ndarray) -> None:
+    """Thin skin-coloured strands (darker lines a few pixels apart, as hair falling along a cheek) are told
+    by their detail: the closing that fills a freckle or a shadow must not fill them back in."""
+    painted = astronaut.copy()
+    cx, cy = np.round(target[205]).astype(int)
+    half = max(4, int(0.05 * face_size(target)))
+    skin = astronaut[cy - 2 : cy + 3, cx - 2 : cx + 3].reshape(-1, 3).mean(0)
+    strand = tuple(int(v) for v in np.clip(skin * 0.8, 0, 255))
+    for x in range(cx - half, cx + half + 1, 3):
+        cv2.line(painted, (x, cy - half), (x + 2, cy + half), strand, 1)
+    assert validity_map(astronaut, target)[cy, cx] >= 250  # the bare cheek is pasted
+    assert validity_map(painted, target)[cy, cx] < 128
+
+
+def test_the_feathered_edge_fades_into_the_sources_skin_not_into_what_was_refused() -> None:
+    skin, hair = (200, 150, 120), (60, 30, 20)
+    image = np.zeros((120, 120, 3), np.uint8)
+    image[:] = hair
+    inside = np.zeros((120, 120), np.uint8)
+    cv2.circle(inside, (60, 60), 35, 255, -1)
+    image[inside > 0] = skin
+    validity = cv2.GaussianBlur(inside, (0, 0), 4.0)
+    out = fill_outside(image, validity)
+    ring = (validity > 0) & (validity < 128)
+    assert ring.any()
+    assert np.abs(out[ring].astype(int) - skin).max() <= 12  # the refused pixels the edge shows: skin-like
+    assert (out[validity >= 128] == image[validity >= 128]).all()  # valid pixels untouched
+    assert (out[validity == 0] == image[validity == 0]).all()  # never pasted: left as they were
