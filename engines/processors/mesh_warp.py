@@ -38,7 +38,7 @@ from engines.processors.face_shape import SourceShape, pixel_maps, plan_warp, sh
 from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask, skin_mask
 from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, paste_back, translation
-from engines.processors.source_validity import fill_outside, validity_map
+from engines.processors.source_validity import FACE_OVAL, fill_outside, validity_map
 
 MARGIN = 2  # px around the target mesh's bounding box
 ERODE_FRAC = 0.015  # mask pulled in by this fraction of the face size...
@@ -49,46 +49,8 @@ SHAPE = 1.0  # default strength of the source's face shape (0 = the target's geo
 EYE_A = (33, 133)
 EYE_B = (362, 263)
 BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
-# MediaPipe FaceMesh's silhouette ring (FACEMESH_FACE_OVAL). Those points sit exactly on the face's edge, so
+# FACE_OVAL (source_validity) is FaceMesh's silhouette ring. Those points sit exactly on the face's edge, so
 # texture sampled at them is half background; the source side of the ring is pulled in toward the centre.
-FACE_OVAL = (
-    10,
-    338,
-    297,
-    332,
-    284,
-    251,
-    389,
-    356,
-    454,
-    323,
-    361,
-    288,
-    397,
-    365,
-    379,
-    378,
-    400,
-    377,
-    152,
-    148,
-    176,
-    149,
-    150,
-    136,
-    172,
-    58,
-    132,
-    93,
-    234,
-    127,
-    162,
-    21,
-    54,
-    103,
-    67,
-    109,
-)
 OVAL_PULL = 0.06  # fraction of the distance to the mesh centre
 SYMMETRIC_SHAPE = True  # a turned source's far half takes its near half's 3-D shape, mirrored, as its texture
 
