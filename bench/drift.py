@@ -194,6 +194,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     window.loadgen_cpu_s += own[0] - prev_own[0]
                     window.loadgen_rss_mb.append(own[1])
                     window.loadgen_threads.append(own[2])
+                    window.loadgen_py_blocks.append(sys.getallocatedblocks())
                     lg_rss.append((now - t0, own[1]))
                     prev_own = own
                     window.load_1m.append(os.getloadavg()[0])

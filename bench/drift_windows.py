@@ -54,6 +54,9 @@ class Window:
     loadgen_rss_mb: list[float] = field(default_factory=list)
     gateway_threads: list[int] = field(default_factory=list)
     loadgen_threads: list[int] = field(default_factory=list)
+    loadgen_py_blocks: list[int] = field(
+        default_factory=list
+    )  # the Python heap's live blocks (not the C heap)
     load_1m: list[float] = field(default_factory=list)
     probe_ms: list[float] = field(default_factory=list)  # the machine's speed (bench.machine_probe)
     send_kbps: list[float] = field(default_factory=list)  # the gateway's sessions' send rates, summed
@@ -97,12 +100,15 @@ class Window:
                 "server_p95_ms_median": med(self.server_p95_ms),
                 "cpu_ms_per_frame": rnd(self.gateway_cpu_ms_per_frame(), 3),
                 "rss_mb_end": rnd(self.gateway_rss_mb[-1] if self.gateway_rss_mb else None, 1),
+                "rss_mb_median": med(self.gateway_rss_mb),
                 "threads_median": med(self.gateway_threads),
                 "threads_max": max(self.gateway_threads) if self.gateway_threads else None,
             },
             "loadgen": {
                 "cpu_ms_per_frame": rnd(self.loadgen_cpu_ms_per_frame(), 3),
                 "rss_mb_end": rnd(self.loadgen_rss_mb[-1] if self.loadgen_rss_mb else None, 1),
+                "rss_mb_median": med(self.loadgen_rss_mb),
+                "py_blocks_k_median": med([b / 1000 for b in self.loadgen_py_blocks]),
                 "threads_median": med(self.loadgen_threads),
             },
             "load_1m": {
