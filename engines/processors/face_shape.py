@@ -18,7 +18,9 @@ window grown by `WINDOW_GROW` (fixed there, so nothing outside the window moves)
 a coarse `GRID` x `GRID` node grid (a (nodes x controls) product far below the size where the maths library
 starts threads, which on a busy box cost 10-100x the work) whose outer nodes lie on the window's edge and
 are held at zero, and stretched (bilinear, corners aligned) to a pixel map for one `cv2.remap`: the window's
-edge pixels stay exactly where they were, so the patch needs no feathered edge.
+edge pixels stay exactly where they were, so the patch needs no feathered edge. The spline is solved in the
+window's own unit square, where the border points and the nodes are the same for every window and face, so
+their kernels are computed once (`spline_frame`); each frame computes only the mesh points' own.
 Folds are refused: where the map's local Jacobian determinant falls under `MIN_DET`, alpha is scaled back
 (`BACKOFF`, at most `ATTEMPTS` times, then no warp). mesh_warp then swaps on the moved pixels as before.
 """
@@ -26,6 +28,7 @@ Folds are refused: where the map's local Jacobian determinant falls under `MIN_D
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import cv2
 import numpy as np
@@ -275,32 +278,55 @@ def _kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(r2 * np.log(np.maximum(r2, 1e-20)))
 
 
-def tps_fit(controls: np.ndarray, values: np.ndarray, regularise: float = REGULARISE) -> np.ndarray:
-    """Thin-plate spline coefficients (n + 3, 2) through `values` (n, 2) at `controls` (n, 2)."""
-    n = len(controls)
+@dataclass(frozen=True)
+class SplineFrame:
+    """What every window's spline shares: it is solved in the window's own unit square (x / (w - 1),
+    y / (h - 1)), where the fixed border points and the evaluated inner nodes are the same for every window,
+    so their kernels are computed once. Only the mesh's control points move from frame to frame."""
+
+    border: np.ndarray  # (B, 2) border control points, unit square
+    nodes: np.ndarray  # (N, 2) the inner nodes of the GRID x GRID grid (the outer ring is held at zero)
+    border_kernel: np.ndarray  # (B, B) _kernel(border, border) + REGULARISE I
+    node_border: np.ndarray  # (N, B) _kernel(nodes, border)
+
+
+@cache
+def spline_frame(nodes: int = GRID, per_side: int = BORDER_NODES) -> SplineFrame:
+    border = border_points(2, 2, per_side)
+    steps = np.arange(1, nodes - 1, dtype=np.float64) / (nodes - 1)
+    inner = np.stack(np.meshgrid(steps, steps), -1).reshape(-1, 2)
+    return SplineFrame(
+        border=border,
+        nodes=inner,
+        border_kernel=_kernel(border, border) + REGULARISE * np.eye(len(border)),
+        node_border=_kernel(inner, border),
+    )
+
+
+def window_spline(moving: np.ndarray, values: np.ndarray, frame: SplineFrame) -> np.ndarray:
+    """The spline through `values` (M, 2) at the moving control points `moving` (M, 2, unit square) and
+    zero at the frame's border points, evaluated at its inner nodes: (N, 2): the thin-plate spline over the
+    moving and the border points together (kernel, constant and linear terms), the border's kernels taken
+    from the frame. einsum, not matmul: its own loop, never a threaded BLAS."""
+    m, b = len(moving), len(frame.border)
+    n = m + b
+    controls = np.concatenate([moving, frame.border])
     system = np.zeros((n + 3, n + 3))
-    system[:n, :n] = _kernel(controls, controls) + regularise * np.eye(n)
+    system[:m, :m] = _kernel(moving, moving) + REGULARISE * np.eye(m)
+    across = _kernel(moving, frame.border)
+    system[:m, m:n] = across
+    system[m:n, :m] = across.T
+    system[m:n, m:n] = frame.border_kernel
     system[:n, n] = 1.0
     system[:n, n + 1 :] = controls
     system[n, :n] = 1.0
     system[n + 1 :, :n] = controls.T
     rhs = np.zeros((n + 3, 2))
-    rhs[:n] = values
-    return np.asarray(np.linalg.solve(system, rhs))
-
-
-def tps_eval(points: np.ndarray, controls: np.ndarray, coef: np.ndarray) -> np.ndarray:
-    """The spline at `points` (m, 2): (m, 2). einsum, not matmul: its own loop, never a threaded BLAS."""
-    n = len(controls)
-    k = _kernel(points, controls)
-    out = np.einsum("mn,nc->mc", k, coef[:n])
-    return np.asarray(out + coef[n] + np.einsum("md,dc->mc", points, coef[n + 1 :]))
-
-
-def node_positions(h: int, w: int, nodes: int = GRID) -> tuple[np.ndarray, np.ndarray]:
-    """The window pixels (x per column, y per row) of a (nodes, nodes) grid, corners on the window's."""
-    steps = np.arange(nodes, dtype=np.float64) / (nodes - 1)
-    return steps * (w - 1.0), steps * (h - 1.0)
+    rhs[:m] = values
+    coef = np.linalg.solve(system, rhs)
+    out = np.einsum("km,mc->kc", _kernel(frame.nodes, moving), coef[:m])
+    out += np.einsum("kb,bc->kc", frame.node_border, coef[m:n])
+    return np.asarray(out + coef[n] + np.einsum("kd,dc->kc", frame.nodes, coef[n + 1 :]))
 
 
 def border_points(h: int, w: int, per_side: int = BORDER_NODES) -> np.ndarray:
@@ -334,22 +360,17 @@ def plan_warp(
         return None
     x0, y0, x1, y1 = window
     h, w = y1 - y0, x1 - x0
-    scale = float(max(h, w))
+    unit = np.array([1.0 / (w - 1.0), 1.0 / (h - 1.0)])
     local = target.astype(np.float64) - (x0, y0)
     ctrl_idx = list(CONTROL)
-    border = border_points(h, w)
-    nx, ny = node_positions(h, w)
-    nodes = np.stack(np.meshgrid(nx, ny), -1).reshape(-1, 2) / scale
+    frame = spline_frame()
     refused, a = 0, float(alpha)
     worst = 1.0
+    grid = np.zeros((GRID, GRID, 2))
     for _ in range(ATTEMPTS + 1):
         moved = offset[ctrl_idx] * a
-        controls = np.concatenate([local[ctrl_idx] + moved, border]) / scale
-        values = np.concatenate([-moved, np.zeros_like(border)])
-        coef = tps_fit(controls, values)
-        grid = tps_eval(nodes, controls, coef).reshape(GRID, GRID, 2)
-        grid[[0, -1]] = 0.0
-        grid[:, [0, -1]] = 0.0
+        inner = window_spline((local[ctrl_idx] + moved) * unit, -moved, frame)
+        grid[1:-1, 1:-1] = inner.reshape(GRID - 2, GRID - 2, 2)
         worst = min_jacobian(grid, h, w)
         if worst >= MIN_DET:
             new = (target.astype(np.float64) + a * offset).astype(np.float32)
@@ -359,19 +380,29 @@ def plan_warp(
     return None
 
 
-def pixel_maps(plan: WarpPlan) -> tuple[np.ndarray, np.ndarray]:
-    """cv2.remap maps (frame coordinates, float32) for the plan's window."""
+def pixel_map(plan: WarpPlan) -> np.ndarray:
+    """The cv2.remap map (h, w, 2) float32 in frame coordinates for the plan's window (its first map
+    argument, with None as the second)."""
     x0, y0, x1, y1 = plan.window
     h, w = y1 - y0, x1 - x0
     gy, gx = plan.grid.shape[:2]
     to_grid = np.array([[(gx - 1) / (w - 1), 0.0, 0.0], [0.0, (gy - 1) / (h - 1), 0.0]], np.float64)
-    offsets = cv2.warpAffine(
-        plan.grid,
-        to_grid,
-        (w, h),
-        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-        borderMode=cv2.BORDER_REPLICATE,
+    offsets: np.ndarray = np.asarray(
+        cv2.warpAffine(
+            plan.grid,
+            to_grid,
+            (w, h),
+            flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+            borderMode=cv2.BORDER_REPLICATE,
+        ),
+        dtype=np.float32,
     )
-    map_x = offsets[..., 0] + np.arange(x0, x1, dtype=np.float32)[None, :]
-    map_y = offsets[..., 1] + np.arange(y0, y1, dtype=np.float32)[:, None]
-    return map_x, map_y
+    offsets[..., 0] += np.arange(x0, x1, dtype=np.float32)[None, :]
+    offsets[..., 1] += np.arange(y0, y1, dtype=np.float32)[:, None]
+    return offsets
+
+
+def pixel_maps(plan: WarpPlan) -> tuple[np.ndarray, np.ndarray]:
+    """`pixel_map` as two maps (x, y)."""
+    both = pixel_map(plan)
+    return np.ascontiguousarray(both[..., 0]), np.ascontiguousarray(both[..., 1])

@@ -22,6 +22,8 @@ from engines.processors.face_shape import (
     plan_warp,
     restore_expression,
     shape_offset,
+    spline_frame,
+    window_spline,
 )
 from engines.processors.mesh_warp import MeshSource
 from engines.processors.source_validity import fill_outside, validity_map
@@ -133,6 +135,24 @@ def test_a_small_offset_warps_at_full_strength_inside_its_window(
     jx, jy = np.gradient(map_x, axis=1), np.gradient(map_y, axis=0)
     kx, ky = np.gradient(map_x, axis=0), np.gradient(map_y, axis=1)
     assert (jx * jy - kx * ky).min() > 0
+
+
+def test_the_window_spline_passes_through_its_points_and_rests_on_the_border() -> None:
+    """Moving points placed on inner nodes: the spline there is their value (up to its small smoothing),
+    next to the border it is far smaller, and with no values nothing moves."""
+    frame = spline_frame()
+    rng = np.random.default_rng(3)
+    inner = frame.nodes
+    centre = np.abs(inner - 0.5).max(1) < 0.3
+    picked = rng.choice(np.nonzero(centre)[0], 12, replace=False)
+    values = rng.normal(0.0, 3.0, (12, 2))
+    out = window_spline(inner[picked], values, frame)
+    assert out.shape == (len(inner), 2)
+    assert np.abs(out[picked] - values).max() < 0.05 * np.abs(values).max()
+    edge = np.abs(inner - 0.5).max(1) > 0.4  # the ring of nodes next to the border
+    assert np.abs(out[edge]).max() < 0.5 * np.abs(values).max()
+    # no moving point, nothing moves
+    assert np.allclose(window_spline(inner[picked], np.zeros((12, 2)), frame), 0.0)
 
 
 def _widened(target: np.ndarray) -> np.ndarray:

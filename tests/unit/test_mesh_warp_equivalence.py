@@ -3,7 +3,8 @@
 The references below are the old algorithms, kept here (not in the product) so the comparison can fail:
 - rasterisation: one `cv2.fillConvexPoly` per visible triangle into a triangle-id map (painter's order),
   per-triangle affines from `np.linalg.solve`, applied per pixel;
-- colour transfer: both whole boxes converted to float LAB, statistics from boolean gathers.
+- colour transfer: both whole boxes converted to float LAB, statistics from boolean gathers;
+- the swap's triangle map at every pixel (`warp_maps`), which it now rasterises every second pixel.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from engines.processors.mesh_warp import (
     STD_RATIO,
     MeshSource,
     MeshWarpSwapper,
+    coarse_warp_maps,
     front_facing,
     match_colour,
     warp_maps,
@@ -126,14 +128,66 @@ def test_warp_maps_match_the_per_triangle_fill(
         assert mad < 0.5, f"warped image differs by {mad:.2f} grey levels on average"
 
 
+def test_the_map_sampled_every_second_pixel_matches_the_full_map(
+    source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]
+) -> None:
+    """Rasterised every second pixel and stretched, the map stays within a pixel of the full one where both
+    cover (the warp is continuous between triangles), coverage is the same but for the rim, and a pixel
+    counted covered never holds an uncovered sample's -1."""
+    mesh = source.data["mesh_warp"]
+    for frame, target in faces:
+        local, h, w = _box(frame, target)
+        full, coarse = warp_maps(local, mesh, h, w), coarse_warp_maps(local, mesh, h, w, step=2)
+        assert full is not None and coarse is not None
+        (fx, fy, fc), (both_maps, cc) = full, coarse
+        assert both_maps.shape == (h, w, 2) and both_maps.dtype == np.float32 and cc.shape == (h, w)
+        # coverage differs only on the rim: within 2 px of the full map's edge
+        k = np.ones((5, 5), np.uint8)
+        full_u8 = fc.astype(np.uint8)
+        rim = (cv2.dilate(full_u8, k) > 0) & ~(cv2.erode(full_u8, k) > 0)
+        assert not ((fc ^ cc) & ~rim).any()
+        assert (fc & cc).sum() / (fc | cc).sum() > 0.9
+        assert (both_maps[cc] >= -0.5).all()
+        shift = np.hypot(both_maps[..., 0] - fx, both_maps[..., 1] - fy)[fc & cc]
+        assert np.percentile(shift, 50) < 0.05 and np.percentile(shift, 98) < 1.0
+        same = coarse_warp_maps(local, mesh, h, w, step=1)
+        assert same is not None and (same[0][..., 0] == fx).all() and (same[1] == fc).all()
+
+
+def test_the_swap_with_the_sampled_map_pastes_the_same_face(
+    source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]
+) -> None:
+    """What the swap pastes into the frame with the map sampled every second pixel and with the full map:
+    under a grey level apart on average, and almost no pixel visibly apart."""
+    mesh = source.data["mesh_warp"]
+    keep = ("mouth", "eyes")
+
+    def pasted(swapper: MeshWarpSwapper) -> list[np.ndarray]:
+        out = []
+        for frame, target in faces:
+            patch = swapper.swap_one(frame, target, mesh, keep)
+            assert patch is not None
+            work = frame.copy()
+            paste_back(work, patch)
+            out.append(work.astype(np.int16))
+        return out
+
+    sampled, full = pasted(MeshWarpSwapper(map_step=2)), pasted(MeshWarpSwapper(map_step=1))
+    changed = [(np.abs(b - frame).max(2) > 8).mean() for b, (frame, _) in zip(full, faces, strict=True)]
+    assert np.median(changed) > 0.01  # the swap changed the pictures
+    for a, b in zip(sampled, full, strict=True):
+        diff = np.abs(a - b).max(2)
+        assert diff.mean() < 0.2 and (diff > 8).mean() < 0.002
+
+
 def test_swap_patch_matches_the_per_triangle_fill(
     source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The whole patch (colour transfer, masks, kept mouth/eyes) through both rasterisers."""
+    """The whole patch (colour transfer, masks, kept mouth/eyes) through both rasterisers, at every pixel."""
     import engines.processors.mesh_warp as mw
 
     mesh = source.data["mesh_warp"]
-    swapper = MeshWarpSwapper()
+    swapper = MeshWarpSwapper(map_step=1)
     keep = ("mouth", "eyes")
     new = [swapper.swap_one(frame, target, mesh, keep) for frame, target in faces]
     monkeypatch.setattr(mw, "warp_maps", reference_warp_maps)
