@@ -10,7 +10,8 @@ threads, the machine's load average, the gateway's sent bitrate and the machine'
 work timed every 10 s in a child process (bench.machine_probe), because on a shared box the same frame can
 cost more late in a run for reasons outside this machine's load average. The verdict
 (`bench.drift_windows.verdict`, pure) compares the first 10 minutes after warm-up with the last 10 (CPU per
-frame against the probe's own change) and fits the RSS slope of the last 30 minutes.
+frame read at one machine speed: how far each process's cost follows the probe is measured across the
+windows, `drift_windows.at_common_speed`) and fits the RSS slope of the last 30 minutes.
 
 Its own bookkeeping is bounded whatever the duration: latencies go into fixed-size histograms per window
 (`loadgen.streaming`), a frame not back within `lost_after_s` is counted lost and forgotten, process samples

@@ -24,6 +24,7 @@ from engines.frames import FrameItem, FrameOutput
 from gateway.config import GatewayConfig
 from gateway.control import Governor
 from gateway.engine_watch import EngineWatch
+from gateway.executor_threads import default_workers, start_all_threads
 from gateway.http import exposure, sources
 from gateway.http.keys import STATE, PipelineLike
 from gateway.monitoring.ports import GatewayMonitor
@@ -241,6 +242,7 @@ class MediaPath:
         state.pipeline = pipeline
         stack.callback(state.background.close)  # uploads run pipeline.prepare_source on it: closed first
         await loop.run_in_executor(None, pipeline.warmup)
+        await start_all_threads(None, default_workers())  # frames convert and encode there
         if config.sessions.default_source is not None:
             state.default_source_id = await _read_default_source(app, config.sessions.default_source)
         scheduler = FrameScheduler(self.process or pipeline.process, config.scheduler)

@@ -67,9 +67,9 @@ def completed(
     h, w = validity.shape
     pts = np.asarray(points, dtype=np.float64)
     size = float(max(np.ptp(pts[:, 0]), np.ptp(pts[:, 1]), 1.0))
-    face = np.zeros((h, w), np.uint8)
-    _fill(face, pts, FACE_OVAL)
-    face = cv2.erode(face, _disk(max(1, int(round(OUTLINE_PULL * size)))))
+    oval = np.zeros((h, w), np.uint8)
+    _fill(oval, pts, FACE_OVAL)
+    face = np.asarray(cv2.erode(oval, _disk(max(1, int(round(OUTLINE_PULL * size))))))
     map_x, map_y, covered = mirror_map(pts, triangles, (h, w))
     seen = cv2.remap(validity, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
     mirror_valid = np.where(covered, seen, 0).astype(np.uint8)

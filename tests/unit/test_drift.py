@@ -132,8 +132,31 @@ def test_cpu_per_frame_is_read_against_the_machines_speed() -> None:
     check = _check(result, "gateway CPU per frame last/first, on the machine's speed")
     assert check["ok"] is True and check["value"] == pytest.approx(1.0)  # ...and so did the probe
     assert check["raw_ratio"] == pytest.approx(1.25) and check["machine_ratio"] == pytest.approx(1.25)
+    assert check["per_probe_ms"] == pytest.approx(2.5)  # the cost followed the probe one for one
     steady = _with_probe(_windows([30.0] * 12, gw_cpu=gw_cpu), [4.0] * 12)
     result = verdict(steady, _flat_rss(60), _flat_rss(60), DriftTargets())
     check = _check(result, "gateway CPU per frame last/first, on the machine's speed")
     assert check["ok"] is False and check["value"] == pytest.approx(1.25)  # the machine did not slow: drift
     assert result["drift"] is True
+
+
+def test_a_process_the_probes_swings_barely_reach_is_not_convicted_by_them() -> None:
+    """The probe (a tight loop) swings 40 % with a busy neighbour and the gateway's cost only a little:
+    dividing by the probe's last/first would call a steady gateway drifting; its measured slope does not."""
+    probe = [3.6, 3.9, 3.7, 3.8, 2.6, 3.4, 3.8, 2.9, 3.5, 3.5, 2.5, 2.4]
+    gw_cpu = [12.0 + 0.7 * (p - 3.4) for p in probe]
+    result = verdict(
+        _with_probe(_windows([30.0] * 12, gw_cpu=gw_cpu), probe), _flat_rss(60), _flat_rss(60), DriftTargets()
+    )
+    check = _check(result, "gateway CPU per frame last/first, on the machine's speed")
+    assert check["ok"] is True and check["value"] == pytest.approx(1.0)
+    assert check["per_probe_ms"] == pytest.approx(0.7)
+    raw, machine = check["raw_ratio"], check["machine_ratio"]
+    assert isinstance(raw, float) and isinstance(machine, float)
+    assert raw / machine > 1.2  # what the one-for-one reading would say
+    # the same windows with a 30 % rise at the end that the probe did not share: drift
+    risen = [c * (1.3 if i >= 10 else 1.0) for i, c in enumerate(gw_cpu)]
+    result = verdict(
+        _with_probe(_windows([30.0] * 12, gw_cpu=risen), probe), _flat_rss(60), _flat_rss(60), DriftTargets()
+    )
+    assert _check(result, "gateway CPU per frame last/first, on the machine's speed")["ok"] is False
