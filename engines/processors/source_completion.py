@@ -22,6 +22,7 @@ from engines.processors.source_validity import BROW_LEFT, BROW_RIGHT, FACE_OVAL,
 
 SHADE_FRAC = 0.08  # the shading ratio is read at this fraction of the face size (a low-pass, not detail)
 SHADE_RANGE = (0.6, 1.6)  # and kept within this range per channel
+EYE_GROW = 0.11  # nothing within this fraction of the face size of an eye is mirrored (lids, lashes)
 RIM_FRAC = 0.025  # valid pixels this close to a refused one are read at their mirror too (the strand's tint)
 
 
@@ -62,8 +63,9 @@ def completed(
     """(image, validity) with the refused pixels inside the face read at their valid mirror images (see the
     module docstring). `image` (H, W, 3) uint8, `validity` (H, W) uint8 0..255 as `validity_map` gives.
     Inside the face: the source's outline pulled in as the validity map pulls it. The valid pixels within
-    `RIM_FRAC` of a completed one are read at their mirror too (they carry the strand's tint); the eyes,
-    brows and lips never are (a mirrored eye looks the other way)."""
+    `RIM_FRAC` of a completed one are read at their mirror too (they carry the strand's tint); the eyes with
+    `EYE_GROW` around them, the brows and the lips never are (a mirrored eye looks the other way, and a
+    mirrored lid moves the eye's outline: the clip's blinks were read less well)."""
     h, w = validity.shape
     pts = np.asarray(points, dtype=np.float64)
     size = float(max(np.ptp(pts[:, 0]), np.ptp(pts[:, 1]), 1.0))
@@ -73,11 +75,15 @@ def completed(
     map_x, map_y, covered = mirror_map(pts, triangles, (h, w))
     seen = cv2.remap(validity, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
     mirror_valid = np.where(covered, seen, 0).astype(np.uint8)
-    holes = ((validity < 128) & (mirror_valid >= 128) & (face > 0)).view(np.uint8)
+    eyes = np.zeros((h, w), np.uint8)
+    for idx in (EYE_LEFT, EYE_RIGHT):
+        _fill(eyes, pts, idx)
+    eyes = cv2.dilate(eyes, _disk(max(1, int(round(EYE_GROW * size)))))  # with their lids and lashes
+    holes = ((validity < 128) & (mirror_valid >= 128) & (face > 0) & (eyes == 0)).view(np.uint8)
     if not holes.any():
         return image, validity
-    features = np.zeros((h, w), np.uint8)
-    for idx in (EYE_LEFT, EYE_RIGHT, BROW_LEFT, BROW_RIGHT, OUTER_LIPS):
+    features = eyes.copy()
+    for idx in (BROW_LEFT, BROW_RIGHT, OUTER_LIPS):
         _fill(features, pts, idx)
     rim = max(1, int(round(RIM_FRAC * size)))
     reach = cv2.dilate(holes, _disk(rim)).astype(np.float32)

@@ -25,6 +25,7 @@ from engines.processors.mesh_warp import (
     coarse_warp_maps,
     front_facing,
     match_colour,
+    torn_samples,
     warp_maps,
 )
 from engines.processors.paste import paste_back
@@ -152,6 +153,21 @@ def test_the_map_sampled_every_second_pixel_matches_the_full_map(
         assert np.percentile(shift, 50) < 0.05 and np.percentile(shift, 98) < 1.0
         same = coarse_warp_maps(local, mesh, h, w, step=1)
         assert same is not None and (same[0][..., 0] == fx).all() and (same[1] == fc).all()
+
+
+def test_a_tear_in_the_sampled_map_is_found_and_a_smooth_map_has_none() -> None:
+    """Where overlapping triangles make the map jump, the samples on both sides are marked (the stretched
+    map takes the nearest there, not a blend of two far-apart source points); a smooth map has no tear."""
+    ys, xs = np.mgrid[0:20, 0:30].astype(np.float32)
+    smooth = np.dstack([1.5 * xs + 0.2 * ys, 1.4 * ys - 0.1 * xs])
+    covered = np.ones((20, 30), bool)
+    assert not torn_samples(smooth, covered).any()
+    torn = smooth.copy()
+    torn[:, 15:, 0] += 40.0  # the right half reads 40 px further along the source
+    marked = torn_samples(torn, covered)
+    assert marked[:, 14:16].all() and marked.sum() == 2 * 20
+    covered[:, 15] = False  # no tear is read across an uncovered sample
+    assert not torn_samples(torn, covered).any()
 
 
 def test_the_swap_with_the_sampled_map_pastes_the_same_face(

@@ -45,7 +45,7 @@ def _strand(shape: tuple[int, ...], pts: np.ndarray) -> np.ndarray:
     mask = np.zeros(shape[:2], np.uint8)
     eye, mouth, side = pts[263], pts[291], pts[454]  # left eye's outer corner, mouth corner, cheek's edge
     out = 0.25 * (side - (eye + mouth) / 2)
-    top, bottom = 0.75 * eye + 0.25 * mouth + out, 0.25 * eye + 0.75 * mouth + out
+    top, bottom = 0.6 * eye + 0.4 * mouth + out, 0.2 * eye + 0.8 * mouth + out  # clear of the eye
     ys = np.linspace(top[1], bottom[1], 30)
     xs = np.linspace(top[0], bottom[0], 30) + 3.0 * np.sin(np.linspace(0, 3 * np.pi, 30))
     line = np.round(np.column_stack([xs, ys])).astype(np.int32)
