@@ -75,16 +75,16 @@ def completed(
     map_x, map_y, covered = mirror_map(pts, triangles, (h, w))
     seen = cv2.remap(validity, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
     mirror_valid = np.where(covered, seen, 0).astype(np.uint8)
-    eyes = np.zeros((h, w), np.uint8)
-    for idx in (EYE_LEFT, EYE_RIGHT):
-        _fill(eyes, pts, idx)
-    eyes = cv2.dilate(eyes, _disk(max(1, int(round(EYE_GROW * size)))))  # with their lids and lashes
+    drawn = np.zeros((h, w), np.uint8)
+    for eye in (EYE_LEFT, EYE_RIGHT):
+        _fill(drawn, pts, eye)
+    eyes = np.asarray(cv2.dilate(drawn, _disk(max(1, int(round(EYE_GROW * size))))))  # lids and lashes
     holes = ((validity < 128) & (mirror_valid >= 128) & (face > 0) & (eyes == 0)).view(np.uint8)
     if not holes.any():
         return image, validity
     features = eyes.copy()
-    for idx in (BROW_LEFT, BROW_RIGHT, OUTER_LIPS):
-        _fill(features, pts, idx)
+    for part in (BROW_LEFT, BROW_RIGHT, OUTER_LIPS):
+        _fill(features, pts, part)
     rim = max(1, int(round(RIM_FRAC * size)))
     reach = cv2.dilate(holes, _disk(rim)).astype(np.float32)
     reach[features > 0] = 0.0
