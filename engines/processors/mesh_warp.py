@@ -337,7 +337,8 @@ def coarse_warp_maps(
     both = np.asarray(cv2.warpAffine(samples, up, (w, h), flags=flags, borderMode=cv2.BORDER_REPLICATE))
     solid = covered.view(np.uint8) * np.uint8(255)  # 255 only where all the samples around are 255
     cover = cv2.warpAffine(solid, up, (w, h), flags=flags, borderMode=cv2.BORDER_REPLICATE)
-    torn = torn_samples(samples, covered)
+    scale = float(np.ptp(source.landmarks, axis=0).max()) / max(float(np.ptp(local, axis=0).max()), 1e-6)
+    torn = torn_samples(samples, covered, step * scale)
     if torn.any():  # there the nearest sample, not a blend of two far-apart source points
         nearest = cv2.warpAffine(samples, up, (w, h), flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP)
         near_torn = cv2.warpAffine(torn.view(np.uint8), up, (w, h), flags=flags) > 0
@@ -345,23 +346,21 @@ def coarse_warp_maps(
     return both, np.asarray(cover == 255)
 
 
-TEAR_FACTOR = 4.0  # a step between neighbouring samples this many times the median step is a tear
+TEAR_FACTOR = 4.0  # a step between neighbouring samples this many times the expected one is a tear
 
 
-def torn_samples(samples: np.ndarray, covered: np.ndarray) -> np.ndarray:
+def torn_samples(samples: np.ndarray, covered: np.ndarray, expected: float) -> np.ndarray:
     """(hs, ws) bool: samples on either side of a tear in the sampled map (hs, ws, 2), where neighbouring
-    covered samples read source points far further apart than neighbours do elsewhere: where triangles
-    overlap (a turned face's near cheek over its far side, the highest index drawn) the map jumps, and
-    interpolating across the jump would read whatever lies between the two source points (hair, a lip)."""
+    covered samples read source points more than TEAR_FACTOR x `expected` (+ 1 px) apart, `expected` being
+    the source distance between neighbouring samples at the face's overall scale: where triangles overlap (a
+    turned face's near cheek over its far side, the highest index drawn) the map jumps, and interpolating
+    across the jump would read whatever lies between the two source points (hair, a lip)."""
+    limit2 = (TEAR_FACTOR * expected + 1.0) ** 2
     torn = np.zeros(covered.shape, bool)
-    across = np.linalg.norm(samples[:, 1:] - samples[:, :-1], axis=2)
-    down = np.linalg.norm(samples[1:] - samples[:-1], axis=2)
-    pair_x, pair_y = covered[:, 1:] & covered[:, :-1], covered[1:] & covered[:-1]
-    steps = np.concatenate([across[pair_x], down[pair_y]])
-    if steps.size == 0:
-        return torn
-    limit = TEAR_FACTOR * float(np.median(steps)) + 1.0
-    jump_x, jump_y = pair_x & (across > limit), pair_y & (down > limit)
+    dx = samples[:, 1:] - samples[:, :-1]
+    dy = samples[1:] - samples[:-1]
+    jump_x = (dx[..., 0] * dx[..., 0] + dx[..., 1] * dx[..., 1] > limit2) & covered[:, 1:] & covered[:, :-1]
+    jump_y = (dy[..., 0] * dy[..., 0] + dy[..., 1] * dy[..., 1] > limit2) & covered[1:] & covered[:-1]
     torn[:, 1:] |= jump_x
     torn[:, :-1] |= jump_x
     torn[1:] |= jump_y

@@ -161,13 +161,13 @@ def test_a_tear_in_the_sampled_map_is_found_and_a_smooth_map_has_none() -> None:
     ys, xs = np.mgrid[0:20, 0:30].astype(np.float32)
     smooth = np.dstack([1.5 * xs + 0.2 * ys, 1.4 * ys - 0.1 * xs])
     covered = np.ones((20, 30), bool)
-    assert not torn_samples(smooth, covered).any()
+    assert not torn_samples(smooth, covered, 1.5).any()
     torn = smooth.copy()
     torn[:, 15:, 0] += 40.0  # the right half reads 40 px further along the source
-    marked = torn_samples(torn, covered)
+    marked = torn_samples(torn, covered, 1.5)
     assert marked[:, 14:16].all() and marked.sum() == 2 * 20
     covered[:, 15] = False  # no tear is read across an uncovered sample
-    assert not torn_samples(torn, covered).any()
+    assert not torn_samples(torn, covered, 1.5).any()
 
 
 def test_the_swap_with_the_sampled_map_pastes_the_same_face(
