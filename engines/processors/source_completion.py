@@ -18,7 +18,7 @@ import numpy as np
 
 from engines.processors.face_mirror import mirror_index
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT, OUTER_LIPS
-from engines.processors.source_validity import BROW_LEFT, BROW_RIGHT, FACE_OVAL, FEATHER_FRAC, OUTLINE_PULL
+from engines.processors.source_validity import BROW_LEFT, BROW_RIGHT, FEATHER_FRAC, disk, inner_outline
 
 SHADE_FRAC = 0.08  # the shading ratio is read at this fraction of the face size (a low-pass, not detail)
 SHADE_RANGE = (0.6, 1.6)  # and kept within this range per channel
@@ -69,16 +69,14 @@ def completed(
     h, w = validity.shape
     pts = np.asarray(points, dtype=np.float64)
     size = float(max(np.ptp(pts[:, 0]), np.ptp(pts[:, 1]), 1.0))
-    oval = np.zeros((h, w), np.uint8)
-    _fill(oval, pts, FACE_OVAL)
-    face = np.asarray(cv2.erode(oval, _disk(max(1, int(round(OUTLINE_PULL * size))))))
+    _, face = inner_outline((h, w), pts, size)
     map_x, map_y, covered = mirror_map(pts, triangles, (h, w))
     seen = cv2.remap(validity, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
     mirror_valid = np.where(covered, seen, 0).astype(np.uint8)
     drawn = np.zeros((h, w), np.uint8)
     for eye in (EYE_LEFT, EYE_RIGHT):
         _fill(drawn, pts, eye)
-    eyes = np.asarray(cv2.dilate(drawn, _disk(max(1, int(round(EYE_GROW * size))))))  # lids and lashes
+    eyes = np.asarray(cv2.dilate(drawn, disk(max(1, int(round(EYE_GROW * size))))))  # lids and lashes
     holes = ((validity < 128) & (mirror_valid >= 128) & (face > 0) & (eyes == 0)).view(np.uint8)
     if not holes.any():
         return image, validity
@@ -86,7 +84,7 @@ def completed(
     for part in (BROW_LEFT, BROW_RIGHT, OUTER_LIPS):
         _fill(features, pts, part)
     rim = max(1, int(round(RIM_FRAC * size)))
-    reach = cv2.dilate(holes, _disk(rim)).astype(np.float32)
+    reach = cv2.dilate(holes, disk(rim)).astype(np.float32)
     reach[features > 0] = 0.0
     # the share read at the mirror: 1 on the holes and their rim, feathered, never more than the mirror
     # image is valid
@@ -106,10 +104,6 @@ def completed(
     feather = max(0.5, FEATHER_FRAC * size)
     union = np.where((validity >= 128) | (holes > 0), np.uint8(255), np.uint8(0))
     grown = np.minimum(cv2.GaussianBlur(union, (0, 0), feather), mirror_valid)
-    near = cv2.dilate(holes, _disk(int(np.ceil(3 * feather)))) > 0
+    near = cv2.dilate(holes, disk(int(np.ceil(3 * feather)))) > 0
     new_valid = np.where(near, np.maximum(validity, grown), validity)
     return np.clip(np.round(out), 0, 255).astype(np.uint8), new_valid
-
-
-def _disk(radius: int) -> np.ndarray:
-    return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))

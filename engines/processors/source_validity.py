@@ -94,8 +94,17 @@ def _hull(points: np.ndarray, idx: tuple[int, ...]) -> np.ndarray:
     return np.round(cv2.convexHull(points[list(idx)].astype(np.float32)).reshape(-1, 2) * 16).astype(np.int32)
 
 
-def _disk(radius: int) -> np.ndarray:
+def disk(radius: int) -> np.ndarray:
+    """An elliptic structuring element of `radius` px."""
     return cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
+
+
+def inner_outline(hw: tuple[int, int], points: np.ndarray, size: float) -> tuple[np.ndarray, np.ndarray]:
+    """(face, outline) (h, w) uint8 255 inside: the hull of the mesh's silhouette ring, and the same pulled
+    in by OUTLINE_PULL of the face `size` (nothing outside it is ever valid)."""
+    face = np.zeros(hw, np.uint8)
+    cv2.fillConvexPoly(face, _hull(points, FACE_OVAL), 255, lineType=cv2.LINE_8, shift=4)
+    return face, np.asarray(cv2.erode(face, disk(max(1, int(round(OUTLINE_PULL * size))))))
 
 
 def facing_map(
@@ -135,21 +144,19 @@ def validity_map(
     h, w = image.shape[:2]
     pts = landmarks.astype(np.float64)
     size = float(max(np.ptp(pts[:, 0]), np.ptp(pts[:, 1]), 1.0))
-    face = np.zeros((h, w), np.uint8)
-    cv2.fillConvexPoly(face, _hull(pts, FACE_OVAL), 255, lineType=cv2.LINE_8, shift=4)
+    face, outline = inner_outline((h, w), pts, size)
     pull = max(1, int(round(OUTLINE_PULL * size)))
-    outline = np.asarray(cv2.erode(face, _disk(pull)))
 
     features = np.zeros((h, w), np.uint8)
     cv2.fillPoly(features, [_poly(pts, EYE_RIGHT), _poly(pts, EYE_LEFT)], 255, lineType=cv2.LINE_8, shift=4)
     # eyes with lids and lashes (often shadowed), nose and upper lip (redder than the cheeks): a looser test
     # (a turned source's far eye may open onto the wall behind the nose)
-    nose = np.asarray(cv2.dilate(features, _disk(max(1, int(round(LID_GROW * size))))))
+    nose = np.asarray(cv2.dilate(features, disk(max(1, int(round(LID_GROW * size))))))
     features[:] = 0
     cv2.fillPoly(features, [_poly(pts, OUTER_LIPS)], 255, lineType=cv2.LINE_8, shift=4)
     for brow in (BROW_RIGHT, BROW_LEFT):
         cv2.fillConvexPoly(features, _hull(pts, brow), 255, lineType=cv2.LINE_8, shift=4)
-    features = np.asarray(cv2.dilate(features, _disk(max(1, int(round(FEATURE_GROW * size))))))
+    features = np.asarray(cv2.dilate(features, disk(max(1, int(round(FEATURE_GROW * size))))))
 
     patch = np.zeros((h, w), np.uint8)
     for cheek in CHEEKS:
@@ -157,7 +164,7 @@ def validity_map(
     facing = None if depth is None or triangles is None else facing_map((h, w), pts, depth, triangles)
     reference = (patch > 0) & (features == 0)
     if facing is not None:
-        facing = np.asarray(cv2.erode(facing, _disk(max(1, int(round(OUTLINE_PULL * size))))))
+        facing = np.asarray(cv2.erode(facing, disk(max(1, int(round(OUTLINE_PULL * size))))))
         if int((reference & (facing > 0)).sum()) >= 16:  # a turned source's far cheek may be the wall
             reference &= facing > 0
     cv2.fillConvexPoly(nose, _hull(pts, NOSE + OUTER_LIPS), 255, lineType=cv2.LINE_8, shift=4)
@@ -200,8 +207,8 @@ def validity_map(
         near_skin[by0:by1, bx0:bx1] = near <= (NOSE_SLACK * SKIN_DISTANCE) ** 2
     valid = np.where(skin & (outline > 0), np.uint8(255), np.uint8(0))
     r = max(1, int(round(CLEAN_FRAC * size)))
-    valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_OPEN, _disk(r)))
-    valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_CLOSE, _disk(max(1, int(round(FILL_FRAC * size))))))
+    valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_OPEN, disk(r)))
+    valid = np.asarray(cv2.morphologyEx(valid, cv2.MORPH_CLOSE, disk(max(1, int(round(FILL_FRAC * size))))))
     valid &= outline
     # what the closing filled: a shadow or a freckle, not the wall in a notch nor strands of hair across a
     # cheek (as skin-coloured as the cheek, told by their detail)
