@@ -120,3 +120,35 @@ def test_a_request_is_on_the_metrics_listener_by_its_local_address() -> None:
     assert not _arrived_on(("10.0.0.5", 9100), bound)
     wildcard = bound_addresses([("0.0.0.0", 9100)])
     assert _arrived_on(("10.0.0.5", 9100), wildcard) and not _arrived_on(("10.0.0.5", 8080), wildcard)
+
+
+@pytest.mark.parametrize(
+    "toml, needle",
+    [
+        ('host = "0.0.0.0"\nallow_anonymous = "false"\n', "allow_anonymous must be true or false"),
+        ('allow_anonymous = "true"\n', "allow_anonymous must be true or false"),
+        ("protect_reads = 1\n", "protect_reads must be true or false"),
+        ('port = "8080"\n', "port must be an integer"),
+        ("port = true\n", "port must be an integer"),
+        ("cors_origin = 7\n", "cors_origin must be a list"),
+    ],
+)
+def test_a_config_value_of_the_wrong_type_is_one_line(toml: str, needle: str, tmp_path: Path) -> None:
+    """TOML values are typed: the string "false" where a boolean belongs is an error, never `bool("false")`
+    (true), which opened 0.0.0.0 without a token. (load_config, not main: before the fix main would serve.)"""
+    path = tmp_path / "gw.toml"
+    path.write_text(toml)
+    with pytest.raises(ValueError) as info:
+        load_config(["--config", str(path)], {})
+    assert needle in str(info.value) and "\n" not in str(info.value), info.value
+
+
+def test_a_switch_takes_no_string_in_the_environment_or_on_the_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(ValueError, match="LIVEFUSE_ALLOW_ANONYMOUS"):
+        load_config(["--host", "0.0.0.0"], {"LIVEFUSE_ALLOW_ANONYMOUS": "nope"})
+    assert main(["--host", "0.0.0.0", "--allow-anonymous=false", "--event-log", "none"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--allow-anonymous" in err, err
+    assert load_config(["--host", "0.0.0.0"], {"LIVEFUSE_ALLOW_ANONYMOUS": "true"})[0].auth.allow_anonymous
