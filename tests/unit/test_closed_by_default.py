@@ -152,3 +152,32 @@ def test_a_switch_takes_no_string_in_the_environment_or_on_the_command_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--allow-anonymous" in err, err
     assert load_config(["--host", "0.0.0.0"], {"LIVEFUSE_ALLOW_ANONYMOUS": "true"})[0].auth.allow_anonymous
+
+
+@pytest.mark.parametrize(
+    "option, flag",
+    [("token_file", "--token-file"), ("egress_token_file", "--egress-token-file"),
+     ("webhook_secret_file", "--webhook-secret-file")],
+)  # fmt: skip
+def test_every_secret_file_goes_through_the_one_reader(option: str, flag: str, tmp_path: Path) -> None:
+    """Trimmed; empty, several lines, a directory or a file every user may write: one line each."""
+    secret = tmp_path / "secret"
+    secret.write_text("  s3cret \n")
+    secret.chmod(0o600)
+    argv = [flag, str(secret)] + (["--webhook-url", "http://127.0.0.1:9/hook"] if "webhook" in flag else [])
+    config, _ = load_config(argv, {})
+    value = {"token_file": config.auth.token, "egress_token_file": config.egress.default_token,
+             "webhook_secret_file": config.webhooks.secret}[option]  # fmt: skip
+    assert value == "s3cret"
+    for text, mode, needle in (
+        ("\n", 0o600, "is empty"),
+        ("a\nb\n", 0o600, "more than one line"),
+        ("tok\n", 0o666, "writable by every user"),
+    ):
+        secret.write_text(text)
+        secret.chmod(mode)
+        with pytest.raises(ValueError, match=needle) as info:
+            load_config(argv, {})
+        assert flag in str(info.value)
+    with pytest.raises(ValueError, match="not a regular file"):
+        load_config([flag, str(tmp_path)], {})
