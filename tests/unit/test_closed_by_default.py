@@ -3,12 +3,15 @@ the monitoring routes on a port of their own."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gateway.cli import load_config, main
 from gateway.config import is_loopback
+from gateway.exposure_rule import Listener, beyond_loopback, check_bound, check_listeners
 from gateway.http.cors import CorsConfig, cors_headers, normal_origin
 from gateway.http.metrics_listener import (
     GROUPS,
@@ -107,7 +110,8 @@ def test_the_metrics_listener_moves_the_chosen_routes_off_the_public_port() -> N
     with pytest.raises(ValueError, match="must differ"):
         load_config(["--port", "9090", "--metrics-port", "9090"], {})
     config, _ = load_config(
-        ["--metrics-port", "9100", "--metrics-address", "0.0.0.0", "--metrics-routes", "metrics,api"], {}
+        ["--metrics-port", "9100", "--metrics-address", "0.0.0.0", "--metrics-routes", "metrics,api"],
+        {"LIVEFUSE_ALLOW_ANONYMOUS": "true"},
     )
     assert config.metrics == MetricsListenerConfig(port=9100, address="0.0.0.0", groups=("metrics", "api"))
 
@@ -181,3 +185,57 @@ def test_every_secret_file_goes_through_the_one_reader(option: str, flag: str, t
         assert flag in str(info.value)
     with pytest.raises(ValueError, match="not a regular file"):
         load_config([flag, str(tmp_path)], {})
+
+
+def test_the_metrics_listener_beyond_loopback_needs_a_token_too(tmp_path: Path) -> None:
+    """One rule for every listener: --metrics-address 0.0.0.0 without a token is refused like --host."""
+    argv = [
+        "--metrics-port",
+        "18281",
+        "--metrics-address",
+        "0.0.0.0",
+        "--metrics-routes",
+        "metrics,api,dashboard",
+    ]
+    refused = r"refusing to listen on 0\.0\.0\.0 without a token \(--metrics-address\)"
+    with pytest.raises(ValueError, match=refused):
+        load_config(argv, {})
+    assert load_config([*argv, "--allow-anonymous"], {})[0].metrics.address == "0.0.0.0"
+    (tmp_path / "token").write_text("tok\n")
+    assert load_config([*argv, "--token-file", str(tmp_path / "token")], {})[0].auth.token == "tok"
+    load_config(["--metrics-port", "18281", "--metrics-address", "127.0.0.1"], {})
+
+
+def test_localhost_is_judged_by_the_addresses_it_resolves_to(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An /etc/hosts that maps localhost elsewhere: refused before anything listens, for either listener."""
+    real = socket.getaddrinfo
+
+    def hosts_file(host: object, *args: object, **kwargs: object) -> list[Any]:
+        if host == "localhost":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.7", 0))]
+        return real(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", hosts_file)
+    for argv in (["--host", "localhost"], ["--metrics-port", "18281", "--metrics-address", "localhost"]):
+        assert main([*argv, "--event-log", "none"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "refusing to listen on 192.0.2.7" in err, err
+        assert "localhost resolves to 192.0.2.7" in err and "--allow-anonymous" in err
+
+
+def test_the_rule_reads_the_addresses_a_listener_bound() -> None:
+    public = Listener("--host", "localhost", 8080)
+    assert beyond_loopback(["127.0.0.1", "::1", "::ffff:127.0.0.2", "0.0.0.0", "::", "10.0.0.5"]) == [
+        "0.0.0.0",
+        "::",
+        "10.0.0.5",
+    ]
+    check_bound(public, [("127.0.0.1", 8080), ("::1", 8080, 0, 0)], open_=True)
+    with pytest.raises(ValueError, match=r"on 10.0.0.5 without a token \(--host; localhost resolves"):
+        check_bound(public, [("127.0.0.1", 8080), ("10.0.0.5", 8080)], open_=True)
+    check_bound(public, [("10.0.0.5", 8080)], open_=False)  # a token, or --allow-anonymous
+    check_listeners([public], open_=True, resolve=lambda host, port: ["127.0.0.1", "::1"])
+    with pytest.raises(ValueError, match="every address resolves to 0.0.0.0"):
+        check_listeners([Listener("--host", "", 8080)], open_=True, resolve=lambda host, port: ["0.0.0.0"])
