@@ -9,11 +9,13 @@ the path must start with the entry's path at a segment boundary (`/whip` allows 
 not a plain DNS name or IP literal (percent-encoding, `0x7f.1`, `2130706433`), or a path with dot segments is
 refused before anything else.
 
-Addresses: `*` allows any public destination only; loopback, link-local, private, shared, multicast,
-reserved and unspecified addresses are refused unless an entry names them: an IP-literal entry allows that
-address; a host-name entry (the operator named that server, e.g. `http://janus.media.svc:8088`) allows what
-the name resolves to, except link-local, multicast and unspecified addresses (cloud metadata services live
-at 169.254.169.254 and fd00:ec2::254). Host names are resolved before the request is accepted (403 when an
+Addresses (gateway.egress.addresses): an IPv6 address that carries an IPv4 one (NAT64, 6to4, Teredo,
+IPv4-compatible, -mapped, -translated) is judged as both. `*` allows any public destination only;
+loopback, link-local, site-local, private, shared, multicast, reserved, unspecified and cloud metadata
+addresses are refused unless an entry names them: an IP-literal entry allows that address; a host-name
+entry (the operator named that server, e.g. `http://janus.media.svc:8088`) allows what the name resolves
+to, except link-local, site-local, multicast, unspecified and metadata addresses (169.254.169.254,
+fd00:ec2::254, ...). Host names are resolved before the request is accepted (403 when an
 address is refused) and again on every connection (gateway.egress.guarded_resolver), so a name that
 re-resolves elsewhere (DNS rebinding) is refused too. Redirects are never followed
 (gateway.egress.whip_client).
@@ -29,6 +31,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
+
+from gateway.egress import addresses
 
 ANY = "*"
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -131,11 +135,6 @@ def parse_entry(text: str) -> AllowEntry:
         raise ValueError(f"--egress-allow {text!r}: {exc}") from None
 
 
-def _special(address: IpAddress) -> bool:
-    """Never allowed by a host-name entry: link-local, multicast, unspecified (metadata services)."""
-    return address.is_link_local or address.is_multicast or address.is_unspecified
-
-
 @dataclass(frozen=True)
 class AllowList:
     entries: tuple[AllowEntry, ...] = ()
@@ -197,12 +196,13 @@ class AllowList:
             if address == named.address:
                 return  # the entry names this very address
         elif named is not None:
-            if not _special(address):
+            if not addresses.unreachable_by_name(address):
                 return  # the operator named this host: its own network's addresses are its business
-        elif address.is_global and not address.is_multicast:
+        elif addresses.public(address):
             return
-        kind = "loopback" if address.is_loopback else "link-local" if address.is_link_local else "non-public"
+        carried = addresses.embedded_ipv4(address)
+        shown = f"{address}, carrying {', '.join(map(str, carried))}" if carried else str(address)
         raise DestinationRefused(
-            f"egress to {target.host} ({address}) is not allowed: a {kind} address that no --egress-allow "
-            "entry names"
+            f"egress to {target.host} ({shown}) is not allowed: a {addresses.kind(address)} address that no "
+            "--egress-allow entry names"
         )

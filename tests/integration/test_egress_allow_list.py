@@ -104,6 +104,11 @@ def _bypasses(sink: int, endpoint: int, anything: bool) -> list[str]:
         f"http://127.0.0.1:{endpoint}/redirect/../foreign",
         "https://169.254.169.254/latest/meta-data",
         "http://[fd00:ec2::254]/",
+        f"http://[64:ff9b::7f00:1]:{sink}/whip",  # NAT64: 127.0.0.1
+        f"http://[2002:7f00:1::1]:{sink}/whip",  # 6to4: 127.0.0.1
+        f"http://[::7f00:1]:{sink}/whip",  # IPv4-compatible
+        f"http://[::ffff:0:7f00:1]:{sink}/whip",  # IPv4-translated
+        "http://[fec0::1]/whip",  # site-local
     ]
     if anything:  # names that resolve to loopback
         return [*common, f"http://localhost:{sink}/whip", f"http://LocalHost.:{sink}/whip"]
