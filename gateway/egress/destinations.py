@@ -7,7 +7,9 @@ by scheme; host names compare lower-case, IDNA-encoded, without a trailing dot; 
 the path must start with the entry's path at a segment boundary (`/whip` allows `/whip` and `/whip/1`, not
 `/whipper`). A URL with user-info (`https://sfu.example@169.254.169.254/`), another scheme, a host that is
 not a plain DNS name or IP literal (percent-encoding, `0x7f.1`, `2130706433`), or a path with dot segments is
-refused before anything else.
+refused before anything else. The path is decoded once, and refused when it holds an encoded slash, a dot
+segment (plain, encoded or encoded twice), a `;` parameter or a control character; the URL is then sent in
+the form it was matched in (`Destination.url`), so the endpoint reads the path the allow-list judged.
 
 Addresses (gateway.egress.addresses): an IPv6 address that carries an IPv4 one (NAT64, 6to4, Teredo,
 IPv4-compatible, -mapped, -translated) is judged as both. `*` allows any public destination only;
@@ -30,7 +32,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from gateway.egress import addresses
 
@@ -38,6 +40,8 @@ ANY = "*"
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _NUMERIC_LAST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")  # WHATWG: such a last label makes the host an IPv4
+_ENCODED_SEPARATOR = re.compile(r"%(2f|5c)", re.IGNORECASE)
+_PATH_SAFE = "/!$&'()*+,=:@-._~"  # RFC 3986 pchar, less ';' (refused) and '%' (encoded)
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -50,12 +54,29 @@ class Destination:
     scheme: str
     host: str  # normalised: lower-case DNS name, or an IP address in canonical form
     port: int
-    path: str  # percent-decoded, "/" when empty
+    path: str  # percent-decoded once, "/" when empty
     address: IpAddress | None  # the host, when it is an IP literal
+    query: str = ""
 
     @property
     def origin(self) -> tuple[str, str, int]:
         return self.scheme, self.host, self.port
+
+    @property
+    def url(self) -> str:
+        """The URL in the one form it was judged in, as it is sent: the path re-encoded from its decoded
+        form (so the endpoint reads exactly the path that matched), the query as given."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        port = "" if DEFAULT_PORTS[self.scheme] == self.port else f":{self.port}"
+        query = f"?{self.query}" if self.query else ""
+        return f"{self.scheme}://{host}{port}{quote(self.path, safe=_PATH_SAFE)}{query}"
+
+    @property
+    def endpoint(self) -> str:
+        """Scheme, host and port only: what stats, events and logs may show (the path and query carry
+        stream keys)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
 
 
 def _host(raw: str | None, url: str) -> tuple[str, IpAddress | None]:
@@ -97,10 +118,30 @@ def parse(url: str) -> Destination:
     if "@" in parts.netloc:
         raise DestinationRefused(f"egress URL {url!r} carries user-info")
     host, address = _host(parts.hostname, url)
-    path = unquote(parts.path) or "/"
-    if any(segment in (".", "..") for segment in path.split("/")) or "\\" in path:
+    path = _path(parts.path, url)
+    port = port if port is not None else DEFAULT_PORTS[scheme]
+    return Destination(scheme, host, port, path, address, parts.query)
+
+
+def _path(raw: str, url: str) -> str:
+    """The path decoded once; refused when a server could read it as another path: an encoded slash or
+    backslash, a dot segment (also encoded), a `%` left after decoding (double encoding), `;` parameters
+    (Tomcat and Spring strip them: `/whip/..;/admin`), NUL and other control characters."""
+    if _ENCODED_SEPARATOR.search(raw):
+        raise DestinationRefused(f"egress URL {url!r} has an encoded slash in its path")
+    try:
+        path = unquote(raw, errors="strict") if raw else "/"
+    except UnicodeDecodeError:
+        raise DestinationRefused(f"egress URL {url!r} has a path that is not UTF-8") from None
+    if "%" in path:
+        raise DestinationRefused(f"egress URL {url!r} is percent-encoded twice in its path")
+    if ";" in path:
+        raise DestinationRefused(f"egress URL {url!r} has ';' parameters in its path")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path) or "\\" in path:
+        raise DestinationRefused(f"egress URL {url!r} has NUL or control characters in its path")
+    if any(segment in (".", "..") for segment in path.split("/")):
         raise DestinationRefused(f"egress URL {url!r} has dot segments in its path")
-    return Destination(scheme, host, port if port is not None else DEFAULT_PORTS[scheme], path, address)
+    return path if path.startswith("/") else "/" + path
 
 
 @dataclass(frozen=True)
@@ -115,12 +156,14 @@ class AllowEntry:
         assert entry is not None
         if entry.origin != target.origin:
             return False
-        prefix = entry.path
-        return (
-            prefix.endswith("/")
-            and target.path.startswith(prefix)
-            or (target.path == prefix or target.path.startswith(prefix + "/"))
-        )
+        return within(entry.path, target.path)
+
+
+def within(prefix: str, path: str) -> bool:
+    """Whether `path` is `prefix` or below it, at a segment boundary (both decoded, as `parse` gives them)."""
+    if prefix.endswith("/"):
+        return path.startswith(prefix)
+    return path == prefix or path.startswith(prefix + "/")
 
 
 def parse_entry(text: str) -> AllowEntry:
@@ -153,6 +196,12 @@ class AllowList:
         if target.address is not None:
             self._check_address(entry, target, target.address)
         return target
+
+    def scope(self, target: Destination) -> str:
+        """The path prefix the endpoint's resources must stay within (its `Location`): the path of the entry
+        that takes `target`; `/` (its origin) under `*`."""
+        entry = self._entry(target)
+        return entry.destination.path if entry is not None and entry.destination is not None else "/"
 
     def _entry(self, target: Destination) -> AllowEntry | None:
         named = [e for e in self.entries if not e.any and e.matches(target)]

@@ -47,6 +47,7 @@ class Target:
     url: str
     token: str | None = None
     origin: str = "request"  # request | default: where the target came from (shown in stats)
+    scope: str = "/"  # the path prefix the endpoint's `Location` must stay within (its allow-list entry's)
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,9 @@ class EgressPush:
             _prefer(pc, audio_sender, "audio", "opus")
             install_sender_clock(audio_sender, relay.capture_ntp)
         await pc.setLocalDescription(await pc.createOffer())
-        resource = await post_offer(self._http, url, token, pc.localDescription.sdp, self._timeouts.request_s)
+        resource = await post_offer(
+            self._http, url, token, pc.localDescription.sdp, self._timeouts.request_s, self.target.scope
+        )
         self.location = resource.location
         await pc.setRemoteDescription(RTCSessionDescription(sdp=resource.answer_sdp, type="answer"))
         lost = asyncio.ensure_future(self._lost.wait())

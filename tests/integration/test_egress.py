@@ -156,8 +156,9 @@ async def test_an_h264_session_pushes_h264_from_its_one_encoder(astronaut: np.nd
     async with running_endpoint(endpoint) as downstream, aiohttp.ClientSession() as http:
         config = replace(
             gw_config(),
-            # "*" takes public destinations only: the loopback endpoint is named
-            egress=EgressConfig(allowed_prefixes=(downstream + "/ingest",), host_addresses=LOOPBACK_EGRESS),
+            # "*" takes public destinations only: the loopback endpoint is named, at the path that holds both
+            # its ingest URLs and its resources (a Location must stay below the entry)
+            egress=EgressConfig(allowed_prefixes=(downstream + "/",), host_addresses=LOOPBACK_EGRESS),
         )
         async with running_gateway(config, pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw:
             frames = [cv2.resize(astronaut, (160, 120))]

@@ -21,6 +21,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from gateway.egress.config import EgressConfig
 from gateway.egress.destinations import AllowList
 from gateway.egress.guarded_resolver import GuardedResolver
+from gateway.http.rate_limit import RateLimitConfig
 from loadgen.embedded import start_site
 from tests.harness.fakes import FakePipeline, RecordingMonitor
 from tests.harness.gateway import gw_config, running_gateway
@@ -66,9 +67,23 @@ def _misleading_endpoint(sink: int, seen: list[str]) -> web.Application:
         headers = {"Location": f"http://127.0.0.1:{sink}/resource/1", "Content-Type": "application/sdp"}
         return web.Response(status=201, text=answer, headers=headers)
 
+    async def outside_the_prefix(request: web.Request) -> web.Response:
+        seen.append(f"{request.method} {request.path}")
+        if request.method == "OPTIONS":
+            return web.Response(status=204)
+        answer = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n"
+        headers = {"Location": "/admin/delete-everything", "Content-Type": "application/sdp"}
+        return web.Response(status=201, text=answer, headers=headers)
+
+    async def anything_else(request: web.Request) -> web.Response:
+        seen.append(f"{request.method} {request.path}")
+        return web.Response(status=204)
+
     app = web.Application()
     app.router.add_route("*", "/redirect", redirect)
     app.router.add_route("*", "/foreign", foreign_location)
+    app.router.add_route("*", "/whip", outside_the_prefix)
+    app.router.add_route("*", "/{tail:.*}", anything_else)
     return app
 
 
@@ -109,6 +124,10 @@ def _bypasses(sink: int, endpoint: int, anything: bool) -> list[str]:
         f"http://[::7f00:1]:{sink}/whip",  # IPv4-compatible
         f"http://[::ffff:0:7f00:1]:{sink}/whip",  # IPv4-translated
         "http://[fec0::1]/whip",  # site-local
+        f"http://127.0.0.1:{endpoint}/redirect%2fx",  # paths a server may read outside the prefix
+        f"http://127.0.0.1:{endpoint}/redirect/%252e%252e/admin",
+        f"http://127.0.0.1:{endpoint}/redirect/..;/admin",
+        f"http://127.0.0.1:{endpoint}/redirect/%00",
     ]
     if anything:  # names that resolve to loopback
         return [*common, f"http://localhost:{sink}/whip", f"http://LocalHost.:{sink}/whip"]
@@ -131,7 +150,8 @@ async def test_every_bypass_is_403_and_never_connected(
     sink, endpoint, seen = misleading
     named = ("https://sfu.example/whip", f"http://127.0.0.1:{endpoint}/redirect")
     allow = (*named, "*") if anything else named
-    config = replace(gw_config(), egress=EgressConfig(allowed_prefixes=allow, host_addresses=("127.0.0.1",)))
+    egress = EgressConfig(allowed_prefixes=allow, host_addresses=("127.0.0.1",))
+    config = replace(gw_config(), egress=egress, rate_limit=RateLimitConfig(rate_per_s=0))  # many requests
     sdp = {"Content-Type": "application/sdp"}
     bypasses = _bypasses(sink.port, endpoint, anything)
     async with (
@@ -156,8 +176,10 @@ async def test_every_bypass_is_403_and_never_connected(
 async def test_redirects_and_foreign_locations_are_not_followed(
     misleading: tuple[Sink, int, list[str]], astronaut: np.ndarray
 ) -> None:
+    """A 3xx, a Location on another origin, and a Location outside the entry's path (`/admin/...` for an
+    entry `/whip`): the push fails, and nothing, DELETE with the endpoint's token least of all, goes there."""
     sink, endpoint, seen = misleading
-    allow = (f"http://127.0.0.1:{endpoint}/redirect", f"http://127.0.0.1:{endpoint}/foreign")
+    allow = tuple(f"http://127.0.0.1:{endpoint}/{path}" for path in ("redirect", "foreign", "whip"))
     egress = EgressConfig(allowed_prefixes=allow, host_addresses=("127.0.0.1",))
     config = replace(gw_config(), egress=replace(egress, retry=replace(egress.retry, max_attempts=1)))
     monitor = RecordingMonitor()
@@ -165,18 +187,20 @@ async def test_redirects_and_foreign_locations_are_not_followed(
         running_gateway(config, pipeline=FakePipeline(), monitor=monitor) as gw,
         aiohttp.ClientSession() as http,
     ):
-        for path in ("redirect", "foreign"):
+        for path in ("redirect", "foreign", "whip"):
             query = f"?processors=none&egress=http://127.0.0.1:{endpoint}/{path}"
             pub = await publish(http, gw.url, [cv2.resize(astronaut, (160, 120))], query=query)
             session_id = pub.location.rsplit("/", 1)[-1]
             try:
                 assert await wait_for(partial(_failed, monitor, session_id), 30), monitor.events
                 reasons = [m for m, _ in _egress_events(monitor, session_id)]
-                word = "redirects are not followed" if path == "redirect" else "not on the endpoint's origin"
+                word = {"redirect": "redirects are not followed", "foreign": "not on the endpoint's origin",
+                        "whip": "outside the endpoint's path /whip"}[path]  # fmt: skip
                 assert any(word in m for m in reasons), reasons
             finally:
                 await pub.close()
-    assert f"POST /{'redirect'}" in seen and "POST /foreign" in seen
+    assert f"POST /{'redirect'}" in seen and "POST /foreign" in seen and "POST /whip" in seen
+    assert not any("/admin" in request for request in seen), seen
     assert sink.connections == 0  # neither the redirect's target nor the foreign Location (no DELETE there)
 
 

@@ -44,6 +44,17 @@ BYPASSES = [
     "https://sfu.example:443@127.0.0.1/whip",
     "//sfu.example/whip",
     "sfu.example/whip",
+    "https://sfu.example/whip%2fx",  # an encoded slash: one segment here, two at a server that decodes
+    "https://sfu.example/whip%2Fx",
+    "https://sfu.example/whip/%5c..%5cadmin",
+    "https://sfu.example/whip/%252e%252e/admin",  # dot segments encoded twice
+    "https://sfu.example/whip/%25252e",
+    "https://sfu.example/whip/..;/admin",  # `;` parameters (Tomcat, Spring: `..;` is `..`)
+    "https://sfu.example/whip;a=b",
+    "https://sfu.example/whip/%3b",
+    "https://sfu.example/whip/%00",  # NUL
+    "https://sfu.example/whip/%0aHost:%20evil",
+    "https://sfu.example/whip/%ff",  # not UTF-8
 ]
 
 ALLOWED = [
@@ -165,3 +176,16 @@ def test_site_local_and_metadata_addresses_need_an_entry_that_is_the_address() -
     literal.check("http://169.254.169.254/latest")
     with pytest.raises(DestinationRefused, match="site-local"):
         anything.check("http://[fec0::1]/whip")
+
+
+def test_the_path_is_sent_in_the_form_it_was_matched_in() -> None:
+    for given, sent in (
+        ("https://SFU.example:443/whip/%7Ekey?k=s%2Fecret", "https://sfu.example/whip/~key?k=s%2Fecret"),
+        ("https://sfu.example/whip/a%20b", "https://sfu.example/whip/a%20b"),
+        ("https://sfu.example/whip/caf%C3%A9", "https://sfu.example/whip/caf%C3%A9"),
+        ("http://127.0.0.1:8088/janus/x", "http://127.0.0.1:8088/janus/x"),
+        ("http://[0:0::1]:9000", "http://[::1]:9000/"),
+    ):
+        target = ALLOW.check(given)
+        assert target.url == sent and parse(sent) == target, (given, target.url)
+    assert parse("https://sfu.example/whip/k?x=1").endpoint == "https://sfu.example:443"
