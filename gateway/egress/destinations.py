@@ -103,6 +103,11 @@ def _host(raw: str | None, url: str) -> tuple[str, IpAddress | None]:
     return name, None
 
 
+def host_of(raw: str) -> tuple[str, IpAddress | None]:
+    """A host as `parse` normalises it (and its address when it is an IP literal); DestinationRefused else."""
+    return _host(raw, raw)
+
+
 def parse(url: str) -> Destination:
     """The destination of an egress URL; DestinationRefused (one line) for anything not plainly one."""
     if not isinstance(url, str) or any(c.isspace() or ord(c) < 0x20 for c in url) or "\\" in url:
@@ -234,6 +239,23 @@ class AllowList:
                 return True
             except DestinationRefused:
                 continue
+        return False
+
+    def may_reach(self, host: str) -> bool:
+        """Whether some entry could take `host` on some port (`*`, or an entry naming it)."""
+        return any(e.any or (e.destination is not None and e.destination.host == host) for e in self.entries)
+
+    def ice_allows(self, host: str, address: str) -> bool:
+        """For an ICE server the endpoint offers (gateway.egress.ice_servers): an entry names its host, on
+        any port, and allows `address` for it; or `*` and a public address."""
+        ip = ipaddress.ip_address(address.split("%")[0])
+        for entry in self.entries:
+            if entry.any or (entry.destination is not None and entry.destination.host == host):
+                try:
+                    self._check_address(entry, Destination("https", host, 0, "/", None), ip)
+                    return True
+                except DestinationRefused:
+                    continue
         return False
 
     @staticmethod

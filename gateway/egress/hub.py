@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from gateway.egress.config import EgressConfig
 from gateway.egress.guarded_resolver import GuardedResolver
+from gateway.egress.ice_servers import IceServerCheck
 from gateway.egress.policy import STATES, EgressState
 from gateway.egress.push import EgressPush, MediaSource, PushTimeouts, Target
 from gateway.egress.whip_client import delete_resource
@@ -40,6 +41,8 @@ class EgressHub:
         self._http: aiohttp.ClientSession | None = None
         self._deletes: set[asyncio.Task[None]] = set()
         self._closed = False
+        trusted_hosts = frozenset(host for host, _ in config.trusted_origins())
+        self._ice_check = IceServerCheck(config.allow_list, trusted_hosts)
 
     async def start(self) -> None:
         if self._http is None:  # every connection's addresses pass the allow-list (guarded_resolver)
@@ -72,6 +75,7 @@ class EgressHub:
             host_addresses=self.config.host_addresses,
             on_state=self._on_state,
             on_delete=self._delete_later,
+            ice_check=self._ice_check,
         )
         self.pushes[session.id] = push
         push.start()

@@ -16,12 +16,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import aiohttp
-from aiortc import RTCConfiguration, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 
 from gateway.egress.policy import EgressState, Failure, RetryConfig, after_failure
 from gateway.egress.whip_client import WhipRefused, WhipResource, delete_resource, ice_servers, post_offer
@@ -57,6 +57,7 @@ class PushTimeouts:
 
 
 StateListener = Callable[["EgressPush", EgressState, str], None]
+IceCheck = Callable[[tuple[RTCIceServer, ...]], Awaitable[tuple[RTCIceServer, ...]]]
 
 
 def _codec_for(source: MediaSource) -> str:
@@ -87,6 +88,7 @@ class EgressPush:
         host_addresses: tuple[str, ...] = (),
         on_state: StateListener | None = None,
         on_delete: Callable[[str, str | None], None] | None = None,
+        ice_check: IceCheck | None = None,
     ) -> None:
         self.source = source
         self.target = target
@@ -102,6 +104,7 @@ class EgressPush:
         self._hosts = host_addresses
         self._on_state = on_state
         self._on_delete = on_delete  # (location, token): DELETE sent by the owner, off this task
+        self._ice_check = ice_check
         self._pc: RTCPeerConnection | None = None
         self._tracks: list[object] = []
         self._lost = asyncio.Event()
@@ -170,6 +173,8 @@ class EgressPush:
     async def _connect(self) -> WhipResource:
         url, token = self.target.url, self.target.token
         servers = await ice_servers(self._http, url, token, self._timeouts.request_s)
+        if self._ice_check is not None:  # the endpoint's ICE servers pass the allow-list as it did
+            servers = await self._ice_check(servers)
         pc = self._pc = RTCPeerConnection(RTCConfiguration(iceServers=list(servers)))
         if self._hosts:
             install(pc, Features(host_addresses=self._hosts, low_latency_receive=False))

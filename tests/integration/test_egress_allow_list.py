@@ -32,9 +32,10 @@ from tests.harness.waiting import wait_for
 class Sink:
     """A TCP listener that only counts the connections made to it."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.connections = 0
         self.port = 0
+        self.host = host
         self._server: asyncio.Server | None = None
 
     async def __aenter__(self) -> Sink:
@@ -42,7 +43,7 @@ class Sink:
             self.connections += 1
             writer.close()
 
-        self._server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(accept, self.host, 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -246,3 +247,48 @@ async def test_a_name_that_rebinds_to_a_refused_address_is_refused_on_connection
             with pytest.raises(aiohttp.ClientError):  # the sink closes at once: it was reached
                 await http.post(f"http://own.example:{sink.port}/whip", data=b"v=0")
         assert await wait_for(lambda: sink.connections == 1, 5)
+
+
+def _steering_endpoint(turn: str, seen: list[str]) -> web.Application:
+    """An allowed endpoint that offers a TURN server elsewhere, then refuses the offer."""
+
+    async def whip(request: web.Request) -> web.Response:
+        seen.append(f"{request.method} {request.path}")
+        if request.method == "OPTIONS":
+            return web.Response(status=204, headers={"Link": f'<{turn}>; rel="ice-server"'})
+        return web.Response(status=403, text="no")
+
+    app = web.Application()
+    app.router.add_route("*", "/whip", whip)
+    return app
+
+
+async def test_ice_servers_the_endpoint_offers_pass_the_allow_list(astronaut: np.ndarray) -> None:
+    """`Link: <turn:127.0.0.3:PORT?transport=tcp>; rel="ice-server"` from an endpoint allowed at 127.0.0.1:
+    no entry names 127.0.0.3, so no TCP connection (and no TURN Allocate) goes there."""
+    seen: list[str] = []
+    async with Sink("127.0.0.3") as turn:
+        runner = web.AppRunner(_steering_endpoint(f"turn:127.0.0.3:{turn.port}?transport=tcp", seen))
+        await runner.setup()
+        port = await start_site(runner)
+        egress = EgressConfig(
+            allowed_prefixes=(f"http://127.0.0.1:{port}/whip",), host_addresses=("127.0.0.1",)
+        )
+        config = replace(gw_config(), egress=replace(egress, retry=replace(egress.retry, max_attempts=1)))
+        monitor = RecordingMonitor()
+        try:
+            async with (
+                running_gateway(config, pipeline=FakePipeline(), monitor=monitor) as gw,
+                aiohttp.ClientSession() as http,
+            ):
+                query = f"?processors=none&egress=http://127.0.0.1:{port}/whip"
+                pub = await publish(http, gw.url, [cv2.resize(astronaut, (160, 120))], query=query)
+                session_id = pub.location.rsplit("/", 1)[-1]
+                try:
+                    assert await wait_for(partial(_failed, monitor, session_id), 30), monitor.events
+                finally:
+                    await pub.close()
+        finally:
+            await runner.cleanup()
+        assert seen == ["OPTIONS /whip", "POST /whip"]  # the endpoint was asked, and refused
+        assert turn.connections == 0
