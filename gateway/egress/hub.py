@@ -23,7 +23,7 @@ from gateway.egress.guarded_resolver import GuardedResolver
 from gateway.egress.ice_servers import IceServerCheck
 from gateway.egress.policy import STATES, EgressState
 from gateway.egress.push import EgressPush, MediaSource, PushTimeouts, Target
-from gateway.egress.whip_client import delete_resource
+from gateway.egress.whip_client import delete_resource, endpoint_of
 from gateway.errors import Conflict, NotFound
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,9 @@ class EgressHub:
             raise Conflict("egress is shutting down")
         current = self.pushes.get(session.id)
         if current is not None and not current.done:
-            raise Conflict(f"session {session.id} already pushes to {current.target.url} (DELETE it first)")
+            raise Conflict(
+                f"session {session.id} already pushes to {current.target.endpoint} (DELETE it first)"
+            )
         push = EgressPush(
             session,
             target,
@@ -107,7 +109,7 @@ class EgressHub:
             session_id=push.source.id,
             state=state.value,
             reason=reason,
-            url=push.target.url,
+            url=push.target.endpoint,  # scheme, host and port: events reach every reader of /api/stats
             attempts=push.attempts,
         )
 
@@ -119,7 +121,8 @@ class EgressHub:
         async def delete() -> None:
             status = await delete_resource(http, location, token, self.config.request_timeout_s)
             if status is None or status >= 300:
-                logger.warning("egress DELETE %s: %s", location, status or "endpoint unreachable")
+                where = endpoint_of(location)
+                logger.warning("egress DELETE on %s: %s", where, status or "endpoint unreachable")
 
         task = asyncio.get_running_loop().create_task(delete(), name="egress-delete")
         self._deletes.add(task)

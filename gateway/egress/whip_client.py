@@ -106,7 +106,7 @@ async def ice_servers(
         return ()
 
 
-def _endpoint_of(url: str) -> str:
+def endpoint_of(url: str) -> str:
     """Scheme, host and port of `url` (what a message may show: paths carry stream keys)."""
     scheme, host, port = _origin(url)
     host = f"[{host}]" if ":" in host else host
@@ -126,13 +126,13 @@ def resource_url(endpoint: str, location: str, scope: str) -> str:
     ValueError, whose message names no path. The DELETE, sent with the endpoint's token, goes only here."""
     resource = urljoin(endpoint, location)
     if _origin(resource) != _origin(endpoint):
-        raise ValueError(f"Location on {_endpoint_of(resource)} is not on the endpoint's origin")
+        raise ValueError(f"Location on {endpoint_of(resource)} is not on the endpoint's origin")
     try:
         where = parse(resource)
     except DestinationRefused:
         raise ValueError("Location is not a plain path (encoded slashes, dot segments, ';')") from None
     if not within(scope, where.path):
-        raise ValueError(f"Location is outside the endpoint's path {scope} (its --egress-allow entry)")
+        raise ValueError("Location is outside the endpoint's path prefix (its --egress-allow entry)")
     return where.url
 
 
@@ -154,7 +154,7 @@ async def post_offer(
     ) as response:
         body = await response.text(errors="replace")
         if 300 <= response.status < 400:
-            to = _endpoint_of(urljoin(url, response.headers.get("Location", "")))
+            to = endpoint_of(urljoin(url, response.headers.get("Location", "")))
             raise WhipRefused(
                 response.status, f"redirects are not followed (to {to}): name the endpoint itself"
             )

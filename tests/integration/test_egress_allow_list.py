@@ -196,7 +196,7 @@ async def test_redirects_and_foreign_locations_are_not_followed(
                 assert await wait_for(partial(_failed, monitor, session_id), 30), monitor.events
                 reasons = [m for m, _ in _egress_events(monitor, session_id)]
                 word = {"redirect": "redirects are not followed", "foreign": "not on the endpoint's origin",
-                        "whip": "outside the endpoint's path /whip"}[path]  # fmt: skip
+                        "whip": "outside the endpoint's path prefix"}[path]  # fmt: skip
                 assert any(word in m for m in reasons), reasons
             finally:
                 await pub.close()

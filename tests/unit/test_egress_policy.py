@@ -10,7 +10,8 @@ from gateway.egress.config import EgressConfig
 from gateway.egress.destinations import AllowList
 from gateway.egress.ice_servers import IceServerCheck
 from gateway.egress.policy import EgressState, Failure, RetryConfig, after_failure, retryable
-from gateway.egress.whip_client import check_endpoint, ice_servers_from_links
+from gateway.egress.push import Target
+from gateway.egress.whip_client import REFUSAL_CHARS, check_endpoint, ice_servers_from_links, refusal_text
 
 
 def test_server_and_network_errors_are_retried_with_a_capped_exponential_backoff() -> None:
@@ -90,8 +91,7 @@ def test_hub_counts_state_changes_for_prometheus() -> None:
         class source:  # noqa: N801  (stands for the session)
             id = "s1"
 
-        class target:  # noqa: N801
-            url = "https://sfu.example/whip"
+        target = Target("https://sfu.example/whip/stream-key?k=1")
 
         attempts = 1
         state = EgressState.LIVE
@@ -108,6 +108,16 @@ def test_hub_counts_state_changes_for_prometheus() -> None:
     assert 'livefuse_egress_pushes{state="live"} 1.0' in text
     assert [e[2]["state"] for e in events] == ["connecting", "live", "retrying", "connecting"]
     assert all(e[0] == "egress" and e[2]["session_id"] == "s1" for e in events)
+    assert all(e[2]["url"] == "https://sfu.example:443" and "stream-key" not in e[1] for e in events)
+
+
+def test_a_target_shows_its_endpoint_and_scrubs_its_path_and_query() -> None:
+    target = Target("https://sfu.example/whip/stream%20key?k=SECRET")
+    assert target.endpoint == "https://sfu.example:443"
+    text = "POST https://sfu.example/whip/stream%20key?k=SECRET failed at /whip/stream key (k=SECRET)"
+    scrubbed = target.scrub(text)
+    assert "stream" not in scrubbed and "SECRET" not in scrubbed and "sfu.example" not in scrubbed, scrubbed
+    assert refusal_text("x" * 500 + "\nsecond line", None) == "x" * (REFUSAL_CHARS - 1) + "…"
 
 
 async def test_ice_servers_the_endpoint_offers_pass_the_allow_list() -> None:
