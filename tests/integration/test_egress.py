@@ -77,8 +77,11 @@ async def test_egress_api_pushes_the_processed_stream_and_stops(astronaut: np.nd
                     async with http.post(egress, json=payload) as r:
                         text = (await r.text()).strip()
                         assert r.status == status and words in text and "\n" not in text, (payload, text)
-                async with http.post(egress, data=b"{not json") as r:
+                json_type = {"Content-Type": "application/json"}
+                async with http.post(egress, data=b"{not json", headers=json_type) as r:
                     assert r.status == 400
+                async with http.post(egress, data=b"{not json") as r:
+                    assert r.status == 415  # not sent as JSON
                 async with http.get(f"{gw.url}/sessions/nope/egress") as r:
                     assert r.status == 404
 
