@@ -27,9 +27,9 @@ from gateway.app_resources import (
     lifetime,
     monitoring_routes,
 )
-from gateway.auth import identify, is_authorized
+from gateway.auth import host_allowed, host_refusal, identify, is_authorized
 from gateway.config import GatewayConfig
-from gateway.errors import Unauthorized, Unavailable
+from gateway.errors import Forbidden, Unauthorized, Unavailable
 from gateway.http import control, cors, health, metrics_listener, sessions, sources, whep, whip
 from gateway.http import egress as egress_routes
 from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
@@ -52,6 +52,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
     async def checked() -> web.StreamResponse:
         config = request.app[CONFIG]
+        host = request.headers.get("Host")
+        if not host_allowed(config.auth, host):
+            request.app[MONITOR].record_reject("bad_request")
+            raise Forbidden(host_refusal(host or ""))
         principal = identify(config.auth, request.method, request.headers, request.query)
         if not is_authorized(config.auth, principal, request.method, request.path, request.headers):
             request.app[MONITOR].record_reject("auth")

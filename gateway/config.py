@@ -20,6 +20,7 @@ from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.background import BackgroundConfig
 from gateway.egress.config import EgressConfig
+from gateway.exposure_rule import Listener
 from gateway.http.cors import CorsConfig
 from gateway.http.metrics_listener import MetricsListenerConfig
 from gateway.http.rate_limit import RateLimitConfig
@@ -186,11 +187,13 @@ class GatewayConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be 0..65535, got {self.port}")
-        if not is_loopback(self.host) and not self.auth.enabled and not self.auth.allow_anonymous:
-            raise ValueError(
-                f"refusing to listen on {self.host or 'every address'} without a token: give --token-file "
-                "(or LIVEFUSE_TOKEN_FILE, --tenants-file), or --allow-anonymous to make every caller an admin"
-            )
+        for listener in self.listeners():  # by name here; by address at start (gateway.exposure_rule)
+            if self.anonymous and not is_loopback(listener.host):
+                raise ValueError(
+                    f"refusing to listen on {listener.host or 'every address'} without a token "
+                    f"({listener.name}): give --token-file (or LIVEFUSE_TOKEN_FILE, --tenants-file), or "
+                    "--allow-anonymous to make every caller an admin"
+                )
         if self.metrics.port is not None and self.metrics.port == self.port and self.port != 0:
             raise ValueError(f"--metrics-port must differ from --port ({self.port})")
         if self.public_url is not None:
@@ -208,9 +211,22 @@ class GatewayConfig:
         if self.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError(f"log_level must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")
 
+    @property
+    def anonymous(self) -> bool:
+        """No token and no --allow-anonymous: every listener must stay on loopback."""
+        return not self.auth.enabled and not self.auth.allow_anonymous
+
+    def listeners(self) -> tuple[Listener, ...]:
+        """Every TCP listener the process opens (gateway.exposure_rule judges them alike)."""
+        public = Listener("--host", self.host, self.port)
+        if self.metrics.port is None:
+            return (public,)
+        return public, Listener("--metrics-address", self.metrics.address, self.metrics.port)
+
 
 def is_loopback(host: str) -> bool:
-    """Whether listening on `host` reaches this machine only: 127.0.0.0/8, ::1 or `localhost`."""
+    """Whether listening on `host` reaches this machine only: 127.0.0.0/8, ::1 or `localhost` (by name
+    here; what `localhost` resolves to and binds is judged at start, gateway.exposure_rule)."""
     if host.strip().lower() == "localhost":
         return True
     try:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.config import GatewayConfig
+from gateway.exposure_rule import check_bound
 from gateway.http.access_log import runner_options
 from gateway.http.keys import MONITOR
 from gateway.http.metrics_listener import BOUND, bound_addresses, public_routes
@@ -48,7 +49,10 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
         try:
             context = None if config.tls is None else server_context(config.tls)
             await _metrics_site(app, runner, config)
+            before = list(runner.addresses)
             await web.TCPSite(runner, config.host, config.port, ssl_context=context).start()
+            public = config.listeners()[0]
+            check_bound(public, [a for a in runner.addresses if a not in before], open_=config.anonymous)
             log.info("listening on %s://%s:%d", scheme(config), config.host, config.port)
             yield lambda: None
         finally:
@@ -67,6 +71,11 @@ async def listening(app: web.Application, config: GatewayConfig) -> AsyncIterato
                     monitor.record_reject(reason)
 
     listener = bind_listener(config.host, config.port)
+    try:
+        check_bound(config.listeners()[0], [listener.getsockname()], open_=config.anonymous)
+    except ValueError:
+        listener.close()
+        raise
     private = Path(tempfile.mkdtemp(prefix=PRIVATE_DIR_PREFIX))
     runner = web.AppRunner(app, handle_signals=False, access_log=None, keepalive_timeout=MEDIA_IDLE_S)
     front: FrontProcess | None = None
@@ -106,7 +115,9 @@ async def _metrics_site(app: web.Application, runner: web.AppRunner, config: Gat
         return
     before = list(runner.addresses)
     await web.TCPSite(runner, listener.address, listener.port).start()
-    bound = bound_addresses([a for a in runner.addresses if a not in before])
+    added = [a for a in runner.addresses if a not in before]
+    check_bound(config.listeners()[-1], added, open_=config.anonymous)
+    bound = bound_addresses(added)
     app[BOUND].update(bound)
     for address, port in sorted(bound):
         log.info("%s on http://%s:%d", ", ".join(listener.groups), address, port)

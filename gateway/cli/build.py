@@ -54,9 +54,9 @@ def _secrets(values: Mapping[str, Any]) -> dict[str, Any]:
     if values.get("token") is None and values.get("token_file") is not None:
         changes["auth.token"] = v.secret(values["token_file"], "--token-file")
     if values.get("egress_token") is None and values.get("egress_token_file") is not None:
-        changes["egress.default_token"] = Path(str(values["egress_token_file"])).read_text().strip() or None
+        changes["egress.default_token"] = v.secret(values["egress_token_file"], "--egress-token-file")
     if values.get("webhook_secret") is None and values.get("webhook_secret_file") is not None:
-        changes["webhooks.secret"] = Path(str(values["webhook_secret_file"])).read_text().strip() or None
+        changes["webhooks.secret"] = v.secret(values["webhook_secret_file"], "--webhook-secret-file")
     return changes
 
 

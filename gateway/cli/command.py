@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gateway.cli.build import load_config
 from gateway.config import GatewayConfig
+from gateway.exposure_rule import check_listeners
 from gateway.http.tls import make_self_signed, server_context
 from gateway.preflight import PreflightError, check_processing
 from gateway.process_setup import setup_process
@@ -48,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if steps.self_signed:
             folder = Path(tempfile.mkdtemp(prefix="livefuse-tls-"))
             config = replace(config, tls=make_self_signed(folder, config.host))
+        check_listeners(config.listeners(), open_=config.anonymous)  # by the addresses they resolve to
         if config.tls is not None:
             server_context(config.tls)  # a bad certificate or key: one line here, not a front that dies
     except (OSError, ValueError, TypeError, tomllib.TOMLDecodeError, PreflightError, UncheckedVersion) as exc:

@@ -198,10 +198,19 @@ SECURITY = (
     Option(
         "allow_anonymous",
         "security",
-        "listen on a non-loopback --host without any token (every caller is an admin); without it the "
-        "gateway refuses to start that way",
+        "listen beyond loopback (--host, --metrics-address) without any token (every caller is an admin); "
+        "without it the gateway refuses to start that way",
         kind="switch",
         fields=("auth.allow_anonymous",),
+    ),
+    Option(
+        "allowed_hosts",
+        "security",
+        "Host names answered besides localhost, 127.0.0.1 and [::1] when no token is set (comma-separated; "
+        "other Host headers get 403: a guard against DNS rebinding)",
+        kind="csv",
+        metavar="NAME,...",
+        fields=("auth.allowed_hosts",),
     ),
     Option(
         "cors_origin",

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gateway.cli.declarations import OPTIONS
+from gateway.cli.option import checked_file_value
 from gateway.cli.parser import build_parser, env_values, file_keys
 
 
@@ -21,12 +23,15 @@ def merged_values(
     file_values: Mapping[str, Any] | None = None,
     env: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One value per key: flags over environment over file. A file key that is no option is an error."""
+    """One value per key: flags over environment over file. A file key that is no option, or a value of
+    the wrong TOML type (a string where a boolean belongs), is an error."""
     merged: dict[str, Any] = {k.replace("-", "_"): v for k, v in (file_values or {}).items()}
     unknown = sorted(set(merged) - file_keys() - {"config"})
     if unknown:
         raise ValueError(f"unknown key(s) in config file: {', '.join(unknown)}")
     merged.pop("config", None)
+    by_key = {option.key: option for option in OPTIONS}
+    merged = {key: checked_file_value(by_key[key], value) for key, value in merged.items()}
     merged.update(env or {})
     merged.update({k: v for k, v in vars(args).items() if v is not None})
     return merged

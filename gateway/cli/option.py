@@ -108,12 +108,42 @@ class Unset:
 UNSET = Unset()
 
 
+_FILE_TYPES: Mapping[str, tuple[type, ...]] = MappingProxyType(
+    {
+        "switch": (bool,),
+        "int": (int,),
+        "float": (int, float),
+        "text": (str, int, float),  # a text option may take a number (`video_bitrate = 300` or "auto")
+        "path": (str,),
+        "list": (list, str),
+        "csv": (list, str),
+    }
+)
+_TOML_NAMES = {"switch": "true or false (a TOML boolean)", "int": "an integer", "float": "a number"}
+
+
+def checked_file_value(option: Option, raw: Any) -> Any:
+    """A --config file's value typed as the option's kind, or ValueError (one line): TOML says what type a
+    value is, so `allow_anonymous = "false"` is a mistake to report, not a string to coerce (`bool("false")`
+    is true). Lists hold strings or numbers only."""
+    wanted = _FILE_TYPES[option.kind]
+    bad = not isinstance(raw, wanted) or (isinstance(raw, bool) and option.kind != "switch")
+    if isinstance(raw, list):
+        bad = bad or any(isinstance(v, bool | list | dict) for v in raw)
+    if bad:
+        kind = _TOML_NAMES.get(option.kind, "a list" if list in wanted else "a string")
+        raise ValueError(f"config file: {option.key} must be {kind}, got {toml_value(raw)}")
+    return raw
+
+
 def field_value(option: Option, raw: Any) -> Any:
     """A value from a flag, the environment or the file (not None) as the value of the option's fields;
     UNSET where it leaves them at their defaults."""
     value: Any
     if option.kind == "switch":
-        value = bool(raw)
+        if not isinstance(raw, bool):  # flags and the environment give booleans; a file is checked on load
+            raise ValueError(f"{option.flag} is a switch: true or false, got {raw!r}")
+        value = raw
         value = not value if option.negate else value
     elif option.kind in ("list", "csv"):
         value = split(raw)

@@ -7,13 +7,17 @@ by scheme; host names compare lower-case, IDNA-encoded, without a trailing dot; 
 the path must start with the entry's path at a segment boundary (`/whip` allows `/whip` and `/whip/1`, not
 `/whipper`). A URL with user-info (`https://sfu.example@169.254.169.254/`), another scheme, a host that is
 not a plain DNS name or IP literal (percent-encoding, `0x7f.1`, `2130706433`), or a path with dot segments is
-refused before anything else.
+refused before anything else. The path is decoded once, and refused when it holds an encoded slash, a dot
+segment (plain, encoded or encoded twice), a `;` parameter or a control character; the URL is then sent in
+the form it was matched in (`Destination.url`), so the endpoint reads the path the allow-list judged.
 
-Addresses: `*` allows any public destination only; loopback, link-local, private, shared, multicast,
-reserved and unspecified addresses are refused unless an entry names them: an IP-literal entry allows that
-address; a host-name entry (the operator named that server, e.g. `http://janus.media.svc:8088`) allows what
-the name resolves to, except link-local, multicast and unspecified addresses (cloud metadata services live
-at 169.254.169.254 and fd00:ec2::254). Host names are resolved before the request is accepted (403 when an
+Addresses (gateway.egress.addresses): an IPv6 address that carries an IPv4 one (NAT64, 6to4, Teredo,
+IPv4-compatible, -mapped, -translated) is judged as both. `*` allows any public destination only;
+loopback, link-local, site-local, private, shared, multicast, reserved, unspecified and cloud metadata
+addresses are refused unless an entry names them: an IP-literal entry allows that address; a host-name
+entry (the operator named that server, e.g. `http://janus.media.svc:8088`) allows what the name resolves
+to, except link-local, site-local, multicast, unspecified and metadata addresses (169.254.169.254,
+fd00:ec2::254, ...). Host names are resolved before the request is accepted (403 when an
 address is refused) and again on every connection (gateway.egress.guarded_resolver), so a name that
 re-resolves elsewhere (DNS rebinding) is refused too. Redirects are never followed
 (gateway.egress.whip_client).
@@ -28,12 +32,16 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
+
+from gateway.egress import addresses
 
 ANY = "*"
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 _NUMERIC_LAST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")  # WHATWG: such a last label makes the host an IPv4
+_ENCODED_SEPARATOR = re.compile(r"%(2f|5c)", re.IGNORECASE)
+_PATH_SAFE = "/!$&'()*+,=:@-._~"  # RFC 3986 pchar, less ';' (refused) and '%' (encoded)
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -46,12 +54,29 @@ class Destination:
     scheme: str
     host: str  # normalised: lower-case DNS name, or an IP address in canonical form
     port: int
-    path: str  # percent-decoded, "/" when empty
+    path: str  # percent-decoded once, "/" when empty
     address: IpAddress | None  # the host, when it is an IP literal
+    query: str = ""
 
     @property
     def origin(self) -> tuple[str, str, int]:
         return self.scheme, self.host, self.port
+
+    @property
+    def url(self) -> str:
+        """The URL in the one form it was judged in, as it is sent: the path re-encoded from its decoded
+        form (so the endpoint reads exactly the path that matched), the query as given."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        port = "" if DEFAULT_PORTS[self.scheme] == self.port else f":{self.port}"
+        query = f"?{self.query}" if self.query else ""
+        return f"{self.scheme}://{host}{port}{quote(self.path, safe=_PATH_SAFE)}{query}"
+
+    @property
+    def endpoint(self) -> str:
+        """Scheme, host and port only: what stats, events and logs may show (the path and query carry
+        stream keys)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
 
 
 def _host(raw: str | None, url: str) -> tuple[str, IpAddress | None]:
@@ -78,6 +103,11 @@ def _host(raw: str | None, url: str) -> tuple[str, IpAddress | None]:
     return name, None
 
 
+def host_of(raw: str) -> tuple[str, IpAddress | None]:
+    """A host as `parse` normalises it (and its address when it is an IP literal); DestinationRefused else."""
+    return _host(raw, raw)
+
+
 def parse(url: str) -> Destination:
     """The destination of an egress URL; DestinationRefused (one line) for anything not plainly one."""
     if not isinstance(url, str) or any(c.isspace() or ord(c) < 0x20 for c in url) or "\\" in url:
@@ -93,10 +123,30 @@ def parse(url: str) -> Destination:
     if "@" in parts.netloc:
         raise DestinationRefused(f"egress URL {url!r} carries user-info")
     host, address = _host(parts.hostname, url)
-    path = unquote(parts.path) or "/"
-    if any(segment in (".", "..") for segment in path.split("/")) or "\\" in path:
+    path = _path(parts.path, url)
+    port = port if port is not None else DEFAULT_PORTS[scheme]
+    return Destination(scheme, host, port, path, address, parts.query)
+
+
+def _path(raw: str, url: str) -> str:
+    """The path decoded once; refused when a server could read it as another path: an encoded slash or
+    backslash, a dot segment (also encoded), a `%` left after decoding (double encoding), `;` parameters
+    (Tomcat and Spring strip them: `/whip/..;/admin`), NUL and other control characters."""
+    if _ENCODED_SEPARATOR.search(raw):
+        raise DestinationRefused(f"egress URL {url!r} has an encoded slash in its path")
+    try:
+        path = unquote(raw, errors="strict") if raw else "/"
+    except UnicodeDecodeError:
+        raise DestinationRefused(f"egress URL {url!r} has a path that is not UTF-8") from None
+    if "%" in path:
+        raise DestinationRefused(f"egress URL {url!r} is percent-encoded twice in its path")
+    if ";" in path:
+        raise DestinationRefused(f"egress URL {url!r} has ';' parameters in its path")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path) or "\\" in path:
+        raise DestinationRefused(f"egress URL {url!r} has NUL or control characters in its path")
+    if any(segment in (".", "..") for segment in path.split("/")):
         raise DestinationRefused(f"egress URL {url!r} has dot segments in its path")
-    return Destination(scheme, host, port if port is not None else DEFAULT_PORTS[scheme], path, address)
+    return path if path.startswith("/") else "/" + path
 
 
 @dataclass(frozen=True)
@@ -111,12 +161,14 @@ class AllowEntry:
         assert entry is not None
         if entry.origin != target.origin:
             return False
-        prefix = entry.path
-        return (
-            prefix.endswith("/")
-            and target.path.startswith(prefix)
-            or (target.path == prefix or target.path.startswith(prefix + "/"))
-        )
+        return within(entry.path, target.path)
+
+
+def within(prefix: str, path: str) -> bool:
+    """Whether `path` is `prefix` or below it, at a segment boundary (both decoded, as `parse` gives them)."""
+    if prefix.endswith("/"):
+        return path.startswith(prefix)
+    return path == prefix or path.startswith(prefix + "/")
 
 
 def parse_entry(text: str) -> AllowEntry:
@@ -129,11 +181,6 @@ def parse_entry(text: str) -> AllowEntry:
         return AllowEntry(any=False, destination=parse(text.strip()))
     except DestinationRefused as exc:
         raise ValueError(f"--egress-allow {text!r}: {exc}") from None
-
-
-def _special(address: IpAddress) -> bool:
-    """Never allowed by a host-name entry: link-local, multicast, unspecified (metadata services)."""
-    return address.is_link_local or address.is_multicast or address.is_unspecified
 
 
 @dataclass(frozen=True)
@@ -154,6 +201,12 @@ class AllowList:
         if target.address is not None:
             self._check_address(entry, target, target.address)
         return target
+
+    def scope(self, target: Destination) -> str:
+        """The path prefix the endpoint's resources must stay within (its `Location`): the path of the entry
+        that takes `target`; `/` (its origin) under `*`."""
+        entry = self._entry(target)
+        return entry.destination.path if entry is not None and entry.destination is not None else "/"
 
     def _entry(self, target: Destination) -> AllowEntry | None:
         named = [e for e in self.entries if not e.any and e.matches(target)]
@@ -188,6 +241,23 @@ class AllowList:
                 continue
         return False
 
+    def may_reach(self, host: str) -> bool:
+        """Whether some entry could take `host` on some port (`*`, or an entry naming it)."""
+        return any(e.any or (e.destination is not None and e.destination.host == host) for e in self.entries)
+
+    def ice_allows(self, host: str, address: str) -> bool:
+        """For an ICE server the endpoint offers (gateway.egress.ice_servers): an entry names its host, on
+        any port, and allows `address` for it; or `*` and a public address."""
+        ip = ipaddress.ip_address(address.split("%")[0])
+        for entry in self.entries:
+            if entry.any or (entry.destination is not None and entry.destination.host == host):
+                try:
+                    self._check_address(entry, Destination("https", host, 0, "/", None), ip)
+                    return True
+                except DestinationRefused:
+                    continue
+        return False
+
     @staticmethod
     def _check_address(entry: AllowEntry, target: Destination, address: IpAddress) -> None:
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
@@ -197,12 +267,13 @@ class AllowList:
             if address == named.address:
                 return  # the entry names this very address
         elif named is not None:
-            if not _special(address):
+            if not addresses.unreachable_by_name(address):
                 return  # the operator named this host: its own network's addresses are its business
-        elif address.is_global and not address.is_multicast:
+        elif addresses.public(address):
             return
-        kind = "loopback" if address.is_loopback else "link-local" if address.is_link_local else "non-public"
+        carried = addresses.embedded_ipv4(address)
+        shown = f"{address}, carrying {', '.join(map(str, carried))}" if carried else str(address)
         raise DestinationRefused(
-            f"egress to {target.host} ({address}) is not allowed: a {kind} address that no --egress-allow "
-            "entry names"
+            f"egress to {target.host} ({shown}) is not allowed: a {addresses.kind(address)} address that no "
+            "--egress-allow entry names"
         )

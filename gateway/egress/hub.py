@@ -20,9 +20,10 @@ from prometheus_client.registry import Collector
 
 from gateway.egress.config import EgressConfig
 from gateway.egress.guarded_resolver import GuardedResolver
+from gateway.egress.ice_servers import IceServerCheck
 from gateway.egress.policy import STATES, EgressState
 from gateway.egress.push import EgressPush, MediaSource, PushTimeouts, Target
-from gateway.egress.whip_client import delete_resource
+from gateway.egress.whip_client import delete_resource, endpoint_of
 from gateway.errors import Conflict, NotFound
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ class EgressHub:
         self._http: aiohttp.ClientSession | None = None
         self._deletes: set[asyncio.Task[None]] = set()
         self._closed = False
+        trusted_hosts = frozenset(host for host, _ in config.trusted_origins())
+        self._ice_check = IceServerCheck(config.allow_list, trusted_hosts)
 
     async def start(self) -> None:
         if self._http is None:  # every connection's addresses pass the allow-list (guarded_resolver)
@@ -62,7 +65,9 @@ class EgressHub:
             raise Conflict("egress is shutting down")
         current = self.pushes.get(session.id)
         if current is not None and not current.done:
-            raise Conflict(f"session {session.id} already pushes to {current.target.url} (DELETE it first)")
+            raise Conflict(
+                f"session {session.id} already pushes to {current.target.endpoint} (DELETE it first)"
+            )
         push = EgressPush(
             session,
             target,
@@ -72,6 +77,7 @@ class EgressHub:
             host_addresses=self.config.host_addresses,
             on_state=self._on_state,
             on_delete=self._delete_later,
+            ice_check=self._ice_check,
         )
         self.pushes[session.id] = push
         push.start()
@@ -103,7 +109,7 @@ class EgressHub:
             session_id=push.source.id,
             state=state.value,
             reason=reason,
-            url=push.target.url,
+            url=push.target.endpoint,  # scheme, host and port: events reach every reader of /api/stats
             attempts=push.attempts,
         )
 
@@ -115,7 +121,8 @@ class EgressHub:
         async def delete() -> None:
             status = await delete_resource(http, location, token, self.config.request_timeout_s)
             if status is None or status >= 300:
-                logger.warning("egress DELETE %s: %s", location, status or "endpoint unreachable")
+                where = endpoint_of(location)
+                logger.warning("egress DELETE on %s: %s", where, status or "endpoint unreachable")
 
         task = asyncio.get_running_loop().create_task(delete(), name="egress-delete")
         self._deletes.add(task)

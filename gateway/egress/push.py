@@ -16,15 +16,23 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import unquote, urlsplit
 
 import aiohttp
-from aiortc import RTCConfiguration, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 
 from gateway.egress.policy import EgressState, Failure, RetryConfig, after_failure
-from gateway.egress.whip_client import WhipRefused, WhipResource, delete_resource, ice_servers, post_offer
+from gateway.egress.whip_client import (
+    WhipRefused,
+    WhipResource,
+    delete_resource,
+    endpoint_of,
+    ice_servers,
+    post_offer,
+)
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.session_audio import SessionAudio
 from gateway.webrtc.install import Features, install, install_sender, install_sender_clock
@@ -47,6 +55,22 @@ class Target:
     url: str
     token: str | None = None
     origin: str = "request"  # request | default: where the target came from (shown in stats)
+    scope: str = "/"  # the path prefix the endpoint's `Location` must stay within (its allow-list entry's)
+
+    @property
+    def endpoint(self) -> str:
+        """Scheme, host and port only: all that events, stats, logs and webhooks show of the URL (its path
+        and query carry stream keys; the owner reads them at GET /sessions/{id}/egress)."""
+        return endpoint_of(self.url)
+
+    def scrub(self, text: str) -> str:
+        """`text` (an error's message, say) with the URL's path and query taken out."""
+        parts = urlsplit(self.url)
+        secrets = [self.url, parts.path + (f"?{parts.query}" if parts.query else ""), parts.path, parts.query]
+        secrets += [unquote(p) for p in secrets]
+        for secret in sorted({p for p in secrets if len(p) > 1}, key=len, reverse=True):
+            text = text.replace(secret, "/…" if secret.startswith("/") else "…")
+        return text
 
 
 @dataclass(frozen=True)
@@ -56,6 +80,7 @@ class PushTimeouts:
 
 
 StateListener = Callable[["EgressPush", EgressState, str], None]
+IceCheck = Callable[[tuple[RTCIceServer, ...]], Awaitable[tuple[RTCIceServer, ...]]]
 
 
 def _codec_for(source: MediaSource) -> str:
@@ -86,6 +111,7 @@ class EgressPush:
         host_addresses: tuple[str, ...] = (),
         on_state: StateListener | None = None,
         on_delete: Callable[[str, str | None], None] | None = None,
+        ice_check: IceCheck | None = None,
     ) -> None:
         self.source = source
         self.target = target
@@ -101,6 +127,7 @@ class EgressPush:
         self._hosts = host_addresses
         self._on_state = on_state
         self._on_delete = on_delete  # (location, token): DELETE sent by the owner, off this task
+        self._ice_check = ice_check
         self._pc: RTCPeerConnection | None = None
         self._tracks: list[object] = []
         self._lost = asyncio.Event()
@@ -112,7 +139,7 @@ class EgressPush:
     # --- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> None:
         if self._task is None:
-            self._set(EgressState.CONNECTING, f"to {self.target.url}")
+            self._set(EgressState.CONNECTING, f"to {self.target.endpoint}")
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"egress-{self.source.id}")
 
     async def stop(self, reason: str = "stopped") -> None:
@@ -147,21 +174,22 @@ class EgressPush:
                 return
             self._set(EgressState.RETRYING, f"{failure.reason}; next attempt in {step.delay_s:g}s")
             await asyncio.sleep(step.delay_s)
-            self._set(EgressState.CONNECTING, f"attempt {self.attempts + 1} to {self.target.url}")
+            self._set(EgressState.CONNECTING, f"attempt {self.attempts + 1} to {self.target.endpoint}")
 
     async def _attempt(self) -> Failure:
         """One attempt, until it fails or the connection is lost (returned as the failure)."""
         try:
-            resource = await self._connect()
+            await self._connect()
         except WhipRefused as exc:
-            return Failure(str(exc), exc.status, exc.retry_after_s)
+            return Failure(self.target.scrub(str(exc)), exc.status, exc.retry_after_s)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            return Failure(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+            text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            return Failure(self.target.scrub(text))
         except Exception as exc:  # noqa: BLE001  (an answer aiortc cannot apply: ValueError and others)
-            return Failure(f"egress attempt failed: {type(exc).__name__}: {exc}", 422)
+            return Failure(self.target.scrub(f"egress attempt failed: {type(exc).__name__}: {exc}"), 422)
         self.failures_in_a_row = 0
         self.connected_s = time.monotonic()
-        self._set(EgressState.LIVE, f"to {resource.location}")
+        self._set(EgressState.LIVE, f"to {self.target.endpoint}")
         await self._lost.wait()
         pc = self._pc
         return Failure(f"connection {pc.connectionState if pc is not None else 'closed'}")
@@ -169,6 +197,8 @@ class EgressPush:
     async def _connect(self) -> WhipResource:
         url, token = self.target.url, self.target.token
         servers = await ice_servers(self._http, url, token, self._timeouts.request_s)
+        if self._ice_check is not None:  # the endpoint's ICE servers pass the allow-list as it did
+            servers = await self._ice_check(servers)
         pc = self._pc = RTCPeerConnection(RTCConfiguration(iceServers=list(servers)))
         if self._hosts:
             install(pc, Features(host_addresses=self._hosts, low_latency_receive=False))
@@ -198,7 +228,9 @@ class EgressPush:
             _prefer(pc, audio_sender, "audio", "opus")
             install_sender_clock(audio_sender, relay.capture_ntp)
         await pc.setLocalDescription(await pc.createOffer())
-        resource = await post_offer(self._http, url, token, pc.localDescription.sdp, self._timeouts.request_s)
+        resource = await post_offer(
+            self._http, url, token, pc.localDescription.sdp, self._timeouts.request_s, self.target.scope
+        )
         self.location = resource.location
         await pc.setRemoteDescription(RTCSessionDescription(sdp=resource.answer_sdp, type="answer"))
         lost = asyncio.ensure_future(self._lost.wait())

@@ -18,7 +18,10 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 from aiortc import RTCIceServer
 
+from gateway.egress.destinations import DestinationRefused, parse, within
+
 SDP_TYPE = "application/sdp"
+REFUSAL_CHARS = 80  # of an endpoint's refusal text kept for events and stats
 _LINK = re.compile(r"<([^>]*)>\s*((?:;\s*[\w-]+\s*=\s*(?:\"[^\"]*\"|[^;,\s]*)\s*)*)")
 _PARAM = re.compile(r";\s*([\w-]+)\s*=\s*(\"[^\"]*\"|[^;,\s]*)")
 
@@ -103,8 +106,43 @@ async def ice_servers(
         return ()
 
 
+def endpoint_of(url: str) -> str:
+    """Scheme, host and port of `url` (what a message may show: paths carry stream keys)."""
+    scheme, host, port = _origin(url)
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}:{port}" if host else "(no host)"
+
+
+def refusal_text(body: str, reason: str | None) -> str:
+    """The endpoint's own words, cut short: its first line, at most REFUSAL_CHARS characters (a refusal may
+    echo the URL, and it reaches events and stats)."""
+    first = body.strip().splitlines()[0] if body.strip() else reason or ""
+    return first if len(first) <= REFUSAL_CHARS else first[: REFUSAL_CHARS - 1] + "…"
+
+
+def resource_url(endpoint: str, location: str, scope: str) -> str:
+    """The session's resource from `Location`, in the form it was judged in: on the endpoint's origin, a
+    plain path (gateway.egress.destinations.parse) below `scope` (the allow-list entry's path); else
+    ValueError, whose message names no path. The DELETE, sent with the endpoint's token, goes only here."""
+    resource = urljoin(endpoint, location)
+    if _origin(resource) != _origin(endpoint):
+        raise ValueError(f"Location on {endpoint_of(resource)} is not on the endpoint's origin")
+    try:
+        where = parse(resource)
+    except DestinationRefused:
+        raise ValueError("Location is not a plain path (encoded slashes, dot segments, ';')") from None
+    if not within(scope, where.path):
+        raise ValueError("Location is outside the endpoint's path prefix (its --egress-allow entry)")
+    return where.url
+
+
 async def post_offer(
-    http: aiohttp.ClientSession, url: str, token: str | None, offer_sdp: str, timeout_s: float
+    http: aiohttp.ClientSession,
+    url: str,
+    token: str | None,
+    offer_sdp: str,
+    timeout_s: float,
+    scope: str = "/",
 ) -> WhipResource:
     """POST the offer; the resource on 201, else `WhipRefused` (network errors raise aiohttp's/timeouts)."""
     async with http.post(
@@ -116,22 +154,21 @@ async def post_offer(
     ) as response:
         body = await response.text(errors="replace")
         if 300 <= response.status < 400:
+            to = endpoint_of(urljoin(url, response.headers.get("Location", "")))
             raise WhipRefused(
-                response.status,
-                f"redirects are not followed (to {response.headers.get('Location', '?')[:200]}): name the "
-                "endpoint itself",
+                response.status, f"redirects are not followed (to {to}): name the endpoint itself"
             )
         if response.status != 201:
-            first = body.strip().splitlines()[0][:200] if body.strip() else response.reason or ""
-            raise WhipRefused(response.status, first, _retry_after(response))
+            raise WhipRefused(response.status, refusal_text(body, response.reason), _retry_after(response))
         location = response.headers.get("Location")
         if not location:
             raise WhipRefused(response.status, "201 without a Location header")
         if not body.startswith("v=0"):
             raise WhipRefused(response.status, "201 without an SDP answer")
-        resource = urljoin(str(response.url), location)
-        if _origin(resource) != _origin(str(response.url)):
-            raise WhipRefused(response.status, f"Location {resource[:200]} is not on the endpoint's origin")
+        try:
+            resource = resource_url(url, location, scope)
+        except ValueError as exc:
+            raise WhipRefused(response.status, str(exc)) from None
         return WhipResource(
             location=resource,
             answer_sdp=body,

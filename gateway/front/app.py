@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from gateway.auth import identify, is_authorized
-from gateway.errors import Unauthorized, Unavailable
+from gateway.auth import host_allowed, host_refusal, identify, is_authorized
+from gateway.errors import Forbidden, Unauthorized, Unavailable
 from gateway.front.checks import Check, check_for
 from gateway.front.config import FrontConfig
 from gateway.front.upstream import Upstream
@@ -42,6 +42,10 @@ def create_front_app(config: FrontConfig, media_socket: str) -> web.Application:
     @web.middleware
     async def errors_and_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         async def checked() -> web.StreamResponse:
+            host = request.headers.get("Host")
+            if not host_allowed(config.auth, host):
+                rejects["bad_request"] += 1
+                raise Forbidden(host_refusal(host or ""))
             principal = identify(config.auth, request.method, request.headers, request.query)
             if not is_authorized(config.auth, principal, request.method, request.path, request.headers):
                 rejects["auth"] += 1

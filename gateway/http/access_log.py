@@ -2,7 +2,8 @@
 
 aiohttp's default access line prints the request target with its query, so `GET /api/stream?token=SECRET`
 wrote the token to the INFO log (and the dashboard's Referer header carries it too). Values of the query
-keys in `SECRET_KEYS` become `REDACTED`; the line is otherwise aiohttp's usual one.
+keys in `SECRET_KEYS` become `REDACTED`, and `?egress=URL` keeps only the URL's scheme, host and port (a WHIP
+URL carries its stream key); the line is otherwise aiohttp's usual one.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -19,8 +21,26 @@ SECRET_KEYS = ("token", "access_token", "viewer_token", "egress_token")
 _SECRET = re.compile(r"(?i)([?&](?:" + "|".join(SECRET_KEYS) + r")=)[^&#\s]*")
 
 
+_EGRESS = re.compile(r"(?i)([?&]egress=)([^&#\s]*)")
+
+
+def _egress_endpoint(match: re.Match[str]) -> str:
+    """`?egress=URL` keeps the endpoint's scheme, host and port; its path and query carry stream keys."""
+    value = unquote(match.group(2))
+    if value.strip().lower() in ("", "none"):
+        return match.group(0)
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return match.group(1) + "REDACTED"
+    host = f"[{host}]" if ":" in host else host
+    return f"{match.group(1)}{parts.scheme}://{host}{port}/REDACTED"
+
+
 def redact(target: str) -> str:
-    return _SECRET.sub(r"\1REDACTED", target)
+    return _EGRESS.sub(_egress_endpoint, _SECRET.sub(r"\1REDACTED", target))
 
 
 class RedactingAccessLogger(AbstractAccessLogger):

@@ -13,7 +13,7 @@ import json
 
 from aiohttp import web
 
-from gateway.errors import BadRequest, GatewayError, PayloadTooLarge
+from gateway.errors import BadRequest, GatewayError, PayloadTooLarge, UnsupportedMediaType
 
 
 class RequestTimeout(GatewayError):
@@ -43,14 +43,28 @@ async def read_body(request: web.Request, limit: int, timeout_s: float, too_larg
 
 
 MAX_JSON_BYTES = 16 * 1024  # control and egress requests: a few keys
+JSON_TYPE = "application/json"
 
 
 async def read_json_body(request: web.Request, timeout_s: float, limit: int = MAX_JSON_BYTES) -> bytes:
-    """The raw body when it is a JSON object (or empty); anything else is a one-line 400 (413 past `limit`).
+    """The raw body when it is a JSON object (or empty); anything else is a one-line 400 (413 past `limit`,
+    415 for a body that is not sent as JSON: a cross-site page may POST text/plain or a form without a CORS
+    preflight, never application/json).
     The front process forwards these bytes; the media handler parses them (`read_json_object`)."""
     raw = await read_body(request, limit, timeout_s, PayloadTooLarge(f"JSON body over {limit} bytes"))
+    if raw.strip() and not is_json_type(request.content_type):
+        raise UnsupportedMediaType(
+            f"Content-Type must be {JSON_TYPE} (got {request.content_type[:80]}): a body a page could send "
+            "without asking (text/plain, a form) is not taken"
+        )
     _parse_object(raw)
     return raw
+
+
+def is_json_type(content_type: str) -> bool:
+    """application/json, or a +json type (application/merge-patch+json)."""
+    kind = content_type.lower()
+    return kind == JSON_TYPE or (kind.startswith("application/") and kind.endswith("+json"))
 
 
 async def read_json_object(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -55,7 +56,8 @@ async def _client_target(config: EgressConfig, url: Any, token: Any) -> Target:
             allow.check_addresses(target, await _addresses(target.host, target.port))
     except DestinationRefused as exc:
         raise Forbidden(str(exc)) from None
-    return Target(url, token or None, "request")
+    # sent in the form it was judged in (gateway.egress.destinations); its resources stay below the entry
+    return Target(target.url, token or None, "request", scope=allow.scope(target))
 
 
 async def _addresses(host: str, port: int) -> list[str]:
@@ -92,7 +94,7 @@ def begin(app: web.Application, session: Session, target: Target | None) -> Egre
     hub = app[EGRESS]
     if session.id not in hub.pushes:
         session.closing_hooks.append(lambda reason: hub.session_closing(session.id, reason))
-    target = Target(target.url.replace(SESSION_PLACEHOLDER, session.id), target.token, target.origin)
+    target = replace(target, url=target.url.replace(SESSION_PLACEHOLDER, session.id))
     return hub.start_push(session, target)
 
 

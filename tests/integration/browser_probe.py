@@ -24,6 +24,17 @@ from loadgen.chromium import Page, launch
 from loadgen.embedded import start_site
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+# the capabilities of a browser without an H.264 encoder, put in place before Start is clicked
+WITHOUT_H264 = """
+for (const kind of [RTCRtpSender, RTCRtpReceiver]) {
+  const real = kind.getCapabilities.bind(kind);
+  kind.getCapabilities = (media) => {
+    const caps = real(media);
+    if (caps && media === "video") caps.codecs = caps.codecs.filter((c) => !/h264/i.test(c.mimeType));
+    return caps;
+  };
+}
+"""
 
 
 async def _stats(page: Page) -> dict[str, Any]:
@@ -64,6 +75,11 @@ async def run(timeout_s: float) -> dict[str, Any]:
             # a viewer on the gateway's WHEP player page in a second tab, from the demo's link
             async with browser.new_tab(f"http://127.0.0.1:{port}{after['watch']}&autostart=1") as viewer:
                 result["viewer"] = await _wait(viewer, lambda s: s.get("framesReceived", 0) >= 30, deadline)
+            # ?codec=H264 in a browser that cannot send H.264 (as Firefox without OpenH264): one line
+            async with browser.new_tab(f"http://127.0.0.1:{port}/demo?codec=H264") as no_h264:
+                await _wait(no_h264, lambda s: s.get("connection") == "new", deadline)  # loaded
+                await no_h264.evaluate(WITHOUT_H264 + 'document.getElementById("start").click(); true')
+                result["no_h264"] = await _wait_error(no_h264, time.monotonic() + 15)
             result["ok"] = True
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
@@ -75,6 +91,19 @@ async def run(timeout_s: float) -> dict[str, Any]:
             result["gateway"] = {sid: s.summary() for sid, s in manager.sessions.items()}
         await runner.cleanup()
     return result
+
+
+async def _wait_error(page: Page, deadline: float) -> str:
+    while time.monotonic() < deadline:
+        error = (await _stats(page)).get("error")
+        if error:
+            return str(error)
+        await asyncio.sleep(0.25)
+    seen = await page.evaluate(
+        "JSON.stringify([location.href, window.livefuseStats || null, "
+        "RTCRtpSender.getCapabilities('video').codecs.map((c) => c.mimeType)])"
+    )
+    raise TimeoutError(f"the page showed no error: {seen}")
 
 
 async def _wait(page: Page, cond: Any, deadline: float) -> dict[str, Any]:

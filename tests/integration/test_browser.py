@@ -51,6 +51,9 @@ def test_demo_page_streams_and_follows_a_resolution_drop(model_store: object) ->
     viewer = result["viewer"]
     assert viewer["connection"] == "connected" and viewer["framesReceived"] >= 30, viewer
     assert (viewer["width"], viewer["height"]) == (320, 180)
+    # /demo?codec=H264 in a browser with no H.264 encoder: one line that says so, not InvalidModificationError
+    no_h264 = result["no_h264"]
+    assert no_h264.startswith("This browser cannot send H.264") and "\n" not in no_h264, no_h264
     (session,) = result["gateway"].values()
     assert session["frames_out"] > 0 and session["state"] == "connected"
     # Chromium offered transport-cc, got it in the answer, stamped its packets, and was sent their arrivals

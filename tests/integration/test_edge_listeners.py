@@ -93,3 +93,38 @@ async def test_allow_anonymous_starts_on_every_address_and_without_it_nothing_li
         proc.send_signal(signal.SIGTERM)  # as soon as it answers: the handler is in place by then
         assert proc.wait(20) == 0
     assert "listening on http://0.0.0.0:" in (tmp_path / "gateway.log").read_text()
+
+
+@pytest.mark.parametrize("front", [True, False], ids=["front-process", "no-front-process"])
+async def test_without_a_token_only_loopback_host_names_are_answered(
+    model_store: object, tmp_path: Path, front: bool
+) -> None:
+    """DNS rebinding: a page at attacker.example re-resolved to 127.0.0.1 sends `Host: attacker.example`; a
+    gateway without a token (every caller an admin) answers loopback names and --allowed-hosts only. Both
+    listeners; the front process and the media process alike."""
+    port, metrics = free_port(), free_port()
+    args = ["--host", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics),
+            "--allowed-hosts", "gw.lan"]  # fmt: skip
+    proc = _start(args + ([] if front else ["--no-front-process"]), tmp_path / "gateway.log")
+    public, private = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics}"
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def up() -> bool:
+                return await http_status(http, public + "/readyz") == 200
+
+            assert await until(up, 60), (tmp_path / "gateway.log").read_text()[-2000:]
+            for base, path in ((public, "/api/stats"), (public, "/sessions"), (private, "/metrics")):
+                for host in ("attacker.example", f"attacker.example:{port}", "localhost.attacker.example",
+                             "127.0.0.1.nip.io", "gw.lan.attacker.example"):  # fmt: skip
+                    async with http.get(base + path, headers={"Host": host}) as r:
+                        text = await r.text()
+                        assert r.status == 403 and "--allowed-hosts" in text and text.count("\n") == 1, text
+                for host in ("localhost", f"localhost:{port}", "127.0.0.1", f"[::1]:{port}", "gw.lan:80"):
+                    async with http.get(base + path, headers={"Host": host}) as r:
+                        assert r.status == 200, (host, await r.text())
+            sdp = {"Content-Type": "application/sdp", "Host": "attacker.example"}
+            async with http.post(public + "/whip", data="v=0\r\n", headers=sdp) as r:
+                assert r.status == 403
+    finally:
+        stop_process(proc, 20)

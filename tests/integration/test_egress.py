@@ -77,8 +77,11 @@ async def test_egress_api_pushes_the_processed_stream_and_stops(astronaut: np.nd
                     async with http.post(egress, json=payload) as r:
                         text = (await r.text()).strip()
                         assert r.status == status and words in text and "\n" not in text, (payload, text)
-                async with http.post(egress, data=b"{not json") as r:
+                json_type = {"Content-Type": "application/json"}
+                async with http.post(egress, data=b"{not json", headers=json_type) as r:
                     assert r.status == 400
+                async with http.post(egress, data=b"{not json") as r:
+                    assert r.status == 415  # not sent as JSON
                 async with http.get(f"{gw.url}/sessions/nope/egress") as r:
                     assert r.status == 404
 
@@ -156,8 +159,9 @@ async def test_an_h264_session_pushes_h264_from_its_one_encoder(astronaut: np.nd
     async with running_endpoint(endpoint) as downstream, aiohttp.ClientSession() as http:
         config = replace(
             gw_config(),
-            # "*" takes public destinations only: the loopback endpoint is named
-            egress=EgressConfig(allowed_prefixes=(downstream + "/ingest",), host_addresses=LOOPBACK_EGRESS),
+            # "*" takes public destinations only: the loopback endpoint is named, at the path that holds both
+            # its ingest URLs and its resources (a Location must stay below the entry)
+            egress=EgressConfig(allowed_prefixes=(downstream + "/",), host_addresses=LOOPBACK_EGRESS),
         )
         async with running_gateway(config, pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw:
             frames = [cv2.resize(astronaut, (160, 120))]

@@ -21,6 +21,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from gateway.egress.config import EgressConfig
 from gateway.egress.destinations import AllowList
 from gateway.egress.guarded_resolver import GuardedResolver
+from gateway.http.rate_limit import RateLimitConfig
 from loadgen.embedded import start_site
 from tests.harness.fakes import FakePipeline, RecordingMonitor
 from tests.harness.gateway import gw_config, running_gateway
@@ -31,9 +32,10 @@ from tests.harness.waiting import wait_for
 class Sink:
     """A TCP listener that only counts the connections made to it."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.connections = 0
         self.port = 0
+        self.host = host
         self._server: asyncio.Server | None = None
 
     async def __aenter__(self) -> Sink:
@@ -41,7 +43,7 @@ class Sink:
             self.connections += 1
             writer.close()
 
-        self._server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(accept, self.host, 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -66,9 +68,23 @@ def _misleading_endpoint(sink: int, seen: list[str]) -> web.Application:
         headers = {"Location": f"http://127.0.0.1:{sink}/resource/1", "Content-Type": "application/sdp"}
         return web.Response(status=201, text=answer, headers=headers)
 
+    async def outside_the_prefix(request: web.Request) -> web.Response:
+        seen.append(f"{request.method} {request.path}")
+        if request.method == "OPTIONS":
+            return web.Response(status=204)
+        answer = "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n"
+        headers = {"Location": "/admin/delete-everything", "Content-Type": "application/sdp"}
+        return web.Response(status=201, text=answer, headers=headers)
+
+    async def anything_else(request: web.Request) -> web.Response:
+        seen.append(f"{request.method} {request.path}")
+        return web.Response(status=204)
+
     app = web.Application()
     app.router.add_route("*", "/redirect", redirect)
     app.router.add_route("*", "/foreign", foreign_location)
+    app.router.add_route("*", "/whip", outside_the_prefix)
+    app.router.add_route("*", "/{tail:.*}", anything_else)
     return app
 
 
@@ -104,6 +120,15 @@ def _bypasses(sink: int, endpoint: int, anything: bool) -> list[str]:
         f"http://127.0.0.1:{endpoint}/redirect/../foreign",
         "https://169.254.169.254/latest/meta-data",
         "http://[fd00:ec2::254]/",
+        f"http://[64:ff9b::7f00:1]:{sink}/whip",  # NAT64: 127.0.0.1
+        f"http://[2002:7f00:1::1]:{sink}/whip",  # 6to4: 127.0.0.1
+        f"http://[::7f00:1]:{sink}/whip",  # IPv4-compatible
+        f"http://[::ffff:0:7f00:1]:{sink}/whip",  # IPv4-translated
+        "http://[fec0::1]/whip",  # site-local
+        f"http://127.0.0.1:{endpoint}/redirect%2fx",  # paths a server may read outside the prefix
+        f"http://127.0.0.1:{endpoint}/redirect/%252e%252e/admin",
+        f"http://127.0.0.1:{endpoint}/redirect/..;/admin",
+        f"http://127.0.0.1:{endpoint}/redirect/%00",
     ]
     if anything:  # names that resolve to loopback
         return [*common, f"http://localhost:{sink}/whip", f"http://LocalHost.:{sink}/whip"]
@@ -126,7 +151,8 @@ async def test_every_bypass_is_403_and_never_connected(
     sink, endpoint, seen = misleading
     named = ("https://sfu.example/whip", f"http://127.0.0.1:{endpoint}/redirect")
     allow = (*named, "*") if anything else named
-    config = replace(gw_config(), egress=EgressConfig(allowed_prefixes=allow, host_addresses=("127.0.0.1",)))
+    egress = EgressConfig(allowed_prefixes=allow, host_addresses=("127.0.0.1",))
+    config = replace(gw_config(), egress=egress, rate_limit=RateLimitConfig(rate_per_s=0))  # many requests
     sdp = {"Content-Type": "application/sdp"}
     bypasses = _bypasses(sink.port, endpoint, anything)
     async with (
@@ -151,8 +177,10 @@ async def test_every_bypass_is_403_and_never_connected(
 async def test_redirects_and_foreign_locations_are_not_followed(
     misleading: tuple[Sink, int, list[str]], astronaut: np.ndarray
 ) -> None:
+    """A 3xx, a Location on another origin, and a Location outside the entry's path (`/admin/...` for an
+    entry `/whip`): the push fails, and nothing, DELETE with the endpoint's token least of all, goes there."""
     sink, endpoint, seen = misleading
-    allow = (f"http://127.0.0.1:{endpoint}/redirect", f"http://127.0.0.1:{endpoint}/foreign")
+    allow = tuple(f"http://127.0.0.1:{endpoint}/{path}" for path in ("redirect", "foreign", "whip"))
     egress = EgressConfig(allowed_prefixes=allow, host_addresses=("127.0.0.1",))
     config = replace(gw_config(), egress=replace(egress, retry=replace(egress.retry, max_attempts=1)))
     monitor = RecordingMonitor()
@@ -160,18 +188,20 @@ async def test_redirects_and_foreign_locations_are_not_followed(
         running_gateway(config, pipeline=FakePipeline(), monitor=monitor) as gw,
         aiohttp.ClientSession() as http,
     ):
-        for path in ("redirect", "foreign"):
+        for path in ("redirect", "foreign", "whip"):
             query = f"?processors=none&egress=http://127.0.0.1:{endpoint}/{path}"
             pub = await publish(http, gw.url, [cv2.resize(astronaut, (160, 120))], query=query)
             session_id = pub.location.rsplit("/", 1)[-1]
             try:
                 assert await wait_for(partial(_failed, monitor, session_id), 30), monitor.events
                 reasons = [m for m, _ in _egress_events(monitor, session_id)]
-                word = "redirects are not followed" if path == "redirect" else "not on the endpoint's origin"
+                word = {"redirect": "redirects are not followed", "foreign": "not on the endpoint's origin",
+                        "whip": "outside the endpoint's path prefix"}[path]  # fmt: skip
                 assert any(word in m for m in reasons), reasons
             finally:
                 await pub.close()
-    assert f"POST /{'redirect'}" in seen and "POST /foreign" in seen
+    assert f"POST /{'redirect'}" in seen and "POST /foreign" in seen and "POST /whip" in seen
+    assert not any("/admin" in request for request in seen), seen
     assert sink.connections == 0  # neither the redirect's target nor the foreign Location (no DELETE there)
 
 
@@ -217,3 +247,48 @@ async def test_a_name_that_rebinds_to_a_refused_address_is_refused_on_connection
             with pytest.raises(aiohttp.ClientError):  # the sink closes at once: it was reached
                 await http.post(f"http://own.example:{sink.port}/whip", data=b"v=0")
         assert await wait_for(lambda: sink.connections == 1, 5)
+
+
+def _steering_endpoint(turn: str, seen: list[str]) -> web.Application:
+    """An allowed endpoint that offers a TURN server elsewhere, then refuses the offer."""
+
+    async def whip(request: web.Request) -> web.Response:
+        seen.append(f"{request.method} {request.path}")
+        if request.method == "OPTIONS":
+            return web.Response(status=204, headers={"Link": f'<{turn}>; rel="ice-server"'})
+        return web.Response(status=403, text="no")
+
+    app = web.Application()
+    app.router.add_route("*", "/whip", whip)
+    return app
+
+
+async def test_ice_servers_the_endpoint_offers_pass_the_allow_list(astronaut: np.ndarray) -> None:
+    """`Link: <turn:127.0.0.3:PORT?transport=tcp>; rel="ice-server"` from an endpoint allowed at 127.0.0.1:
+    no entry names 127.0.0.3, so no TCP connection (and no TURN Allocate) goes there."""
+    seen: list[str] = []
+    async with Sink("127.0.0.3") as turn:
+        runner = web.AppRunner(_steering_endpoint(f"turn:127.0.0.3:{turn.port}?transport=tcp", seen))
+        await runner.setup()
+        port = await start_site(runner)
+        egress = EgressConfig(
+            allowed_prefixes=(f"http://127.0.0.1:{port}/whip",), host_addresses=("127.0.0.1",)
+        )
+        config = replace(gw_config(), egress=replace(egress, retry=replace(egress.retry, max_attempts=1)))
+        monitor = RecordingMonitor()
+        try:
+            async with (
+                running_gateway(config, pipeline=FakePipeline(), monitor=monitor) as gw,
+                aiohttp.ClientSession() as http,
+            ):
+                query = f"?processors=none&egress=http://127.0.0.1:{port}/whip"
+                pub = await publish(http, gw.url, [cv2.resize(astronaut, (160, 120))], query=query)
+                session_id = pub.location.rsplit("/", 1)[-1]
+                try:
+                    assert await wait_for(partial(_failed, monitor, session_id), 30), monitor.events
+                finally:
+                    await pub.close()
+        finally:
+            await runner.cleanup()
+        assert seen == ["OPTIONS /whip", "POST /whip"]  # the endpoint was asked, and refused
+        assert turn.connections == 0

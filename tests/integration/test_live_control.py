@@ -117,7 +117,7 @@ async def test_patch_changes_the_face_within_one_frame_and_bad_values_change_not
                 async with http.patch(url, json=body) as r:
                     text = (await r.text()).strip()
                     assert r.status == status and words in text and "\n" not in text, (body, r.status, text)
-            async with http.patch(url, data=b"[1, 2]") as r:
+            async with http.patch(url, data=b"[1, 2]", headers={"Content-Type": "application/json"}) as r:
                 assert r.status == 400
             async with http.patch(f"{gw.url}/sessions/unknown", json={"source": first}) as r:
                 assert r.status == 404

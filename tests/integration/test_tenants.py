@@ -57,10 +57,18 @@ async def test_token_is_redacted_in_access_log_and_slowloris_is_cut(caplog: pyte
             async with aiohttp.ClientSession() as http:
                 async with http.get(url + "/api/stats?token=legacy-secret-value&x=1") as r:
                     assert r.status == 200
+                egress = "egress=http://127.0.0.1:9/whip/stream-key-SECRET%3Fk%3DSECRET2&egress_token=SECRET3"
+                referer = {"Referer": f"/?{egress}"}
+                async with http.get(url + f"/api/stats?{egress}&x=2", headers=referer) as r:
+                    assert r.status == 200
             await asyncio.sleep(0.1)
         lines = [r.getMessage() for r in caplog.records if r.name == "aiohttp.access"]
         assert any("/api/stats?token=REDACTED&x=1" in ln for ln in lines), lines
         assert not any("legacy-secret-value" in ln for ln in lines)
+        # an egress URL keeps its scheme, host and port (a stream key is in its path and query)
+        expected = "?egress=http://127.0.0.1:9/REDACTED&egress_token=REDACTED&x=2"
+        assert any(expected in ln for ln in lines), lines
+        assert not any("SECRET" in ln for ln in lines), lines
 
         port = int(url.rsplit(":", 1)[1])
         reader, writer = await asyncio.open_connection("127.0.0.1", port)

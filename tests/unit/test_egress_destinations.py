@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from ipaddress import ip_address
+
 import pytest
 
+from gateway.egress.addresses import embedded_ipv4
 from gateway.egress.config import EgressConfig
 from gateway.egress.destinations import AllowList, DestinationRefused, parse, parse_entry
 
@@ -41,6 +44,17 @@ BYPASSES = [
     "https://sfu.example:443@127.0.0.1/whip",
     "//sfu.example/whip",
     "sfu.example/whip",
+    "https://sfu.example/whip%2fx",  # an encoded slash: one segment here, two at a server that decodes
+    "https://sfu.example/whip%2Fx",
+    "https://sfu.example/whip/%5c..%5cadmin",
+    "https://sfu.example/whip/%252e%252e/admin",  # dot segments encoded twice
+    "https://sfu.example/whip/%25252e",
+    "https://sfu.example/whip/..;/admin",  # `;` parameters (Tomcat, Spring: `..;` is `..`)
+    "https://sfu.example/whip;a=b",
+    "https://sfu.example/whip/%3b",
+    "https://sfu.example/whip/%00",  # NUL
+    "https://sfu.example/whip/%0aHost:%20evil",
+    "https://sfu.example/whip/%ff",  # not UTF-8
 ]
 
 ALLOWED = [
@@ -91,7 +105,7 @@ def test_a_named_host_may_resolve_to_its_own_network_but_never_to_link_local() -
     internal.check_addresses(target, ["10.96.4.2"])
     internal.check_addresses(target, ["127.0.0.1"])
     for bad in (["169.254.169.254"], ["fe80::1%eth0"], ["0.0.0.0"], ["10.96.4.2", "169.254.169.254"]):
-        with pytest.raises(DestinationRefused, match="link-local|non-public"):
+        with pytest.raises(DestinationRefused, match="link-local|non-public|metadata"):
             internal.check_addresses(target, bad)
     # the connection-time check (gateway.egress.guarded_resolver) asks the same question per address
     assert internal.host_allows("janus.media.svc", 8088, "10.96.4.2")
@@ -111,3 +125,67 @@ def test_bad_entries_are_one_line_errors_at_start_up() -> None:
         with pytest.raises(ValueError, match="--egress-allow"):
             EgressConfig(allowed_prefixes=(bad,))
     assert parse_entry(" * ").any
+
+
+EMBEDDING = [  # IPv6 forms that carry an IPv4 address, with the address they deliver to
+    ("64:ff9b::7f00:1", "127.0.0.1"),  # NAT64 well-known prefix
+    ("64:ff9b::a00:5", "10.0.0.5"),  # DNS64 on an IPv6-only cluster
+    ("64:ff9b::a9fe:a9fe", "169.254.169.254"),
+    ("64:ff9b:1:7f00:0:100::", "127.0.0.1"),  # local-use NAT64 /48 (RFC 6052: the u octet skipped)
+    ("2002:7f00:1::1", "127.0.0.1"),  # 6to4
+    ("2002:a9fe:a9fe::1", "169.254.169.254"),
+    ("2001:0:4136:e378:8000:63bf:80ff:fffe", "127.0.0.1"),  # Teredo: the client inverted
+    ("::a9fe:a9fe", "169.254.169.254"),  # IPv4-compatible
+    ("::7f00:1", "127.0.0.1"),
+    ("::ffff:a9fe:a9fe", "169.254.169.254"),  # IPv4-mapped
+    ("::ffff:0:a9fe:a9fe", "169.254.169.254"),  # IPv4-translated
+    ("::ffff:0:a00:5", "10.0.0.5"),
+]
+
+
+@pytest.mark.parametrize("v6, v4", EMBEDDING)
+def test_ipv4_embedded_in_ipv6_is_judged_as_the_ipv4_address(v6: str, v4: str) -> None:
+    assert ip_address(v4) in embedded_ipv4(ip_address(v6))
+    anything = AllowList.parse(("*",))
+    with pytest.raises(DestinationRefused, match="not allowed"):
+        anything.check(f"http://[{v6}]:8443/whip")
+    with pytest.raises(DestinationRefused, match="not allowed"):
+        anything.check_addresses(parse("https://whip.example.com/x"), [v6])
+    assert not anything.host_allows("whip.example.com", 443, v6)
+
+
+def test_public_ipv4_embedded_in_ipv6_stays_public() -> None:
+    anything = AllowList.parse(("*",))
+    for v6 in ("64:ff9b::808:808", "2002:808:808::1"):
+        anything.check(f"https://[{v6}]/whip")
+
+
+def test_site_local_and_metadata_addresses_need_an_entry_that_is_the_address() -> None:
+    anything = AllowList.parse(("*",))
+    named = AllowList.parse(("https://sfu.example/whip",))
+    target = parse("https://sfu.example/whip")
+    for address in ("fec0::1", "fd00:ec2::254", "fd00:ec2::23", "169.254.169.254", "168.63.129.16",
+                    "100.100.100.200", "64:ff9b::a9fe:a9fe"):  # fmt: skip
+        with pytest.raises(DestinationRefused, match="not allowed"):
+            anything.check_addresses(target, [address])
+        with pytest.raises(DestinationRefused, match="not allowed"):  # a name entry does not vouch for it
+            named.check_addresses(target, [address])
+        assert not named.host_allows("sfu.example", 443, address)
+    literal = AllowList.parse(("http://[fec0::1]:8088/", "http://169.254.169.254/"))
+    literal.check("http://[fec0::1]:8088/whip")
+    literal.check("http://169.254.169.254/latest")
+    with pytest.raises(DestinationRefused, match="site-local"):
+        anything.check("http://[fec0::1]/whip")
+
+
+def test_the_path_is_sent_in_the_form_it_was_matched_in() -> None:
+    for given, sent in (
+        ("https://SFU.example:443/whip/%7Ekey?k=s%2Fecret", "https://sfu.example/whip/~key?k=s%2Fecret"),
+        ("https://sfu.example/whip/a%20b", "https://sfu.example/whip/a%20b"),
+        ("https://sfu.example/whip/caf%C3%A9", "https://sfu.example/whip/caf%C3%A9"),
+        ("http://127.0.0.1:8088/janus/x", "http://127.0.0.1:8088/janus/x"),
+        ("http://[0:0::1]:9000", "http://[::1]:9000/"),
+    ):
+        target = ALLOW.check(given)
+        assert target.url == sent and parse(sent) == target, (given, target.url)
+    assert parse("https://sfu.example/whip/k?x=1").endpoint == "https://sfu.example:443"

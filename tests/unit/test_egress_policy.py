@@ -4,10 +4,14 @@ Link headers become ICE servers, which targets the configuration lets a client n
 from __future__ import annotations
 
 import pytest
+from aiortc import RTCIceServer
 
 from gateway.egress.config import EgressConfig
+from gateway.egress.destinations import AllowList
+from gateway.egress.ice_servers import IceServerCheck
 from gateway.egress.policy import EgressState, Failure, RetryConfig, after_failure, retryable
-from gateway.egress.whip_client import check_endpoint, ice_servers_from_links
+from gateway.egress.push import Target
+from gateway.egress.whip_client import REFUSAL_CHARS, check_endpoint, ice_servers_from_links, refusal_text
 
 
 def test_server_and_network_errors_are_retried_with_a_capped_exponential_backoff() -> None:
@@ -87,8 +91,7 @@ def test_hub_counts_state_changes_for_prometheus() -> None:
         class source:  # noqa: N801  (stands for the session)
             id = "s1"
 
-        class target:  # noqa: N801
-            url = "https://sfu.example/whip"
+        target = Target("https://sfu.example/whip/stream-key?k=1")
 
         attempts = 1
         state = EgressState.LIVE
@@ -105,3 +108,42 @@ def test_hub_counts_state_changes_for_prometheus() -> None:
     assert 'livefuse_egress_pushes{state="live"} 1.0' in text
     assert [e[2]["state"] for e in events] == ["connecting", "live", "retrying", "connecting"]
     assert all(e[0] == "egress" and e[2]["session_id"] == "s1" for e in events)
+    assert all(e[2]["url"] == "https://sfu.example:443" and "stream-key" not in e[1] for e in events)
+
+
+def test_a_target_shows_its_endpoint_and_scrubs_its_path_and_query() -> None:
+    target = Target("https://sfu.example/whip/stream%20key?k=SECRET")
+    assert target.endpoint == "https://sfu.example:443"
+    text = "POST https://sfu.example/whip/stream%20key?k=SECRET failed at /whip/stream key (k=SECRET)"
+    scrubbed = target.scrub(text)
+    assert "stream" not in scrubbed and "SECRET" not in scrubbed and "sfu.example" not in scrubbed, scrubbed
+    assert refusal_text("x" * 500 + "\nsecond line", None) == "x" * (REFUSAL_CHARS - 1) + "…"
+
+
+async def test_ice_servers_the_endpoint_offers_pass_the_allow_list() -> None:
+    """Judged as the endpoint is: a host an entry names (any port), a public address under `*`; names
+    resolved once here and handed on as the checked address (turns: keeps its name for TLS)."""
+    dns = {"sfu.example": ["10.0.0.2"], "turn.example.net": ["8.8.8.8", "2001:4860::8"],
+           "meta.sfu.example": ["169.254.169.254"], "rebind.example": ["127.0.0.1"]}  # fmt: skip
+
+    async def resolve(host: str, port: int) -> list[str]:
+        return dns[host]
+
+    def servers(*urls: str) -> tuple[RTCIceServer, ...]:
+        return tuple(RTCIceServer(urls=u, username="u", credential="c") for u in urls)
+
+    named = IceServerCheck(AllowList.parse(("http://127.0.0.1:8088/whip", "https://sfu.example/whip")),
+                           resolve=resolve)  # fmt: skip
+    kept = await named(servers("turn:127.0.0.1:3478?transport=tcp", "turn:127.0.0.3:3478?transport=tcp",
+                               "stun:sfu.example:3478", "turn:other.example", "stun:[::1]:3478"))  # fmt: skip
+    assert [s.urls for s in kept] == ["turn:127.0.0.1:3478?transport=tcp", "stun:10.0.0.2:3478"]
+    assert kept[0].username == "u" and kept[0].credential == "c"
+    anything = IceServerCheck(AllowList.parse(("*",)), resolve=resolve)
+    kept = await anything(servers("stun:turn.example.net", "turns:turn.example.net:5349",
+                                  "stun:rebind.example", "turn:127.0.0.1", "turn:64:ff9b::7f00:1",
+                                  "stun:169.254.169.254"))  # fmt: skip
+    assert [s.urls for s in kept] == ["stun:8.8.8.8:3478", "turns:turn.example.net:5349"]
+    meta = IceServerCheck(AllowList.parse(("https://meta.sfu.example/whip",)), resolve=resolve)
+    assert await meta(servers("turn:meta.sfu.example")) == ()  # a name entry never vouches for metadata
+    trusted = IceServerCheck(AllowList.parse(()), frozenset({"sfu.example"}), resolve=resolve)
+    assert [s.urls for s in await trusted(servers("turn:sfu.example:3479"))] == ["turn:10.0.0.2:3479"]

@@ -75,6 +75,7 @@ def test_the_gateways_metrics_port_is_the_one_its_listener_opens(docs: list[dict
     pod = _named(docs, "Deployment", "livefuse-gateway")["spec"]["template"]["spec"]
     container = next(c for c in pod["containers"] if c["name"] == "gateway")
     args = [a.replace("$(NODE_IP)", "10.0.0.7") for a in container["args"] if not a.startswith("--token")]
+    args.append("--token=k8s-token")  # the Secret's file is not here; the node address needs a token
     config = build_config(build_parser().parse_args(args), None, {"LIVEFUSE_HOST": "127.0.0.1"})
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert config.metrics.port == ports["metrics"] and config.metrics.address == "10.0.0.7"
