@@ -70,7 +70,9 @@ def windows(
     return rows, spent / max(1, len(rows))
 
 
-def attack_row(attack: Attack, marked: list[np.ndarray], detector: Detector, payload: Payload) -> dict[str, Any]:
+def attack_row(
+    attack: Attack, marked: list[np.ndarray], detector: Detector, payload: Payload
+) -> dict[str, Any]:
     out = apply(attack, marked)
     rows, per_window_s = windows(detector, out, payload)
     later = rows[1:]
@@ -90,10 +92,12 @@ def attack_row(attack: Attack, marked: list[np.ndarray], detector: Detector, pay
 def unmarked_frames(media: Path, count: int, seed: int = 7) -> list[np.ndarray]:
     """`count` luma planes, each a random cut of a random source scaled to 640x360 or 320x240."""
     rng = np.random.default_rng(seed)
-    sources = [
-        cv2.cvtColor(cv2.imread(str(media_path(media, name))), cv2.COLOR_BGR2GRAY)
-        for name in ("astronaut.png", "t1.jpg")
-    ]
+    sources = []
+    for name in ("astronaut.png", "t1.jpg"):
+        picture = cv2.imread(str(media_path(media, name)), cv2.IMREAD_GRAYSCALE)
+        if picture is None:
+            raise SystemExit(f"cannot read {name}: run `python -m loadgen.media provision`")
+        sources.append(picture)
     for case in ("single_face", "multi_face"):
         loop = build_loop(SynthConfig(640, 360, FPS, test_case=case, loop_frames=60), media)
         sources += [luma(f) for f in loop.frames]
@@ -125,27 +129,38 @@ def main(argv: list[str] | None = None) -> int:
     media = default_media_dir(dict(__import__("os").environ))
     n = args.seconds * FPS
     clip = build_loop(
-        SynthConfig(640, 360, FPS, loop_frames=n, source_video=media_path(media, "carphone_pristine.mp4")), media
+        SynthConfig(640, 360, FPS, loop_frames=n, source_video=media_path(media, "carphone_pristine.mp4")),
+        media,
     )
     payload = Payload(key_id(KEY), 0x5A5, 0x123)
     embedder = Embedder(*coefficients(KEY, payload))
     plain = [f.copy() for f in clip.frames]
     marked, costs = marked_stream(plain, embedder)
+    psnrs = [psnr(luma(a), luma(b)) for a, b in zip(plain, marked, strict=True)]
     report: dict[str, Any] = {
         "machine": platform.node(),
         "stream": f"640x360 {FPS} fps, {args.seconds} s",
         "psnr_luma_db": {
-            "median": round(float(np.median([psnr(luma(a), luma(b)) for a, b in zip(plain, marked)])), 2),
-            "min": round(min(psnr(luma(a), luma(b)) for a, b in zip(plain, marked)), 2),
+            "median": round(float(np.median(psnrs)), 2),
+            "min": round(min(psnrs), 2),
         },
-        "embed_ms": {"median": round(float(np.median(costs)), 3), "p90": round(float(np.percentile(costs, 90)), 3)},
+        "embed_ms": {
+            "median": round(float(np.median(costs)), 3),
+            "p90": round(float(np.percentile(costs, 90)), 3),
+        },
         "threshold": THRESHOLD,
         "attacks": [],
     }
     print(f"PSNR (luma) median {report['psnr_luma_db']['median']} dB, min {report['psnr_luma_db']['min']} dB")
-    print(f"embed per 640x360 frame: median {report['embed_ms']['median']} ms, p90 {report['embed_ms']['p90']} ms")
+    print(
+        f"embed per 640x360 frame: median {report['embed_ms']['median']} ms, "
+        f"p90 {report['embed_ms']['p90']} ms"
+    )
     detector = Detector(KEY)
-    header = f"{'attack':28} {'size':8} {'1st s':>6} {'public':>7} {'payload':>8} {'min z':>6} {'frames':>7} {'s/win':>6}"
+    header = (
+        f"{'attack':28} {'size':8} {'1st s':>6} {'public':>7} {'payload':>8} {'min z':>6} {'frames':>7} "
+        f"{'s/win':>6}"
+    )
     print(header)
     for attack in attacks(args.gateway_kbps * 1000):
         row = attack_row(attack, marked, detector, payload)
@@ -175,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     u = report["unmarked"]
     print(
-        f"unmarked: {u['frames_detected']} of {u['frames']} frames detected (max score {u['max_frame_score']}, "
+        f"unmarked: {u['frames_detected']} of {u['frames']} frames detected "
+        f"(max score {u['max_frame_score']}, "
         f"p99 {u['p99_frame_score']}, threshold {THRESHOLD}); {fp_windows} of {n_windows} stream windows"
     )
     if args.output is not None:

@@ -1,6 +1,6 @@
-"""What a marked stream goes through between the gateway and a platform's upload scanner, as functions of
-I420 frames: the gateway's own encoders (VP8 and H.264 through the same FanoutEncoder the sessions use), then a
-platform's transcode to H.264 (x264, as FFmpeg runs it), a downscale, a crop.
+"""What a marked stream goes through between the gateway and a platform's upload scanner, as functions
+of I420 frames: the gateway's own encoders (VP8 and H.264 through the same FanoutEncoder the sessions use),
+then a platform's transcode to H.264 (x264, as FFmpeg runs it), a downscale, a crop.
 
 Every function decodes what it encoded: the result is the luma a detector would read from the file."""
 

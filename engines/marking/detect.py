@@ -143,4 +143,3 @@ class Detector:
                 if len(best) == 2:
                     break
         return best
-

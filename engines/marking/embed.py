@@ -20,7 +20,7 @@ import numpy as np
 from engines.marking.pattern import CHIPS_PER_HEIGHT, TILE, chip_size
 from engines.marking.samples import SAMPLES, folded, sampled, upsampled, whitened
 
-STRENGTH = 1.5  # the mark's amplitude (grey levels, RMS) at gain 1
+STRENGTH = 2.0  # the mark's amplitude (grey levels, RMS) at gain 1
 GAIN_FLAT = 1.0  # gain on a flat area
 GAIN_BUSY = 1.4  # the most on a busy one
 CONTRAST_REF = 6.0  # a chip's contrast (grey levels) at which the gain reaches 1
@@ -81,13 +81,16 @@ class Embedder:
             self._transfer = {key: found}
         return found
 
-    def coefficients(self, luma: np.ndarray, gain_samples: np.ndarray) -> np.ndarray:
+    def coefficients(
+        self, samples: np.ndarray, gain_samples: np.ndarray, height: int, width: int
+    ) -> np.ndarray:
         """This frame's layer coefficients: the nominal ones less the picture's own projection."""
-        height, width = luma.shape
-        w, weight = whitened(sampled(luma, chip_size(height)))
+        w, weight = whitened(samples)
         host = self._projectors @ folded(w).reshape(-1)
         h, wd = weight.shape
-        per_unit = self.transfer(height, width) * self._strength * float(np.sum(weight * gain_samples[:h, :wd]))
+        per_unit = (
+            self.transfer(height, width) * self._strength * float(np.sum(weight * gain_samples[:h, :wd]))
+        )
         correction = -CANCEL * host / max(per_unit, 1e-6)
         limit = CANCEL_CAP * float(np.linalg.norm(self._coefficients))
         size = float(np.linalg.norm(correction))
@@ -99,10 +102,18 @@ class Embedder:
         """The change the mark makes to this luma plane (float32, before rounding and saturation)."""
         height, width = luma.shape
         rows, cols, _ = grid_shape(height, width)
-        means = cv2.resize(luma, (cols, rows), interpolation=cv2.INTER_AREA).astype(np.float32)
+        samples = sampled(luma, chip_size(height))
+        sh, sw = samples.shape
+        means = np.zeros((rows, cols), np.float32)  # a chip's mean: its samples' (the last column may be cut)
+        whole = samples[: sh // SAMPLES * SAMPLES, : sw // SAMPLES * SAMPLES]
+        means[: sh // SAMPLES, : sw // SAMPLES] = whole.reshape(
+            sh // SAMPLES, SAMPLES, sw // SAMPLES, SAMPLES
+        ).mean(axis=(1, 3))
+        if sw // SAMPLES < cols:
+            means[:, sw // SAMPLES :] = means[:, sw // SAMPLES - 1 : sw // SAMPLES]
         gain = chip_gain(means)
-        gain_samples = np.kron(gain, np.ones((SAMPLES, SAMPLES), np.float32))
-        tile = np.tensordot(self.coefficients(luma, gain_samples), self._layers, axes=1)
+        gain_samples = gain.repeat(SAMPLES, axis=0).repeat(SAMPLES, axis=1)
+        tile = np.tensordot(self.coefficients(samples, gain_samples, height, width), self._layers, axes=1)
         chips = tiled(tile, rows, cols) * gain * np.float32(self._strength)
         return spread(chips.astype(np.float32), height, width)
 

@@ -1,5 +1,5 @@
-"""The detector's view of a luma plane, shared with the embedder (which reads the picture as the detector will,
-to cancel what the picture itself says along the mark's patterns).
+"""The detector's view of a luma plane, shared with the embedder (which reads the picture as the detector
+will, to cancel what the picture itself says along the mark's patterns).
 
 Two samples per chip each way (one area resize), whitened: each sample less its neighbourhood's mean (the
 picture's own content is mostly slower than a chip), divided by the neighbourhood's spread plus `FLOOR` (an
@@ -19,9 +19,15 @@ CLIP = 3.0
 
 
 def sampled(luma: np.ndarray, chip_px: float) -> np.ndarray:
+    """The luma averaged down to SAMPLES per chip each way (float32): an area resize by the whole factor
+    (OpenCV's fast path), then a bilinear one for the rest (an area resize by a fractional factor costs
+    several times more)."""
     h, w = luma.shape
     size = (max(1, round(w * SAMPLES / chip_px)), max(1, round(h * SAMPLES / chip_px)))
-    return cv2.resize(np.asarray(luma, np.float32), size, interpolation=cv2.INTER_AREA)
+    k = int(chip_px / SAMPLES)
+    if k >= 2:
+        luma = cv2.resize(luma, (max(size[0], w // k), max(size[1], h // k)), interpolation=cv2.INTER_AREA)
+    return cv2.resize(luma, size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
 
 
 def whitened(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -40,7 +46,9 @@ def folded(samples: np.ndarray) -> np.ndarray:
     h, w = samples.shape
     padded = np.zeros((-(-h // period) * period, -(-w // period) * period), np.float32)
     padded[:h, :w] = samples
-    return padded.reshape(padded.shape[0] // period, period, padded.shape[1] // period, period).sum(axis=(0, 2))
+    return padded.reshape(padded.shape[0] // period, period, padded.shape[1] // period, period).sum(
+        axis=(0, 2)
+    )
 
 
 def upsampled(tile: np.ndarray) -> np.ndarray:

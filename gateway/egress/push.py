@@ -41,6 +41,8 @@ class MediaSource(Protocol):
 
     def encoder_for(self, codec: str) -> FanoutEncoder: ...
 
+    def disclosure_headers(self) -> dict[str, str]: ...
+
 
 @dataclass(frozen=True)
 class Target:
@@ -198,7 +200,14 @@ class EgressPush:
             _prefer(pc, audio_sender, "audio", "opus")
             install_sender_clock(audio_sender, relay.capture_ntp)
         await pc.setLocalDescription(await pc.createOffer())
-        resource = await post_offer(self._http, url, token, pc.localDescription.sdp, self._timeouts.request_s)
+        resource = await post_offer(
+            self._http,
+            url,
+            token,
+            pc.localDescription.sdp,
+            self._timeouts.request_s,
+            headers=self.source.disclosure_headers(),
+        )
         self.location = resource.location
         await pc.setRemoteDescription(RTCSessionDescription(sdp=resource.answer_sdp, type="answer"))
         lost = asyncio.ensure_future(self._lost.wait())

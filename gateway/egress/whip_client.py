@@ -104,13 +104,19 @@ async def ice_servers(
 
 
 async def post_offer(
-    http: aiohttp.ClientSession, url: str, token: str | None, offer_sdp: str, timeout_s: float
+    http: aiohttp.ClientSession,
+    url: str,
+    token: str | None,
+    offer_sdp: str,
+    timeout_s: float,
+    headers: dict[str, str] | None = None,
 ) -> WhipResource:
-    """POST the offer; the resource on 201, else `WhipRefused` (network errors raise aiohttp's/timeouts)."""
+    """POST the offer (with `headers` beside ours: the stream's disclosure); the resource on 201, else
+    `WhipRefused` (network errors raise aiohttp's/timeouts)."""
     async with http.post(
         url,
         data=offer_sdp.encode(),
-        headers=_headers(token, **{"Content-Type": SDP_TYPE}),
+        headers=_headers(token, **{**(headers or {}), "Content-Type": SDP_TYPE}),
         timeout=aiohttp.ClientTimeout(total=timeout_s),
         allow_redirects=False,
     ) as response:

@@ -92,6 +92,7 @@ def test_every_commented_key_of_the_example_parses_when_uncommented(tmp_path: Pa
     (tmp_path / "token").write_text("secret\n")
     files = {
         "/etc/livefuse/token": str(tmp_path / "token"),
+        "/etc/livefuse/mark.key": str(tmp_path / "token"),
         "/etc/livefuse/tls/tls.crt": str(tls.cert),
         "/etc/livefuse/tls/tls.key": str(tls.key),
     }
@@ -105,6 +106,7 @@ def test_every_commented_key_of_the_example_parses_when_uncommented(tmp_path: Pa
     config = build_config(build_parser().parse_args([]), values)
     assert config.auth.token == "change-me" and config.tls is not None and config.tls.cert == tls.cert
     assert config.processing.swapper == "inswapper_128" and config.scheduler.workers == 2
+    assert config.sessions.marking.key == b"secret" and config.sessions.marking.label == "AI-generated"
 
 
 def test_environment_overrides_the_file_and_flags_override_the_environment() -> None:
