@@ -129,6 +129,10 @@ class Session:
             face_settings=face_settings,
         )
 
+    def marking_stats(self) -> dict[str, object]:
+        """How this session's output is marked (/api/stats "marking")."""
+        return {**(self.marker.stats() if self.marker is not None else {"mark": False}), "label": self.label}
+
     def disclosure_headers(self) -> dict[str, str]:
         """What the egress POST says about this stream (gateway.marking.config)."""
         return disclosure_headers(self.config.marking)
@@ -335,10 +339,7 @@ class Session:
             "frames_out": self.counters.frames_out,
             "drops": dict(self.counters.drops),
             "viewers": len(self.viewers),
-            "marking": {
-                **(self.marker.stats() if self.marker is not None else {"mark": False}),
-                "label": self.label,
-            },
+            "marking": self.marking_stats(),
             "audio": self.audio.stats(),
             # network: what the receivers let the encoder send; how the publisher's stream was repaired
             "send_bitrate": {codec: e.bitrate.snapshot(now) for codec, e in self.encoders.items()},
