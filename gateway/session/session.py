@@ -25,6 +25,7 @@ from gateway.control import GovernorLike
 from gateway.errors import Unavailable
 from gateway.marking.config import disclosure_headers
 from gateway.marking.frame_marker import FrameMarker
+from gateway.marking.sei import sei_nal
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.session_audio import SessionAudio
 from gateway.session.answering import answer_or_refuse
@@ -223,6 +224,7 @@ class Session:
                 libx264=self._libx264,
                 hardware_h264=self._hardware_h264,
             )
+            encoder.keyframe_prefix = sei_nal(self.config.marking) if codec == "H264" else None
         return encoder
 
     def subscribe(self, pc: RTCPeerConnection, codec: str, *, publisher: bool = False) -> None:
