@@ -24,10 +24,10 @@ import numpy as np
 
 from engines.marking.pattern import CHIPS_PER_HEIGHT, TILE, Payload, layers, read_payload
 from engines.marking.samples import folded as fold_samples
-from engines.marking.samples import sampled, upsampled, whitened
+from engines.marking.samples import response, sampled, whitened
 
-THRESHOLD = 5.5  # a window's (or frame's) score for "marked" (bench.mark: unmarked video stays below)
-MIN_VISIBLE = 0.55  # the smallest fraction of the picture's height a crop may keep and still be searched
+THRESHOLD = 6.0  # a window's (or frame's) score for "marked" (bench.mark: unmarked video stays below)
+MIN_VISIBLE = 0.75  # the smallest fraction of the picture's height a crop may keep and still be searched
 SCALE_STEP = 1.008  # between chip sizes searched (a tile's worth of drift stays under half a chip)
 
 
@@ -59,10 +59,10 @@ class Detector:
     def __init__(self, key: bytes | None = None, min_visible: float = MIN_VISIBLE) -> None:
         found = layers(key)
         self._key = key
-        self._public = upsampled(found.public)
+        self._public = response(found.public)
         self._public_f = np.conj(np.fft.rfft2(self._public))
         self._public_norm = float(np.sqrt(np.sum(self._public.astype(np.float64) ** 2)))
-        self._bits = None if found.payload is None else np.stack([upsampled(p) for p in found.payload])
+        self._bits = None if found.payload is None else np.stack([response(p) for p in found.payload])
         n = max(1, math.ceil(math.log(1.0 / min_visible) / math.log(SCALE_STEP)))
         self._visible = tuple(SCALE_STEP**-i for i in range(n + 1))
 

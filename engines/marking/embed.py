@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 
 from engines.marking.pattern import CHIPS_PER_HEIGHT, TILE, chip_size
-from engines.marking.samples import SAMPLES, folded, sampled, upsampled, whitened
+from engines.marking.samples import SAMPLES, folded, response, sampled, whitened
 
 STRENGTH = 2.0  # the mark's amplitude (grey levels, RMS) at gain 1
 GAIN_FLAT = 1.0  # gain on a flat area
@@ -62,7 +62,7 @@ class Embedder:
             raise ValueError(f"layers {layers.shape} and coefficients {coefficients.shape} do not match")
         self._layers = layers.astype(np.float32)
         self._coefficients = coefficients.astype(np.float32)
-        self._projectors = np.stack([upsampled(t) for t in layers]).reshape(len(layers), -1)
+        self._projectors = np.stack([response(t) for t in layers]).reshape(len(layers), -1)
         self._strength = strength
         self._transfer: dict[tuple[int, int], float] = {}
 

@@ -54,3 +54,19 @@ def folded(samples: np.ndarray) -> np.ndarray:
 def upsampled(tile: np.ndarray) -> np.ndarray:
     """A chip tile at the samples' resolution."""
     return np.kron(tile, np.ones((SAMPLES, SAMPLES), np.float32)).astype(np.float32)
+
+
+def response(tile: np.ndarray, chip_px: int = 8) -> np.ndarray:
+    """What the detector's samples see of a chip tile once embedded (spread bilinearly between chip centres,
+    averaged down to SAMPLES per chip, less the neighbourhood's mean): the matched filter for that tile,
+    folded (SAMPLES * TILE each way). Computed on one period with wrap-around, so it is exact for the tile
+    repeated."""
+    n = tile.shape[0]
+    padded = np.pad(tile.astype(np.float32), 1, mode="wrap")
+    size = (n + 2) * chip_px
+    plane = cv2.resize(padded, (size, size), interpolation=cv2.INTER_LINEAR)[chip_px:-chip_px, chip_px:-chip_px]
+    step = chip_px // SAMPLES
+    s = plane.reshape(n * SAMPLES, step, n * SAMPLES, step).mean(axis=(1, 3))
+    k = 2 * SAMPLES + 1
+    local = cv2.blur(np.pad(s, k // 2, mode="wrap"), (k, k))[k // 2 : -(k // 2), k // 2 : -(k // 2)]
+    return (s - local).astype(np.float32)
