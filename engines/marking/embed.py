@@ -98,24 +98,28 @@ class Embedder:
             correction *= limit / size
         return self._coefficients + correction.astype(np.float32)
 
-    def delta(self, luma: np.ndarray) -> np.ndarray:
-        """The change the mark makes to this luma plane (float32, before rounding and saturation)."""
-        height, width = luma.shape
+    def chips(self, samples: np.ndarray, height: int, width: int) -> np.ndarray:
+        """This frame's mark at the chips' resolution (rows x columns, float32 grey levels), from the picture's
+        samples (`samples.sampled`): what the CPU and the device path share."""
         rows, cols, _ = grid_shape(height, width)
-        samples = sampled(luma, chip_size(height))
         sh, sw = samples.shape
         means = np.zeros((rows, cols), np.float32)  # a chip's mean: its samples' (the last column may be cut)
-        whole = samples[: sh // SAMPLES * SAMPLES, : sw // SAMPLES * SAMPLES]
-        means[: sh // SAMPLES, : sw // SAMPLES] = whole.reshape(
-            sh // SAMPLES, SAMPLES, sw // SAMPLES, SAMPLES
-        ).mean(axis=(1, 3))
-        if sw // SAMPLES < cols:
-            means[:, sw // SAMPLES :] = means[:, sw // SAMPLES - 1 : sw // SAMPLES]
+        rh, rw = min(rows, sh // SAMPLES), min(cols, sw // SAMPLES)
+        whole = samples[: rh * SAMPLES, : rw * SAMPLES]
+        means[:rh, :rw] = whole.reshape(rh, SAMPLES, rw, SAMPLES).mean(axis=(1, 3))
+        if rw < cols:
+            means[:, rw:] = means[:, rw - 1 : rw]
+        if rh < rows:
+            means[rh:] = means[rh - 1 : rh]
         gain = chip_gain(means)
         gain_samples = gain.repeat(SAMPLES, axis=0).repeat(SAMPLES, axis=1)
         tile = np.tensordot(self.coefficients(samples, gain_samples, height, width), self._layers, axes=1)
-        chips = tiled(tile, rows, cols) * gain * np.float32(self._strength)
-        return spread(chips.astype(np.float32), height, width)
+        return (tiled(tile, rows, cols) * gain * np.float32(self._strength)).astype(np.float32)
+
+    def delta(self, luma: np.ndarray) -> np.ndarray:
+        """The change the mark makes to this luma plane (float32, before rounding and saturation)."""
+        height, width = luma.shape
+        return spread(self.chips(sampled(luma, chip_size(height)), height, width), height, width)
 
     def mark(self, luma: np.ndarray) -> None:
         """Write the mark into `luma` (uint8, H x W; a view of a frame's Y plane is written in place)."""

@@ -64,7 +64,8 @@ def response(tile: np.ndarray, chip_px: int = 8) -> np.ndarray:
     n = tile.shape[0]
     padded = np.pad(tile.astype(np.float32), 1, mode="wrap")
     size = (n + 2) * chip_px
-    plane = cv2.resize(padded, (size, size), interpolation=cv2.INTER_LINEAR)[chip_px:-chip_px, chip_px:-chip_px]
+    plane = cv2.resize(padded, (size, size), interpolation=cv2.INTER_LINEAR)
+    plane = plane[chip_px:-chip_px, chip_px:-chip_px]
     step = chip_px // SAMPLES
     s = plane.reshape(n * SAMPLES, step, n * SAMPLES, step).mean(axis=(1, 3))
     k = 2 * SAMPLES + 1
