@@ -119,12 +119,33 @@ def unmarked_frames(media: Path, count: int, seed: int = 7) -> list[np.ndarray]:
     return out
 
 
+def contact_sheet(plain: np.ndarray, marked: np.ndarray) -> np.ndarray:
+    """Unmarked | marked (whole frame), the same at 3x on the flattest 160x90 corner, and the difference
+    x16 around mid grey: what a viewer could see, and where the mark is."""
+    h, w = plain.shape
+    corners = [(0, 0), (0, w - 160), (h - 90 - 40, 0), (h - 90 - 40, w - 160)]
+    y0, x0 = min(corners, key=lambda c: float(plain[c[0] : c[0] + 90, c[1] : c[1] + 160].std()))
+
+    def zoom(y: np.ndarray) -> np.ndarray:
+        return cv2.resize(y[y0 : y0 + 90, x0 : x0 + 160], (480, 270), interpolation=cv2.INTER_NEAREST)
+
+    diff = np.clip(128 + 16 * (marked.astype(np.float32) - plain), 0, 255).astype(np.uint8)
+    pad = np.full((h, 16), 255, np.uint8)
+    top = np.hstack([plain, pad, marked, pad, diff])
+    zpad = np.full((270, 16), 255, np.uint8)
+    bottom = np.hstack([zoom(plain), zpad, zoom(marked), zpad, zoom(diff)])
+    bottom = np.pad(bottom, ((0, 0), (0, top.shape[1] - bottom.shape[1])), constant_values=255)
+    return np.vstack([top, np.full((16, top.shape[1]), 255, np.uint8), bottom])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.mark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=21, help="marked stream length (default 21)")
     parser.add_argument("--unmarked-frames", type=int, default=10_000)
     parser.add_argument("--gateway-kbps", type=int, default=300)
     parser.add_argument("--output", type=Path, default=None, help="write the JSON report here")
+    parser.add_argument("--sheet", type=Path, default=None, help="write the contact sheet (PNG) here")
+    parser.add_argument("--sheet-only", action="store_true", help="the contact sheet, no attacks")
     args = parser.parse_args(argv)
     media = default_media_dir(dict(__import__("os").environ))
     n = args.seconds * FPS
@@ -137,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     plain = [f.copy() for f in clip.frames]
     marked, costs = marked_stream(plain, embedder)
     psnrs = [psnr(luma(a), luma(b)) for a, b in zip(plain, marked, strict=True)]
+    if args.sheet is not None:
+        args.sheet.parent.mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(args.sheet), contact_sheet(luma(plain[n // 2]), luma(marked[n // 2])))
+        if args.sheet_only:
+            return 0
     report: dict[str, Any] = {
         "machine": platform.node(),
         "stream": f"640x360 {FPS} fps, {args.seconds} s",

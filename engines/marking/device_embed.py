@@ -59,5 +59,3 @@ class DeviceEmbedder:
     def mark(self, luma: Any) -> None:
         out = (luma.float() + self.delta(luma)).round_().clamp_(0, 255)
         luma.copy_(out.to(luma.dtype))
-
-

@@ -21,8 +21,8 @@ from engines.marking.pattern import CHIPS_PER_HEIGHT, TILE, chip_size
 from engines.marking.samples import SAMPLES, folded, response, sampled, whitened
 
 STRENGTH = 2.0  # the mark's amplitude (grey levels, RMS) at gain 1
-GAIN_FLAT = 1.0  # gain on a flat area
-GAIN_BUSY = 1.4  # the most on a busy one
+GAIN_FLAT = 0.7  # gain on a flat area
+GAIN_BUSY = 1.8  # the most on a busy one
 CONTRAST_REF = 6.0  # a chip's contrast (grey levels) at which the gain reaches 1
 CANCEL = 1.0  # how much of the picture's own projection is cancelled
 CANCEL_CAP = 1.0  # the cancelling part's energy at most this times the mark's own
@@ -99,8 +99,8 @@ class Embedder:
         return self._coefficients + correction.astype(np.float32)
 
     def chips(self, samples: np.ndarray, height: int, width: int) -> np.ndarray:
-        """This frame's mark at the chips' resolution (rows x columns, float32 grey levels), from the picture's
-        samples (`samples.sampled`): what the CPU and the device path share."""
+        """This frame's mark at the chips' resolution (rows x columns, float32 grey levels), from the
+        picture's samples (`samples.sampled`): what the CPU and the device path share."""
         rows, cols, _ = grid_shape(height, width)
         sh, sw = samples.shape
         means = np.zeros((rows, cols), np.float32)  # a chip's mean: its samples' (the last column may be cut)
