@@ -21,7 +21,7 @@ from engines.marking.pattern import CHIPS_PER_HEIGHT, TILE, chip_size
 from engines.marking.samples import SAMPLES, folded, response, sampled, whitened
 
 STRENGTH = 2.0  # the mark's amplitude (grey levels, RMS) at gain 1
-GAIN_FLAT = 0.7  # gain on a flat area
+GAIN_FLAT = 0.85  # gain on a flat area
 GAIN_BUSY = 1.8  # the most on a busy one
 CONTRAST_REF = 6.0  # a chip's contrast (grey levels) at which the gain reaches 1
 CANCEL = 1.0  # how much of the picture's own projection is cancelled
