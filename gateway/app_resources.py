@@ -174,8 +174,9 @@ def _start_decoders(app: web.Application, monitor: GatewayMonitor, enabled: bool
 
 def _start_marking(app: web.Application, monitor: GatewayMonitor, marking: MarkingConfig) -> None:
     """Say how the output is marked, at every start (a warning when it is not: the law asks for the mark),
-    and show it in /api/stats "marking", with each session's."""
-    from gateway.monitoring.routes import add_section
+    and show it in /api/stats "marking", with each session's (ahead of the exposure view, which hides the
+    sessions a caller does not own)."""
+    from gateway.monitoring.routes import STATS_VIEWS
 
     if marking.enabled:
         summary = "every output frame carries the invisible mark" + (
@@ -200,7 +201,12 @@ def _start_marking(app: web.Application, monitor: GatewayMonitor, marking: Marki
             "sessions": [{"session": s.id, **s.marking_stats()} for s in sessions],
         }
 
-    add_section(app, "marking", section)
+    def view(request: web.Request, stats: dict[str, object]) -> dict[str, object]:
+        stats["marking"] = section()
+        return stats
+
+    if STATS_VIEWS in app:
+        app[STATS_VIEWS].insert(0, view)
 
 
 def _start_encoders(app: web.Application, monitor: GatewayMonitor, enabled: bool) -> HardwareH264:

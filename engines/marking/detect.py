@@ -9,9 +9,11 @@ of the whole correlation surface, is the score. Chip sizes cover what platforms 
 keeps chips per height (`CHIPS_PER_HEIGHT`); a crop that keeps a fraction f of the height leaves
 f * CHIPS_PER_HEIGHT, searched down to `MIN_VISIBLE`.
 
-Scores are from unmarked video's noise unless the mark is there: under no mark, the best of the ~100 x 1024
-hypotheses of a search stays near 4.5 (bench.mark measures it over >= 10,000 frames); `THRESHOLD` leaves a
-margin above the largest seen.
+Two tests, either of which finds the mark: first the one alignment where the gateway wrote it (chips per
+height as embedded, the tile at the corner: a rescale or a transcode keeps it), a z-score against the whole
+correlation surface, marked from `NOMINAL_THRESHOLD` (4.75 sd: under no mark it is near N(0, 1)); then, for
+crops, the search, whose best of ~40 x 4096 hypotheses stays near 4 under no mark, marked from `THRESHOLD`.
+bench.mark measures both over >= 10,000 unmarked frames.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from engines.marking.pattern import CHIPS_PER_HEIGHT, TILE, Payload, layers, rea
 from engines.marking.samples import folded as fold_samples
 from engines.marking.samples import response, sampled, whitened
 
+NOMINAL_THRESHOLD = 4.75  # the same at the mark's own alignment (one hypothesis, no search): z, in sd
 THRESHOLD = 6.0  # a window's (or frame's) score for "marked" (bench.mark: unmarked video stays below)
 MIN_VISIBLE = 0.75  # the smallest fraction of the picture's height a crop may keep and still be searched
 SCALE_STEP = 1.008  # between chip sizes searched (a tile's worth of drift stays under half a chip)
@@ -42,12 +45,15 @@ class Alignment:
 
 @dataclass(frozen=True)
 class WindowResult:
-    """One window of frames: the public layer's score and alignment, each frame's score at that alignment,
-    and the payload where a key was given and its check passed."""
+    """One window of frames: the public layer's score and alignment (`nominal`: its z where the gateway put
+    it; `score`: the best of the search, or at the nominal alignment where that sufficed), each frame's z at
+    that alignment (marked from NOMINAL_THRESHOLD), and the payload where a key was given and its check
+    passed."""
 
     score: float
     detected: bool
     alignment: Alignment
+    nominal: float
     frame_scores: tuple[float, ...]
     payload: Payload | None
     payloads: tuple[Payload, ...] = ()  # each distinct payload read (two where the time code turned)
@@ -96,6 +102,18 @@ class Detector:
                 best = Alignment(chip_px, shift, score)
         return best
 
+    @staticmethod
+    def _z_at(surface: np.ndarray, shift: tuple[int, int]) -> float:
+        """The surface's value at one shift in standard deviations of the whole surface."""
+        sd = float(surface.std())
+        return (float(surface[shift]) - float(surface.mean())) / sd if sd > 0 else 0.0
+
+    def nominal(self, luma: np.ndarray) -> float:
+        """The public layer's z at the alignment the gateway wrote it (chips per height as embedded, the
+        tile at the picture's corner): what a rescale or a transcode keeps. One hypothesis, so a lower bar
+        (`NOMINAL_THRESHOLD`) holds the same false-positive rate as the search's."""
+        return self._z_at(self._surface(self.folded(luma, luma.shape[0] / CHIPS_PER_HEIGHT)), (0, 0))
+
     def frame_score(self, luma: np.ndarray, chip_px: float) -> float:
         folded = self.folded(luma, chip_px)
         return self._score(self._surface(folded), folded)[0]
@@ -115,16 +133,23 @@ class Detector:
         if not lumas:
             raise ValueError("an empty window")
         mean = np.mean(np.stack([np.asarray(y, np.float32) for y in lumas]), axis=0)
-        found = self.search(mean)
+        nominal = self.nominal(mean)
+        if nominal >= NOMINAL_THRESHOLD:
+            chip_px = mean.shape[0] / CHIPS_PER_HEIGHT
+            folded = self.folded(mean, chip_px)
+            found = Alignment(chip_px, (0, 0), self._score(self._surface(folded), folded)[0])
+        else:
+            found = self.search(mean)
         folds = [self.folded(y, found.chip_px) for y in lumas]
-        frame_scores = tuple(self._score(self._surface(f), f)[0] for f in folds)
-        detected = found.score >= THRESHOLD
+        # each frame at the window's alignment: one hypothesis, NOMINAL_THRESHOLD's scale
+        frame_scores = tuple(self._z_at(self._surface(f), found.shift) for f in folds)
+        detected = nominal >= NOMINAL_THRESHOLD or found.score >= THRESHOLD
         payloads: tuple[Payload, ...] = ()
         if self._key is not None and detected:
             soft = np.stack([self.soft_bits(f, found.shift) for f in folds])
             payloads = self._read(soft)
         return WindowResult(
-            found.score, detected, found, frame_scores, payloads[0] if payloads else None, payloads
+            found.score, detected, found, nominal, frame_scores, payloads[0] if payloads else None, payloads
         )
 
     def _read(self, soft: np.ndarray) -> tuple[Payload, ...]:

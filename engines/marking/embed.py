@@ -24,6 +24,7 @@ STRENGTH = 2.0  # the mark's amplitude (grey levels, RMS) at gain 1
 GAIN_FLAT = 0.85  # gain on a flat area
 GAIN_BUSY = 1.8  # the most on a busy one
 CONTRAST_REF = 6.0  # a chip's contrast (grey levels) at which the gain reaches 1
+MAX_RMS = 1.9  # grey levels: the most a frame's mark may carry (PSNR >= 42.5 dB against the unmarked frame)
 CANCEL = 1.0  # how much of the picture's own projection is cancelled
 CANCEL_CAP = 1.0  # the cancelling part's energy at most this times the mark's own
 
@@ -114,7 +115,11 @@ class Embedder:
         gain = chip_gain(means)
         gain_samples = gain.repeat(SAMPLES, axis=0).repeat(SAMPLES, axis=1)
         tile = np.tensordot(self.coefficients(samples, gain_samples, height, width), self._layers, axes=1)
-        return (tiled(tile, rows, cols) * gain * np.float32(self._strength)).astype(np.float32)
+        chips = (tiled(tile, rows, cols) * gain * np.float32(self._strength)).astype(np.float32)
+        rms = float(np.sqrt(np.mean(chips * chips)))
+        if rms > MAX_RMS:  # a busy picture everywhere: the gains scaled down together, PSNR kept
+            chips *= np.float32(MAX_RMS / rms)
+        return chips
 
     def delta(self, luma: np.ndarray) -> np.ndarray:
         """The change the mark makes to this luma plane (float32, before rounding and saturation)."""

@@ -22,11 +22,14 @@ FPS = 15
 
 
 def _scene(astronaut: np.ndarray) -> list[np.ndarray]:
-    """Thirty 640x360 frames: the portrait drifting over a soft background (a moving picture)."""
+    """Thirty 640x360 frames: the portrait drifting over a soft gradient (a presenter before a plain wall;
+    docs/BENCHMARKS.md has the mark on busier pictures)."""
     face = cv2.resize(astronaut, (300, 300))
+    yy, xx = np.mgrid[0:360, 0:640].astype(np.float32)
+    back = np.stack([60 + 50 * xx / 640, 70 + 40 * yy / 360, 150 - 40 * xx / 640], axis=-1).astype(np.uint8)
     frames = []
     for k in range(30):
-        rgb = np.full((360, 640, 3), (70, 100, 130), np.uint8)
+        rgb = back.copy()
         x = 100 + int(80 * np.sin(2 * np.pi * k / 30))
         rgb[30:330, x : x + 300] = face
         frames.append(rgb)
