@@ -87,7 +87,8 @@ def _luma_windows(path: Path, window_s: float) -> Iterator[tuple[int, list[np.nd
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         start: float | None = None
-        current, index, n = [], 0, 0
+        current: list[np.ndarray] = []
+        index, n = 0, 0
         for frame in container.decode(stream):
             t = frame.time if frame.time is not None else n / float(stream.average_rate or 30)
             n += 1
