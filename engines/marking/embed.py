@@ -25,6 +25,7 @@ GAIN_FLAT = 0.85  # gain on a flat area
 GAIN_BUSY = 1.8  # the most on a busy one
 CONTRAST_REF = 6.0  # a chip's contrast (grey levels) at which the gain reaches 1
 MAX_RMS = 1.9  # grey levels: the most a frame's mark may carry (PSNR >= 42.5 dB against the unmarked frame)
+SPREAD_RMS = 0.67  # a chip pattern's RMS left in pixels after the bilinear spread (white chips, any size)
 CANCEL = 1.0  # how much of the picture's own projection is cancelled
 CANCEL_CAP = 1.0  # the cancelling part's energy at most this times the mark's own
 
@@ -117,8 +118,9 @@ class Embedder:
         tile = np.tensordot(self.coefficients(samples, gain_samples, height, width), self._layers, axes=1)
         chips = (tiled(tile, rows, cols) * gain * np.float32(self._strength)).astype(np.float32)
         rms = float(np.sqrt(np.mean(chips * chips)))
-        if rms > MAX_RMS:  # a busy picture everywhere: the gains scaled down together, PSNR kept
-            chips *= np.float32(MAX_RMS / rms)
+        limit = MAX_RMS / SPREAD_RMS
+        if rms > limit:  # a busy picture everywhere: the gains scaled down together, PSNR kept
+            chips *= np.float32(limit / rms)
         return chips
 
     def delta(self, luma: np.ndarray) -> np.ndarray:
