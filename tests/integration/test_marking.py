@@ -6,9 +6,12 @@ picture."""
 
 from __future__ import annotations
 
+import logging
+
 import aiohttp
 import cv2
 import numpy as np
+import pytest
 
 from engines.marking.detect import Detector
 from engines.marking.pattern import key_id, session_code
@@ -82,3 +85,16 @@ async def test_every_second_received_over_whep_carries_the_mark_and_payload(astr
     assert stats["marking"]["enabled"] is True and stats["marking"]["key_id"] == key_id(KEY)
     band = labelled[:20, :130]
     assert (band < 40).mean() > 0.4 and (band > 180).sum() > 20  # the label: dark band, bright text
+
+
+async def test_no_mark_is_logged_at_start_and_shown_in_stats(caplog: pytest.LogCaptureFixture) -> None:
+    config = gw_config(marking=MarkingConfig(enabled=False))
+    with caplog.at_level(logging.WARNING, logger="gateway.app_resources"):
+        async with (
+            running_gateway(config, pipeline=FakePipeline(), monitor=RecordingMonitor()) as gw,
+            aiohttp.ClientSession() as http,
+        ):
+            async with http.get(f"{gw.url}/api/stats") as resp:
+                stats = await resp.json()
+    assert stats["marking"]["enabled"] is False and "mark=off" in stats["marking"]["header"]
+    assert any("NOT marked" in record.getMessage() for record in caplog.records)

@@ -205,3 +205,18 @@ def test_late_policy_choices_are_the_policies() -> None:
     from gateway.media.late import LatePolicy
 
     assert LATE_POLICIES == tuple(p.value for p in LatePolicy)
+
+
+def test_marking_options_and_their_bad_values(tmp_path: Path) -> None:
+    default = build_config(build_parser().parse_args([]), {})
+    assert default.sessions.marking.enabled and default.sessions.marking.key is None
+    (tmp_path / "mark.key").write_text("k" * 32 + "\n")
+    args = ["--no-mark", "--mark-key-file", str(tmp_path / "mark.key"), "--disclosure-label", "AI-generated"]
+    config = build_config(build_parser().parse_args(args), {})
+    marking = config.sessions.marking
+    assert not marking.enabled and marking.key == b"k" * 32 and marking.label == "AI-generated"
+    (tmp_path / "empty.key").write_text("\n")
+    with pytest.raises(ValueError, match="--mark-key-file .* is empty"):
+        build_config(build_parser().parse_args(["--mark-key-file", str(tmp_path / "empty.key")]), {})
+    with pytest.raises(ValueError, match="disclosure label"):
+        build_config(build_parser().parse_args(["--disclosure-label", "x" * 80]), {})
