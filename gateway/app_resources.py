@@ -27,6 +27,7 @@ from gateway.engine_watch import EngineWatch
 from gateway.executor_threads import default_workers, start_all_threads
 from gateway.http import exposure, sources
 from gateway.http.keys import STATE, PipelineLike
+from gateway.marking.config import MarkingConfig
 from gateway.monitoring.ports import GatewayMonitor
 from gateway.scheduler import FrameScheduler
 from gateway.session import SessionManager
@@ -171,6 +172,43 @@ def _start_decoders(app: web.Application, monitor: GatewayMonitor, enabled: bool
     return undo
 
 
+def _start_marking(app: web.Application, monitor: GatewayMonitor, marking: MarkingConfig) -> None:
+    """Say how the output is marked, at every start (a warning when it is not: the law asks for the mark),
+    and show it in /api/stats "marking", with each session's (ahead of the exposure view, which hides the
+    sessions a caller does not own)."""
+    from gateway.monitoring.routes import STATS_VIEWS
+
+    if marking.enabled:
+        summary = "every output frame carries the invisible mark" + (
+            f" with the keyed payload (key id {marking.key_id})"
+            if marking.key is not None
+            else " (public layer)"
+        )
+        logger.info("marking: %s", summary)
+    else:
+        summary = "--no-mark: output frames are NOT marked as synthetic"
+        logger.warning("marking: %s", summary)
+    monitor.event("marking", summary, enabled=marking.enabled, key_id=marking.key_id)
+
+    def section() -> dict[str, object]:
+        manager = app[STATE].sessions
+        sessions = list(manager.sessions.values()) if manager is not None else []
+        return {
+            "enabled": marking.enabled,
+            "key_id": marking.key_id,
+            "header": marking.header_value(),
+            "label": marking.label,
+            "sessions": [{"session": s.id, **s.marking_stats()} for s in sessions],
+        }
+
+    def view(request: web.Request, stats: dict[str, object]) -> dict[str, object]:
+        stats["marking"] = section()
+        return stats
+
+    if STATS_VIEWS in app:
+        app[STATS_VIEWS].insert(0, view)
+
+
 def _start_encoders(app: web.Application, monitor: GatewayMonitor, enabled: bool) -> HardwareH264:
     """NVENC for H.264 where the GPU has it and `enabled` (webrtc.codecs.hw_encode): an event and /api/stats
     "encoder" say which encoder runs; every stream falls back to software on its own if NVENC fails it."""
@@ -235,6 +273,7 @@ class MediaPath:
         hardware = config.sessions.hardware_codecs
         stack.callback(_start_decoders(app, monitor, hardware))
         hardware_h264 = _start_encoders(app, monitor, hardware)
+        _start_marking(app, monitor, config.sessions.marking)
         pipeline = self.pipeline
         if pipeline is None:
             pipeline = await loop.run_in_executor(None, default_pipeline, config)

@@ -25,6 +25,7 @@ from gateway.http.cors import CorsConfig
 from gateway.http.metrics_listener import MetricsListenerConfig
 from gateway.http.rate_limit import RateLimitConfig
 from gateway.http.tls import TlsConfig
+from gateway.marking.config import MarkingConfig
 from gateway.media.audio import AudioConfig
 from gateway.media.late import LatePolicy
 from gateway.scheduler import SchedulerConfig
@@ -136,6 +137,8 @@ class SessionConfig:
     live_bitrate: bool = True
     # NVDEC / NVENC where the GPU has them (gateway.webrtc.codecs.hw_decode, hw_encode); off: software only
     hardware_codecs: bool = True
+    # disclosure of synthetic output: the invisible mark, its key, the visible label (gateway.marking)
+    marking: MarkingConfig = field(default_factory=MarkingConfig)
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:

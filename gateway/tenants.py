@@ -15,6 +15,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.marking.config import check_label
+
 ANONYMOUS = "anonymous"
 
 
@@ -24,6 +26,7 @@ class Tenant:
     token: str
     max_sessions: int | None = None
     admin: bool = False
+    disclosure_label: str | None = None  # drawn on its sessions' output (gateway.marking.label)
 
     def __post_init__(self) -> None:
         if not self.name or not self.token:
@@ -62,14 +65,21 @@ def load_tenants(path: Path) -> tuple[Tenant, ...]:
     for name, spec in table.items():
         if not isinstance(spec, dict) or not isinstance(spec.get("token"), str):
             raise ValueError(f"{path}: tenant {name!r} needs a token string")
-        unknown = set(spec) - {"token", "max_sessions", "admin"}
+        unknown = set(spec) - {"token", "max_sessions", "admin", "disclosure_label"}
         if unknown:
             raise ValueError(f"{path}: tenant {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
         limit = spec.get("max_sessions")
         if len(spec["token"]) < 16:
             raise ValueError(f"{path}: tenant {name!r}: the token must be at least 16 characters")
+        label = spec.get("disclosure_label")
+        try:
+            label = check_label(label if label is None else str(label))
+        except ValueError as exc:
+            raise ValueError(f"{path}: tenant {name!r}: {exc}") from None
         tenants.append(
-            Tenant(name, spec["token"], int(limit) if limit is not None else None, bool(spec.get("admin")))
+            Tenant(
+                name, spec["token"], int(limit) if limit is not None else None, bool(spec.get("admin")), label
+            )
         )
     tokens = [t.token for t in tenants]
     if len(set(tokens)) != len(tokens):
@@ -94,6 +104,10 @@ def find_tenant(tenants: tuple[Tenant, ...], offered: str | None) -> Tenant | No
         if same_secret(offered, tenant.token):
             found = tenant
     return found
+
+
+def tenant_label(tenants: tuple[Tenant, ...], name: str | None) -> str | None:
+    return next((t.disclosure_label for t in tenants if t.name == name), None)
 
 
 def tenant_limit(tenants: tuple[Tenant, ...], name: str | None) -> int | None:

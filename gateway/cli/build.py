@@ -55,6 +55,8 @@ def _secrets(values: Mapping[str, Any]) -> dict[str, Any]:
         changes["auth.token"] = v.secret(values["token_file"], "--token-file")
     if values.get("egress_token") is None and values.get("egress_token_file") is not None:
         changes["egress.default_token"] = v.secret(values["egress_token_file"], "--egress-token-file")
+    if values.get("mark_key_file") is not None:
+        changes["sessions.marking.key"] = v.secret(values["mark_key_file"], "--mark-key-file").encode()
     if values.get("webhook_secret") is None and values.get("webhook_secret_file") is not None:
         changes["webhooks.secret"] = v.secret(values["webhook_secret_file"], "--webhook-secret-file")
     return changes

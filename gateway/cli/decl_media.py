@@ -244,6 +244,34 @@ MEDIA = (
         negate=True,
         fields=("sessions.audio.enabled",),
     ),
+    Option(
+        "no_mark",
+        "media",
+        "send output frames without the invisible mark that says they are synthetic (engines.marking; "
+        "logged at every start and shown in /api/stats)",
+        kind="switch",
+        negate=True,
+        fields=("sessions.marking.enabled",),
+    ),
+    Option(
+        "mark_key_file",
+        "media",
+        "read the mark's payload key from this file (a mounted Secret): with it every frame also carries "
+        "the key id, a session code and the minute, readable only with the key",
+        kind="path",
+        unset="public layer only",
+        example="/etc/livefuse/mark.key",
+    ),
+    Option(
+        "disclosure_label",
+        "media",
+        "text drawn on every output frame (e.g. 'AI-generated'); per tenant in --tenants-file, per session "
+        "with ?label= on WHIP and live through PATCH",
+        fields=("sessions.marking.label",),
+        to_field=v.text_or_none,
+        unset="none",
+        example="AI-generated",
+    ),
 )
 
 MODELS = (

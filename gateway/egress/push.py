@@ -49,6 +49,8 @@ class MediaSource(Protocol):
 
     def encoder_for(self, codec: str) -> FanoutEncoder: ...
 
+    def disclosure_headers(self) -> dict[str, str]: ...
+
 
 @dataclass(frozen=True)
 class Target:
@@ -229,7 +231,13 @@ class EgressPush:
             install_sender_clock(audio_sender, relay.capture_ntp)
         await pc.setLocalDescription(await pc.createOffer())
         resource = await post_offer(
-            self._http, url, token, pc.localDescription.sdp, self._timeouts.request_s, self.target.scope
+            self._http,
+            url,
+            token,
+            pc.localDescription.sdp,
+            self._timeouts.request_s,
+            self.target.scope,
+            headers=self.source.disclosure_headers(),
         )
         self.location = resource.location
         await pc.setRemoteDescription(RTCSessionDescription(sdp=resource.answer_sdp, type="answer"))

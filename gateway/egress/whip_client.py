@@ -143,12 +143,14 @@ async def post_offer(
     offer_sdp: str,
     timeout_s: float,
     scope: str = "/",
+    headers: dict[str, str] | None = None,
 ) -> WhipResource:
-    """POST the offer; the resource on 201, else `WhipRefused` (network errors raise aiohttp's/timeouts)."""
+    """POST the offer (with `headers` beside ours: the stream's disclosure); the resource on 201, else
+    `WhipRefused` (network errors raise aiohttp's/timeouts)."""
     async with http.post(
         url,
         data=offer_sdp.encode(),
-        headers=_headers(token, **{"Content-Type": SDP_TYPE}),
+        headers=_headers(token, **{**(headers or {}), "Content-Type": SDP_TYPE}),
         timeout=aiohttp.ClientTimeout(total=timeout_s),
         allow_redirects=False,
     ) as response:

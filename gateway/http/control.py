@@ -4,7 +4,8 @@ regions, face selector and face shape, without reconnecting (owner or admin only
 Keys (each optional; absent = unchanged): `source` (a source id, or null: no swap), `processors` (a list or
 "a,b"; [] or "none" = pass-through), `mask` (regions kept from the target, list or "a,b"; [] or "none"),
 `faces` (many | one | reference), `reference` (a source id, with faces=reference) and `shape` (how much of
-the source's face shape, a number 0..1). Every value is checked
+the source's face shape, a number 0..1) and `label` (the visible disclosure label: text, or null for
+none). Every value is checked
 first (`plan`, pure) and applied together, or nothing changes; the next frame the session receives is
 processed with them.
 """
@@ -23,8 +24,9 @@ from gateway.http.body import read_json_object
 from gateway.http.keys import CONFIG, MONITOR, STATE
 from gateway.http.sources import visible_source
 from gateway.http.whip import owned_session
+from gateway.marking.config import check_label
 
-KEYS = ("source", "processors", "mask", "faces", "reference", "shape")
+KEYS = ("source", "processors", "mask", "faces", "reference", "shape", "label")
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class Control:
     source: SourceFace | None
     processors: tuple[str, ...]
     face_settings: FaceSettings | None  # None: the gateway's defaults
+    label: str | None = None  # the visible disclosure label (gateway.marking.label)
 
 
 def _names(value: Any, key: str, known: tuple[str, ...]) -> tuple[str, ...]:
@@ -77,8 +80,9 @@ def plan(
         _names(body["processors"], "processors", PROCESSORS) if "processors" in body else current.processors
     )
     settings = current.face_settings
+    label = _label(body["label"]) if "label" in body else current.label
     if not {"mask", "faces", "reference", "shape"} & set(body):
-        return Control(source, processors, settings)
+        return Control(source, processors, settings, label)
     base = settings or defaults
     keep = _names(body["mask"], "mask", MASK_REGIONS) if "mask" in body else base.keep_regions
     selector = body.get("faces", base.selector)
@@ -101,7 +105,16 @@ def plan(
         raise BadRequest("reference is used with faces=reference only")
     shape = _shape(body["shape"]) if "shape" in body else base.shape
     face_settings = FaceSettings(keep_regions=keep, selector=selector, reference=reference, shape=shape)
-    return Control(source, processors, face_settings)
+    return Control(source, processors, face_settings, label)
+
+
+def _label(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise BadRequest(f"label must be text or null, got {value!r}")
+    try:
+        return check_label(value)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def _shape(value: Any) -> float:
@@ -120,6 +133,7 @@ def describe(control: Control, defaults: FaceSettings) -> dict[str, Any]:
         "faces": settings.selector,
         "reference": settings.reference.id if settings.reference is not None else None,
         "shape": settings.shape,
+        "label": control.label,
     }
 
 
@@ -133,12 +147,13 @@ async def patch_session(request: web.Request) -> web.Response:
     pipeline = request.app[STATE].pipeline
     new = plan(
         body,
-        Control(session.source, session.processors, session.face_settings),
+        Control(session.source, session.processors, session.face_settings, session.label),
         defaults,
         lambda sid: visible_source(request, sid),
         bool(getattr(pipeline, "supports_reference", False)),
     )
     session.reconfigure(new.source, new.processors, new.face_settings)
+    session.label = new.label
     state = describe(new, defaults)
     changed = ", ".join(sorted(body))
     request.app[MONITOR].event(

@@ -13,6 +13,7 @@ from gateway.errors import NotFound, Unauthorized
 from gateway.http.keys import CONFIG, principal_of, sessions_of
 from gateway.http.request_checks import SDP_TYPE, read_checked_offer
 from gateway.http.urls import resource_url
+from gateway.marking.config import disclosure_headers
 from gateway.session import Session
 from gateway.tenants import same_secret
 from gateway.webrtc.interop.ice import link_headers
@@ -42,7 +43,10 @@ async def post_whep(request: web.Request) -> web.Response:
         status=201,
         text=answer,
         content_type=SDP_TYPE,
-        headers={"Location": resource_url(config.public_url, f"/whep/{session.id}/{viewer_id}")},
+        headers={
+            "Location": resource_url(config.public_url, f"/whep/{session.id}/{viewer_id}"),
+            **disclosure_headers(config.sessions.marking),
+        },
     )
     for link in link_headers(config.ice):
         response.headers.add("Link", link)

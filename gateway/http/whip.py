@@ -25,8 +25,9 @@ from gateway.http.keys import CONFIG, STATE, principal_of, sessions_of
 from gateway.http.request_checks import SDP_TYPE, TRICKLE_TYPE, read_offer_text, read_trickle_fragment
 from gateway.http.sources import visible_source
 from gateway.http.urls import resource_url
+from gateway.marking.config import check_label, disclosure_headers
 from gateway.session import Session
-from gateway.tenants import tenant_limit
+from gateway.tenants import tenant_label, tenant_limit
 from gateway.webrtc.interop.dtls_peers import dtls_choice
 from gateway.webrtc.interop.ice import link_headers
 from gateway.webrtc.negotiation.sdp import SdpError
@@ -112,6 +113,17 @@ def choose_face_settings(request: web.Request) -> FaceSettings | None:
     return FaceSettings(keep_regions=keep, selector=selector, reference=reference, shape=shape)
 
 
+def choose_label(request: web.Request, owner: str | None) -> str | None:
+    """The session's visible label: `?label=` (empty: none), else its tenant's, else --disclosure-label."""
+    config = request.app[CONFIG]
+    if "label" in request.query:
+        try:
+            return check_label(request.query["label"])
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+    return tenant_label(config.auth.all_tenants, owner) or config.sessions.marking.label
+
+
 def query_shape(value: str) -> float:
     """?shape=0..1 as a number, or a 400."""
     try:
@@ -140,6 +152,7 @@ async def post_whip(request: web.Request) -> web.Response:
     face_settings = choose_face_settings(request)
     legacy_dtls = choose_dtls(request)
     egress_target = await egress.requested_target(request)
+    label = choose_label(request, owner)
     try:
         session, answer = await sessions_of(request.app).create(
             offer,
@@ -150,6 +163,7 @@ async def post_whip(request: web.Request) -> web.Response:
             face_settings=face_settings,
             user_agent=request.headers.get("User-Agent"),
             legacy_dtls=legacy_dtls,
+            label=label,
         )
     except SdpError as exc:
         raise BadRequest(str(exc)) from None
@@ -163,6 +177,7 @@ async def post_whip(request: web.Request) -> web.Response:
             "ETag": f'"{session.etag}"',
             "Accept-Patch": TRICKLE_TYPE,
             VIEWER_TOKEN_HEADER: session.viewer_token,
+            **disclosure_headers(config.sessions.marking),
         },
     )
     for link in link_headers(config.ice):

@@ -72,6 +72,15 @@ class PacketTrack(QueuedPacketTrack):
         self._encoder.unsubscribe(self)
 
 
+def _prefixed(packet: av.Packet, prefix: bytes) -> av.Packet:
+    """An Annex B access unit with `prefix` (whole NAL units) before its own."""
+    out = av.Packet(prefix + bytes(packet))
+    out.pts, out.dts, out.is_keyframe = packet.pts, packet.dts, True
+    if packet.time_base is not None:
+        out.time_base = packet.time_base
+    return out
+
+
 class FanoutEncoder:
     """One encoder (VP8 or H.264) per processed stream and codec; `encode` runs in a worker thread,
     `publish` on the loop."""
@@ -126,6 +135,8 @@ class FanoutEncoder:
         self._subscribers: list[PacketTrack] = []
         self._last_pts: int | None = None
         self.frames_encoded = 0
+        # H.264: an SEI NAL put before every keyframe (gateway.marking.sei: the synthetic-content statement)
+        self.keyframe_prefix: bytes | None = None
         self.retransmits: dict[int, RetransmitBudget] = {}  # per bound sender
 
     @property
@@ -282,6 +293,8 @@ class FanoutEncoder:
             self._hardware.failed("failed", e)
             self._hardware = None
             packets = list(self._open(frame.width, frame.height).encode(frame))
+        if self.keyframe_prefix is not None and self.codec_name == "H264":
+            packets = [_prefixed(p, self.keyframe_prefix) if p.is_keyframe else p for p in packets]
         for packet in packets:
             packet.time_base = VIDEO_TIME_BASE
             if packet.pts is None:

@@ -34,6 +34,14 @@ def plane_views(frame: av.VideoFrame) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return y, u, v
 
 
+def copied(frame: av.VideoFrame) -> av.VideoFrame:
+    """A yuv420p frame's own copy (to write on without touching the decoder's buffers)."""
+    out = av.VideoFrame(frame.width, frame.height, "yuv420p")
+    for d, s in zip(plane_views(out), plane_views(frame), strict=True):
+        np.copyto(d, s)
+    return out
+
+
 def patched_frame(
     decoded: av.VideoFrame,
     image_rgb: np.ndarray,

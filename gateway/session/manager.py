@@ -121,6 +121,7 @@ class SessionManager:
         face_settings: FaceSettings | None = None,
         user_agent: str | None = None,
         legacy_dtls: bool | None = None,
+        label: str | None = None,
     ) -> tuple[Session, str]:
         """Answer a WHIP offer: returns the session and the SDP answer (ICE candidates included).
         `user_agent` (the POST's, shortened) is kept with the session: which publisher a failure was."""
@@ -144,6 +145,7 @@ class SessionManager:
             libvpx=self.libvpx,
             libx264=self.libx264,
             hardware_h264=self.hardware_h264,
+            label=label,
         )
         session.owner = owner
         self.sessions[session_id] = session

@@ -23,6 +23,9 @@ from engines.frames import FaceSettings, SourceFace
 from gateway.config import SessionConfig
 from gateway.control import GovernorLike
 from gateway.errors import Unavailable
+from gateway.marking.config import disclosure_headers
+from gateway.marking.frame_marker import FrameMarker
+from gateway.marking.sei import sei_nal
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.session_audio import SessionAudio
 from gateway.session.answering import answer_or_refuse
@@ -67,8 +70,12 @@ class Session:
         libvpx: Libvpx | None = None,
         libx264: Libx264 | None = None,
         hardware_h264: HardwareH264 | None = None,
+        label: str | None = None,
     ) -> None:
         self.id = session_id
+        # disclosure (gateway.marking): the mark on every output frame unless --no-mark, the visible label
+        self.marker = FrameMarker(config.marking, session_id) if config.marking.enabled else None
+        self.label = label
         # VP8 / H.264 rate changes without a keyframe (None: FFmpeg's encoder, reopened at each rate)
         self._libvpx = libvpx
         self._libx264 = libx264
@@ -113,6 +120,8 @@ class Session:
                 encoders=lambda: self.encoders.values(),
                 on_frame=self.audio.on_video_frame,
                 on_ended=lambda: self.schedule_close("publisher ended"),
+                marker=self.marker,
+                label=lambda: self.label,
             ),
             scheduler=scheduler,
             monitor=monitor,
@@ -120,6 +129,14 @@ class Session:
             executor=executor,
             face_settings=face_settings,
         )
+
+    def marking_stats(self) -> dict[str, object]:
+        """How this session's output is marked (/api/stats "marking")."""
+        return {**(self.marker.stats() if self.marker is not None else {"mark": False}), "label": self.label}
+
+    def disclosure_headers(self) -> dict[str, str]:
+        """What the egress POST says about this stream (gateway.marking.config)."""
+        return disclosure_headers(self.config.marking)
 
     @property
     def counters(self) -> FrameCounters:
@@ -207,6 +224,7 @@ class Session:
                 libx264=self._libx264,
                 hardware_h264=self._hardware_h264,
             )
+            encoder.keyframe_prefix = sei_nal(self.config.marking) if codec == "H264" else None
         return encoder
 
     def subscribe(self, pc: RTCPeerConnection, codec: str, *, publisher: bool = False) -> None:
@@ -323,6 +341,7 @@ class Session:
             "frames_out": self.counters.frames_out,
             "drops": dict(self.counters.drops),
             "viewers": len(self.viewers),
+            "marking": self.marking_stats(),
             "audio": self.audio.stats(),
             # network: what the receivers let the encoder send; how the publisher's stream was repaired
             "send_bitrate": {codec: e.bitrate.snapshot(now) for codec, e in self.encoders.items()},

@@ -38,10 +38,12 @@ from engines.frames import (
     SourceFace,
 )
 from gateway.control import GovernorLike
+from gateway.marking.frame_marker import FrameMarker
+from gateway.marking.label import draw_label, draw_label_i420
 from gateway.media.colour import rgb_to_i420
 from gateway.media.fanout import FanoutEncoder
 from gateway.media.late import LatePolicy, choose_output, repeat_due
-from gateway.media.planes import is_i420, patched_frame
+from gateway.media.planes import copied, is_i420, patched_frame
 from gateway.monitoring.records import FrameRecord, LinkState, Outcome
 from gateway.scheduler import ScheduledFrame
 from gateway.session.ports import MonitorLike, SchedulerLike
@@ -82,6 +84,10 @@ class LoopLinks:
         [int, float], None
     ]  # a decoded frame's pts and when its last packet arrived (A/V clock)
     on_ended: Callable[[], None]  # the publisher's track ended
+    # disclosure (gateway.marking): the invisible mark (None: --no-mark) and the visible label of the next
+    # frame (None: none); both written on the I420 frame every codec encodes
+    marker: FrameMarker | None = None
+    label: Callable[[], str | None] = lambda: None
 
 
 @dataclass
@@ -276,9 +282,14 @@ class VideoLoop:
                 encoders = [e for e in self._links.encoders() if e.subscribers]
                 for encoder in encoders:
                     encoder.fit_size(image.shape[1], image.shape[0])
-                yuv, encoded = await loop.run_in_executor(
-                    self._executor, _encode, encoders, image, base, changed, pending.pts, made
+                disclosure = _Disclosure(
+                    self._links.marker, self._links.label(), base is not None and base is self._last_yuv
                 )
+                yuv, encoded, mark_ms = await loop.run_in_executor(
+                    self._executor, _encode, encoders, image, base, changed, pending.pts, made, disclosure
+                )
+                if disclosure.active:
+                    stages["mark"] = mark_ms
                 if image is self._last_processed:
                     self._last_yuv = yuv
                 encode_s = time.monotonic() - t0
@@ -351,6 +362,20 @@ def _yuv_source(
     return None, None
 
 
+@dataclass(frozen=True)
+class _Disclosure:
+    """What the encode hop writes on the frame before the encoders: the label, then the mark.
+    `base_done`: the frame it may reuse (a repeat's) has both already."""
+
+    marker: FrameMarker | None
+    label: str | None
+    base_done: bool
+
+    @property
+    def active(self) -> bool:
+        return self.marker is not None or self.label is not None
+
+
 def _encode(
     encoders: Sequence[FanoutEncoder],
     image: np.ndarray,
@@ -358,11 +383,13 @@ def _encode(
     changed: tuple[Box, ...] | None,
     pts: int,
     made: tuple[np.ndarray | None, ...] | None = None,
-) -> tuple[av.VideoFrame | None, list[list[av.Packet]]]:
-    """One worker-thread hop per frame: the YUV frame once (reused, patched or converted whole), then every
-    codec's encode of it. `made`: the changed boxes' I420 planes when the pipeline's device made them."""
+    disclosure: _Disclosure | None = None,
+) -> tuple[av.VideoFrame | None, list[list[av.Packet]], float]:
+    """One worker-thread hop per frame: the YUV frame once (reused, patched or converted whole), the label and
+    the mark on it (their cost returned, ms), then every codec's encode of it. `made`: the changed boxes'
+    I420 planes when the pipeline's device made them."""
     if not encoders:
-        return None, []
+        return None, [], 0.0
     h, w = image.shape[:2]
     yuv: av.VideoFrame | None = None
     if base is not None and changed is not None and (base.height, base.width) == (h, w) and is_i420(base):
@@ -370,4 +397,28 @@ def _encode(
     else:
         i420 = rgb_to_i420(image)  # None for odd sizes: each encoder converts from RGB itself
         yuv = av.VideoFrame.from_ndarray(i420, format="yuv420p") if i420 is not None else None
-    return yuv, [e.encode(image, pts, yuv) for e in encoders]
+    t0 = time.perf_counter()
+    if disclosure is not None and disclosure.active and not (yuv is base and disclosure.base_done):
+        yuv, image = _disclose(disclosure, yuv, image, owned=yuv is not base)
+    mark_ms = (time.perf_counter() - t0) * 1000.0
+    return yuv, [e.encode(image, pts, yuv) for e in encoders], mark_ms
+
+
+def _disclose(
+    disclosure: _Disclosure, yuv: av.VideoFrame | None, image: np.ndarray, owned: bool
+) -> tuple[av.VideoFrame | None, np.ndarray]:
+    """The label and the mark on the I420 frame (a copy where it is not this hop's own), or on the RGB picture
+    where there is no I420 frame (odd sizes)."""
+    if yuv is None:
+        if disclosure.label is not None:
+            image = draw_label(image.copy(), disclosure.label)
+        if disclosure.marker is not None:
+            image = disclosure.marker.mark_rgb(image)
+        return None, image
+    if not owned:
+        yuv = copied(yuv)
+    if disclosure.label is not None:
+        draw_label_i420(yuv, disclosure.label)
+    if disclosure.marker is not None:
+        yuv = disclosure.marker.mark(yuv, owned=True)
+    return yuv, image

@@ -36,6 +36,9 @@ class Received:
     frames: list[np.ndarray] = field(default_factory=list)
     frame_ids: list[int] = field(default_factory=list)  # the id of each kept frame in `frames`
     sizes: list[tuple[int, int]] = field(default_factory=list)
+    answer_headers: dict[str, str] = field(default_factory=dict)  # the WHIP/WHEP answer's
+    keep_luma: bool = False  # keep every stamped frame's luma plane in `lumas` (id, plane)
+    lumas: list[tuple[int, np.ndarray]] = field(default_factory=list)
 
 
 async def consume(
@@ -51,6 +54,8 @@ async def consume(
             if fid is None:
                 continue
             into.ids.append(fid)
+            if into.keep_luma:
+                into.lumas.append((fid, frame.to_ndarray(format="yuv420p")[: frame.height].copy()))
             if sent is not None and fid in sent:
                 into.latency_s.append(now - sent[fid])
             if len(into.frames) < keep or fid % 10 == 0:
@@ -80,9 +85,14 @@ class Client:
 
 
 async def negotiate(
-    http: aiohttp.ClientSession, url: str, pc: RTCPeerConnection, headers: dict[str, str] | None
+    http: aiohttp.ClientSession,
+    url: str,
+    pc: RTCPeerConnection,
+    headers: dict[str, str] | None,
+    answer_headers: dict[str, str] | None = None,
 ) -> tuple[int, str, str]:
-    """The WHIP/WHEP exchange (non-trickle): (status, body, Location); the answer applied on a 201."""
+    """The WHIP/WHEP exchange (non-trickle): (status, body, Location); the answer applied on a 201 (its
+    headers copied into `answer_headers` where given)."""
     await pc.setLocalDescription(await pc.createOffer())
     async with http.post(
         url, data=pc.localDescription.sdp, headers={"Content-Type": "application/sdp", **(headers or {})}
@@ -91,6 +101,8 @@ async def negotiate(
         if resp.status != 201:
             return resp.status, body, ""
         await pc.setRemoteDescription(RTCSessionDescription(sdp=body, type="answer"))
+        if answer_headers is not None:
+            answer_headers.update(resp.headers)
         return resp.status, body, resp.headers["Location"]
 
 
@@ -124,7 +136,9 @@ async def publish(
         offer_only(transceiver, codec)
     received = Received()
     tasks: list[asyncio.Task[None]] = []
-    status, body, location = await negotiate(http, f"{base}/whip{query}", pc, headers)
+    status, body, location = await negotiate(
+        http, f"{base}/whip{query}", pc, headers, received.answer_headers
+    )
     if status != 201:
         await Client(pc, "", received, track, tasks).close()
         raise AssertionError(f"WHIP POST -> {status}: {body}")
@@ -134,13 +148,20 @@ async def publish(
 
 
 async def view(
-    http: aiohttp.ClientSession, base: str, session_id: str, sent: dict[int, float] | None
+    http: aiohttp.ClientSession,
+    base: str,
+    session_id: str,
+    sent: dict[int, float] | None,
+    keep_luma: bool = False,
 ) -> Client:
+    """A WHEP viewer; `keep_luma`: keep every frame's luma (`Received.lumas`)."""
     pc = create_peer_connection(LOOPBACK)
     transceiver = pc.addTransceiver("video", direction="recvonly")
-    received = Received()
+    received = Received(keep_luma=keep_luma)
     tasks: list[asyncio.Task[None]] = []
-    status, body, location = await negotiate(http, f"{base}/whep/{session_id}", pc, None)
+    status, body, location = await negotiate(
+        http, f"{base}/whep/{session_id}", pc, None, received.answer_headers
+    )
     if status != 201:
         await Client(pc, "", received, None, tasks).close()
         raise AssertionError(f"WHEP POST -> {status}: {body}")

@@ -57,6 +57,8 @@ async def test_egress_api_pushes_the_processed_stream_and_stops(astronaut: np.nd
                 corner = pushed.last_video[:20, :30].reshape(-1, 3).mean(axis=0)  # type: ignore[index]
                 assert corner[0] > 180 and corner[1] < 80 and corner[2] > 180, corner
                 assert pushed.video_ids == sorted(pushed.video_ids)
+                (said,) = endpoint.disclosures  # the egress POST says the stream is synthetic
+                assert said is not None and "trainedAlgorithmicMedia" in said and "mark=on" in said
                 async with http.get(egress) as r:
                     state = await _json(r)
                 assert state["state"] == "live" and state["attempts"] == 1 and state["packets_sent"] > 0

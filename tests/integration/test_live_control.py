@@ -91,6 +91,7 @@ async def test_patch_changes_the_face_within_one_frame_and_bad_values_change_not
                 "faces": "one",
                 "reference": None,
                 "shape": 1.0,
+                "label": None,
             }
 
             def after() -> list[Seen]:

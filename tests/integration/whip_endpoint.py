@@ -44,6 +44,7 @@ class WhipEndpoint:
     busy_for: int = 1
     ice_link: str | None = None  # a Link value advertised on OPTIONS
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)
+    disclosures: list[str | None] = field(default_factory=list)  # each POST's Livefuse-Synthetic-Content
     resources: dict[str, Pushed] = field(default_factory=dict)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -58,6 +59,8 @@ class WhipEndpoint:
     def _log(self, request: web.Request) -> bool:
         auth = request.headers.get("Authorization")
         self.requests.append((request.method, request.path, auth))
+        if request.method == "POST":
+            self.disclosures.append(request.headers.get("Livefuse-Synthetic-Content"))
         return auth == f"Bearer {self.token}"
 
     async def _options(self, request: web.Request) -> web.Response:

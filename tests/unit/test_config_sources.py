@@ -92,6 +92,7 @@ def test_every_commented_key_of_the_example_parses_when_uncommented(tmp_path: Pa
     (tmp_path / "token").write_text("secret\n")
     files = {
         "/etc/livefuse/token": str(tmp_path / "token"),
+        "/etc/livefuse/mark.key": str(tmp_path / "token"),
         "/etc/livefuse/tls/tls.crt": str(tls.cert),
         "/etc/livefuse/tls/tls.key": str(tls.key),
     }
@@ -105,6 +106,7 @@ def test_every_commented_key_of_the_example_parses_when_uncommented(tmp_path: Pa
     config = build_config(build_parser().parse_args([]), values)
     assert config.auth.token == "change-me" and config.tls is not None and config.tls.cert == tls.cert
     assert config.processing.swapper == "inswapper_128" and config.scheduler.workers == 2
+    assert config.sessions.marking.key == b"secret" and config.sessions.marking.label == "AI-generated"
 
 
 def test_environment_overrides_the_file_and_flags_override_the_environment() -> None:
@@ -203,3 +205,18 @@ def test_late_policy_choices_are_the_policies() -> None:
     from gateway.media.late import LatePolicy
 
     assert LATE_POLICIES == tuple(p.value for p in LatePolicy)
+
+
+def test_marking_options_and_their_bad_values(tmp_path: Path) -> None:
+    default = build_config(build_parser().parse_args([]), {})
+    assert default.sessions.marking.enabled and default.sessions.marking.key is None
+    (tmp_path / "mark.key").write_text("k" * 32 + "\n")
+    args = ["--no-mark", "--mark-key-file", str(tmp_path / "mark.key"), "--disclosure-label", "AI-generated"]
+    config = build_config(build_parser().parse_args(args), {})
+    marking = config.sessions.marking
+    assert not marking.enabled and marking.key == b"k" * 32 and marking.label == "AI-generated"
+    (tmp_path / "empty.key").write_text("\n")
+    with pytest.raises(ValueError, match="--mark-key-file .* is empty"):
+        build_config(build_parser().parse_args(["--mark-key-file", str(tmp_path / "empty.key")]), {})
+    with pytest.raises(ValueError, match="disclosure label"):
+        build_config(build_parser().parse_args(["--disclosure-label", "x" * 80]), {})

@@ -44,6 +44,7 @@ def test_face_settings_start_from_the_defaults_then_from_the_session() -> None:
         "faces": "one",
         "reference": None,
         "shape": 1.0,
+        "label": None,
     }
     ref = plan({"faces": "reference", "reference": "b"}, CURRENT, DEFAULTS, find, True)
     assert ref.face_settings is not None and ref.face_settings.reference is B
@@ -89,3 +90,13 @@ def test_shape_changes_alone_and_keeps_the_other_settings() -> None:
     assert describe(shaped, DEFAULTS)["shape"] == 0.25
     zero = plan({"shape": 0}, CURRENT, DEFAULTS, find, False)
     assert zero.face_settings is not None and zero.face_settings.shape == 0.0
+
+
+def test_the_label_is_set_cleared_and_checked_by_patch() -> None:
+    labelled = plan({"label": "AI-generated"}, CURRENT, DEFAULTS, find, supports_reference=False)
+    assert labelled.label == "AI-generated" and labelled.source is CURRENT.source
+    assert plan({"shape": 0.5}, labelled, DEFAULTS, find, supports_reference=False).label == "AI-generated"
+    assert plan({"label": None}, labelled, DEFAULTS, find, supports_reference=False).label is None
+    for bad in (5, "x" * 65, "two\nlines"):
+        with pytest.raises(BadRequest):
+            plan({"label": bad}, CURRENT, DEFAULTS, find, supports_reference=False)

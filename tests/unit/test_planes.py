@@ -185,15 +185,15 @@ def test_session_builds_yuv_from_what_it_knows(astronaut: np.ndarray) -> None:
 
     enc = FanoutEncoder()
     enc.subscribe()
-    yuv, packets = _encode([enc], edited, frame, boxes, 0)
+    yuv, packets, _ = _encode([enc], edited, frame, boxes, 0)
     assert yuv is not None and len(packets) == 1 and packets[0]
     expected = patched_frame(frame, edited, boxes)
     assert all(np.array_equal(a, b) for a, b in zip(plane_views(yuv), plane_views(expected), strict=True))
     assert _encode([enc], rgb, frame, (), 3000)[0] is frame  # unchanged: the decoded frame, no copy
     resized = cv2.resize(edited, (640, 480))
-    yuv, _ = _encode([enc], resized, frame, boxes, 6000)  # a frame of another size: whole conversion
+    yuv, _, _ = _encode([enc], resized, frame, boxes, 6000)  # a frame of another size: whole conversion
     assert yuv is not None and np.array_equal(yuv.to_ndarray(format="yuv420p"), rgb_to_i420(resized))  # type: ignore[arg-type]
-    assert _encode([], edited, frame, boxes, 12000) == (None, [])
+    assert _encode([], edited, frame, boxes, 12000) == (None, [], 0.0)
 
 
 def test_planes_the_device_made_are_written_as_given(astronaut: np.ndarray) -> None:
@@ -214,7 +214,7 @@ def test_planes_the_device_made_are_written_as_given(astronaut: np.ndarray) -> N
     assert np.array_equal(y[outside], plane_views(frame)[0][outside])  # the decoded picture elsewhere
     enc = FanoutEncoder()
     enc.subscribe()
-    yuv, _ = _encode([enc], edited, frame, boxes, 0, (made, None))
+    yuv, _, _ = _encode([enc], edited, frame, boxes, 0, (made, None))
     assert yuv is not None and (plane_views(yuv)[0][y0:y1, x0:x1] == 77).all()
     with pytest.raises(ValueError, match="does not fit"):
         patched_frame(frame, edited, boxes, (made[:-2], None))

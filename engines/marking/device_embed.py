@@ -1,0 +1,61 @@
+"""The mark on the device: the same mark as `embed.Embedder`, with the full-resolution work (the area
+sampling, the spread of the chips to pixels, the saturated add) as torch ops on the luma tensor where it
+lives, and the chip-level work (a few thousand values: the picture's projection on the layers, the gains)
+shared with the CPU path, one small download and upload per frame. tests/unit/test_mark_device.py holds it
+to the numpy path on CPU torch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engines.marking.embed import Embedder, grid_shape
+from engines.marking.pattern import chip_size
+from engines.marking.samples import SAMPLES
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def sampled(luma: Any, chip_px: float) -> Any:
+    """`samples.sampled` on a (H, W) tensor: an average pool by the whole factor, then bilinear (float32)."""
+    import torch.nn.functional as F
+
+    h, w = luma.shape
+    size = (max(1, round(h * SAMPLES / chip_px)), max(1, round(w * SAMPLES / chip_px)))
+    x = luma.float()[None, None]
+    k = int(chip_px / SAMPLES)
+    if k >= 2:
+        x = F.adaptive_avg_pool2d(x, (max(size[0], h // k), max(size[1], w // k)))
+    return F.interpolate(x, size=size, mode="bilinear", align_corners=False)[0, 0]
+
+
+def spread(chips: Any, height: int, width: int) -> Any:
+    """`embed.spread` on the device: chip values bilinear between chip centres, square chips."""
+    import torch.nn.functional as F
+
+    _, _, full = grid_shape(height, width)
+    x = F.interpolate(chips[None, None], size=(height, full), mode="bilinear", align_corners=False)
+    return x[0, 0, :, :width]
+
+
+class DeviceEmbedder:
+    """Marks (H, W) uint8 luma tensors in place (a view of a frame's Y plane on the device)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+
+    def delta(self, luma: Any) -> Any:
+        torch = _torch()
+        height, width = luma.shape
+        samples = sampled(luma, chip_size(height)).cpu().numpy()
+        chips = self._embedder.chips(np.ascontiguousarray(samples, np.float32), height, width)
+        return spread(torch.from_numpy(chips).to(luma.device), height, width)
+
+    def mark(self, luma: Any) -> None:
+        out = (luma.float() + self.delta(luma)).round_().clamp_(0, 255)
+        luma.copy_(out.to(luma.dtype))

@@ -1,0 +1,133 @@
+"""Writing the mark into a frame's luma, on the CPU (numpy and OpenCV).
+
+Per frame, all at the chips' resolution but the last step:
+- the picture as the detector will read it (`samples`): sampled, whitened, folded onto the tile;
+- what the picture itself already says along each layer's pattern (one small matrix product), cancelled in
+  this frame's coefficients (improved spread spectrum, Malvar & Florencio 2003): the detector then reads the
+  mark, not the mark plus the picture's own chance resemblance to it, so a weak mark reads clearly;
+- a gain per chip from its contrast with its neighbours (what hides a change of a chip's size): `GAIN_FLAT` on
+  flat areas (sky, walls, skin), up to `GAIN_BUSY` where there is structure;
+- the chips spread to pixels (one bilinear resize) and added with saturation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+
+from engines.marking.pattern import CHIPS_PER_HEIGHT, TILE, chip_size
+from engines.marking.samples import SAMPLES, folded, response, sampled, whitened
+
+STRENGTH = 2.0  # the mark's amplitude (grey levels, RMS) at gain 1
+GAIN_FLAT = 0.85  # gain on a flat area
+GAIN_BUSY = 1.8  # the most on a busy one
+CONTRAST_REF = 6.0  # a chip's contrast (grey levels) at which the gain reaches 1
+MAX_RMS = 1.9  # grey levels: the most a frame's mark may carry (PSNR >= 42.5 dB against the unmarked frame)
+SPREAD_RMS = 0.67  # a chip pattern's RMS left in pixels after the bilinear spread (white chips, any size)
+CANCEL = 1.0  # how much of the picture's own projection is cancelled
+CANCEL_CAP = 1.0  # the cancelling part's energy at most this times the mark's own
+
+
+def grid_shape(height: int, width: int) -> tuple[int, int, int]:
+    """Rows and columns of chips covering a height x width picture, and the width (pixels) that many columns
+    spread to (cropped to `width` after the resize, so every chip is square)."""
+    s = chip_size(height)
+    cols = math.ceil(width / s)
+    return CHIPS_PER_HEIGHT, cols, max(width, round(cols * s))
+
+
+def chip_gain(chip_means: np.ndarray) -> np.ndarray:
+    """Each chip's gain from its contrast with its neighbours (float32, same shape)."""
+    local = cv2.blur(chip_means, (3, 3), borderType=cv2.BORDER_REFLECT)
+    contrast = cv2.blur(np.abs(chip_means - local), (3, 3), borderType=cv2.BORDER_REFLECT)
+    return np.clip(contrast * (1.0 / CONTRAST_REF), GAIN_FLAT, GAIN_BUSY).astype(np.float32)
+
+
+def tiled(tile: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    return np.tile(tile, (rows // TILE + 1, cols // TILE + 1))[:rows, :cols]
+
+
+def spread(chips: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Chip values spread to pixels: bilinear between chip centres, square chips."""
+    _, _, full = grid_shape(height, width)
+    return cv2.resize(chips, (full, height), interpolation=cv2.INTER_LINEAR)[:, :width]
+
+
+class Embedder:
+    """Marks luma planes of any size with a set of layers and their nominal coefficients (`pattern.layers`,
+    `pattern.coefficients`)."""
+
+    def __init__(self, layers: np.ndarray, coefficients: np.ndarray, strength: float = STRENGTH) -> None:
+        if layers.shape[0] != coefficients.shape[0] or layers.shape[1:] != (TILE, TILE):
+            raise ValueError(f"layers {layers.shape} and coefficients {coefficients.shape} do not match")
+        self._layers = layers.astype(np.float32)
+        self._coefficients = coefficients.astype(np.float32)
+        self._projectors = np.stack([response(t) for t in layers]).reshape(len(layers), -1)
+        self._strength = strength
+        self._transfer: dict[tuple[int, int], float] = {}
+
+    def transfer(self, height: int, width: int) -> float:
+        """What one grey level of a layer's pattern adds to the detector's whitened samples along that
+        pattern, per sample and per unit of weight (the bilinear spread and the whitening take some)."""
+        key = (height, width)
+        found = self._transfer.get(key)
+        if found is None:
+            rows, cols, _ = grid_shape(height, width)
+            plane = spread(tiled(self._layers[0], rows, cols), height, width)
+            s = sampled(plane, chip_size(height))
+            local = cv2.blur(s, (2 * SAMPLES + 1, 2 * SAMPLES + 1), borderType=cv2.BORDER_REFLECT)
+            along = float(np.dot(folded(s - local).reshape(-1), self._projectors[0]))
+            found = along / s.size
+            self._transfer = {key: found}
+        return found
+
+    def coefficients(
+        self, samples: np.ndarray, gain_samples: np.ndarray, height: int, width: int
+    ) -> np.ndarray:
+        """This frame's layer coefficients: the nominal ones less the picture's own projection."""
+        w, weight = whitened(samples)
+        host = self._projectors @ folded(w).reshape(-1)
+        h, wd = weight.shape
+        per_unit = (
+            self.transfer(height, width) * self._strength * float(np.sum(weight * gain_samples[:h, :wd]))
+        )
+        correction = -CANCEL * host / max(per_unit, 1e-6)
+        limit = CANCEL_CAP * float(np.linalg.norm(self._coefficients))
+        size = float(np.linalg.norm(correction))
+        if size > limit:
+            correction *= limit / size
+        return self._coefficients + correction.astype(np.float32)
+
+    def chips(self, samples: np.ndarray, height: int, width: int) -> np.ndarray:
+        """This frame's mark at the chips' resolution (rows x columns, float32 grey levels), from the
+        picture's samples (`samples.sampled`): what the CPU and the device path share."""
+        rows, cols, _ = grid_shape(height, width)
+        sh, sw = samples.shape
+        means = np.zeros((rows, cols), np.float32)  # a chip's mean: its samples' (the last column may be cut)
+        rh, rw = min(rows, sh // SAMPLES), min(cols, sw // SAMPLES)
+        whole = samples[: rh * SAMPLES, : rw * SAMPLES]
+        means[:rh, :rw] = whole.reshape(rh, SAMPLES, rw, SAMPLES).mean(axis=(1, 3))
+        if rw < cols:
+            means[:, rw:] = means[:, rw - 1 : rw]
+        if rh < rows:
+            means[rh:] = means[rh - 1 : rh]
+        gain = chip_gain(means)
+        gain_samples = gain.repeat(SAMPLES, axis=0).repeat(SAMPLES, axis=1)
+        tile = np.tensordot(self.coefficients(samples, gain_samples, height, width), self._layers, axes=1)
+        chips = (tiled(tile, rows, cols) * gain * np.float32(self._strength)).astype(np.float32)
+        rms = float(np.sqrt(np.mean(chips * chips)))
+        limit = MAX_RMS / SPREAD_RMS
+        if rms > limit:  # a busy picture everywhere: the gains scaled down together, PSNR kept
+            chips *= np.float32(limit / rms)
+        return chips
+
+    def delta(self, luma: np.ndarray) -> np.ndarray:
+        """The change the mark makes to this luma plane (float32, before rounding and saturation)."""
+        height, width = luma.shape
+        return spread(self.chips(sampled(luma, chip_size(height)), height, width), height, width)
+
+    def mark(self, luma: np.ndarray) -> None:
+        """Write the mark into `luma` (uint8, H x W; a view of a frame's Y plane is written in place)."""
+        np.copyto(luma, cv2.add(luma, self.delta(luma), dtype=cv2.CV_8U))

@@ -1,0 +1,44 @@
+"""The device path's mark (engines.marking.device_embed) on CPU torch against the numpy path: the same change
+to within a fifth of a grey level on average (3 at most, on a few pixels: torch's average pool and
+OpenCV's area resize split a fractional pixel differently, and the cancelling follows the samples), and
+the same detection."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from engines.marking.detect import Detector
+from engines.marking.embed import Embedder
+from engines.marking.pattern import Payload, coefficients, key_id
+
+torch = pytest.importorskip("torch")
+
+from engines.marking.device_embed import DeviceEmbedder  # noqa: E402
+
+KEY = b"k" * 32
+
+
+@pytest.mark.parametrize("size", [(360, 640), (240, 320)])
+def test_device_mark_matches_the_numpy_mark(astronaut: np.ndarray, size: tuple[int, int]) -> None:
+    h, w = size
+    luma = cv2.resize(cv2.cvtColor(astronaut, cv2.COLOR_RGB2GRAY), (w, h))
+    payload = Payload(key_id(KEY), 9, 99)
+    embedder = Embedder(*coefficients(KEY, payload))
+    cpu = embedder.delta(luma)
+    device = DeviceEmbedder(embedder).delta(torch.from_numpy(luma)).numpy()
+    assert device.shape == cpu.shape
+    assert np.abs(device - cpu).mean() < 0.2 and np.abs(device - cpu).max() < 3.0
+    face = cv2.resize(luma, (h * 3 // 4, h * 3 // 4))
+    back = cv2.GaussianBlur(np.random.default_rng(1).integers(60, 200, (h, w)).astype(np.uint8), (0, 0), 6)
+    frames = []
+    for k in range(8):
+        frame = back.copy()
+        x = w // 8 + 4 * k
+        frame[h // 8 : h // 8 + face.shape[0], x : x + face.shape[1]] = face
+        tensor = torch.from_numpy(frame)
+        DeviceEmbedder(embedder).mark(tensor)
+        frames.append(tensor.numpy())
+    result = Detector(KEY).window(frames)
+    assert result.detected and result.payload == payload
