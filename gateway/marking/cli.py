@@ -11,8 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from gateway.cli.values import secret
 from gateway.marking.scan import ScanReport, scan_file
+from gateway.secret_file import secret
 
 
 def _parser() -> argparse.ArgumentParser:
