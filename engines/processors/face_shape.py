@@ -34,6 +34,7 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
+from engines.processors.face_expression import expression_weights, split
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
 
 CAP_FRAC = 0.06  # largest offset of a mesh point, as a fraction of the face size
@@ -115,6 +116,7 @@ class SourceShape:
     rows: np.ndarray  # (E,) int: mesh edges in both directions, point...
     cols: np.ndarray  # (E,) int: ...and its neighbour...
     weights: np.ndarray  # (E,) float: ...weighted 1 / the point's degree
+    expression: np.ndarray  # (468, 3): each point's weight toward the mouth's and the brows' anchors
 
 
 def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray) -> SourceShape:
@@ -137,6 +139,7 @@ def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray
         rows=edges[:, 0],
         cols=edges[:, 1],
         weights=1.0 / degree[edges[:, 0]],
+        expression=expression_weights(pts),
     )
 
 
@@ -230,10 +233,11 @@ def restore_expression(offset: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 
 def shape_offset(shape: SourceShape, target: np.ndarray) -> np.ndarray:
-    """Where each of the target's mesh points moves for the source's shape at full strength (468, 2)."""
+    """Where each of the target's mesh points moves for the source's shape at full strength (468, 2): the
+    identity part of the difference (face_expression.split), the target's expression kept."""
     t = target.astype(np.float64)
     offset = smooth(fitted(shape, t) - t, shape)
-    return restore_expression(cap(offset, CAP_FRAC * face_size(t)), t)
+    return split(restore_expression(cap(offset, CAP_FRAC * face_size(t)), t), shape.expression)
 
 
 # -- the warp ----------------------------------------------------------------------------------------------
