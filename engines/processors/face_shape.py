@@ -1,12 +1,15 @@
 """The source's face shape on the target: a per-frame mesh offset and the smooth warp that moves the target.
 
 Why: mesh_warp paints the source's skin onto the target's geometry, so the outline, jaw, nose length, eye
-spacing and mouth width stay the target's, and an embedder (or a viewer) sees much of the target in them.
+spacing stay the target's, and an embedder (or a viewer) sees much of the target in them.
 Here the source's 3-D FaceMesh (its depth read once, at upload) is fitted onto the target's tracked 2-D mesh
 by a scaled-orthographic similarity (a 3-D rotation, one scale, a shift: the pose goes, the shape stays); the
 difference is smoothed over the mesh's neighbour graph (single-point noise is not a shape), capped at
 `CAP_FRAC` of the face size (a bad fit cannot drag a jaw across the frame), and the target's expression is
-put back: the mouth's opening on the lower lip and chin, and each eye whole (it moves to the source's eye
+put back: the mouth's opening on the lower lip and chin; the mouth's width, corners and lip shape, the
+cheeks beside it and the brows (face_expression: a fixed partition of the mesh, read once per source, draws
+them to the mouth's and the eyes' mean offsets, so they keep the target's shape and take the source's
+placement); and each eye whole (it moves to the source's eye
 centre, the source's eye placement, but keeps the target's outline, width and opening: the eye shown is the
 target's own, kept, and stretched to the source's width it blinked less clearly on the talking clip, 0.78
 against 0.81 openness correlation, with no gain in the identity margin). The target side uses only the
@@ -116,7 +119,7 @@ class SourceShape:
     rows: np.ndarray  # (E,) int: mesh edges in both directions, point...
     cols: np.ndarray  # (E,) int: ...and its neighbour...
     weights: np.ndarray  # (E,) float: ...weighted 1 / the point's degree
-    expression: np.ndarray  # (468, 3): each point's weight toward the mouth's and the brows' anchors
+    expression: np.ndarray  # (468, 4): weights toward the mouth's and the brows' anchors (face_expression)
 
 
 def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray) -> SourceShape:
@@ -237,7 +240,8 @@ def shape_offset(shape: SourceShape, target: np.ndarray) -> np.ndarray:
     identity part of the difference (face_expression.split), the target's expression kept."""
     t = target.astype(np.float64)
     offset = smooth(fitted(shape, t) - t, shape)
-    return split(restore_expression(cap(offset, CAP_FRAC * face_size(t)), t), shape.expression)
+    across, _ = _axes(t)
+    return split(restore_expression(cap(offset, CAP_FRAC * face_size(t)), t), shape.expression, across)
 
 
 # -- the warp ----------------------------------------------------------------------------------------------

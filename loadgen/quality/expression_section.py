@@ -27,6 +27,7 @@ SMILING = ("astronaut", "t1 laughing", "obama")  # targets smiling or laughing w
 TEETH_KEPT = 0.9  # at the default, the output keeps at least this share of the target's teeth pixels...
 WIDTH_TOLERANCE = 0.05  # ...and its mouth is this close to the target's width (relative)
 MOUTH_GROW = 2  # the teeth are counted inside both inner mouths, grown by this many pixels
+TEETH_MIN = 30  # fewer teeth pixels than this have no width
 COLUMNS = {"shape_0": 0.0, "default": FACE_SHAPE}
 MOUTH_CORNERS = (61, 291)
 
@@ -53,6 +54,19 @@ def _ring(shape: tuple[int, ...], landmarks: np.ndarray, ring: Sequence[int], gr
     return mask > 0
 
 
+def teeth_span(teeth: np.ndarray, landmarks: np.ndarray) -> float | None:
+    """How wide the teeth show: the 2nd to 98th percentile of their positions along the eye line (px);
+    None under TEETH_MIN pixels."""
+    if int(teeth.sum()) < TEETH_MIN:
+        return None
+    ys, xs = np.nonzero(teeth)
+    across = landmarks[263].astype(np.float64) - landmarks[33].astype(np.float64)
+    across /= max(float(np.linalg.norm(across)), 1e-6)
+    t = xs * across[0] + ys * across[1]
+    lo, hi = np.percentile(t, [2, 98])
+    return float(hi - lo)
+
+
 def mouth_measure(
     target: np.ndarray, target_lm: np.ndarray, output: np.ndarray, output_lm: np.ndarray | None
 ) -> dict[str, Any]:
@@ -61,8 +75,9 @@ def mouth_measure(
     around = _ring(target.shape, target_lm, INNER_LIPS, MOUTH_GROW)
     if output_lm is not None:
         around |= _ring(output.shape, output_lm, INNER_LIPS, MOUTH_GROW)
-    t_teeth = int(teeth_pixels(target)[around].sum())
-    o_teeth = int(teeth_pixels(output)[around].sum())
+    t_mask, o_mask = teeth_pixels(target) & around, teeth_pixels(output) & around
+    t_teeth, o_teeth = int(t_mask.sum()), int(o_mask.sum())
+    t_span, o_span = teeth_span(t_mask, target_lm), teeth_span(o_mask, target_lm)
     t_inner = _ring(target.shape, target_lm, INNER_LIPS)
     out: dict[str, Any] = {
         "target_teeth_px": t_teeth,
@@ -71,6 +86,7 @@ def mouth_measure(
             "target": round(float(teeth_pixels(target)[t_inner].mean()), 3) if t_inner.any() else None,
             "output": None,
         },
+        "teeth_width_ratio": round(o_span / t_span, 3) if t_span and o_span else None,
         "mouth_width_ratio": None,
     }
     if output_lm is not None:
