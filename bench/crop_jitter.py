@@ -38,8 +38,10 @@ def fit(kps: np.ndarray, method: str) -> tuple[np.ndarray, int]:
     src = kps.astype(np.float32)
     if method == "least_squares":
         return similarity_lstsq(src.astype(np.float64), dst.astype(np.float64)), 5
-    flag, extra = (cv2.LMEDS, {}) if method == "lmeds" else (cv2.RANSAC, {"ransacReprojThreshold": 100})
-    m, inliers = cv2.estimateAffinePartial2D(src, dst, method=flag, **extra)
+    if method == "lmeds":
+        m, inliers = cv2.estimateAffinePartial2D(src, dst, method=cv2.LMEDS)
+    else:
+        m, inliers = cv2.estimateAffinePartial2D(src, dst, method=cv2.RANSAC, ransacReprojThreshold=100.0)
     return np.asarray(m, np.float64), int(np.asarray(inliers).sum())
 
 
