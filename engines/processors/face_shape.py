@@ -6,13 +6,13 @@ Here the source's 3-D FaceMesh (its depth read once, at upload) is fitted onto t
 by a scaled-orthographic similarity (a 3-D rotation, one scale, a shift: the pose goes, the shape stays); the
 difference is smoothed over the mesh's neighbour graph (single-point noise is not a shape), capped at
 `CAP_FRAC` of the face size (a bad fit cannot drag a jaw across the frame), and the target's expression is
-put back: the mouth's opening on the lower lip and chin; the mouth's width, corners and lip shape, the
-cheeks beside it and the brows (face_expression: a fixed partition of the mesh, read once per source, draws
-them to the mouth's and the eyes' mean offsets, so they keep the target's shape and take the source's
-placement); and each eye whole (it moves to the source's eye
-centre, the source's eye placement, but keeps the target's outline, width and opening: the eye shown is the
-target's own, kept, and stretched to the source's width it blinked less clearly on the talking clip, 0.78
-against 0.81 openness correlation, with no gain in the identity margin). The target side uses only the
+put back: the mouth's opening on the lower lip and chin; the mouth's width and corners, the cheeks beside
+it and the brows (face_expression: a fixed partition of the mesh, read once per source, draws them to the
+mouth's and the eyes' mean offsets, so they keep the target's shape and take the source's placement); and
+each eye whole (it moves to the source's eye centre, the source's eye placement, but keeps the target's
+outline, width and opening: the eye shown is the target's own, kept, and stretched to the source's width it
+blinked less clearly on the talking clip, 0.78 against 0.81 openness correlation, with no gain in the
+identity margin). The target side uses only the
 tracked, smoothed 2-D landmarks, so the new geometry is as steady as the tracked mesh.
 
 The new mesh is target + alpha * offset (alpha: the session's `shape`, 0..1). The target's own pixels around
