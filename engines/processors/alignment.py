@@ -10,6 +10,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+RANSAC_PX = 100.0  # FaceFusion's reprojection threshold for its RANSAC fit (face_helper.py)
+
 # Normalised 5-point templates: eye (image left), eye (image right), nose tip, mouth left, mouth right.
 ARCFACE_112_V2 = np.array(
     [
@@ -46,15 +48,18 @@ FFHQ_512 = np.array(
 def estimate_affine(kps5: np.ndarray, template: np.ndarray, size: int, robust: bool = False) -> np.ndarray:
     """Similarity transform (2x3, float32) taking frame points onto `template * size`.
 
-    Least squares over all five points (closed form): LMEDS may drop a point as an outlier on one frame and
-    not the next, and the crop flips between two fits. `robust=True` keeps LMEDS where the reference
-    implementation uses it (FaceFusion's 512 FFHQ crop for GFPGAN).
+    Least squares over all five points (closed form). `robust=True` is FaceFusion's fit (since 2.1.0, for
+    every template): RANSAC with a 100 px reprojection threshold, which keeps all five points of any face
+    and so lands on the least-squares fit. LMEDS (what FaceFusion used before) drops a point as an outlier
+    on one frame and not the next: on the talking clip's tracked points it left one out on 53 of 120 frames
+    and the 512 crop's corners shook 16.7 per mille of the face size per frame against 11.0 with all five
+    (`python -m bench.crop_jitter`).
     """
     dst = (template * size).astype(np.float64)
     src = kps5.astype(np.float64)
     if robust:
         matrix, _ = cv2.estimateAffinePartial2D(
-            src.astype(np.float32), dst.astype(np.float32), method=cv2.LMEDS
+            src.astype(np.float32), dst.astype(np.float32), method=cv2.RANSAC, ransacReprojThreshold=RANSAC_PX
         )
         if matrix is not None:
             return np.asarray(matrix, dtype=np.float32)

@@ -1,15 +1,18 @@
 """The source's face shape on the target: a per-frame mesh offset and the smooth warp that moves the target.
 
 Why: mesh_warp paints the source's skin onto the target's geometry, so the outline, jaw, nose length, eye
-spacing and mouth width stay the target's, and an embedder (or a viewer) sees much of the target in them.
+spacing stay the target's, and an embedder (or a viewer) sees much of the target in them.
 Here the source's 3-D FaceMesh (its depth read once, at upload) is fitted onto the target's tracked 2-D mesh
 by a scaled-orthographic similarity (a 3-D rotation, one scale, a shift: the pose goes, the shape stays); the
 difference is smoothed over the mesh's neighbour graph (single-point noise is not a shape), capped at
 `CAP_FRAC` of the face size (a bad fit cannot drag a jaw across the frame), and the target's expression is
-put back: the mouth's opening on the lower lip and chin, and each eye whole (it moves to the source's eye
-centre, the source's eye placement, but keeps the target's outline, width and opening: the eye shown is the
-target's own, kept, and stretched to the source's width it blinked less clearly on the talking clip, 0.78
-against 0.81 openness correlation, with no gain in the identity margin). The target side uses only the
+put back: the mouth's opening on the lower lip and chin; the mouth's width and corners, the cheeks beside
+it and the brows (face_expression: a fixed partition of the mesh, read once per source, draws them to the
+mouth's and the eyes' mean offsets, so they keep the target's shape and take the source's placement); and
+each eye whole (it moves to the source's eye centre, the source's eye placement, but keeps the target's
+outline, width and opening: the eye shown is the target's own, kept, and stretched to the source's width it
+blinked less clearly on the talking clip, 0.78 against 0.81 openness correlation, with no gain in the
+identity margin). The target side uses only the
 tracked, smoothed 2-D landmarks, so the new geometry is as steady as the tracked mesh.
 
 The new mesh is target + alpha * offset (alpha: the session's `shape`, 0..1). The target's own pixels around
@@ -34,6 +37,7 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
+from engines.processors.face_expression import expression_weights, split
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
 
 CAP_FRAC = 0.06  # largest offset of a mesh point, as a fraction of the face size
@@ -115,6 +119,7 @@ class SourceShape:
     rows: np.ndarray  # (E,) int: mesh edges in both directions, point...
     cols: np.ndarray  # (E,) int: ...and its neighbour...
     weights: np.ndarray  # (E,) float: ...weighted 1 / the point's degree
+    expression: np.ndarray  # (468, 4): weights toward the mouth's and the brows' anchors (face_expression)
 
 
 def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray) -> SourceShape:
@@ -137,6 +142,7 @@ def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray
         rows=edges[:, 0],
         cols=edges[:, 1],
         weights=1.0 / degree[edges[:, 0]],
+        expression=expression_weights(pts),
     )
 
 
@@ -230,10 +236,12 @@ def restore_expression(offset: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 
 def shape_offset(shape: SourceShape, target: np.ndarray) -> np.ndarray:
-    """Where each of the target's mesh points moves for the source's shape at full strength (468, 2)."""
+    """Where each of the target's mesh points moves for the source's shape at full strength (468, 2): the
+    identity part of the difference (face_expression.split), the target's expression kept."""
     t = target.astype(np.float64)
     offset = smooth(fitted(shape, t) - t, shape)
-    return restore_expression(cap(offset, CAP_FRAC * face_size(t)), t)
+    across, _ = _axes(t)
+    return split(restore_expression(cap(offset, CAP_FRAC * face_size(t)), t), shape.expression, across)
 
 
 # -- the warp ----------------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from engines.processors.face_detector import Face
 from loadgen.contact_sheet import caption, contact_sheet, crop_face
 from loadgen.identity import FaceRecognizer
 from loadgen.media import media_path
+from loadgen.quality.expression_section import clip_mouth, expression_cases
+from loadgen.quality.expression_section import verdict as expression_verdict
 from loadgen.quality.identity_section import (
     DEFAULT,
     SETTINGS,
@@ -54,6 +56,9 @@ from loadgen.quality.study import (
 )
 
 HELD_OUT = ("obama", "obama2", "biden")  # faces no test or tuning of the swap was written against
+# A closed-mouth source on the smiling and laughing targets, chosen before the expression split was tuned
+EXPRESSION_SOURCE = "biden"
+EXPRESSION_TARGETS = ("astronaut", "obama", "t1 laughing")
 SHEET_COLUMNS = (
     "target",
     "before: target's shape",
@@ -83,6 +88,7 @@ class Cast:
     controls: dict[str, SourceFace] = field(default_factory=dict)
     pairs: list[Pair] = field(default_factory=list)
     new_pairs: list[Pair] = field(default_factory=list)
+    expression_pairs: list[Pair] = field(default_factory=list)
 
 
 def read_cast(media_root: Path) -> Cast:
@@ -142,6 +148,13 @@ def choose_pairs(study: Study, cast: Cast, left: Face, laughing: Face) -> None:
         name: with_shape_of(cast.sources[name][1], cast.sources[names[(k + 1) % len(names)]][1])
         for k, name in enumerate(names)
     }
+    # the expression pairs' source joins after the controls above are drawn (they stay as they were); its
+    # own control is the report's source's shape
+    image = held[EXPRESSION_SOURCE]
+    cast.sources[EXPRESSION_SOURCE] = (image, study.pipeline.prepare_source(image, EXPRESSION_SOURCE))
+    cast.controls[EXPRESSION_SOURCE] = with_shape_of(cast.sources[EXPRESSION_SOURCE][1], cast.source)
+    cast.expression_pairs = [(EXPRESSION_SOURCE, t) for t in EXPRESSION_TARGETS]
+    cast.pairs += cast.expression_pairs
 
 
 @dataclass
@@ -155,6 +168,7 @@ class Sections:
     clip_flat: dict[str, Any]
     shape_geometry: dict[str, Any]
     crops: dict[str, dict[str, np.ndarray]]
+    expression: dict[str, Any] = field(default_factory=dict)
 
 
 def measure_sections(study: Study, recognizer: FaceRecognizer, cast: Cast) -> Sections:
@@ -195,7 +209,17 @@ def measure_sections(study: Study, recognizer: FaceRecognizer, cast: Cast) -> Se
     )
     outputs = clip_outputs(study, carphone, source, KEPT, fps)
     shape_geometry = shape_geometry_of(outputs, carphone, source, acceleration)
-    return Sections(population, cases, by_shape, clip, clip_flat, shape_geometry, crops)
+    expression = {
+        "cases": expression_cases(study.swap, study.mesh, cast.sources, cast.all_targets, cast.pairs),
+        "carphone_mouth_width": {
+            "default": clip_mouth(outputs, carphone, study.mesh),
+            "shape_0": clip_mouth(
+                clip_outputs(study, carphone, source, KEPT, fps, shape=0.0), carphone, study.mesh
+            ),
+        },
+    }
+    expression["verdict"] = expression_verdict(expression["cases"])
+    return Sections(population, cases, by_shape, clip, clip_flat, shape_geometry, crops, expression)
 
 
 def sheet_rows(
@@ -274,6 +298,10 @@ def shape_json(cast: Cast, sections: Sections) -> dict[str, Any]:
         "cases": by_shape,
         "summary": summary(by_shape),
         "summary_new_pairs": summary(_only(by_shape, cast.new_pairs)),
+        "summary_report_cases": summary(
+            _only(by_shape, [p for p in cast.pairs if p not in cast.new_pairs + cast.expression_pairs])
+        ),
+        "summary_expression_pairs": summary(_only(by_shape, cast.expression_pairs)),
         "carphone": sections.shape_geometry,
         "liveliness_carphone_shape_0": sections.clip_flat,
     }
@@ -314,6 +342,10 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
         "regions": regions,
         "identity": identity_json(cast, sections),
         "shape": shape_json(cast, sections),
+        "expression": {
+            "pairs": [f"{s} -> {t}" for s, t in cast.expression_pairs],
+            **sections.expression,
+        },
         "liveliness_carphone": sections.clip,
         "jitter_still_vp8": still,
         "jitter_carphone": jitter_clip,

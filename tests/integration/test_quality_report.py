@@ -44,7 +44,8 @@ def test_quality_report_writes_a_sheet_and_honest_metrics(
         assert all(cost[k] > 0 for k in ("region_mask_mouth,eyes_ms", "skin_mask_ms", "one_euro_468_ms"))
     identity = metrics["identity"]
     cases = identity["cases"]
-    assert len(cases) == 15 and identity["default"]["cases"] == 15  # the 11 cases and 4 unseen pairs
+    # the 11 cases, 4 unseen pairs and 3 pairs of a closed-mouth source on smiling targets
+    assert len(cases) == 18 and identity["default"]["cases"] == 18
 
     def mean_margin(setting: str) -> float:
         return sum(c[setting]["margin"] for c in cases.values()) / len(cases)
@@ -61,3 +62,13 @@ def test_quality_report_writes_a_sheet_and_honest_metrics(
     # the target's landmarks, which the source's shape moves)
     flat = metrics["shape"]["liveliness_carphone_shape_0"]["mouth,eyes"]
     assert flat["mouth_appearance_correlation"] > 0.8 and flat["eyes_openness_correlation"] > 0.8
+    # the smile keeps its width: on the closed-mouth source's smiling targets with teeth showing, the mouth
+    # read by FaceMesh on the output is over 0.8 of the target's (0.73-0.76 when the source's mouth width was
+    # taken), and on the talking clip the output's mouth width follows the target's
+    expression = metrics["expression"]
+    assert set(expression["pairs"]) <= set(expression["cases"]) and len(expression["pairs"]) == 3
+    for case in ("biden -> astronaut", "biden -> obama"):
+        assert expression["cases"][case]["default"]["mouth_width_ratio"] > 0.8, case
+    assert expression["verdict"]["default"]["cases"] >= 5
+    clip_width = expression["carphone_mouth_width"]["default"]
+    assert clip_width["frames_measured"] > 100 and clip_width["width_correlation"] > 0.7
