@@ -38,8 +38,9 @@ from engines.processors.face_mirror import (
 )
 from engines.processors.face_shape import SourceShape, pixel_map, plan_warp, shape_offset
 from engines.processors.face_shape import source_shape as make_source_shape
-from engines.processors.masks import region_mask, skin_mask
+from engines.processors.masks import region_mask
 from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, paste_back, translation
+from engines.processors.shading import delit, relight, skin_weight
 from engines.processors.source_completion import completed
 from engines.processors.source_validity import FACE_OVAL, fill_outside, validity_map
 
@@ -137,8 +138,8 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     sample[ring] = centre + (pts[ring] - centre) * (1.0 - OVAL_PULL)
     image = np.ascontiguousarray(image)
     if depth is None:
-        triangles = triangulate(pts)
-        return MeshSource(image, sample, triangles, face_mask_points(pts), validity_map(image, pts))
+        triangles, validity = triangulate(pts), validity_map(image, pts)
+        return MeshSource(delit(image, validity, pts), sample, triangles, face_mask_points(pts), validity)
     points = np.column_stack([pts.astype(np.float64), np.asarray(depth, dtype=np.float64)])
     far = far_side(points)
     # a turned source is triangulated face on (its 2-D mesh folds its far side behind the nose); the ring
@@ -156,7 +157,7 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     if not far and COMPLETE_FROM_MIRROR:  # skin under a strand of hair, read on the face's other side
         image, validity = completed(image, validity, pts, triangles)
     return MeshSource(
-        image=image,
+        image=delit(image, validity, pts),  # its own light out, once (`shading`)
         landmarks=sample,
         triangles=triangles,
         mask_points=face_mask_points(pts),
@@ -450,8 +451,8 @@ class MeshWarpSwapper:
         if cloned is not None:
             image: np.ndarray = cloned.astype(np.float32)
         else:
-            skin = (mask > 0.5) & skin_mask((h, w), local, size)
-            image = match_colour(warped, roi, skin)
+            skin = (mask > 0.5) & skin_weight((h, w), local, size)
+            image = relight(warped, roi, skin, size)
         if keep:  # after blending: the clone and the colour statistics see the whole face
             mask *= 1.0 - region_mask((h, w), local, keep, size)
         return FacePatch(image=image, mask=mask, matrix=translation(x0, y0))

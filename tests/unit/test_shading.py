@@ -1,0 +1,116 @@
+"""The target's light on the source's skin (engines.processors.shading), on the host and on torch's CPU device:
+the source's side light taken out once, the target's low frequencies put in per face, lids keeping their colour
+relative to the skin, and the device step equal to the host's."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from engines.pipeline import Pipeline
+from engines.processors.shading import delit, relight, skin_weight
+from loadgen.quality.light_section import side_lit
+
+
+@pytest.fixture(scope="module")
+def astronaut_mesh(pipeline: Pipeline, astronaut: np.ndarray) -> np.ndarray:
+    face = pipeline.prepare_source(astronaut, "astronaut").data["face"]
+    assert face.landmarks is not None
+    return np.asarray(face.landmarks, np.float64)
+
+
+def _sides(image: np.ndarray, landmarks: np.ndarray) -> float:
+    """Mean luminance of the skin left of the nose over the skin right of it."""
+    luma = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY).astype(np.float64)
+    skin = skin_weight(image.shape[:2], landmarks, float(np.ptp(landmarks, axis=0).max()))
+    hull = np.zeros(image.shape[:2], np.uint8)
+    cv2.fillConvexPoly(hull, cv2.convexHull(landmarks.astype(np.int32)), 1)
+    skin &= hull > 0
+    xs = np.arange(image.shape[1])[None, :]
+    nose = float(landmarks[1, 0])
+    return float(luma[skin & (xs < nose)].mean() / luma[skin & (xs >= nose)].mean())
+
+
+def test_delit_takes_a_hard_side_light_out(astronaut: np.ndarray, astronaut_mesh: np.ndarray) -> None:
+    box = np.r_[astronaut_mesh.min(0), astronaut_mesh.max(0)]
+    lit = side_lit(astronaut, box, "left")
+    before, after = _sides(lit, astronaut_mesh), _sides(delit(lit, None, astronaut_mesh), astronaut_mesh)
+    assert before > 1.8  # the relit photo: its left half far brighter than its right
+    assert abs(np.log(after)) < 0.35 * abs(np.log(before)), (before, after)
+
+
+def test_relight_puts_the_targets_low_frequencies_on_the_sources_detail() -> None:
+    rng = np.random.default_rng(3)
+    h = w = 120
+    xs = np.linspace(0.0, 1.0, w, dtype=np.float32)[None, :, None]
+    detail = cv2.GaussianBlur(rng.normal(0, 12, (h, w, 3)).astype(np.float32), (0, 0), 1.0)
+    # the source lit from the right, the target from the left, in another skin tone
+    warped = np.clip(np.array([200, 160, 140], np.float32) * (0.5 + 0.5 * xs) + detail, 0, 255)
+    lit = np.array([150, 110, 80], np.float32) * (1.0 - 0.6 * xs)
+    target = np.ascontiguousarray(np.broadcast_to(np.clip(lit, 0, 255), (h, w, 3)).astype(np.uint8))
+    skin = np.ones((h, w), bool)
+    out = relight(warped, target, skin, float(w))
+
+    def low(x: np.ndarray) -> np.ndarray:
+        return np.asarray(cv2.GaussianBlur(x.astype(np.float32), (0, 0), 12.0))
+
+    # its low frequencies are the target's, not the source's, away from the border
+    inner = (slice(20, -20), slice(20, -20))
+    tgt = low(target.astype(np.float32))
+    after, before = np.abs(low(out) - tgt)[inner].mean(), np.abs(low(warped) - tgt)[inner].mean()
+    assert after < 0.2 * before, (after, before)
+    # and it keeps the source's detail
+    hp_out, hp_src = out - low(out), warped - low(warped)
+    corr = np.corrcoef(hp_out[inner].ravel(), hp_src[inner].ravel())[0, 1]
+    assert corr > 0.8, corr
+
+
+def test_relight_keeps_the_lids_colour_relative_to_the_skin() -> None:
+    h = w = 100
+    warped = np.zeros((h, w, 3), np.float32) + np.array([220, 180, 160], np.float32)
+    warped[40:50, 30:70] = (190, 130, 110)  # brown eye make-up, not skin
+    target = np.zeros((h, w, 3), np.uint8) + np.array([180, 130, 105], np.uint8)  # darker, warmer skin
+    skin = np.ones((h, w), bool)
+    skin[34:56, 24:76] = False  # the lids weigh nothing in the match
+    out = relight(warped, target, skin, float(w))
+
+    def ab(rgb: np.ndarray) -> np.ndarray:
+        return np.asarray(cv2.cvtColor(rgb.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB))[..., 1:]
+
+    src, got = ab(warped), ab(np.clip(out, 0, 255))
+    want = src[45, 50] - src[10, 50]
+    have = got[45, 50] - got[10, 50]
+    assert np.linalg.norm(have - want) < 4.0, (have, want)
+    # and the skin took the target's colour
+    assert np.linalg.norm(got[10, 50] - ab(target)[10, 50]) < 2.0
+
+
+def test_device_relight_matches_the_host() -> None:
+    torch = pytest.importorskip("torch")
+    from engines.processors.tensor_shading import relight as device_relight
+
+    rng = np.random.default_rng(5)
+    h, w = 130, 110
+    base = cv2.GaussianBlur(rng.uniform(60, 220, (h, w, 3)).astype(np.float32), (0, 0), 9.0)
+    warped = np.clip(base + rng.normal(0, 6, (h, w, 3)), 0, 255).astype(np.float32)
+    target = np.clip(base[::-1] * 0.8 + 20, 0, 255).astype(np.uint8)
+    skin = np.ones((h, w), bool)
+    skin[40:60, 20:90] = False
+    want = relight(warped, target, skin, 120.0)
+    got = device_relight(torch.from_numpy(warped), torch.from_numpy(target), torch.from_numpy(skin), 120.0)
+    diff = np.abs(got.numpy() - want)
+    assert diff.mean() < 1.0 and np.percentile(diff, 99) < 4.0, (diff.mean(), np.percentile(diff, 99))
+
+
+def test_device_skin_weight_matches_the_host(astronaut_mesh: np.ndarray) -> None:
+    torch = pytest.importorskip("torch")
+    from engines.processors.tensor_shading import skin_weight as device_skin_weight
+
+    lo = np.floor(astronaut_mesh.min(0)) - 4
+    local = astronaut_mesh - lo
+    h, w = (np.ceil(local.max(0)) + 4).astype(int)[::-1]
+    size = float(np.ptp(local, axis=0).max())
+    want = skin_weight((int(h), int(w)), local, size)
+    got = device_skin_weight(int(h), int(w), local, size, torch.device("cpu")).numpy()
+    assert (got != want).mean() < 0.03  # edge pixels of the rings, grown
