@@ -39,8 +39,8 @@ from engines.processors.face_mirror import (
 from engines.processors.face_shape import SourceShape, pixel_map, plan_warp, shape_offset
 from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask
-from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, paste_back, translation
-from engines.processors.shading import delit, relight, skin_weight
+from engines.processors.paste import FacePatch, fade_in, feathered_polygon_mask, paste_back, translation
+from engines.processors.shading import relight, skin_weight
 from engines.processors.source_completion import completed
 from engines.processors.source_validity import FACE_OVAL, fill_outside, validity_map
 
@@ -139,7 +139,7 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     image = np.ascontiguousarray(image)
     if depth is None:
         triangles, validity = triangulate(pts), validity_map(image, pts)
-        return MeshSource(delit(image, validity, pts), sample, triangles, face_mask_points(pts), validity)
+        return MeshSource(image, sample, triangles, face_mask_points(pts), validity)
     points = np.column_stack([pts.astype(np.float64), np.asarray(depth, dtype=np.float64)])
     far = far_side(points)
     # a turned source is triangulated face on (its 2-D mesh folds its far side behind the nose); the ring
@@ -157,7 +157,7 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     if not far and COMPLETE_FROM_MIRROR:  # skin under a strand of hair, read on the face's other side
         image, validity = completed(image, validity, pts, triangles)
     return MeshSource(
-        image=delit(image, validity, pts),  # its own light out, once (`shading`)
+        image=image,
         landmarks=sample,
         triangles=triangles,
         mask_points=face_mask_points(pts),
@@ -443,9 +443,8 @@ class MeshWarpSwapper:
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
         erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
         mask = feathered_polygon_mask(h, w, hull, erode=erode, blur=blur)
-        mask *= feather(covered, erode, blur)  # fade out where triangles were culled, too
-        mask *= covered  # and never outside the warped triangles (remap has nothing there)
-        mask *= texture[:, :, 3] * np.float32(1.0 / 255.0)  # nor where the source shows no face
+        mask *= fade_in(covered, erode, blur)  # from 0 where triangles were culled: no step there
+        mask *= texture[:, :, 3] * np.float32(1.0 / 255.0)  # and not where the source shows no face
         roi = frame[y0:y1, x0:x1]
         cloned = _poisson(warped, roi, mask) if self.poisson else None
         if cloned is not None:

@@ -47,14 +47,17 @@ def relight(warped: Any, target: Any, skin: Any, face_size: float) -> Any:
     w_lab = T.rgb_to_lab(warped.float() / 255.0)
     t_lab = T.rgb_to_lab(target.float() / 255.0)
     k = work_scale(face_size)
+    hs, ws = (h + k - 1) // k, (w + k - 1) // k
     wf = weight[:, :, None]
-    stack = torch.cat([t_lab * wf, w_lab * wf, wf], dim=2).permute(2, 0, 1)[None]
-    means = stack[0, :6].reshape(6, -1).sum(1) / total
-    small = stack if k == 1 else F.interpolate(stack, size=((h + k - 1) // k, (w + k - 1) // k), mode="area")
-    small = T.gaussian_blur(small, face_size * LIGHT_SIGMA / k)[0]
-    local = (small[:6] + PRIOR * means[:, None, None]) / (small[6:] + PRIOR)
+    stack = torch.cat([t_lab * wf, wf, w_lab * wf], dim=2).permute(2, 0, 1)[None]
+    means = stack[0, [0, 1, 2, 4, 5, 6]].reshape(6, -1).sum(1) / total
+    if k > 1:  # box-averaged over k x k cells, padded with weight 0
+        stack = F.avg_pool2d(F.pad(stack, (0, ws * k - w, 0, hs * k - h)), k)
+    small = T.gaussian_blur(stack, face_size * LIGHT_SIGMA / k)[0]
+    local = (small[[0, 1, 2, 4, 5, 6]] + PRIOR * means[:, None, None]) / (small[3:4] + PRIOR)
     if k > 1:
-        local = F.interpolate(local[None], size=(h, w), mode="bilinear", align_corners=False)[0]
+        local = F.interpolate(local[None], size=(hs * k, ws * k), mode="bilinear", align_corners=False)
+        local = local[0, :, :h, :w]
     sel = skin.bool()
     t_std = t_lab[sel].double().std(0, unbiased=False).float()
     w_std = w_lab[sel].double().std(0, unbiased=False).float()

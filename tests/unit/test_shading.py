@@ -1,6 +1,6 @@
-"""The target's light on the source's skin (engines.processors.shading), on the host and on torch's CPU device:
-the source's side light taken out once, the target's low frequencies put in per face, lids keeping their colour
-relative to the skin, and the device step equal to the host's."""
+"""The target's light on the source's skin (engines.processors.shading), on the host and on torch's CPU
+device: the target's low frequencies on the source's detail, lids keeping their colour relative to the skin,
+each device step equal to the host's; and a ragged coverage (culled triangles) fading without a step."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from engines.pipeline import Pipeline
-from engines.processors.shading import delit, relight, skin_weight
-from loadgen.quality.light_section import side_lit
+from engines.processors.paste import fade_in, feather
+from engines.processors.shading import relight, skin_weight
 
 
 @pytest.fixture(scope="module")
@@ -18,26 +18,6 @@ def astronaut_mesh(pipeline: Pipeline, astronaut: np.ndarray) -> np.ndarray:
     face = pipeline.prepare_source(astronaut, "astronaut").data["face"]
     assert face.landmarks is not None
     return np.asarray(face.landmarks, np.float64)
-
-
-def _sides(image: np.ndarray, landmarks: np.ndarray) -> float:
-    """Mean luminance of the skin left of the nose over the skin right of it."""
-    luma = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY).astype(np.float64)
-    skin = skin_weight(image.shape[:2], landmarks, float(np.ptp(landmarks, axis=0).max()))
-    hull = np.zeros(image.shape[:2], np.uint8)
-    cv2.fillConvexPoly(hull, cv2.convexHull(landmarks.astype(np.int32)), 1)
-    skin &= hull > 0
-    xs = np.arange(image.shape[1])[None, :]
-    nose = float(landmarks[1, 0])
-    return float(luma[skin & (xs < nose)].mean() / luma[skin & (xs >= nose)].mean())
-
-
-def test_delit_takes_a_hard_side_light_out(astronaut: np.ndarray, astronaut_mesh: np.ndarray) -> None:
-    box = np.r_[astronaut_mesh.min(0), astronaut_mesh.max(0)]
-    lit = side_lit(astronaut, box, "left")
-    before, after = _sides(lit, astronaut_mesh), _sides(delit(lit, None, astronaut_mesh), astronaut_mesh)
-    assert before > 1.8  # the relit photo: its left half far brighter than its right
-    assert abs(np.log(after)) < 0.35 * abs(np.log(before)), (before, after)
 
 
 def test_relight_puts_the_targets_low_frequencies_on_the_sources_detail() -> None:
@@ -114,3 +94,19 @@ def test_device_skin_weight_matches_the_host(astronaut_mesh: np.ndarray) -> None
     want = skin_weight((int(h), int(w)), local, size)
     got = device_skin_weight(int(h), int(w), local, size, torch.device("cpu")).numpy()
     assert (got != want).mean() < 0.03  # edge pixels of the rings, grown
+
+
+def test_a_ragged_coverage_fades_without_a_step() -> None:
+    # the covered region of a turned face: steps where triangles were culled
+    covered = np.zeros((60, 90), bool)
+    for k in range(0, 60, 6):
+        covered[k : k + 6, : 40 + (k // 6) % 2 * 8] = True
+    erode, blur = 2, 3.0
+    old = feather(covered, erode, blur) * covered
+    new = fade_in(covered, erode, blur)
+    assert new[~covered].max() < 0.01  # nothing where the warp has no pixels
+    assert new[covered].max() > 0.99  # full strength inside
+
+    # on the covered side of its ragged edge the mask starts from nothing: no step to the target's pixels
+    edge = covered & (cv2.dilate((~covered).view(np.uint8), np.ones((3, 3), np.uint8)) > 0)
+    assert old[edge].max() > 0.15 > 0.05 > new[edge].max(), (old[edge].max(), new[edge].max())
