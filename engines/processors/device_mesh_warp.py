@@ -138,8 +138,9 @@ class DeviceMeshWarp:
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
         erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
         mask = T.feathered_polygon_mask(h, w, hull, erode, blur, self.device)
-        pull = erode + int(np.ceil(blur))  # paste.fade_in
-        mask = mask * T.feather(covered, pull, pull / 3.0) * (texture[3] * (1.0 / 255.0))
+        pull = max(erode, 2)  # paste.fade_in
+        valid = T.gaussian_blur(texture[3][None, None], blur / 2)[0, 0] * (1.0 / 255.0)
+        mask = mask * T.feather(covered, pull, pull / 3.0) * valid
         roi = frame[y0:y1, x0:x1]
         skin = (mask > 0.5) & S.skin_weight(h, w, local, size, self.device)
         image = S.relight(warped, roi, skin, size)

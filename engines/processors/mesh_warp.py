@@ -443,8 +443,9 @@ class MeshWarpSwapper:
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
         erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
         mask = feathered_polygon_mask(h, w, hull, erode=erode, blur=blur)
-        mask *= fade_in(covered, erode, blur)  # from 0 where triangles were culled: no step there
-        mask *= texture[:, :, 3] * np.float32(1.0 / 255.0)  # and not where the source shows no face
+        mask *= fade_in(covered, erode)  # from 0 where triangles were culled: no step there
+        # nor where the source shows no face (softened: at a fold its samples are the nearest, in blocks)
+        mask *= cv2.GaussianBlur(texture[:, :, 3], (0, 0), blur / 2) * np.float32(1.0 / 255.0)
         roi = frame[y0:y1, x0:x1]
         cloned = _poisson(warped, roi, mask) if self.poisson else None
         if cloned is not None:
