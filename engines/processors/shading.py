@@ -76,30 +76,36 @@ def relight(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, face_size:
     k = work_scale(face_size)
     hs, ws = (h + k - 1) // k, (w + k - 1) // k
     wf = weight[:, :, None]
-    means = np.empty(6, np.float32)
-    halves = []
-    for lab in (t_lab, w_lab):  # (lab * weight, weight), box-averaged in k x k cells (padding: weight 0)
-        part = np.zeros((hs * k, ws * k, 4), np.float32)
-        np.multiply(lab, wf, out=part[:h, :w, :3])
-        part[:h, :w, 3] = weight
-        means[len(halves) * 3 : len(halves) * 3 + 3] = part[:h, :w, :3].reshape(-1, 3).sum(0) / total
-        halves.append(part if k == 1 else cv2.resize(part, (ws, hs), interpolation=cv2.INTER_AREA))
-    small = np.concatenate([halves[0], halves[1][:, :, :3]], axis=2)
-    small = cv2.GaussianBlur(small, (0, 0), face_size * LIGHT_SIGMA / k)
+
+    def cells(x: np.ndarray) -> np.ndarray:  # k x k cell means, the box padded with zeros (weight 0)
+        if k == 1:
+            return x
+        padded = cv2.copyMakeBorder(x, 0, hs * k - h, 0, ws * k - w, cv2.BORDER_CONSTANT, value=0)
+        return np.asarray(cv2.resize(padded, (ws, hs), interpolation=cv2.INTER_AREA))
+
+    t_cells, w_cells, weight_cells = cells(t_lab * wf), cells(w_lab * wf), cells(weight)
+    # the face's mean: the cells' sums over the weight's
+    means = np.concatenate([t_cells.reshape(-1, 3).sum(0), w_cells.reshape(-1, 3).sum(0)])
+    means /= np.float32(max(float(weight_cells.sum()), 1e-6))
+    small = cv2.GaussianBlur(np.dstack([t_cells, w_cells, weight_cells]), (0, 0), face_size * LIGHT_SIGMA / k)
     # the two low-passes (target's, source's): where little skin is near, the face's mean
-    num = small[:, :, [0, 1, 2, 4, 5, 6]] + np.float32(PRIOR) * means
-    local = num / (small[:, :, 3:4] + np.float32(PRIOR))
-    if k > 1:  # stretched back over the padded cells, then cut to the box
-        local = cv2.resize(local, (ws * k, hs * k), interpolation=cv2.INTER_LINEAR)[:h, :w]
+    lows = []
+    for c in (0, 3):
+        low = (small[:, :, c : c + 3] + np.float32(PRIOR) * means[c : c + 3]) / (
+            small[:, :, 6:] + np.float32(PRIOR)
+        )
+        if k > 1:  # stretched back over the padded cells, then cut to the box
+            low = cv2.resize(low, (ws * k, hs * k), interpolation=cv2.INTER_LINEAR)[:h, :w]
+        lows.append(low)
     mask = skin.view(np.uint8)
     _, t_std = cv2.meanStdDev(t_lab, mask=mask)
     _, w_std = cv2.meanStdDev(w_lab, mask=mask)
     detail = (t_std[:, 0] + 1e-3) / (w_std[:, 0] + 1e-3)
     detail[0] = np.clip(detail[0], *DETAIL)
     detail[1:] = np.clip(detail[1:], *CHROMA_DETAIL)
-    w_lab -= local[:, :, 3:]
+    w_lab -= lows[1]
     w_lab *= detail.astype(np.float32)
-    w_lab += local[:, :, :3]
+    w_lab += lows[0]
     rgb = np.asarray(cv2.cvtColor(w_lab, cv2.COLOR_LAB2RGB), dtype=np.float32)
     rgb *= np.float32(255.0)
     return rgb
