@@ -11,7 +11,7 @@ target's own pixels at the same place (the target moved to the source's face sha
 - lids and brows: their chroma (CIE a*b*) relative to the cheeks' in the output, against the same in the
   source photo (ΔE in the a*b* plane): what the colour match adds to them beyond the source's own make-up.
 
-New pairs (chosen before the light was tuned): the gateway's complaint, biden's photo on obama2, and two
+New pairs (chosen before the light was tuned): biden's photo (warm, lit from above) on obama2, and two
 sources under a hard side light. No provisioned photo is lit that way, so two are relit (`side_lit`: a key
 light from one side with a sharp terminator down the face, a warm tint and a specular spot on the lit
 cheek, in linear light) - an image-space light, independent of the swap's own model of shading.
