@@ -4,8 +4,9 @@ Why: no face-swap weights are reachable here, yet the gateway must do real, per-
 of the box. The source's mesh is triangulated once (Delaunay) in `prepare`; on every target face the same
 triangles give a piecewise-affine map, rasterised for all triangles at once with numpy (`warp_maps`, no per-
 triangle loop) on every second pixel and stretched back (`coarse_warp_maps`: the map is continuous, a quarter
-of the work), and sampled by one `cv2.remap`. Colours are matched on skin only (lips and eyes excluded, so
-they do not move when the mouth opens) and the result is blended through a feathered hull mask, with the
+of the work), and sampled by one `cv2.remap`. The target's light and colour go onto the source's
+skin region by region, read on skin only (`shading`: lips, eyes and brows excluded, so they do not move when
+the mouth opens), and the result is blended through a feathered hull mask, with the
 target's inner mouth and eye openings cut out (`masks.region_mask`); Poisson blending is optional (a few ms
 per face). The blend region reaches the forehead up to the brows' height above the eyes, gated by the source's
 validity map (`source_validity`: no source hair or background is pasted; a frontal source's skin under a
@@ -47,7 +48,6 @@ from engines.processors.source_validity import FACE_OVAL, fill_outside, validity
 MARGIN = 2  # px around the target mesh's bounding box
 ERODE_FRAC = 0.015  # mask pulled in by this fraction of the face size...
 BLUR_FRAC = 0.02  # ...and feathered by this much, so the seam fades inside the face
-STD_RATIO = (0.5, 2.0)
 FOREHEAD_KEEP = 1.0  # keep this much forehead above the brows (fraction of the brow-to-eye distance)
 SHAPE = 1.0  # default strength of the source's face shape (0 = the target's geometry)
 EYE_A = (33, 133)
@@ -166,30 +166,6 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
         reads=mirrored_reads(triangles, side, far) if far else None,
         layout=layout,
     )
-
-
-def match_colour(warped: np.ndarray, target: np.ndarray, inside: np.ndarray) -> np.ndarray:
-    """Shift the warped source's LAB mean/std onto the target's, measured inside the face.
-
-    `warped`, `target`: (h, w, 3) uint8 RGB; `inside`: (h, w) bool. Returns float32 RGB in 0..255. Float LAB
-    (8-bit LAB is cheaper but visibly moves skin tones). Both boxes are converted whole and OpenCV's masked
-    meanStdDev reads the skin: gathering the target's skin pixels out of a frame slice first costs more than
-    the conversion it saves.
-    """
-    mask = np.ascontiguousarray(inside, dtype=bool).view(np.uint8)
-    if cv2.countNonZero(mask) < 16:
-        return warped.astype(np.float32)
-    scale = np.float32(1.0 / 255.0)
-    w_lab = cv2.cvtColor(np.multiply(warped, scale, dtype=np.float32), cv2.COLOR_RGB2LAB)
-    t_lab = cv2.cvtColor(np.multiply(target, scale, dtype=np.float32), cv2.COLOR_RGB2LAB)
-    w_mean, w_std = cv2.meanStdDev(w_lab, mask=mask)
-    t_mean, t_std = cv2.meanStdDev(t_lab, mask=mask)
-    ratio = np.clip((t_std[:, 0] + 1e-3) / (w_std[:, 0] + 1e-3), *STD_RATIO)
-    shift = t_mean[:, 0] - w_mean[:, 0] * ratio
-    out = w_lab * ratio.astype(np.float32) + shift.astype(np.float32)
-    rgb = np.asarray(cv2.cvtColor(out, cv2.COLOR_LAB2RGB), dtype=np.float32)
-    rgb *= np.float32(255.0)
-    return rgb
 
 
 def signed_areas(tris: np.ndarray) -> np.ndarray:
