@@ -29,15 +29,15 @@ from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.face_detector import Face
 from engines.processors.face_landmarker import crop_batch, crop_matrix
-from engines.processors.masks import region_mask, skin_mask
+from engines.processors.masks import region_mask
 from engines.processors.mesh_warp import (
     MARGIN,
     MeshSource,
     MeshWarpSwapper,
-    match_colour,
     warp_maps,
 )
 from engines.processors.paste import paste_back
+from engines.processors.shading import relight, skin_weight
 from loadgen.arguments import parse_resolution
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.percentiles import percentile, summary
@@ -95,7 +95,7 @@ class Box:
             borderMode=cv2.BORDER_REPLICATE,
         )
         self.roi = frame[self.y0 : y1, self.x0 : x1]
-        self.skin = covered & skin_mask((self.h, self.w), self.local, self.size)
+        self.skin = covered & skin_weight((self.h, self.w), self.local, self.size)
 
 
 def timed(fn: Callable[[int], object], n: int, rounds: int) -> dict[str, float]:
@@ -156,11 +156,11 @@ def run(
                 n,
                 rounds,
             ),
-            "match_colour": timed(
-                lambda k: match_colour(boxes[k].warped, boxes[k].roi, boxes[k].skin), n, rounds
+            "relight": timed(
+                lambda k: relight(boxes[k].warped, boxes[k].roi, boxes[k].skin, boxes[k].size), n, rounds
             ),
-            "skin_mask": timed(
-                lambda k: skin_mask((boxes[k].h, boxes[k].w), boxes[k].local, boxes[k].size), n, rounds
+            "skin_weight": timed(
+                lambda k: skin_weight((boxes[k].h, boxes[k].w), boxes[k].local, boxes[k].size), n, rounds
             ),
             "region_mask": timed(
                 lambda k: region_mask((boxes[k].h, boxes[k].w), boxes[k].local, keep, boxes[k].size),

@@ -28,13 +28,15 @@ from engines.frames import FaceTrack, FrameItem
 from engines.models.store import ModelStore, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors import tensor_ops as T
+from engines.processors import tensor_shading as S
 from engines.processors.alignment import FFHQ_512, estimate_affine, warp_crop
 from engines.processors.device_frames import DeviceFrames
 from engines.processors.face_detector import Face
 from engines.processors.face_enhancer import GFPGAN_SIZE, DetailEnhancer
 from engines.processors.masks import BoxMaskConfig, box_mask, face_region_work_mask, paste_mask
-from engines.processors.mesh_warp import MARGIN, MeshSource, match_colour, warp_maps
+from engines.processors.mesh_warp import MARGIN, MeshSource, warp_maps
 from engines.processors.paste import FacePatch, feathered_polygon_mask, paste_back
+from engines.processors.shading import relight
 from loadgen.media import default_media_dir
 from loadgen.percentiles import summary
 
@@ -168,7 +170,7 @@ def numpy_ops(s: FaceWork) -> dict[str, Callable[[], object]]:
             mesh.image, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         ),
         "feathered_mask": lambda: feathered_polygon_mask(h, w, s.hull, erode=s.erode, blur=s.blur),
-        "colour_match": lambda: match_colour(s.warped, s.roi, maps[2]),
+        "relight": lambda: relight(s.warped, s.roi, maps[2], float(max(s.h, s.w))),
         "detail_enhance": lambda: enhancer.enhance_one(frame, face),
         "paste": lambda: paste_back(frame.copy(), s.patch),
         "rgb_to_i420": lambda: rgb_to_i420(frame),
@@ -210,7 +212,7 @@ def torch_timings(torch: Any, dev_name: str, s: FaceWork, rounds: int) -> dict[s
         "mesh_rasterise": lambda: T.warp_maps(local, mesh, h, w, dev),
         "remap": lambda: T.remap(src, t_maps[0], t_maps[1]),
         "feathered_mask": lambda: T.feathered_polygon_mask(h, w, s.hull, s.erode, s.blur, dev),
-        "colour_match": lambda: T.match_colour(t_warped, t_roi, t_maps[2]),
+        "relight": lambda: S.relight(t_warped, t_roi, t_maps[2], float(max(h, w))),
         "detail_enhance": lambda: T.detail_enhance(t_face, 0.8, 0.8, 0.4),
         "paste": lambda: T.paste_back(t_frame.clone(), t_img, t_mask, s.patch.matrix[None]),
         "rgb_to_i420": lambda: T.rgb_to_i420(t_frame),

@@ -1,6 +1,6 @@
 """mesh_warp's swap and paste for a batch of frames on one torch device (the CUDA path of the swap stage).
 
-Why: on a GPU the per-face image work (rasterisation, remap, masks, colour matching, paste) belongs beside
+Why: on a GPU the per-face image work (rasterisation, remap, masks, the target's light, paste) belongs beside
 the models, and the frame should cross the bus twice per batch, not once per face and step. Each frame with
 a face goes up once (uint8, `DeviceFrames`), every face of it is warped, matched, masked and pasted there
 with `tensor_ops`, and the frame stays there for the enhancer; it comes back once per batch. The result
@@ -22,6 +22,7 @@ import numpy as np
 
 from engines.factory import EngineConfig
 from engines.processors import tensor_ops as T
+from engines.processors import tensor_shading as S
 from engines.processors.device_frames import DeviceFrames
 from engines.processors.face_shape import plan_warp, shape_offset
 from engines.processors.mesh_warp import BLUR_FRAC, ERODE_FRAC, SHAPE, MeshSource, face_window
@@ -137,10 +138,12 @@ class DeviceMeshWarp:
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
         erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
         mask = T.feathered_polygon_mask(h, w, hull, erode, blur, self.device)
-        mask = mask * T.feather(covered, erode, blur) * covered * (texture[3] * (1.0 / 255.0))
+        pull = max(erode, 2)  # paste.fade_in
+        valid = T.gaussian_blur(texture[3][None, None], blur / 2)[0, 0] * (1.0 / 255.0)
+        mask = mask * T.feather(covered, pull, pull / 3.0) * valid
         roi = frame[y0:y1, x0:x1]
-        skin = (mask > 0.5) & T.skin_mask(h, w, local, size, self.device)
-        image = T.match_colour(warped, roi, skin)
+        skin = (mask > 0.5) & S.skin_weight(h, w, local, size, self.device)
+        image = S.relight(warped, roi, skin, size)
         if keep:
             mask = mask * (1.0 - T.region_mask(h, w, local, keep, size, self.device))
         T.blend(roi, image, mask)

@@ -4,8 +4,9 @@ Why: no face-swap weights are reachable here, yet the gateway must do real, per-
 of the box. The source's mesh is triangulated once (Delaunay) in `prepare`; on every target face the same
 triangles give a piecewise-affine map, rasterised for all triangles at once with numpy (`warp_maps`, no per-
 triangle loop) on every second pixel and stretched back (`coarse_warp_maps`: the map is continuous, a quarter
-of the work), and sampled by one `cv2.remap`. Colours are matched on skin only (lips and eyes excluded, so
-they do not move when the mouth opens) and the result is blended through a feathered hull mask, with the
+of the work), and sampled by one `cv2.remap`. The target's light and colour go onto the source's
+skin region by region, read on skin only (`shading`: lips, eyes and brows excluded, so they do not move when
+the mouth opens), and the result is blended through a feathered hull mask, with the
 target's inner mouth and eye openings cut out (`masks.region_mask`); Poisson blending is optional (a few ms
 per face). The blend region reaches the forehead up to the brows' height above the eyes, gated by the source's
 validity map (`source_validity`: no source hair or background is pasted; a frontal source's skin under a
@@ -38,15 +39,15 @@ from engines.processors.face_mirror import (
 )
 from engines.processors.face_shape import SourceShape, pixel_map, plan_warp, shape_offset
 from engines.processors.face_shape import source_shape as make_source_shape
-from engines.processors.masks import region_mask, skin_mask
-from engines.processors.paste import FacePatch, feather, feathered_polygon_mask, paste_back, translation
+from engines.processors.masks import region_mask
+from engines.processors.paste import FacePatch, fade_in, feathered_polygon_mask, paste_back, translation
+from engines.processors.shading import relight, skin_weight
 from engines.processors.source_completion import completed
 from engines.processors.source_validity import FACE_OVAL, fill_outside, validity_map
 
 MARGIN = 2  # px around the target mesh's bounding box
 ERODE_FRAC = 0.015  # mask pulled in by this fraction of the face size...
 BLUR_FRAC = 0.02  # ...and feathered by this much, so the seam fades inside the face
-STD_RATIO = (0.5, 2.0)
 FOREHEAD_KEEP = 1.0  # keep this much forehead above the brows (fraction of the brow-to-eye distance)
 SHAPE = 1.0  # default strength of the source's face shape (0 = the target's geometry)
 EYE_A = (33, 133)
@@ -137,8 +138,8 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     sample[ring] = centre + (pts[ring] - centre) * (1.0 - OVAL_PULL)
     image = np.ascontiguousarray(image)
     if depth is None:
-        triangles = triangulate(pts)
-        return MeshSource(image, sample, triangles, face_mask_points(pts), validity_map(image, pts))
+        triangles, validity = triangulate(pts), validity_map(image, pts)
+        return MeshSource(image, sample, triangles, face_mask_points(pts), validity)
     points = np.column_stack([pts.astype(np.float64), np.asarray(depth, dtype=np.float64)])
     far = far_side(points)
     # a turned source is triangulated face on (its 2-D mesh folds its far side behind the nose); the ring
@@ -165,30 +166,6 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
         reads=mirrored_reads(triangles, side, far) if far else None,
         layout=layout,
     )
-
-
-def match_colour(warped: np.ndarray, target: np.ndarray, inside: np.ndarray) -> np.ndarray:
-    """Shift the warped source's LAB mean/std onto the target's, measured inside the face.
-
-    `warped`, `target`: (h, w, 3) uint8 RGB; `inside`: (h, w) bool. Returns float32 RGB in 0..255. Float LAB
-    (8-bit LAB is cheaper but visibly moves skin tones). Both boxes are converted whole and OpenCV's masked
-    meanStdDev reads the skin: gathering the target's skin pixels out of a frame slice first costs more than
-    the conversion it saves.
-    """
-    mask = np.ascontiguousarray(inside, dtype=bool).view(np.uint8)
-    if cv2.countNonZero(mask) < 16:
-        return warped.astype(np.float32)
-    scale = np.float32(1.0 / 255.0)
-    w_lab = cv2.cvtColor(np.multiply(warped, scale, dtype=np.float32), cv2.COLOR_RGB2LAB)
-    t_lab = cv2.cvtColor(np.multiply(target, scale, dtype=np.float32), cv2.COLOR_RGB2LAB)
-    w_mean, w_std = cv2.meanStdDev(w_lab, mask=mask)
-    t_mean, t_std = cv2.meanStdDev(t_lab, mask=mask)
-    ratio = np.clip((t_std[:, 0] + 1e-3) / (w_std[:, 0] + 1e-3), *STD_RATIO)
-    shift = t_mean[:, 0] - w_mean[:, 0] * ratio
-    out = w_lab * ratio.astype(np.float32) + shift.astype(np.float32)
-    rgb = np.asarray(cv2.cvtColor(out, cv2.COLOR_LAB2RGB), dtype=np.float32)
-    rgb *= np.float32(255.0)
-    return rgb
 
 
 def signed_areas(tris: np.ndarray) -> np.ndarray:
@@ -442,16 +419,16 @@ class MeshWarpSwapper:
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
         erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
         mask = feathered_polygon_mask(h, w, hull, erode=erode, blur=blur)
-        mask *= feather(covered, erode, blur)  # fade out where triangles were culled, too
-        mask *= covered  # and never outside the warped triangles (remap has nothing there)
-        mask *= texture[:, :, 3] * np.float32(1.0 / 255.0)  # nor where the source shows no face
+        mask *= fade_in(covered, erode)  # from 0 where triangles were culled: no step there
+        # nor where the source shows no face (softened: at a fold its samples are the nearest, in blocks)
+        mask *= cv2.GaussianBlur(texture[:, :, 3], (0, 0), blur / 2) * np.float32(1.0 / 255.0)
         roi = frame[y0:y1, x0:x1]
         cloned = _poisson(warped, roi, mask) if self.poisson else None
         if cloned is not None:
             image: np.ndarray = cloned.astype(np.float32)
         else:
-            skin = (mask > 0.5) & skin_mask((h, w), local, size)
-            image = match_colour(warped, roi, skin)
+            skin = (mask > 0.5) & skin_weight((h, w), local, size)
+            image = relight(warped, roi, skin, size)
         if keep:  # after blending: the clone and the colour statistics see the whole face
             mask *= 1.0 - region_mask((h, w), local, keep, size)
         return FacePatch(image=image, mask=mask, matrix=translation(x0, y0))

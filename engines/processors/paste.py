@@ -45,6 +45,15 @@ def feather(region: np.ndarray, erode: int, blur: float) -> np.ndarray:
     return cv2.GaussianBlur(out, (0, 0), blur) if blur > 0 else out
 
 
+def fade_in(region: np.ndarray, erode: int) -> np.ndarray:
+    """A boolean region's inside, 0 on its edge and outside, rising smoothly to 1 about 2 `erode` px in
+    (at least 2): the region pulled in by that and blurred by a third of it, so the blur's tail stays inside
+    (a wider feather cut by the region itself shows a step where its edge is ragged: the culled triangles
+    of a turned face)."""
+    pull = max(erode, 2)
+    return feather(region, pull, pull / 3.0)
+
+
 def face_box_mask(box: np.ndarray, matrix: np.ndarray, size: int, feather: float) -> np.ndarray:
     """The face's frame box, seen in an aligned `size` crop, feathered inwards by `feather` of the box size.
 

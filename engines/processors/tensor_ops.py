@@ -380,23 +380,6 @@ def lab_to_rgb(lab: Any) -> Any:
     return torch.where(lin <= 0.0031308, 12.92 * lin, 1.055 * lin.clamp(min=1e-12) ** (1.0 / 2.4) - 0.055)
 
 
-def match_colour(warped: Any, target: Any, inside: Any, std_ratio: tuple[float, float] = (0.5, 2.0)) -> Any:
-    """mesh_warp.match_colour on the device: (h, w, 3) float RGB 0..255 twice and an (h, w) bool ->
-    the warped face with the target's LAB mean/std over `inside`, float RGB 0..255."""
-    torch = _torch()
-    if int(inside.sum()) < 16:
-        return warped.float()
-    w_lab, t_lab = rgb_to_lab(warped.float() / 255.0), rgb_to_lab(target.float() / 255.0)
-    sel = inside.bool()
-    wv, tv = w_lab[sel].double(), t_lab[sel].double()
-    w_mean, t_mean = wv.mean(0), tv.mean(0)
-    w_std, t_std = wv.std(0, unbiased=False), tv.std(0, unbiased=False)
-    ratio = torch.clamp((t_std + 1e-3) / (w_std + 1e-3), *std_ratio)
-    shift = t_mean - w_mean * ratio
-    out = w_lab * ratio.float() + shift.float()
-    return lab_to_rgb(out) * 255.0
-
-
 # -- paste and colour conversion ----------------------------------------------------------------------------
 
 

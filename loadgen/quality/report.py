@@ -31,6 +31,7 @@ from loadgen.quality.identity_section import (
     reference_mean,
     verdict,
 )
+from loadgen.quality.light_section import LIGHT_PAIRS, light_cases, light_sources, light_summary
 from loadgen.quality.measures import (
     acceleration,
     costs,
@@ -89,6 +90,7 @@ class Cast:
     pairs: list[Pair] = field(default_factory=list)
     new_pairs: list[Pair] = field(default_factory=list)
     expression_pairs: list[Pair] = field(default_factory=list)
+    light_pairs: list[Pair] = field(default_factory=list)
 
 
 def read_cast(media_root: Path) -> Cast:
@@ -155,6 +157,21 @@ def choose_pairs(study: Study, cast: Cast, left: Face, laughing: Face) -> None:
     cast.controls[EXPRESSION_SOURCE] = with_shape_of(cast.sources[EXPRESSION_SOURCE][1], cast.source)
     cast.expression_pairs = [(EXPRESSION_SOURCE, t) for t in EXPRESSION_TARGETS]
     cast.pairs += cast.expression_pairs
+
+
+def choose_light_pairs(study: Study, cast: Cast) -> None:
+    """The light section's pairs (chosen before the light was tuned): biden's photo on obama2, and two
+    sources relit by a hard side light; each source's wrong-shape control is the next one's shape."""
+    light = light_sources(cast.held, study.mesh, study.pipeline.prepare_source)
+    # a source the expression pairs already prepared keeps its preparation and its control
+    for name, prepared in light.items():
+        cast.sources.setdefault(name, prepared)
+    cast.all_targets.setdefault("obama2", cast.held["obama2"])
+    cast.light_pairs = [(s, t) for s, t, _ in LIGHT_PAIRS if s in light]
+    cast.pairs += cast.light_pairs
+    names = list(light)
+    for k, name in enumerate(names):
+        cast.controls.setdefault(name, with_shape_of(light[name][1], light[names[(k + 1) % len(names)]][1]))
 
 
 @dataclass
@@ -307,6 +324,22 @@ def shape_json(cast: Cast, sections: Sections) -> dict[str, Any]:
     }
 
 
+def light_json(cast: Cast, sections: Sections, light: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "measures": {
+            "seam": "RMS luminance gradient across the blend's edge band, output / target (1 = none added)",
+            "shading_mad": "skin's low-passed luminance, mean |output - target| (grey levels)",
+            "shading_corr": "correlation of the skin's low-passed luminance, output vs target",
+            "lids_shift, brows_shift": "a*b* relative to the cheeks, output vs the source photo (dE)",
+        },
+        "cases": light,
+        "summary": light_summary(light),
+        "light_pairs": [f"{s} -> {t}" for s, t in cast.light_pairs],
+        "summary_light_pairs": light_summary(_only(light, cast.light_pairs)),
+        "identity_light_pairs": summary(_only(sections.by_shape, cast.light_pairs)),
+    }
+
+
 def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tuple[dict[str, Any], np.ndarray]:
     """Every section's metrics and the contact sheet (RGB)."""
     cast = read_cast(media_root)
@@ -317,7 +350,9 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
         assert cast.source is not None and cast.source_image is not None
         regions, _ = mouth_and_eyes(study, cast.targets, cast.source, cast.source.data["face"])
         choose_pairs(study, cast, left, laughing)
+        choose_light_pairs(study, cast)
         sections = measure_sections(study, recognizer, cast)
+        light = light_cases(study.mesh, cast.sources, cast.all_targets, cast.pairs)
         rows = sheet_rows(study, poisson, cast, sections)
         masks = mask_shares(study, cast.astronaut)
         cost = cost_per_face(study, cast)
@@ -346,6 +381,7 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
             "pairs": [f"{s} -> {t}" for s, t in cast.expression_pairs],
             **sections.expression,
         },
+        "light": light_json(cast, sections, light),
         "liveliness_carphone": sections.clip,
         "jitter_still_vp8": still,
         "jitter_carphone": jitter_clip,

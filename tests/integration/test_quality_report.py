@@ -44,8 +44,14 @@ def test_quality_report_writes_a_sheet_and_honest_metrics(
         assert all(cost[k] > 0 for k in ("region_mask_mouth,eyes_ms", "skin_mask_ms", "one_euro_468_ms"))
     identity = metrics["identity"]
     cases = identity["cases"]
-    # the 11 cases, 4 unseen pairs and 3 pairs of a closed-mouth source on smiling targets
-    assert len(cases) == 18 and identity["default"]["cases"] == 18
+    # the 11 cases, 4 unseen pairs, 3 pairs of a closed-mouth source on smiling targets and the light
+    # section's 3 (biden on obama2, two sources under side light)
+    assert len(cases) == 21 and identity["default"]["cases"] == 21
+    light = metrics["light"]
+    assert len(light["light_pairs"]) == 3 and set(light["light_pairs"]) <= set(light["cases"])
+    for name, case in light["cases"].items():
+        assert 0.3 < case["seam"] < 3.0 and case["shading_mad"] >= 0 and -1 <= case["shading_corr"] <= 1, name
+        assert case["lids_shift"] >= 0 and case["brows_shift"] >= 0, name
 
     def mean_margin(setting: str) -> float:
         return sum(c[setting]["margin"] for c in cases.values()) / len(cases)

@@ -16,15 +16,12 @@ import pytest
 
 from engines.frames import FaceTrack, FrameItem, SourceFace
 from engines.pipeline import Pipeline
-from engines.processors.masks import skin_mask
 from engines.processors.mesh_warp import (
     MARGIN,
-    STD_RATIO,
     MeshSource,
     MeshWarpSwapper,
     coarse_warp_maps,
     front_facing,
-    match_colour,
     torn_samples,
     warp_maps,
 )
@@ -55,15 +52,6 @@ def reference_warp_maps(
     map_x[ys, xs] = xf * m[:, 0, 0] + yf * m[:, 1, 0] + m[:, 2, 0]
     map_y[ys, xs] = xf * m[:, 0, 1] + yf * m[:, 1, 1] + m[:, 2, 1]
     return map_x, map_y, ids > 0
-
-
-def reference_match_colour(warped: np.ndarray, target: np.ndarray, inside: np.ndarray) -> np.ndarray:
-    w_lab = cv2.cvtColor(warped.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB)
-    t_lab = cv2.cvtColor(target.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB)
-    ws, ts = w_lab[inside], t_lab[inside]
-    ratio = np.clip((ts.std(0) + 1e-3) / (ws.std(0) + 1e-3), *STD_RATIO)
-    out = (w_lab - ws.mean(0)) * ratio + ts.mean(0)
-    return np.asarray(cv2.cvtColor(out.astype(np.float32), cv2.COLOR_LAB2RGB), dtype=np.float32) * 255.0
 
 
 @pytest.fixture(scope="module")
@@ -216,26 +204,6 @@ def test_swap_patch_matches_the_per_triangle_fill(
         # What would be pasted: image weighted by the mask (outside coverage the image is undefined).
         diff = np.abs(n.image * n.mask[..., None] - o.image * o.mask[..., None])
         assert diff[weight > 0].mean() < 1.0
-
-
-def test_colour_transfer_matches_the_whole_box_float_lab(
-    source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]
-) -> None:
-    mesh = source.data["mesh_warp"]
-    for frame, target in faces:
-        local, h, w = _box(frame, target)
-        maps = warp_maps(local, mesh, h, w)
-        assert maps is not None
-        warped = cv2.remap(mesh.image, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-        x0, y0 = (target.astype(np.float64) - local)[0].round().astype(int)
-        roi = frame[y0 : y0 + h, x0 : x0 + w]
-        skin = maps[2] & skin_mask((h, w), local, float(max(h, w)))
-        new, old = match_colour(warped, roi, skin), reference_match_colour(warped, roi, skin)
-        assert new.dtype == np.float32 and new.shape == old.shape
-        assert np.abs(new - warped).mean() > 1.0, "the colour transfer should change the face"
-        assert np.abs(new - old).max() < 0.05
-    blank = np.zeros((20, 20), dtype=bool)
-    assert (match_colour(warped[:20, :20], roi[:20, :20], blank) == warped[:20, :20]).all()
 
 
 def test_paste_blend_matches_the_old_formula(

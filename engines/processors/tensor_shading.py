@@ -1,0 +1,67 @@
+"""`shading`'s per-face step on a torch device: the target's low frequencies on the warped source.
+
+The source's de-lighting runs once, at upload, on the host (its result is the texture that goes up); what
+runs per face here is `relight`, as `shading.relight` step by step (tests/unit/test_tensor_shading.py holds
+the two together on CPU torch): the skin weight, the shrunk copy (area), the blur, the ratio and its bilinear
+stretch back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engines.processors import tensor_ops as T
+from engines.processors.shading import (
+    CHROMA_DETAIL,
+    DETAIL,
+    FEATURE_GROW,
+    FEATURES,
+    LIGHT_SIGMA,
+    PRIOR,
+    work_scale,
+)
+
+
+def skin_weight(h: int, w: int, landmarks: np.ndarray, face_size: float, device: Any) -> Any:
+    """shading.skin_weight on the device: (h, w) bool, True off the lips, eyes and brows (grown)."""
+    import torch
+
+    rings = [landmarks[list(r)] for r in FEATURES]
+    filled = T.polygons_mask(h, w, rings, device).to(torch.float32)[None, None]
+    grown = T.dilate(filled, max(1, int(round(face_size * FEATURE_GROW))))
+    return grown[0, 0] < 0.5
+
+
+def relight(warped: Any, target: Any, skin: Any, face_size: float) -> Any:
+    """shading.relight on the device: (h, w, 3) float and uint8 RGB, an (h, w) bool -> (h, w, 3) float."""
+    import torch
+    import torch.nn.functional as F
+
+    h, w = skin.shape
+    weight = skin.to(torch.float32)
+    total = float(weight.sum())
+    if total < 16.0:
+        return warped.float()
+    w_lab = T.rgb_to_lab(warped.float() / 255.0)
+    t_lab = T.rgb_to_lab(target.float() / 255.0)
+    k = work_scale(face_size)
+    hs, ws = (h + k - 1) // k, (w + k - 1) // k
+    wf = weight[:, :, None]
+    stack = torch.cat([t_lab * wf, wf, w_lab * wf], dim=2).permute(2, 0, 1)[None]
+    means = stack[0, [0, 1, 2, 4, 5, 6]].reshape(6, -1).sum(1) / total
+    if k > 1:  # box-averaged over k x k cells, padded with weight 0
+        stack = F.avg_pool2d(F.pad(stack, (0, ws * k - w, 0, hs * k - h)), k)
+    small = T.gaussian_blur(stack, face_size * LIGHT_SIGMA / k)[0]
+    local = (small[[0, 1, 2, 4, 5, 6]] + PRIOR * means[:, None, None]) / (small[3:4] + PRIOR)
+    if k > 1:
+        local = F.interpolate(local[None], size=(hs * k, ws * k), mode="bilinear", align_corners=False)
+        local = local[0, :, :h, :w]
+    sel = skin.bool()
+    t_std = t_lab[sel].double().std(0, unbiased=False).float()
+    w_std = w_lab[sel].double().std(0, unbiased=False).float()
+    detail = (t_std + 1e-3) / (w_std + 1e-3)
+    detail = torch.cat([detail[:1].clamp(*DETAIL), detail[1:].clamp(*CHROMA_DETAIL)])
+    out = (w_lab - local[3:].permute(1, 2, 0)) * detail + local[:3].permute(1, 2, 0)
+    return T.lab_to_rgb(out) * 255.0

@@ -1,0 +1,112 @@
+"""The target's light on the source's skin (engines.processors.shading), on the host and on torch's CPU
+device: the target's low frequencies on the source's detail, lids keeping their colour relative to the skin,
+each device step equal to the host's; and a ragged coverage (culled triangles) fading without a step."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from engines.pipeline import Pipeline
+from engines.processors.paste import fade_in, feather
+from engines.processors.shading import relight, skin_weight
+
+
+@pytest.fixture(scope="module")
+def astronaut_mesh(pipeline: Pipeline, astronaut: np.ndarray) -> np.ndarray:
+    face = pipeline.prepare_source(astronaut, "astronaut").data["face"]
+    assert face.landmarks is not None
+    return np.asarray(face.landmarks, np.float64)
+
+
+def test_relight_puts_the_targets_low_frequencies_on_the_sources_detail() -> None:
+    rng = np.random.default_rng(3)
+    h = w = 120
+    xs = np.linspace(0.0, 1.0, w, dtype=np.float32)[None, :, None]
+    detail = cv2.GaussianBlur(rng.normal(0, 12, (h, w, 3)).astype(np.float32), (0, 0), 1.0)
+    # the source lit from the right, the target from the left, in another skin tone
+    warped = np.clip(np.array([200, 160, 140], np.float32) * (0.5 + 0.5 * xs) + detail, 0, 255)
+    lit = np.array([150, 110, 80], np.float32) * (1.0 - 0.6 * xs)
+    target = np.ascontiguousarray(np.broadcast_to(np.clip(lit, 0, 255), (h, w, 3)).astype(np.uint8))
+    skin = np.ones((h, w), bool)
+    out = relight(warped, target, skin, float(w))
+
+    def low(x: np.ndarray) -> np.ndarray:
+        return np.asarray(cv2.GaussianBlur(x.astype(np.float32), (0, 0), 12.0))
+
+    # its low frequencies are the target's, not the source's, away from the border
+    inner = (slice(20, -20), slice(20, -20))
+    tgt = low(target.astype(np.float32))
+    after, before = np.abs(low(out) - tgt)[inner].mean(), np.abs(low(warped) - tgt)[inner].mean()
+    assert after < 0.2 * before, (after, before)
+    # and it keeps the source's detail
+    hp_out, hp_src = out - low(out), warped - low(warped)
+    corr = np.corrcoef(hp_out[inner].ravel(), hp_src[inner].ravel())[0, 1]
+    assert corr > 0.8, corr
+
+
+def test_relight_keeps_the_lids_colour_relative_to_the_skin() -> None:
+    h = w = 100
+    warped = np.zeros((h, w, 3), np.float32) + np.array([220, 180, 160], np.float32)
+    warped[40:50, 30:70] = (190, 130, 110)  # brown eye make-up, not skin
+    target = np.zeros((h, w, 3), np.uint8) + np.array([180, 130, 105], np.uint8)  # darker, warmer skin
+    skin = np.ones((h, w), bool)
+    skin[34:56, 24:76] = False  # the lids weigh nothing in the match
+    out = relight(warped, target, skin, float(w))
+
+    def ab(rgb: np.ndarray) -> np.ndarray:
+        return np.asarray(cv2.cvtColor(rgb.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB))[..., 1:]
+
+    src, got = ab(warped), ab(np.clip(out, 0, 255))
+    want = src[45, 50] - src[10, 50]
+    have = got[45, 50] - got[10, 50]
+    assert np.linalg.norm(have - want) < 4.0, (have, want)
+    # and the skin took the target's colour
+    assert np.linalg.norm(got[10, 50] - ab(target)[10, 50]) < 2.0
+
+
+def test_device_relight_matches_the_host() -> None:
+    torch = pytest.importorskip("torch")
+    from engines.processors.tensor_shading import relight as device_relight
+
+    rng = np.random.default_rng(5)
+    h, w = 130, 110
+    base = cv2.GaussianBlur(rng.uniform(60, 220, (h, w, 3)).astype(np.float32), (0, 0), 9.0)
+    warped = np.clip(base + rng.normal(0, 6, (h, w, 3)), 0, 255).astype(np.float32)
+    target = np.clip(base[::-1] * 0.8 + 20, 0, 255).astype(np.uint8)
+    skin = np.ones((h, w), bool)
+    skin[40:60, 20:90] = False
+    want = relight(warped, target, skin, 120.0)
+    got = device_relight(torch.from_numpy(warped), torch.from_numpy(target), torch.from_numpy(skin), 120.0)
+    diff = np.abs(got.numpy() - want)
+    assert diff.mean() < 1.0 and np.percentile(diff, 99) < 4.0, (diff.mean(), np.percentile(diff, 99))
+
+
+def test_device_skin_weight_matches_the_host(astronaut_mesh: np.ndarray) -> None:
+    torch = pytest.importorskip("torch")
+    from engines.processors.tensor_shading import skin_weight as device_skin_weight
+
+    lo = np.floor(astronaut_mesh.min(0)) - 4
+    local = astronaut_mesh - lo
+    h, w = (np.ceil(local.max(0)) + 4).astype(int)[::-1]
+    size = float(np.ptp(local, axis=0).max())
+    want = skin_weight((int(h), int(w)), local, size)
+    got = device_skin_weight(int(h), int(w), local, size, torch.device("cpu")).numpy()
+    assert (got != want).mean() < 0.03  # edge pixels of the rings, grown
+
+
+def test_a_ragged_coverage_fades_without_a_step() -> None:
+    # the covered region of a turned face: steps where triangles were culled
+    covered = np.zeros((60, 90), bool)
+    for k in range(0, 60, 6):
+        covered[k : k + 6, : 40 + (k // 6) % 2 * 8] = True
+    erode, blur = 2, 3.0
+    old = feather(covered, erode, blur) * covered
+    new = fade_in(covered, erode)
+    assert new[~covered].max() < 0.01  # nothing where the warp has no pixels
+    assert new[covered].max() > 0.99  # full strength inside
+
+    # on the covered side of its ragged edge the mask starts from nothing: no step to the target's pixels
+    edge = covered & (cv2.dilate((~covered).view(np.uint8), np.ones((3, 3), np.uint8)) > 0)
+    assert new[edge].max() < 0.5 * old[edge].max(), (old[edge].max(), new[edge].max())
