@@ -35,9 +35,10 @@ from bench.interop_cases import Case, RunOutcome, preset, summarize
 from bench.interop_clients import (
     ROOT,
     ClientRun,
+    ViewerRun,
     aiortc_publisher,
     aiortc_viewer,
-    decode_viewer_video,
+    decode_viewer_frames,
     face_frames,
     node_client_missing,
     run_datachannel,
@@ -45,6 +46,7 @@ from bench.interop_clients import (
     run_gstreamer,
     write_clip,
 )
+from bench.interop_timeline import ON_AIR_MARK, format_table, run_marks
 
 ADDRESS = "10.77.0.1"  # the gateway's end of the veth pair
 PEER_ADDRESS = "10.77.0.2"  # the other end, for a client that gathers on one address
@@ -116,6 +118,25 @@ async def session_entries(http: aiohttp.ClientSession, url: str) -> dict[str, di
     return {e["session_id"]: e for e in data.get("sessions", {}).get("list", [])}
 
 
+def gateway_timeline(entry: dict[str, Any]) -> dict[str, Any]:
+    """The session's way on air as the gateway's stats show it (gateway.session.timeline)."""
+    found = entry.get("info", {}).get("timeline_ms")
+    return found if isinstance(found, dict) else {}
+
+
+async def on_air(http: aiohttp.ClientSession, url: str, session_id: str, timeout_s: float) -> bool:
+    """Wait (up to `timeout_s`) for the session's first processed frame to go out; whether it did."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        entry = (await session_entries(http, url)).get(session_id, {})
+        if ON_AIR_MARK in gateway_timeline(entry):
+            return True
+        if entry and not entry.get("open", True):
+            break
+        await asyncio.sleep(0.05)
+    return False
+
+
 async def new_session(http: aiohttp.ClientSession, url: str, known: set[str], timeout_s: float) -> str | None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -153,31 +174,40 @@ async def publish_run(case: Case, url: str, image: Path, clip: Path) -> RunOutco
         known = set(await session_entries(http, url))
         client = asyncio.ensure_future(launch())
         session_id = await new_session(http, url, known, timeout_s=20)
-        viewer = (0, 0)
-        if session_id is not None and case.audio:
+        viewer = ViewerRun()
+        live = False
+        if session_id is not None:
+            # a viewer joins a session already on air (or, past a second of waiting, whatever it is then)
+            live = await on_air(http, url, session_id, timeout_s=1.0)
             viewer = await aiortc_viewer(url, TOKEN, session_id, case.seconds)
         run = await client
         entry = (await session_entries(http, url)).get(session_id or "", {})
     frames_in, frames_out = int(entry.get("frames_in", 0)), int(entry.get("frames_out", 0))
+    timeline = run_marks(
+        gateway_timeline(entry),
+        run.details.get("timeline_ms"),
+        viewer.first_video_ms if live else None,
+    )
     why = []
     if not run.connected:
         why.append(f"did not connect: {run.error or entry.get('close_reason', '')}")
     # media in, and processed frames out: how many of them is the load's business (stale drops), not interop's
     if frames_in < 10 or frames_out < 1:
         why.append(f"{frames_in} frames came in, {frames_out} processed went out")
-    if case.audio and viewer[1] < 10:
-        why.append(f"the WHEP viewer got {viewer[1]} Opus frames")
+    if case.audio and viewer.audio < 10:
+        why.append(f"the WHEP viewer got {viewer.audio} Opus frames")
     return RunOutcome(
         connected=run.connected,
         passed=not why,
         why="; ".join(why),
         frames_in=frames_in,
         frames_out=frames_out,
-        viewer_frames=viewer[0],
-        viewer_audio=viewer[1],
+        viewer_frames=viewer.video,
+        viewer_audio=viewer.audio,
         close_reason=str(entry.get("close_reason", "")),
         user_agent=str(entry.get("info", {}).get("user_agent", "")),
         client=asdict(run),
+        timeline=timeline,
     )
 
 
@@ -204,6 +234,7 @@ async def view_run(case: Case, url: str, image: Path, workdir: Path, clip: Path)
         if session_id is None:
             await publisher
             return RunOutcome(False, False, why="the publisher opened no session")
+        live = await on_air(http, url, session_id, timeout_s=1.0)
         out = workdir / f"viewer-{session_id}.rtp"
         spec = {
             "mode": "view",
@@ -215,7 +246,10 @@ async def view_run(case: Case, url: str, image: Path, workdir: Path, clip: Path)
         }
         run = await run_datachannel(spec, timeout_s=case.seconds + 25)
         await publisher
-    frames = decode_viewer_video(out) if out.exists() else 0
+    frames, first = decode_viewer_frames(out) if out.exists() else (0, None)
+    frame_ms = run.details.get("frame_ms") or []
+    first_ms = frame_ms[first] if first is not None and first < len(frame_ms) else None
+    timeline = run_marks(None, run.details.get("timeline_ms"), first_ms if live else None)
     why = []
     if not run.connected:
         why.append(f"did not connect: {run.error}")
@@ -230,6 +264,7 @@ async def view_run(case: Case, url: str, image: Path, workdir: Path, clip: Path)
         viewer_frames=frames,
         viewer_audio=run.received_audio,
         client=asdict(run),
+        timeline=timeline,
     )
 
 
@@ -335,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     for row in report["cases"]:
         total = row["total"]
         print(f"{row['case']:<48} connected {row['connected']}/{total}  passed {row['passed']}/{total}")
+    print("timelines (ms; gateway.* after its POST arrived, client.* / viewer.* after that client's POST):")
+    for row in report["cases"]:
+        print("\n".join(format_table(row["case"], row["timeline_ms"])))
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(report, indent=1))

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bench.interop_timeline import summarize_marks
+
 
 @dataclass(frozen=True)
 class Case:
@@ -36,6 +38,7 @@ class RunOutcome:
     close_reason: str = ""
     user_agent: str = ""
     client: dict[str, Any] = field(default_factory=dict)
+    timeline: dict[str, float] = field(default_factory=dict)  # ms per mark (bench.interop_timeline)
 
 
 def preset(name: str, runs: int | None, busy: bool, client_log: str = "Warning") -> list[Case]:
@@ -85,6 +88,7 @@ def summarize(cases: list[Case], outcomes: dict[str, list[RunOutcome]]) -> list[
                 "connected": sum(r.connected for r in runs),
                 "passed": sum(r.passed for r in runs),
                 "failures": [r.why for r in runs if not r.passed][:5],
+                "timeline_ms": summarize_marks([r.timeline for r in runs if r.timeline]),
             }
         )
     return rows

@@ -27,6 +27,7 @@ from gateway.media.fanout import FanoutEncoder
 from gateway.media.session_audio import SessionAudio
 from gateway.session.answering import answer_or_refuse
 from gateway.session.ports import MonitorLike, SchedulerLike
+from gateway.session.timeline import FRAME_OUT, Timeline
 from gateway.session.video_loop import FrameCounters, LoopLinks, LoopSettings, VideoLoop
 from gateway.webrtc.codecs.hw_encode import HardwareH264
 from gateway.webrtc.codecs.libvpx import Libvpx
@@ -67,6 +68,7 @@ class Session:
         libvpx: Libvpx | None = None,
         libx264: Libx264 | None = None,
         hardware_h264: HardwareH264 | None = None,
+        post_s: float | None = None,
     ) -> None:
         self.id = session_id
         # VP8 / H.264 rate changes without a keyframe (None: FFmpeg's encoder, reopened at each rate)
@@ -78,6 +80,7 @@ class Session:
         self.processors = processors
         self.config = config
         self.created_s = time.monotonic()
+        self.timeline = Timeline(self.created_s if post_s is None else post_s)  # its way on air
         self.connected_s: float | None = None
         # One encoder per codec in use (publisher's return + viewers); VP8 unless someone offered only H.264.
         self.encoders: dict[str, FanoutEncoder] = {}
@@ -113,6 +116,7 @@ class Session:
                 encoders=lambda: self.encoders.values(),
                 on_frame=self.audio.on_video_frame,
                 on_ended=lambda: self.schedule_close("publisher ended"),
+                mark=self.mark,
             ),
             scheduler=scheduler,
             monitor=monitor,
@@ -130,6 +134,21 @@ class Session:
     def last_frame_s(self) -> float | None:
         """When the publisher's newest frame arrived (None before the first)."""
         return self.video.last_frame_s
+
+    def mark(self, name: str, at_s: float | None = None) -> None:
+        """A step of the way on air (gateway.session.timeline); the monitor's session entry shows the
+        timeline, and the first frame out is an event with all of it."""
+        if not self.timeline.mark(name, time.monotonic() if at_s is None else at_s):
+            return
+        marks = self.timeline.as_ms()
+        self._monitor.session_timeline(self.id, marks)
+        if name == FRAME_OUT:
+            self._monitor.event(
+                "session_on_air",
+                f"session {self.id} on air {marks[FRAME_OUT]:.0f} ms after its POST",
+                session_id=self.id,
+                timeline=marks,
+            )
 
     # --- wiring ---------------------------------------------------------------------------------------------
     def start_media(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
@@ -317,6 +336,7 @@ class Session:
             "id": self.id,
             "state": self.pc.connectionState,
             "age_s": round(now - self.created_s, 3),
+            "timeline_ms": self.timeline.as_ms(),
             "source": self.source.id if self.source else None,
             "processors": list(self.processors),
             "frames_in": self.counters.frames_in,
