@@ -35,7 +35,7 @@ let postedAt = null;
 const since = () => (postedAt === null ? null : Math.round((performance.now() - postedAt) * 10) / 10);
 const logLines = [];
 ndc.initLogger(args.logLevel || "Warning", (level, message) => {
-  logLines.push(`${level} ${message}`);
+  logLines.push(`${since()} ${level} ${message}`);
   if (/^(Error|Fatal)$/i.test(level) || /dtls|fingerprint|certificate/i.test(message)) {
     result.errors.push(message);
   }

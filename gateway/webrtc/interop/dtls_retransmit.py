@@ -1,12 +1,12 @@
-"""Early DTLS retransmits: a flight the peer has not answered goes again after 100 ms, then 200, 400...
+"""Early DTLS retransmits: a flight the peer has not answered goes again after 50 ms, then 100, 200, 400.
 
 aiortc leaves retransmission to OpenSSL's DTLS timer, whose first timeout is 1 s (pyOpenSSL exposes no way to
 set it: `DTLS_set_timer_cb` is not in its bindings). The gateway answers `a=setup:active`, so it sends its
 ClientHello the moment its own ICE side is ready; a peer that creates its DTLS endpoint only after its own
 ICE reports connected drops that datagram. **FFmpeg's WHIP muxer** (the one inside PyAV's wheels) is such a
 peer: its DTLS came up about 1.1 s after ICE in every run of the interop matrix, the ClientHello dropped and
-OpenSSL's timer resending it after its full second. Browsers' stacks start at 50-100 ms (BoringSSL's
-`DTLS_set_initial_timeout_duration`, libwebrtc uses 50 ms) and double.
+OpenSSL's timer resending it after its full second. Browsers' stacks start far sooner and double
+(libwebrtc sets BoringSSL's initial DTLS timeout from the ICE round trip, never under 50 ms).
 
 Here each flight OpenSSL writes (the datagrams it hands over between two datagrams from the peer) is kept,
 and while the peer says nothing it is sent again, byte for byte, on `RetransmitSchedule`. A copy is what a
@@ -37,12 +37,12 @@ RETRANSMIT_MARK = "_livefuse_dtls_retransmit"  # the connection's hook; each tra
 @dataclass(frozen=True)
 class RetransmitSchedule:
     """When an unanswered flight goes again: `first_s` after it was written, then each wait `factor` times
-    the last, at most `count` times (100, 200, 400 ms: 0.1, 0.3, 0.7 s after the flight; OpenSSL's own
-    timer resends at 1 s)."""
+    the last, at most `count` times (50, 100, 200, 400 ms: 0.05, 0.15, 0.35, 0.75 s after the flight;
+    OpenSSL's own timer resends at 1 s)."""
 
-    first_s: float = 0.1
+    first_s: float = 0.05
     factor: float = 2.0
-    count: int = 3
+    count: int = 4
 
     def __post_init__(self) -> None:
         if self.first_s <= 0 or self.factor < 1 or self.count < 0:
