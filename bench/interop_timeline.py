@@ -12,10 +12,12 @@ A run's marks, each in milliseconds:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from loadgen.percentiles import percentiles
+from loadgen.timeline import format_marks, summarize_marks
+
+__all__ = ["ON_AIR_MARK", "format_table", "run_marks", "summarize_marks"]
 
 ON_AIR_MARK = "frame_out"
 
@@ -39,28 +41,6 @@ def run_marks(
     return marks
 
 
-def summarize_marks(runs: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]]:
-    """Per mark, over the runs that have it: n, p50, p95, max (ms, one decimal)."""
-    names: list[str] = []
-    for marks in runs:
-        names.extend(name for name in marks if name not in names)
-    table: dict[str, dict[str, float]] = {}
-    for name in names:
-        values = [marks[name] for marks in runs if name in marks]
-        p50, p95 = percentiles(values, (50, 95))
-        table[name] = {
-            "n": len(values),
-            "p50": round(p50, 1),
-            "p95": round(p95, 1),
-            "max": round(max(values), 1),
-        }
-    return table
-
-
 def format_table(case: str, table: Mapping[str, Mapping[str, float]]) -> list[str]:
-    """The lines a reader scans: one per mark, p50 / p95 / max in ms."""
-    lines = [f"  {case}"]
-    for name, row in table.items():
-        stats = f"p50 {row['p50']:7.1f}  p95 {row['p95']:7.1f}  max {row['max']:7.1f}"
-        lines.append(f"    {name:<30} n={int(row['n']):<3} {stats}")
-    return lines
+    """The lines a reader scans: the case, then one per mark, p50 / p95 / max in ms."""
+    return [f"  {case}", *format_marks(table)]
