@@ -31,6 +31,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.interop_browser import run_chromium, write_face_y4m
 from bench.interop_cases import Case, RunOutcome, preset, summarize
 from bench.interop_clients import (
     ROOT,
@@ -151,9 +152,11 @@ async def new_session(http: aiohttp.ClientSession, url: str, known: set[str], ti
 # -- one run of a case -------------------------------------------------------------------------------
 
 
-async def publish_run(case: Case, url: str, image: Path, clip: Path) -> RunOutcome:
+async def publish_run(case: Case, url: str, image: Path, clip: Path, camera: Path) -> RunOutcome:
     launch: Callable[[], Awaitable[ClientRun]]
-    if case.client == "ffmpeg":
+    if case.client == "chromium":
+        launch = lambda: run_chromium(url, TOKEN, camera, case.seconds)  # noqa: E731
+    elif case.client == "ffmpeg":
         launch = lambda: run_ffmpeg(url + "/whip", TOKEN, image, case.seconds + 1.0, case.audio)  # noqa: E731
     elif case.client == "libdatachannel":
         spec = {
@@ -289,6 +292,7 @@ async def run_matrix(
     missing = node_client_missing()
     workdir = Path(tempfile.mkdtemp(prefix="livefuse-interop-"))
     clip = write_clip(workdir / "clip.bin", face_frames(source, 320, 240, 30), audio=True)
+    camera = write_face_y4m(source, workdir / "face.y4m")  # Chromium's camera
     outcomes: dict[str, list[RunOutcome]] = {}
     started = time.monotonic()
     async with gateway_process(workdir, source) as url:
@@ -301,7 +305,7 @@ async def run_matrix(
                     if case.role == "view":
                         outcome = await view_run(case, url, source, workdir, clip)
                     else:
-                        outcome = await publish_run(case, url, source, clip)
+                        outcome = await publish_run(case, url, source, clip, camera)
                     outcomes.setdefault(case.name, []).append(outcome)
                     on_run(case, i, outcome)
     shutil.rmtree(workdir, ignore_errors=True)
