@@ -4,10 +4,10 @@ p50/p95/max of each mark.
 A run's marks, each in milliseconds:
     gateway.<mark>      after the gateway received the WHIP POST (gateway.session.timeline: answer, ice, dtls,
                         frame_in, frame_out, swap_out), read from its stats
-    client.<mark>       after the client sent its POST, by its own clock: answer, connected and, for clients
-                        that decode the processed video coming back (aiortc, GStreamer), first_decoded
+    client.<mark>       after the client sent its POST, by its own clock: answer, connected and, for the
+                        clients that decode the processed video coming back (aiortc, GStreamer, Chromium),
+                        first_decoded
     viewer.first_decoded  after a WHEP viewer's POST, for a viewer that joined a session already on air
-    viewer.joined_after_on_air  when that viewer POSTed, after the session's first processed frame went out
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ def run_marks(
     gateway: Mapping[str, Any] | None,
     client: Mapping[str, Any] | None,
     viewer_first_ms: float | None = None,
-    viewer_after_on_air_ms: float | None = None,
 ) -> dict[str, float]:
     """One run's marks (see the module docstring); values that are missing or not numbers are left out."""
     marks: dict[str, float] = {}
@@ -36,8 +35,6 @@ def run_marks(
                 marks[f"{prefix}.{name}"] = float(value)
     if viewer_first_ms is not None:
         marks["viewer.first_decoded"] = float(viewer_first_ms)
-    if viewer_after_on_air_ms is not None:
-        marks["viewer.joined_after_on_air"] = float(viewer_after_on_air_ms)
     return marks
 
 
