@@ -20,16 +20,14 @@ def test_a_schedule_that_cannot_work_is_refused(bad: dict[str, float]) -> None:
         RetransmitSchedule(**bad)  # type: ignore[arg-type]
 
 
-def test_a_flight_is_what_was_written_since_the_peer_last_spoke() -> None:
+def test_only_the_first_flight_is_resent_and_only_until_the_peer_speaks() -> None:
     flights = FlightResends()
-    assert flights.sent(b"hello") is True  # the first write begins a flight
-    generation = flights.generation
-    assert flights.flight(generation) == (b"hello",)
+    assert flights.flight() == ()  # nothing written yet
     assert flights.sent(b"") is False  # nothing written: no flight
-    flights.heard()  # the peer answered: the old flight's resends are void
-    assert flights.flight(generation) == ()
-    assert flights.sent(b"key exchange") is True
-    assert flights.sent(b"finished") is False  # same flight, a second datagram
-    assert flights.flight(flights.generation) == (b"key exchange", b"finished")
-    flights.heard()
-    assert flights.flight(flights.generation) == ()  # answered, not yet followed by a new flight
+    assert flights.sent(b"hello") is True  # the first write begins the flight (its schedule starts)
+    assert flights.sent(b"hello, part 2") is False  # same flight, a second datagram
+    assert flights.flight() == (b"hello", b"hello, part 2")
+    flights.heard()  # the peer's endpoint is up: its own timers cover what follows
+    assert flights.flight() == ()
+    assert flights.sent(b"key exchange, finished") is False  # a later flight is never tracked
+    assert flights.flight() == ()

@@ -1,4 +1,4 @@
-"""Early DTLS retransmits: a flight the peer has not answered goes again after 50 ms, then 100, 200, 400.
+"""Early DTLS retransmits: a first flight the peer has not answered goes again after 50, 100, 200, 400 ms.
 
 aiortc leaves retransmission to OpenSSL's DTLS timer, whose first timeout is 1 s (pyOpenSSL exposes no way to
 set it: `DTLS_set_timer_cb` is not in its bindings). The gateway answers `a=setup:active`, so it sends its
@@ -8,12 +8,15 @@ peer: its DTLS came up about 1.1 s after ICE in every run of the interop matrix,
 OpenSSL's timer resending it after its full second. Browsers' stacks start far sooner and double
 (libwebrtc sets BoringSSL's initial DTLS timeout from the ICE round trip, never under 50 ms).
 
-Here each flight OpenSSL writes (the datagrams it hands over between two datagrams from the peer) is kept,
-and while the peer says nothing it is sent again, byte for byte, on `RetransmitSchedule`. A copy is what a
-lost flight needs: a peer that never saw it takes it; one that did drops the copy as a replayed record
-(same epoch and sequence number). OpenSSL's own timer runs on untouched and takes over where the schedule
-ends. The first datagram from the peer ends the flight's resends; the next flight OpenSSL writes starts its
-own schedule. Pure policy (`FlightResends`) apart from the driver on the handshake (`retransmit_flights`).
+Here the first flight OpenSSL writes (the datagrams it hands over before the peer has said anything: our
+ClientHello as DTLS client) is kept and, while the peer says nothing, sent again byte for byte on
+`RetransmitSchedule`. A copy is what a dropped flight needs: a peer that never saw it takes it; one that
+did sees a duplicate ClientHello, which DTLS answers by resending its own flight. The first datagram from
+the peer ends the resends for good: its endpoint is up, and a later loss is for both sides' own timers
+(OpenSSL's runs on untouched). Later flights are left alone on purpose: with them resent 50 ms on, FFmpeg's
+WHIP muxer (audio and video) got copies of our final flight after its handshake had ended and stalled in 5
+of 6 runs (media a second late, then the muxer hung). Pure policy (`FlightResends`) apart from the driver on
+the handshake (`retransmit_flights`).
 """
 
 from __future__ import annotations
@@ -55,35 +58,27 @@ class RetransmitSchedule:
 
 @dataclass
 class FlightResends:
-    """One handshake's flights: what OpenSSL wrote since the peer last spoke, and how many resends went out.
-    Pure: `sent` / `heard` tell it what crossed the wire, `flight` is what a resend sends."""
+    """One handshake's first flight: what OpenSSL wrote before the peer first spoke, and how many resends
+    went out. Pure: `sent` / `heard` tell it what crossed the wire, `flight` is what a resend sends."""
 
     datagrams: list[bytes] = field(default_factory=list)
-    generation: int = 0  # bumps when the peer speaks: a resend of an older flight is void
-    resends: int = 0  # datagram resends sent, all flights
-    answered: bool = True  # the peer spoke after the current flight began (or no flight yet)
+    resends: int = 0  # datagrams sent again
+    heard_peer: bool = False  # the peer has spoken: nothing is resent any more
 
     def sent(self, data: bytes) -> bool:
-        """OpenSSL wrote `data`; True when it begins a new flight (its resend schedule starts now)."""
-        if not data:
+        """OpenSSL wrote `data`; True when it begins the first flight (its resend schedule starts now)."""
+        if not data or self.heard_peer:
             return False
-        starts = self.answered
-        if starts:
-            self.datagrams = []
-            self.answered = False
         self.datagrams.append(bytes(data))
-        return starts
+        return len(self.datagrams) == 1
 
     def heard(self) -> None:
-        """A datagram from the peer: the current flight is answered (or is being answered)."""
-        self.answered = True
-        self.generation += 1
+        """A datagram from the peer: its endpoint is up; the first flight is answered or being answered."""
+        self.heard_peer = True
 
-    def flight(self, generation: int) -> tuple[bytes, ...]:
-        """What to send again for the flight of `generation`: nothing once the peer has spoken since."""
-        if generation != self.generation or self.answered:
-            return ()
-        return tuple(self.datagrams)
+    def flight(self) -> tuple[bytes, ...]:
+        """What to send again now: the first flight, until the peer has spoken."""
+        return () if self.heard_peer else tuple(self.datagrams)
 
 
 def _driver(
@@ -101,11 +96,11 @@ def _driver(
             read, write = connection.bio_read, connection.bio_write
             timers: set[asyncio.Task[None]] = set()
 
-            async def resend(generation: int) -> None:
+            async def resend() -> None:
                 assert send is not None
                 for wait in schedule.waits():
                     await asyncio.sleep(wait)
-                    flight = resends.flight(generation)
+                    flight = resends.flight()
                     if not flight:
                         return
                     try:
@@ -119,7 +114,7 @@ def _driver(
             def bio_read(size: int) -> bytes:
                 data: bytes = read(size)
                 if resends.sent(data):
-                    timer = asyncio.ensure_future(resend(resends.generation))
+                    timer = asyncio.ensure_future(resend())
                     timers.add(timer)
                     timer.add_done_callback(timers.discard)
                 return data
