@@ -76,6 +76,13 @@ async function exchange(pc) {
   const offer = pc.localDescription().sdp;
   const headers = { "Content-Type": "application/sdp" };
   if (args.token) headers.Authorization = `Bearer ${args.token}`;
+  // Node's first fetch loads its HTTP client (tens of ms here, up to 200 with the box busy): an OPTIONS to the
+  // same URL first (WHIP and WHEP answer it), so that the POST is timed from when it goes out
+  try {
+    await fetch(args.url, { method: "OPTIONS", headers: args.token ? { Authorization: headers.Authorization } : {} });
+  } catch (err) {
+    result.errors.push(`OPTIONS: ${err}`);
+  }
   postedAt = performance.now();
   const response = await fetch(args.url, { method: "POST", headers, body: offer });
   result.timeline_ms.answer = since();
