@@ -39,8 +39,8 @@ RETRANSMIT_MARK = "_livefuse_dtls_retransmit"  # the connection's hook; each tra
 
 @dataclass(frozen=True)
 class RetransmitSchedule:
-    """When an unanswered flight goes again: `first_s` after it was written, then each wait `factor` times
-    the last, at most `count` times (50, 100, 200, 400 ms: 0.05, 0.15, 0.35, 0.75 s after the flight;
+    """When the unanswered first flight goes again: `first_s` after it was written, then each wait `factor`
+    times the last, at most `count` times (50, 100, 200, 400 ms: 0.05, 0.15, 0.35, 0.75 s after the flight;
     OpenSSL's own timer resends at 1 s)."""
 
     first_s: float = 0.05
@@ -140,8 +140,8 @@ def _driver(
 
 
 def retransmit_flights(transport: Any, schedule: RetransmitSchedule) -> FlightResends:
-    """Resend `transport`'s unanswered handshake flights on `schedule` (the module docstring). Idempotent;
-    what it sent is counted in the returned `FlightResends`."""
+    """Resend `transport`'s first handshake flight on `schedule` while the peer says nothing (the module
+    docstring). Idempotent; what it sent is counted in the returned `FlightResends`."""
     existing = getattr(transport, RETRANSMIT_MARK, None)
     if isinstance(existing, FlightResends):
         return existing
