@@ -9,8 +9,8 @@ carrying two, the later runs first (outermost). `patches.chain.layers` reads the
 2. Connection, when it is made (`install`): its DTLS-transport factory calls, in this order,
    a. interop.ice host addresses, port range and DSCP (the ICE connection's gathering),
    b. interop.dtls the DTLS watch (certificates' SSL context and fingerprints; the handshake and state),
-      then interop.dtls_retransmit on the handshake, outside the watch (its layer runs first): each
-      unanswered flight resent on its schedule, long before OpenSSL's 1 s timer,
+      then interop.dtls_retransmit on the handshake, outside the watch (its layer runs first): the first
+      flight resent on its schedule while the peer says nothing, long before OpenSSL's 1 s timer,
    c. interop.link an impaired link, for the load generator only (`install_link`, after a and b);
    its transceiver factory gives every video receiver recovery's marker-release jitter buffer and NACK
    filter (recovery.jitter_buffer).
