@@ -8,8 +8,11 @@ inside a private network namespace (`unshare -n`, needs root) with a veth pair a
 out: libdatachannel (libjuice) and Janus-style stacks gather no loopback candidates, and media must never
 leave the machine. Each publisher run passes when the client connected, the gateway's own stats show
 processed frames going out of that session and, with audio, an aiortc WHEP viewer received the relayed
-Opus. The libdatachannel viewer passes when its RTP decodes to frames and Opus arrived. Prints
-connected/total and passed/total per case and writes JSON.
+Opus. The libdatachannel viewer passes when its RTP decodes to frames and Opus arrived. The full preset adds
+Chromium publishing from the gateway's /demo page (bench.interop_browser). Prints connected/total and
+passed/total per case, then each case's way on air (bench.interop_timeline: the gateway's marks, the client's,
+and the first frame of an aiortc WHEP viewer that joins each publisher's session once it is on air), and
+writes JSON.
 """
 
 from __future__ import annotations
