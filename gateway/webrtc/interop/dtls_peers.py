@@ -18,7 +18,7 @@ Two publishers drove these rules (each run by the interop matrix in tests/integr
   check ("tls_process_client_certificate: certificate verify failed"), and on a busy machine its thread can
   stall there while ICE connects from our checks and a whole handshake runs (2 of 60 sessions with one
   core busy). Against an offer libdatachannel wrote, the gateway, its DTLS client, waits
-  `LIBDATACHANNEL_GRACE_S` after ICE connects before its ClientHello. A tenth of a second holds: 80 of 80
+  `LIBDATACHANNEL_GRACE_S` after ICE connects before its ClientHello. A tenth of a second holds: 140 of 140
   libdatachannel publishers and viewers connected with one core busy (a quarter second before; the early
   resends of interop.dtls_retransmit cover a ClientHello that arrives before its DTLS endpoint exists).
 """
