@@ -8,8 +8,11 @@ inside a private network namespace (`unshare -n`, needs root) with a veth pair a
 out: libdatachannel (libjuice) and Janus-style stacks gather no loopback candidates, and media must never
 leave the machine. Each publisher run passes when the client connected, the gateway's own stats show
 processed frames going out of that session and, with audio, an aiortc WHEP viewer received the relayed
-Opus. The libdatachannel viewer passes when its RTP decodes to frames and Opus arrived. Prints
-connected/total and passed/total per case and writes JSON.
+Opus. The libdatachannel viewer passes when its RTP decodes to frames and Opus arrived. The full preset adds
+Chromium publishing from the gateway's /demo page (bench.interop_browser). Prints connected/total and
+passed/total per case, then each case's way on air (bench.interop_timeline: the gateway's marks, the client's,
+and the first frame of an aiortc WHEP viewer that joins each publisher's session once it is on air), and
+writes JSON.
 """
 
 from __future__ import annotations
@@ -31,13 +34,15 @@ from typing import Any
 
 import aiohttp
 
+from bench.interop_browser import run_chromium, write_face_y4m
 from bench.interop_cases import Case, RunOutcome, preset, summarize
 from bench.interop_clients import (
     ROOT,
     ClientRun,
+    ViewerRun,
     aiortc_publisher,
     aiortc_viewer,
-    decode_viewer_video,
+    decode_viewer_frames,
     face_frames,
     node_client_missing,
     run_datachannel,
@@ -45,6 +50,7 @@ from bench.interop_clients import (
     run_gstreamer,
     write_clip,
 )
+from bench.interop_timeline import ON_AIR_MARK, format_table, run_marks
 
 ADDRESS = "10.77.0.1"  # the gateway's end of the veth pair
 PEER_ADDRESS = "10.77.0.2"  # the other end, for a client that gathers on one address
@@ -116,6 +122,25 @@ async def session_entries(http: aiohttp.ClientSession, url: str) -> dict[str, di
     return {e["session_id"]: e for e in data.get("sessions", {}).get("list", [])}
 
 
+def gateway_timeline(entry: dict[str, Any]) -> dict[str, Any]:
+    """The session's way on air as the gateway's stats show it (gateway.session.timeline)."""
+    found = entry.get("info", {}).get("timeline_ms")
+    return found if isinstance(found, dict) else {}
+
+
+async def on_air(http: aiohttp.ClientSession, url: str, session_id: str, timeout_s: float) -> bool:
+    """Wait (up to `timeout_s`) for the session's first processed frame to go out; whether it did."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        entry = (await session_entries(http, url)).get(session_id, {})
+        if ON_AIR_MARK in gateway_timeline(entry):
+            return True
+        if entry and not entry.get("open", True):
+            break
+        await asyncio.sleep(0.05)
+    return False
+
+
 async def new_session(http: aiohttp.ClientSession, url: str, known: set[str], timeout_s: float) -> str | None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -130,9 +155,11 @@ async def new_session(http: aiohttp.ClientSession, url: str, known: set[str], ti
 # -- one run of a case -------------------------------------------------------------------------------
 
 
-async def publish_run(case: Case, url: str, image: Path, clip: Path) -> RunOutcome:
+async def publish_run(case: Case, url: str, image: Path, clip: Path, camera: Path) -> RunOutcome:
     launch: Callable[[], Awaitable[ClientRun]]
-    if case.client == "ffmpeg":
+    if case.client == "chromium":
+        launch = lambda: run_chromium(url, TOKEN, camera, case.seconds)  # noqa: E731
+    elif case.client == "ffmpeg":
         launch = lambda: run_ffmpeg(url + "/whip", TOKEN, image, case.seconds + 1.0, case.audio)  # noqa: E731
     elif case.client == "libdatachannel":
         spec = {
@@ -153,31 +180,40 @@ async def publish_run(case: Case, url: str, image: Path, clip: Path) -> RunOutco
         known = set(await session_entries(http, url))
         client = asyncio.ensure_future(launch())
         session_id = await new_session(http, url, known, timeout_s=20)
-        viewer = (0, 0)
-        if session_id is not None and case.audio:
+        viewer = ViewerRun()
+        live = False
+        if session_id is not None:
+            # a viewer joins a session already on air (or, past a second of waiting, whatever it is then)
+            live = await on_air(http, url, session_id, timeout_s=1.0)
             viewer = await aiortc_viewer(url, TOKEN, session_id, case.seconds)
         run = await client
         entry = (await session_entries(http, url)).get(session_id or "", {})
     frames_in, frames_out = int(entry.get("frames_in", 0)), int(entry.get("frames_out", 0))
+    timeline = run_marks(
+        gateway_timeline(entry),
+        run.details.get("timeline_ms"),
+        viewer.first_video_ms if live else None,
+    )
     why = []
     if not run.connected:
         why.append(f"did not connect: {run.error or entry.get('close_reason', '')}")
     # media in, and processed frames out: how many of them is the load's business (stale drops), not interop's
     if frames_in < 10 or frames_out < 1:
         why.append(f"{frames_in} frames came in, {frames_out} processed went out")
-    if case.audio and viewer[1] < 10:
-        why.append(f"the WHEP viewer got {viewer[1]} Opus frames")
+    if case.audio and viewer.audio < 10:
+        why.append(f"the WHEP viewer got {viewer.audio} Opus frames")
     return RunOutcome(
         connected=run.connected,
         passed=not why,
         why="; ".join(why),
         frames_in=frames_in,
         frames_out=frames_out,
-        viewer_frames=viewer[0],
-        viewer_audio=viewer[1],
+        viewer_frames=viewer.video,
+        viewer_audio=viewer.audio,
         close_reason=str(entry.get("close_reason", "")),
         user_agent=str(entry.get("info", {}).get("user_agent", "")),
         client=asdict(run),
+        timeline=timeline,
     )
 
 
@@ -204,6 +240,7 @@ async def view_run(case: Case, url: str, image: Path, workdir: Path, clip: Path)
         if session_id is None:
             await publisher
             return RunOutcome(False, False, why="the publisher opened no session")
+        live = await on_air(http, url, session_id, timeout_s=1.0)
         out = workdir / f"viewer-{session_id}.rtp"
         spec = {
             "mode": "view",
@@ -215,7 +252,10 @@ async def view_run(case: Case, url: str, image: Path, workdir: Path, clip: Path)
         }
         run = await run_datachannel(spec, timeout_s=case.seconds + 25)
         await publisher
-    frames = decode_viewer_video(out) if out.exists() else 0
+    frames, first = decode_viewer_frames(out) if out.exists() else (0, None)
+    frame_ms = run.details.get("frame_ms") or []
+    first_ms = frame_ms[first] if first is not None and first < len(frame_ms) else None
+    timeline = run_marks(None, run.details.get("timeline_ms"), first_ms if live else None)
     why = []
     if not run.connected:
         why.append(f"did not connect: {run.error}")
@@ -230,6 +270,7 @@ async def view_run(case: Case, url: str, image: Path, workdir: Path, clip: Path)
         viewer_frames=frames,
         viewer_audio=run.received_audio,
         client=asdict(run),
+        timeline=timeline,
     )
 
 
@@ -254,6 +295,7 @@ async def run_matrix(
     missing = node_client_missing()
     workdir = Path(tempfile.mkdtemp(prefix="livefuse-interop-"))
     clip = write_clip(workdir / "clip.bin", face_frames(source, 320, 240, 30), audio=True)
+    camera = write_face_y4m(source, workdir / "face.y4m")  # Chromium's camera
     outcomes: dict[str, list[RunOutcome]] = {}
     started = time.monotonic()
     async with gateway_process(workdir, source) as url:
@@ -266,7 +308,7 @@ async def run_matrix(
                     if case.role == "view":
                         outcome = await view_run(case, url, source, workdir, clip)
                     else:
-                        outcome = await publish_run(case, url, source, clip)
+                        outcome = await publish_run(case, url, source, clip, camera)
                     outcomes.setdefault(case.name, []).append(outcome)
                     on_run(case, i, outcome)
     shutil.rmtree(workdir, ignore_errors=True)
@@ -335,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     for row in report["cases"]:
         total = row["total"]
         print(f"{row['case']:<48} connected {row['connected']}/{total}  passed {row['passed']}/{total}")
+    print("timelines (ms; gateway.* after its POST arrived, client.* / viewer.* after that client's POST):")
+    for row in report["cases"]:
+        print("\n".join(format_table(row["case"], row["timeline_ms"])))
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(report, indent=1))

@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bench.interop_timeline import summarize_marks
+
 
 @dataclass(frozen=True)
 class Case:
     name: str
-    client: str  # aiortc | ffmpeg | libdatachannel | gstreamer
+    client: str  # aiortc | ffmpeg | libdatachannel | gstreamer | chromium
     role: str = "publish"  # publish | view
     audio: bool = False
     runs: int = 1
@@ -36,6 +38,7 @@ class RunOutcome:
     close_reason: str = ""
     user_agent: str = ""
     client: dict[str, Any] = field(default_factory=dict)
+    timeline: dict[str, float] = field(default_factory=dict)  # ms per mark (bench.interop_timeline)
 
 
 def preset(name: str, runs: int | None, busy: bool, client_log: str = "Warning") -> list[Case]:
@@ -63,7 +66,8 @@ def preset(name: str, runs: int | None, busy: bool, client_log: str = "Warning")
         ),
         Case("GStreamer webrtcbin VP8", "gstreamer", seconds=4.0),
     ]
-    if name == "full":
+    if name == "full":  # Chromium too (the suite has its own browser test): the gateway's /demo page
+        suite.append(Case("Chromium VP8 (the /demo page, 640x360)", "chromium", seconds=2.0))
         suite = [replace(c, runs=50 if c.busy else 10) for c in suite]  # the OBS-style case: 50
     cases = [replace(c, runs=runs) if runs is not None else c for c in suite]
     return [replace(c, busy=c.busy or busy, client_log=client_log) for c in cases]
@@ -85,6 +89,7 @@ def summarize(cases: list[Case], outcomes: dict[str, list[RunOutcome]]) -> list[
                 "connected": sum(r.connected for r in runs),
                 "passed": sum(r.passed for r in runs),
                 "failures": [r.why for r in runs if not r.passed][:5],
+                "timeline_ms": summarize_marks([r.timeline for r in runs if r.timeline]),
             }
         )
     return rows

@@ -117,6 +117,8 @@ def publish_ffmpeg(url: str, token: str, image: Path, seconds: float, audio: boo
     import av
 
     frames = face_frames(image, 320, 240, FPS * 2)
+    opened = time.monotonic()
+    timeline: dict[str, float] = {}
     try:
         out = av.open(url, "w", format="whip", options={"authorization": token})
     except (av.FFmpegError, OSError) as exc:
@@ -141,6 +143,7 @@ def publish_ffmpeg(url: str, token: str, image: Path, seconds: float, audio: boo
             frame.pts, frame.time_base = i, fractions.Fraction(1, FPS)
             for packet in video.encode(frame):
                 out.mux(packet)  # the first mux connects: WHIP POST, ICE, DTLS
+                timeline.setdefault("connected", round((time.monotonic() - opened) * 1000.0, 1))
             sent_video += 1
             if sound is not None:
                 for _ in range(3 + (1 if i % 3 == 2 else 0)):  # 10 x 20 ms per 3 frames at 15 fps
@@ -155,7 +158,7 @@ def publish_ffmpeg(url: str, token: str, image: Path, seconds: float, audio: boo
         out.close()
     except (av.FFmpegError, OSError) as exc:
         return ClientRun(sent_video > 0, error=str(exc), sent_video=sent_video, sent_audio=sent_audio)
-    return ClientRun(True, sent_video=sent_video, sent_audio=sent_audio)
+    return ClientRun(True, sent_video=sent_video, sent_audio=sent_audio, details={"timeline_ms": timeline})
 
 
 async def run_ffmpeg(url: str, token: str, image: Path, seconds: float, audio: bool) -> ClientRun:
@@ -200,12 +203,20 @@ async def run_datachannel(spec: dict[str, Any], timeout_s: float) -> ClientRun:
             "library": found.get("library"),
             "states": found.get("states"),
             "log_tail": found.get("log_tail", []),
+            "timeline_ms": found.get("timeline_ms") or {},
+            "frame_ms": found.get("frame_ms") or [],
         },
     )
 
 
 def decode_viewer_video(path: Path) -> int:
     """How many frames the RTP the libdatachannel viewer wrote (VP8 or H.264, by payload type) decode to."""
+    return decode_viewer_frames(path)[0]
+
+
+def decode_viewer_frames(path: Path) -> tuple[int, int | None]:
+    """(frames decoded, the index among the received frames of the first one that decoded to a picture)
+    from the RTP the libdatachannel viewer wrote (VP8 or H.264, by payload type)."""
     import av
     from aiortc.codecs import depayload
     from aiortc.rtcrtpparameters import RTCRtpCodecParameters
@@ -215,6 +226,8 @@ def decode_viewer_video(path: Path) -> int:
     decoders: dict[int, Any] = {}
     pending: dict[int, list[tuple[int, bytes]]] = {}
     decoded = 0
+    first: int | None = None
+    completed = 0  # frames completed (marker packets) so far
     at = 0
     while at + 5 <= len(data):
         kind, length = data[at : at + 1], struct.unpack(">I", data[at + 1 : at + 5])[0]
@@ -235,13 +248,17 @@ def decode_viewer_video(path: Path) -> int:
             (struct.unpack(">H", packet[2:4])[0], depayload(codec, packet[header:]))
         )
         if marker:
+            completed += 1
             parts = [p for _, p in sorted(pending.pop(pt))]
             decoder = decoders.setdefault(pt, av.CodecContext.create(name, "r"))
             try:
-                decoded += len(decoder.decode(av.Packet(b"".join(parts))))
+                pictures = len(decoder.decode(av.Packet(b"".join(parts))))
             except av.FFmpegError:
                 continue
-    return decoded
+            if pictures and first is None:
+                first = completed - 1
+            decoded += pictures
+    return decoded, first
 
 
 # -- GStreamer webrtcbin -----------------------------------------------------------------------------
@@ -271,7 +288,7 @@ async def run_gstreamer(url: str, token: str, address: str, seconds: float) -> C
         error="; ".join(found.get("errors") or [])[:500],
         sent_video=int(found.get("frames_sent") or 0),
         received_video_frames=int(found.get("frames_received") or 0),
-        details={"answer_setup": found.get("answer_setup")},
+        details={"answer_setup": found.get("answer_setup"), "timeline_ms": found.get("timeline_ms") or {}},
     )
 
 
@@ -279,8 +296,17 @@ async def run_gstreamer(url: str, token: str, address: str, seconds: float) -> C
 # aiohttp and aiortc are imported inside: the FFmpeg child process imports this module and needs neither.
 
 
-async def aiortc_viewer(url: str, token: str, session_id: str, seconds: float) -> tuple[int, int]:
-    """An aiortc WHEP viewer for `seconds`: (video frames, Opus frames) received."""
+@dataclass
+class ViewerRun:
+    """What an aiortc WHEP viewer received, and when its first video frame decoded (ms after its POST)."""
+
+    video: int = 0
+    audio: int = 0
+    first_video_ms: float | None = None
+
+
+async def aiortc_viewer(url: str, token: str, session_id: str, seconds: float) -> ViewerRun:
+    """An aiortc WHEP viewer for `seconds`: video and Opus frames received, the first video frame's time."""
     import aiohttp
     from aiortc import RTCSessionDescription
 
@@ -290,18 +316,25 @@ async def aiortc_viewer(url: str, token: str, session_id: str, seconds: float) -
     pc = create_peer_connection(IceConfig())
     pc.addTransceiver("video", direction="recvonly")
     pc.addTransceiver("audio", direction="recvonly")
-    counts = {"video": 0, "audio": 0}
+    run = ViewerRun()
     tasks: list[asyncio.Task[None]] = []
+    posted = time.monotonic()
 
     async def consume(track: Any) -> None:
         with contextlib.suppress(Exception):
             while True:
                 await track.recv()
-                counts[track.kind] += 1
+                if track.kind == "video":
+                    if run.first_video_ms is None:
+                        run.first_video_ms = round((time.monotonic() - posted) * 1000.0, 1)
+                    run.video += 1
+                else:
+                    run.audio += 1
 
     pc.on("track", lambda track: tasks.append(asyncio.ensure_future(consume(track))))
     try:
         await pc.setLocalDescription(await pc.createOffer())
+        posted = time.monotonic()
         async with (
             aiohttp.ClientSession() as http,
             http.post(
@@ -311,11 +344,11 @@ async def aiortc_viewer(url: str, token: str, session_id: str, seconds: float) -
             ) as resp,
         ):
             if resp.status != 201:
-                return 0, 0
+                return run
             answer = await resp.text()
         await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
         await asyncio.sleep(seconds)
-        return counts["video"], counts["audio"]
+        return run
     finally:
         for task in tasks:
             task.cancel()
@@ -337,9 +370,30 @@ async def aiortc_publisher(url: str, token: str, image: Path, seconds: float, au
     if audio:
         pc.addTransceiver(AudioStreamTrack(), direction="sendonly")
     connected = asyncio.Event()
-    pc.on("connectionstatechange", lambda: connected.set() if pc.connectionState == "connected" else None)
+    timeline: dict[str, float] = {}
+    posted = time.monotonic()
+    tasks: list[asyncio.Task[None]] = []
+
+    def mark(name: str) -> None:
+        timeline.setdefault(name, round((time.monotonic() - posted) * 1000.0, 1))
+
+    def on_state() -> None:
+        if pc.connectionState == "connected":
+            mark("connected")
+            connected.set()
+
+    async def consume(returned: Any) -> None:  # the processed video coming back, decoded
+        with contextlib.suppress(Exception):
+            await returned.recv()
+            mark("first_decoded")
+            while True:
+                await returned.recv()
+
+    pc.on("connectionstatechange", on_state)
+    pc.on("track", lambda t: tasks.append(asyncio.ensure_future(consume(t))) if t.kind == "video" else None)
     try:
         await pc.setLocalDescription(await pc.createOffer())
+        posted = time.monotonic()
         async with aiohttp.ClientSession() as http:
             async with http.post(
                 url + "/whip",
@@ -349,6 +403,7 @@ async def aiortc_publisher(url: str, token: str, image: Path, seconds: float, au
                 if resp.status != 201:
                     return ClientRun(False, error=f"POST answered {resp.status}")
                 answer, location = await resp.text(), resp.headers.get("Location")
+            mark("answer")
             await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(connected.wait(), 15)
@@ -356,8 +411,10 @@ async def aiortc_publisher(url: str, token: str, image: Path, seconds: float, au
             if location:
                 with contextlib.suppress(aiohttp.ClientError):
                     await http.delete(location, headers={"Authorization": f"Bearer {token}"})
-        return ClientRun(connected.is_set(), location=location)
+        return ClientRun(connected.is_set(), location=location, details={"timeline_ms": timeline})
     finally:
+        for task in tasks:
+            task.cancel()
         track.stop()
         await pc.close()
 

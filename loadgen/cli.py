@@ -29,6 +29,7 @@ from loadgen.options import add_capacity_options, add_measure_options, add_run_o
 from loadgen.report import build_report, write_csv, write_html, write_json
 from loadgen.sweep import Measured, run_cells
 from loadgen.tables import LiveView, result_table
+from loadgen.timeline import format_marks
 
 SUBCOMMANDS = ("run", "capacity", "merge", "quality")
 SUBCOMMAND_HELP = {
@@ -121,6 +122,13 @@ def measure(args: argparse.Namespace) -> int:
     for entry in entries:
         for f in entry["join_failures"][:3]:
             err.print(f"join failure ({entry['name']}, job {f['job']}): {f['detail']}")
+    for entry in entries:
+        timeline = entry.get("timeline_ms", {})
+        if any(timeline.values()):
+            console.print(f"on air, {entry['name']} (ms after the POST: the client's, the gateway's):")
+            for side in ("client", "gateway"):
+                table = {f"{side}.{name}": row for name, row in timeline.get(side, {}).items()}
+                console.print("\n".join(format_marks(table)), highlight=False)
     if args.output:
         console.print(f"report: {args.output}")
     joined_any = any(len(entry["join_failures"]) < entry["concurrent_jobs"] for entry in entries)

@@ -44,7 +44,7 @@ from loadgen.fidelity import median_block_psnr
 from loadgen.impair import Impairment, impair_peer_connection
 from loadgen.publisher_encoder import use_publisher_encoder
 from loadgen.stamp import BandGeometry, read_stamp
-from loadgen.stats import AvOffset, Event, FrameReceived, FrameSent, JobJoined
+from loadgen.stats import AvOffset, Event, FrameReceived, FrameSent, JobJoined, JobMark
 from loadgen.synth import FrameLoop
 from loadgen.track import VIDEO_CLOCK, StampedVideoTrack
 from loadgen.transport_cc import offer_with_transport_cc, receive_with_transport_cc
@@ -167,6 +167,12 @@ class WhipJob:
         self._feedback: asyncio.Task[None] | None = None  # --transport-cc: the feedback loop
         self.av_probe: AvSyncProbe | None = None
         self.received_tracks = 0
+        self._posted: dict[str, float] = {}  # when each POST went out: "whip", "whep" (the way on air)
+
+    def _mark(self, name: str, since: str = "whip") -> None:
+        posted = self._posted.get(since)
+        if posted is not None:
+            self._emit(JobMark(self.job, name, round((time.monotonic() - posted) * 1000.0, 1)))
 
     async def start(self) -> None:
         try:
@@ -207,13 +213,20 @@ class WhipJob:
                 self.received_tracks += 1
                 self._reader = asyncio.ensure_future(self._read(track))
 
+        @pc.on("connectionstatechange")
+        def on_state() -> None:
+            if pc.connectionState == "connected":
+                self._mark("connected")
+
         await pc.setLocalDescription(await pc.createOffer())
         headers = {"Content-Type": "application/sdp", **self.config.headers()}
         offer = pc.localDescription.sdp
         if self.config.transport_cc:
             offer = offer_with_transport_cc(offer)
+        self._posted["whip"] = time.monotonic()
         async with self._http.post(self.config.whip_url(), data=offer, headers=headers) as r:
             body = await r.text()
+            self._mark("answer")
             if r.status != 201:
                 raise JoinError(f"WHIP POST {r.status}: {body.strip()[:200]}")
             location = r.headers.get("Location")
@@ -248,6 +261,7 @@ class WhipJob:
         self.av_probe = probe
         await pc.setLocalDescription(await pc.createOffer())
         headers = {"Content-Type": "application/sdp", **self.config.headers()}
+        self._posted["whep"] = time.monotonic()
         async with self._http.post(url, data=pc.localDescription.sdp, headers=headers) as r:
             body = await r.text()
             if r.status != 201:
@@ -256,15 +270,20 @@ class WhipJob:
         self._viewer_reader = asyncio.ensure_future(self._read_viewer(video.receiver.track, probe))
 
     async def _read_viewer(self, track: MediaStreamTrack, probe: AvSyncProbe) -> None:
+        first = False
         while True:
             try:
                 frame = await track.recv()
             except Exception:  # MediaStreamError when the connection ends
                 return
             if isinstance(frame, av.VideoFrame):
+                if not first:
+                    first = True
+                    self._mark("viewer_first_decoded", since="whep")
                 probe.on_video_frame(read_stamp(luma_of(frame)), frame.pts)
 
     async def _read(self, track: MediaStreamTrack) -> None:
+        first = False
         while True:
             try:
                 frame = await track.recv()
@@ -272,6 +291,9 @@ class WhipJob:
                 return
             t = time.monotonic()
             if isinstance(frame, av.VideoFrame):
+                if not first:
+                    first = True
+                    self._mark("first_decoded")
                 luma = luma_of(frame)
                 frame_id = read_stamp(luma)
                 psnr = self._fidelity(luma, frame_id) if self.config.picture_quality else None

@@ -18,6 +18,7 @@ from typing import Any
 
 from loadgen.runner import RunResult, gateway_window
 from loadgen.stats import LatencySummary, OffsetSummary
+from loadgen.timeline import gateway_timelines, summarize_marks
 
 SCHEMA_VERSION = 1
 
@@ -76,6 +77,12 @@ def loadgen_run_entry(name: str, result: RunResult, meta: dict[str, Any]) -> dic
             for j in s.jobs
         ],
         "join_failures": result.join_failures,
+        # the way on air: each job's own marks after its POST, each session's gateway marks after the POST
+        # arrived (loadgen.timeline)
+        "timeline_ms": {
+            "client": summarize_marks(result.collector.timelines()),
+            "gateway": summarize_marks(gateway_timelines(_last_snapshot(result))),
+        },
         "windows": [
             {"p95_ms": w.latency.p95, "received_ratio": round(w.received_ratio, 4)} for w in result.windows
         ],
@@ -89,6 +96,11 @@ def loadgen_run_entry(name: str, result: RunResult, meta: dict[str, Any]) -> dic
         ],
     }
     return entry
+
+
+def _last_snapshot(result: RunResult) -> dict[str, Any] | None:
+    """The newest gateway stats the run kept (its sessions' timelines are complete by then)."""
+    return result.gateway_stats[-1][1] if result.gateway_stats else None
 
 
 def _offsets(o: OffsetSummary) -> dict[str, Any]:

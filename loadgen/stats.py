@@ -53,7 +53,18 @@ class AvOffset:
     offset_ms: float
 
 
-Event = FrameSent | FrameReceived | JobJoined | AvOffset
+@dataclass(frozen=True)
+class JobMark:
+    """A step of a job's way on air, `ms` after its WHIP POST went out (loadgen.timeline): answer,
+    connected, first_decoded (the first processed frame back, decoded), viewer_first_decoded (after the
+    WHEP viewer's own POST)."""
+
+    job: int
+    name: str
+    ms: float
+
+
+Event = FrameSent | FrameReceived | JobJoined | AvOffset | JobMark
 
 
 @dataclass(frozen=True)
@@ -178,6 +189,7 @@ class _Job:
     av_offsets: list[tuple[float, float]] = field(default_factory=list)  # (t, offset ms)
     psnr: dict[int, float] = field(default_factory=dict)  # frame id -> fidelity of its first receipt (dB)
     joined: JobJoined | None = None
+    marks: dict[str, float] = field(default_factory=dict)  # the way on air (JobMark), first of each
 
 
 class StatsCollector:
@@ -215,12 +227,18 @@ class StatsCollector:
                 _insert(j.unreadable, event.t)
         elif isinstance(event, AvOffset):
             j.av_offsets.append((event.t, event.offset_ms))
+        elif isinstance(event, JobMark):
+            j.marks.setdefault(event.name, event.ms)
         else:
             j.joined = event
 
     @property
     def job_ids(self) -> list[int]:
         return sorted(self._jobs)
+
+    def timelines(self) -> list[dict[str, float]]:
+        """Each job's way on air (JobMark), jobs in order; jobs with no mark left out."""
+        return [dict(self._jobs[j].marks) for j in self.job_ids if self._jobs[j].marks]
 
     def join_failures(self) -> list[JobJoined]:
         return [j.joined for j in self._jobs.values() if j.joined is not None and not j.joined.ok]

@@ -9,6 +9,8 @@ The publisher gets its processed video back on the same peer connection (sendrec
 
 from __future__ import annotations
 
+import time
+
 from aiohttp import web
 
 from engines.frames import FACE_SELECTORS, MASK_REGIONS, PROCESSORS, FaceSettings, SourceFace, check_shape
@@ -144,6 +146,7 @@ async def options_whip(request: web.Request) -> web.Response:
 
 
 async def post_whip(request: web.Request) -> web.Response:
+    post_s = time.monotonic()  # the origin of the session's timeline (gateway.session.timeline)
     offer = await read_offer(request)
     config = request.app[CONFIG]
     processors = choose_processors(request.query.get("processors"), config.processing.processors)
@@ -164,6 +167,7 @@ async def post_whip(request: web.Request) -> web.Response:
             user_agent=request.headers.get("User-Agent"),
             legacy_dtls=legacy_dtls,
             label=label,
+            post_s=post_s,
         )
     except SdpError as exc:
         raise BadRequest(str(exc)) from None

@@ -201,6 +201,13 @@ class Monitor:
             if s is not None:
                 s.link = link
 
+    def session_timeline(self, session_id: str, marks: dict[str, float]) -> None:
+        """The session's way on air so far (gateway.session.timeline), shown with its info."""
+        with self._lock:
+            s = self._stats.sessions.get(session_id)
+            if s is not None:
+                s.info["timeline_ms"] = dict(marks)
+
     def session_closed(self, session_id: str, reason: str) -> None:
         now = self._clock()
         with self._lock:

@@ -40,6 +40,9 @@ class NullMonitor:
     def session_link(self, session_id: str, link: LinkState) -> None:
         pass
 
+    def session_timeline(self, session_id: str, marks: dict[str, float]) -> None:
+        pass
+
     def record_reject(self, reason: str) -> None:
         pass
 

@@ -21,6 +21,7 @@ from gateway.session.answering import answer_or_refuse
 from gateway.session.ports import MonitorLike, SchedulerLike
 from gateway.session.reaping import verdict
 from gateway.session.session import Session
+from gateway.session.timeline import ANSWER, DTLS, ICE
 from gateway.webrtc.codecs.hw_encode import HardwareH264
 from gateway.webrtc.codecs.live_rate import live_rate_libraries
 from gateway.webrtc.install import open_peer_connection
@@ -122,9 +123,11 @@ class SessionManager:
         user_agent: str | None = None,
         legacy_dtls: bool | None = None,
         label: str | None = None,
+        post_s: float | None = None,
     ) -> tuple[Session, str]:
         """Answer a WHIP offer: returns the session and the SDP answer (ICE candidates included).
-        `user_agent` (the POST's, shortened) is kept with the session: which publisher a failure was."""
+        `user_agent` (the POST's, shortened) is kept with the session: which publisher a failure was.
+        `post_s`: when the POST arrived (monotonic), the origin of the session's timeline."""
         offer = check_offer(offer_sdp, need_send=True)  # a bad offer never costs a slot, or an eviction
         self.admit(owner, owner_limit)
         session_id = secrets.token_urlsafe(12)
@@ -146,6 +149,7 @@ class SessionManager:
             libx264=self.libx264,
             hardware_h264=self.hardware_h264,
             label=label,
+            post_s=post_s,
         )
         session.owner = owner
         self.sessions[session_id] = session
@@ -157,10 +161,16 @@ class SessionManager:
                 if receiver is not None:
                     session.start_media(track, receiver)
 
+        @pc.on("iceconnectionstatechange")
+        def on_ice_state() -> None:
+            if pc.iceConnectionState in ("connected", "completed"):
+                session.mark(ICE)
+
         @pc.on("connectionstatechange")
         def on_state() -> None:
             if pc.connectionState == "connected" and session.connected_s is None:
                 session.connected_s = time.monotonic()
+                session.mark(DTLS, session.connected_s)
             elif pc.connectionState in ("failed", "closed"):
                 session.schedule_close(dtls.close_reason(pc.connectionState))
 
@@ -183,9 +193,11 @@ class SessionManager:
             what="WHIP offer",
             legacy_dtls=legacy_dtls,
         )
+        session.mark(ANSWER)
         info: dict[str, object] = {"source": source.id if source else None, "processors": list(processors)}
         if user_agent:
             info["user_agent"] = printable(user_agent, USER_AGENT_CHARS)
+        info["timeline_ms"] = session.timeline.as_ms()
         self._monitor.session_opened(session_id, info)
         return session, answer
 

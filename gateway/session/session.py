@@ -30,6 +30,7 @@ from gateway.media.fanout import FanoutEncoder
 from gateway.media.session_audio import SessionAudio
 from gateway.session.answering import answer_or_refuse
 from gateway.session.ports import MonitorLike, SchedulerLike
+from gateway.session.timeline import FRAME_OUT, Timeline
 from gateway.session.video_loop import FrameCounters, LoopLinks, LoopSettings, VideoLoop
 from gateway.webrtc.codecs.hw_encode import HardwareH264
 from gateway.webrtc.codecs.libvpx import Libvpx
@@ -71,6 +72,7 @@ class Session:
         libx264: Libx264 | None = None,
         hardware_h264: HardwareH264 | None = None,
         label: str | None = None,
+        post_s: float | None = None,
     ) -> None:
         self.id = session_id
         # disclosure (gateway.marking): the mark on every output frame unless --no-mark, the visible label
@@ -85,6 +87,7 @@ class Session:
         self.processors = processors
         self.config = config
         self.created_s = time.monotonic()
+        self.timeline = Timeline(self.created_s if post_s is None else post_s)  # its way on air
         self.connected_s: float | None = None
         # One encoder per codec in use (publisher's return + viewers); VP8 unless someone offered only H.264.
         self.encoders: dict[str, FanoutEncoder] = {}
@@ -122,6 +125,7 @@ class Session:
                 on_ended=lambda: self.schedule_close("publisher ended"),
                 marker=self.marker,
                 label=lambda: self.label,
+                mark=self.mark,
             ),
             scheduler=scheduler,
             monitor=monitor,
@@ -147,6 +151,21 @@ class Session:
     def last_frame_s(self) -> float | None:
         """When the publisher's newest frame arrived (None before the first)."""
         return self.video.last_frame_s
+
+    def mark(self, name: str, at_s: float | None = None) -> None:
+        """A step of the way on air (gateway.session.timeline); the monitor's session entry shows the
+        timeline, and the first frame out is an event with all of it."""
+        if not self.timeline.mark(name, time.monotonic() if at_s is None else at_s):
+            return
+        marks = self.timeline.as_ms()
+        self._monitor.session_timeline(self.id, marks)
+        if name == FRAME_OUT:
+            self._monitor.event(
+                "session_on_air",
+                f"session {self.id} on air {marks[FRAME_OUT]:.0f} ms after its POST",
+                session_id=self.id,
+                timeline=marks,
+            )
 
     # --- wiring ---------------------------------------------------------------------------------------------
     def start_media(self, track: MediaStreamTrack, receiver: RTCRtpReceiver) -> None:
@@ -335,6 +354,7 @@ class Session:
             "id": self.id,
             "state": self.pc.connectionState,
             "age_s": round(now - self.created_s, 3),
+            "timeline_ms": self.timeline.as_ms(),
             "source": self.source.id if self.source else None,
             "processors": list(self.processors),
             "frames_in": self.counters.frames_in,

@@ -63,6 +63,9 @@ DTLS_HANDLE_RTCP_DATA = "_handle_rtcp_data"
 DTLS_HEADER_EXTENSIONS_MAP = "_rtp_header_extensions_map"
 CERTIFICATE_SSL_CONTEXT = "_create_ssl_context"
 
+# RTCIceTransport: the datagram sender its DTLS transport writes through (an instance attribute)
+ICE_TRANSPORT_SEND = "_send"
+
 # JitterBuffer, RtpPacket, RemoteStreamTrack, the timestamp mapper
 JITTER_ORIGIN = "_origin"
 JITTER_IS_VIDEO = "_is_video"

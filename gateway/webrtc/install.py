@@ -9,6 +9,8 @@ carrying two, the later runs first (outermost). `patches.chain.layers` reads the
 2. Connection, when it is made (`install`): its DTLS-transport factory calls, in this order,
    a. interop.ice host addresses, port range and DSCP (the ICE connection's gathering),
    b. interop.dtls the DTLS watch (certificates' SSL context and fingerprints; the handshake and state),
+      then interop.dtls_retransmit on the handshake, outside the watch (its layer runs first): the first
+      flight resent on its schedule while the peer says nothing, long before OpenSSL's 1 s timer,
    c. interop.link an impaired link, for the load generator only (`install_link`, after a and b);
    its transceiver factory gives every video receiver recovery's marker-release jitter buffer and NACK
    filter (recovery.jitter_buffer).
@@ -49,6 +51,7 @@ from gateway.webrtc.congestion.uplink_rate import UplinkRateConfig
 from gateway.webrtc.internals import route_keyframe_requests
 from gateway.webrtc.interop.dtls import DtlsWatch, use_legacy_dtls, wait_before_handshake, watch_dtls
 from gateway.webrtc.interop.dtls_peers import handshake_grace_s, legacy_dtls_peer
+from gateway.webrtc.interop.dtls_retransmit import RETRANSMIT_MARK, RetransmitSchedule, retransmit_flights
 from gateway.webrtc.interop.host_ports import PortRange
 from gateway.webrtc.interop.ice import IceConfig, configure_gathering, rtc_configuration
 from gateway.webrtc.interop.link import MARK as LINK_MARK
@@ -83,13 +86,25 @@ class Features:
     dtls_label: str | None = None  # watch DTLS under this name in the log; None: stock DTLS
     udp_ports: PortRange | None = None  # host candidates within this UDP port range
     public_address: str | None = None  # host candidates announced at this address
+    dtls_retransmit: RetransmitSchedule | None = None  # with the DTLS watch; None: OpenSSL's timer alone
 
     @classmethod
     def of(
-        cls, ice: IceConfig, *, low_latency_receive: bool = True, dtls_label: str | None = None
+        cls,
+        ice: IceConfig,
+        *,
+        low_latency_receive: bool = True,
+        dtls_label: str | None = None,
+        dtls_retransmit: RetransmitSchedule | None = None,
     ) -> Features:
         return cls(
-            ice.host_addresses, ice.dscp, low_latency_receive, dtls_label, ice.udp_ports, ice.public_address
+            ice.host_addresses,
+            ice.dscp,
+            low_latency_receive,
+            dtls_label,
+            ice.udp_ports,
+            ice.public_address,
+            dtls_retransmit,
         )
 
 
@@ -112,6 +127,13 @@ def install(pc: RTCPeerConnection, features: Features) -> Installed:
         )
     low_latency = apply_low_latency_receive(pc) if features.low_latency_receive else False
     dtls = watch_dtls(pc, features.dtls_label) if features.dtls_label is not None else None
+    schedule = features.dtls_retransmit
+    if dtls is not None and dtls.patched and schedule is not None:
+
+        def resend_flights(transport: Any) -> None:
+            retransmit_flights(transport, schedule)
+
+        peer_connection.on_dtls_transports(pc, RETRANSMIT_MARK, resend_flights)
     return Installed(low_latency, dtls)
 
 
@@ -122,10 +144,14 @@ def create_peer_connection(config: IceConfig, *, low_latency_receive: bool = Tru
     return pc
 
 
-def open_peer_connection(config: IceConfig, label: str) -> tuple[RTCPeerConnection, DtlsWatch]:
-    """The gateway's own peer connections: every connection extension, DTLS watched under `label`."""
+def open_peer_connection(
+    config: IceConfig, label: str, dtls_retransmit: RetransmitSchedule | None = None
+) -> tuple[RTCPeerConnection, DtlsWatch]:
+    """The gateway's own peer connections: every connection extension, DTLS watched under `label`, its
+    flights resent on `dtls_retransmit` (None: the default schedule)."""
     pc = RTCPeerConnection(configuration=rtc_configuration(config))
-    installed = install(pc, Features.of(config, dtls_label=label))
+    schedule = dtls_retransmit if dtls_retransmit is not None else RetransmitSchedule()
+    installed = install(pc, Features.of(config, dtls_label=label, dtls_retransmit=schedule))
     assert installed.dtls is not None
     return pc, installed.dtls
 

@@ -65,6 +65,7 @@ class RecordingMonitor(NullMonitor):
         self.closed_sessions: list[tuple[str, str]] = []
         self.rejects: list[str] = []
         self.links: list[tuple[str, LinkState]] = []
+        self.timelines: dict[str, dict[str, float]] = {}
         self.events: list[tuple[str, str, dict[str, Any]]] = []  # kind, message, data
 
     def record_frame(self, rec: FrameRecord) -> None:
@@ -78,6 +79,9 @@ class RecordingMonitor(NullMonitor):
 
     def session_link(self, session_id: str, link: LinkState) -> None:
         self.links.append((session_id, link))
+
+    def session_timeline(self, session_id: str, marks: dict[str, float]) -> None:
+        self.timelines[session_id] = dict(marks)
 
     def record_reject(self, reason: str) -> None:
         self.rejects.append(reason)

@@ -89,7 +89,10 @@ class Publisher:
             "received_caps": None,
             "corner_rgb": None,
             "errors": [],
+            # seconds after the POST went out, as milliseconds: answer, connected, first frame decoded
+            "timeline_ms": {},
         }
+        self._posted_s: float | None = None
         self.location: str | None = None
         self._lock = threading.Lock()
         # Only loopback candidates (libnice skips lo by default). PyGObject takes the ICE object from the
@@ -139,10 +142,12 @@ class Publisher:
             method="POST",
             headers=self._headers({"Content-Type": "application/sdp"}),
         )
+        self._posted_s = time.monotonic()
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
                 self.result["status"] = response.status
                 answer = response.read().decode()
+                self._mark("answer")
                 self.location = urllib.parse.urljoin(self.url, response.headers["Location"])
         except urllib.error.HTTPError as exc:
             self.result["status"] = exc.code
@@ -183,6 +188,8 @@ class Publisher:
 
     def _count_received(self, pad: Gst.Pad, info: Gst.PadProbeInfo) -> Gst.PadProbeReturn:
         with self._lock:
+            if not self.result["frames_received"]:
+                self._mark("first_decoded")
             self.result["frames_received"] = int(self.result["frames_received"]) + 1  # type: ignore[arg-type]
             caps = pad.get_current_caps()
             if caps is not None:
@@ -192,9 +199,16 @@ class Publisher:
                 self.result["corner_rgb"] = _corner_mean(info.get_buffer(), width)
         return Gst.PadProbeReturn.OK
 
+    def _mark(self, name: str) -> None:
+        timeline = self.result["timeline_ms"]
+        if self._posted_s is not None and isinstance(timeline, dict) and name not in timeline:
+            timeline[name] = round((time.monotonic() - self._posted_s) * 1000.0, 1)
+
     # --- state ---------------------------------------------------------------------------------------------
     def _on_state(self, element: Gst.Element, _: object) -> None:
         state = element.get_property("connection-state")
+        if state == GstWebRTC.WebRTCPeerConnectionState.CONNECTED:
+            self._mark("connected")
         self.result["connection_state"] = state.value_nick
         self.result["ice_state"] = element.get_property("ice-connection-state").value_nick
         if state == GstWebRTC.WebRTCPeerConnectionState.FAILED:

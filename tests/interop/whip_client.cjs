@@ -26,10 +26,16 @@ const result = {
   errors: [],
   sent: { video: 0, audio: 0 },
   received: { video: 0, video_frames: 0, audio: 0 },
+  // ms after the POST went out: answer, connected, first video packet and frame (a viewer); frame_ms: when
+  // each of the first video frames' marker packets arrived (a viewer), to time the first one that decodes
+  timeline_ms: {},
+  frame_ms: [],
 };
+let postedAt = null;
+const since = () => (postedAt === null ? null : Math.round((performance.now() - postedAt) * 10) / 10);
 const logLines = [];
 ndc.initLogger(args.logLevel || "Warning", (level, message) => {
-  logLines.push(`${level} ${message}`);
+  logLines.push(`${since()} ${level} ${message}`);
   if (/^(Error|Fatal)$/i.test(level) || /dtls|fingerprint|certificate/i.test(message)) {
     result.errors.push(message);
   }
@@ -70,7 +76,16 @@ async function exchange(pc) {
   const offer = pc.localDescription().sdp;
   const headers = { "Content-Type": "application/sdp" };
   if (args.token) headers.Authorization = `Bearer ${args.token}`;
+  // Node's first fetch loads its HTTP client (tens of ms here, up to 200 with the box busy): an OPTIONS to the
+  // same URL first (WHIP and WHEP answer it), so that the POST is timed from when it goes out
+  try {
+    await fetch(args.url, { method: "OPTIONS", headers: args.token ? { Authorization: headers.Authorization } : {} });
+  } catch (err) {
+    result.errors.push(`OPTIONS: ${err}`);
+  }
+  postedAt = performance.now();
   const response = await fetch(args.url, { method: "POST", headers, body: offer });
+  result.timeline_ms.answer = since();
   result.status = response.status;
   result.location = response.headers.get("location");
   result.viewer_token = response.headers.get("livefuse-viewer-token");
@@ -105,6 +120,7 @@ function watchState(pc, onConnected) {
     result.states.push(state);
     if (state === "connected" && !result.connected) {
       result.connected = true;
+      result.timeline_ms.connected = since();
       onConnected();
     }
     if (state === "failed" || state === "closed") finish(result.connected ? 0 : 1);
@@ -175,8 +191,13 @@ function view() {
     fs.writeSync(out, header);
     fs.writeSync(out, packet);
     if (kind === "V") {
+      if (result.received.video === 0) result.timeline_ms.first_video_packet = since();
       result.received.video += 1;
-      if (packet[1] & 0x80) result.received.video_frames += 1;
+      if (packet[1] & 0x80) {
+        if (result.received.video_frames === 0) result.timeline_ms.first_video_frame = since();
+        if (result.frame_ms.length < 60) result.frame_ms.push(since());
+        result.received.video_frames += 1;
+      }
     } else {
       result.received.audio += 1;
     }

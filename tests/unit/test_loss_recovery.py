@@ -73,3 +73,27 @@ def test_a_lost_frame_is_skipped_and_the_buffer_jumps_to_the_newest_keyframe(mon
     assert released[:3] == [None, None, None]  # blocked behind the hole (0.2, 0.4 s), keyframe incomplete
     assert released[3] is not None and released[3].data == KEY + b"k2"  # skipped to the keyframe, decoded
     assert buffer.recovery.counters.gaps_skipped == 1 and not buffer.recovery.awaiting_keyframe
+
+
+def test_a_stream_that_starts_on_an_inter_frame_asks_for_a_keyframe_at_once() -> None:
+    recovery = LossRecovery(RecoveryConfig(max_keyframe_wait_s=3.0))
+    recovery.start(is_keyframe=False, now=1.0)
+    assert recovery.pli_due(1.0)  # no wait for the publisher's next scheduled keyframe
+    assert recovery.release(is_keyframe=False, now=1.0) is False  # undecodable: held back
+    assert recovery.release(is_keyframe=True, now=1.1) is True
+    recovery.start(is_keyframe=False, now=2.0)  # only the first frame starts the stream
+    assert not recovery.pli_due(2.0) and recovery.counters.keyframe_requests == 1
+
+
+def test_a_stream_that_starts_on_a_keyframe_asks_for_nothing() -> None:
+    buffer = MarkerJitterBuffer(capacity=128)
+    pli, frame = buffer.add(_packet(1, 1000, KEY, True))
+    assert frame is not None and not pli and buffer.recovery.started
+
+
+def test_the_buffer_asks_for_a_keyframe_when_the_first_frame_is_not_one() -> None:
+    buffer = MarkerJitterBuffer(capacity=128)
+    pli, frame = buffer.add(_packet(1, 1000, INTER, True))
+    assert pli and frame is None  # a PLI goes out with this packet; the inter frame is not decoded
+    pli, frame = buffer.add(_packet(2, 1010, KEY, True))
+    assert frame is not None and frame.data == KEY and not pli

@@ -103,7 +103,12 @@ async def test_the_connection_factories_call_their_hooks_in_install_order(publis
     assert layers(published.pc, compat.PC_CREATE_DTLS_TRANSPORT) == (peer_connection.DTLS_LAYER,)
     assert layers(published.pc, compat.PC_CREATE_TRANSCEIVER) == (peer_connection.TRANSCEIVER_LAYER,)
     assert peer_connection.hook_keys(published.pc) == {
-        peer_connection.DTLS_LAYER: ("_livefuse_gathering", "_livefuse_dtls_watch", "_livefuse_impaired"),
+        peer_connection.DTLS_LAYER: (
+            "_livefuse_gathering",
+            "_livefuse_dtls_watch",
+            "_livefuse_dtls_retransmit",
+            "_livefuse_impaired",
+        ),
         peer_connection.TRANSCEIVER_LAYER: ("_livefuse_low_latency",),
     }
 
@@ -138,7 +143,8 @@ async def test_the_senders(published: Published) -> None:
 
 async def test_the_dtls_transport_and_its_ice_connection(published: Published) -> None:
     transport = published.sender.transport
-    assert layers(transport, compat.DTLS_DO_HANDSHAKE) == ("DTLS watch",)
+    # outermost first: the early resends see every datagram the watched handshake writes and reads
+    assert layers(transport, compat.DTLS_DO_HANDSHAKE) == ("DTLS retransmit", "DTLS watch")
     assert layers(transport, compat.DTLS_SET_STATE) == ("DTLS watch",)
     assert layers(transport, compat.DTLS_SEND_RTP) == ("transport-cc send side",)
     assert layers(transport, compat.DTLS_HANDLE_RTCP_DATA) == ("transport-cc send side",)
@@ -201,3 +207,11 @@ def test_every_private_name_exists_on_the_checked_aiortc() -> None:
             f"{owner.__name__}.{getattr(compat, n)}" for n in names if not hasattr(target, getattr(compat, n))
         ]
     assert missing == []
+
+
+async def test_the_ice_transport_sender_the_early_dtls_resends_use() -> None:
+    pc = RTCPeerConnection()
+    pc.addTransceiver("video")
+    ice_transport = pc.getTransceivers()[0].sender.transport.transport  # an instance attribute
+    assert callable(getattr(ice_transport, compat.ICE_TRANSPORT_SEND, None))
+    await pc.close()

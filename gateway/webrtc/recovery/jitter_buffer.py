@@ -90,6 +90,8 @@ class MarkerJitterBuffer(JitterBuffer):
             due = recovery.nacks_due(now)
             if due:
                 self.send_nack(packet.ssrc, due)
+        if frame is not None and not recovery.started:  # the first frame: a keyframe, or one asked for now
+            recovery.start(is_keyframe(frame.data), now)
         # Its type matters only while a keyframe is awaited (release() is True otherwise): no scan per frame.
         if frame is not None and recovery.awaiting_keyframe:
             if not recovery.release(is_keyframe(frame.data), now):

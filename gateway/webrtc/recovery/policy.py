@@ -55,6 +55,7 @@ class LossRecovery:
     _awaiting_keyframe: bool = False
     _awaiting_since: float = 0.0
     _last_pli: float = float("-inf")
+    _started: bool = False  # the stream's first complete frame has been seen
 
     @property
     def has_missing(self) -> bool:
@@ -125,6 +126,20 @@ class LossRecovery:
         if at_keyframe:
             self._awaiting_keyframe = False
         else:
+            self.need_keyframe(now)
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def start(self, is_keyframe: bool, now: float) -> None:
+        """The stream's first complete frame. A decoder starts only on a keyframe: when this one is not
+        (a publisher that joined mid-GOP, a first keyframe lost), ask for one at once (`pli_due`) instead of
+        waiting for the publisher's next scheduled keyframe, up to its GOP later."""
+        if self._started:
+            return
+        self._started = True
+        if not is_keyframe:
             self.need_keyframe(now)
 
     def need_keyframe(self, now: float) -> None:
