@@ -97,8 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     config: FrontConfig = pickle.load(sys.stdin.buffer)
     if config.nice:
         os.nice(config.nice)
-    if config.cpus:  # before any thread starts: every later one inherits it
-        os.sched_setaffinity(0, config.cpus)
+    if config.cpus:  # every later thread inherits it; threads already started (a maths library's pool,
+        # started while the config's classes were imported) are moved one by one
+        for task in os.listdir("/proc/self/task"):
+            os.sched_setaffinity(int(task), config.cpus)
     setup_process(config.log_level)
     try:
         return asyncio.run(run(config, args.listen_fd, args.media_socket, args.parent))
