@@ -5,8 +5,9 @@ Per frame, all at the chips' resolution but the last step:
 - what the picture itself already says along each layer's pattern (one small matrix product), cancelled in
   this frame's coefficients (improved spread spectrum, Malvar & Florencio 2003): the detector then reads the
   mark, not the mark plus the picture's own chance resemblance to it, so a weak mark reads clearly;
-- a gain per chip from its contrast with its neighbours (what hides a change of a chip's size): `GAIN_FLAT` on
-  flat areas (sky, walls, skin), up to `GAIN_BUSY` where there is structure;
+- a gain per chip from the texture around it (what hides a change of a chip's size): its contrast with its
+  neighbours, the least over an `ERODE`-chip square (an isolated edge hides nothing on its flat side):
+  `GAIN_FLAT` on flat areas (sky, walls, skin), up to `GAIN_BUSY` in texture;
 - the chips spread to pixels (one bilinear resize) and added with saturation.
 """
 
@@ -40,11 +41,11 @@ def grid_shape(height: int, width: int) -> tuple[int, int, int]:
 
 
 def chip_gain(chip_means: np.ndarray) -> np.ndarray:
-    """Each chip's gain from its contrast with its neighbours (float32, same shape)."""
+    """Each chip's gain from the texture around it: its contrast with its neighbours, the least over an
+    `ERODE` x `ERODE` square (float32, same shape)."""
     local = cv2.blur(chip_means, (3, 3), borderType=cv2.BORDER_REFLECT)
     contrast = cv2.blur(np.abs(chip_means - local), (3, 3), borderType=cv2.BORDER_REFLECT)
-    if ERODE:
-        contrast = cv2.erode(contrast, np.ones((ERODE, ERODE), np.uint8), borderType=cv2.BORDER_REFLECT)
+    contrast = cv2.erode(contrast, np.ones((ERODE, ERODE), np.uint8), borderType=cv2.BORDER_REFLECT)
     return np.clip(contrast * (1.0 / CONTRAST_REF), GAIN_FLAT, GAIN_BUSY).astype(np.float32)
 
 
