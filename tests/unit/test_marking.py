@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engines.marking.detect import THRESHOLD, Detector
-from engines.marking.embed import Embedder
+from engines.marking.embed import GAIN_FLAT, Embedder, chip_gain
 from engines.marking.pattern import (
     PAYLOAD_BITS,
     Payload,
@@ -115,3 +115,13 @@ def test_payload_turning_inside_a_window_reads_both_sides(scene: list[np.ndarray
     frames = _marked(scene, KEY, PAYLOAD)[:5] + _marked(scene, KEY, later)[5:]
     result = Detector(KEY).window(frames + frames[5:])
     assert result.detected and set(result.payloads) == {PAYLOAD, later}
+
+
+def test_gain_is_low_on_flat_areas_and_beside_an_edge_and_high_in_texture() -> None:
+    means = np.full((40, 72), 120.0, np.float32)
+    means[30:] = 20.0  # a dark bar under a flat wall: an edge, not texture
+    means[5:20, 40:60] += np.random.default_rng(2).uniform(-30, 30, (15, 20)).astype(np.float32)
+    gain = chip_gain(means)
+    assert gain[:25, :30].max() == pytest.approx(GAIN_FLAT)  # the flat wall
+    assert gain[27:33, :30].max() == pytest.approx(GAIN_FLAT)  # both sides of the bar's edge
+    assert gain[9:16, 44:56].min() > 2 * GAIN_FLAT  # inside the texture
