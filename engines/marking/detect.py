@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engines.marking.pattern import CHIPS_PER_HEIGHT, TILE, Payload, layers, read_payload
+from engines.marking.pattern import CHIPS_PER_HEIGHT, TILE, Payload, decode_payload, layers, read_payload
 from engines.marking.samples import folded as fold_samples
 from engines.marking.samples import response, sampled, whitened
 
@@ -153,18 +153,20 @@ class Detector:
         )
 
     def _read(self, soft: np.ndarray) -> tuple[Payload, ...]:
+        """The window's payloads from each frame's soft bits: where the time code turned inside the window,
+        the two read on each side of the turn; else all frames summed, read as they are or with the weakest
+        bits corrected (`pattern.decode_payload`); else what one side of a split reads."""
         assert self._key is not None
-        whole = read_payload(self._key, soft.sum(axis=0))
-        if whole is not None:
-            return (whole,)
         sums = np.cumsum(soft, axis=0)
-        best: tuple[Payload, ...] = ()
+        total = sums[-1]
+        single: Payload | None = None
         for k in range(1, soft.shape[0]):  # the payload changed after frame k - 1
             before = read_payload(self._key, sums[k - 1])
-            after = read_payload(self._key, sums[-1] - sums[k - 1])
-            found = tuple(p for p in (before, after) if p is not None)
-            if len(found) > len(best):
-                best = found
-                if len(best) == 2:
-                    break
-        return best
+            after = read_payload(self._key, total - sums[k - 1])
+            if before is not None and after is not None and before != after:
+                return (before, after)
+            single = single or before or after
+        whole = read_payload(self._key, total) or decode_payload(self._key, total)
+        if whole is not None:
+            return (whole,)
+        return (single,) if single is not None else ()

@@ -5,8 +5,9 @@ Per frame, all at the chips' resolution but the last step:
 - what the picture itself already says along each layer's pattern (one small matrix product), cancelled in
   this frame's coefficients (improved spread spectrum, Malvar & Florencio 2003): the detector then reads the
   mark, not the mark plus the picture's own chance resemblance to it, so a weak mark reads clearly;
-- a gain per chip from its contrast with its neighbours (what hides a change of a chip's size): `GAIN_FLAT` on
-  flat areas (sky, walls, skin), up to `GAIN_BUSY` where there is structure;
+- a gain per chip from the texture around it (what hides a change of a chip's size): its contrast with its
+  neighbours, the least over an `ERODE`-chip square (an isolated edge hides nothing on its flat side):
+  `GAIN_FLAT` on flat areas (sky, walls, skin), up to `GAIN_BUSY` in texture;
 - the chips spread to pixels (one bilinear resize) and added with saturation.
 """
 
@@ -21,11 +22,12 @@ from engines.marking.pattern import CHIPS_PER_HEIGHT, TILE, chip_size
 from engines.marking.samples import SAMPLES, folded, response, sampled, whitened
 
 STRENGTH = 2.0  # the mark's amplitude (grey levels, RMS) at gain 1
-GAIN_FLAT = 0.85  # gain on a flat area
-GAIN_BUSY = 1.8  # the most on a busy one
-CONTRAST_REF = 6.0  # a chip's contrast (grey levels) at which the gain reaches 1
+GAIN_FLAT = 0.6  # gain on a flat area
+GAIN_BUSY = 3.0  # the most on a busy one
+CONTRAST_REF = 4.0  # a chip's contrast (grey levels) at which the gain reaches 1
 MAX_RMS = 1.9  # grey levels: the most a frame's mark may carry (PSNR >= 42.5 dB against the unmarked frame)
 SPREAD_RMS = 0.67  # a chip pattern's RMS left in pixels after the bilinear spread (white chips, any size)
+ERODE = 5  # chips: the contrast that raises the gain must fill a square this wide (texture, not an edge)
 CANCEL = 1.0  # how much of the picture's own projection is cancelled
 CANCEL_CAP = 1.0  # the cancelling part's energy at most this times the mark's own
 
@@ -39,9 +41,11 @@ def grid_shape(height: int, width: int) -> tuple[int, int, int]:
 
 
 def chip_gain(chip_means: np.ndarray) -> np.ndarray:
-    """Each chip's gain from its contrast with its neighbours (float32, same shape)."""
+    """Each chip's gain from the texture around it: its contrast with its neighbours, the least over an
+    `ERODE` x `ERODE` square (float32, same shape)."""
     local = cv2.blur(chip_means, (3, 3), borderType=cv2.BORDER_REFLECT)
     contrast = cv2.blur(np.abs(chip_means - local), (3, 3), borderType=cv2.BORDER_REFLECT)
+    contrast = cv2.erode(contrast, np.ones((ERODE, ERODE), np.uint8), borderType=cv2.BORDER_REFLECT)
     return np.clip(contrast * (1.0 / CONTRAST_REF), GAIN_FLAT, GAIN_BUSY).astype(np.float32)
 
 

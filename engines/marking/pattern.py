@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +32,9 @@ PAYLOAD_BITS = 40
 DATA_BITS = 32
 PUBLIC_SEED = b"livefuse public mark v1"
 PUBLIC_SHARE = 0.5  # of the mark's energy in the public layer; the rest carries the payload
+
+UNRELIABLE = 10  # the weakest soft bits a payload read may flip
+MAX_FLIPS = 3  # at most this many of them
 
 KEY_ID_BITS, SESSION_BITS, TIME_BITS, CHECK_BITS = 8, 12, 12, 8
 
@@ -97,6 +101,28 @@ def read_payload(key: bytes, soft: np.ndarray) -> Payload | None:
         return None
     found = Payload(data >> 24, (data >> 12) & 0xFFF, data & 0xFFF)
     return found if found.key_id == key_id(key) else None
+
+
+def decode_payload(key: bytes, soft: np.ndarray) -> Payload | None:
+    """The payload from 40 soft bits, correcting up to `MAX_FLIPS` of the `UNRELIABLE` weakest bits
+    (Chase decoding): the candidates, fewest and weakest flips first, are held to the check and the key id
+    (16 bits), so a soft vector that carries no payload passes with odds of about 1 in 370 at most."""
+    soft = np.asarray(soft, np.float32)
+    found = read_payload(key, soft)
+    if found is not None:
+        return found
+    weakest = np.argsort(np.abs(soft))[:UNRELIABLE]
+    candidates = [
+        flips for n in range(1, MAX_FLIPS + 1) for flips in itertools.combinations(weakest.tolist(), n)
+    ]
+    candidates.sort(key=lambda flips: float(np.sum(np.abs(soft[list(flips)]))))
+    for flips in candidates:
+        trial = soft.copy()
+        trial[list(flips)] *= -1
+        found = read_payload(key, trial)
+        if found is not None:
+            return found
+    return None
 
 
 def _mask(key: bytes) -> np.ndarray:

@@ -15,7 +15,7 @@ from engines.marking.pattern import TILE
 
 SAMPLES = 2  # per chip, each way (a crop's half-chip offset still correlates)
 FLOOR = 0.5  # grey levels: below this a neighbourhood's spread is noise, not content
-CLIP = 3.0
+CLIP = 0.35  # in units of the grain: a sample counts for the sign of its deviation, not its size
 
 
 def sampled(luma: np.ndarray, chip_px: float) -> np.ndarray:
