@@ -3,7 +3,8 @@
 Regions kept from the target (FaceFusion's mask regions, Deep-Live-Cam's mouth mask): `mouth`, the inner-lip
 ring reaching part way onto the lips, so a talking target keeps its mouth under a closed-mouth source and a
 smile its teeth; `eyes`, the eye openings only (gaze), so lids and eye shape stay the source's; `eye_area`,
-the openings grown over lids and lashes, which hands much of the identity back to the target. A closed ring has no area: the source's lips or lids show.
+the openings grown over lids and lashes, which hands much of the identity back to the target. A closed ring
+has no area: the source's lips or lids show.
 Box masks for aligned crops (FaceFusion's `create_static_box_mask`) depend only on crop size and settings, so
 each swapper/enhancer builds its own once. An aligned crop reaches past the face at its sides, so the paste
 mask is that box mask times the face's grown box (`face_region_mask`): nothing far from the face is touched.
