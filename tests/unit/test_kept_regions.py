@@ -59,7 +59,7 @@ def _fill(shape: tuple[int, int], points: np.ndarray, grow: int = 0) -> np.ndarr
     m = np.zeros(shape, np.uint8)
     cv2.fillPoly(m, [np.round(points).astype(np.int32)], 255)
     if grow:
-        m = cv2.dilate(m, np.ones((2 * grow + 1,) * 2, np.uint8))
+        return np.asarray(cv2.dilate(m, np.ones((2 * grow + 1,) * 2, np.uint8))) > 0
     return m > 0
 
 
@@ -95,6 +95,8 @@ def test_box_limited_blur_draws_what_a_whole_mask_blur_drew(
         cv2.fillPoly(filled, polys, 255, lineType=cv2.LINE_8, shift=4)
         grow = int(round(size * GROW[region]))
         k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * abs(grow) + 1,) * 2)
-        filled = cv2.dilate(filled, k) if grow > 0 else cv2.erode(filled, k) if grow < 0 else filled
-        whole = cv2.GaussianBlur(filled.astype(np.float32) / 255.0, (0, 0), max(0.5, size * FEATHER[region]))
+        grown = np.asarray(
+            cv2.dilate(filled, k) if grow > 0 else cv2.erode(filled, k) if grow < 0 else filled
+        )
+        whole = cv2.GaussianBlur(grown.astype(np.float32) / 255.0, (0, 0), max(0.5, size * FEATHER[region]))
         assert np.abs(region_mask(shape, lm, (region,), size) - whole).max() < 0.01, region

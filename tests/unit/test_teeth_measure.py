@@ -29,7 +29,7 @@ def test_teeth_follow_a_moved_mouth_and_skin_does_not_count() -> None:
     m = mouth_measure(target, lm, target, lm)
     assert m["teeth_kept"] == 1.0 and m["mouth_width_ratio"] == 1.0
     # the whole mouth moved 3 px (the source's placement): every tooth is still there
-    moved = np.asarray(cv2.warpAffine(target, np.float64([[1, 0, 2], [0, 1, 3]]), (160, 160)))
+    moved = np.asarray(cv2.warpAffine(target, np.array([[1.0, 0, 2], [0, 1, 3]]), (160, 160)))
     moved[:3], moved[:, :2] = target[:3], target[:, :2]
     assert mouth_measure(target, lm, moved, lm + (2, 3))["teeth_kept"] > 0.97
     # the source's lips laid over the upper half of the opening: about half the teeth are lost
