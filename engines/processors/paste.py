@@ -35,6 +35,22 @@ def feathered_polygon_mask(h: int, w: int, polygon: np.ndarray, erode: int, blur
     return feather(filled, erode, blur)
 
 
+SEAM_WIDEN = 3.0  # where the pasted face and the target differ most, the feather is this many times wider...
+SEAM_DIFF = 30.0  # ...from this mean channel difference across the boundary (grey levels) up
+
+
+def seam_feather(
+    narrow: np.ndarray, wide: np.ndarray, image: np.ndarray, roi: np.ndarray, blur: float
+) -> np.ndarray:
+    """The paste's edge: `narrow` where the pasted face and the target agree, `wide` (the same region pulled
+    in and blurred `SEAM_WIDEN` times as far) where they differ by `SEAM_DIFF` or more (the difference
+    smoothed by `blur`), mixed in between: a colour step across the boundary is spread over a wider band, so
+    the gradient there stays near the target's own, and where nothing steps the source keeps its edge."""
+    diff = np.abs(image.astype(np.float32) - roi.astype(np.float32)).mean(axis=2)
+    weight = np.clip(cv2.GaussianBlur(diff, (0, 0), blur) * np.float32(1.0 / SEAM_DIFF), 0.0, 1.0)
+    return np.asarray(narrow + (wide - narrow) * weight, dtype=np.float32)
+
+
 def feather(region: np.ndarray, erode: int, blur: float) -> np.ndarray:
     """A 0/255 (or boolean) region, pulled in by `erode` px and blurred: a float mask in [0, 1]."""
     mask = region.astype(np.uint8) * 255 if region.dtype == bool else region
