@@ -35,7 +35,7 @@ def feathered_polygon_mask(h: int, w: int, polygon: np.ndarray, erode: int, blur
     return feather(filled, erode, blur)
 
 
-SEAM_WIDEN = 3.0  # where the pasted face and the target differ most, the feather is this many times wider...
+SEAM_WIDEN = 2.0  # where the pasted face and the target differ most, the feather is this many times wider...
 SEAM_DIFF = 30.0  # ...from this mean channel difference across the boundary (grey levels) up
 
 
