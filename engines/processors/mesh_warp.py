@@ -41,7 +41,6 @@ from engines.processors.face_shape import SourceShape, pixel_map, plan_warp, sha
 from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask
 from engines.processors.paste import (
-    SEAM_WIDEN,
     FacePatch,
     fade_in,
     feathered_polygon_mask,
@@ -427,7 +426,6 @@ class MeshWarpSwapper:
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
         erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
         edge = feathered_polygon_mask(h, w, hull, erode=erode, blur=blur)
-        wide = feathered_polygon_mask(h, w, hull, erode=int(erode * SEAM_WIDEN), blur=blur * SEAM_WIDEN)
         rest = fade_in(covered, erode)  # from 0 where triangles were culled: no step there
         # nor where the source shows no face (softened: at a fold its samples are the nearest, in blocks)
         rest *= cv2.GaussianBlur(texture[:, :, 3], (0, 0), blur / 2) * np.float32(1.0 / 255.0)
@@ -439,7 +437,7 @@ class MeshWarpSwapper:
         else:
             skin = (mask > 0.5) & skin_weight((h, w), local, size)
             image = relight(warped, roi, skin, size)
-        mask = seam_feather(edge, wide, image, roi, blur) * rest  # wider where the colours step
+        mask = seam_feather(edge, hull, erode, image, roi, blur) * rest  # wider where the colours step
         if keep:  # after blending: the clone and the colour statistics see the whole face
             mask *= 1.0 - region_mask((h, w), local, keep, size)
         return FacePatch(image=image, mask=mask, matrix=translation(x0, y0))
