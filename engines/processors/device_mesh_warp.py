@@ -26,6 +26,7 @@ from engines.processors import tensor_shading as S
 from engines.processors.device_frames import DeviceFrames
 from engines.processors.face_shape import plan_warp, shape_offset
 from engines.processors.mesh_warp import BLUR_FRAC, ERODE_FRAC, SHAPE, MeshSource, face_window
+from engines.processors.paste import SEAM_DIFF, SEAM_STEP, SEAM_WIDEN
 
 SOURCES_KEPT = 16
 
@@ -137,14 +138,32 @@ class DeviceMeshWarp:
         size = float(max(h, w))
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
         erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
-        mask = T.feathered_polygon_mask(h, w, hull, erode, blur, self.device)
+        edge = T.feathered_polygon_mask(h, w, hull, erode, blur, self.device)
         pull = max(erode, 2)  # paste.fade_in
         valid = T.gaussian_blur(texture[3][None, None], blur / 2)[0, 0] * (1.0 / 255.0)
-        mask = mask * T.feather(covered, pull, pull / 3.0) * valid
+        rest = T.feather(covered, pull, pull / 3.0) * valid
         roi = frame[y0:y1, x0:x1]
-        skin = (mask > 0.5) & S.skin_weight(h, w, local, size, self.device)
+        skin = (edge * rest > 0.5) & S.skin_weight(h, w, local, size, self.device)
         image = S.relight(warped, roi, skin, size)
+        mask = seam_feather(edge, hull, erode, image, roi, blur) * rest
         if keep:
             mask = mask * (1.0 - T.region_mask(h, w, local, keep, size, self.device))
         T.blend(roi, image, mask)
         return x0, y0, x1, y1
+
+
+def seam_feather(narrow: Any, hull: np.ndarray, erode: int, image: Any, roi: Any, blur: float) -> Any:
+    """paste.seam_feather on the device: the wide feather where the face and the target differ."""
+    import torch.nn.functional as F
+
+    h, w = narrow.shape
+    step = SEAM_STEP
+    diff = (image[::step, ::step].float() - roi[::step, ::step].float()).abs().mean(dim=2)
+    gh, gw = diff.shape
+    weight = T.gaussian_blur(diff[None, None], max(0.3, blur / step))[0, 0] * (1.0 / SEAM_DIFF)
+    wide = T.feathered_polygon_mask(
+        gh, gw, hull / step, int(round(erode * SEAM_WIDEN / step)), blur * SEAM_WIDEN / step, narrow.device
+    )
+    change = (wide - narrow[::step, ::step]) * weight.clamp(0.0, 1.0)
+    out = F.interpolate(change[None, None], size=(h, w), mode="bilinear", align_corners=False)[0, 0]
+    return (narrow + out).clamp(0.0, 1.0)

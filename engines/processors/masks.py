@@ -1,9 +1,10 @@
 """Small mask functions the swappers and enhancers compose: target regions kept, crop box masks.
 
 Regions kept from the target (FaceFusion's mask regions, Deep-Live-Cam's mouth mask): `mouth`, the inner-lip
-ring, so a talking target keeps its mouth under a closed-mouth source; `eyes`, the eye openings only (gaze),
-so lids and eye shape stay the source's; `eye_area`, the openings grown over lids and lashes, which hands
-much of the identity back to the target. A closed ring has no area: the source's lips or lids show.
+ring reaching part way onto the lips, so a talking target keeps its mouth under a closed-mouth source and a
+smile its teeth; `eyes`, the eye openings only (gaze), so lids and eye shape stay the source's; `eye_area`,
+the openings grown over lids and lashes, which hands much of the identity back to the target. A closed ring
+has no area: the source's lips or lids show.
 Box masks for aligned crops (FaceFusion's `create_static_box_mask`) depend only on crop size and settings, so
 each swapper/enhancer builds its own once. An aligned crop reaches past the face at its sides, so the paste
 mask is that box mask times the face's grown box (`face_region_mask`): nothing far from the face is touched.
@@ -29,16 +30,29 @@ REGION_RINGS: dict[str, tuple[tuple[int, ...], ...]] = {
     "eye_area": (EYE_RIGHT, EYE_LEFT),
 }
 # Grow each kept region by this fraction of the face size (negative: pull it in) and feather it by this much.
-# Chosen with the quality report's identity and liveliness measures: the mouth reaches just past the inner
-# lips (teeth kept whole; growing it to 0.02 kept more of the target's lips and lost 0.04 of identity
-# margin); the eyes stay inside the lids with a soft edge narrower than an open eye, so a kept iris is at
-# full strength (pulled in further they keep less gaze for little identity).
-GROW = {"mouth": 0.01, "eyes": -0.004, "eye_area": 0.025}
-FEATHER = {"mouth": 0.008, "eyes": 0.005, "eye_area": 0.012}
+# Chosen with the quality report's identity, liveliness and teeth measures: the mouth's ring first reaches
+# `MOUTH_REACH` of the way from the inner lips to the outer (FaceMesh draws a smile's inner lips over the
+# edge of its teeth), then grows by 2.5 feathers, so the whole opening is at full strength and the feather
+# falls outward onto the lips (a feather centred on the ring laid the source's lips over the target's teeth);
+# the eyes stay inside the lids with a soft edge narrower than an open eye, so a kept iris is at full
+# strength (pulled in further they keep less gaze for little identity).
+MOUTH_REACH = 0.3
+GROW = {"mouth": 0.015, "eyes": -0.004, "eye_area": 0.025}
+FEATHER = {"mouth": 0.006, "eyes": 0.005, "eye_area": 0.012}
 
 
 def _polys(landmarks: np.ndarray, rings: tuple[tuple[int, ...], ...]) -> list[np.ndarray]:
     return [np.round(landmarks[list(r)] * 16).astype(np.int32) for r in rings]
+
+
+def region_rings(landmarks: np.ndarray, region: str) -> list[np.ndarray]:
+    """The polygons (float, (n, 2) each) a kept `region` fills before it is grown: the mouth's inner lips
+    moved `MOUTH_REACH` of the way to the outer lips (the rings run point for point)."""
+    pts = np.asarray(landmarks, dtype=np.float64)
+    if region == "mouth":
+        inner, outer = pts[list(INNER_LIPS)], pts[list(OUTER_LIPS)]
+        return [inner + MOUTH_REACH * (outer - inner)]
+    return [pts[list(r)] for r in REGION_RINGS[region]]
 
 
 def region_mask(
@@ -49,7 +63,7 @@ def region_mask(
     h, w = shape
     out = np.zeros((h, w), dtype=np.float32)
     for region in regions:
-        polys = _polys(landmarks, REGION_RINGS[region])
+        polys = [np.round(r * 16).astype(np.int32) for r in region_rings(landmarks, region)]
         grow = int(round(face_size * GROW[region]))
         sigma = max(0.5, face_size * FEATHER[region])
         pad = max(grow, 0) + int(np.ceil(3 * sigma)) + 1

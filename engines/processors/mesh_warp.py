@@ -40,7 +40,14 @@ from engines.processors.face_mirror import (
 from engines.processors.face_shape import SourceShape, pixel_map, plan_warp, shape_offset
 from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask
-from engines.processors.paste import FacePatch, fade_in, feathered_polygon_mask, paste_back, translation
+from engines.processors.paste import (
+    FacePatch,
+    fade_in,
+    feathered_polygon_mask,
+    paste_back,
+    seam_feather,
+    translation,
+)
 from engines.processors.shading import relight, skin_weight
 from engines.processors.source_completion import completed
 from engines.processors.source_validity import FACE_OVAL, fill_outside, validity_map
@@ -418,10 +425,11 @@ class MeshWarpSwapper:
         size = float(max(h, w))
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
         erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
-        mask = feathered_polygon_mask(h, w, hull, erode=erode, blur=blur)
-        mask *= fade_in(covered, erode)  # from 0 where triangles were culled: no step there
+        edge = feathered_polygon_mask(h, w, hull, erode=erode, blur=blur)
+        rest = fade_in(covered, erode)  # from 0 where triangles were culled: no step there
         # nor where the source shows no face (softened: at a fold its samples are the nearest, in blocks)
-        mask *= cv2.GaussianBlur(texture[:, :, 3], (0, 0), blur / 2) * np.float32(1.0 / 255.0)
+        rest *= cv2.GaussianBlur(texture[:, :, 3], (0, 0), blur / 2) * np.float32(1.0 / 255.0)
+        mask = edge * rest
         roi = frame[y0:y1, x0:x1]
         cloned = _poisson(warped, roi, mask) if self.poisson else None
         if cloned is not None:
@@ -429,6 +437,7 @@ class MeshWarpSwapper:
         else:
             skin = (mask > 0.5) & skin_weight((h, w), local, size)
             image = relight(warped, roi, skin, size)
+        mask = seam_feather(edge, hull, erode, image, roi, blur) * rest  # wider where the colours step
         if keep:  # after blending: the clone and the colour statistics see the whole face
             mask *= 1.0 - region_mask((h, w), local, keep, size)
         return FacePatch(image=image, mask=mask, matrix=translation(x0, y0))

@@ -35,6 +35,35 @@ def feathered_polygon_mask(h: int, w: int, polygon: np.ndarray, erode: int, blur
     return feather(filled, erode, blur)
 
 
+SEAM_WIDEN = 2.0  # where the pasted face and the target differ most, the feather is this many times wider...
+SEAM_DIFF = 30.0  # ...from this mean channel difference across the boundary (grey levels) up
+SEAM_STEP = 4  # the wide feather and the difference's weight are drawn on every 4th pixel (both are smooth)
+
+
+def seam_feather(
+    narrow: np.ndarray, hull: np.ndarray, erode: int, image: np.ndarray, roi: np.ndarray, blur: float
+) -> np.ndarray:
+    """The paste's edge: `narrow` (the hull pulled in by `erode`, blurred by `blur`) where the pasted face
+    and the target agree; where they differ by `SEAM_DIFF` or more (the mean channel difference, smoothed by
+    `blur`), the same hull pulled in and blurred `SEAM_WIDEN` times as far; mixed in between. A colour step
+    across the boundary is spread over a wider band, so the gradient there stays near the target's own, and
+    where nothing steps the source keeps its edge. The wide feather and the weight are smooth, so they are
+    drawn on every `SEAM_STEP`th pixel and the change is stretched back (bilinear)."""
+    h, w = narrow.shape
+    step = SEAM_STEP
+    face = image[::step, ::step].astype(np.float32)
+    diff = np.abs(face - roi[::step, ::step]).mean(axis=2).astype(np.float32)
+    gh, gw = diff.shape
+    weight = cv2.GaussianBlur(diff, (0, 0), max(0.3, blur / step)) * np.float32(1.0 / SEAM_DIFF)
+    wide = feathered_polygon_mask(
+        gh, gw, hull / step, erode=int(round(erode * SEAM_WIDEN / step)), blur=blur * SEAM_WIDEN / step
+    )
+    change = np.asarray((wide - narrow[::step, ::step]) * np.clip(weight, 0.0, 1.0), dtype=np.float32)
+    out = np.asarray(cv2.resize(change, (w, h), interpolation=cv2.INTER_LINEAR), dtype=np.float32)
+    out += narrow
+    return np.clip(out, 0.0, 1.0, out=out)
+
+
 def feather(region: np.ndarray, erode: int, blur: float) -> np.ndarray:
     """A 0/255 (or boolean) region, pulled in by `erode` px and blurred: a float mask in [0, 1]."""
     mask = region.astype(np.uint8) * 255 if region.dtype == bool else region

@@ -1,6 +1,6 @@
 """Kept target regions on a real mesh (the astronaut, twice her size): the eyes stay inside the lids, the eye
-area reaches over them, a closed eye keeps nothing, and each region's box-limited blur draws what a whole-mask
-blur drew."""
+area reaches over them, a closed eye keeps nothing, a smile's whole opening is kept at full strength with the
+feather out on the lips, and each region's box-limited blur draws what a whole-mask blur drew."""
 
 from __future__ import annotations
 
@@ -8,7 +8,16 @@ import cv2
 import numpy as np
 
 from engines.pipeline import Pipeline
-from engines.processors.masks import EYE_LEFT, EYE_RIGHT, FEATHER, GROW, _polys, region_mask
+from engines.processors.masks import (
+    EYE_LEFT,
+    EYE_RIGHT,
+    FEATHER,
+    GROW,
+    INNER_LIPS,
+    OUTER_LIPS,
+    region_mask,
+    region_rings,
+)
 
 
 def _mesh(pipeline: Pipeline, image: np.ndarray) -> np.ndarray:
@@ -46,6 +55,34 @@ def test_eyes_stay_inside_the_lids_and_the_eye_area_covers_them(
     assert region_mask(shape, closed, ("eyes",), size)[core].max() < 0.3
 
 
+def _fill(shape: tuple[int, int], points: np.ndarray, grow: int = 0) -> np.ndarray:
+    m = np.zeros(shape, np.uint8)
+    cv2.fillPoly(m, [np.round(points).astype(np.int32)], 255)
+    if grow:
+        return np.asarray(cv2.dilate(m, np.ones((2 * grow + 1,) * 2, np.uint8))) > 0
+    return m > 0
+
+
+def test_a_smiles_whole_opening_is_kept_and_its_feather_falls_on_the_lips(
+    pipeline: Pipeline, astronaut: np.ndarray
+) -> None:
+    big = cv2.resize(astronaut, (1024, 1024), interpolation=cv2.INTER_CUBIC)
+    lm = _mesh(pipeline, big)
+    shape = big.shape[:2]
+    size = float(max(np.ptp(lm[:, 0]), np.ptp(lm[:, 1])))
+    mouth = region_mask(shape, lm, ("mouth",), size)
+    inner = _fill(shape, lm[list(INNER_LIPS)])
+    assert inner.sum() > 500  # she smiles with her teeth showing
+    assert mouth[inner].min() > 0.97  # every pixel of the opening is the target's, at full strength
+    # the teeth FaceMesh hides under its inner lips are kept too: the band just outside the inner ring
+    assert mouth[_fill(shape, lm[list(INNER_LIPS)], 2) & ~inner].mean() > 0.97
+    # the feather ends on the lips: their outer quarter stays mostly the source's, and nothing beyond them
+    inner_lm, outer_lm = lm[list(INNER_LIPS)], lm[list(OUTER_LIPS)]
+    outer_quarter = _fill(shape, outer_lm) & ~_fill(shape, inner_lm + 0.75 * (outer_lm - inner_lm))
+    assert outer_quarter.sum() > 200 and mouth[outer_quarter].mean() < 0.3
+    assert mouth[~_fill(shape, outer_lm, 2)].max() < 0.2
+
+
 def test_box_limited_blur_draws_what_a_whole_mask_blur_drew(
     pipeline: Pipeline, astronaut: np.ndarray
 ) -> None:
@@ -54,45 +91,12 @@ def test_box_limited_blur_draws_what_a_whole_mask_blur_drew(
     size = float(max(np.ptp(lm[:, 0]), np.ptp(lm[:, 1])))
     for region in ("mouth", "eyes", "eye_area"):
         filled = np.zeros(shape, np.uint8)
-        cv2.fillPoly(
-            filled,
-            _polys(
-                lm,
-                (
-                    (EYE_RIGHT, EYE_LEFT)
-                    if "eye" in region
-                    else (
-                        (
-                            78,
-                            95,
-                            88,
-                            178,
-                            87,
-                            14,
-                            317,
-                            402,
-                            318,
-                            324,
-                            308,
-                            415,
-                            310,
-                            311,
-                            312,
-                            13,
-                            82,
-                            81,
-                            80,
-                            191,
-                        ),
-                    )
-                ),
-            ),
-            255,
-            lineType=cv2.LINE_8,
-            shift=4,
-        )
+        polys = [np.round(r * 16).astype(np.int32) for r in region_rings(lm, region)]
+        cv2.fillPoly(filled, polys, 255, lineType=cv2.LINE_8, shift=4)
         grow = int(round(size * GROW[region]))
         k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * abs(grow) + 1,) * 2)
-        filled = cv2.dilate(filled, k) if grow > 0 else cv2.erode(filled, k) if grow < 0 else filled
-        whole = cv2.GaussianBlur(filled.astype(np.float32) / 255.0, (0, 0), max(0.5, size * FEATHER[region]))
+        grown = np.asarray(
+            cv2.dilate(filled, k) if grow > 0 else cv2.erode(filled, k) if grow < 0 else filled
+        )
+        whole = cv2.GaussianBlur(grown.astype(np.float32) / 255.0, (0, 0), max(0.5, size * FEATHER[region]))
         assert np.abs(region_mask(shape, lm, (region,), size) - whole).max() < 0.01, region

@@ -4,7 +4,8 @@ mirror, on real faces. Bounds, per op (grey levels 0..255 unless said):
 - remap and aligned crops (grid_sample vs OpenCV's 5-bit fixed-point bilinear): max 2, PSNR >= 45 dB;
 - aligned crops read from the faces' box only vs from the whole frame: max 0.01 (float32 grid coordinates);
 - Gaussian blur: max 1e-3; polygon fill (pixel centres vs cv2.fillConvexPoly's edge rule): IoU > 0.98;
-  feathered polygon masks: mean 0.01 and max 0.35 of full strength (edge pixels only);
+  feathered polygon masks: mean 0.01 and max 0.35 of full strength (edge pixels only); kept regions: mean
+  0.01, max 0.75 (their feather is sharper), the same pixels at full strength;
 - colour matching (exact sRGB gamma vs OpenCV's spline table): max 1.5, mean 0.25;
 - paste-back of overlapping non-integer patches: max 2, PSNR >= 45 dB; RGB -> I420: max 1;
 - the detail enhancer: image and mask max 0.01.
@@ -24,6 +25,7 @@ from engines.processors import tensor_shading as S
 from engines.processors.alignment import ARCFACE_128_V2, FFHQ_512, estimate_affine, warp_crop
 from engines.processors.face_detector import Face
 from engines.processors.face_enhancer import DetailEnhancer
+from engines.processors.masks import region_mask
 from engines.processors.mesh_warp import MARGIN, MeshSource, warp_maps
 from engines.processors.paste import FacePatch, feathered_polygon_mask, paste_back
 from engines.processors.shading import relight, skin_weight
@@ -143,6 +145,18 @@ def test_blur_and_feathered_masks_match_opencv() -> None:
         want = feathered_polygon_mask(100, 90, hull, erode=erode, blur=blur)
         got = T.feathered_polygon_mask(100, 90, hull, erode, blur, CPU).numpy()
         assert np.abs(got - want).mean() < 0.01 and np.abs(got - want).max() < 0.35, (erode, blur)
+
+
+def test_kept_region_masks_match(faces: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    for frame, target in faces:
+        local, x0, y0, x1, y1 = _box(frame, target)
+        h, w = y1 - y0, x1 - x0
+        for keep in (("mouth",), ("mouth", "eyes")):
+            want = region_mask((h, w), local, keep, float(max(h, w)))
+            got = T.region_mask(h, w, local, keep, float(max(h, w)), CPU).numpy()
+            # the fills differ on edge pixels only (a sharp feather turns a pixel of fill into up to 0.75)
+            assert np.abs(got - want).mean() < 0.01 and np.abs(got - want).max() < 0.75, keep
+            assert ((got > 0.97) == (want > 0.97)).mean() > 0.99, keep  # the same openings at full strength
 
 
 def test_relight_matches(source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]) -> None:
