@@ -41,10 +41,6 @@ GROW = {"mouth": 0.015, "eyes": -0.004, "eye_area": 0.025}
 FEATHER = {"mouth": 0.006, "eyes": 0.005, "eye_area": 0.012}
 
 
-def _polys(landmarks: np.ndarray, rings: tuple[tuple[int, ...], ...]) -> list[np.ndarray]:
-    return [np.round(landmarks[list(r)] * 16).astype(np.int32) for r in rings]
-
-
 def region_rings(landmarks: np.ndarray, region: str) -> list[np.ndarray]:
     """The polygons (float, (n, 2) each) a kept `region` fills before it is grown: the mouth's inner lips
     moved `MOUTH_REACH` of the way to the outer lips (the rings run point for point)."""
@@ -82,17 +78,6 @@ def region_mask(
         soft = cv2.GaussianBlur(filled.astype(np.float32) * (1.0 / 255.0), (0, 0), sigma)
         np.maximum(out[y0:y1, x0:x1], soft, out=out[y0:y1, x0:x1])
     return out
-
-
-def skin_mask(shape: tuple[int, int], landmarks: np.ndarray, face_size: float) -> np.ndarray:
-    """Boolean (h, w): True except on the lips (outer ring) and the eyes, grown; for colour statistics that do
-    not shift when the mouth opens or the eyes close."""
-    h, w = shape
-    out = np.zeros((h, w), dtype=np.uint8)
-    cv2.fillPoly(out, _polys(landmarks, (OUTER_LIPS, EYE_RIGHT, EYE_LEFT)), 255, lineType=cv2.LINE_8, shift=4)
-    grow = max(1, int(round(face_size * 0.03)))
-    grown = cv2.dilate(out, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1,) * 2))
-    return np.asarray(grown) == 0
 
 
 @dataclass(frozen=True)

@@ -153,17 +153,6 @@ def region_mask(
     return out[0, 0]
 
 
-def skin_mask(h: int, w: int, landmarks: np.ndarray, face_size: float, device: Any) -> Any:
-    """masks.skin_mask on the device: True except on the lips and the eyes, grown."""
-    torch = _torch()
-    from engines.processors.masks import EYE_LEFT, EYE_RIGHT, OUTER_LIPS
-
-    rings = [landmarks[list(r)] for r in (OUTER_LIPS, EYE_RIGHT, EYE_LEFT)]
-    filled = polygons_mask(h, w, rings, device).to(torch.float32)[None, None]
-    grown = dilate(filled, max(1, int(round(face_size * 0.03))))
-    return grown[0, 0] < 0.5
-
-
 def feather(region: Any, erode_px: int, blur: float) -> Any:
     """(h, w) {0, 1} region -> float mask in [0, 1]: eroded, then blurred (paste.feather)."""
     m = region.to(_torch().float32)[None, None]

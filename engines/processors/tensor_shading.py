@@ -1,9 +1,7 @@
 """`shading`'s per-face step on a torch device: the target's low frequencies on the warped source.
 
-The source's de-lighting runs once, at upload, on the host (its result is the texture that goes up); what
-runs per face here is `relight`, as `shading.relight` step by step (tests/unit/test_tensor_shading.py holds
-the two together on CPU torch): the skin weight, the shrunk copy (area), the blur, the ratio and its bilinear
-stretch back.
+`relight` is `shading.relight` step by step (tests/unit/test_shading.py holds the two together on CPU torch):
+the skin weight, the shrunk copy (area), the blur, the ratio and its bilinear stretch back.
 """
 
 from __future__ import annotations

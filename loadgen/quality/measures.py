@@ -26,10 +26,10 @@ from engines.processors.masks import (
     full_strength_share,
     paste_mask,
     region_mask,
-    skin_mask,
 )
 from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.paste import face_box_mask
+from engines.processors.shading import skin_weight
 from engines.processors.tracking import OneEuroFilter
 from loadgen.contact_sheet import crop_face
 from loadgen.percentiles import percentile
@@ -266,7 +266,7 @@ def costs(study: Study, image: np.ndarray, repeats: int = 200) -> dict[str, floa
             for label, keep in SETTINGS.items()
             if keep
         },
-        "skin_mask_ms": timed(lambda k: skin_mask(shape, local, size)),
+        "skin_mask_ms": timed(lambda k: skin_weight(shape, local, size)),  # where skin colour is read
         "one_euro_468_ms": timed(lambda k: flt(lm, k / 15, size)),
     }
 
