@@ -164,13 +164,13 @@ class SessionManager:
         @pc.on("iceconnectionstatechange")
         def on_ice_state() -> None:
             if pc.iceConnectionState in ("connected", "completed"):
-                session.mark(ICE)
+                session.on_air_step(ICE)
 
         @pc.on("connectionstatechange")
         def on_state() -> None:
             if pc.connectionState == "connected" and session.connected_s is None:
                 session.connected_s = time.monotonic()
-                session.mark(DTLS, session.connected_s)
+                session.on_air_step(DTLS, session.connected_s)
             elif pc.connectionState in ("failed", "closed"):
                 session.schedule_close(dtls.close_reason(pc.connectionState))
 
@@ -193,7 +193,7 @@ class SessionManager:
             what="WHIP offer",
             legacy_dtls=legacy_dtls,
         )
-        session.mark(ANSWER)
+        session.on_air_step(ANSWER)
         info: dict[str, object] = {"source": source.id if source else None, "processors": list(processors)}
         if user_agent:
             info["user_agent"] = printable(user_agent, USER_AGENT_CHARS)

@@ -125,7 +125,7 @@ class Session:
                 on_ended=lambda: self.schedule_close("publisher ended"),
                 marker=self.marker,
                 label=lambda: self.label,
-                mark=self.mark,
+                on_air=self.on_air_step,
             ),
             scheduler=scheduler,
             monitor=monitor,
@@ -152,7 +152,7 @@ class Session:
         """When the publisher's newest frame arrived (None before the first)."""
         return self.video.last_frame_s
 
-    def mark(self, name: str, at_s: float | None = None) -> None:
+    def on_air_step(self, name: str, at_s: float | None = None) -> None:
         """A step of the way on air (gateway.session.timeline); the monitor's session entry shows the
         timeline, and the first frame out is an event with all of it."""
         if not self.timeline.mark(name, time.monotonic() if at_s is None else at_s):

@@ -90,7 +90,7 @@ class LoopLinks:
     marker: FrameMarker | None = None
     label: Callable[[], str | None] = lambda: None
     # a step of the way on air (gateway.session.timeline) and when it happened: first frame in, out, swapped
-    mark: Callable[[str, float], None] = lambda _name, _at: None
+    on_air: Callable[[str, float], None] = lambda _name, _at: None
 
 
 @dataclass
@@ -188,7 +188,7 @@ class VideoLoop:
                 completed = frame_completed_at(receiver, frame.pts)
                 links.on_frame(int(frame.pts or 0), arrival if completed is None else completed)
                 if self.counters.frames_in == 0:
-                    links.mark(FRAME_IN, arrival if completed is None else completed)
+                    links.on_air(FRAME_IN, arrival if completed is None else completed)
                 image = await loop.run_in_executor(self._executor, _to_rgb, self._rgb, frame)
                 decode_ms = (time.monotonic() - (completed if completed is not None else arrival)) * 1000.0
                 source, processors = links.work()
@@ -304,9 +304,9 @@ class VideoLoop:
                     encoder.publish(packets)
                 self.counters.frames_out += 1
                 self._last_sent_s = time.monotonic()
-                self._links.mark(FRAME_OUT, self._last_sent_s)
+                self._links.on_air(FRAME_OUT, self._last_sent_s)
                 if output is not None and image is output.image and output.faces > 0 and output.changed != ():
-                    self._links.mark(SWAP_OUT, self._last_sent_s)  # a face the pipeline changed
+                    self._links.on_air(SWAP_OUT, self._last_sent_s)  # a face the pipeline changed
                 self._report_link(self._last_sent_s)
             height, width = pending.image.shape[:2]
             self._monitor.record_frame(
