@@ -19,6 +19,7 @@ from gateway.cli.option import UNSET, field_of, field_value, product_defaults, w
 from gateway.config import GatewayConfig, default_parallelism
 from gateway.control.capacity import usable_cores
 from gateway.http.tls import TlsConfig
+from gateway.secret_file import secret
 
 DEFAULT_EVENT_LOG = Path.home() / ".local" / "state" / "livefuse" / "events.jsonl"
 
@@ -52,13 +53,13 @@ def _secrets(values: Mapping[str, Any]) -> dict[str, Any]:
     """Tokens and secrets from files (mounted Secrets), where the value itself is not given."""
     changes: dict[str, Any] = {}
     if values.get("token") is None and values.get("token_file") is not None:
-        changes["auth.token"] = v.secret(values["token_file"], "--token-file")
+        changes["auth.token"] = secret(values["token_file"], "--token-file")
     if values.get("egress_token") is None and values.get("egress_token_file") is not None:
-        changes["egress.default_token"] = v.secret(values["egress_token_file"], "--egress-token-file")
+        changes["egress.default_token"] = secret(values["egress_token_file"], "--egress-token-file")
     if values.get("mark_key_file") is not None:
-        changes["sessions.marking.key"] = v.secret(values["mark_key_file"], "--mark-key-file").encode()
+        changes["sessions.marking.key"] = secret(values["mark_key_file"], "--mark-key-file").encode()
     if values.get("webhook_secret") is None and values.get("webhook_secret_file") is not None:
-        changes["webhooks.secret"] = v.secret(values["webhook_secret_file"], "--webhook-secret-file")
+        changes["webhooks.secret"] = secret(values["webhook_secret_file"], "--webhook-secret-file")
     return changes
 
 

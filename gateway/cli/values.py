@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway.cli.option import split
-from gateway.secret_file import secret as secret
 from gateway.secret_file import secret_path
 
 if TYPE_CHECKING:
