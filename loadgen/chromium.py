@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import psutil
 
 from loadgen.embedded import free_port
 from loadgen.processes import stop_process
@@ -141,4 +142,19 @@ async def launch(
                 async with http.ws_connect(ws_url, max_msg_size=0) as ws:
                     yield Browser(http, devtools, Page(ws, reply_timeout_s))
         finally:
-            stop_process(browser)
+            stop_browser(browser)
+
+
+def stop_browser(browser: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """The browser and every process it started (renderer, GPU, crash handler) ended: a child still writing
+    to the profile when its directory is removed makes the removal fail (ENOTEMPTY)."""
+    try:
+        children = psutil.Process(browser.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    stop_process(browser, grace_s)
+    _, alive = psutil.wait_procs(children, timeout=grace_s)
+    for child in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
