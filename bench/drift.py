@@ -1,21 +1,13 @@
 """Does a long run drift? N publishers for N minutes against an embedded gateway, in 5-minute windows.
 
-    python -m bench.drift --minutes 60 --jobs 3 --resolution 320x240 --fps 15 \
-        --output reports/drift.json                                      (`make soak SOAK_MINUTES=60`)
+    python -m bench.drift --minutes 60 --jobs 3 --resolution 320x240 --fps 15 --output reports/drift.json
 
-A live show runs for hours: what must not happen is that the same load costs more the older the sessions are.
-Per window: end-to-end latency p50/p95 (every frame's stamp, as `loadgen`), frames sent/lost, the gateway's
-stale and deadline drops, CPU per frame of the gateway (its processes) and of this load generator apart, RSS,
-threads, the machine's load average, the gateway's sent bitrate and the machine's speed: a fixed piece of
-work timed every 10 s in a child process (bench.machine_probe), because on a shared box the same frame can
-cost more late in a run for reasons outside this machine's load average. The verdict
-(`bench.drift_windows.verdict`, pure) compares the first 10 minutes after warm-up with the last 10 (CPU per
-frame read at one machine speed: how far each process's cost follows the probe is measured across the
-windows, `drift_windows.at_common_speed`) and fits the RSS slope of the last 30 minutes.
-
-Its own bookkeeping is bounded whatever the duration: latencies go into fixed-size histograms per window
-(`loadgen.streaming`), a frame not back within `lost_after_s` is counted lost and forgotten, process samples
-are folded into their window; what grows is one small record per window (the report itself).
+A live show runs for hours: the same load must not cost more the older the sessions are. Each window holds
+latency, losses and drops, CPU per frame of the gateway and of this load generator apart, RSS, threads and
+the machine's speed (bench.machine_probe); `bench.drift_windows.verdict` (pure) compares the first 10 minutes
+after warm-up with the last 10 and fits the RSS slope of the last 30 (docs/BENCHMARKS.md "Long runs: drift").
+Its own bookkeeping is bounded whatever the duration: fixed-size latency histograms per window, a frame not
+back within `lost_after_s` counted lost and forgotten, process samples folded into their window.
 """
 
 from __future__ import annotations

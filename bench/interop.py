@@ -3,16 +3,12 @@
     python -m bench.interop --runs 50 --busy           # every case 50 times, one core held busy
     python -m bench.interop --preset suite --output F   # what the test suite runs (one matrix)
 
-A gateway (`python -m gateway.cli`, the bundled face swap with a default source face) and every client run
-inside a private network namespace (`unshare -n`, needs root) with a veth pair at 10.77.0.1/24 and no route
-out: libdatachannel (libjuice) and Janus-style stacks gather no loopback candidates, and media must never
-leave the machine. Each publisher run passes when the client connected, the gateway's own stats show
-processed frames going out of that session and, with audio, an aiortc WHEP viewer received the relayed
-Opus. The libdatachannel viewer passes when its RTP decodes to frames and Opus arrived. The full preset adds
-Chromium publishing from the gateway's /demo page (bench.interop_browser). Prints connected/total and
-passed/total per case, then each case's way on air (bench.interop_timeline: the gateway's marks, the client's,
-and the first frame of an aiortc WHEP viewer that joins each publisher's session once it is on air), and
-writes JSON.
+The gateway (`python -m gateway.cli`, the bundled swap) and every client run in a private network namespace
+(`unshare -n`, needs root; veth 10.77.0.1/24, no route out): libdatachannel (libjuice) and Janus-style stacks
+gather no loopback candidates, and media must never leave the machine. A publisher passes when it connected
+and the gateway's stats show processed frames leaving its session (with audio: Opus at an aiortc WHEP
+viewer); a viewer when its RTP decodes and Opus arrived. The full preset adds Chromium publishing
+(bench.interop_browser). Prints connected and passed per case, each case's way on air, and writes JSON.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """How fast is this machine right now? A fixed piece of work, timed in CPU seconds, at a steady interval.
 
-A long benchmark on a shared box reads "CPU per frame" over an hour; the same code can cost more per frame in
-the last ten minutes because the sessions aged (what the benchmark looks for) or because the machine slowed
-(a neighbour on the host taking the caches and the memory bus, a frequency change: nothing inside this
-machine's load average shows it). The probe tells them apart: it does the same work every `interval_s` in a
-process of its own and prints the CPU milliseconds that work took. If the probe costs 20 % more in the last
-window, so does every frame, whoever the frame belongs to.
-
     python -m bench.machine_probe --interval 10 [--count N]     # one line per probe: "<monotonic s> <cpu ms>"
 
-The work is what a frame's CPU time is made of, single-threaded: colour conversion, resizing and
-blurring of a 640x360 picture, float maths over it, a small matrix product and a little pure Python.
-About 4 ms of CPU a probe, three times (0.1 % of a core at one probe per 10 s).
+A long benchmark on a shared box reads "CPU per frame" over an hour; a frame can cost more late in the run
+because the sessions aged (what the benchmark looks for) or because the machine slowed (a neighbour taking
+the caches and the memory bus, a frequency change: nothing in this machine's load average shows it). The
+probe, in a process of its own, tells them apart: if it costs 20 % more in the last window, so does every
+frame. Its work is what a frame's CPU time is made of, single-threaded: colour conversion, resizing and
+blurring of a 640x360 picture, float maths, a small matrix product and a little pure Python.
 """
 
 from __future__ import annotations

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from engines.onnxruntime_engine import OrtConfig, OrtEngine
+from engines.backends.onnxruntime_engine import OrtConfig, OrtEngine
+from engines.backends.triton_engine import TritonConfig, TritonEngine
 from engines.triton.repository import RepositoryConfig, build_pipeline_repository
 from engines.triton.server import TritonProcess, TritonServerConfig
-from engines.triton_engine import TritonConfig, TritonEngine
 from loadgen.percentiles import percentile
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engines.backends.onnxruntime_engine import OrtConfig, OrtEngine, route_extra
+from engines.backends.triton_engine import TritonConfig, TritonEngine
+from engines.backends.trt_planning import parse_plan_filename, plan_model_name, select_plan
 from engines.engine import Engine, EngineError
-from engines.onnxruntime_engine import OrtConfig, OrtEngine, route_extra
-from engines.triton_engine import TritonConfig, TritonEngine
-from engines.trt_planning import parse_plan_filename, plan_model_name, select_plan
 
 if TYPE_CHECKING:
-    from engines.torch_engine import TorchConfig
+    from engines.backends.torch_engine import TorchConfig
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def ort_config_of(config: EngineConfig) -> OrtConfig:
 def torch_config_of(config: EngineConfig) -> TorchConfig:
     """EngineConfig -> TorchConfig: `providers` picks the device (cuda -> cuda:<device_id>, else cpu); CUDA
     graphs are on for CUDA unless a TensorRT-only setting turned them off (they are the point of the path)."""
-    from engines.torch_engine import TorchConfig
+    from engines.backends.torch_engine import TorchConfig
 
     unknown = [p for p in config.providers if p not in ("cpu", "cuda")]
     if unknown:
@@ -122,7 +122,7 @@ def find_plan(model_path: Path, config: EngineConfig) -> Path:
             f"no TensorRT plan for {model} in {config.trt_cache_dir}: build it with "
             f"`{build_command(model_path, config)}`"
         )
-    from engines.tensorrt_engine import _import_gpu, device_compute_capability
+    from engines.backends.tensorrt_engine import _import_gpu, device_compute_capability
 
     trt, _ = _import_gpu()
     cc = device_compute_capability(config.device_id)
@@ -140,7 +140,7 @@ def create_engine(model_path: Path, config: EngineConfig, name: str | None = Non
     if config.backend == "onnxruntime":
         return OrtEngine(model_path, ort_config_of(config), name=name)
     if config.backend == "tensorrt":
-        from engines.tensorrt_engine import TrtConfig, TrtEngine
+        from engines.backends.tensorrt_engine import TrtConfig, TrtEngine
 
         plan = find_plan(model_path, config)
         return TrtEngine(
@@ -154,7 +154,7 @@ def create_engine(model_path: Path, config: EngineConfig, name: str | None = Non
             name=name or plan_model_name(model_path),
         )
     if config.backend == "torch":
-        from engines.torch_engine import TorchEngine
+        from engines.backends.torch_engine import TorchEngine
 
         return TorchEngine(model_path, torch_config_of(config), name=name)
     if config.backend == "triton":

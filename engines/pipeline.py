@@ -36,6 +36,7 @@ from engines.frames import (
 from engines.image_stages import Enhancer, ImageStages, Swapper
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore
+from engines.onnx.model_cache import serving_model
 from engines.pipeline_config import (
     ENHANCERS,
     SOURCE_DETECT_SIZE,
@@ -44,7 +45,6 @@ from engines.pipeline_config import (
     image_device_of,
 )
 from engines.processors.arcface import ArcFaceEmbedder
-from engines.processors.batching import serving_model
 from engines.processors.device_enhancer import DeviceEnhancer, enhance_device
 from engines.processors.device_mesh_warp import DeviceMeshWarp
 from engines.processors.face_detector import Face, FaceDetector, detector_input_shapes

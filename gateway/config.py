@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engines.backends.triton_engine import TritonConfig
 from engines.frames import FACE_SHAPE, KEPT_REGIONS, MASK_REGIONS, PROCESSORS, check_shape
-from engines.triton_engine import TritonConfig
 from gateway.auth import AuthConfig
 from gateway.background import BackgroundConfig
 from gateway.egress.config import EgressConfig

@@ -5,11 +5,8 @@ judged alike, and by the addresses they resolve to and bind, never by name: `loc
 resolver says (an /etc/hosts line can point it elsewhere), and an empty host is every address. The rule is
 checked twice: `check_listeners` resolves each listener's host as the bind will (AI_PASSIVE) before
 anything listens, so a bad setting is one line and exit 2; `check_bound` looks at the socket addresses the
-listeners actually got, so what a later resolution gives cannot slip through either.
-
-Compared: MediaMTX and Janus listen where they are told and leave the API's exposure to the operator
-(MediaMTX's API and metrics default to loopback since 1.0, but a non-loopback `apiAddress` opens them
-without auth); LiveKit has no unauthenticated API at all. Refusing at start is the closed default.
+listeners actually got, so what a later resolution gives cannot slip through either. Refusing at start is
+the closed default (how LiveKit, MediaMTX and Janus compare: docs/ARCHITECTURE.md, "Hardening").
 """
 
 from __future__ import annotations

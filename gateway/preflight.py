@@ -20,11 +20,11 @@ def check_processing(proc: ProcessingConfig) -> None:
 
     try:
         if proc.engine == "triton":
-            from engines.triton_engine import import_client
+            from engines.backends.triton_engine import import_client
 
             import_client()  # the client library; the server's readiness is /readyz's business
         elif proc.engine == "tensorrt":
-            from engines.tensorrt_engine import device_compute_capability
+            from engines.backends.tensorrt_engine import device_compute_capability
 
             # imports TensorRT and cuda-python, asks the driver for the GPU
             device_compute_capability(proc.device_id)
@@ -33,7 +33,7 @@ def check_processing(proc: ProcessingConfig) -> None:
         else:
             import onnxruntime as ort
 
-            from engines.onnxruntime_engine import check_available, resolve_providers
+            from engines.backends.onnxruntime_engine import check_available, resolve_providers
 
             check_available(resolve_providers(proc.providers), ort.get_available_providers())
     except EngineError as exc:
@@ -47,9 +47,9 @@ def check_processing(proc: ProcessingConfig) -> None:
 def check_torch(providers: tuple[str, ...], device_id: int) -> None:
     """torch and onnx2torch import; with `cuda`, torch sees the device (ONNX Runtime's providers do not
     matter to this backend: a CPU-only onnxruntime beside CUDA torch is a working setup)."""
+    from engines.backends.torch_engine import import_torch
     from engines.engine import EngineError
     from engines.factory import EngineConfig, torch_config_of
-    from engines.torch_engine import import_torch
 
     config = torch_config_of(EngineConfig(backend="torch", providers=providers, device_id=device_id))
     torch, _ = import_torch()

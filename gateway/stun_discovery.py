@@ -1,13 +1,11 @@
 """`--ice-public-address auto`: this machine's external address, asked of a STUN server once at start-up.
 
 A gateway pod on hostNetwork, or a VM behind a 1:1 NAT, knows only its private address; clients need the
-public one in its host candidates. One Deployment cannot give each pod its own `--ice-public-address`, so
-each gateway asks the first `--stun` server which address its request came from (an RFC 8489 Binding
-request; the answer's XOR-MAPPED-ADDRESS) and advertises that (LiveKit's `rtc.use_external_ip` does the
-same). Only the address is used: the port a NAT maps differs per socket, and the media sockets are others.
-A server that does not answer (three tries, 0.5/1/2 s apart, as RFC 8489's retransmissions) stops the
-start in one line: a gateway advertising the wrong address would accept sessions no client can reach.
-
+public one in its host candidates, and one Deployment cannot give each pod its own `--ice-public-address`.
+So each gateway asks the first `--stun` server which address its request came from (an RFC 8489 Binding
+request, its XOR-MAPPED-ADDRESS), as LiveKit's `rtc.use_external_ip` does. Only the address is used: the
+port a NAT maps differs per socket, and the media sockets are others. A server that does not answer stops
+the start in one line (`discover_public_address`): a wrong address would accept sessions no client reaches.
 The Binding exchange is written out here (a 20-byte request, one attribute read back): it needs nothing of
 aioice's connection machinery, and the tests check it against aioice's own STUN message code.
 """
@@ -98,7 +96,8 @@ async def discover_public_address(
 ) -> str:
     """The address `stun_url`'s server sees this machine's requests come from.
 
-    `local_address` binds the request's socket (None: any, as the media sockets do)."""
+    `local_address` binds the request's socket (None: any, as the media sockets do). Tried three times,
+    0.5/1/2 s apart as RFC 8489's retransmissions; no answer is a DiscoveryError (one line)."""
     host, port = parse_stun_url(stun_url)
     loop = asyncio.get_running_loop()
     transaction_id = os.urandom(12)

@@ -16,15 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engines.engine import EngineError
-from engines.graph_keys import shapes_by_input
-from engines.trt_planning import (
+from engines.backends.graph_keys import shapes_by_input
+from engines.backends.trt_planning import (
     BatchProfile,
     PlanKey,
     parse_shape_arg,
     profile_shapes,
     trt_version_tag,
 )
+from engines.engine import EngineError
 
 GPU_HINT = "TensorRT backend needs an NVIDIA GPU and `pip install 'livefuse[gpu]'`"
 
@@ -50,7 +50,7 @@ class BuildOptions:
 def make_batch_dynamic_file(
     src: Path, dst: Path, dim_name: str, verify: bool, batches: Sequence[int]
 ) -> float | None:
-    from engines.onnx_batch import make_batch_dynamic_bytes, verify_batch_equivalence
+    from engines.onnx.batch import make_batch_dynamic_bytes, verify_batch_equivalence
 
     if not src.is_file():
         raise BuildError(f"no such ONNX file: {src}")
@@ -108,7 +108,7 @@ def build_plan(opts: BuildOptions) -> Path:
         import tensorrt as trt
     except ImportError:
         raise BuildError(GPU_HINT) from None
-    from engines.tensorrt_engine import device_compute_capability
+    from engines.backends.tensorrt_engine import device_compute_capability
 
     inputs = _onnx_inputs(opts.onnx_path)
     dim0 = inputs[0][1][0] if inputs and inputs[0][1] else None

@@ -41,7 +41,7 @@ else
     cp -r "$CARRY/cache/models" "$WORK/models" && cp -r "$CARRY/cache/media" "$WORK/media"
     export LIVEFUSE_MODEL_DIR="$WORK/models" LIVEFUSE_MEDIA_DIR="$WORK/media"
 fi
-"$PY" -c 'import av, aiortc, onnxruntime as o; from engines.torch_engine import import_torch
+"$PY" -c 'import av, aiortc, onnxruntime as o; from engines.backends.torch_engine import import_torch
 torch, _ = import_torch(); print("torch", torch.__version__, "cuda",
 torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "-", "| av",
 av.__version__, "| aiortc", aiortc.__version__, "| onnxruntime", o.__version__, o.get_available_providers())'

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"ok {path}")
             return 0
         if args.cmd == "prepare":
-            from engines.processors.batching import serving_model
+            from engines.onnx.model_cache import serving_model
 
             for spec in registry():
                 st = store.status(spec)

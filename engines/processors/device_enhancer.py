@@ -2,14 +2,12 @@
 stay there (`DeviceFrames`), so the enhancer does not download the frame the swap left on the device.
 
 Why: with the torch engine on CUDA the swapped frame is already on the GPU; the enhancer's crops, masks and
-paste belong beside it. Mirrors face_enhancer step by step (tests/unit/test_device_enhancer.py holds the two
-to a bound): "detail" sharpens each face box and blends it through its feathered ellipse; "gfpgan_1.4" cuts
-the 512 FFHQ crops of a frame in one grid_sample, runs the model, and pastes every face back in one warp
-with its box mask limited to the face's region. An engine on the same torch device (`DeviceTensorEngine`:
-the torch engine) takes the 512 crops and returns its output there, so nothing crosses the bus; any other
-engine (ONNX Runtime, TensorRT, Triton, or a torch engine on another device) takes host arrays, so the
-crops (not the frame) go down to it and its output comes back up. The affines and the 128 px region masks
-are made on the host.
+paste belong beside it. Mirrors face_enhancer step by step (the tests hold the two to a bound): "detail"
+sharpens each face box and blends it through its feathered ellipse; "gfpgan_1.4" cuts the 512 FFHQ crops of
+a frame in one grid_sample, runs the model, and pastes every face back in one warp with its box mask limited
+to the face's region. An engine on the same torch device (`DeviceTensorEngine`) takes the crops and returns
+its output there, so nothing crosses the bus; any other engine takes host arrays, so the crops (not the
+frame) go down to it and its output comes back up. The affines and 128 px region masks are made on the host.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 The crop follows MediaPipe's recipe (a square around the detection box, rotated so the eye line is level,
 resized to 192, RGB in [0, 1]); a tracked face's crop comes from its previous mesh instead, so the mesh
 follows the face between detections. The presence logit tells a real face from a false detection or a face
-that left its crop. The converted model has a fixed batch of 1; `batching.serving_model` rewrites it once
-(engines.onnx_batch), checks it item by item and caches it, so every face of every frame runs as one engine
-call. Without the rewrite `run_batched` simply loops.
+that left its crop. The converted model has a fixed batch of 1; `engines.onnx.model_cache.serving_model`
+rewrites it once (engines.onnx.batch), checks it item by item and caches it, so every face of every frame
+runs as one engine call. Without the rewrite `run_batched` simply loops.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Directories carry the pipeline's engine names, so `TritonEngine` finds a stage's
 Backends: `onnxruntime` (`model.onnx` on Triton's ONNX Runtime backend), `tensorrt` (`model.plan`, built on
 the serving node because a plan is tied to one TensorRT version and GPU) and `python` (`python_model.py`
 running `model.onnx` on ONNX Runtime inside Triton, for CPU-only builds such as the `nvidia-pytriton` wheel).
-Fixed-batch-1 exports are made batch-dynamic first (engines.onnx_batch, verified item by item) so Triton's
+Fixed-batch-1 exports are made batch-dynamic first (engines.onnx.batch, verified item by item) so Triton's
 dynamic batcher can merge frames. `render_config` is pure and tested without Triton.
 """
 
@@ -172,12 +172,12 @@ def build_pipeline_repository(
 ) -> list[str]:
     """Every pipeline model present in the model cache (or exactly `models`) into `repo`; one line each.
 
-    Each goes in as its serving copy (engines.processors.batching: fixed batch made dynamic, PRelu made cheap,
+    Each goes in as its serving copy (engines.onnx.model_cache: fixed batch made dynamic, PRelu made cheap,
     verified item by item). A model not in the cache is skipped with a line saying so, unless it was asked for
     by name (ValueError).
     """
     from engines.models.store import ModelStore, ModelUnavailable
-    from engines.processors.batching import serving_model
+    from engines.onnx.model_cache import serving_model
 
     known = [name for name, _ in PIPELINE_MODELS]
     unknown = sorted(set(models or ()) - set(known))

@@ -1,21 +1,13 @@
 """What an egress destination's address really is: the IPv4 address an IPv6 one carries, and which addresses
 no host-name entry may reach (gateway.egress.destinations decides with these).
 
-An IPv6 address can carry an IPv4 one that the network delivers to: NAT64 (64:ff9b::/96, RFC 6052, and
-the local-use 64:ff9b:1::/48, RFC 8215; on an IPv6-only cluster with DNS64, 64:ff9b::a00:5 is 10.0.0.5),
-6to4 (2002::/16), Teredo (2001::/32, the client's address inverted), IPv4-compatible (::/96, deprecated),
-IPv4-mapped (::ffff:0:0/96) and IPv4-translated (::ffff:0:0:0/96, RFC 2765). Every such address is judged
-as each IPv4 address it may carry as well as itself, so `[64:ff9b::7f00:1]` is loopback. For
-64:ff9b:1::/48 the operator picks the prefix length, so every RFC 6052 position is read.
-
-Site-local (fec0::/10, deprecated but still routed by some stacks) and the cloud metadata services are never
-public and never reached through a name: only an entry that is the very address allows them. Python's own
-`is_global` is not enough on its own (3.11 counts 64:ff9b::/96, 2002::/16 and fec0::/10 as global).
-
-Compared: MediaMTX and Janus do not filter where they connect (Janus's `rtp_forward` goes wherever asked,
-behind an admin key); LiveKit's egress takes targets only from signed server API calls. Smokescreen (the
-egress proxy Stripe built for webhooks) is the model here: deny private, link-local, metadata and
-NAT64/6to4-embedded ranges by default.
+An IPv6 address can carry an IPv4 one that the network delivers to: NAT64 (64:ff9b::/96, RFC 6052; local-use
+64:ff9b:1::/48, RFC 8215), 6to4 (2002::/16), Teredo (2001::/32), IPv4-compatible (::/96), -mapped
+(::ffff:0:0/96) and -translated (::ffff:0:0:0/96, RFC 2765). Each is judged as every IPv4 address it may
+carry as well as itself, so `[64:ff9b::7f00:1]` is loopback. Site-local (fec0::/10, deprecated but still
+routed by some stacks) and the cloud metadata services are never public and never reached through a name:
+only an entry that is the very address allows them. The defaults follow Smokescreen, Stripe's egress proxy
+(docs/EGRESS.md).
 """
 
 from __future__ import annotations
@@ -67,7 +59,10 @@ def _rfc6052(address: ipaddress.IPv6Address, prefix: int) -> ipaddress.IPv4Addre
 
 
 def embedded_ipv4(address: IpAddress) -> tuple[ipaddress.IPv4Address, ...]:
-    """Every IPv4 address `address` may deliver to, by the IPv6 forms that carry one; () for the rest."""
+    """Every IPv4 address `address` may deliver to, by the IPv6 forms that carry one; () for the rest.
+
+    For 64:ff9b:1::/48 the operator picks the prefix length, so every RFC 6052 position is read; Teredo
+    carries the client's address inverted; ::/96 (IPv4-compatible) is deprecated but still delivered."""
     if isinstance(address, ipaddress.IPv4Address):
         return ()
     value = int(address)
@@ -101,7 +96,8 @@ def _special(a: IpAddress) -> bool:
 
 
 def public(address: IpAddress) -> bool:
-    """What `*` allows: every form global, none special, and not the local-use NAT64 prefix."""
+    """What `*` allows: every form global, none special, and not the local-use NAT64 prefix. Python's
+    `is_global` alone is not enough: 3.11 counts 64:ff9b::/96, 2002::/16 and fec0::/10 as global."""
     if isinstance(address, ipaddress.IPv6Address) and address in NAT64_LOCAL:
         return False
     return all(a.is_global and not _special(a) for a in forms(address))

@@ -1,30 +1,14 @@
 """Where egress may go: the --egress-allow list, parsed, and the addresses a destination resolves to.
 
 A client may name its session's WHIP target (?egress=, POST /sessions/{id}/egress), so the gateway would POST
-wherever a client asks: the allow-list is a security boundary and is matched on the parsed URL, never on
-its text. An entry is `scheme://host[:port][/path]`: scheme, host and port must be equal (the port defaults
-by scheme; host names compare lower-case, IDNA-encoded, without a trailing dot; IPv6 in canonical form) and
-the path must start with the entry's path at a segment boundary (`/whip` allows `/whip` and `/whip/1`, not
-`/whipper`). A URL with user-info (`https://sfu.example@169.254.169.254/`), another scheme, a host that is
-not a plain DNS name or IP literal (percent-encoding, `0x7f.1`, `2130706433`), or a path with dot segments is
-refused before anything else. The path is decoded once, and refused when it holds an encoded slash, a dot
-segment (plain, encoded or encoded twice), a `;` parameter or a control character; the URL is then sent in
-the form it was matched in (`Destination.url`), so the endpoint reads the path the allow-list judged.
-
-Addresses (gateway.egress.addresses): an IPv6 address that carries an IPv4 one (NAT64, 6to4, Teredo,
-IPv4-compatible, -mapped, -translated) is judged as both. `*` allows any public destination only;
-loopback, link-local, site-local, private, shared, multicast, reserved, unspecified and cloud metadata
-addresses are refused unless an entry names them: an IP-literal entry allows that address; a host-name
-entry (the operator named that server, e.g. `http://janus.media.svc:8088`) allows what the name resolves
-to, except link-local, site-local, multicast, unspecified and metadata addresses (169.254.169.254,
-fd00:ec2::254, ...). Host names are resolved before the request is accepted (403 when an
-address is refused) and again on every connection (gateway.egress.guarded_resolver), so a name that
-re-resolves elsewhere (DNS rebinding) is refused too. Redirects are never followed
-(gateway.egress.whip_client).
-
-Compared: LiveKit takes egress targets only from server API calls signed with its API secret; Janus's
-VideoRoom forwards RTP wherever a client says (`rtp_forward`) unless `lock_rtp_forward` asks for the room's
-admin key. An allow-list is what letting clients name a target costs.
+wherever a client asks: the allow-list is a security boundary, matched on the parsed URL, never on its text,
+and the URL is sent in the form it was matched in (`Destination.url`). An entry is `scheme://host[:port]
+[/path]`: scheme, host and port equal, the path below the entry's at a segment boundary (`AllowEntry`); what
+`parse` refuses outright, and the address rules (gateway.egress.addresses): `*` allows public destinations
+only, an IP-literal entry that address, a host-name entry what its name resolves to short of link-local,
+site-local, multicast, unspecified and metadata addresses. Names are resolved before the request is accepted
+(403) and on every connection (gateway.egress.guarded_resolver: DNS rebinding); redirects are never followed
+(gateway.egress.whip_client). The rules one a line, and how other servers compare: docs/EGRESS.md.
 """
 
 from __future__ import annotations
@@ -109,7 +93,9 @@ def host_of(raw: str) -> tuple[str, IpAddress | None]:
 
 
 def parse(url: str) -> Destination:
-    """The destination of an egress URL; DestinationRefused (one line) for anything not plainly one."""
+    """The destination of an egress URL; DestinationRefused (one line) for anything not plainly one: user-info
+    (`https://sfu.example@169.254.169.254/`), a scheme other than http(s), a host that is not a plain DNS
+    name or IP literal (percent-encoding, `0x7f.1`, `2130706433`), a path `_path` refuses."""
     if not isinstance(url, str) or any(c.isspace() or ord(c) < 0x20 for c in url) or "\\" in url:
         raise DestinationRefused(f"egress URL {url!r} has spaces, control characters or backslashes")
     try:
@@ -155,6 +141,9 @@ class AllowEntry:
     destination: Destination | None = None
 
     def matches(self, target: Destination) -> bool:
+        """Scheme, host and port equal (both normalised by `parse`: the port defaulted by scheme, a name
+        lower-case, IDNA-encoded, without a trailing dot, IPv6 canonical) and the path below the entry's at
+        a segment boundary (`/whip` allows `/whip` and `/whip/1`, not `/whipper`); `*` matches any URL."""
         if self.any:
             return True
         entry = self.destination

@@ -2,17 +2,12 @@
 
 An allowed endpoint would otherwise steer the gateway anywhere: aioice opens UDP or TCP to every STUN/TURN
 server it is given and sends it a Binding or an Allocate. So each offered server is judged like the endpoint
-itself (gateway.egress.destinations): its host must be the operator's --egress-url host, or a host an
---egress-allow entry names (any port: TURN listens beside the WHIP port; the endpoint's own host is one),
-under the same address rules (an IP-literal entry allows that address; a named host its resolved addresses
-short of link-local, site-local and metadata); under `*`, a public address. A name is resolved here, every
-address checked, and the server handed to aiortc as the checked IPv4 address, so ICE never resolves it again
-(DNS rebinding); `turns:` keeps its name for the TLS certificate check. A refused server is left out, not
-fatal: the push goes on with the candidates it has.
-
-Compared: Janus and MediaMTX take their ICE/TURN servers from their own configuration only (MediaMTX's
-`webrtcICEServers2`); LiveKit hands clients the TURN servers it runs itself. WHIP's Link header is the
-one place an endpoint names them, so it is checked here.
+(gateway.egress.destinations): its host must be the --egress-url host or one an --egress-allow entry names
+(any port: TURN listens beside the WHIP port), under the same address rules; under `*`, a public address. A
+name is resolved here, every address checked, and the server handed to aiortc as the checked IPv4 address,
+so ICE never resolves it again (DNS rebinding); `turns:` keeps its name for the TLS certificate check. A
+refused server is left out, not fatal: the push goes on with the candidates it has. WHIP's Link header is
+the one place an endpoint names them (how other servers get theirs: docs/EGRESS.md).
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ Marks, in the order a healthy session meets them (each kept once, the first time
     frame_in      the publisher's first frame was complete (its last RTP packet arrived)
     frame_out     the first frame went out to the encoders (processed, or passed through)
     swap_out      the first frame with a face changed by the pipeline went out
-The gateway's half of the timeline; the client's half (first frame decoded at the publisher, at a WHEP viewer)
-is measured by the clients (bench.interop).
+The gateway's half; the client's half (first frame decoded at the publisher, at a viewer) is bench.interop's.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@
               where the pipeline changed nothing) -> encode once per codec, one executor hop for all ->
               every consumer of the encoded packets (the publisher's return track, every WHEP viewer)
               -> a FrameRecord to the monitor
-
 All blocking work runs in executor threads, never on the event loop. The loop owns its frame counters; what
 it needs of its session comes in as `LoopSettings` (fixed for its life) and `LoopLinks` (read or told at each
 frame: live control changes the face work between two frames), so it never holds the session itself.

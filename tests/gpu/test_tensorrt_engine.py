@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engines.backends.onnxruntime_engine import OrtConfig, OrtEngine
 from engines.engine import EngineError, run_batched
 from engines.factory import EngineConfig, create_engine
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore
-from engines.onnx_batch import make_batch_dynamic_bytes
-from engines.onnxruntime_engine import OrtConfig, OrtEngine
+from engines.onnx.batch import make_batch_dynamic_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 needs_tensorrt = pytest.mark.needs("tensorrt")

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engines.backends.onnxruntime_engine import OrtConfig, OrtEngine
 from engines.factory import EngineConfig, create_engine
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore
-from engines.onnxruntime_engine import OrtConfig, OrtEngine
-from engines.processors.batching import serving_model
+from engines.onnx.model_cache import serving_model
 from engines.processors.face_detector import detector_input_shapes
 
 pytestmark = pytest.mark.needs("torch_cuda")

@@ -16,11 +16,11 @@ import cv2
 import numpy as np
 import pytest
 
+from engines.backends.onnxruntime_engine import OrtConfig, OrtEngine
+from engines.backends.triton_engine import TritonConfig, TritonEngine
 from engines.engine import EngineError, run_batched
 from engines.models.store import ModelStore
-from engines.onnxruntime_engine import OrtConfig, OrtEngine
 from engines.triton.server import TritonProcess
-from engines.triton_engine import TritonConfig, TritonEngine
 from loadgen.embedded import free_port
 from tests.triton_server import build_repository, grpc_url, start_triton
 

@@ -20,9 +20,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from engines.backends.triton_engine import TritonConfig
 from engines.models.store import ModelStore
 from engines.triton.server import TritonProcess
-from engines.triton_engine import TritonConfig
 from gateway.config import ProcessingConfig
 from gateway.http.keys import MONITOR
 from gateway.scheduler import SchedulerConfig

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import engines.tensorrt_engine as te
+import engines.backends.tensorrt_engine as te
 from engines.engine import EngineError, run_batched
 
 FEAT = 4

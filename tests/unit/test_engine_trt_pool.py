@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from engines.backends.trt_planning import BatchProfile
 from engines.engine import EngineError
-from engines.trt_planning import BatchProfile
 
 
 @dataclass
@@ -18,7 +18,7 @@ class Slot:
 
 
 def test_pool_hands_each_thread_its_own_context() -> None:
-    from engines.tensorrt_engine import ContextPool
+    from engines.backends.tensorrt_engine import ContextPool
 
     pool = ContextPool([Slot(BatchProfile(1, 4, 8), "a"), Slot(BatchProfile(1, 4, 8), "b")], timeout_s=5)
     in_use: set[str] = set()
@@ -49,7 +49,7 @@ def test_pool_hands_each_thread_its_own_context() -> None:
 
 
 def test_pool_picks_a_context_whose_profile_holds_the_batch() -> None:
-    from engines.tensorrt_engine import ContextPool
+    from engines.backends.tensorrt_engine import ContextPool
 
     small, big = Slot(BatchProfile(1, 1, 2), "small"), Slot(BatchProfile(1, 8, 16), "big")
     pool = ContextPool([small, big], timeout_s=0.2)
@@ -66,7 +66,7 @@ def test_pool_picks_a_context_whose_profile_holds_the_batch() -> None:
 
 
 def test_drain_closes_the_pool() -> None:
-    from engines.tensorrt_engine import ContextPool
+    from engines.backends.tensorrt_engine import ContextPool
 
     slots = [Slot(BatchProfile(1, 1, 4), "a")]
     pool = ContextPool(slots, timeout_s=1)
@@ -83,7 +83,7 @@ def test_trt_engine_without_tensorrt_is_one_line() -> None:
         pytest.skip("tensorrt is installed here")
     except ImportError:
         pass
-    from engines.tensorrt_engine import TrtEngine
+    from engines.backends.tensorrt_engine import TrtEngine
 
     with pytest.raises(EngineError) as err:
         TrtEngine(b"plan")

@@ -13,7 +13,7 @@ import pytest
 
 from engines.factory import EngineConfig, create_engine
 from engines.models.store import ModelStore
-from engines.processors.batching import serving_model
+from engines.onnx.model_cache import serving_model
 from engines.processors.face_detector import Face, FaceDetector
 from engines.processors.face_landmarker import (
     EYE_A,

@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engines.models.store import ModelStore
-from engines.onnx_batch import (
+from engines.onnx.batch import (
     BatchEquivalenceError,
     BatchRewriteError,
     make_batch_dynamic,

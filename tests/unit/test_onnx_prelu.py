@@ -12,8 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engines.models.store import ModelStore
-from engines.onnx_prelu import constant_prelu_count, prelu_as_relu
-from engines.processors.batching import REWRITE_VERSION, serving_model
+from engines.onnx.model_cache import REWRITE_VERSION, serving_model
+from engines.onnx.prelu import constant_prelu_count, prelu_as_relu
 
 
 def _prelu_model(batch: int | str = 1, slope_as_input: bool = False) -> onnx.ModelProto:
@@ -106,7 +106,7 @@ def test_serving_model_keeps_a_model_with_nothing_to_rewrite(tmp_path: Path) -> 
 def test_serving_model_falls_back_when_the_check_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import engines.onnx_prelu as onnx_prelu
+    import engines.onnx.prelu as prelu
 
     def wrong(model: onnx.ModelProto) -> onnx.ModelProto:  # a broken rewrite: PRelu -> Relu
         out = onnx.ModelProto()
@@ -117,7 +117,7 @@ def test_serving_model_falls_back_when_the_check_fails(
                 del n.input[1:]
         return out
 
-    monkeypatch.setattr(onnx_prelu, "prelu_as_relu", wrong)
+    monkeypatch.setattr(prelu, "prelu_as_relu", wrong)
     src = tmp_path / "m.onnx"
     onnx.save(_prelu_model(batch="N"), str(src))
     with caplog.at_level(logging.WARNING):

@@ -9,11 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engines.engine import EngineError, TensorSpec, run_batched
-from engines.factory import EngineConfig, create_engine, find_plan, ort_config_of
-from engines.models.registry import get_spec
-from engines.models.store import ModelStore
-from engines.onnxruntime_engine import (
+from engines.backends.onnxruntime_engine import (
     OrtConfig,
     OrtEngine,
     provider_options,
@@ -21,6 +17,10 @@ from engines.onnxruntime_engine import (
     route_extra,
     trt_profile_options,
 )
+from engines.engine import EngineError, TensorSpec, run_batched
+from engines.factory import EngineConfig, create_engine, find_plan, ort_config_of
+from engines.models.registry import get_spec
+from engines.models.store import ModelStore
 
 
 @pytest.fixture(scope="module")
@@ -317,7 +317,7 @@ def test_fp16_on_the_cuda_provider_runs_an_fp16_graph(
     """The CUDA provider has no precision switch: --fp16 used to change nothing there."""
     import onnxruntime as ort
 
-    import engines.onnxruntime_engine as oe
+    import engines.backends.onnxruntime_engine as oe
 
     assert oe.needs_fp16_model(OrtConfig(providers=("cuda", "cpu"), fp16=True))
     assert not oe.needs_fp16_model(OrtConfig(providers=("tensorrt", "cuda"), fp16=True))  # TRT's own flag

@@ -92,6 +92,27 @@ def test_layers_keep_their_direction() -> None:
     assert not any("bench" in targets for source, targets in graph.items() if source != "bench")
 
 
+def test_engine_backends_and_onnx_rewrites_sit_below_the_pipeline() -> None:
+    """A backend knows the Engine protocol, the ONNX rewrites and its fellow backends; an ONNX rewrite knows
+    the other rewrites and the model store; neither reaches up into the pipeline or the face processors."""
+    allowed = {
+        "backends": ("engines.engine", "engines.backends", "engines.onnx"),
+        "onnx": ("engines.onnx", "engines.models"),
+    }
+    offenders = []
+    for sub, prefixes in allowed.items():
+        paths = sorted((ROOT / "engines" / sub).rglob("*.py"))
+        assert paths, sub
+        for path in paths:
+            for name in _imports(path):
+                module = name.split(".")
+                if module[0] == "engines" and not any(
+                    ".".join(module[: len(p.split("."))]) == p for p in prefixes
+                ):
+                    offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offenders == []
+
+
 def test_only_the_webrtc_package_names_aiortc_privates() -> None:
     private = re.compile(
         r"_RTC[A-Za-z]+__\w+|(?<!self)\._(?:send_rtcp|handle_rtcp_packet|codecs|ssrc|queue)\b|\bget_decoder\b"

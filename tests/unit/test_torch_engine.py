@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engines.backends.onnxruntime_engine import OrtConfig, OrtEngine
+from engines.backends.torch_engine import TorchConfig, TorchEngine, import_torch
 from engines.engine import DeviceTensorEngine, EngineError, run_batched, run_batched_tensors
 from engines.factory import EngineConfig, create_engine, torch_config_of
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore
-from engines.onnx_specialise import has_shape_ops, inline_identities, specialise
-from engines.onnxruntime_engine import OrtConfig, OrtEngine
-from engines.processors.batching import serving_model
-from engines.torch_engine import TorchConfig, TorchEngine, import_torch
+from engines.onnx.model_cache import serving_model
+from engines.onnx.specialise import has_shape_ops, inline_identities, specialise
 
 try:
     import_torch()
@@ -158,7 +158,7 @@ def test_shape_tensors_stay_on_the_host_and_weights_go_to_the_device(retinaface:
     per op and fails a graph capture, so integer buffers stay on the CPU ("meta" stands in for CUDA here)."""
     import onnx
 
-    from engines.torch_engine import to_device_keeping_indices
+    from engines.backends.torch_engine import to_device_keeping_indices
 
     _, onnx2torch = import_torch()
     fixed = specialise(inline_identities(onnx.load(str(retinaface))), {"input": (1, 3, 192, 320)})

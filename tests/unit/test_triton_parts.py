@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engines.backends.triton_engine import check_inputs, describe_error
 from engines.engine import BatchRange, EngineError, TensorSpec
 from engines.triton.repository import RepositoryConfig, TensorDecl, decls_from_onnx, render_config
 from engines.triton.server import TritonServerConfig, WheelLayout, server_command, server_env
-from engines.triton_engine import check_inputs, describe_error
 from gateway.engine_watch import ENGINE_RECOVERED, ENGINE_UNAVAILABLE, EngineWatch
 
 

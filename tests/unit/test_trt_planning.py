@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.trt_planning import (
+from engines.backends.trt_planning import (
     BatchProfile,
     PlanKey,
     TensorLayout,

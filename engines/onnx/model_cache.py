@@ -1,9 +1,9 @@
 """The copy of a model the engines load: batch made dynamic, PRelu made cheap, checked, cached beside it.
 
 Two rewrites, each applied only where it does something:
-- a fixed batch of 1 (FaceMesh as converted, inswapper_128) becomes a dynamic batch (engines.onnx_batch), for
+- a fixed batch of 1 (FaceMesh as converted, inswapper_128) becomes a dynamic batch (engines.onnx.batch), for
   cross-frame batching;
-- PRelu with constant slopes becomes Relu/Mul/Add (engines.onnx_prelu): ONNX Runtime's CPU PRelu is slow
+- PRelu with constant slopes becomes Relu/Mul/Add (engines.onnx.prelu): ONNX Runtime's CPU PRelu is slow
   (docs/BENCHMARKS.md "Pipeline").
 The result is checked item by item against the original (`verify_batch_equivalence`) before it is trusted,
 and the cache name carries the source's sha256 and the rewrite version, so a re-provisioned model never meets
@@ -39,8 +39,8 @@ def serving_model(path: Path) -> Path:
     try:
         import onnx
 
-        from engines.onnx_batch import make_batch_dynamic, verify_batch_equivalence
-        from engines.onnx_prelu import constant_prelu_count, prelu_as_relu
+        from engines.onnx.batch import make_batch_dynamic, verify_batch_equivalence
+        from engines.onnx.prelu import constant_prelu_count, prelu_as_relu
     except ImportError:
         return path
     original = path.read_bytes()

@@ -21,9 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from engines.engine import BatchRange, DescribedEngine, EngineError, TensorSpec, checked_batch
-from engines.graph_keys import GraphKey, graph_key, warmup_shapes
-from engines.trt_planning import (
+from engines.backends.graph_keys import GraphKey, graph_key, warmup_shapes
+from engines.backends.trt_planning import (
     BatchProfile,
     TensorLayout,
     assign_profiles,
@@ -33,6 +32,7 @@ from engines.trt_planning import (
     nbytes,
     plan_buffers,
 )
+from engines.engine import BatchRange, DescribedEngine, EngineError, TensorSpec, checked_batch
 
 GPU_HINT = "TensorRT backend needs an NVIDIA GPU and `pip install 'livefuse[gpu]'`"
 

@@ -6,7 +6,7 @@ generic broadcasting loop that dominates the model's time. For any slope s:
     PRelu(x, s) = Relu(x) * (1 - s) + x * s          (x > 0: x - xs + xs = x;  x <= 0: 0 + xs)
 
 Only slopes that are float initializers are rewritten, `1 - s` folded here in float32, so outputs differ by
-float rounding only; `engines.onnx_batch.verify_batch_equivalence` checks every rewritten model before use.
+float rounding only; `engines.onnx.batch.verify_batch_equivalence` checks every rewritten model before use.
 """
 
 from __future__ import annotations

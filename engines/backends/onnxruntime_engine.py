@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from engines.backends.graph_keys import shapes_by_input
 from engines.engine import BatchRange, DescribedEngine, EngineError, TensorSpec
-from engines.graph_keys import shapes_by_input
 
 PROVIDER_NAMES: Mapping[str, str] = {
     "cpu": "CPUExecutionProvider",

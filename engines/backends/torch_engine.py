@@ -5,7 +5,7 @@ on CPU torch, so CI tests the path. On CUDA: fp16 weights and activations, chann
 owns a stream and, per input shape (`graph_keys`), static device buffers, pinned host staging and a CUDA graph
 captured at warm-up for every batch bucket, so nothing is captured on the live path. Capture fails on any host
 sync, so captured forwards are sync-free; models that compute shapes at run time are specialised per shape
-first (`onnx_specialise`). One host copy in, one out; batches are padded to their bucket in the pinned buffer.
+first (`engines.onnx.specialise`). One host copy in, one out; batches padded to their bucket in pinned memory.
 `infer_tensors` (`DeviceTensorEngine`) takes the same slots and graphs for tensors already on the device
 (the device enhancer's crops): a device copy into the static inputs, the replay, and the outputs cloned on
 the caller's stream, ordered by stream waits (no host sync), so the caller keeps them past the next replay.
@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engines.backends.graph_keys import GraphKey, graph_key, warmup_shapes
+from engines.backends.onnxruntime_engine import batch_range_of
+from engines.backends.tensorrt_engine import ContextPool
+from engines.backends.trt_planning import BatchProfile, choose_bucket, graph_buckets
 from engines.engine import DescribedEngine, EngineError, TensorSpec, checked_batch, same_device
-from engines.graph_keys import GraphKey, graph_key, warmup_shapes
-from engines.onnx_specialise import has_shape_ops, inline_identities, specialise
-from engines.onnxruntime_engine import batch_range_of
-from engines.tensorrt_engine import ContextPool
-from engines.trt_planning import BatchProfile, choose_bucket, graph_buckets
+from engines.onnx.specialise import has_shape_ops, inline_identities, specialise
 
 if TYPE_CHECKING:
     import torch
