@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from engines.models.store import default_model_dir
-from gateway.cli import UsageError, build_config, build_parser, main
 from engines.pipeline_config import PipelineConfig
+from gateway.cli import UsageError, build_config, build_parser, main
 from gateway.config import GatewayConfig, SessionConfig, default_parallelism
 from gateway.media.late import LatePolicy, repeat_due
 from gateway.monitoring.records import Outcome
