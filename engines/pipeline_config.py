@@ -51,6 +51,8 @@ class PipelineConfig:
             raise ValueError(f"unknown enhancer {self.enhancer!r}; known: {', '.join(ENHANCERS)}")
         if self.detector_size < 32 or self.detector_size % 32:
             raise ValueError(f"detector_size must be a multiple of 32 (>= 32), got {self.detector_size}")
+        if not 0.0 < self.detector_score < 1.0:
+            raise ValueError(f"detector_score must be between 0 and 1, got {self.detector_score}")
         if self.max_faces is not None and self.max_faces < 1:
             raise ValueError("max_faces must be >= 1 or None")
         FaceSettings(keep_regions=self.keep_regions, shape=self.shape)  # validates regions and shape

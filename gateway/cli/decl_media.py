@@ -306,6 +306,14 @@ MODELS = (
         fields=("pipeline.detector_size",),
     ),
     Option(
+        "detector_score",
+        "models",
+        "face detector's confidence threshold, 0..1: lower also finds small, turned or dim faces (and more "
+        "false ones), higher only clear ones",
+        kind="float",
+        fields=("pipeline.detector_score",),
+    ),
+    Option(
         "engine",
         "models",
         "inference backend (triton = a Triton Inference Server at --triton-url; torch = PyTorch via "

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from engines.models.store import default_model_dir
+from engines.models.store import ModelStore, default_model_dir
+from engines.pipeline import Pipeline
 from engines.pipeline_config import PipelineConfig
+from gateway.app_resources import default_pipeline
 from gateway.cli import UsageError, build_config, build_parser, main
+from gateway.cli.build import load_config
 from gateway.config import GatewayConfig, SessionConfig, default_parallelism
 from gateway.media.late import LatePolicy, repeat_due
 from gateway.monitoring.records import Outcome
@@ -75,6 +78,26 @@ def test_face_flags() -> None:
     assert _config([]).pipeline.keep_regions == ("mouth", "eyes")
 
 
+def test_detector_score_reaches_the_pipeline_from_flag_environment_and_file(
+    tmp_path: Path, model_store: ModelStore
+) -> None:
+    """A pipeline option is its field and its declaration: the flag, LIVEFUSE_DETECTOR_SCORE and the TOML key
+    all reach the detector the gateway builds."""
+    assert _config([]).pipeline.detector_score == PipelineConfig().detector_score
+    toml = tmp_path / "gw.toml"
+    toml.write_text("detector_score = 0.4\n")
+    env = {"LIVEFUSE_DETECTOR_SCORE": "0.6"}
+    assert load_config(["--config", str(toml)], {})[0].pipeline.detector_score == 0.4
+    assert load_config(["--config", str(toml)], env)[0].pipeline.detector_score == 0.6
+    config, _ = load_config(["--config", str(toml), "--detector-score", "0.7"], env)
+    pipeline = default_pipeline(replace(config, model_dir=model_store.root))
+    try:
+        assert isinstance(pipeline, Pipeline)
+        assert pipeline.config.detector_score == pipeline.detector.score == 0.7
+    finally:
+        pipeline.close()
+
+
 def test_token_file(tmp_path: Path) -> None:
     secret = tmp_path / "token"
     secret.write_text("s3cret\n")
@@ -103,6 +126,7 @@ def test_token_file(tmp_path: Path) -> None:
         (["--face-selector", "reference"], "?faces=reference"),
         (["--mask-padding", "1,2,3"], "padding"),
         (["--mask-blur", "2"], "blur"),
+        (["--detector-score", "1.5"], "detector_score"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
