@@ -1,6 +1,8 @@
 """What a pipeline is asked to run: the processors, the models' choices, per-face defaults, the engine.
 
 Validated once when built (a bad choice is a one-line ValueError at the edge), read by `engines.pipeline`.
+Each field and its default are written here only: the gateway holds this config as it is, and its options
+point at these fields.
 """
 
 from __future__ import annotations
