@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from engines.frames import FaceSettings
-from gateway.cli import build_config, build_parser, main
 from engines.pipeline_config import PipelineConfig
+from gateway.cli import build_config, build_parser, main
 
 
 def test_flag_and_file_set_the_default_shape() -> None:
