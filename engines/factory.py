@@ -36,7 +36,8 @@ class EngineConfig:
     # full shapes of inputs with dynamic non-batch dims (TensorRT profiles span them, torch captures each);
     # a name may appear several times: (("input", (1, 3, 320, 320)), ("input", (1, 3, 192, 320)))
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    triton: TritonConfig | None = None  # backend "triton": server URL, model prefix, shm, timeouts
+    # backend "triton": server URL, model prefix, shm, timeouts
+    triton: TritonConfig = field(default_factory=TritonConfig)
 
 
 def ort_config_of(config: EngineConfig) -> OrtConfig:
@@ -159,5 +160,5 @@ def create_engine(model_path: Path, config: EngineConfig, name: str | None = Non
         return TorchEngine(model_path, torch_config_of(config), name=name)
     if config.backend == "triton":
         # the model runs on the server, under the pipeline's engine name: the local file is not read
-        return TritonEngine(name or plan_model_name(model_path), config.triton or TritonConfig())
+        return TritonEngine(name or plan_model_name(model_path), config.triton)
     raise EngineError(f"unknown engine backend {config.backend!r} (onnxruntime | tensorrt | triton | torch)")

@@ -1,6 +1,8 @@
 """What a pipeline is asked to run: the processors, the models' choices, per-face defaults, the engine.
 
 Validated once when built (a bad choice is a one-line ValueError at the edge), read by `engines.pipeline`.
+Each field and its default are written here only: the gateway holds this config as it is, and its options
+point at these fields.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ class PipelineConfig:
             raise ValueError(f"unknown enhancer {self.enhancer!r}; known: {', '.join(ENHANCERS)}")
         if self.detector_size < 32 or self.detector_size % 32:
             raise ValueError(f"detector_size must be a multiple of 32 (>= 32), got {self.detector_size}")
+        if not 0.0 < self.detector_score < 1.0:
+            raise ValueError(f"detector_score must be between 0 and 1, got {self.detector_score}")
         if self.max_faces is not None and self.max_faces < 1:
             raise ValueError("max_faces must be >= 1 or None")
         FaceSettings(keep_regions=self.keep_regions, shape=self.shape)  # validates regions and shape

@@ -25,7 +25,6 @@ from gateway.app_resources import (
     default_governor,
     default_monitor,
     lifetime,
-    monitoring_routes,
 )
 from gateway.auth import host_allowed, host_refusal, identify, is_authorized
 from gateway.config import GatewayConfig
@@ -33,6 +32,7 @@ from gateway.errors import Forbidden, Unauthorized, Unavailable
 from gateway.http import control, cors, health, metrics_listener, sessions, sources, whep, whip
 from gateway.http import egress as egress_routes
 from gateway.http.keys import CONFIG, MONITOR, PRINCIPAL, STATE, AppState, PipelineLike
+from gateway.http.monitoring_routes import monitoring_routes
 from gateway.http.rate_limit import TokenBuckets, rate_limit_middleware
 from gateway.http.replies import replied
 from gateway.http.request_checks import MUTATING_WHILE_SHUTTING_DOWN

@@ -13,9 +13,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import cv2
 from aiohttp import web
@@ -25,7 +25,7 @@ from gateway.config import GatewayConfig
 from gateway.control import Governor
 from gateway.engine_watch import EngineWatch
 from gateway.executor_threads import default_workers, start_all_threads
-from gateway.http import exposure, sources
+from gateway.http import sources
 from gateway.http.keys import STATE, PipelineLike
 from gateway.marking.config import MarkingConfig
 from gateway.monitoring.ports import GatewayMonitor
@@ -81,81 +81,17 @@ def default_monitor(config: GatewayConfig, governor: Governor) -> GatewayMonitor
 
 
 def default_pipeline(config: GatewayConfig) -> PipelineLike:
-    from engines.factory import EngineConfig
+    """The real pipeline, from the config the gateway holds. Sessions' default "none" still loads the
+    swapper: a session may ask for it (?processors=face_swapper)."""
+    from engines.frames import STAGE_SWAP
     from engines.models.store import ModelStore, default_model_dir
-    from engines.pipeline import Pipeline, PipelineConfig
-    from engines.processors.masks import BoxMaskConfig
+    from engines.pipeline import Pipeline
 
-    proc = config.processing
-    kwargs: dict[str, Any] = {}
-    if proc.swapper:
-        kwargs["swapper"] = proc.swapper
-    if proc.enhancer:
-        kwargs["enhancer"] = proc.enhancer
-    pipeline_config = PipelineConfig(
-        # default "none" still loads the swapper: a session may ask for it with ?processors=face_swapper
-        processors=proc.processors or ("face_swapper",),
-        detector_size=proc.detector_size,
-        keep_regions=proc.mask_regions,
-        face_selector=proc.face_selector,
-        shape=proc.face_shape,
-        poisson=proc.poisson_blend,
-        mask=BoxMaskConfig(blur=proc.mask_blur, padding=proc.mask_padding),
-        engine=EngineConfig(
-            backend=proc.engine,
-            providers=proc.providers,
-            max_batch=proc.max_batch,
-            device_id=proc.device_id,
-            fp16=proc.fp16,
-            trt_cache_dir=proc.trt_cache_dir,
-            intra_op_threads=proc.intra_op_threads,
-            contexts=proc.contexts,
-            triton=proc.triton,
-        ),
-        **kwargs,
-    )
-    store = ModelStore(proc.model_dir or default_model_dir({}))  # the CLI resolves env and flags
+    pipeline_config = config.pipeline
+    if not pipeline_config.processors:
+        pipeline_config = replace(pipeline_config, processors=(STAGE_SWAP,))
+    store = ModelStore(config.model_dir or default_model_dir({}))  # the CLI resolves env and flags
     return Pipeline.from_config(pipeline_config, store)
-
-
-def monitoring_routes(app: web.Application, config: GatewayConfig, monitor: GatewayMonitor) -> None:
-    """/metrics, /api/stats, /api/stream and the dashboard, with the sections the monitor does not own: source
-    memory and exposure (gateway.http.exposure), the audio relay's totals, the build and the container."""
-    from gateway.monitoring.audio_section import AudioSection
-    from gateway.monitoring.container import container_collector
-    from gateway.monitoring.routes import (
-        EXTRA_COLLECTORS,
-        METRICS_VIEWS,
-        STATS_VIEWS,
-        MetricsView,
-        StatsView,
-        setup_monitoring_routes,
-    )
-    from gateway.webrtc.version_check import installed_version
-
-    setup_monitoring_routes(app, monitor)
-    state = app[STATE]
-
-    def audio_rows() -> list[dict[str, object]]:
-        manager = state.sessions
-        if manager is None:
-            return []
-        return [{**s.audio.stats(), "session": s.id} for s in list(manager.sessions.values())]
-
-    audio = AudioSection(audio_rows)  # the relay's totals: /api/stats "audio", livefuse_audio_* families
-
-    def audio_view(request: web.Request, data: dict[str, object]) -> dict[str, object]:
-        data[audio.name] = audio.data()
-        return data
-
-    views: list[StatsView] = [exposure.stats_view, audio_view]
-    app[STATS_VIEWS] = views
-    versions = {name: installed_version(name) for name in ("livefuse", "aiortc", "av")}
-    app[EXTRA_COLLECTORS] = [audio.collector, container_collector(versions)]
-    metrics_views: list[MetricsView] = [exposure.metrics_view]
-    if not config.metrics.per_session:  # a `session` label per publisher: opt-in (--metrics-per-session)
-        metrics_views.append(exposure.without_sessions)
-    app[METRICS_VIEWS] = metrics_views
 
 
 def _start_decoders(app: web.Application, monitor: GatewayMonitor, enabled: bool) -> Callable[[], None]:
@@ -304,7 +240,7 @@ class MediaPath:
         state.sessions = manager
         state.ready = True
         logger.info("ready: models loaded and warmed")
-        if config.processing.engine == "triton":
+        if config.pipeline.engine.backend == "triton":
             watch = EngineWatch(pipeline.not_ready_engines, monitor.event)  # /readyz and events follow Triton
             stack.push_async_callback(watch.close)
             state.engine_watch = watch

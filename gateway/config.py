@@ -4,8 +4,8 @@
 deploy/gateway.example.toml show (gateway.cli declares each option once, pointing at its field). The CLI adds
 only what depends on the machine (workers and threads by core count, the model directory from
 LIVEFUSE_MODEL_DIR, the monitor's event log and cores). Nothing below the CLI reads the environment or files.
-`ProcessingConfig` is the gateway's view of the face pipeline; `gateway.app_resources` turns it into
-`engines.pipeline.PipelineConfig` when it builds the real pipeline.
+The face pipeline's options are the fields of `engines.pipeline_config.PipelineConfig` itself, held here as
+`pipeline`: an option points at its field, and the pipeline is built from that config as it is.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engines.backends.triton_engine import TritonConfig
-from engines.frames import FACE_SHAPE, KEPT_REGIONS, MASK_REGIONS, PROCESSORS, check_shape
+from engines.pipeline_config import PipelineConfig
 from gateway.auth import AuthConfig
 from gateway.background import BackgroundConfig
 from gateway.egress.config import EgressConfig
@@ -33,61 +32,6 @@ from gateway.source_store import SourcesConfig
 from gateway.webhooks.delivery import WebhookConfig
 from gateway.webrtc.congestion.uplink_rate import UplinkRateConfig
 from gateway.webrtc.interop.ice import IceConfig
-
-ENGINES = ("onnxruntime", "tensorrt", "triton", "torch")
-
-
-@dataclass(frozen=True)
-class ProcessingConfig:
-    # default processors of a session; () = none: frames pass through (decode, re-encode) untouched
-    processors: tuple[str, ...] = ("face_swapper",)
-    swapper: str | None = None
-    enhancer: str | None = None
-    detector_size: int = 320
-    engine: str = "onnxruntime"
-    providers: tuple[str, ...] = ("cpu",)
-    max_batch: int = SchedulerConfig.max_batch  # the scheduler's largest batch is the engines' limit
-    model_dir: Path | None = None
-    device_id: int = 0
-    fp16: bool = False
-    trt_cache_dir: Path | None = None  # native plans (--engine tensorrt); ORT-TRT engine + timing cache
-    intra_op_threads: int = 0  # ONNX Runtime threads per engine; 0 = its default (all cores)
-    contexts: int = 2  # native TensorRT: execution contexts, one CUDA stream each
-    # the Triton client's settings (server URL, model prefix, shared memory, timeouts): read by engine triton
-    triton: TritonConfig = field(default_factory=TritonConfig)
-    mask_regions: tuple[str, ...] = KEPT_REGIONS  # target regions kept from the frame (?mask= per session)
-    face_selector: str = "many"  # many | one (?faces= per session; reference needs ?reference=<source id>)
-    poisson_blend: bool = False  # mesh_warp: seamlessClone instead of colour transfer
-    face_shape: float = FACE_SHAPE  # mesh_warp: share of the source's face shape, 0..1 (?shape= per session)
-    mask_blur: float = 0.3  # inswapper/GFPGAN box mask blur (FaceFusion's face_mask_blur)
-    mask_padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # top, right, bottom, left in %
-
-    def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        if self.detector_size < 32 or self.detector_size % 32:
-            raise ValueError(f"detector_size must be a multiple of 32 (>= 32), got {self.detector_size}")
-        if self.max_batch < 1:
-            raise ValueError(f"max_batch must be >= 1, got {self.max_batch}")
-        unknown = [p for p in self.processors if p not in PROCESSORS]
-        if unknown:
-            known = ", ".join((*PROCESSORS, "none"))
-            raise ValueError(f"unknown processor(s) {', '.join(unknown)} (known: {known})")
-        bad = [r for r in self.mask_regions if r not in MASK_REGIONS]
-        if bad:
-            known = ", ".join((*MASK_REGIONS, "none"))
-            raise ValueError(f"unknown mask region(s) {', '.join(bad)} (known: {known})")
-        if not 0.0 <= self.mask_blur <= 1.0 or any(not 0.0 <= p < 50.0 for p in self.mask_padding):
-            raise ValueError(
-                f"mask blur must be 0..1 and padding 4 percentages in 0..50, got "
-                f"{self.mask_blur}, {self.mask_padding}"
-            )
-        check_shape(self.face_shape)
-        if self.face_selector not in ("many", "one"):
-            raise ValueError(
-                f"face selector must be many or one, got {self.face_selector!r} (reference is "
-                "per session: ?faces=reference&reference=<source id>)"
-            )
 
 
 def default_parallelism(engine: str, providers: tuple[str, ...], cores: int) -> tuple[int, int]:
@@ -159,7 +103,10 @@ class SessionConfig:
 class GatewayConfig:
     host: str = "127.0.0.1"
     port: int = 8080
-    processing: ProcessingConfig = field(default_factory=ProcessingConfig)
+    # the face pipeline's own config (engines.pipeline_config), each field and default written there once;
+    # its processors are the sessions' default (() = none: frames pass through, decoded and re-encoded)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    model_dir: Path | None = None  # the pipeline's models (engines.models.store); None = the store's default
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     sessions: SessionConfig = field(default_factory=SessionConfig)
     ice: IceConfig = field(default_factory=IceConfig)

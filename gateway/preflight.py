@@ -7,41 +7,44 @@ checks are cheap (no model is loaded) and raise `PreflightError` with a one-line
 
 from __future__ import annotations
 
-from gateway.config import ProcessingConfig
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engines.factory import EngineConfig
 
 
 class PreflightError(RuntimeError):
     """This machine cannot run the configured processing; str() is one line."""
 
 
-def check_processing(proc: ProcessingConfig) -> None:
+def check_engine(engine: EngineConfig) -> None:
     """Raise PreflightError when the configured engine or ONNX Runtime providers are not usable here."""
     from engines.engine import EngineError
 
     try:
-        if proc.engine == "triton":
+        if engine.backend == "triton":
             from engines.backends.triton_engine import import_client
 
             import_client()  # the client library; the server's readiness is /readyz's business
-        elif proc.engine == "tensorrt":
+        elif engine.backend == "tensorrt":
             from engines.backends.tensorrt_engine import device_compute_capability
 
             # imports TensorRT and cuda-python, asks the driver for the GPU
-            device_compute_capability(proc.device_id)
-        elif proc.engine == "torch":
-            check_torch(proc.providers, proc.device_id)
+            device_compute_capability(engine.device_id)
+        elif engine.backend == "torch":
+            check_torch(engine.providers, engine.device_id)
         else:
             import onnxruntime as ort
 
             from engines.backends.onnxruntime_engine import check_available, resolve_providers
 
-            check_available(resolve_providers(proc.providers), ort.get_available_providers())
+            check_available(resolve_providers(engine.providers), ort.get_available_providers())
     except EngineError as exc:
-        what = f"--engine {proc.engine} --providers {','.join(proc.providers)}"
+        what = f"--engine {engine.backend} --providers {','.join(engine.providers)}"
         raise PreflightError(f"{what}: {exc}") from None
     except Exception as exc:  # a broken driver or library: still one line, never a traceback
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        raise PreflightError(f"--engine {proc.engine}: GPU check failed: {reason}") from None
+        raise PreflightError(f"--engine {engine.backend}: GPU check failed: {reason}") from None
 
 
 def check_torch(providers: tuple[str, ...], device_id: int) -> None:

@@ -39,8 +39,8 @@ def config_from(values: Mapping[str, Any]) -> GatewayConfig:
     changes.update(_secrets(values))
     changes["tls"] = _tls(values)
     changes["ice.public_address"] = v.public_address(values.get("ice_public_address"), values.get("stun"))
-    if "processing.model_dir" not in changes:  # flag/TOML > $LIVEFUSE_MODEL_DIR > ~/.cache/livefuse/models
-        changes["processing.model_dir"] = default_model_dir(os.environ)
+    if "model_dir" not in changes:  # flag/TOML > $LIVEFUSE_MODEL_DIR > ~/.cache/livefuse/models
+        changes["model_dir"] = default_model_dir(os.environ)
     changes.update(_parallelism(values, changes, defaults))
     changes["monitor.parallelism"] = float(changes["scheduler.workers"])
     # affinity and the cgroup quota (a pod's CPU limit), read here at the edge
@@ -84,14 +84,14 @@ def _parallelism(
         return changes[path] if path in changes else field_of(defaults, path)
 
     workers, threads = default_parallelism(
-        chosen("processing.engine"), chosen("processing.providers"), v.cores()
+        chosen("pipeline.engine.backend"), chosen("pipeline.engine.providers"), v.cores()
     )
     asked = values.get("workers")
     if asked is not None and values.get("intra_op_threads") is None and int(asked) == 1:
         threads = 0
     return {
         "scheduler.workers": changes.get("scheduler.workers", workers),
-        "processing.intra_op_threads": changes.get("processing.intra_op_threads", threads),
+        "pipeline.engine.intra_op_threads": changes.get("pipeline.engine.intra_op_threads", threads),
     }
 
 

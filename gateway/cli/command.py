@@ -17,7 +17,7 @@ from gateway.cli.build import load_config
 from gateway.config import GatewayConfig
 from gateway.exposure_rule import check_listeners
 from gateway.http.tls import make_self_signed, server_context
-from gateway.preflight import PreflightError, check_processing
+from gateway.preflight import PreflightError, check_engine
 from gateway.process_setup import setup_process
 from gateway.webrtc.version_check import UncheckedVersion, check_aiortc, installed_version
 
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config, steps = load_config(argv, os.environ)
         check_aiortc(installed_version("aiortc"))
-        check_processing(config.processing)
+        check_engine(config.pipeline.engine)
         if steps.discover_address:
             config = _discovered(config)
         if steps.self_signed:

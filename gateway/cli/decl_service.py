@@ -59,7 +59,7 @@ LIMITS = (
         "limits",
         "largest cross-session batch (the scheduler's, and the engines' batch limit)",
         kind="int",
-        fields=("scheduler.max_batch", "processing.max_batch"),
+        fields=("scheduler.max_batch", "pipeline.engine.max_batch"),
     ),
     Option(
         "max_queue_delay_ms",

@@ -5,8 +5,10 @@ are imported when a value is converted, so that reading the options (the health 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gateway.cli.option import split
 from gateway.secret_file import secret_path
@@ -23,9 +25,51 @@ LATE_POLICIES = (
 )  # gateway.media.late.LatePolicy's values (a unit test holds them equal)
 
 
+# the per-session settings whose defaults are options, read by the sessions' own parser
+# (gateway.session.settings) as WHIP and PATCH read them, with its errors naming the flag
+_SESSION_FLAGS = MappingProxyType(
+    {
+        "processors": "--processors",
+        "mask": "--mask-regions",
+        "faces": "--face-selector",
+        "shape": "--face-shape",
+    }
+)
+T = TypeVar("T")
+
+
+def _session_default(parse: Callable[[Any, Callable[[str], str]], T], value: Any) -> T:
+    from gateway.errors import GatewayError
+
+    try:
+        return parse(value, _SESSION_FLAGS.__getitem__)
+    except GatewayError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def processors(names: tuple[str, ...]) -> tuple[str, ...]:
     """`none` (or an empty list) = no processing: frames pass through the media path untouched."""
-    return tuple(n for n in names if n.lower() != "none")
+    from gateway.session.settings import processor_names
+
+    return _session_default(processor_names, names)
+
+
+def mask_regions(names: tuple[str, ...]) -> tuple[str, ...]:
+    from gateway.session.settings import mask_regions
+
+    return _session_default(mask_regions, names)
+
+
+def face_selector(name: str) -> str:
+    from gateway.session.settings import default_selector
+
+    return _session_default(default_selector, name)
+
+
+def face_shape(value: float) -> float:
+    from gateway.session.settings import face_shape
+
+    return _session_default(face_shape, value)
 
 
 def processors_raw(names: tuple[str, ...]) -> str:

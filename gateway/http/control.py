@@ -18,15 +18,17 @@ from typing import Any
 
 from aiohttp import web
 
-from engines.frames import FACE_SELECTORS, MASK_REGIONS, PROCESSORS, FaceSettings, SourceFace, check_shape
-from gateway.errors import BadRequest, NotFound, Unprocessable
+from engines.frames import FaceSettings, SourceFace
+from gateway.errors import BadRequest
 from gateway.http.body import read_json_object
 from gateway.http.keys import CONFIG, MONITOR, STATE
 from gateway.http.sources import visible_source
 from gateway.http.whip import owned_session
 from gateway.marking.config import check_label
+from gateway.session.settings import KEYS as SETTINGS_KEYS
+from gateway.session.settings import Lookups, SessionSettings, default_faces, parse
 
-KEYS = ("source", "processors", "mask", "faces", "reference", "shape", "label")
+KEYS = (*SETTINGS_KEYS, "label")
 
 
 @dataclass(frozen=True)
@@ -37,31 +39,6 @@ class Control:
     label: str | None = None  # the visible disclosure label (gateway.marking.label)
 
 
-def _names(value: Any, key: str, known: tuple[str, ...]) -> tuple[str, ...]:
-    if isinstance(value, str):
-        items = [v.strip() for v in value.split(",")]
-    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
-        items = [v.strip() for v in value]
-    else:
-        raise BadRequest(f"{key} must be a list of names or a comma-separated string")
-    names = tuple(n for n in items if n and n.lower() != "none")
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise BadRequest(f"unknown {key} {', '.join(unknown)} (known: {', '.join((*known, 'none'))})")
-    return names
-
-
-def _source(value: Any, key: str, find: Callable[[str], SourceFace | None]) -> SourceFace | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise BadRequest(f"{key} must be a source id (or null)")
-    face = find(value)
-    if face is None:
-        raise NotFound(f"no source {value!r} for {key} (upload one with POST /sources)")
-    return face
-
-
 def plan(
     body: Mapping[str, Any],
     current: Control,
@@ -69,43 +46,20 @@ def plan(
     find_source: Callable[[str], SourceFace | None],
     supports_reference: bool,
 ) -> Control:
-    """The session's settings after `body`, or a 4xx (BadRequest, NotFound, Unprocessable)."""
+    """The session's settings after `body`, or a 4xx (BadRequest, NotFound, Unprocessable): the six
+    per-session settings by the sessions' one parser (gateway.session.settings), the label here."""
     unknown = sorted(set(body) - set(KEYS))
     if unknown:
         raise BadRequest(f"unknown key(s) {', '.join(unknown)} (known: {', '.join(KEYS)})")
     if not body:
         raise BadRequest(f"nothing to change (keys: {', '.join(KEYS)})")
-    source = _source(body["source"], "source", find_source) if "source" in body else current.source
-    processors = (
-        _names(body["processors"], "processors", PROCESSORS) if "processors" in body else current.processors
+    settings = parse(
+        {k: v for k, v in body.items() if k != "label"},
+        SessionSettings(current.source, current.processors, current.face_settings),
+        Lookups(defaults, find_source, supports_reference),
     )
-    settings = current.face_settings
     label = _label(body["label"]) if "label" in body else current.label
-    if not {"mask", "faces", "reference", "shape"} & set(body):
-        return Control(source, processors, settings, label)
-    base = settings or defaults
-    keep = _names(body["mask"], "mask", MASK_REGIONS) if "mask" in body else base.keep_regions
-    selector = body.get("faces", base.selector)
-    if selector not in FACE_SELECTORS:
-        raise BadRequest(f"unknown faces {selector!r} (known: {', '.join(FACE_SELECTORS)})")
-    reference = None
-    if selector == "reference":
-        if not supports_reference:
-            raise Unprocessable(
-                "faces=reference needs the ArcFace embedder (arcface_w600k_r50), which is not installed "
-                "here: see `python -m engines.models list`"
-            )
-        if "reference" in body:
-            reference = _source(body["reference"], "reference", find_source)
-        else:
-            reference = base.reference
-        if reference is None:
-            raise BadRequest("faces=reference needs reference=<source id> (upload it with POST /sources)")
-    elif "reference" in body:
-        raise BadRequest("reference is used with faces=reference only")
-    shape = _shape(body["shape"]) if "shape" in body else base.shape
-    face_settings = FaceSettings(keep_regions=keep, selector=selector, reference=reference, shape=shape)
-    return Control(source, processors, face_settings, label)
+    return Control(settings.source, settings.processors, settings.faces, label)
 
 
 def _label(value: Any) -> str | None:
@@ -115,13 +69,6 @@ def _label(value: Any) -> str | None:
         return check_label(value)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-
-
-def _shape(value: Any) -> float:
-    try:
-        return check_shape(value)
-    except ValueError:
-        raise BadRequest(f"shape must be a number in 0..1 (the source's face shape), got {value!r}") from None
 
 
 def describe(control: Control, defaults: FaceSettings) -> dict[str, Any]:
@@ -141,9 +88,7 @@ async def patch_session(request: web.Request) -> web.Response:
     session = owned_session(request)
     config = request.app[CONFIG]
     body = await read_json_object(request, config.body_timeout_s)
-    defaults = FaceSettings(
-        config.processing.mask_regions, config.processing.face_selector, shape=config.processing.face_shape
-    )
+    defaults = default_faces(config.pipeline)
     pipeline = request.app[STATE].pipeline
     new = plan(
         body,

@@ -13,7 +13,6 @@ import time
 
 from aiohttp import web
 
-from engines.frames import FACE_SELECTORS, MASK_REGIONS, PROCESSORS, FaceSettings, SourceFace, check_shape
 from gateway.errors import (
     BadRequest,
     NotFound,
@@ -29,6 +28,7 @@ from gateway.http.sources import visible_source
 from gateway.http.urls import resource_url
 from gateway.marking.config import check_label, disclosure_headers
 from gateway.session import Session
+from gateway.session.settings import Lookups, SessionSettings, default_faces, in_query, parse, query_values
 from gateway.tenants import tenant_label, tenant_limit
 from gateway.webrtc.interop.dtls_peers import dtls_choice
 from gateway.webrtc.interop.ice import link_headers
@@ -42,26 +42,19 @@ async def read_offer(request: web.Request) -> str:
     return await read_offer_text(request, config.max_sdp_bytes, config.body_timeout_s)
 
 
-def choose_processors(raw: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    """Absent or empty -> the gateway's default; `none` -> () (pass-through); else known names only."""
-    if raw is None or not raw.strip():
-        return default
-    names = tuple(p.strip() for p in raw.split(",") if p.strip() and p.strip().lower() != "none")
-    unknown = [n for n in names if n not in PROCESSORS]
-    if unknown:
-        raise BadRequest(f"unknown processor(s) {', '.join(unknown)} (known: {', '.join(PROCESSORS)})")
-    return names
-
-
-def choose_source(request: web.Request) -> SourceFace | None:
-    state = request.app[STATE]
-    sid = request.query.get("source") or state.default_source_id
-    if sid is None:
-        return None
-    face = visible_source(request, sid)
-    if face is None:
-        raise NotFound(f"no source {sid!r} (upload one with POST /sources)")
-    return face
+def choose_settings(request: web.Request) -> SessionSettings:
+    """?source= (else the default source), ?processors=, ?mask=, ?faces= (with ?reference=) and ?shape=,
+    read by the sessions' one parser (gateway.session.settings); face settings None when none is given (the
+    gateway's defaults apply)."""
+    app = request.app
+    defaults = SessionSettings(None, app[CONFIG].pipeline.processors, None)
+    lookups = Lookups(
+        default_faces(app[CONFIG].pipeline),
+        lambda sid: visible_source(request, sid),
+        bool(getattr(app[STATE].pipeline, "supports_reference", False)),
+        in_query,
+    )
+    return parse(query_values(request.query, app[STATE].default_source_id), defaults, lookups)
 
 
 def owned_session(request: web.Request) -> Session:
@@ -80,41 +73,6 @@ def choose_dtls(request: web.Request) -> bool | None:
         raise BadRequest(str(exc)) from None
 
 
-def choose_face_settings(request: web.Request) -> FaceSettings | None:
-    """?mask=, ?faces= (with ?reference=) and ?shape=: None when none is given (the gateway's defaults
-    apply)."""
-    q = request.query
-    if "mask" not in q and "faces" not in q and "shape" not in q:
-        return None
-    proc = request.app[CONFIG].processing
-    keep = proc.mask_regions
-    if "mask" in q:
-        keep = tuple(r.strip() for r in q["mask"].split(",") if r.strip() and r.strip().lower() != "none")
-        bad = [r for r in keep if r not in MASK_REGIONS]
-        if bad:
-            known = ", ".join((*MASK_REGIONS, "none"))
-            raise BadRequest(f"unknown mask region(s) {', '.join(bad)} (known: {known})")
-    selector = q.get("faces", proc.face_selector)
-    if selector not in FACE_SELECTORS:
-        raise BadRequest(f"unknown ?faces={selector} (known: {', '.join(FACE_SELECTORS)})")
-    reference = None
-    if selector == "reference":
-        pipeline = request.app[STATE].pipeline
-        if not getattr(pipeline, "supports_reference", False):
-            raise Unprocessable(
-                "?faces=reference needs the ArcFace embedder (arcface_w600k_r50), which is "
-                "not installed here: see `python -m engines.models list`"
-            )
-        rid = q.get("reference")
-        if not rid:
-            raise BadRequest("?faces=reference needs ?reference=<source id> (upload it with POST /sources)")
-        reference = visible_source(request, rid)
-        if reference is None:  # another tenant's image is as unknown as a missing one
-            raise NotFound(f"no source {rid!r} for ?reference= (upload one with POST /sources)")
-    shape = query_shape(q["shape"]) if "shape" in q else proc.face_shape
-    return FaceSettings(keep_regions=keep, selector=selector, reference=reference, shape=shape)
-
-
 def choose_label(request: web.Request, owner: str | None) -> str | None:
     """The session's visible label: `?label=` (empty: none), else its tenant's, else --disclosure-label."""
     config = request.app[CONFIG]
@@ -124,16 +82,6 @@ def choose_label(request: web.Request, owner: str | None) -> str | None:
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
     return tenant_label(config.auth.all_tenants, owner) or config.sessions.marking.label
-
-
-def query_shape(value: str) -> float:
-    """?shape=0..1 as a number, or a 400."""
-    try:
-        return check_shape(float(value))
-    except ValueError:
-        raise BadRequest(
-            f"?shape must be a number in 0..1 (the source's face shape), got {value!r}"
-        ) from None
 
 
 async def options_whip(request: web.Request) -> web.Response:
@@ -149,21 +97,19 @@ async def post_whip(request: web.Request) -> web.Response:
     post_s = time.monotonic()  # the origin of the session's timeline (gateway.session.timeline)
     offer = await read_offer(request)
     config = request.app[CONFIG]
-    processors = choose_processors(request.query.get("processors"), config.processing.processors)
-    source = choose_source(request)
+    settings = choose_settings(request)
     owner = principal_of(request).tenant
-    face_settings = choose_face_settings(request)
     legacy_dtls = choose_dtls(request)
     egress_target = await egress.requested_target(request)
     label = choose_label(request, owner)
     try:
         session, answer = await sessions_of(request.app).create(
             offer,
-            source=source,
-            processors=processors,
+            source=settings.source,
+            processors=settings.processors,
             owner=owner,
             owner_limit=tenant_limit(config.auth.all_tenants, owner),
-            face_settings=face_settings,
+            face_settings=settings.faces,
             user_agent=request.headers.get("User-Agent"),
             legacy_dtls=legacy_dtls,
             label=label,

@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 
 from engines.frames import FaceSettings, FrameItem, FrameOutput
-from gateway.config import ProcessingConfig
+from engines.pipeline_config import PipelineConfig
 from tests.harness.fakes import FakePipeline, RecordingMonitor
 from tests.harness.gateway import gw_config, running_gateway
 from tests.harness.peers import publish
@@ -33,7 +33,7 @@ class SettingsPipeline(FakePipeline):
 
 async def test_face_settings_reach_the_session_and_bad_ones_are_refused(astronaut: np.ndarray) -> None:
     pipeline = SettingsPipeline()
-    config = replace(gw_config(), processing=ProcessingConfig(mask_regions=("mouth",), face_shape=0.5))
+    config = replace(gw_config(), pipeline=PipelineConfig(keep_regions=("mouth",), shape=0.5))
     async with (
         running_gateway(config, pipeline=pipeline, monitor=RecordingMonitor()) as gw,
         aiohttp.ClientSession() as http,

@@ -20,10 +20,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from engines.backends.triton_engine import TritonConfig
+from engines.factory import EngineConfig
 from engines.models.store import ModelStore
+from engines.pipeline_config import PipelineConfig
 from engines.triton.server import TritonProcess
-from gateway.config import ProcessingConfig
+from engines.backends.triton_engine import TritonConfig
 from gateway.http.keys import MONITOR
 from gateway.scheduler import SchedulerConfig
 from tests.harness.gateway import gw_config, start_gateway
@@ -55,11 +56,12 @@ def _config(server: TritonProcess, model_dir: Path, shm: bool = False) -> Any:
     base = gw_config()
     return replace(
         base,
-        processing=ProcessingConfig(
-            engine="triton",
-            model_dir=model_dir,
-            triton=TritonConfig(url=grpc_url(server), timeout_s=3.0, shm=shm),
+        pipeline=PipelineConfig(
+            engine=EngineConfig(
+                backend="triton", triton=TritonConfig(url=grpc_url(server), timeout_s=3.0, shm=shm)
+            ),
         ),
+        model_dir=model_dir,
         # one batch at a time per gateway (see the module docstring); a generous budget: this test is about
         # where frames go, and the shared 2-core box must not turn it into a timing test
         scheduler=SchedulerConfig(workers=1, budget_ms=2000.0, max_batch=4),

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from engines.models.store import default_model_dir
+from engines.models.store import ModelStore, default_model_dir
+from engines.pipeline import Pipeline
+from engines.pipeline_config import PipelineConfig
+from gateway.app_resources import default_pipeline
 from gateway.cli import UsageError, build_config, build_parser, main
-from gateway.config import GatewayConfig, ProcessingConfig, SessionConfig, default_parallelism
+from gateway.cli.build import load_config
+from gateway.config import GatewayConfig, SessionConfig, default_parallelism
 from gateway.media.late import LatePolicy, repeat_due
 from gateway.monitoring.records import Outcome
 from gateway.webrtc.interop.ice import LOOPBACK
@@ -24,9 +28,10 @@ def test_defaults() -> None:
     config = _config([])
     assert config.host == "127.0.0.1" and config.port == 8080
     workers, threads = default_parallelism("onnxruntime", ("cpu",), len(os.sched_getaffinity(0)))
-    assert replace(config.processing, model_dir=None, intra_op_threads=0) == ProcessingConfig()
-    assert config.processing.intra_op_threads == threads and config.scheduler.workers == workers
-    assert config.processing.model_dir == default_model_dir(os.environ)  # resolved at the CLI edge
+    engine = config.pipeline.engine
+    assert replace(config.pipeline, engine=replace(engine, intra_op_threads=0)) == PipelineConfig()
+    assert engine.intra_op_threads == threads and config.scheduler.workers == workers
+    assert config.model_dir == default_model_dir(os.environ)  # resolved at the CLI edge
     assert config.ice.host_addresses == () and config.auth.token is None
     assert config.sessions.late_policy is LatePolicy.REPEAT
 
@@ -41,16 +46,16 @@ def test_file_overrides_defaults_and_flags_override_file(tmp_path: Path) -> None
 
     values = tomllib.loads(toml.read_text())
     from_file = _config(["--config", str(toml)], values)
-    assert from_file.port == 9000 and from_file.processing.max_batch == 4
+    assert from_file.port == 9000 and from_file.pipeline.engine.max_batch == 4
     assert from_file.scheduler.max_batch == 4 and from_file.scheduler.budget_ms == 120.0
-    assert from_file.processing.processors == ("face_swapper", "face_enhancer")
+    assert from_file.pipeline.processors == ("face_swapper", "face_enhancer")
     assert from_file.ice.host_addresses == LOOPBACK
     assert from_file.sessions.late_policy is LatePolicy.ORIGINAL
     flags = _config(
         ["--config", str(toml), "--port", "9100", "--max-batch", "2", "--processors", "face_swapper"], values
     )
-    assert flags.port == 9100 and flags.processing.max_batch == 2 and flags.scheduler.max_batch == 2
-    assert flags.processing.processors == ("face_swapper",)
+    assert flags.port == 9100 and flags.pipeline.engine.max_batch == 2 and flags.scheduler.max_batch == 2
+    assert flags.pipeline.processors == ("face_swapper",)
     assert flags.scheduler.budget_ms == 120.0  # not on the command line: the file's value stays
 
 
@@ -65,12 +70,32 @@ def test_main_reads_the_toml_file(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_face_flags() -> None:
     config = _config(["--mask-regions", "none", "--face-selector", "one", "--poisson-blend"])
-    assert config.processing.mask_regions == () and config.processing.face_selector == "one"
-    assert config.processing.poisson_blend
-    padded = _config(["--mask-blur", "0.2", "--mask-padding", "10,0,5,0"]).processing
-    assert padded.mask_blur == 0.2 and padded.mask_padding == (10.0, 0.0, 5.0, 0.0)
-    assert _config(["--mask-regions", "eyes"]).processing.mask_regions == ("eyes",)
-    assert _config([]).processing.mask_regions == ("mouth", "eyes")
+    assert config.pipeline.keep_regions == () and config.pipeline.face_selector == "one"
+    assert config.pipeline.poisson
+    padded = _config(["--mask-blur", "0.2", "--mask-padding", "10,0,5,0"]).pipeline.mask
+    assert padded.blur == 0.2 and padded.padding == (10.0, 0.0, 5.0, 0.0)
+    assert _config(["--mask-regions", "eyes"]).pipeline.keep_regions == ("eyes",)
+    assert _config([]).pipeline.keep_regions == ("mouth", "eyes")
+
+
+def test_detector_score_reaches_the_pipeline_from_flag_environment_and_file(
+    tmp_path: Path, model_store: ModelStore
+) -> None:
+    """A pipeline option is its field and its declaration: the flag, LIVEFUSE_DETECTOR_SCORE and the TOML key
+    all reach the detector the gateway builds."""
+    assert _config([]).pipeline.detector_score == PipelineConfig().detector_score
+    toml = tmp_path / "gw.toml"
+    toml.write_text("detector_score = 0.4\n")
+    env = {"LIVEFUSE_DETECTOR_SCORE": "0.6"}
+    assert load_config(["--config", str(toml)], {})[0].pipeline.detector_score == 0.4
+    assert load_config(["--config", str(toml)], env)[0].pipeline.detector_score == 0.6
+    config, _ = load_config(["--config", str(toml), "--detector-score", "0.7"], env)
+    pipeline = default_pipeline(replace(config, model_dir=model_store.root))
+    try:
+        assert isinstance(pipeline, Pipeline)
+        assert pipeline.config.detector_score == pipeline.detector.score == 0.7
+    finally:
+        pipeline.close()
 
 
 def test_token_file(tmp_path: Path) -> None:
@@ -101,6 +126,7 @@ def test_token_file(tmp_path: Path) -> None:
         (["--face-selector", "reference"], "?faces=reference"),
         (["--mask-padding", "1,2,3"], "padding"),
         (["--mask-blur", "2"], "blur"),
+        (["--detector-score", "1.5"], "detector_score"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -147,7 +173,7 @@ def test_monitoring_flags_reach_the_monitor_config(tmp_path: Path) -> None:
     assert _config(["--event-log", "none"]).monitor.event_log is None
 
 
-def test_engine_flags_reach_the_processing_config(tmp_path: Path) -> None:
+def test_engine_flags_reach_the_pipeline_config(tmp_path: Path) -> None:
     config = _config(
         [
             "--device-id",
@@ -161,7 +187,7 @@ def test_engine_flags_reach_the_processing_config(tmp_path: Path) -> None:
             "3",
         ]
     )
-    p = config.processing
+    p = config.pipeline.engine
     assert (p.device_id, p.fp16, p.trt_cache_dir, p.intra_op_threads, p.contexts) == (1, True, tmp_path, 2, 3)
 
 
@@ -183,9 +209,9 @@ def test_default_parallelism() -> None:
     assert default_parallelism("tensorrt", ("cpu",), 1) == (2, 1)
     # an explicit single worker gets ORT's own threading (all cores)
     one = _config(["--workers", "1"])
-    assert one.scheduler.workers == 1 and one.processing.intra_op_threads == 0
+    assert one.scheduler.workers == 1 and one.pipeline.engine.intra_op_threads == 0
     both = _config(["--workers", "3", "--intra-op-threads", "2"])
-    assert both.scheduler.workers == 3 and both.processing.intra_op_threads == 2
+    assert both.scheduler.workers == 3 and both.pipeline.engine.intra_op_threads == 2
 
 
 def test_repeat_gap_flag_and_its_bounds() -> None:

@@ -105,7 +105,7 @@ def test_every_commented_key_of_the_example_parses_when_uncommented(tmp_path: Pa
     values["front_cpus"] = "0"
     config = build_config(build_parser().parse_args([]), values)
     assert config.auth.token == "change-me" and config.tls is not None and config.tls.cert == tls.cert
-    assert config.processing.swapper == "inswapper_128" and config.scheduler.workers == 2
+    assert str(config.pipeline.engine.trt_cache_dir) == "/models/plans" and config.scheduler.workers == 2
     assert config.sessions.marking.key == b"secret" and config.sessions.marking.label == "AI-generated"
 
 
@@ -173,19 +173,22 @@ def test_a_default_is_declared_once_in_its_dataclass() -> None:
 
     loaded = build_config(build_parser().parse_args([]))
     machine = {
-        "processing": {"model_dir", "intra_op_threads"},
+        "pipeline.engine": {"intra_op_threads"},
         "scheduler": {"workers"},
     }
     plain = GatewayConfig()
     for part, names in machine.items():
         ours = field_of(loaded, part)
         assert replace(ours, **{n: getattr(field_of(plain, part), n) for n in names}) == field_of(plain, part)
-    assert replace(loaded, processing=plain.processing, scheduler=plain.scheduler, monitor=None) == plain
+    assert replace(loaded.pipeline, engine=plain.pipeline.engine) == plain.pipeline
+    assert loaded.model_dir is not None  # the machine's: flag, $LIVEFUSE_MODEL_DIR or the user's cache
+    same = {"pipeline": plain.pipeline, "scheduler": plain.scheduler, "model_dir": None, "monitor": None}
+    assert replace(loaded, **same) == plain
     assert plain.front_process  # the front process is the product's default, not a CLI afterthought
     defaults = product_defaults()
     for option in OPTIONS:
         assert len({repr(field_of(defaults, path)) for path in option.fields}) <= 1, option.key
-    assert EngineConfig().max_batch == plain.scheduler.max_batch == plain.processing.max_batch
+    assert EngineConfig().max_batch == plain.scheduler.max_batch == plain.pipeline.engine.max_batch
 
 
 def test_environment_names_and_file_keys_come_from_the_declarations(tmp_path: Path) -> None:

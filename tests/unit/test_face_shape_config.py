@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from engines.frames import FaceSettings
+from engines.pipeline_config import PipelineConfig
 from gateway.cli import build_config, build_parser, main
-from gateway.config import ProcessingConfig
 
 
 def test_flag_and_file_set_the_default_shape() -> None:
-    assert build_config(build_parser().parse_args([])).processing.face_shape == 1.0
-    assert build_config(build_parser().parse_args(["--face-shape", "0.25"])).processing.face_shape == 0.25
-    assert build_config(build_parser().parse_args([]), {"face_shape": 0}).processing.face_shape == 0.0
+    assert build_config(build_parser().parse_args([])).pipeline.shape == 1.0
+    assert build_config(build_parser().parse_args(["--face-shape", "0.25"])).pipeline.shape == 0.25
+    assert build_config(build_parser().parse_args([]), {"face_shape": 0}).pipeline.shape == 0.0
 
 
 @pytest.mark.parametrize("value", ["2", "-0.5", "nan", "abc"])
@@ -27,6 +27,6 @@ def test_bad_shape_is_one_line_and_exit_2(value: str, capsys: pytest.CaptureFixt
 @pytest.mark.parametrize("value", [1.5, -1.0, float("nan"), True])
 def test_config_and_settings_refuse_out_of_range(value: float) -> None:
     with pytest.raises(ValueError, match="shape"):
-        ProcessingConfig(face_shape=value)
+        PipelineConfig(shape=value)
     with pytest.raises(ValueError, match="shape"):
         FaceSettings(shape=value)

@@ -95,12 +95,12 @@ def test_gateway_args_and_env_are_real_settings_and_probes_real_routes(tmp_path:
     args = [a.replace("$(NODE_IP)", "10.0.0.7").replace("/etc/livefuse", str(tmp_path)) for a in c["args"]]
     own = {e["name"]: e["value"].replace("$(NODE_IP)", "10.0.0.7") for e in c["env"] if "value" in e}
     config = build_config(parser.parse_args(args), None, env_values({**_base_env(), **own}))
-    assert config.processing.engine == "triton" and config.processing.triton is not None
-    assert config.processing.triton.url.endswith(":8001")
+    assert config.pipeline.engine.backend == "triton"
+    assert config.pipeline.engine.triton.url.endswith(":8001")
     # the port in its three places
     assert config.port == c["ports"][0]["containerPort"] == 8080
     assert config.public_url == f"http://10.0.0.7:{config.port}"
-    assert str(config.processing.model_dir) == "/opt/livefuse/models"  # baked into the image
+    assert str(config.model_dir) == "/opt/livefuse/models"  # baked into the image
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     spec = deploy["spec"]["template"]["spec"]
