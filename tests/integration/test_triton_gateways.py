@@ -20,11 +20,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from engines.backends.triton_engine import TritonConfig
 from engines.factory import EngineConfig
 from engines.models.store import ModelStore
 from engines.pipeline_config import PipelineConfig
 from engines.triton.server import TritonProcess
-from engines.backends.triton_engine import TritonConfig
 from gateway.http.keys import MONITOR
 from gateway.scheduler import SchedulerConfig
 from tests.harness.gateway import gw_config, start_gateway
