@@ -28,8 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.webrtc import compat
-from gateway.webrtc.patches import dtls_transport
+from gateway.webrtc import chain, compat
 
 logger = logging.getLogger(__name__)
 
@@ -86,10 +85,8 @@ def _driver(
 ) -> Callable[[Callable[[], Awaitable[None]]], Callable[[], Awaitable[None]]]:
     def make(original_handshake: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
         async def do_handshake() -> None:
-            connection = getattr(transport, compat.DTLS_SSL, None)
-            send: Callable[[bytes], Awaitable[None]] | None = getattr(
-                transport.transport, compat.ICE_TRANSPORT_SEND, None
-            )
+            connection = compat.dtls_connection(transport)
+            send = compat.ice_send(transport.transport)
             if connection is None or send is None:  # not the aiortc this was written for: its timer alone
                 await original_handshake()
                 return
@@ -146,7 +143,7 @@ def retransmit_flights(transport: Any, schedule: RetransmitSchedule) -> FlightRe
     if isinstance(existing, FlightResends):
         return existing
     resends = FlightResends()
-    dtls_transport.wrap_do_handshake(transport, LAYER, _driver(transport, schedule, resends))
+    chain.wrap(transport, compat.DTLS_DO_HANDSHAKE, LAYER, _driver(transport, schedule, resends))
     setattr(transport, RETRANSMIT_MARK, resends)
     return resends
 
