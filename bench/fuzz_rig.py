@@ -20,7 +20,7 @@ import aiohttp
 import psutil
 
 from bench.probes import LiveProbe, ProcessSampler, process_cpu_s, runqueue_wait_s
-from gateway.webrtc.internals import sender_encoder
+from gateway.webrtc.compat import sender_encoder
 from gateway.webrtc.recovery.jitter_buffer import recovery_counters
 from loadgen.arguments import parse_resolution
 from loadgen.client import ClientConfig, WhipJob, upload_source

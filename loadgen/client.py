@@ -30,8 +30,8 @@ from aiortc import (
     RTCSessionDescription,
 )
 
+from gateway.webrtc.compat import negotiated_codecs
 from gateway.webrtc.install import create_peer_connection
-from gateway.webrtc.internals import negotiated_codecs
 from gateway.webrtc.interop.ice import IceConfig
 from loadgen.avsync import (
     AUDIO_RATE,

@@ -19,7 +19,7 @@ from aiortc.codecs.vpx import Vp8Encoder, number_of_threads
 from av.frame import Frame
 from av.video.frame import VideoFrame
 
-from gateway.webrtc.internals import place_sender_encoder, sender_encoder
+from gateway.webrtc.compat import place_sender_encoder, sender_encoder
 
 AIORTC_NOISE_SENSITIVITY = 4  # aiortc's own (and libwebrtc's on x86): nothing to replace
 

@@ -15,13 +15,13 @@ import re
 from aiortc import RTCPeerConnection, RTCRtpReceiver
 from aiortc.rtcrtpparameters import RTCRtpHeaderExtensionParameters, RTCRtpParameters
 
+from gateway.webrtc.compat import header_extensions_map
 from gateway.webrtc.congestion.transport_cc import (
     TRANSPORT_CC_URI,
     TransportCcFeedback,
     offered_transport_cc,
 )
 from gateway.webrtc.install import install_transport_cc_receiver
-from gateway.webrtc.internals import header_extensions_map
 
 _EXTMAP = re.compile(r"^a=extmap:(\d+)(?:/\w+)? (\S+)")
 _VIDEO_RTPMAP = re.compile(r"^a=rtpmap:(\d+) ([\w-]+)/90000")

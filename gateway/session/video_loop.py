@@ -47,7 +47,7 @@ from gateway.monitoring.records import FrameRecord, LinkState, Outcome
 from gateway.scheduler import ScheduledFrame
 from gateway.session.ports import MonitorLike, SchedulerLike
 from gateway.session.timeline import FRAME_IN, FRAME_OUT, SWAP_OUT
-from gateway.webrtc.internals import decoded_queue
+from gateway.webrtc.compat import decoded_queue
 from gateway.webrtc.recovery.jitter_buffer import frame_completed_at
 
 

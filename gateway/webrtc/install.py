@@ -1,33 +1,13 @@
 """Every extension of aiortc, installed from here in one fixed order; nothing else patches aiortc.
 
-What each layer does lives in its sub-package; which aiortc object it changes, in `patches` (one module
-per object); this module decides when and in which order. A later layer wraps an earlier one: on a method
-carrying two, the later runs first (outermost). `patches.chain.layers` reads the order back on a live object.
-
-1. Decoder factory, once per process (`install_decoders`, at app start): hardware decode
-   (codecs.hw_decode) on aiortc's `get_decoder`, only where a hardware decoder opened; undone at shutdown.
-2. Connection, when it is made (`install`): its DTLS-transport factory calls, in this order,
-   a. interop.ice host addresses, port range and DSCP (the ICE connection's gathering),
-   b. interop.dtls the DTLS watch (certificates' SSL context and fingerprints; the handshake and state),
-      then interop.dtls_retransmit on the handshake, outside the watch (its layer runs first): the first
-      flight resent on its schedule while the peer says nothing, long before OpenSSL's 1 s timer,
-   c. interop.link an impaired link, for the load generator only (`install_link`, after a and b);
-   its transceiver factory gives every video receiver recovery's marker-release jitter buffer and NACK
-   filter (recovery.jitter_buffer).
-3. The answer (`install_answer`, after the offer is set): legacy DTLS and the handshake grace for the
-   peers that need them (interop.dtls_peers), one video codec, transport-cc kept where offered.
-4. The publisher's video receiver, when its track arrives (`install_video_receiver`): the uplink's transit
-   on the marker buffer, then the uplink REMB cap on `_send_rtcp` (congestion.uplink_feedback).
-5. The publisher's receivers, while the answer is shaped: transport-cc's recorder on the video receiver's
-   `_handle_rtp_packet` (`install_transport_cc_receiver`; its feedback leaves through 4's `_send_rtcp`),
-   the sender-report tap on its `_handle_rtcp_packet` (`tap_video_reports`), and on the Opus receiver the
-   packet tap in place of its jitter buffer, then the sender-report tap (`tap_audio`).
-6. A sender of the processed video (`install_sender`, after the offer is set): a keyframe requests to the
-   encoder (`_send_keyframe`), b congestion.sender_feedback (`_handle_rtcp_packet`, and the inner
-   `_send_rtcp`), c congestion.retransmit_limit (`_retransmit`), d sync.sender_clock
-   (`_next_encoded_frame`, and the outer `_send_rtcp`: b records each report as d rewrote it),
-   e transport-cc's send side on its DTLS transport (`_send_rtp`, `_handle_rtcp_data`).
-   An audio sender gets d alone (`install_sender_clock`).
+What each layer does lives in its feature module (congestion, recovery, codecs, interop, negotiation, sync),
+which wraps the aiortc method it changes itself, through `chain` with a name from `compat`. This module
+decides when and in which order: 1 the decoder factory (`install_decoders`), 2 the connection (`install`),
+3 the answer (`install_answer`), 4 and 5 the publisher's receivers (`install_video_receiver`,
+`install_transport_cc_receiver`, `tap_video_reports`, `tap_audio`), 6 the senders (`install_sender`,
+`install_sender_clock`); each function's docstring gives its step's order. A later layer wraps an earlier
+one: on a method carrying two, the later runs first (outermost). `chain.layers` reads the order back on a
+live object, `chain.hook_keys` the hooks on a connection's factories.
 """
 
 from __future__ import annotations
@@ -38,17 +18,16 @@ from typing import Any
 
 from aiortc import RTCPeerConnection, RTCRtpReceiver, RTCRtpSender
 
-from gateway.webrtc import compat
-from gateway.webrtc.codecs.hw_decode import DecoderChoice, decoder_factory
+from gateway.webrtc import chain, compat
+from gateway.webrtc.codecs.hw_decode import DecoderChoice, install_hardware_decode
 from gateway.webrtc.congestion import transport_cc, uplink_feedback
 from gateway.webrtc.congestion.queue_delay import OneWayDelay
 from gateway.webrtc.congestion.retransmit_budget import RetransmitBudget
 from gateway.webrtc.congestion.retransmit_limit import limit_retransmissions
 from gateway.webrtc.congestion.send_history import FeedbackSample
-from gateway.webrtc.congestion.sender_feedback import watch_sender_feedback
+from gateway.webrtc.congestion.sender_feedback import route_keyframe_requests, watch_sender_feedback
 from gateway.webrtc.congestion.transport_cc import SendSideFeedback, answer_transport_cc, install_send_side
 from gateway.webrtc.congestion.uplink_rate import UplinkRateConfig
-from gateway.webrtc.internals import route_keyframe_requests
 from gateway.webrtc.interop.dtls import DtlsWatch, use_legacy_dtls, wait_before_handshake, watch_dtls
 from gateway.webrtc.interop.dtls_peers import handshake_grace_s, legacy_dtls_peer
 from gateway.webrtc.interop.dtls_retransmit import RETRANSMIT_MARK, RetransmitSchedule, retransmit_flights
@@ -57,22 +36,19 @@ from gateway.webrtc.interop.ice import IceConfig, configure_gathering, rtc_confi
 from gateway.webrtc.interop.link import MARK as LINK_MARK
 from gateway.webrtc.interop.link import Admit, delay_datagrams
 from gateway.webrtc.negotiation.video_codecs import answer_video_codec
-from gateway.webrtc.patches import decoder_factory as patched_decoder_factory
-from gateway.webrtc.patches import peer_connection
 from gateway.webrtc.recovery.jitter_buffer import apply_low_latency_receive, measure_transit
 from gateway.webrtc.sync.sender_clock import StampState, stamp_sender_reports
 from gateway.webrtc.sync.taps import PacketCallback, ReportCallback, tap_audio_packets, tap_sender_reports
 
-DECODER_LAYER = "hardware decode"
-
 
 # --- 1. decoder factory -----------------------------------------------------------------------------------
 def install_decoders(choice: DecoderChoice, on_fallback: Callable[[str], None]) -> Callable[[], None]:
-    """New receivers decode with `choice`'s hardware decoders; returns the undo. A no-op (and a no-op undo)
-    when every codec decodes in software."""
+    """Step 1, once per process at app start: new receivers decode with `choice`'s hardware decoders
+    (codecs.hw_decode, on aiortc's `get_decoder`, only where a hardware decoder opened); returns the undo,
+    run at shutdown. A no-op (and a no-op undo) when every codec decodes in software."""
     if not choice.hardware:
         return lambda: None
-    return patched_decoder_factory.wrap_get_decoder(DECODER_LAYER, decoder_factory(choice, on_fallback))
+    return install_hardware_decode(choice, on_fallback)
 
 
 # --- 2. connection ----------------------------------------------------------------------------------------
@@ -115,7 +91,14 @@ class Installed:
 
 
 def install(pc: RTCPeerConnection, features: Features) -> Installed:
-    """Apply `features` to `pc` in the order of the module docstring (2)."""
+    """Step 2, when the connection is made: its DTLS-transport factory calls, in this order,
+    a. interop.ice host addresses, port range and DSCP (the ICE connection's gathering),
+    b. interop.dtls the DTLS watch (certificates' SSL context and fingerprints; the handshake and state),
+       then interop.dtls_retransmit on the handshake, outside the watch (its layer runs first): the first
+       flight resent on its schedule while the peer says nothing, long before OpenSSL's 1 s timer,
+    c. interop.link an impaired link, for the load generator only (`install_link`, after a and b);
+    its transceiver factory gives every video receiver recovery's marker-release jitter buffer and NACK
+    filter (recovery.jitter_buffer)."""
     if (
         features.host_addresses
         or features.dscp is not None
@@ -133,7 +116,7 @@ def install(pc: RTCPeerConnection, features: Features) -> Installed:
         def resend_flights(transport: Any) -> None:
             retransmit_flights(transport, schedule)
 
-        peer_connection.on_dtls_transports(pc, RETRANSMIT_MARK, resend_flights)
+        chain.on_dtls_transports(pc, RETRANSMIT_MARK, resend_flights)
     return Installed(low_latency, dtls)
 
 
@@ -166,7 +149,7 @@ def install_link(pc: RTCPeerConnection, outgoing: Admit | None, incoming: Admit 
     if outgoing is None and incoming is None:
         return
     key = object()
-    peer_connection.on_dtls_transports(
+    chain.on_dtls_transports(
         pc, LINK_MARK, lambda transport: delay_datagrams(transport, key, outgoing, incoming)
     )
 
@@ -175,8 +158,9 @@ def install_link(pc: RTCPeerConnection, outgoing: Admit | None, incoming: Admit 
 def install_answer(
     pc: RTCPeerConnection, offer_sdp: str, codec: str, *, transport_cc: bool, legacy_dtls: bool | None
 ) -> int:
-    """Shape the answer to the offer just set (module docstring, 3); the video m-lines that kept
-    transport-cc (0 when `transport_cc` is off). `legacy_dtls`: None decides by the offer
+    """Step 3, after the offer is set: legacy DTLS and the handshake grace for the peers that need them
+    (interop.dtls_peers), one video codec, transport-cc kept where offered. Returns the video m-lines that
+    kept transport-cc (0 when `transport_cc` is off). `legacy_dtls`: None decides by the offer
     (interop.dtls_peers), True and False are the publisher's `?dtls=1.0` / `?dtls=1.2`."""
     legacy_peer = legacy_dtls_peer(offer_sdp) if legacy_dtls is None else None
     if legacy_dtls:
@@ -194,26 +178,30 @@ def install_answer(
 def install_video_receiver(
     receiver: RTCRtpReceiver, uplink: UplinkRateConfig, transit: OneWayDelay
 ) -> uplink_feedback.UplinkFeedback | None:
-    """The publisher's video receiver, when its track arrives (module docstring, 4): `transit` measured on
-    its marker buffer, its REMBs capped; the cap (None where none was installed)."""
+    """Step 4, the publisher's video receiver when its track arrives: the uplink's `transit` measured on the
+    marker buffer, then the uplink REMB cap on `_send_rtcp` (congestion.uplink_feedback); the cap (None
+    where none was installed)."""
     measure_transit(receiver, transit)
     return uplink_feedback.install(receiver, uplink, transit)
 
 
 def install_transport_cc_receiver(pc: RTCPeerConnection) -> transport_cc.TransportCcFeedback | None:
-    """Record the arrival of every packet on `pc`'s video receiver for transport-cc feedback (5)."""
+    """Step 5, while the answer is shaped: transport-cc's recorder on the video receiver's
+    `_handle_rtp_packet` (its feedback leaves through step 4's `_send_rtcp`, looked up at each send)."""
     receiver = next((t.receiver for t in pc.getTransceivers() if t.kind == "video"), None)
     return transport_cc.install(receiver) if receiver is not None else None
 
 
 def tap_video_reports(receiver: RTCRtpReceiver, on_report: ReportCallback) -> bool:
-    """The publisher's video sender reports to `on_report` (5): its stated A/V relation."""
+    """Step 5: the sender-report tap on the video receiver's `_handle_rtcp_packet`, the publisher's video
+    sender reports to `on_report` (its stated A/V relation)."""
     return tap_sender_reports(receiver, on_report)
 
 
 def tap_audio(receiver: RTCRtpReceiver, on_packet: PacketCallback, on_report: ReportCallback) -> bool:
-    """The publisher's Opus packets to `on_packet` instead of the decoder, its sender reports to
-    `on_report` (5). False (nothing changed): the audio cannot be relayed."""
+    """Step 5, on the Opus receiver: the packet tap in place of its jitter buffer (the publisher's Opus
+    packets to `on_packet` instead of the decoder), then the sender-report tap (to `on_report`). False
+    (nothing changed): the audio cannot be relayed."""
     if tap_audio_packets(receiver, on_packet) is None:
         return False
     tap_sender_reports(receiver, on_report)
@@ -243,8 +231,12 @@ def install_sender(
     stamp_reports: Callable[[RTCRtpSender], Any],
     transport_cc: bool,
 ) -> SendSideFeedback | None:
-    """Apply the sender extensions in the order of the module docstring (6; `stamp_reports(sender)` is d:
-    the caller's `install_sender_clock` with its capture clock); the transport-cc side, if any."""
+    """Step 6, a sender of the processed video, after the offer is set: a keyframe requests to the encoder
+    (`_send_keyframe`), b congestion.sender_feedback (`_handle_rtcp_packet`, and the inner `_send_rtcp`),
+    c congestion.retransmit_limit (`_retransmit`), d sync.sender_clock (`_next_encoded_frame`, and the
+    outer `_send_rtcp`: b records each report as d rewrote it; `stamp_reports(sender)` is d, the caller's
+    `install_sender_clock` with its capture clock), e transport-cc's send side on its DTLS transport
+    (`_send_rtp`, `_handle_rtcp_data`). Returns the transport-cc side, if any."""
     route_keyframe_requests(sender, feedback.request_keyframe)
     watch_sender_feedback(sender, feedback.on_remb, feedback.on_loss, feedback.on_rtt)
     limit_retransmissions(
@@ -255,5 +247,6 @@ def install_sender(
 
 
 def install_sender_clock(sender: RTCRtpSender, capture_ntp: Callable[[int], int | None]) -> StampState | None:
-    """`sender`'s reports carry the capture time of their media (6d; sync.sender_clock)."""
+    """Step 6d: `sender`'s reports carry the capture time of their media (sync.sender_clock); an audio
+    sender gets this step alone."""
     return stamp_sender_reports(sender, capture_ntp)

@@ -96,7 +96,7 @@ async def test_a_dropped_client_hello_is_resent_early_not_by_the_one_second_time
         transport = gateway.getTransceivers()[0].receiver.transport
         resends = flight_resends(transport)
         assert resends is not None and 1 <= resends.resends
-        assert getattr(transport, compat.DTLS_ROLE) == "client"
+        assert compat.dtls_role(transport) == "client"
     finally:
         await gateway.close()
         await peer.close()

@@ -15,7 +15,6 @@ from aiortc.codecs import get_decoder as stock_get_decoder
 
 from gateway.webrtc.codecs import hw_decode
 from gateway.webrtc.install import install_decoders
-from gateway.webrtc.patches import decoder_factory
 
 
 def _h264_packets(n: int = 6) -> list[bytes]:
@@ -69,11 +68,11 @@ def test_install_routes_new_receivers_and_undo_restores() -> None:
         assert len(frames) >= 5 and all(f.format.name == "yuv420p" and f.width == 64 for f in frames)
         vp8 = rr.get_decoder(SimpleNamespace(mimeType="video/VP8"))
         assert not isinstance(vp8, hw_decode.HardwareDecoder)
-        assert decoder_factory.layers() == ("hardware decode",)
+        assert hw_decode.installed_layers() == ("hardware decode",)
     finally:
         undo()
     assert rr.get_decoder is stock_get_decoder
-    assert decoder_factory.layers() == ()
+    assert hw_decode.installed_layers() == ()
 
 
 def test_a_failing_hardware_decoder_hands_the_stream_to_software() -> None:

@@ -11,19 +11,18 @@ import aiortc
 import pytest
 from aiortc import RTCPeerConnection, RTCSessionDescription
 
-from gateway.webrtc import compat, internals
+from gateway.webrtc import chain, compat
 from gateway.webrtc.congestion import transport_cc, uplink_feedback
 from gateway.webrtc.congestion.queue_delay import OneWayDelay
 from gateway.webrtc.congestion.retransmit_budget import RetransmitBudget
 from gateway.webrtc.congestion.retransmit_limit import limit_retransmissions
-from gateway.webrtc.congestion.sender_feedback import watch_sender_feedback
+from gateway.webrtc.congestion.sender_feedback import route_keyframe_requests, watch_sender_feedback
 from gateway.webrtc.congestion.uplink_rate import UplinkRateConfig
 from gateway.webrtc.install import Features, install
 from gateway.webrtc.interop.dtls import use_legacy_dtls, watch_dtls
 from gateway.webrtc.interop.ice import LOOPBACK, IceConfig, configure_gathering
 from gateway.webrtc.negotiation.audio_sdp import accept_publisher_audio
 from gateway.webrtc.negotiation.video_codecs import answer_video_codec
-from gateway.webrtc.patches.peer_connection import on_dtls_transports
 from gateway.webrtc.recovery.jitter_buffer import apply_low_latency_receive, measure_transit
 from gateway.webrtc.sync.sender_clock import stamp_sender_reports
 from gateway.webrtc.sync.taps import tap_audio_packets, tap_sender_reports
@@ -69,7 +68,7 @@ async def test_connection_extensions_refuse(answering: RTCPeerConnection, unchec
     assert apply_low_latency_receive(pc) is False
     assert install(pc, Features(dtls_label="test")).low_latency_receive is False
     assert watch_dtls(pc, "again").patched is False
-    assert on_dtls_transports(pc, "test", lambda transport: None) is False
+    assert chain.on_dtls_transports(pc, "test", lambda transport: None) is False
     assert use_legacy_dtls(pc, "FFmpeg's WHIP muxer") is False
     assert answer_video_codec(pc, "VP8") == 0
     assert transport_cc.answer_transport_cc(pc) == 0
@@ -78,8 +77,8 @@ async def test_connection_extensions_refuse(answering: RTCPeerConnection, unchec
     assert measure_transit(video.receiver, OneWayDelay()) is False
     assert tap_audio_packets(audio.receiver, lambda packet: None) is None
     assert tap_sender_reports(video.receiver, lambda ntp, rtp: None) is False
-    assert internals.decoded_queue(video.receiver.track) is None
-    assert internals.negotiated_codecs(video) == []
+    assert compat.decoded_queue(video.receiver.track) is None
+    assert compat.negotiated_codecs(video) == []
 
     # the watch above is remembered on the connection under our own mark; nothing of aiortc's changed
     after = _state(pc, video, audio, video.receiver, video.sender, audio.receiver, video.receiver.transport)
@@ -91,12 +90,12 @@ async def test_sender_extensions_refuse(answering: RTCPeerConnection, unchecked:
     sender = next(t for t in answering.getTransceivers() if t.kind == "video").sender
     before = _state(sender)
 
-    assert internals.route_keyframe_requests(sender, lambda: None) is False
+    assert route_keyframe_requests(sender, lambda: None) is False
     assert watch_sender_feedback(sender, lambda bps, now: None, lambda loss, now: None) is False
     assert limit_retransmissions(sender, RetransmitBudget(), lambda: 1e6) is False
     assert stamp_sender_reports(sender, lambda timestamp: None) is None
     assert transport_cc.install_send_side(answering, sender, lambda sample: None) is None
-    assert internals.sender_encoder(sender) is None
+    assert compat.sender_encoder(sender) is None
     assert use_publisher_encoder(sender, "video/VP8", noise_sensitivity=0) is False
 
     assert _state(sender) == before

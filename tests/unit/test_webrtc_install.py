@@ -13,7 +13,8 @@ from aiortc import RTCPeerConnection, RTCRtpReceiver, RTCRtpSender, RTCSessionDe
 from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import VideoStreamTrack
 
-from gateway.webrtc import compat
+from gateway.webrtc import chain, compat
+from gateway.webrtc.chain import layers
 from gateway.webrtc.congestion.queue_delay import OneWayDelay
 from gateway.webrtc.congestion.retransmit_budget import RetransmitBudget
 from gateway.webrtc.congestion.transport_cc import TRANSPORT_CC_URI
@@ -30,10 +31,8 @@ from gateway.webrtc.install import (
     tap_audio,
     tap_video_reports,
 )
-from gateway.webrtc.interop.ice import IceConfig
+from gateway.webrtc.interop.ice import GATHERING, IceConfig
 from gateway.webrtc.negotiation.audio_sdp import accept_publisher_audio
-from gateway.webrtc.patches import ice_connection, peer_connection
-from gateway.webrtc.patches.chain import layers
 from gateway.webrtc.recovery.jitter_buffer import MarkerJitterBuffer
 from gateway.webrtc.sync.taps import PacketTap
 
@@ -100,28 +99,28 @@ async def published() -> AsyncIterator[Published]:
 
 
 async def test_the_connection_factories_call_their_hooks_in_install_order(published: Published) -> None:
-    assert layers(published.pc, compat.PC_CREATE_DTLS_TRANSPORT) == (peer_connection.DTLS_LAYER,)
-    assert layers(published.pc, compat.PC_CREATE_TRANSCEIVER) == (peer_connection.TRANSCEIVER_LAYER,)
-    assert peer_connection.hook_keys(published.pc) == {
-        peer_connection.DTLS_LAYER: (
+    assert layers(published.pc, compat.PC_CREATE_DTLS_TRANSPORT) == (chain.DTLS_LAYER,)
+    assert layers(published.pc, compat.PC_CREATE_TRANSCEIVER) == (chain.TRANSCEIVER_LAYER,)
+    assert chain.hook_keys(published.pc) == {
+        chain.DTLS_LAYER: (
             "_livefuse_gathering",
             "_livefuse_dtls_watch",
             "_livefuse_dtls_retransmit",
             "_livefuse_impaired",
         ),
-        peer_connection.TRANSCEIVER_LAYER: ("_livefuse_low_latency",),
+        chain.TRANSCEIVER_LAYER: ("_livefuse_low_latency",),
     }
 
 
 async def test_the_publishers_receivers(published: Published) -> None:
     video, audio = published.video, published.audio
-    assert type(getattr(video, compat.RECEIVER_JITTER_BUFFER)) is MarkerJitterBuffer
+    assert type(compat.jitter_buffer(video)) is MarkerJitterBuffer
     assert layers(video, compat.SEND_RTCP) == ("uplink REMB cap",)
     assert layers(video, compat.RECEIVER_HANDLE_RTP_PACKET) == ("transport-cc recorder",)
     assert layers(video, compat.HANDLE_RTCP_PACKET) == ("sender report tap",)
     assert layers(video, compat.RECEIVER_SEND_RTCP_NACK) == ("loss recovery NACK filter",)
 
-    assert type(getattr(audio, compat.RECEIVER_JITTER_BUFFER)) is PacketTap
+    assert type(compat.jitter_buffer(audio)) is PacketTap
     assert layers(audio, compat.HANDLE_RTCP_PACKET) == ("sender report tap",)
     for name in (compat.SEND_RTCP, compat.RECEIVER_HANDLE_RTP_PACKET, compat.RECEIVER_SEND_RTCP_NACK):
         assert layers(audio, name) == ()  # marker release and the uplink cap are video's only
@@ -148,11 +147,11 @@ async def test_the_dtls_transport_and_its_ice_connection(published: Published) -
     assert layers(transport, compat.DTLS_SET_STATE) == ("DTLS watch",)
     assert layers(transport, compat.DTLS_SEND_RTP) == ("transport-cc send side",)
     assert layers(transport, compat.DTLS_HANDLE_RTCP_DATA) == ("transport-cc send side",)
-    for certificate in peer_connection.certificates(published.pc):
+    for certificate in compat.certificates(published.pc):
         assert layers(certificate, compat.CERTIFICATE_SSL_CONTEXT) == ("DTLS watch",)
 
-    connection = ice_connection.ice_connection(transport)
-    assert layers(connection, ice_connection.GATHERING) == ("host addresses, ports and DSCP",)
+    connection = compat.ice_connection(transport)
+    assert layers(connection, GATHERING) == ("host addresses, ports and DSCP",)
     assert layers(connection, "sendto") == ("link model",)
     assert layers(connection, "data_received") == ("link model",)
 
@@ -172,12 +171,11 @@ async def test_installing_again_adds_no_layer(published: Published) -> None:
 
 def test_every_private_name_exists_on_the_checked_aiortc() -> None:
     """compat's names are real on this release: a rename in aiortc fails here, not in a live session."""
-    import importlib
 
     from aiortc import rtcdtlstransport, rtcpeerconnection, rtcrtpreceiver, rtcrtpsender
 
     assert compat.supported()
-    assert callable(getattr(importlib.import_module(compat.RECEIVER_MODULE), compat.RECEIVER_GET_DECODER))
+    assert hasattr(compat.receiver_module(), compat.RECEIVER_GET_DECODER)
     owners = {
         rtcpeerconnection.RTCPeerConnection: ("PC_CREATE_TRANSCEIVER", "PC_CREATE_DTLS_TRANSPORT"),
         rtcrtpreceiver.RTCRtpReceiver: ("RECEIVER_SEND_RTCP_NACK", "RECEIVER_HANDLE_RTP_PACKET", "SEND_RTCP"),
@@ -213,5 +211,5 @@ async def test_the_ice_transport_sender_the_early_dtls_resends_use() -> None:
     pc = RTCPeerConnection()
     pc.addTransceiver("video")
     ice_transport = pc.getTransceivers()[0].sender.transport.transport  # an instance attribute
-    assert callable(getattr(ice_transport, compat.ICE_TRANSPORT_SEND, None))
+    assert callable(compat.ice_send(ice_transport))
     await pc.close()

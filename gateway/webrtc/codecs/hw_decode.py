@@ -3,10 +3,10 @@
 Why: at high resolutions every publisher's decode competes with the image work for the CPU, while an NVIDIA
 GPU decodes H.264 and VP8 on NVDEC. Each decoder is tried once at start (`detect`); an event and the
 /api/stats "decoder" field say which runs per codec and why. A hardware decoder that fails mid-stream hands
-its stream to software (counted, one event), so a session never fails for it. `decoder_factory` is the layer
-`gateway.webrtc.install.install_decoders` puts on aiortc's decoder factory, only when some hardware decoder
-opened; it converts NVDEC's NV12 to the yuv420p aiortc's decoders hand on. Elsewhere the software path is
-unchanged.
+its stream to software (counted, one event), so a session never fails for it. `install_hardware_decode`
+puts the `decoder_factory` layer on aiortc's decoder factory (process-wide, undone at shutdown), only when
+some hardware decoder opened; it converts NVDEC's NV12 to the yuv420p aiortc's decoders hand on. Elsewhere
+the software path is unchanged.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.webrtc import chain, compat
 from gateway.webrtc.codecs.hardware import one_line, probe_codec
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 HARDWARE: Mapping[str, str] = {"video/h264": "h264_cuvid", "video/vp8": "vp8_cuvid"}
 SOFTWARE = "software"
 EVENT = "decoder"
+LAYER = "hardware decode"
 
 
 @dataclass
@@ -118,7 +120,7 @@ class HardwareDecoder:
 def decoder_factory(
     choice: DecoderChoice, on_fallback: Callable[[str], None]
 ) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
-    """The layer `gateway.webrtc.install.install_decoders` puts on aiortc's decoder factory: `choice`'s
+    """The layer `install_hardware_decode` puts on aiortc's decoder factory: `choice`'s
     hardware decoder per codec, aiortc's own (`original`) for the rest and whenever a hardware one cannot
     start."""
 
@@ -137,3 +139,17 @@ def decoder_factory(
         return get_decoder
 
     return make
+
+
+def install_hardware_decode(choice: DecoderChoice, on_fallback: Callable[[str], None]) -> Callable[[], None]:
+    """Wrap the decoder factory every new receiver asks (`decoder_factory`); returns the undo (a no-op when
+    nothing was wrapped: on an aiortc the name was not checked against, with one warning)."""
+    if compat.refused("hardware decode (the receivers' decoder factory)"):
+        return lambda: None
+    make = decoder_factory(choice, on_fallback)
+    return chain.wrap_undoable(compat.receiver_module(), compat.RECEIVER_GET_DECODER, LAYER, make)
+
+
+def installed_layers() -> tuple[str, ...]:
+    """The layers on the decoder factory now, outermost first."""
+    return chain.layers(compat.receiver_module(), compat.RECEIVER_GET_DECODER)

@@ -12,9 +12,8 @@ from collections.abc import Awaitable, Callable
 
 from aiortc import RTCRtpSender
 
-from gateway.webrtc import compat
+from gateway.webrtc import chain, compat
 from gateway.webrtc.congestion.retransmit_budget import RetransmitBudget, newest
-from gateway.webrtc.patches import sender as patched_sender
 
 RTP_HEADER_BYTES = 12
 LAYER = "retransmission budget"
@@ -36,7 +35,7 @@ def limit_retransmissions(
         from aiortc.rtcrtpsender import RTP_HISTORY_SIZE
     except ImportError:
         return False
-    history = getattr(sender, compat.SENDER_RTP_HISTORY, None)
+    history = compat.rtp_history(sender)
     if not hasattr(sender, compat.SENDER_RETRANSMIT) or not isinstance(history, dict):
         return False
 
@@ -59,5 +58,5 @@ def limit_retransmissions(
 
         return retransmit
 
-    patched_sender.wrap_retransmit(sender, LAYER, make)
+    chain.wrap(sender, compat.SENDER_RETRANSMIT, LAYER, make)
     return True

@@ -4,6 +4,8 @@ aiortc acts on REMB only for encoders it runs, and we send pre-encoded packets, 
 `_handle_rtcp_packet` (the original runs first). aiortc keeps only its latest sender report's LSR; this also
 wraps `_send_rtcp` to remember when each of the last `SR_HISTORY` reports left, keyed by the LSR a receiver
 echoes, read as the report went out (after `sync.sender_clock` rewrote it: `gateway.webrtc.install`'s order).
+Keyframe requests (PLI, FIR) go to the encoder that feeds the sender: `route_keyframe_requests` replaces its
+`_send_keyframe`.
 """
 
 from __future__ import annotations
@@ -15,14 +17,23 @@ from typing import Any
 
 from aiortc import RTCRtpSender
 
-from gateway.webrtc import compat
-from gateway.webrtc.patches import sender as patched_sender
+from gateway.webrtc import chain, compat
 
 logger = logging.getLogger(__name__)
 
 RTCP_PSFB_APP = 15  # payload-specific feedback, application layer: REMB
 SR_HISTORY = 16
 LAYER = "receiver feedback"
+KEYFRAME_LAYER = "keyframe requests to the encoder"
+
+
+def route_keyframe_requests(sender: RTCRtpSender, request: Callable[[], None]) -> bool:
+    """PLI/FIR that reach `sender` call `request()` instead of aiortc's own encoder (a sender of encoded
+    packets cannot make a keyframe); False (nothing changed) on an unchecked aiortc."""
+    if compat.refused(KEYFRAME_LAYER) or not hasattr(sender, compat.SENDER_SEND_KEYFRAME):
+        return False
+    chain.wrap(sender, compat.SENDER_SEND_KEYFRAME, KEYFRAME_LAYER, lambda _stock: lambda: request())
+    return True
 
 
 def watch_sender_feedback(
@@ -53,16 +64,14 @@ def watch_sender_feedback(
                 await send_rtcp(packets)
                 now = time.monotonic()
                 for packet in packets if isinstance(packets, list) else ():
-                    if isinstance(packet, RtcpSrPacket) and packet.ssrc == getattr(
-                        sender, compat.SENDER_SSRC
-                    ):
+                    if isinstance(packet, RtcpSrPacket) and packet.ssrc == compat.ssrc(sender):
                         sent_at[(packet.sender_info.ntp_timestamp >> 16) & 0xFFFFFFFF] = now
                         while len(sent_at) > SR_HISTORY:
                             del sent_at[next(iter(sent_at))]
 
             return send
 
-        patched_sender.wrap_send_rtcp(sender, LAYER, make_send)
+        chain.wrap(sender, compat.SEND_RTCP, LAYER, make_send)
 
     def make_handle(original: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
         async def handle_rtcp_packet(packet: Any) -> None:
@@ -70,7 +79,7 @@ def watch_sender_feedback(
             now = time.monotonic()
             if isinstance(packet, RtcpRrPacket | RtcpSrPacket):
                 for report in packet.reports:
-                    if report.ssrc == getattr(sender, compat.SENDER_SSRC):
+                    if report.ssrc == compat.ssrc(sender):
                         # the round trip first: the loss callback may raise the rate, and must see this queue
                         left = sent_at.get(report.lsr) if report.lsr else None
                         if on_rtt is not None and left is not None:
@@ -83,10 +92,10 @@ def watch_sender_feedback(
                     bitrate, ssrcs = unpack_remb_fci(packet.fci)
                 except ValueError:
                     return
-                if getattr(sender, compat.SENDER_SSRC) in ssrcs:
+                if compat.ssrc(sender) in ssrcs:
                     on_remb(float(bitrate), now)
 
         return handle_rtcp_packet
 
-    patched_sender.wrap_handle_rtcp_packet(sender, LAYER, make_handle)
+    chain.wrap(sender, compat.HANDLE_RTCP_PACKET, LAYER, make_handle)
     return True

@@ -22,7 +22,7 @@ from aiortc.rtcrtpparameters import RTCRtcpFeedback, RTCRtpHeaderExtensionParame
 from aiortc.rtp import HeaderExtensionsMap, RtpPacket, is_rtcp
 from aiortc.sdp import SessionDescription
 
-from gateway.webrtc import compat
+from gateway.webrtc import chain, compat
 from gateway.webrtc.congestion.send_history import FeedbackSample, SendHistory
 from gateway.webrtc.congestion.transport_feedback import (
     RTCP_RTPFB,
@@ -30,8 +30,6 @@ from gateway.webrtc.congestion.transport_feedback import (
     FeedbackRecorder,
     parse_feedback,
 )
-from gateway.webrtc.patches import dtls_transport
-from gateway.webrtc.patches import receiver as patched_receiver
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +69,8 @@ def answer_transport_cc(pc: RTCPeerConnection) -> int:
     changed = 0
     for transceiver in pc.getTransceivers():
         entry = offered.get(transceiver.mid or "")
-        codecs = getattr(transceiver, compat.TRANSCEIVER_CODECS, None)
-        extensions = getattr(transceiver, compat.TRANSCEIVER_HEADER_EXTENSIONS, None)
+        codecs = compat.codecs(transceiver)
+        extensions = compat.header_extensions(transceiver)
         if transceiver.kind != "video" or entry is None or not codecs or extensions is None:
             continue
         extension, payload_types = entry
@@ -116,12 +114,12 @@ class TransportCcFeedback:
 
     async def flush(self) -> int:
         """Send what arrived since the last flush; the number of feedback packets sent."""
-        rtcp_ssrc = getattr(self._receiver, compat.RECEIVER_RTCP_SSRC, None)
+        rtcp_ssrc = compat.rtcp_ssrc(self._receiver)
         if rtcp_ssrc is None or not self.recorder.pending:
             return 0
         packets = self.recorder.take(rtcp_ssrc, self._media_ssrc)
         for data in packets:
-            await getattr(self._receiver, compat.SEND_RTCP)(_Rtcp(data))
+            await compat.send_rtcp(self._receiver)(_Rtcp(data))
             self.bytes_sent += len(data)
         return len(packets)
 
@@ -150,9 +148,8 @@ def install(receiver: RTCRtpReceiver, interval_s: float = 0.05) -> TransportCcFe
     existing = getattr(receiver, _MARK, None)
     if isinstance(existing, TransportCcFeedback):
         return existing
-    original = getattr(receiver, compat.RECEIVER_HANDLE_RTP_PACKET, None)
-    needed = (compat.SEND_RTCP, compat.RECEIVER_RTCP_SSRC)
-    if original is None or not all(hasattr(receiver, name) for name in needed):
+    needed = (compat.RECEIVER_HANDLE_RTP_PACKET, compat.SEND_RTCP, compat.RECEIVER_RTCP_SSRC)
+    if not all(hasattr(receiver, name) for name in needed):
         return None
     feedback = TransportCcFeedback(receiver, interval_s)
 
@@ -165,7 +162,7 @@ def install(receiver: RTCRtpReceiver, interval_s: float = 0.05) -> TransportCcFe
 
         return handle_rtp_packet
 
-    patched_receiver.wrap_handle_rtp_packet(receiver, RECEIVE_LAYER, make)
+    chain.wrap(receiver, compat.RECEIVER_HANDLE_RTP_PACKET, RECEIVE_LAYER, make)
     setattr(receiver, _MARK, feedback)
     return feedback
 
@@ -236,7 +233,7 @@ def negotiated_extensions(
     """The header extensions negotiated on `sender`'s transceiver, if transport-cc is among them (else [])."""
     for transceiver in pc.getTransceivers():
         if transceiver.sender is sender:
-            extensions = list(getattr(transceiver, compat.TRANSCEIVER_HEADER_EXTENSIONS, None) or [])
+            extensions = list(compat.header_extensions(transceiver) or [])
             if any(e.uri == TRANSPORT_CC_URI for e in extensions):
                 return extensions
     return []
@@ -252,34 +249,39 @@ def install_send_side(
         return None
     extensions = negotiated_extensions(pc, sender)
     transport = sender.transport
-    ssrcs = {getattr(sender, name, None) for name in (compat.SENDER_SSRC, compat.SENDER_RTX_SSRC)} - {None}
-    send_rtp = getattr(transport, compat.DTLS_SEND_RTP, None)
-    handle_rtcp = getattr(transport, compat.DTLS_HANDLE_RTCP_DATA, None)
-    if not extensions or send_rtp is None or handle_rtcp is None or not ssrcs:
+    ssrcs = compat.media_ssrcs(sender)
+    hooks = (compat.DTLS_SEND_RTP, compat.DTLS_HANDLE_RTCP_DATA)
+    if not extensions or not all(hasattr(transport, name) for name in hooks) or not ssrcs:
         return None
     if getattr(transport, _SEND_MARK, None) is not None:
         return None  # one video sender per peer connection here; never stamp twice
     side = SendSideFeedback(extensions, {int(s) for s in ssrcs if s is not None}, on_sample)
 
-    async def send(data: bytes) -> None:
-        try:
-            data = side.stamp(data)
-        except Exception:  # noqa: BLE001  (the media path must not fail on our extension)
-            side.errors += 1
-            if side.errors == 1:
-                logger.exception("transport-cc: could not stamp a packet; sent as it was (logged once)")
-        await send_rtp(data)
+    def make_send(send_rtp: Callable[[bytes], Awaitable[None]]) -> Callable[[bytes], Awaitable[None]]:
+        async def send(data: bytes) -> None:
+            try:
+                data = side.stamp(data)
+            except Exception:  # noqa: BLE001  (the media path must not fail on our extension)
+                side.errors += 1
+                if side.errors == 1:
+                    logger.exception("transport-cc: could not stamp a packet; sent as it was (logged once)")
+            await send_rtp(data)
 
-    async def handle(data: bytes) -> None:
-        try:
-            side.on_rtcp(data)
-        except Exception:  # noqa: BLE001  (aiortc's own RTCP handling comes first)
-            side.errors += 1
-            if side.errors == 1:
-                logger.exception("transport-cc: feedback not applied (logged once)")
-        await handle_rtcp(data)
+        return send
 
-    dtls_transport.wrap_send_rtp(transport, SEND_LAYER, lambda _send_rtp: send)
-    dtls_transport.wrap_handle_rtcp_data(transport, SEND_LAYER, lambda _handle_rtcp: handle)
+    def make_handle(handle_rtcp: Callable[[bytes], Awaitable[None]]) -> Callable[[bytes], Awaitable[None]]:
+        async def handle(data: bytes) -> None:
+            try:
+                side.on_rtcp(data)
+            except Exception:  # noqa: BLE001  (aiortc's own RTCP handling comes first)
+                side.errors += 1
+                if side.errors == 1:
+                    logger.exception("transport-cc: feedback not applied (logged once)")
+            await handle_rtcp(data)
+
+        return handle
+
+    chain.wrap(transport, compat.DTLS_SEND_RTP, SEND_LAYER, make_send)
+    chain.wrap(transport, compat.DTLS_HANDLE_RTCP_DATA, SEND_LAYER, make_handle)
     setattr(transport, _SEND_MARK, side)
     return side

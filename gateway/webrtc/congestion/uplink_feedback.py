@@ -17,10 +17,9 @@ from typing import Any
 from aiortc import RTCRtpReceiver
 from aiortc.rtp import RTCP_PSFB_APP, RtcpPsfbPacket, RtpPacket, pack_remb_fci, unpack_remb_fci
 
-from gateway.webrtc import compat
+from gateway.webrtc import chain, compat
 from gateway.webrtc.congestion.queue_delay import OneWayDelay
 from gateway.webrtc.congestion.uplink_rate import SequenceCounter, UplinkRateConfig, UplinkRatePolicy
-from gateway.webrtc.patches import receiver as patched_receiver
 from gateway.webrtc.recovery.jitter_buffer import MarkerJitterBuffer
 
 logger = logging.getLogger(__name__)
@@ -97,7 +96,7 @@ class UplinkFeedback:
 
     async def announce(self) -> None:
         """While a cap is set, tell the publisher (one REMB for every stream seen)."""
-        rtcp_ssrc = getattr(self._receiver, compat.RECEIVER_RTCP_SSRC, None)
+        rtcp_ssrc = compat.rtcp_ssrc(self._receiver)
         cap = self.policy.cap_bps
         if cap is None or rtcp_ssrc is None or not self._counters:
             return
@@ -154,8 +153,8 @@ def install(
     existing = getattr(receiver, _MARK, None)
     if isinstance(existing, UplinkFeedback):
         return existing
-    buffer = patched_receiver.jitter_buffer(receiver)
-    send = getattr(receiver, compat.SEND_RTCP, None)
+    buffer = compat.jitter_buffer(receiver)
+    send = compat.send_rtcp(receiver) if hasattr(receiver, compat.SEND_RTCP) else None
     if not isinstance(buffer, MarkerJitterBuffer) or send is None:
         return None
     feedback = UplinkFeedback(receiver, config, send, transit)
@@ -167,6 +166,6 @@ def install(
 
         return send_rtcp
 
-    patched_receiver.wrap_send_rtcp(receiver, LAYER, make)
+    chain.wrap(receiver, compat.SEND_RTCP, LAYER, make)
     setattr(receiver, _MARK, feedback)
     return feedback

@@ -22,14 +22,13 @@ from typing import Any
 from aiortc import RTCPeerConnection
 from OpenSSL import SSL
 
-from gateway.webrtc import compat
+from gateway.webrtc import chain, compat
 from gateway.webrtc.interop.dtls_peers import (
     ANSWER_FINGERPRINT_ALGORITHM,
     LEGACY_DTLS_CIPHERS,
     HandshakeFacts,
     explain,
 )
-from gateway.webrtc.patches import dtls_transport, peer_connection
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +125,8 @@ def _patch_certificate(certificate: Any, watch: DtlsWatch) -> None:
 
         return answer_fingerprints
 
-    dtls_transport.wrap_ssl_context(certificate, LAYER, make_context)
-    dtls_transport.wrap_fingerprints(certificate, LAYER, make_fingerprints)
+    chain.wrap(certificate, compat.CERTIFICATE_SSL_CONTEXT, LAYER, make_context)
+    chain.wrap(certificate, "getFingerprints", LAYER, make_fingerprints)
 
 
 def _watch_transport(transport: Any, watch: DtlsWatch) -> None:
@@ -140,7 +139,7 @@ def _watch_transport(transport: Any, watch: DtlsWatch) -> None:
         async def do_handshake() -> None:
             # aiortc drives the handshake both from `do_handshake()` and from `recv()` on each incoming
             # record (which swallows SSL errors); OpenSSL reports the cause once, on whichever call hit it.
-            connection = getattr(transport, compat.DTLS_SSL)
+            connection = compat.dtls_connection(transport)
             originals = {name: getattr(connection, name) for name in ("do_handshake", "recv")}
 
             def recording(step: Callable[..., Any]) -> Callable[..., Any]:
@@ -157,7 +156,7 @@ def _watch_transport(transport: Any, watch: DtlsWatch) -> None:
 
                 return call
 
-            if watch.grace_s > 0 and getattr(transport, compat.DTLS_ROLE) == "client":
+            if watch.grace_s > 0 and compat.dtls_role(transport) == "client":
                 await asyncio.sleep(watch.grace_s)
                 if transport.state != "connecting":
                     return  # closed while we waited
@@ -181,8 +180,8 @@ def _watch_transport(transport: Any, watch: DtlsWatch) -> None:
 
         return set_state
 
-    dtls_transport.wrap_do_handshake(transport, LAYER, make_handshake)
-    dtls_transport.wrap_set_state(transport, LAYER, make_set_state)
+    chain.wrap(transport, compat.DTLS_DO_HANDSHAKE, LAYER, make_handshake)
+    chain.wrap(transport, compat.DTLS_SET_STATE, LAYER, make_set_state)
 
 
 def _post_handshake_cause(transport: Any) -> str:
@@ -191,7 +190,7 @@ def _post_handshake_cause(transport: Any) -> str:
         if getattr(ice, "state", None) in ("closed", "failed"):
             return "ICE connection lost during the handshake"
         return "handshake did not complete"
-    ssl = getattr(transport, compat.DTLS_SSL, None)
+    ssl = compat.dtls_connection(transport)
     if ssl is not None and not ssl.get_selected_srtp_profile():
         return "no common SRTP protection profile"
     return "peer certificate does not match the fingerprint in its SDP"
@@ -206,7 +205,7 @@ def _report(transport: Any, watch: DtlsWatch, seen: list[str]) -> None:
     cause = explain(
         HandshakeFacts(
             reason=reason,
-            role=getattr(transport, compat.DTLS_ROLE),
+            role=compat.dtls_role(transport),
             peer_key=watch.peer_key,
             legacy_for=watch.legacy_for,
         )
@@ -245,9 +244,9 @@ def watch_dtls(pc: RTCPeerConnection, label: str) -> DtlsWatch:
         setattr(pc, _PC_MARK, watch)
         return watch
     watch = DtlsWatch(label=label, patched=True, closed_here=lambda: pc.signalingState == "closed")
-    for certificate in peer_connection.certificates(pc):
+    for certificate in compat.certificates(pc):
         _patch_certificate(certificate, watch)
-    peer_connection.on_dtls_transports(pc, _PC_MARK, lambda transport: _watch_transport(transport, watch))
+    chain.on_dtls_transports(pc, _PC_MARK, lambda transport: _watch_transport(transport, watch))
     setattr(pc, _PC_MARK, watch)
     return watch
 

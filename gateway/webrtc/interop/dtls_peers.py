@@ -1,26 +1,13 @@
 """What the gateway's DTLS must do for a given peer, and what a failed handshake means: pure, no aiortc.
 
-Two publishers drove these rules (each run by the interop matrix in tests/integration):
-
-- **FFmpeg 8's WHIP muxer built on GnuTLS** (the FFmpeg inside PyAV's wheels, Debian's and Ubuntu's FFmpeg)
-  offers `a=setup:passive`, so it is always the DTLS server, and signs with an ECDSA key on **P-224**
-  (`gnutls_sec_param_to_pk_bits(GNUTLS_PK_ECDSA, GNUTLS_SEC_PARAM_MEDIUM)` is 224 bits). In DTLS 1.2 an
-  OpenSSL client must find the server key's curve among its own supported groups; OpenSSL 4 has no P-224
-  group left, so the handshake ends in "wrong curve" whatever is configured. DTLS 1.0 signs without
-  signature-algorithm negotiation and has no such check: for an offer that FFmpeg wrote, the gateway (as
-  client) offers DTLS 1.0 with its SHA-1 ECDHE suites. The SRTP keys and the fingerprint check are the same.
-- **libdatachannel** (OBS Studio's WHIP output) keeps one fingerprint per description, the last one on the
-  first m-line, and fixes the hash algorithm it will compare with when its DTLS transport starts. When ICE
-  connects before it has stored our answer (it hands the answer to ICE first), that algorithm is its default
-  SHA-256 while the answer's last line, as aiortc writes them, is SHA-512: it rejects our certificate with
-  "unknown ca". Answering with the SHA-256 fingerprint alone (what browsers send) takes that race away.
-  The same window holds a second race: until libdatachannel has stored the answer it fails any certificate
-  check ("tls_process_client_certificate: certificate verify failed"), and on a busy machine its thread can
-  stall there while ICE connects from our checks and a whole handshake runs (2 of 60 sessions with one
-  core busy). Against an offer libdatachannel wrote, the gateway, its DTLS client, waits
-  `LIBDATACHANNEL_GRACE_S` after ICE connects before its ClientHello. A tenth of a second holds: 140 of 140
-  libdatachannel publishers and viewers connected with one core busy (a quarter second before; the early
-  resends of interop.dtls_retransmit cover a ClientHello that arrives before its DTLS endpoint exists).
+Two publishers drove these rules, each run by the interop matrix in tests/integration (figures in
+docs/BENCHMARKS.md, the interop matrix):
+- **FFmpeg 8's WHIP muxer built on GnuTLS** (PyAV's wheels, Debian's and Ubuntu's FFmpeg) is always the DTLS
+  server and signs with a P-224 key, which an OpenSSL 4 client refuses in DTLS 1.2 ("wrong curve"): its
+  offers get DTLS 1.0 (`legacy_dtls_peer`).
+- **libdatachannel** (OBS Studio's WHIP output) can check our certificate before it has stored our answer:
+  it gets the SHA-256 fingerprint alone (`ANSWER_FINGERPRINT_ALGORITHM`) and a short wait before our
+  ClientHello (`handshake_grace_s`).
 """
 
 from __future__ import annotations
@@ -28,7 +15,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# The one fingerprint the gateway puts in its answers (see the module docstring).
+# The one fingerprint the gateway puts in its answers. libdatachannel keeps one fingerprint per description,
+# the last one on the first m-line, and fixes the hash algorithm it will compare with when its DTLS transport
+# starts. When ICE connects before it has stored our answer (it hands the answer to ICE first), that
+# algorithm is its default SHA-256 while the answer's last line, as aiortc writes them, is SHA-512: it
+# rejects our certificate with "unknown ca". The SHA-256 fingerprint alone (what browsers send) takes that
+# race away.
 ANSWER_FINGERPRINT_ALGORITHM = "sha-256"
 
 # DTLS 1.0 has no AEAD suites: the CBC ECDHE suites every DTLS 1.0 stack has.
@@ -39,7 +31,7 @@ LEGACY_DTLS_CIPHERS: tuple[str, ...] = (
     "ECDHE-RSA-AES256-SHA",
 )
 
-LIBDATACHANNEL_GRACE_S = 0.1
+LIBDATACHANNEL_GRACE_S = 0.1  # a tenth of a second holds (a quarter second before): handshake_grace_s
 
 _FFMPEG_ORIGIN = re.compile(r"^o=FFmpeg\s", re.MULTILINE)
 _LIBDATACHANNEL_ORIGIN = re.compile(r"^o=rtc\s", re.MULTILINE)
@@ -60,7 +52,15 @@ def dtls_choice(raw: str | None) -> bool | None:
 
 
 def legacy_dtls_peer(offer_sdp: str) -> str | None:
-    """The name of the peer whose offer needs DTLS 1.0 (FFmpeg's WHIP muxer), or None."""
+    """The name of the peer whose offer needs DTLS 1.0 (FFmpeg's WHIP muxer), or None.
+
+    FFmpeg 8's WHIP muxer on GnuTLS offers `a=setup:passive`, so it is always the DTLS server, and signs with
+    an ECDSA key on P-224 (`gnutls_sec_param_to_pk_bits(GNUTLS_PK_ECDSA, GNUTLS_SEC_PARAM_MEDIUM)` is 224
+    bits). In DTLS 1.2 an OpenSSL client must find the server key's curve among its own supported groups;
+    OpenSSL 4 has no P-224 group left, so the handshake ends in "wrong curve" whatever is configured. DTLS
+    1.0 signs without signature-algorithm negotiation and has no such check: for an offer that FFmpeg wrote,
+    the gateway (as client) offers DTLS 1.0 with its SHA-1 ECDHE suites (`LEGACY_DTLS_CIPHERS`). The SRTP
+    keys and the fingerprint check are the same."""
     if _FFMPEG_ORIGIN.search(offer_sdp) or _FFMPEG_SESSION.search(offer_sdp):
         return "FFmpeg's WHIP muxer"
     return None
@@ -68,7 +68,13 @@ def legacy_dtls_peer(offer_sdp: str) -> str | None:
 
 def handshake_grace_s(offer_sdp: str) -> float:
     """How long the gateway, as DTLS client, waits after ICE connects before its ClientHello to this offer's
-    peer: libdatachannel's (its origin line `o=rtc`), see the module docstring; 0 for everyone else."""
+    peer: libdatachannel's (its origin line `o=rtc`); 0 for everyone else.
+
+    Until libdatachannel has stored our answer it fails any certificate check
+    ("tls_process_client_certificate: certificate verify failed"), and on a busy machine its thread can
+    stall there while ICE connects from our checks and a whole handshake runs. `LIBDATACHANNEL_GRACE_S`
+    after ICE connects covers that window; the early resends of interop.dtls_retransmit cover a ClientHello
+    that arrives before its DTLS endpoint exists."""
     return LIBDATACHANNEL_GRACE_S if _LIBDATACHANNEL_ORIGIN.search(offer_sdp) else 0.0
 
 

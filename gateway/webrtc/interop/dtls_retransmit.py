@@ -1,22 +1,13 @@
 """Early DTLS retransmits: a first flight the peer has not answered goes again after 50, 100, 200, 400 ms.
 
-aiortc leaves retransmission to OpenSSL's DTLS timer, whose first timeout is 1 s (pyOpenSSL exposes no way to
-set it: `DTLS_set_timer_cb` is not in its bindings). The gateway answers `a=setup:active`, so it sends its
+aiortc leaves retransmission to OpenSSL's DTLS timer, whose first timeout is 1 s (pyOpenSSL cannot set it:
+`DTLS_set_timer_cb` is not in its bindings). The gateway answers `a=setup:active`, so it sends its
 ClientHello the moment its own ICE side is ready; a peer that creates its DTLS endpoint only after its own
-ICE reports connected drops that datagram. **FFmpeg's WHIP muxer** (the one inside PyAV's wheels) is such a
-peer: its DTLS came up about 1.1 s after ICE in every run of the interop matrix, the ClientHello dropped and
-OpenSSL's timer resending it after its full second. Browsers' stacks start far sooner and double
-(libwebrtc sets BoringSSL's initial DTLS timeout from the ICE round trip, never under 50 ms).
-
-Here the first flight OpenSSL writes (the datagrams it hands over before the peer has said anything: our
-ClientHello as DTLS client) is kept and, while the peer says nothing, sent again byte for byte on
-`RetransmitSchedule`. A copy is what a dropped flight needs: a peer that never saw it takes it; one that
-did sees a duplicate ClientHello, which DTLS answers by resending its own flight. The first datagram from
-the peer ends the resends for good: its endpoint is up, and a later loss is for both sides' own timers
-(OpenSSL's runs on untouched). Later flights are left alone on purpose: with them resent 50 ms on, FFmpeg's
-WHIP muxer (audio and video) got copies of our final flight after its handshake had ended and stalled in 5
-of 6 runs (media a second late, then the muxer hung). Pure policy (`FlightResends`) apart from the driver on
-the handshake (`retransmit_flights`).
+ICE reports connected drops that datagram and waits a second for OpenSSL's resend. **FFmpeg's WHIP muxer**
+(the one inside PyAV's wheels) is such a peer. Here the first flight OpenSSL writes (our ClientHello, as
+DTLS client) is kept and sent again byte for byte on `RetransmitSchedule` until the peer first speaks; later
+flights are left alone (`retransmit_flights` says why). Pure policy (`FlightResends`) apart from the driver
+on the handshake (`retransmit_flights`). Figures: docs/BENCHMARKS.md, the way on air.
 """
 
 from __future__ import annotations
@@ -28,8 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.webrtc import compat
-from gateway.webrtc.patches import dtls_transport
+from gateway.webrtc import chain, compat
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +31,8 @@ RETRANSMIT_MARK = "_livefuse_dtls_retransmit"  # the connection's hook; each tra
 class RetransmitSchedule:
     """When the unanswered first flight goes again: `first_s` after it was written, then each wait `factor`
     times the last, at most `count` times (50, 100, 200, 400 ms: 0.05, 0.15, 0.35, 0.75 s after the flight;
-    OpenSSL's own timer resends at 1 s)."""
+    OpenSSL's own timer resends at 1 s). Browsers' stacks start far sooner and double: libwebrtc sets
+    BoringSSL's initial DTLS timeout from the ICE round trip, never under 50 ms."""
 
     first_s: float = 0.05
     factor: float = 2.0
@@ -86,10 +77,8 @@ def _driver(
 ) -> Callable[[Callable[[], Awaitable[None]]], Callable[[], Awaitable[None]]]:
     def make(original_handshake: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
         async def do_handshake() -> None:
-            connection = getattr(transport, compat.DTLS_SSL, None)
-            send: Callable[[bytes], Awaitable[None]] | None = getattr(
-                transport.transport, compat.ICE_TRANSPORT_SEND, None
-            )
+            connection = compat.dtls_connection(transport)
+            send = compat.ice_send(transport.transport)
             if connection is None or send is None:  # not the aiortc this was written for: its timer alone
                 await original_handshake()
                 return
@@ -141,12 +130,20 @@ def _driver(
 
 def retransmit_flights(transport: Any, schedule: RetransmitSchedule) -> FlightResends:
     """Resend `transport`'s first handshake flight on `schedule` while the peer says nothing (the module
-    docstring). Idempotent; what it sent is counted in the returned `FlightResends`."""
+    docstring). Idempotent; what it sent is counted in the returned `FlightResends`.
+
+    The first flight is the datagrams OpenSSL hands over before the peer has said anything. A copy is what a
+    dropped flight needs: a peer that never saw it takes it; one that did sees a duplicate ClientHello, which
+    DTLS answers by resending its own flight. The first datagram from the peer ends the resends for good:
+    its endpoint is up, and a later loss is for both sides' own timers (OpenSSL's runs on untouched). Later
+    flights are left alone on purpose: with them resent 50 ms on, FFmpeg's WHIP muxer (audio and video) got
+    copies of our final flight after its handshake had ended and stalled (media a second late, then the
+    muxer hung)."""
     existing = getattr(transport, RETRANSMIT_MARK, None)
     if isinstance(existing, FlightResends):
         return existing
     resends = FlightResends()
-    dtls_transport.wrap_do_handshake(transport, LAYER, _driver(transport, schedule, resends))
+    chain.wrap(transport, compat.DTLS_DO_HANDSHAKE, LAYER, _driver(transport, schedule, resends))
     setattr(transport, RETRANSMIT_MARK, resends)
     return resends
 

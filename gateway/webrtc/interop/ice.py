@@ -16,14 +16,15 @@ from typing import Any
 
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection
 
+from gateway.webrtc import chain, compat
 from gateway.webrtc.interop.dscp import mark_socket
 from gateway.webrtc.interop.host_ports import PortRange, gather_host_candidates
-from gateway.webrtc.patches import ice_connection
-from gateway.webrtc.patches.peer_connection import on_dtls_transports
 
 LOOPBACK: tuple[str, ...] = ("127.0.0.1",)
 _PC_MARK = "_livefuse_gathering"
 LAYER = "host addresses, ports and DSCP"
+GATHERING = "get_component_candidates"  # aioice's (public) gathering, wrapped on one connection
+_STOCK_GATHERING = "_livefuse_original_gcc"
 # what one connection gathers: host addresses, DSCP, the UDP port range, the announced public address
 Wanted = tuple[tuple[str, ...], int | None, PortRange | None, str | None]
 
@@ -106,18 +107,22 @@ def _hook_connection(connection: Any, wanted: Wanted) -> None:
                 )
                 candidates += await original(component=component, addresses=[], timeout=timeout)
             if dscp is not None:  # every socket gathered (host and relay): media, STUN and DTLS alike
-                for sock in ice_connection.sockets_of(connection):
+                for sock in compat.gathered_sockets(connection):
                     mark_socket(sock, dscp)
             return candidates
 
         return get_component_candidates
 
-    ice_connection.replace_gathering(connection, LAYER, make)
+    # the layer goes on aioice's own method, never on a former one: the last configuration wins
+    stock = getattr(connection, _STOCK_GATHERING, None) or getattr(connection, GATHERING)
+    setattr(connection, _STOCK_GATHERING, stock)
+    setattr(connection, GATHERING, stock)
+    chain.wrap(connection, GATHERING, LAYER, make)
     setattr(connection, _PC_MARK, wanted)
 
 
 def _hook_dtls(dtls_transport: Any, wanted: Wanted) -> None:
-    _hook_connection(ice_connection.ice_connection(dtls_transport), wanted)
+    _hook_connection(compat.ice_connection(dtls_transport), wanted)
 
 
 def configure_gathering(
@@ -131,7 +136,7 @@ def configure_gathering(
     `ports` and advertised at `announce` (interop.host_ports), and mark every gathered socket with `dscp`
     (None: unmarked). Before `setLocalDescription`. Idempotent."""
     wanted: Wanted = (tuple(addresses), dscp, ports, announce)
-    if not on_dtls_transports(pc, _PC_MARK, lambda transport: _hook_dtls(transport, wanted)):
+    if not chain.on_dtls_transports(pc, _PC_MARK, lambda transport: _hook_dtls(transport, wanted)):
         raise RuntimeError(
             "this aiortc version has no per-connection ICE hook; cannot restrict host addresses or mark DSCP"
         )

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gateway.webrtc.patches import ice_connection
+from gateway.webrtc import chain, compat
 
 LAYER = "link model"
 MARK = "_livefuse_impaired"
@@ -24,7 +24,7 @@ Admit = Callable[[int, float], float | None]
 def delay_datagrams(dtls_transport: Any, key: object, outgoing: Admit | None, incoming: Admit | None) -> None:
     """Send and receive the datagrams of `dtls_transport`'s ICE connection through `outgoing` /
     `incoming` (None: that direction as it is). Once per connection for `key`."""
-    connection = ice_connection.ice_connection(dtls_transport)
+    connection = compat.ice_connection(dtls_transport)
     if getattr(connection, MARK, None) is key:
         return
     setattr(connection, MARK, key)
@@ -56,7 +56,7 @@ def delay_datagrams(dtls_transport: Any, key: object, outgoing: Admit | None, in
 
             return sendto
 
-        ice_connection.wrap_sendto(connection, LAYER, make_send)
+        chain.wrap(connection, "sendto", LAYER, make_send)
 
     if incoming is not None:
         admit_in = incoming
@@ -69,4 +69,4 @@ def delay_datagrams(dtls_transport: Any, key: object, outgoing: Admit | None, in
 
             return data_received
 
-        ice_connection.wrap_data_received(connection, LAYER, make_receive)
+        chain.wrap(connection, "data_received", LAYER, make_receive)

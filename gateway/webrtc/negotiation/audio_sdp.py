@@ -10,7 +10,6 @@ from aiortc import RTCPeerConnection, RTCRtpTransceiver
 
 from gateway.webrtc import compat
 from gateway.webrtc.negotiation.video_codecs import only_codec
-from gateway.webrtc.patches import transceiver as patched_transceiver
 
 OPUS = "audio/opus"
 
@@ -19,12 +18,12 @@ def _offers_opus(transceiver: RTCRtpTransceiver) -> bool:
     """False on an aiortc whose negotiated codecs are unknown: its audio is then answered inactive."""
     if compat.refused("the Opus answer"):
         return False
-    return any(c.mimeType.lower() == OPUS for c in patched_transceiver.codecs(transceiver) or ())
+    return any(c.mimeType.lower() == OPUS for c in compat.codecs(transceiver) or ())
 
 
 def _opus_only(transceiver: RTCRtpTransceiver) -> None:
-    codecs = patched_transceiver.codecs(transceiver) or []
-    patched_transceiver.set_codecs(transceiver, only_codec(codecs, "opus", kind="audio"))
+    codecs = compat.codecs(transceiver) or []
+    compat.set_codecs(transceiver, only_codec(codecs, "opus", kind="audio"))
 
 
 def audio_transceivers(pc: RTCPeerConnection) -> list[RTCRtpTransceiver]:
@@ -36,7 +35,7 @@ def accept_publisher_audio(pc: RTCPeerConnection) -> RTCRtpTransceiver | None:
     (the answer says `recvonly`: the publisher does not get its own sound back). None: no usable audio."""
     chosen = None
     for transceiver in audio_transceivers(pc):
-        offered = patched_transceiver.offer_direction(transceiver)
+        offered = compat.offer_direction(transceiver)
         sends = offered in ("recvonly", "sendrecv")  # our view
         if chosen is None and sends and _offers_opus(transceiver):
             _opus_only(transceiver)
@@ -52,7 +51,7 @@ def viewer_audio_transceiver(pc: RTCPeerConnection, session_has_audio: bool) -> 
     (`sendonly`), or None (all audio m-lines answered inactive)."""
     chosen = None
     for transceiver in audio_transceivers(pc):
-        offered = patched_transceiver.offer_direction(transceiver)
+        offered = compat.offer_direction(transceiver)
         receives = offered in ("sendonly", "sendrecv")  # our view
         if chosen is None and session_has_audio and receives and _offers_opus(transceiver):
             _opus_only(transceiver)

@@ -15,7 +15,6 @@ from aiortc import RTCPeerConnection
 from aiortc.rtcrtpparameters import RTCRtpCodecParameters
 
 from gateway.webrtc import compat
-from gateway.webrtc.patches import transceiver as patched_transceiver
 
 
 def only_codec(
@@ -41,11 +40,11 @@ def answer_video_codec(pc: RTCPeerConnection, codec: str) -> int:
         return 0
     changed = 0
     for transceiver in pc.getTransceivers():
-        codecs: list[RTCRtpCodecParameters] | None = patched_transceiver.codecs(transceiver)
+        codecs: list[RTCRtpCodecParameters] | None = compat.codecs(transceiver)
         if transceiver.kind != "video" or not codecs:
             continue
         kept = only_codec(codecs, codec)
         if kept and len(kept) != len(codecs):
-            patched_transceiver.set_codecs(transceiver, kept)
+            compat.set_codecs(transceiver, kept)
             changed += 1
     return changed

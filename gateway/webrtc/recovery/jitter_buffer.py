@@ -21,10 +21,8 @@ from aiortc import RTCPeerConnection, RTCRtpReceiver
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.rtp import RtpPacket
 
-from gateway.webrtc import compat
+from gateway.webrtc import chain, compat
 from gateway.webrtc.congestion.queue_delay import AbsSendClock, OneWayDelay
-from gateway.webrtc.patches import peer_connection
-from gateway.webrtc.patches import receiver as patched_receiver
 from gateway.webrtc.recovery.policy import LossRecovery, RecoveryConfig, is_keyframe
 
 logger = logging.getLogger(__name__)
@@ -136,7 +134,7 @@ class MarkerJitterBuffer(JitterBuffer):
         for count in range(after + 1, self.capacity):
             packet = self._slot(count)
             if packet is not None and previous is not None and previous.marker:
-                starts.append((count, is_keyframe(getattr(packet, compat.PACKET_PAYLOAD))))
+                starts.append((count, is_keyframe(compat.packet_payload(packet))))
             previous = packet
         if not starts:
             return None
@@ -164,7 +162,7 @@ class MarkerJitterBuffer(JitterBuffer):
             packets.append(packet)
             if packet.marker:
                 self.remove(count + 1)
-                data = b"".join(getattr(p, compat.PACKET_PAYLOAD) for p in packets)
+                data = b"".join(compat.packet_payload(p) for p in packets)
                 return JitterFrame(data=data, timestamp=packet.timestamp)
         return None
 
@@ -182,12 +180,12 @@ class MarkerJitterBuffer(JitterBuffer):
 
 
 def _install_on_receiver(receiver: RTCRtpReceiver) -> bool:
-    current = patched_receiver.jitter_buffer(receiver)
+    current = compat.jitter_buffer(receiver)
     if isinstance(current, MarkerJitterBuffer):
         return True
-    if not isinstance(current, JitterBuffer) or getattr(current, compat.JITTER_ORIGIN, 0) is not None:
+    if not isinstance(current, JitterBuffer) or not compat.jitter_buffer_unused(current):
         return False  # unknown internals, or packets already buffered: leave it alone
-    if not getattr(current, compat.JITTER_IS_VIDEO, False):
+    if not compat.jitter_is_video(current):
         return False
     buffer = MarkerJitterBuffer(capacity=current.capacity)
     if hasattr(receiver, compat.RECEIVER_SEND_RTCP_NACK):
@@ -196,14 +194,14 @@ def _install_on_receiver(receiver: RTCRtpReceiver) -> bool:
             buffer.send_nack = _nack_sender(send_nack)
 
             async def filtered_nack(ssrc: int, lost: list[int]) -> None:
-                wanted = buffer.recovery.filter_nack(lost, getattr(buffer, compat.JITTER_ORIGIN))
+                wanted = buffer.recovery.filter_nack(lost, compat.jitter_origin(buffer))
                 if wanted:
                     await send_nack(ssrc, wanted)
 
             return filtered_nack
 
-        patched_receiver.wrap_send_rtcp_nack(receiver, LAYER, make)  # this receiver only
-    patched_receiver.replace_jitter_buffer(receiver, buffer)
+        chain.wrap(receiver, compat.RECEIVER_SEND_RTCP_NACK, LAYER, make)  # this receiver only
+    compat.set_jitter_buffer(receiver, buffer)
     return True
 
 
@@ -227,7 +225,7 @@ def apply_low_latency_receive(pc: RTCPeerConnection) -> bool:
     """
     if compat.refused("marker release"):
         return False
-    return peer_connection.on_transceivers(pc, _PC_MARK, _install_on_video)
+    return chain.on_transceivers(pc, _PC_MARK, _install_on_video)
 
 
 def _install_on_video(transceiver: Any) -> None:
@@ -237,7 +235,7 @@ def _install_on_video(transceiver: Any) -> None:
 
 def measure_transit(receiver: RTCRtpReceiver, transit: OneWayDelay) -> bool:
     """Feed `transit` from this receiver's packets (False: stock buffer, nothing measured)."""
-    buffer = patched_receiver.jitter_buffer(receiver)
+    buffer = compat.jitter_buffer(receiver)
     if not isinstance(buffer, MarkerJitterBuffer):
         return False
     buffer.transit = transit
@@ -246,7 +244,7 @@ def measure_transit(receiver: RTCRtpReceiver, transit: OneWayDelay) -> bool:
 
 def frame_completed_at(receiver: RTCRtpReceiver, pts: int | None) -> float | None:
     """Completion time of the encoded frame behind a decoded frame (None if unknown or stock buffer)."""
-    buffer = patched_receiver.jitter_buffer(receiver)
+    buffer = compat.jitter_buffer(receiver)
     if pts is None or not isinstance(buffer, MarkerJitterBuffer):
         return None
     return buffer.completed_at(pts)
@@ -254,7 +252,7 @@ def frame_completed_at(receiver: RTCRtpReceiver, pts: int | None) -> float | Non
 
 def recovery_counters(receiver: RTCRtpReceiver) -> dict[str, int] | None:
     """NACKs repeated, gaps skipped, keyframes asked for, frames held here (None: stock buffer)."""
-    buffer = patched_receiver.jitter_buffer(receiver)
+    buffer = compat.jitter_buffer(receiver)
     if not isinstance(buffer, MarkerJitterBuffer):
         return None
     return dict(vars(buffer.recovery.counters))

@@ -17,8 +17,7 @@ from typing import Any
 from aiortc import RTCRtpSender
 from aiortc.rtp import RtcpSrPacket
 
-from gateway.webrtc import compat
-from gateway.webrtc.patches import sender as patched_sender
+from gateway.webrtc import chain, compat
 from gateway.webrtc.sync.clocks import Unwrapper
 
 logger = logging.getLogger(__name__)
@@ -51,7 +50,7 @@ def stamp_sender_reports(sender: RTCRtpSender, capture_of: Callable[[int], int |
     def make_next(next_frame: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
         async def next_encoded_frame(codec: Any) -> Any:
             if state.origin is None and state.last_timestamp is not None:
-                sent = getattr(sender, compat.SENDER_RTP_TIMESTAMP)
+                sent = compat.rtp_timestamp(sender)
                 state.origin = (sent - state.last_timestamp) & 0xFFFFFFFF
             frame = await next_frame(codec)
             if frame is not None:
@@ -64,7 +63,7 @@ def stamp_sender_reports(sender: RTCRtpSender, capture_of: Callable[[int], int |
     def make_send(send_rtcp: Callable[[Any], Awaitable[None]]) -> Callable[[Any], Awaitable[None]]:
         async def send(packets: Any) -> None:
             if state.origin is not None and isinstance(packets, list):
-                ssrc = getattr(sender, compat.SENDER_SSRC)
+                ssrc = compat.ssrc(sender)
                 for packet in packets:
                     if isinstance(packet, RtcpSrPacket) and packet.ssrc == ssrc:
                         media_ts = unwrap.near((packet.sender_info.rtp_timestamp - state.origin) & 0xFFFFFFFF)
@@ -74,13 +73,13 @@ def stamp_sender_reports(sender: RTCRtpSender, capture_of: Callable[[int], int |
                             continue
                         packet.sender_info.ntp_timestamp = ntp
                         # keeps aiortc's RTT estimate
-                        patched_sender.set_last_report(sender, (ntp >> 16) & 0xFFFFFFFF)
+                        compat.set_last_report(sender, (ntp >> 16) & 0xFFFFFFFF)
                         state.stamped += 1
             await send_rtcp(packets)
 
         return send
 
-    patched_sender.wrap_next_encoded_frame(sender, LAYER, make_next)
-    patched_sender.wrap_send_rtcp(sender, LAYER, make_send)
+    chain.wrap(sender, compat.SENDER_NEXT_ENCODED_FRAME, LAYER, make_next)
+    chain.wrap(sender, compat.SEND_RTCP, LAYER, make_send)
     setattr(sender, _MARK, state)
     return state

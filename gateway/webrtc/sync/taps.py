@@ -17,8 +17,7 @@ from aiortc import RTCRtpReceiver
 from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.rtp import RtcpSrPacket, RtpPacket
 
-from gateway.webrtc import compat
-from gateway.webrtc.patches import receiver as patched_receiver
+from gateway.webrtc import chain, compat
 from gateway.webrtc.sync.clocks import ntp64_to_seconds
 
 logger = logging.getLogger(__name__)
@@ -56,13 +55,13 @@ def tap_audio_packets(receiver: RTCRtpReceiver, on_packet: PacketCallback) -> Pa
     """Route `receiver`'s packets to `on_packet` instead of the Opus decoder. Call before media flows."""
     if not _supported():
         return None
-    current = patched_receiver.jitter_buffer(receiver)
+    current = compat.jitter_buffer(receiver)
     if isinstance(current, PacketTap):
         return current
-    if not isinstance(current, JitterBuffer) or getattr(current, compat.JITTER_ORIGIN, 0) is not None:
+    if not isinstance(current, JitterBuffer) or not compat.jitter_buffer_unused(current):
         return None  # unknown internals, or packets already buffered
     tap = PacketTap(on_packet)
-    patched_receiver.replace_jitter_buffer(receiver, tap)
+    compat.set_jitter_buffer(receiver, tap)
     return tap
 
 
@@ -80,13 +79,12 @@ def tap_sender_reports(receiver: RTCRtpReceiver, on_report: ReportCallback) -> b
 
         return handle
 
-    patched_receiver.wrap_handle_rtcp_packet(receiver, REPORT_LAYER, make)
+    chain.wrap(receiver, compat.HANDLE_RTCP_PACKET, REPORT_LAYER, make)
     setattr(receiver, _TAP_MARK, True)
     return True
 
 
 def decoded_pts_origin(receiver: RTCRtpReceiver) -> int | None:
     """The RTP timestamp that aiortc maps to pts 0 for decoded frames (None before the first frame)."""
-    mapper = getattr(receiver, compat.RECEIVER_TIMESTAMP_MAPPER, None)
-    origin = getattr(mapper, compat.MAPPER_ORIGIN, None)
+    origin = compat.pts_origin(receiver)
     return origin if isinstance(origin, int) else None
