@@ -57,9 +57,9 @@ async def test_h264_only_publisher_and_a_vp8_viewer(astronaut: np.ndarray) -> No
         pub = await publish(http, gw.url, [cv2.resize(astronaut, (320, 240))], query=query, codec="H264")
         session_id = pub.location.rsplit("/", 1)[-1]
         try:
-            assert await wait_for(lambda: len(pub.received.ids) >= 10, 30)
+            assert await wait_for(lambda: len(set(pub.received.ids)) >= 10, 30)
             ids = pub.received.ids
-            assert ids == sorted(ids) and len(set(ids)) == len(ids)
+            assert ids == sorted(ids)  # in order; a late frame may repeat the last picture (the late policy)
             r, g, _ = pub.received.frames[-1][5:40, 5:40].mean(axis=(0, 1))
             assert r > 180 and g < 50  # processed frames came back over H.264
             assert "H264" in pub.pc.remoteDescription.sdp and "VP8" not in pub.pc.remoteDescription.sdp
