@@ -28,8 +28,8 @@ from engines.models.registry import get_spec
 from engines.models.store import ModelStore, sha256_file
 from engines.pipeline import Pipeline, PipelineConfig
 from gateway.media.colour import rgb_to_i420
-from tests.device_checks import changed_only_in_boxes, i420_made_on_the_device
-from tests.onnx_graphs import copy_embedded_models, gfpgan_graph
+from tests.harness.device_checks import changed_only_in_boxes, i420_made_on_the_device
+from tests.harness.onnx_graphs import copy_embedded_models, gfpgan_graph
 
 BOTH = FrameOptions(processors=(STAGE_SWAP, STAGE_ENHANCE))
 ENHANCE_ONLY = FrameOptions(processors=(STAGE_ENHANCE,))

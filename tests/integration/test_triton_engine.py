@@ -22,7 +22,7 @@ from engines.onnxruntime_engine import OrtConfig, OrtEngine
 from engines.triton.server import TritonProcess
 from engines.triton_engine import TritonConfig, TritonEngine
 from loadgen.embedded import free_port
-from tests.triton_server import build_repository, grpc_url, start_triton
+from tests.harness.triton_server import build_repository, grpc_url, start_triton
 
 ATOL = RTOL = 1e-4
 

@@ -40,8 +40,8 @@ from engines.models.store import ModelStore, sha256_file
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.device_enhancer import enhance_device
 from engines.processors.device_frames import DeviceFrames, Downloaded
-from tests.device_checks import changed_only_in_boxes, i420_made_on_the_device
-from tests.onnx_graphs import copy_embedded_models, gfpgan_graph
+from tests.harness.device_checks import changed_only_in_boxes, i420_made_on_the_device
+from tests.harness.onnx_graphs import copy_embedded_models, gfpgan_graph
 
 pytest.importorskip("torch")
 BOTH = (STAGE_SWAP, STAGE_ENHANCE)

@@ -14,7 +14,7 @@ from engines.models.store import ModelStore, sha256_file
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
 from engines.processors.paste import paste_back
-from tests.onnx_graphs import copy_embedded_models, gfpgan_graph
+from tests.harness.onnx_graphs import copy_embedded_models, gfpgan_graph
 
 ENHANCE_ONLY = FrameOptions(processors=(STAGE_ENHANCE,))
 

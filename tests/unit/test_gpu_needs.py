@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.gpu_needs import skip_reason
+from tests.harness.gpu_needs import skip_reason
 
 
 def test_a_machine_with_torch_cuda_and_no_tensorrt_runs_the_torch_tests() -> None:
@@ -31,7 +31,7 @@ def test_gpu_tests_skip_with_their_own_reasons() -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    from tests.gpu_needs import probe
+    from tests.harness.gpu_needs import probe
 
     if probe("torch_cuda") is None or probe("tensorrt") is None:
         pytest.skip("this machine runs GPU tests; their skips are not what is checked here")

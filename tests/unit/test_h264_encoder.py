@@ -13,7 +13,7 @@ import pytest
 from gateway.media.fanout import FanoutEncoder
 from gateway.webrtc.codecs import libx264
 from gateway.webrtc.codecs.h264_encoder import H264Encoder
-from tests.unit.encoded_stream import (
+from tests.harness.encoded_stream import (
     TB,
     carphone,
     check_wrong_input_is_refused,

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from gateway.webrtc.interop.host_ports import PortRange, bind_in_range, parse_port_range
-from tests.udp_ports import free_udp_block
+from tests.harness.udp_ports import free_udp_block
 
 
 def test_parse_port_range() -> None:

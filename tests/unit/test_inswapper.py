@@ -15,7 +15,7 @@ from engines.models.registry import ModelSpec, get_spec
 from engines.models.store import PINS_FILE, ModelStore, ModelUnavailable, sha256_file
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.inswapper import InswapperSwapper, load_emap
-from tests.onnx_graphs import arcface_graph, copy_embedded_models, inswapper_graph
+from tests.harness.onnx_graphs import arcface_graph, copy_embedded_models, inswapper_graph
 
 
 class StandInStore(ModelStore):

@@ -150,7 +150,7 @@ def test_dashboard_configmap_matches_the_dashboard() -> None:
 
 
 def _render(path: Path) -> list[dict[str, Any]]:
-    from tests.k8s_render import render
+    from tests.harness.k8s_render import render
 
     return render(path)
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from gateway.cli import UsageError, load_config
-from tests.k8s_render import render
-from tests.kubelet_env import container_environment
+from tests.harness.k8s_render import render
+from tests.harness.kubelet_env import container_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAY = ROOT / "deploy" / "overlays" / "example"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.k8s_render import render
+from tests.harness.k8s_render import render
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"

@@ -13,7 +13,7 @@ import pytest
 from gateway.media.fanout import FanoutEncoder
 from gateway.webrtc.codecs import libvpx
 from gateway.webrtc.codecs.vp8_encoder import Vp8Encoder
-from tests.unit.encoded_stream import (
+from tests.harness.encoded_stream import (
     TB,
     carphone,
     check_wrong_input_is_refused,

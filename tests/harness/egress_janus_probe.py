@@ -1,5 +1,5 @@
 """Runs INSIDE a private network namespace (test_egress_janus.py starts it with `unshare -n` and gives it a
-veth pair at 10.77.0.1/24, no route out): Janus (VideoRoom), the WHIP front for it (tests.integration.janus),
+veth pair at 10.77.0.1/24, no route out): Janus (VideoRoom), the WHIP front for it (tests.harness.janus),
 a gateway and an aiortc publisher sending video and Opus with `?egress=` to the front. Prints one JSON line
 with what Janus's admin API counted and what the front and the gateway saw; the test asserts on it.
 
@@ -29,8 +29,8 @@ from gateway.webrtc.install import create_peer_connection
 from loadgen.track import StampedVideoTrack
 from tests.harness.fakes import FakePipeline, RecordingMonitor
 from tests.harness.gateway import LOOPBACK, start_gateway
+from tests.harness.janus import JanusServer, WhipFront, media_in, selected_pair
 from tests.harness.peers import negotiate
-from tests.integration.janus import JanusServer, WhipFront, media_in, selected_pair
 
 FRONT_PORT = 18090
 TOKEN = "janus-front-secret"
