@@ -1,6 +1,6 @@
 """`shading`'s per-face step on a torch device: the target's low frequencies on the warped source.
 
-`relight` is `shading.relight` step by step (tests/unit/test_shading.py holds the two together on CPU torch):
+`relight` is `shading.relight` step by step (tests/unit/engines/processors/test_shading.py holds the two together on CPU torch):
 the skin weight, the shrunk copy (area), the blur, the ratio and its bilinear stretch back.
 """
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from kubernetes_validate import utils as kv
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 K8S = ROOT / "deploy" / "k8s"
 VERSIONS = ("1.29.0", "1.33.0")  # a supported-but-older cluster and a recent one
 

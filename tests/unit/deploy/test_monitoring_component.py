@@ -16,7 +16,7 @@ import yaml
 
 from tests.harness.k8s_render import render
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 K8S = ROOT / "deploy" / "k8s"
 RULES = K8S / "alerts" / "livefuse-alerts.yaml"
 

@@ -30,7 +30,7 @@ def test_gpu_tests_skip_with_their_own_reasons() -> None:
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     from tests.harness.gpu_needs import probe
 
     if probe("torch_cuda") is None or probe("tensorrt") is None:

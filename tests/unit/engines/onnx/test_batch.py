@@ -21,7 +21,7 @@ from engines.onnx_batch import (
     verify_batch_equivalence,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def _fixed_batch_model() -> onnx.ModelProto:

@@ -17,7 +17,7 @@ from gateway.cli import UsageError, load_config
 from tests.harness.k8s_render import render
 from tests.harness.kubelet_env import container_environment
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 OVERLAY = ROOT / "deploy" / "overlays" / "example"
 FIELDS = {"status.hostIP": "192.0.2.7", "status.podIP": "192.0.2.7", "spec.nodeName": "node-a",
           "metadata.name": "livefuse-gateway-x"}  # fmt: skip

@@ -13,7 +13,7 @@ from gateway.cli import build_config, build_parser, env_values, example_toml, ma
 from gateway.cli.declarations import OPTIONS
 from gateway.http.tls import make_self_signed
 
-EXAMPLE = Path(__file__).parents[2] / "deploy" / "gateway.example.toml"
+EXAMPLE = Path(__file__).parents[4] / "deploy" / "gateway.example.toml"
 GROUPS = ("network", "media", "models", "limits", "security", "egress and webhooks", "monitoring")
 
 

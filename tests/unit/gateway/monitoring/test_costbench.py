@@ -1,7 +1,7 @@
 """Benchmark (excluded from make test): the monitor's own CPU cost at 1 s sampling, printed and written as
 JSON.
 
-.venv/bin/pytest tests/unit/test_monitor_cost.py -m benchmark -s
+.venv/bin/pytest tests/unit/gateway/monitoring/test_costbench.py -m benchmark -s
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from gateway.monitoring.costbench import run
 
-REPORTS = Path(__file__).resolve().parents[2] / "reports"
+REPORTS = Path(__file__).resolve().parents[4] / "reports"
 
 
 @pytest.mark.benchmark

@@ -162,7 +162,7 @@ def test_grafana_dashboard_uses_only_exported_metrics() -> None:
     registry.register(ContainerCollector({"livefuse": "1", "aiortc": "2", "av": "3"}, lambda: memory))
     for fam in text_string_to_metric_families(render(registry).decode()):
         exported.update(s.name for s in fam.samples)
-    path = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "livefuse.json"
+    path = Path(__file__).resolve().parents[4] / "deploy" / "grafana" / "livefuse.json"
     dash = json.loads(path.read_text())
     exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
     used = {m for e in exprs for m in re.findall(r"livefuse_[a-z_]+", e)}

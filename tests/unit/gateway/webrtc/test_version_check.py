@@ -25,7 +25,7 @@ def test_the_pinned_and_the_installed_aiortc_pass_every_check() -> None:
 def test_the_pyproject_pin_is_the_version_the_checks_name() -> None:
     from pathlib import Path
 
-    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
+    pyproject = (Path(__file__).parents[4] / "pyproject.toml").read_text()
     assert f'"aiortc=={AIORTC_PINNED}"' in pyproject
 
 
