@@ -2,7 +2,7 @@
 stay there (`DeviceFrames`), so the enhancer does not download the frame the swap left on the device.
 
 Why: with the torch engine on CUDA the swapped frame is already on the GPU; the enhancer's crops, masks and
-paste belong beside it. Mirrors face_enhancer step by step (tests/unit/engines/processors/test_device_enhancer.py holds the two
+paste belong beside it. Mirrors face_enhancer step by step (tests/unit/test_device_enhancer.py holds the two
 to a bound): "detail" sharpens each face box and blends it through its feathered ellipse; "gfpgan_1.4" cuts
 the 512 FFHQ crops of a frame in one grid_sample, runs the model, and pastes every face back in one warp
 with its box mask limited to the face's region. An engine on the same torch device (`DeviceTensorEngine`:

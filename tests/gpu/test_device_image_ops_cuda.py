@@ -1,8 +1,9 @@
 """The swap and enhancer stages' image work on CUDA against the numpy/OpenCV path through the real pipeline,
 their one upload and one download per batch, RGB -> I420 on CUDA, and NVENC's H.264. Bounds as in
-tests/unit/engines/processors/test_device_enhancer.py, each widened by one grey level for CUDA's own float rounding: detail
-enhancer max 2; GFPGAN (stand-in graph) max 3 and PSNR >= 55 dB; swap + enhance PSNR >= 32 dB; I420 max 1
-(integer arithmetic after the same float sums) and the boxes' planes max 1 from the host conversion.
+tests/unit/engines/processors/test_device_enhancer.py, each widened by one grey level for CUDA's own
+float rounding: detail enhancer max 2; GFPGAN (stand-in graph) max 3 and PSNR >= 55 dB; swap + enhance PSNR >=
+32 dB; I420 max 1 (integer arithmetic after the same float sums) and the boxes' planes max 1 from the host
+conversion.
 """
 
 from __future__ import annotations
