@@ -29,10 +29,10 @@ OTHER_TREES = {
 # test imports the module; "via X": only X imports it, and the test is X's (from the import graph, not from
 # line coverage); otherwise how the test reaches it. An empty test: "no test", and why.
 COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
-    "bench/audio.py": ("tests/integration/test_audio.py", "by name"),
+    "bench/audio.py": ("", "no test: a study run by hand (python -m bench.audio)"),
     "bench/benchmark.py": ("tests/integration/test_benchmark.py", "imports it"),
     "bench/crop_jitter.py": ("", "no test: a study run by hand (python -m bench.crop_jitter)"),
-    "bench/egress.py": ("tests/integration/test_egress.py", "by name"),
+    "bench/egress.py": ("", "no test: a study run by hand (python -m bench.egress)"),
     "bench/encoder_settings.py": ("", "no test: a study run by hand (python -m bench.encoder_settings)"),
     "bench/fuzz.py": ("tests/integration/test_dtls_interop.py", "imports it"),
     "bench/fuzz_cases.py": ("tests/unit/gateway/test_image_decode.py", "imports it"),
@@ -141,7 +141,10 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
         "size cap (413), also test_bad_input",
     ),
     "gateway/http/cors.py": ("tests/unit/gateway/test_exposure_rule.py", "imports it"),
-    "gateway/http/egress.py": ("tests/integration/test_egress.py", "by name"),
+    "gateway/http/egress.py": (
+        "tests/integration/test_egress.py",
+        "?egress= and /sessions/{id}/egress on a live gateway",
+    ),
     "gateway/http/exposure.py": ("tests/integration/test_auth.py", "/api/stats by token"),
     "gateway/http/health.py": (
         "tests/integration/test_front_process.py",
@@ -156,11 +159,11 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "gateway/http/replies.py": ("tests/integration/test_bad_input.py", "every refusal's status and line"),
     "gateway/http/request_checks.py": ("tests/integration/test_bad_input.py", "bodies refused before work"),
     "gateway/http/sessions.py": ("tests/integration/test_auth.py", "GET /sessions, also test_bad_input"),
-    "gateway/http/sources.py": ("tests/integration/test_sources.py", "by name"),
+    "gateway/http/sources.py": ("tests/integration/test_sources.py", "the /sources routes on a live gateway"),
     "gateway/http/tls.py": ("tests/unit/gateway/cli/test_values.py", "imports it"),
     "gateway/http/urls.py": ("tests/integration/test_public_url.py", "relative and --public-url locations"),
-    "gateway/http/whep.py": ("tests/integration/test_whep.py", "by name"),
-    "gateway/http/whip.py": ("tests/integration/test_whip.py", "by name"),
+    "gateway/http/whep.py": ("tests/integration/test_whep.py", "WHEP on a live gateway"),
+    "gateway/http/whip.py": ("tests/integration/test_whip.py", "WHIP on a live gateway"),
     "gateway/image_header.py": ("tests/integration/test_source_limits.py", "imports it"),
     "gateway/listening.py": ("tests/unit/gateway/front/test_app.py", "imports it"),
     "gateway/marking/config.py": ("tests/unit/gateway/marking/test_sei.py", "imports it"),
