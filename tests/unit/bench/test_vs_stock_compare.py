@@ -1,5 +1,4 @@
-"""bench.vs_stock_compare (the CPU/frame window, the point at capacity, the comparison) and bench.vs_stock's
-configuration from its command line."""
+"""bench.vs_stock_compare: the CPU/frame window, the point at capacity, the comparison."""
 
 from __future__ import annotations
 
@@ -67,37 +66,6 @@ def test_compare_breaks_a_capacity_tie_on_p95_and_survives_missing_sides() -> No
     assert vsc.compare([_design("gateway", 6, 80.0, 12.0), broken]) == {"baseline": None}
     zero = vsc.compare([_design("gateway", 3, 80.0, 12.0), vsc.DesignResult("stock-inline")])
     assert zero["capacity_ratio"] is None and zero["capacity_target_met"] is None
-
-
-def test_quick_mode_and_fixed_points_from_the_command_line() -> None:
-    quick = bvs.config_from_args(bvs.build_parser().parse_args(["--quick"]))
-    assert quick.window_s == 3.0 and quick.capacity.stable_windows == 2 and quick.capacity.max_jobs == 10
-    assert quick.max_time_per_design_s == 150.0
-    fixed = bvs.config_from_args(
-        bvs.build_parser().parse_args(
-            [
-                "--jobs",
-                "1",
-                "4",
-                "--resolution",
-                "640x360",
-                "--designs",
-                "gateway",
-                "--gateway-arg=--batch-wait=window",
-            ]
-        )
-    )
-    assert fixed.jobs == (1, 4) and (fixed.width, fixed.height) == (640, 360)
-    assert fixed.designs == ("gateway",)
-    gw = bvs.server_config("gateway", fixed)
-    argv = gw.argv(8123)
-    assert "--no-degradation" in argv and "--batch-wait=window" in argv and "--ice-loopback-only" in argv
-    stock = bvs.server_config("stock-inline", fixed).argv(8124)
-    assert stock[1:3] == ["-m", "bench.stock_server"] and stock[-2:] == ["--mode", "inline"]
-    with pytest.raises(ValueError, match="resolution"):
-        bvs.config_from_args(bvs.build_parser().parse_args(["--resolution", "big"]))
-    with pytest.raises(ValueError, match="unknown design"):
-        bvs.server_config("nginx", fixed)
 
 
 def test_table_marks_the_capacity_point() -> None:

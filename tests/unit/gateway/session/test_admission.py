@@ -1,11 +1,10 @@
-"""Admission and reaping: the pure decisions the session manager applies."""
+"""Admission: the pure decision the session manager applies to a new session."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gateway.session.admission import Admission, Refusal, decide
-from gateway.session.reaping import Verdict, verdict
 
 
 def _admit(**changes: Any) -> Admission:
@@ -43,31 +42,3 @@ def test_the_oldest_pending_session_past_its_grace_gives_its_slot() -> None:
     refused = _admit(pending_created=[90.0, 99.0], sessions=5)
     assert refused.evict_oldest_pending
     assert refused.refusal is not None and refused.refusal.reject == "capacity"
-
-
-def _reap(**changes: Any) -> Verdict | None:
-    args: dict[str, Any] = dict(
-        now=100.0, state="connected", created_s=0.0, connected_s=1.0, last_frame_s=99.0, close_reason=None,
-        closed_s=None, connect_timeout_s=10.0, reap_after_s=5.0,
-    )  # fmt: skip
-    args.update(changes)
-    return verdict(**args)
-
-
-def test_live_sessions_stay() -> None:
-    assert _reap() is None
-    assert _reap(connected_s=None, created_s=95.0, state="new") is None  # still within its connect time
-
-
-def test_vanished_peers_are_closed() -> None:
-    assert _reap(state="failed") == Verdict("peer failed")
-    assert _reap(connected_s=None, created_s=80.0, state="connecting") == Verdict("never connected")
-    assert _reap(last_frame_s=90.0) == Verdict("no media for 5s (connected)")
-    assert _reap(last_frame_s=None, connected_s=90.0, state="disconnected") == Verdict(
-        "no media for 5s (disconnected)"
-    )
-
-
-def test_a_hung_close_is_dropped_and_a_fresh_one_left_alone() -> None:
-    assert _reap(close_reason="deleted", closed_s=99.0) is None
-    assert _reap(close_reason="deleted", closed_s=80.0) == Verdict("deleted", drop=True)
