@@ -32,6 +32,7 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "bench/audio.py": ("", "no test: a study run by hand (python -m bench.audio)"),
     "bench/benchmark.py": ("tests/integration/test_benchmark.py", "imports it"),
     "bench/crop_jitter.py": ("", "no test: a study run by hand (python -m bench.crop_jitter)"),
+    "bench/drift.py": ("", "no test: a study run by hand (python -m bench.drift)"),
     "bench/egress.py": ("", "no test: a study run by hand (python -m bench.egress)"),
     "bench/encoder_settings.py": ("", "no test: a study run by hand (python -m bench.encoder_settings)"),
     "bench/fuzz.py": ("tests/integration/test_dtls_interop.py", "imports it"),
@@ -46,7 +47,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "bench/interop_browser.py": ("tests/integration/test_interop_matrix.py", "via bench/interop.py"),
     "bench/interop_cases.py": ("tests/integration/test_interop_matrix.py", "imports it"),
     "bench/interop_clients.py": ("tests/integration/test_interop_matrix.py", "via bench/interop.py"),
-    "bench/interop_timeline.py": ("tests/unit/gateway/session/test_timeline.py", "imports it"),
     "bench/machine_probe.py": ("", "no test: a study run by hand (python -m bench.machine_probe)"),
     "bench/mark.py": ("", "no test: a study run by hand (python -m bench.mark)"),
     "bench/mark_attacks.py": ("", "no test: a study run by hand (python -m bench.mark_attacks)"),
@@ -66,8 +66,8 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
         "via engines/backends/onnxruntime_engine.py",
     ),
     "engines/backends/triton_engine.py": ("tests/unit/engines/triton/test_repository.py", "imports it"),
-    "engines/factory.py": ("tests/unit/gateway/test_preflight.py", "imports it"),
-    "engines/frames.py": ("tests/unit/engines/processors/test_tracking.py", "imports it"),
+    "engines/factory.py": ("tests/unit/engines/processors/test_face_detector.py", "imports it"),
+    "engines/frames.py": ("tests/unit/engines/test_pipeline.py", "imports it"),
     "engines/image_stages.py": ("tests/unit/engines/processors/test_device_enhancer.py", "imports it"),
     "engines/marking/detect.py": ("tests/unit/engines/marking/test_embed.py", "imports it"),
     "engines/marking/pattern.py": ("tests/unit/engines/marking/test_embed.py", "imports it"),
@@ -75,10 +75,10 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
         "tests/unit/engines/marking/test_embed.py",
         "via engines/marking/detect.py",
     ),
-    "engines/models/registry.py": ("tests/unit/test_supply_chain.py", "imports it"),
+    "engines/models/registry.py": ("tests/unit/engines/models/test_store.py", "imports it"),
     "engines/onnx/model_cache.py": ("tests/unit/engines/onnx/test_prelu.py", "imports it"),
     "engines/onnx/specialise.py": ("tests/unit/engines/backends/test_torch_engine.py", "imports it"),
-    "engines/pipeline_config.py": ("tests/unit/gateway/cli/test_build_face_shape.py", "imports it"),
+    "engines/pipeline_config.py": ("tests/unit/gateway/session/test_settings.py", "imports it"),
     "engines/processors/arcface.py": (
         "tests/unit/engines/processors/test_alignment_neural_parity.py",
         "imports it",
@@ -105,14 +105,14 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "gateway/app_resources.py": ("tests/unit/gateway/cli/test_build.py", "imports it"),
     "gateway/auth.py": ("tests/unit/gateway/front/test_app.py", "imports it"),
     "gateway/background.py": ("tests/unit/gateway/test_app_wiring.py", "imports it"),
-    "gateway/cli/command.py": ("tests/unit/deploy/test_monitoring_component.py", "imports it"),
+    "gateway/cli/command.py": ("tests/unit/gateway/cli/test_build_face_shape.py", "imports it"),
     "gateway/cli/example.py": (
         "tests/unit/gateway/cli/test_values.py",
         "example_toml against deploy/gateway.example.toml",
     ),
-    "gateway/cli/layering.py": ("tests/unit/deploy/test_monitoring_component.py", "imports it"),
-    "gateway/cli/option.py": ("tests/unit/gateway/test_healthcheck.py", "imports it"),
-    "gateway/cli/parser.py": ("tests/unit/deploy/test_monitoring_component.py", "imports it"),
+    "gateway/cli/layering.py": ("tests/unit/gateway/cli/test_build_face_shape.py", "imports it"),
+    "gateway/cli/option.py": ("tests/unit/gateway/cli/test_build_face_shape.py", "imports it"),
+    "gateway/cli/parser.py": ("tests/unit/gateway/cli/test_build_face_shape.py", "imports it"),
     "gateway/config.py": ("tests/unit/gateway/test_healthcheck.py", "imports it"),
     "gateway/control/governor.py": (
         "tests/unit/gateway/monitoring/test_monitor.py",
@@ -133,7 +133,7 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
         "the front process, python -m gateway.front",
     ),
     "gateway/front/config.py": ("tests/unit/gateway/front/test_app.py", "imports it"),
-    "gateway/front/supervisor.py": ("tests/unit/gateway/front/test_app.py", "via gateway/listening.py"),
+    "gateway/front/supervisor.py": ("tests/unit/gateway/test_app_wiring.py", "via gateway/listening.py"),
     "gateway/front/upstream.py": ("tests/unit/gateway/front/test_app.py", "via gateway/front/app.py"),
     "gateway/http/access_log.py": ("tests/integration/test_tenants.py", "imports it"),
     "gateway/http/body.py": (
@@ -165,7 +165,7 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "gateway/http/whep.py": ("tests/integration/test_whep.py", "WHEP on a live gateway"),
     "gateway/http/whip.py": ("tests/integration/test_whip.py", "WHIP on a live gateway"),
     "gateway/image_header.py": ("tests/integration/test_source_limits.py", "imports it"),
-    "gateway/listening.py": ("tests/unit/gateway/front/test_app.py", "imports it"),
+    "gateway/listening.py": ("tests/unit/gateway/test_app_wiring.py", "imports it"),
     "gateway/marking/config.py": ("tests/unit/gateway/marking/test_sei.py", "imports it"),
     "gateway/marking/frame_marker.py": (
         "tests/integration/test_marking.py",
@@ -201,13 +201,10 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     ),
     "gateway/session/manager.py": ("tests/unit/gateway/test_app_wiring.py", "imports it"),
     "gateway/session/ports.py": ("tests/unit/gateway/test_app_wiring.py", "imports it"),
-    "gateway/session/reaping.py": ("tests/unit/gateway/session/test_admission.py", "imports it"),
     "gateway/session/session.py": ("tests/unit/gateway/test_app_wiring.py", "imports it"),
-    "gateway/session/settings.py": ("tests/unit/gateway/cli/test_values.py", "via gateway/cli/values.py"),
     "gateway/source_store.py": ("tests/integration/test_source_limits.py", "imports it"),
     "gateway/stun_discovery.py": ("tests/integration/test_stun_discovery.py", "imports it"),
     "gateway/tenants.py": ("tests/integration/test_egress_secrets.py", "imports it"),
-    "gateway/webhooks/signature.py": ("tests/unit/gateway/webhooks/test_delivery.py", "imports it"),
     "gateway/webhooks/wiring.py": ("tests/integration/test_webhooks.py", "deliveries from a live gateway"),
     "gateway/webrtc/chain.py": ("tests/unit/gateway/webrtc/test_install.py", "imports it"),
     "gateway/webrtc/codecs/hardware.py": (
@@ -231,7 +228,7 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
         "tests/unit/gateway/webrtc/congestion/test_queue_delay.py",
         "imports it",
     ),
-    "gateway/webrtc/congestion/transport_cc.py": ("tests/unit/loadgen/test_transport_cc.py", "imports it"),
+    "gateway/webrtc/congestion/transport_cc.py": ("tests/unit/gateway/webrtc/test_install.py", "imports it"),
     "gateway/webrtc/congestion/uplink_feedback.py": (
         "tests/unit/gateway/webrtc/congestion/test_uplink_rate.py",
         "imports it",
@@ -289,7 +286,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "loadgen/report.py": ("tests/integration/test_loadgen_merge.py", "imports it"),
     "loadgen/sweep.py": ("tests/unit/loadgen/test_tables_capacity.py", "imports it"),
     "loadgen/synth.py": ("tests/unit/loadgen/test_stamp.py", "imports it"),
-    "loadgen/timeline.py": ("tests/unit/gateway/session/test_timeline.py", "imports it"),
     "scripts/build_engines.py": ("tests/unit/deploy/test_k8s_manifests.py", "imports it"),
     "scripts/write_constraints.py": (
         "tests/unit/test_supply_chain.py",
@@ -311,9 +307,10 @@ def _product_modules() -> list[Path]:
 
 
 def _mirrored_tests(module: Path) -> list[Path]:
+    """test_<module>.py and test_<module>_<aspect>.py, unless <module>_<aspect>.py is a module itself."""
     where = UNIT / module.parent
-    own = where / f"test_{module.stem}.py"
-    return ([own] if own.exists() else []) + sorted(where.glob(f"test_{module.stem}_*.py"))
+    found = [where / f"test_{module.stem}.py", *sorted(where.glob(f"test_{module.stem}_*.py"))]
+    return [t for t in found if t.exists() and _subject(t.relative_to(UNIT)) == ROOT / module]
 
 
 def _unit_tests() -> list[Path]:
