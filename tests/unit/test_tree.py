@@ -78,7 +78,7 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "engines/models/registry.py": ("tests/unit/engines/models/test_store.py", "imports it"),
     "engines/onnx/model_cache.py": ("tests/unit/engines/onnx/test_prelu.py", "imports it"),
     "engines/onnx/specialise.py": ("tests/unit/engines/backends/test_torch_engine.py", "imports it"),
-    "engines/pipeline_config.py": ("tests/unit/gateway/session/test_settings.py", "imports it"),
+    "engines/pipeline_config.py": ("tests/unit/gateway/cli/test_build_face_shape.py", "imports it"),
     "engines/processors/arcface.py": (
         "tests/unit/engines/processors/test_alignment_neural_parity.py",
         "imports it",
