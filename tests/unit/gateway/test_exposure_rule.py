@@ -1,5 +1,5 @@
-"""Closed by default: no anonymous listener beyond loopback, tokens from files, CORS only for named origins,
-the monitoring routes on a port of their own."""
+"""Closed by default: no anonymous listener beyond loopback, tokens from files, the CORS setting and the
+metrics listener beyond loopback held to the same rule."""
 
 from __future__ import annotations
 
@@ -12,14 +12,6 @@ import pytest
 from gateway.cli import load_config, main
 from gateway.config import is_loopback
 from gateway.exposure_rule import Listener, beyond_loopback, check_bound, check_listeners
-from gateway.http.cors import CorsConfig, cors_headers, normal_origin
-from gateway.http.metrics_listener import (
-    GROUPS,
-    MetricsListenerConfig,
-    _arrived_on,
-    bound_addresses,
-    public_routes,
-)
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7", "gw.example", ""])
@@ -57,73 +49,12 @@ def test_a_missing_or_empty_token_file_is_one_line(
     assert "is empty" in capsys.readouterr().err
 
 
-def test_cors_allows_only_the_named_origins() -> None:
-    allow = "Authorization"
-    assert cors_headers(CorsConfig(), "https://studio.example", allow) == {}
-    named = CorsConfig(origins=("https://Studio.Example/", "http://127.0.0.1:8000"))
-    assert named.origins == ("https://studio.example", "http://127.0.0.1:8000")
-    headers = cors_headers(named, "https://studio.example", allow)
-    assert headers["Access-Control-Allow-Origin"] == "https://studio.example" and headers["Vary"] == "Origin"
-    assert cors_headers(named, "http://127.0.0.1:8000", allow)["Access-Control-Allow-Origin"]
-    for other in (
-        "https://studio.example.attacker.net",
-        "http://studio.example",
-        "null",
-        "https://x.example",
-        "https://studio.example:444",
-        None,
-    ):
-        assert cors_headers(named, other, allow) == {}, other
-    assert (
-        cors_headers(CorsConfig(origins=("*",)), "https://any.example", allow)["Access-Control-Allow-Origin"]
-        == "*"
-    )
-    for bad in (
-        "studio.example",
-        "ftp://studio.example",
-        "https://studio.example/path",
-        "https://u@x.example",
-    ):
-        with pytest.raises(ValueError, match="CORS origin"):
-            normal_origin(bad)
-
-
 def test_the_cors_origin_setting_reaches_the_config() -> None:
     config, _ = load_config(["--cors-origin", "https://a.example", "--cors-origin", "https://b.example"], {})
     assert config.cors.origins == ("https://a.example", "https://b.example")
     config, _ = load_config([], {"LIVEFUSE_CORS_ORIGIN": "https://a.example https://b.example"})
     assert config.cors.origins == ("https://a.example", "https://b.example")
     assert load_config([], {})[0].cors.origins == ()
-
-
-def test_the_metrics_listener_moves_the_chosen_routes_off_the_public_port() -> None:
-    assert MetricsListenerConfig().paths == frozenset()  # no metrics port: nothing moves
-    only = MetricsListenerConfig(port=9090)
-    assert only.paths == {"/metrics"}
-    every = MetricsListenerConfig(port=9090, groups=tuple(GROUPS))
-    assert every.paths >= {"/metrics", "/api/stats", "/api/stream", "/dashboard", "/"}
-    routes = (("GET", "/metrics"), ("GET", "/api/stats"), ("POST", "/whip"), ("GET", "/healthz"))
-    assert public_routes(only, routes) == routes[1:]
-    assert public_routes(every, routes) == routes[2:]
-    with pytest.raises(ValueError, match="--metrics-routes"):
-        MetricsListenerConfig(port=9090, groups=("metrics", "sessions"))
-    with pytest.raises(ValueError, match="must differ"):
-        load_config(["--port", "9090", "--metrics-port", "9090"], {})
-    config, _ = load_config(
-        ["--metrics-port", "9100", "--metrics-address", "0.0.0.0", "--metrics-routes", "metrics,api"],
-        {"LIVEFUSE_ALLOW_ANONYMOUS": "true"},
-    )
-    assert config.metrics == MetricsListenerConfig(port=9100, address="0.0.0.0", groups=("metrics", "api"))
-
-
-def test_a_request_is_on_the_metrics_listener_by_its_local_address() -> None:
-    bound = bound_addresses([("127.0.0.1", 9100), ("::1", 9100, 0, 0), "/tmp/media.sock"])
-    assert bound == {("127.0.0.1", 9100), ("::1", 9100)}
-    assert _arrived_on(("127.0.0.1", 9100), bound) and _arrived_on(("::1", 9100), bound)
-    assert not _arrived_on(("127.0.0.1", 8080), bound) and not _arrived_on(None, bound)
-    assert not _arrived_on(("10.0.0.5", 9100), bound)
-    wildcard = bound_addresses([("0.0.0.0", 9100)])
-    assert _arrived_on(("10.0.0.5", 9100), wildcard) and not _arrived_on(("10.0.0.5", 8080), wildcard)
 
 
 @pytest.mark.parametrize(
