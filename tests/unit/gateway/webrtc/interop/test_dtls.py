@@ -1,4 +1,4 @@
-"""The answer the gateway builds for foreign stacks: DTLS role (setup), fingerprints, suites, codecs."""
+"""The answer the gateway builds for foreign stacks: DTLS role (setup), fingerprints, suites."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from OpenSSL import SSL
 
 from gateway.webrtc.interop.dtls import DTLS_CIPHERS, ssl_error_reason, use_legacy_dtls, watch_dtls
 from gateway.webrtc.interop.dtls_peers import LEGACY_DTLS_CIPHERS
-from gateway.webrtc.negotiation.audio_sdp import accept_publisher_audio, viewer_audio_transceiver
-from gateway.webrtc.negotiation.video_codecs import only_codec
 
 
 async def _offer(codec: str | None = None) -> str:
@@ -99,43 +97,3 @@ def test_a_legacy_peer_gets_dtls_1_0_suites_on_that_connection_only() -> None:
 def test_ssl_error_reason_reads_openssls_queue() -> None:
     assert ssl_error_reason(SSL.Error([("SSL routines", "", "no shared cipher")])) == "no shared cipher"
     assert ssl_error_reason(SSL.Error([])) == ""
-
-
-def test_only_codec_keeps_the_codec_and_its_rtx() -> None:
-    from aiortc.rtcrtpparameters import RTCRtpCodecParameters
-
-    def fmt(mime: str, pt: int, **params: object) -> RTCRtpCodecParameters:
-        return RTCRtpCodecParameters(mimeType=mime, clockRate=90000, payloadType=pt, parameters=dict(params))
-
-    offered = [
-        fmt("video/H264", 102, **{"profile-level-id": "42e01f"}),
-        fmt("video/rtx", 103, apt=102),
-        fmt("video/VP8", 96),
-        fmt("video/rtx", 97, apt=96),
-        fmt("video/H264", 104, **{"profile-level-id": "42001f"}),
-    ]
-    assert [c.payloadType for c in only_codec(offered, "VP8")] == [96, 97]
-    assert [c.payloadType for c in only_codec(offered, "H264")] == [102, 103, 104]
-    assert only_codec(offered, "AV1") == []
-
-
-@pytest.mark.parametrize("role", ["publisher", "viewer"])
-async def test_audio_answer_names_only_opus_when_the_offer_lists_pcmu_first(role: str) -> None:
-    """The relay forwards Opus untouched: an answer that also named PCMU (first, in the offer's order) made
-    aiortc's sender label the relayed packets PCMU (and a publisher could send PCMU into the relay)."""
-    offerer = RTCPeerConnection()
-    audio = offerer.addTransceiver("audio", direction="sendonly" if role == "publisher" else "recvonly")
-    caps = RTCRtpSender.getCapabilities("audio").codecs
-    audio.setCodecPreferences(sorted(caps, key=lambda c: c.mimeType.lower() != "audio/pcmu"))
-    offer = (await offerer.createOffer()).sdp
-    pc = RTCPeerConnection()
-    try:
-        assert re.search(r"^m=audio \d+ \S+ 0 ", offer, re.M)  # PCMU first
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=offer, type="offer"))
-        chosen = accept_publisher_audio(pc) if role == "publisher" else viewer_audio_transceiver(pc, True)
-        assert chosen is not None
-        answer = (await pc.createAnswer()).sdp
-    finally:
-        await pc.close()
-        await offerer.close()
-    assert re.findall(r"^a=rtpmap:\d+ ([^/]+)/", answer, re.M) == ["opus"]
