@@ -239,17 +239,9 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
         "tests/integration/test_whip.py",
         "every offer's answer, also test_whep",
     ),
-    "gateway/webrtc/negotiation/audio_sdp.py": (
-        "tests/unit/gateway/webrtc/interop/test_dtls.py",
-        "imports it",
-    ),
     "gateway/webrtc/negotiation/offer_rules.py": (
         "tests/unit/gateway/webrtc/negotiation/test_sdp.py",
         "via gateway/webrtc/negotiation/sdp.py",
-    ),
-    "gateway/webrtc/negotiation/video_codecs.py": (
-        "tests/unit/gateway/webrtc/interop/test_dtls.py",
-        "imports it",
     ),
     "gateway/webrtc/sync/sender_clock.py": ("tests/unit/gateway/webrtc/test_compat.py", "imports it"),
     "gateway/webrtc/sync/taps.py": ("tests/unit/gateway/webrtc/test_install.py", "imports it"),
