@@ -5,7 +5,7 @@
   ffmpeg ...`) so that FFmpeg's blocking network code never shares the event loop it talks to.
 - libdatachannel through node-datachannel (tests/interop/whip_client.cjs, installed by `npm ci` there):
   a WHIP publisher set up as OBS Studio's WHIP output, and a WHEP viewer.
-- GStreamer's webrtcbin under Debian's system Python (tests/integration/gst_whip_publisher.py).
+- GStreamer's webrtcbin under Debian's system Python (tests/harness/gst_whip_publisher.py).
 - aiortc (the WHEP viewer that checks Opus arrives, and a publisher for the libdatachannel viewer).
 Every client reports a `ClientRun`; none of them prints.
 """
@@ -29,7 +29,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_CLIENT = ROOT / "tests" / "interop" / "whip_client.cjs"
-GST_PUBLISHER = ROOT / "tests" / "integration" / "gst_whip_publisher.py"
+GST_PUBLISHER = ROOT / "tests" / "harness" / "gst_whip_publisher.py"
 SYSTEM_PYTHON = "/usr/bin/python3"
 FPS = 15
 

@@ -119,7 +119,7 @@ def letterbox(images: Sequence[np.ndarray], canvas: tuple[int, int]) -> tuple[np
 
     Written plane by plane: converting the whole HxWx3 image to float and storing it through a (2, 0, 1)
     transpose is a slow strided copy; one contiguous plane at a time is much cheaper and bit-identical
-    (tests/unit/test_face_detector.py keeps the reference formula).
+    (tests/unit/engines/processors/test_face_detector.py keeps the reference formula).
     """
     ch, cw = canvas
     batch = np.zeros((len(images), 3, ch, cw), dtype=np.float32)

@@ -5,9 +5,10 @@ remap, the enhancer's blurs, masks, colour matching, paste, RGB -> I420), not in
 on the device beside the models, with the frame uploaded once and downloaded once per batch. Each function
 mirrors one numpy/OpenCV function of the processors (same arguments, same conventions: pixel centres at
 integer coordinates, OpenCV's Gaussian kernel sizes and borders, BT.601 limited range) and
-tests/unit/test_tensor_ops.py holds each to that function within a stated bound. Crops and paste-backs of
-equal-size patches run as one batch (affine grids + `grid_sample`); masks and blurs are convolutions.
-Host-side constants (a structuring element, a triangulation) are computed once and moved to the device.
+tests/unit/engines/processors/test_tensor_ops.py holds each to that function within a stated bound.
+Crops and paste-backs of equal-size patches run as one batch (affine grids + `grid_sample`); masks and blurs
+are convolutions. Host-side constants (a structuring element, a triangulation) are computed once and moved to
+the device.
 """
 
 from __future__ import annotations

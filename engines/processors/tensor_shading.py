@@ -1,7 +1,8 @@
 """`shading`'s per-face step on a torch device: the target's low frequencies on the warped source.
 
-`relight` is `shading.relight` step by step (tests/unit/test_shading.py holds the two together on CPU torch):
-the skin weight, the shrunk copy (area), the blur, the ratio and its bilinear stretch back.
+`relight` is `shading.relight` step by step (tests/unit/engines/processors/test_shading.py holds the
+two together on CPU torch): the skin weight, the shrunk copy (area), the blur, the ratio and its bilinear
+stretch back.
 """
 
 from __future__ import annotations

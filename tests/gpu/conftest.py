@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gpu_needs import probe, skip_reason
+from tests.harness.gpu_needs import probe, skip_reason
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

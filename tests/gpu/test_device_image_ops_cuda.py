@@ -1,8 +1,9 @@
 """The swap and enhancer stages' image work on CUDA against the numpy/OpenCV path through the real pipeline,
 their one upload and one download per batch, RGB -> I420 on CUDA, and NVENC's H.264. Bounds as in
-tests/unit/test_device_enhancer.py, each widened by one grey level for CUDA's own float rounding: detail
-enhancer max 2; GFPGAN (stand-in graph) max 3 and PSNR >= 55 dB; swap + enhance PSNR >= 32 dB; I420 max 1
-(integer arithmetic after the same float sums) and the boxes' planes max 1 from the host conversion.
+tests/unit/engines/processors/test_device_enhancer.py, each widened by one grey level for CUDA's own
+float rounding: detail enhancer max 2; GFPGAN (stand-in graph) max 3 and PSNR >= 55 dB; swap + enhance PSNR >=
+32 dB; I420 max 1 (integer arithmetic after the same float sums) and the boxes' planes max 1 from the host
+conversion.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from engines.models.registry import get_spec
 from engines.models.store import ModelStore, sha256_file
 from engines.pipeline import Pipeline, PipelineConfig
 from gateway.media.colour import rgb_to_i420
-from tests.device_checks import changed_only_in_boxes, i420_made_on_the_device
-from tests.onnx_graphs import copy_embedded_models, gfpgan_graph
+from tests.harness.device_checks import changed_only_in_boxes, i420_made_on_the_device
+from tests.harness.onnx_graphs import copy_embedded_models, gfpgan_graph
 
 BOTH = FrameOptions(processors=(STAGE_SWAP, STAGE_ENHANCE))
 ENHANCE_ONLY = FrameOptions(processors=(STAGE_ENHANCE,))

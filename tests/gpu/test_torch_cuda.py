@@ -1,6 +1,6 @@
 """The torch backend on CUDA: fp32 and fp16 against ONNX Runtime on the CPU, CUDA graphs captured at warm-up
-for every bucket and shape, concurrent slots. Tolerances as in tests/unit/test_torch_engine.py, with fp32 at
-2e-2 (cuDNN may pick TF32 kernels)."""
+for every bucket and shape, concurrent slots. Tolerances as in
+tests/unit/engines/backends/test_torch_engine.py, with fp32 at 2e-2 (cuDNN may pick TF32 kernels)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ pytestmark = [
 
 
 def test_demo_page_streams_and_follows_a_resolution_drop(model_store: object) -> None:
-    probe = f"ip link set lo up && exec {sys.executable} -m tests.integration.browser_probe 60"
+    probe = f"ip link set lo up && exec {sys.executable} -m tests.harness.browser_probe 60"
     done = subprocess.run(
         ["unshare", "-n", "sh", "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
     )

@@ -1,5 +1,5 @@
 """Lip sync at a real browser: headless Chromium, as a WHEP viewer of a session whose processing takes 80 ms,
-hears the publisher's clicks and sees its flashes (tests/integration/browser_avsync_probe.py, in a
+hears the publisher's clicks and sees its flashes (tests/harness/browser_avsync_probe.py, in a
 loopback-only network namespace). Chromium lines the streams up from the gateway's sender reports.
 
 What is asserted is the gateway's part: against the same publisher connected to Chromium DIRECTLY (no gateway,
@@ -41,7 +41,7 @@ pytestmark = [
 
 
 def _probe(mode: str, clicks: int = 45) -> dict[str, Any]:
-    cmd = f"ip link set lo up && exec {sys.executable} -m tests.integration.browser_avsync_probe 90 {mode}"
+    cmd = f"ip link set lo up && exec {sys.executable} -m tests.harness.browser_avsync_probe 90 {mode}"
     env = {**os.environ, "AVSYNC_CLICKS": str(clicks), "AVSYNC_DELAY_MS": "80"}
     done = subprocess.run(
         ["unshare", "-n", "sh", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=150, env=env

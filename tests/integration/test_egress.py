@@ -1,4 +1,4 @@
-"""WHIP egress on loopback, into an aiortc WHIP endpoint (tests.integration.whip_endpoint): the processed
+"""WHIP egress on loopback, into an aiortc WHIP endpoint (tests.harness.whip_endpoint): the processed
 stream arrives there while the publisher keeps getting it back from the one encoder; the HTTP API starts,
 shows and stops a push and refuses bad requests in one line; an endpoint that refuses fails the push at
 once, one that has gone away is retried with backoff and given up, and the session never stalls for it."""
@@ -18,7 +18,7 @@ from tests.harness.fakes import FakePipeline, RecordingMonitor
 from tests.harness.gateway import gw_config, running_gateway
 from tests.harness.peers import publish, source_query
 from tests.harness.waiting import wait_for
-from tests.integration.whip_endpoint import WhipEndpoint, running_endpoint
+from tests.harness.whip_endpoint import WhipEndpoint, running_endpoint
 
 LOOPBACK_EGRESS = ("127.0.0.1",)
 

@@ -1,5 +1,5 @@
 """Egress into a real SFU: a session's processed video and relayed Opus reach Janus's VideoRoom through a
-WHIP front (tests.integration.janus), as Janus's own admin API counts them; the first POST is answered 503
+WHIP front (tests.harness.janus), as Janus's own admin API counts them; the first POST is answered 503
 (the push retries), the token is sent as a bearer token on every request, and ending the session DELETEs
 the resource (Janus's session is gone). All of it inside a private network namespace with a veth pair
 (10.77.0.1/24, no route out): Janus gathers no loopback candidates, and nothing leaves the namespace."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.janus import janus_binary
+from tests.harness.janus import janus_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = (
@@ -33,7 +33,7 @@ pytestmark = [
 
 
 def test_egress_reaches_janus_with_video_and_audio_and_deletes_at_the_end() -> None:
-    probe = f"{NAMESPACE} && exec {sys.executable} -m tests.integration.egress_janus_probe 90"
+    probe = f"{NAMESPACE} && exec {sys.executable} -m tests.harness.egress_janus_probe 90"
     done = subprocess.run(
         ["unshare", "-n", "sh", "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=180
     )

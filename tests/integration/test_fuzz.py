@@ -33,7 +33,7 @@ async def test_short_fuzz_no_5xx_and_live_session_unharmed(astronaut: np.ndarray
         auth=AuthConfig(tenants=(LIVE, FUZZ)),
         max_body_bytes=1024 * 1024,
         # raised so that the fuzz reaches every endpoint (one address, no pacing); the limit itself is
-        # tested in test_rate_limit.py
+        # tested in tests/unit/gateway/http/test_rate_limit.py
         rate_limit=RateLimitConfig(rate_per_s=10_000.0, burst=10_000),
     )
     async with running_gateway(config, pipeline=FakePipeline()) as gw, aiohttp.ClientSession() as http:

@@ -22,7 +22,7 @@ from tests.harness.gateway import gw_config, running_gateway
 from tests.harness.peers import source_query
 
 SYSTEM_PYTHON = "/usr/bin/python3"
-PUBLISHER = Path(__file__).with_name("gst_whip_publisher.py")
+PUBLISHER = Path(__file__).resolve().parents[1] / "harness" / "gst_whip_publisher.py"
 DEBIAN_PACKAGES = (
     "python3-gi gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0 gir1.2-gst-plugins-bad-1.0 gir1.2-nice-0.1 "
     "gstreamer1.0-nice gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad"

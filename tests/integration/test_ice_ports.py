@@ -16,8 +16,8 @@ from gateway.webrtc.interop.ice import LOOPBACK, IceConfig
 from tests.harness.fakes import FakePipeline
 from tests.harness.gateway import gw_config, running_gateway
 from tests.harness.peers import publish
+from tests.harness.udp_ports import free_udp_block
 from tests.harness.waiting import wait_for
-from tests.udp_ports import free_udp_block
 
 
 def _candidates(sdp: str) -> list[tuple[str, int]]:

@@ -22,7 +22,7 @@ from engines.engine import EngineError, run_batched
 from engines.models.store import ModelStore
 from engines.triton.server import TritonProcess
 from loadgen.embedded import free_port
-from tests.triton_server import build_repository, grpc_url, start_triton
+from tests.harness.triton_server import build_repository, grpc_url, start_triton
 
 ATOL = RTOL = 1e-4
 

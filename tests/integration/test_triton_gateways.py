@@ -30,8 +30,8 @@ from gateway.scheduler import SchedulerConfig
 from tests.harness.gateway import gw_config, start_gateway
 from tests.harness.media import carphone_frames
 from tests.harness.peers import publish, source_query
+from tests.harness.triton_server import build_repository, grpc_url, metrics, start_triton
 from tests.harness.waiting import wait_for
-from tests.triton_server import build_repository, grpc_url, metrics, start_triton
 
 FPS = 6.0
 

@@ -16,7 +16,7 @@ from engines.models.store import ModelStore
 from engines.triton import server as triton_server
 from engines.triton.server import TritonServerError, http_ready, locate_wheel
 from loadgen.embedded import free_ports
-from tests.triton_server import build_repository
+from tests.harness.triton_server import build_repository
 
 ROOT = Path(__file__).resolve().parents[2]
 
