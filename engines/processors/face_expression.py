@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT, INNER_LIPS, OUTER_LIPS
-from engines.processors.source_validity import FACE_OVAL, NOSE
+from engines.source.validity import FACE_OVAL, NOSE
 
 LIPS = tuple(sorted(set(INNER_LIPS) | set(OUTER_LIPS)))
 # FaceMesh's brows (upper and lower edges), image left (the subject's right) then image right

@@ -29,7 +29,7 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
-from engines.processors.face_mirror import (
+from engines.source.mirror import (
     far_side,
     frontal_layout,
     midline_pulled,
@@ -49,8 +49,8 @@ from engines.processors.paste import (
     translation,
 )
 from engines.processors.shading import relight, skin_weight
-from engines.processors.source_completion import completed
-from engines.processors.source_validity import FACE_OVAL, fill_outside, validity_map
+from engines.source.completion import completed
+from engines.source.validity import FACE_OVAL, fill_outside, validity_map
 
 MARGIN = 2  # px around the target mesh's bounding box
 ERODE_FRAC = 0.015  # mask pulled in by this fraction of the face size...

@@ -88,7 +88,7 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
         "imports it",
     ),
     "engines/processors/selection.py": ("tests/unit/engines/test_pipeline.py", "via engines/pipeline.py"),
-    "engines/processors/source_validity.py": (
+    "engines/source/validity.py": (
         "tests/unit/engines/processors/test_face_shape.py",
         "imports it",
     ),

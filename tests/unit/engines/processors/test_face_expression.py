@@ -20,7 +20,7 @@ from engines.processors.face_expression import (
 from engines.processors.face_shape import SourceShape, mouth_gap, shape_offset
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
 from engines.processors.mesh_warp import MeshSource
-from engines.processors.source_validity import FACE_OVAL, NOSE
+from engines.source.validity import FACE_OVAL, NOSE
 
 
 @pytest.fixture(scope="module")

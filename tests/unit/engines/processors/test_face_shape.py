@@ -26,7 +26,7 @@ from engines.processors.face_shape import (
     window_spline,
 )
 from engines.processors.mesh_warp import MeshSource
-from engines.processors.source_validity import fill_outside, validity_map
+from engines.source.validity import fill_outside, validity_map
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ import pytest
 
 from engines.frames import SourceFace
 from engines.pipeline import Pipeline
-from engines.processors.face_mirror import mirror_index
+from engines.source.mirror import mirror_index
 from engines.processors.mesh_warp import MeshSource, triangulate
-from engines.processors.source_completion import completed, mirror_map
-from engines.processors.source_validity import validity_map
+from engines.source.completion import completed, mirror_map
+from engines.source.validity import validity_map
 
 
 @pytest.fixture(scope="module")

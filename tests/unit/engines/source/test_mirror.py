@@ -1,5 +1,5 @@
 """FaceMesh's left/right symmetry and a turned source's far half read from its near half
-(engines.processors.face_mirror, and mesh_warp's use of it) on real meshes."""
+(engines.source.mirror, and mesh_warp's use of it) on real meshes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from engines.frames import SourceFace
 from engines.pipeline import Pipeline
-from engines.processors.face_mirror import (
+from engines.source.mirror import (
     MIRROR,
     MIRROR_YAW,
     far_side,
@@ -25,7 +25,7 @@ from engines.processors.face_mirror import (
 )
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT, INNER_LIPS, OUTER_LIPS
 from engines.processors.mesh_warp import FACE_OVAL, MeshSource, MeshWarpSwapper, triangulate, warp_maps
-from engines.processors.source_validity import BROW_LEFT, BROW_RIGHT, CHEEKS, validity_map
+from engines.source.validity import BROW_LEFT, BROW_RIGHT, CHEEKS, validity_map
 
 
 @pytest.fixture(scope="module")
