@@ -29,14 +29,6 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
-from engines.source.mirror import (
-    far_side,
-    frontal_layout,
-    midline_pulled,
-    mirrored_reads,
-    sides,
-    symmetrised,
-)
 from engines.processors.face_shape import SourceShape, pixel_map, plan_warp, shape_offset
 from engines.processors.face_shape import source_shape as make_source_shape
 from engines.processors.masks import region_mask
@@ -50,6 +42,14 @@ from engines.processors.paste import (
 )
 from engines.processors.shading import relight, skin_weight
 from engines.source.completion import completed
+from engines.source.mirror import (
+    far_side,
+    frontal_layout,
+    midline_pulled,
+    mirrored_reads,
+    sides,
+    symmetrised,
+)
 from engines.source.validity import FACE_OVAL, fill_outside, validity_map
 
 MARGIN = 2  # px around the target mesh's bounding box

@@ -16,8 +16,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from engines.source.mirror import mirror_index
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT, OUTER_LIPS
+from engines.source.mirror import mirror_index
 from engines.source.validity import BROW_LEFT, BROW_RIGHT, FEATHER_FRAC, disk, inner_outline
 
 SHADE_FRAC = 0.08  # the shading ratio is read at this fraction of the face size (a low-pass, not detail)

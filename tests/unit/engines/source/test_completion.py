@@ -10,9 +10,9 @@ import pytest
 
 from engines.frames import SourceFace
 from engines.pipeline import Pipeline
-from engines.source.mirror import mirror_index
 from engines.processors.mesh_warp import MeshSource, triangulate
 from engines.source.completion import completed, mirror_map
+from engines.source.mirror import mirror_index
 from engines.source.validity import validity_map
 
 
