@@ -30,14 +30,10 @@ from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.face_detector import Face
 from engines.processors.face_landmarker import crop_batch, crop_matrix
 from engines.processors.masks import region_mask
-from engines.processors.mesh_warp import (
-    MARGIN,
-    MeshSource,
-    MeshWarpSwapper,
-    warp_maps,
-)
+from engines.processors.mesh_warp import MARGIN, MeshWarpSwapper, warp_maps
 from engines.processors.paste import paste_back
 from engines.processors.shading import relight, skin_weight
+from engines.source.mesh import MeshSource
 from loadgen.arguments import parse_resolution
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.percentiles import percentile, summary

@@ -25,8 +25,9 @@ from engines.processors.device_mesh_warp import DeviceMeshWarp
 from engines.processors.face_detector import Face
 from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
 from engines.processors.inswapper import InswapperSwapper
-from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
+from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.paste import FacePatch, paste_back
+from engines.source.mesh import MeshSource
 from engines.stage_timing import StageBook
 
 Swapper = MeshWarpSwapper | InswapperSwapper

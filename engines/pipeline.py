@@ -51,8 +51,7 @@ from engines.processors.face_detector import Face, FaceDetector, detector_input_
 from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
 from engines.processors.face_landmarker import FaceLandmarker
 from engines.processors.inswapper import InswapperSwapper, load_emap
-from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
-from engines.processors.mesh_warp import prepare as prepare_mesh
+from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.selection import FaceSelector
 from engines.processors.tracking import (
     TrackedFace,
@@ -65,6 +64,8 @@ from engines.processors.tracking import (
     relink_lost,
     update,
 )
+from engines.source.mesh import MeshSource
+from engines.source.mesh import prepare as prepare_mesh
 from engines.stage_timing import StageBook
 
 __all__ = ["ENHANCERS", "SWAPPERS", "Pipeline", "PipelineConfig", "ReferenceUnavailable", "image_device_of"]

@@ -37,8 +37,9 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
-from engines.processors.face_expression import expression_weights, split
+from engines.processors.face_expression import split
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
+from engines.source.shape import SourceShape, _axes
 
 CAP_FRAC = 0.06  # largest offset of a mesh point, as a fraction of the face size
 SMOOTH_STEPS = 3  # neighbour-averaging passes over the offset...
@@ -54,8 +55,6 @@ ATTEMPTS = 4  # ...at most this many times, then the frame is not warped
 
 EYE_CORNERS = ((33, 133), (362, 263))
 EYE_RINGS = (EYE_RIGHT, EYE_LEFT)
-EYE_A, EYE_B = (33, 133), (362, 263)
-BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
 MOUTH_PAIRS = ((13, 14), (82, 87), (312, 317))  # inner upper / lower lip
 UPPER_LIP = (415, 310, 311, 312, 13, 82, 81, 80, 191, 409, 270, 269, 267, 0, 37, 39, 40, 185)
 LOWER_LIP = (95, 88, 178, 87, 14, 317, 402, 318, 324, 146, 91, 181, 84, 17, 314, 405, 321, 375)
@@ -109,61 +108,6 @@ CONTROL = (
 )
 
 
-@dataclass(frozen=True)
-class SourceShape:
-    """The source's 3-D mesh, centred, with what every frame's fit and smoothing reuse."""
-
-    points: np.ndarray  # (468, 3) float64, centred on the rigid points' mean
-    rigid: np.ndarray  # (R,) indices: the upper face without eyes and brows (they blink and frown)
-    fit: np.ndarray  # (R, 3): the rigid points' (pointsᵀ points)⁻¹ points, so the fit is one product
-    rows: np.ndarray  # (E,) int: mesh edges in both directions, point...
-    cols: np.ndarray  # (E,) int: ...and its neighbour...
-    weights: np.ndarray  # (E,) float: ...weighted 1 / the point's degree
-    expression: np.ndarray  # (468, 4): weights toward the mouth's and the brows' anchors (face_expression)
-
-
-def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray) -> SourceShape:
-    """The source's shape from its mesh (468, 2), its depth (468,) in the same pixels, and its triangles."""
-    pts = np.column_stack([landmarks.astype(np.float64), depth.astype(np.float64)])
-    rigid = rigid_points(pts[:, :2])
-    pts -= pts[rigid].mean(0)
-    r = pts[rigid]
-    fit = r @ np.linalg.inv(r.T @ r)
-    t = np.asarray(triangles, dtype=np.int64)
-    edges = np.unique(
-        np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]], t[:, [1, 0]], t[:, [2, 1]], t[:, [0, 2]]]),
-        axis=0,
-    )
-    degree = np.bincount(edges[:, 0], minlength=len(pts)).astype(np.float64)
-    return SourceShape(
-        points=pts,
-        rigid=rigid,
-        fit=fit,
-        rows=edges[:, 0],
-        cols=edges[:, 1],
-        weights=1.0 / degree[edges[:, 0]],
-        expression=expression_weights(pts),
-    )
-
-
-def rigid_points(points: np.ndarray) -> np.ndarray:
-    """Mesh points that move with the head only: above the nose tip, away from the eyes (lids blink) and the
-    brows (they frown). The pose is fitted on these, so a talking mouth or a blink does not tilt it."""
-    _, down = _axes(points)
-    eyes = [points[list(EYE_A)].mean(0), points[list(EYE_B)].mean(0)]
-    width = max(
-        float(np.linalg.norm(points[133] - points[33])), float(np.linalg.norm(points[263] - points[362]))
-    )
-    v = (points - (eyes[0] + eyes[1]) / 2) @ down
-    far = np.ones(len(points), bool)
-    for c in eyes:
-        far &= np.linalg.norm(points - c, axis=1) > 0.8 * width
-    brow_v = float(v[list(BROWS)].mean())
-    keep = far & (v <= v[1]) & (v >= 0.3 * brow_v)
-    keep[list(BROWS)] = False
-    return np.nonzero(keep)[0]
-
-
 def face_size(points: np.ndarray) -> float:
     return float(max(np.ptp(points[:, 0]), np.ptp(points[:, 1]), 1.0))
 
@@ -202,12 +146,6 @@ def cap(offset: np.ndarray, limit: float) -> np.ndarray:
     """Offsets longer than `limit` shortened to it (direction kept)."""
     length = np.sqrt((offset * offset).sum(1, keepdims=True))
     return np.asarray(offset * np.minimum(1.0, limit / np.maximum(length, 1e-12)))
-
-
-def _axes(target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    a, b = target[list(EYE_A)].mean(0), target[list(EYE_B)].mean(0)
-    across = (b - a) / max(float(np.linalg.norm(b - a)), 1e-9)
-    return across, np.array([-across[1], across[0]])
 
 
 def mouth_gap(points: np.ndarray, down: np.ndarray) -> float:

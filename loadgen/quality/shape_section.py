@@ -22,8 +22,9 @@ import numpy as np
 from engines.frames import FACE_SHAPE, KEPT_REGIONS, SourceFace
 from engines.processors.face_detector import Face
 from engines.processors.face_shape import pixel_maps, plan_warp, shape_offset
-from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
+from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.paste import paste_back
+from engines.source.mesh import MeshSource
 from loadgen.identity import FaceRecognizer
 from loadgen.percentiles import percentile
 from loadgen.quality.identity_section import MARGIN_TARGET, score

@@ -25,7 +25,7 @@ from engines.processors.face_shape import (
     spline_frame,
     window_spline,
 )
-from engines.processors.mesh_warp import MeshSource
+from engines.source.mesh import MeshSource
 from engines.source.validity import fill_outside, validity_map
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from engines.frames import FrameItem, SourceFace
 from engines.pipeline import Pipeline
-from engines.processors.mesh_warp import MeshSource, triangulate
 from engines.processors.paste import FacePatch, paste_back, translation
+from engines.source.mesh import MeshSource, triangulate
 
 
 @pytest.fixture(scope="module")

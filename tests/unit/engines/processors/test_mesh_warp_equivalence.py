@@ -18,7 +18,6 @@ from engines.frames import FaceTrack, FrameItem, SourceFace
 from engines.pipeline import Pipeline
 from engines.processors.mesh_warp import (
     MARGIN,
-    MeshSource,
     MeshWarpSwapper,
     coarse_warp_maps,
     front_facing,
@@ -26,6 +25,7 @@ from engines.processors.mesh_warp import (
     warp_maps,
 )
 from engines.processors.paste import paste_back
+from engines.source.mesh import MeshSource
 
 
 def reference_warp_maps(

@@ -26,9 +26,10 @@ from engines.processors.alignment import ARCFACE_128_V2, FFHQ_512, estimate_affi
 from engines.processors.face_detector import Face
 from engines.processors.face_enhancer import DetailEnhancer
 from engines.processors.masks import region_mask
-from engines.processors.mesh_warp import MARGIN, MeshSource, warp_maps
+from engines.processors.mesh_warp import MARGIN, warp_maps
 from engines.processors.paste import FacePatch, feathered_polygon_mask, paste_back
 from engines.processors.shading import relight, skin_weight
+from engines.source.mesh import MeshSource
 from gateway.media.colour import rgb_to_i420
 
 torch = pytest.importorskip("torch")

@@ -10,8 +10,8 @@ import pytest
 
 from engines.frames import SourceFace
 from engines.pipeline import Pipeline
-from engines.processors.mesh_warp import MeshSource, triangulate
 from engines.source.completion import completed, mirror_map
+from engines.source.mesh import MeshSource, triangulate
 from engines.source.mirror import mirror_index
 from engines.source.validity import validity_map
 

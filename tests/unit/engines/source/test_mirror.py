@@ -12,7 +12,8 @@ import pytest
 from engines.frames import SourceFace
 from engines.pipeline import Pipeline
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT, INNER_LIPS, OUTER_LIPS
-from engines.processors.mesh_warp import FACE_OVAL, MeshSource, MeshWarpSwapper, triangulate, warp_maps
+from engines.processors.mesh_warp import MeshWarpSwapper, warp_maps
+from engines.source.mesh import MeshSource, triangulate
 from engines.source.mirror import (
     MIRROR,
     MIRROR_YAW,
@@ -25,7 +26,7 @@ from engines.source.mirror import (
     symmetrised,
     yaw_degrees,
 )
-from engines.source.validity import BROW_LEFT, BROW_RIGHT, CHEEKS, validity_map
+from engines.source.validity import BROW_LEFT, BROW_RIGHT, CHEEKS, FACE_OVAL, validity_map
 
 
 @pytest.fixture(scope="module")
