@@ -31,8 +31,6 @@ BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
 # FACE_OVAL (source_validity) is FaceMesh's silhouette ring. Those points sit exactly on the face's edge, so
 # texture sampled at them is half background; the source side of the ring is pulled in toward the centre.
 OVAL_PULL = 0.06  # fraction of the distance to the mesh centre
-SYMMETRIC_SHAPE = True  # a turned source's far half takes its near half's 3-D shape, mirrored, as its texture
-COMPLETE_FROM_MIRROR = True  # a frontal source's refused skin (hair on a cheek) read at its mirror image
 
 
 @dataclass(frozen=True)
@@ -121,7 +119,7 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     # is pulled in there too, so the same thin rim triangles turn over and are left out as on a frontal one
     layout = frontal_layout(points) if far else None
     triangles = triangulate(pts if layout is None else layout.astype(np.float32))
-    shaped = symmetrised(points, far) if SYMMETRIC_SHAPE else points
+    shaped = symmetrised(points, far)
     side = sides(points)
     sample = midline_pulled(sample, triangles, side, far).astype(np.float32)
     if layout is not None:
@@ -129,7 +127,7 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
         layout[ring] = centre + (layout[ring] - centre) * (1.0 - OVAL_PULL)
     # a turned nose's ridge is outline too: the light past it passes the nose's looser colour test
     validity = validity_map(image, pts, depth, triangles, ridge=bool(far))
-    if not far and COMPLETE_FROM_MIRROR:  # skin under a strand of hair, read on the face's other side
+    if not far:  # skin under a strand of hair, read on the face's other side
         image, validity = completed(image, validity, pts, triangles)
     return MeshSource(
         image=image,
