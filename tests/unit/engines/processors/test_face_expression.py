@@ -21,7 +21,7 @@ from engines.source.validity import FACE_OVAL, NOSE
 @pytest.fixture(scope="module")
 def shape(pipeline: Pipeline, astronaut: np.ndarray) -> SourceShape:
     source: SourceFace = pipeline.prepare_source(astronaut, "astronaut")
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     assert isinstance(mesh, MeshSource) and mesh.shape is not None
     return mesh.shape
 

@@ -36,14 +36,14 @@ def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
 
 @pytest.fixture(scope="module")
 def mesh(source: SourceFace) -> MeshSource:
-    m = source.data["mesh_warp"]
+    m = source.prepared.mesh
     assert isinstance(m, MeshSource) and m.shape is not None
     return m
 
 
 @pytest.fixture(scope="module")
 def target(source: SourceFace) -> np.ndarray:
-    lm = source.data["face"].landmarks
+    lm = source.prepared.face.landmarks
     assert lm is not None
     return np.asarray(lm, dtype=np.float64)
 

@@ -81,7 +81,7 @@ def _box(frame: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, int, int, i
 def test_mesh_rasterisation_and_remap_match(
     source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]
 ) -> None:
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     assert isinstance(mesh, MeshSource)
     src = torch.from_numpy(mesh.image).permute(2, 0, 1).float()
     for frame, target in faces:
@@ -161,7 +161,7 @@ def test_kept_region_masks_match(faces: list[tuple[np.ndarray, np.ndarray]]) -> 
 
 
 def test_relight_matches(source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]) -> None:
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     assert isinstance(mesh, MeshSource)
     for frame, target in faces:
         local, x0, y0, x1, y1 = _box(frame, target)

@@ -19,8 +19,8 @@ from engines.source.validity import validity_map
 @pytest.fixture(scope="module")
 def face(pipeline: Pipeline, astronaut: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     source: SourceFace = pipeline.prepare_source(astronaut, "astronaut")
-    lm = source.data["face"].landmarks
-    assert lm is not None and isinstance(source.data["mesh_warp"], MeshSource)
+    lm = source.prepared.face.landmarks
+    assert lm is not None and isinstance(source.prepared.mesh, MeshSource)
     pts = np.asarray(lm, dtype=np.float32)
     return pts, triangulate(pts)
 
