@@ -1,25 +1,14 @@
-"""The shape offset split into identity and expression, by a fixed partition of the mesh.
+"""The shape offset's identity part, per frame: the target's expression kept, by a fixed mesh partition.
 
-Why: the source's shape (engines.processors.face_shape) is the difference between its 3-D mesh at rest and
-the target's tracked mesh, so everything the target's face *does* reads as a difference too: a smile widens
-the mouth and lifts the cheeks, a talking mouth rounds and stretches its lips, a raised brow rises. Taken at
-full strength, the offset squeezed a smiling target's mouth to the closed-mouth source's width. Identity is
-the outline and jaw, the nose, the eyes' placement and the proportions between them; the mouth's width,
-corners and opening, the cheeks beside it and the brows' height are the target's, frame by frame.
-
-The partition is read once per source, from its own mesh at rest (`expression_weights`): each mesh point
-gets a weight toward one of three anchors, the mouth (full on the lips, falling off smoothly over the cheeks
-and the upper lip's skin, further across the face than up or down so that the nose and the chin stay
-identity) and each brow (full on the brow, falling off over the forehead and down to the lid). Per frame
-(`split`), a point's offset is drawn toward its anchor's offset by its weight: the mouth's anchor is the
-lips' mean offset, so the mouth moves as one to the source's mouth placement (the nose-to-mouth and
-mouth-to-chin proportions are identity) and keeps the target's width and corners (across the face, and at
-the corners up and down too: a smile lifts them), while the lips' height at rest, their fullness, stays
-the source's (drawn to the mouth's anchor up and down too, the identity margin fell by a further 0.06 on
-the report's cases); each brow's anchor is its eye's (the eye moves whole to the source's eye centre,
-face_shape.restore_expression), so a brow keeps its height above the eye and its arch from the target.
-The outline, jaw, nose and eye placement keep their offset in full. The step is a few means and products
-over the 468 points per face (about 0.03 ms).
+Why: the source's shape (face_shape) is the difference between its 3-D mesh at rest and the target's tracked
+mesh, so everything the target's face does reads as a difference too: a smile widens the mouth, a raised
+brow rises; at full strength the offset squeezed a smiling target's mouth to a closed-mouth source's width.
+Identity is the outline and jaw, the nose, the eyes' placement and the proportions between them; the mouth's
+width, corners and opening, the cheeks beside it and the brows' height are the target's, frame by frame.
+`split` draws each point's offset toward its anchor's by its weight (engines.source.expression, read once per
+source): toward the lips' mean, so the mouth moves as one to the source's placement and keeps the target's
+width and corners while the lips' fullness stays the source's; toward its eye's, for each brow, so it keeps
+its height above the eye and its arch from the target.
 """
 
 from __future__ import annotations

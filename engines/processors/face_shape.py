@@ -1,31 +1,14 @@
-"""The source's face shape on the target: a per-frame mesh offset and the smooth warp that moves the target.
+"""The source's face shape on the target, per frame: a mesh offset and the smooth warp that moves the target.
 
-Why: mesh_warp paints the source's skin onto the target's geometry, so the outline, jaw, nose length, eye
-spacing stay the target's, and an embedder (or a viewer) sees much of the target in them.
-Here the source's 3-D FaceMesh (its depth read once, at upload) is fitted onto the target's tracked 2-D mesh
-by a scaled-orthographic similarity (a 3-D rotation, one scale, a shift: the pose goes, the shape stays); the
-difference is smoothed over the mesh's neighbour graph (single-point noise is not a shape), capped at
-`CAP_FRAC` of the face size (a bad fit cannot drag a jaw across the frame), and the target's expression is
-put back: the mouth's opening on the lower lip and chin; the mouth's width and corners, the cheeks beside
-it and the brows (face_expression: a fixed partition of the mesh, read once per source, draws them to the
-mouth's and the eyes' mean offsets, so they keep the target's shape and take the source's placement); and
-each eye whole (it moves to the source's eye centre, the source's eye placement, but keeps the target's
-outline, width and opening: the eye shown is the target's own, kept, and stretched to the source's width it
-blinked less clearly on the talking clip, 0.78 against 0.81 openness correlation, with no gain in the
-identity margin). The target side uses only the
-tracked, smoothed 2-D landmarks, so the new geometry is as steady as the tracked mesh.
-
-The new mesh is target + alpha * offset (alpha: the session's `shape`, 0..1). The target's own pixels around
-the face move to the new outline by a thin-plate spline through ~44 mesh points and the border of the face
-window grown by `WINDOW_GROW` (fixed there, so nothing outside the window moves). The spline is evaluated on
-a coarse `GRID` x `GRID` node grid (a (nodes x controls) product far below the size where the maths library
-starts threads, which on a busy box cost 10-100x the work) whose outer nodes lie on the window's edge and
-are held at zero, and stretched (bilinear, corners aligned) to a pixel map for one `cv2.remap`: the window's
-edge pixels stay exactly where they were, so the patch needs no feathered edge. The spline is solved in the
-window's own unit square, where the border points and the nodes are the same for every window and face, so
-their kernels are computed once (`spline_frame`); each frame computes only the mesh points' own.
-Folds are refused: where the map's local Jacobian determinant falls under `MIN_DET`, alpha is scaled back
-(`BACKOFF`, at most `ATTEMPTS` times, then no warp). mesh_warp then swaps on the moved pixels as before.
+Why: mesh_warp paints the source's skin onto the target's geometry, so the outline, jaw, nose length and eye
+spacing would stay the target's, and an embedder (or a viewer) sees much of the target in them. The source's
+3-D mesh (engines.source.shape, read once) is fitted onto the target's tracked 2-D mesh by a scaled-
+orthographic similarity; the difference is smoothed over the mesh's neighbour graph, capped at `CAP_FRAC` of
+the face size, and the target's expression is put back (`restore_expression`, and face_expression's split):
+each eye moves whole to the source's eye centre. The new mesh is target + alpha * offset (alpha: the
+session's `shape`, 0..1); the target's pixels move to it by a thin-plate spline through ~44 mesh points and
+the grown window's fixed border, evaluated on a coarse `GRID` node grid (`spline_frame`: what every window
+shares) and stretched to one `cv2.remap`. Folds (a Jacobian under `MIN_DET`) scale alpha back (`BACKOFF`).
 """
 
 from __future__ import annotations

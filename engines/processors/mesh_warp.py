@@ -1,23 +1,14 @@
-"""Weight-free face swap: warp the source face onto each target face along the 468-point FaceMesh.
+"""Weight-free face swap, per frame: warp the source face onto each target face along the 468-point FaceMesh.
 
-Why: no face-swap weights are reachable here, yet the gateway must do real, per-frame, pose-following work out
-of the box. The source's mesh is triangulated once (Delaunay) in `prepare`; on every target face the same
-triangles give a piecewise-affine map, rasterised for all triangles at once with numpy (`warp_maps`, no per-
-triangle loop) on every second pixel and stretched back (`coarse_warp_maps`: the map is continuous, a quarter
-of the work), and sampled by one `cv2.remap`. The target's light and colour go onto the source's
-skin region by region, read on skin only (`shading`: lips, eyes and brows excluded, so they do not move when
-the mouth opens), and the result is blended through a feathered hull mask, with the
-target's inner mouth and eye openings cut out (`masks.region_mask`); Poisson blending is optional (a few ms
-per face). The blend region reaches the forehead up to the brows' height above the eyes, gated by the source's
-validity map (`source_validity`: no source hair or background is pasted; a frontal source's skin under a
-strand of hair is read at its mirror image instead, `source_completion`), warped with the source's pixels as
-their fourth channel. With a session's `shape` above 0 the target's pixels first move to the source's face
-shape (`face_shape`: a per-frame mesh offset and one remap of the grown face window) and the swap runs on the
-moved pixels and the new mesh; the patch then covers the grown window. Turned heads: triangles whose signed
-area flips against the source's are back-facing (the 2-D mesh folds over the far side) and are culled, so no
-stretched cheek or background is pasted over the visible half. A source turned past `face_mirror.MIRROR_YAW`
-is triangulated face on (from its 3-D mesh) and its far half reads its texture from its near half, mirrored
-(`face_mirror`): its own far cheek is edge-on, a few smeared columns.
+Why: no face-swap weights are reachable here, yet the gateway must do real, pose-following work out of the
+box. The source's triangles (engines.source.mesh, made once) give a piecewise-affine map on every target
+face, rasterised for all triangles at once on every second pixel and stretched back (`warp_maps`,
+`coarse_warp_maps`), and sampled by one `cv2.remap` with the source's validity as a fourth channel (no source
+hair or background is pasted). The target's light and colour go onto the source's skin (`shading`), and the
+result is blended through a feathered hull mask reaching up to the brows, with the target's inner mouth and
+eye openings cut out (`masks.region_mask`); Poisson blending is optional. With a session's `shape` above 0
+the target's pixels first move to the source's face shape (`face_shape`) and the patch covers the grown
+window. Turned heads: triangles whose signed area flips against the source's are back-facing and culled.
 """
 
 from __future__ import annotations
