@@ -323,11 +323,8 @@ class Pipeline:
             if swap_on[i] and source is not None:
                 self.swap_data(source)
             settings = self.settings_of(items[i])
-            if (
-                settings.selector == "reference"
-                and settings.reference is not None
-                and self.embedder is not None
-            ):
+            if settings.selector == "reference" and self.embedder is not None:
+                assert settings.reference is not None  # FaceSettings holds one with this selector
                 self.reference_embedding(settings.reference)
 
     def settings_of(self, item: FrameItem) -> FaceSettings:
