@@ -30,14 +30,11 @@ from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.face_detector import Face
 from engines.processors.face_landmarker import crop_batch, crop_matrix
 from engines.processors.masks import region_mask
-from engines.processors.mesh_warp import (
-    MARGIN,
-    MeshSource,
-    MeshWarpSwapper,
-    warp_maps,
-)
+from engines.processors.mesh_warp import MARGIN, MeshWarpSwapper, warp_maps
 from engines.processors.paste import paste_back
 from engines.processors.shading import relight, skin_weight
+from engines.source.mesh import MeshSource
+from engines.source.prepared import mesh_of
 from loadgen.arguments import parse_resolution
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.percentiles import percentile, summary
@@ -133,7 +130,7 @@ def run(
     pipeline = Pipeline.from_config(PipelineConfig(), store)
     try:
         source = pipeline.prepare_source(astronaut, "astronaut")
-        mesh: MeshSource = source.data["mesh_warp"]
+        mesh: MeshSource = mesh_of(source)
         faces = tracked_faces(pipeline, source, clip)
         faces += tracked_faces(pipeline, source, [still] * 3)[-1:]
         boxes = [Box(f, face, mesh) for f, face, _ in faces]

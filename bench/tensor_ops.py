@@ -34,9 +34,11 @@ from engines.processors.device_frames import DeviceFrames
 from engines.processors.face_detector import Face
 from engines.processors.face_enhancer import GFPGAN_SIZE, DetailEnhancer
 from engines.processors.masks import BoxMaskConfig, box_mask, face_region_work_mask, paste_mask
-from engines.processors.mesh_warp import MARGIN, MeshSource, warp_maps
+from engines.processors.mesh_warp import MARGIN, warp_maps
 from engines.processors.paste import FacePatch, feathered_polygon_mask, paste_back
 from engines.processors.shading import relight
+from engines.source.mesh import MeshSource
+from engines.source.prepared import mesh_of
 from loadgen.media import default_media_dir
 from loadgen.percentiles import summary
 
@@ -97,7 +99,7 @@ def face_work(frame: np.ndarray) -> FaceWork:
     target = track.faces[0].shown.landmarks
     face = track.faces[0].shown
     pipeline.close()
-    mesh = source.data["mesh_warp"]
+    mesh = mesh_of(source)
     assert isinstance(mesh, MeshSource) and target is not None
     lo = np.floor(target.min(0)).astype(int) - MARGIN
     hi = np.ceil(target.max(0)).astype(int) + MARGIN

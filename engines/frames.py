@@ -7,9 +7,12 @@ item, in order. Images are HxWx3 uint8 RGB; any size, and the size may change be
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from engines.source.prepared import PreparedSource
 
 # Stage names used for timings everywhere (pipeline, monitor, reports, dashboard).
 STAGE_DETECT = "face_detector"
@@ -27,14 +30,20 @@ class NoFaceFound(ValueError):
     """The image given as a source face contains no face."""
 
 
+class SourceNotPrepared(ValueError):
+    """A frame's source (or its session's reference face) was not prepared by this pipeline: sources are
+    prepared once, before a session uses them (`Pipeline.prepare_source`), never on the live path."""
+
+
 @dataclass
 class SourceFace:
-    """A source face prepared once (landmarks, crops, embeddings) and reused for every frame of a session."""
+    """A source face: its image, how many faces it showed, and what its preparation made once for every
+    frame of every session (`engines.source.prepared.PreparedSource`; None: not prepared, refused live)."""
 
     id: str
     image: np.ndarray
     faces: int
-    data: dict[str, Any] = field(default_factory=dict)
+    prepared: PreparedSource | None = None
 
 
 # Target regions a session may keep from the original frame (masked out of the swap), those kept by default,

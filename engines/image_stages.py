@@ -25,8 +25,9 @@ from engines.processors.device_mesh_warp import DeviceMeshWarp
 from engines.processors.face_detector import Face
 from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
 from engines.processors.inswapper import InswapperSwapper
-from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
+from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.paste import FacePatch, paste_back
+from engines.source.mesh import MeshSource
 from engines.stage_timing import StageBook
 
 Swapper = MeshWarpSwapper | InswapperSwapper
@@ -51,15 +52,15 @@ class ImageStages:
         enhancer: Enhancer | None,
         swap_device: str | None,
         enhance_device: str | None,
-        source_data: Callable[[SourceFace], object],
+        swap_data: Callable[[SourceFace], MeshSource | np.ndarray],
         settings_of: Callable[[FrameItem], FaceSettings],
     ) -> None:
         """`swap_device` / `enhance_device`: the torch device for that stage's image work (None: numpy/OpenCV;
-        a swap device only with mesh_warp). `source_data` gives the swapper's per-source data (prepared on
-        first use), `settings_of` an item's face settings (the regions kept)."""
+        a swap device only with mesh_warp). `swap_data` gives the swapper's per-source data (made when the
+        source was prepared), `settings_of` an item's face settings (the regions kept)."""
         self.swapper = swapper
         self.enhancer = enhancer
-        self._source_data = source_data
+        self._swap_data = swap_data
         self._settings_of = settings_of
         self.device_swap: DeviceMeshWarp | None = None
         if swap_device is not None and isinstance(swapper, MeshWarpSwapper):
@@ -151,7 +152,7 @@ class ImageStages:
             src = items[i].source
             assert src is not None
             frames.append(items[i].image)
-            data.append(self._source_data(src))
+            data.append(self._swap_data(src))
             faces.append(f)
         if isinstance(self.swapper, InswapperSwapper):
             latents = [np.asarray(d, dtype=np.float32) for d in data]
@@ -175,7 +176,7 @@ class ImageStages:
         for i, f in jobs:
             src = items[i].source
             assert src is not None and f.landmarks is not None
-            data = self._source_data(src)
+            data = self._swap_data(src)
             assert isinstance(data, MeshSource)
             device_jobs.append((i, f.landmarks, data, self._settings_of(items[i]).keep_regions))
         shape = [self._settings_of(items[i]).shape for i, _ in jobs]

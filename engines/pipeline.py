@@ -32,6 +32,7 @@ from engines.frames import (
     FrameOutput,
     NoFaceFound,
     SourceFace,
+    SourceNotPrepared,
 )
 from engines.image_stages import Enhancer, ImageStages, Swapper
 from engines.models.registry import get_spec
@@ -51,8 +52,7 @@ from engines.processors.face_detector import Face, FaceDetector, detector_input_
 from engines.processors.face_enhancer import DetailEnhancer, GfpganEnhancer
 from engines.processors.face_landmarker import FaceLandmarker
 from engines.processors.inswapper import InswapperSwapper, load_emap
-from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
-from engines.processors.mesh_warp import prepare as prepare_mesh
+from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.selection import FaceSelector
 from engines.processors.tracking import (
     TrackedFace,
@@ -65,6 +65,9 @@ from engines.processors.tracking import (
     relink_lost,
     update,
 )
+from engines.source.mesh import MeshSource
+from engines.source.mesh import prepare as prepare_mesh
+from engines.source.prepared import PreparedSource
 from engines.stage_timing import StageBook
 
 __all__ = ["ENHANCERS", "SWAPPERS", "Pipeline", "PipelineConfig", "ReferenceUnavailable", "image_device_of"]
@@ -106,7 +109,7 @@ class Pipeline:
             enhancer,
             image_device_of(config),
             enhance_device(config.image_device, config.engine),
-            self._source_data,
+            self.swap_data,
             self.settings_of,
         )
 
@@ -220,11 +223,19 @@ class Pipeline:
                 f"(mesh presence {mesh.presence:.2f})"
             )
         face = measured(face, mesh.landmarks, mesh.presence)
-        source = SourceFace(
-            id=source_id, image=image, faces=len(faces), data={"face": face, "depth": mesh.depth}
+        return SourceFace(
+            id=source_id, image=image, faces=len(faces), prepared=self._prepared(image, face, mesh.depth)
         )
-        self._source_data(source)
-        return source
+
+    def _prepared(self, image: np.ndarray, face: Face, depth: np.ndarray | None) -> PreparedSource:
+        """The source's per-frame data for this pipeline's swapper, and its ArcFace embedding (any source may
+        be chosen as a session's reference face later) when the embedder is installed."""
+        assert face.landmarks is not None
+        arcface = self.embedder.embed([(image, face.kps5)])[0] if self.embedder is not None else None
+        if isinstance(self.swapper, InswapperSwapper):
+            assert arcface is not None  # inswapper loads the embedder
+            return PreparedSource(face, depth, latent=self.swapper.latent_of(arcface), arcface=arcface)
+        return PreparedSource(face, depth, mesh=prepare_mesh(image, face.landmarks, depth), arcface=arcface)
 
     def process(self, items: Sequence[FrameItem]) -> list[FrameOutput]:
         """One output per item, in order. Frames with nothing to do pass through unchanged (same array)."""
@@ -240,6 +251,7 @@ class Pipeline:
             STAGE_ENHANCE in item.options.processors and self.enhancer is not None for item in items
         ]
         active = [i for i in range(len(items)) if swap_on[i] or enhance_on[i]]
+        self._check_prepared(items, active, swap_on)
 
         faces = self._faces(items, active, book)
 
@@ -302,6 +314,18 @@ class Pipeline:
         if self.config.max_faces is None or len(faces) <= self.config.max_faces:
             return faces
         return sorted(faces, key=lambda f: f.area, reverse=True)[: self.config.max_faces]
+
+    def _check_prepared(self, items: Sequence[FrameItem], active: list[int], swap_on: list[bool]) -> None:
+        """SourceNotPrepared before any stage runs (no track moved) when a frame's source or its session's
+        reference face was not prepared."""
+        for i in active:
+            source = items[i].source
+            if swap_on[i] and source is not None:
+                self.swap_data(source)
+            settings = self.settings_of(items[i])
+            if settings.selector == "reference" and self.embedder is not None:
+                assert settings.reference is not None  # FaceSettings holds one with this selector
+                self.reference_embedding(settings.reference)
 
     def settings_of(self, item: FrameItem) -> FaceSettings:
         track = item.track
@@ -447,35 +471,30 @@ class Pipeline:
         return item.time_s if item.time_s is not None else now
 
     def reference_embedding(self, reference: SourceFace) -> np.ndarray:
-        """(512,) ArcFace embedding of a reference face, computed once and kept with it."""
+        """(512,) ArcFace embedding of a reference face, made when it was prepared."""
         if self.embedder is None:
             raise ReferenceUnavailable(
                 "face selector 'reference' needs the ArcFace embedder "
                 "(arcface_w600k_r50); see `python -m engines.models list`"
             )
-        if "arcface" not in reference.data:
-            face = reference.data.get("face")
-            if not isinstance(face, Face):
-                face = self.prepare_source(reference.image, reference.id).data["face"]
-                reference.data["face"] = face
-            reference.data["arcface"] = self.embedder.embed([(reference.image, face.kps5)])[0]
-        return np.asarray(reference.data["arcface"], dtype=np.float32)
+        prepared = reference.prepared
+        if prepared is None or prepared.arcface is None:
+            raise SourceNotPrepared(
+                f"reference face {reference.id!r} has no ArcFace embedding: prepare it (prepare_source) "
+                "before a session selects it"
+            )
+        return np.asarray(prepared.arcface, dtype=np.float32)
 
-    def _source_data(self, source: SourceFace) -> object:
-        """The swapper's per-source data, computed on first use (prepare_source does it up front)."""
-        key = self.swapper.name
-        if key not in source.data:
-            face = source.data.get("face")
-            if (
-                not isinstance(face, Face)
-                or face.landmarks is None
-                or ("depth" not in source.data and not isinstance(self.swapper, InswapperSwapper))
-            ):
-                prepared = self.prepare_source(source.image, source.id)
-                source.data.update(prepared.data)
-                return source.data[key]
-            if isinstance(self.swapper, InswapperSwapper):
-                source.data[key] = self.swapper.source_latent(source.image, face.kps5)
-            else:
-                source.data[key] = prepare_mesh(source.image, face.landmarks, source.data.get("depth"))
-        return source.data[key]
+    def swap_data(self, source: SourceFace) -> MeshSource | np.ndarray:
+        """The swapper's per-source data (mesh_warp's `MeshSource`, inswapper's latent), made when the source
+        was prepared; SourceNotPrepared when it was not, by a pipeline with this swapper."""
+        prepared = source.prepared
+        data: MeshSource | np.ndarray | None = None
+        if prepared is not None:
+            data = prepared.latent if isinstance(self.swapper, InswapperSwapper) else prepared.mesh
+        if data is None:
+            raise SourceNotPrepared(
+                f"source {source.id!r} was not prepared for the {self.swapper.name} swapper: sources are "
+                "prepared once (prepare_source) before a session uses them, never on the live path"
+            )
+        return data

@@ -51,7 +51,7 @@ def fit_for_detection(image: np.ndarray, max_side: int) -> np.ndarray:
 
 def face_box(face: SourceFace) -> tuple[float, float, float, float] | None:
     """The chosen face's box (x1, y1, x2, y2) when the pipeline recorded one."""
-    box = getattr(face.data.get("face"), "box", None)
+    box = face.prepared.face.box if face.prepared is not None else None
     if box is None:
         return None
     x1, y1, x2, y2 = (float(v) for v in np.asarray(box).reshape(-1)[:4])
@@ -86,7 +86,7 @@ def prepare_bounded(
         cropped = prepare(crop, source_id)
     except Exception:  # the face no longer detected on its crop (cut at an edge): keep the first result
         return face
-    return SourceFace(id=cropped.id, image=cropped.image, faces=face.faces, data=cropped.data)
+    return SourceFace(id=cropped.id, image=cropped.image, faces=face.faces, prepared=cropped.prepared)
 
 
 def footprint(obj: object) -> int:

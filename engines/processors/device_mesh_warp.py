@@ -26,8 +26,9 @@ from engines.processors import tensor_ops as T
 from engines.processors import tensor_shading as S
 from engines.processors.device_frames import DeviceFrames
 from engines.processors.face_shape import plan_warp, shape_offset
-from engines.processors.mesh_warp import BLUR_FRAC, ERODE_FRAC, SHAPE, MeshSource, face_window
+from engines.processors.mesh_warp import BLUR_FRAC, ERODE_FRAC, SHAPE, face_window
 from engines.processors.paste import SEAM_DIFF, SEAM_STEP, SEAM_WIDEN
+from engines.source.mesh import MeshSource
 
 SOURCES_KEPT = 16
 

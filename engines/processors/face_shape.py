@@ -1,31 +1,14 @@
-"""The source's face shape on the target: a per-frame mesh offset and the smooth warp that moves the target.
+"""The source's face shape on the target, per frame: a mesh offset and the smooth warp that moves the target.
 
-Why: mesh_warp paints the source's skin onto the target's geometry, so the outline, jaw, nose length, eye
-spacing stay the target's, and an embedder (or a viewer) sees much of the target in them.
-Here the source's 3-D FaceMesh (its depth read once, at upload) is fitted onto the target's tracked 2-D mesh
-by a scaled-orthographic similarity (a 3-D rotation, one scale, a shift: the pose goes, the shape stays); the
-difference is smoothed over the mesh's neighbour graph (single-point noise is not a shape), capped at
-`CAP_FRAC` of the face size (a bad fit cannot drag a jaw across the frame), and the target's expression is
-put back: the mouth's opening on the lower lip and chin; the mouth's width and corners, the cheeks beside
-it and the brows (face_expression: a fixed partition of the mesh, read once per source, draws them to the
-mouth's and the eyes' mean offsets, so they keep the target's shape and take the source's placement); and
-each eye whole (it moves to the source's eye centre, the source's eye placement, but keeps the target's
-outline, width and opening: the eye shown is the target's own, kept, and stretched to the source's width it
-blinked less clearly on the talking clip, 0.78 against 0.81 openness correlation, with no gain in the
-identity margin). The target side uses only the
-tracked, smoothed 2-D landmarks, so the new geometry is as steady as the tracked mesh.
-
-The new mesh is target + alpha * offset (alpha: the session's `shape`, 0..1). The target's own pixels around
-the face move to the new outline by a thin-plate spline through ~44 mesh points and the border of the face
-window grown by `WINDOW_GROW` (fixed there, so nothing outside the window moves). The spline is evaluated on
-a coarse `GRID` x `GRID` node grid (a (nodes x controls) product far below the size where the maths library
-starts threads, which on a busy box cost 10-100x the work) whose outer nodes lie on the window's edge and
-are held at zero, and stretched (bilinear, corners aligned) to a pixel map for one `cv2.remap`: the window's
-edge pixels stay exactly where they were, so the patch needs no feathered edge. The spline is solved in the
-window's own unit square, where the border points and the nodes are the same for every window and face, so
-their kernels are computed once (`spline_frame`); each frame computes only the mesh points' own.
-Folds are refused: where the map's local Jacobian determinant falls under `MIN_DET`, alpha is scaled back
-(`BACKOFF`, at most `ATTEMPTS` times, then no warp). mesh_warp then swaps on the moved pixels as before.
+Why: mesh_warp paints the source's skin onto the target's geometry, so the outline, jaw, nose length and eye
+spacing would stay the target's, and an embedder (or a viewer) sees much of the target in them. The source's
+3-D mesh (engines.source.shape, read once) is fitted onto the target's tracked 2-D mesh by a scaled-
+orthographic similarity; the difference is smoothed over the mesh's neighbour graph, capped at `CAP_FRAC` of
+the face size, and the target's expression is put back (`restore_expression`, and face_expression's split):
+each eye moves whole to the source's eye centre. The new mesh is target + alpha * offset (alpha: the
+session's `shape`, 0..1); the target's pixels move to it by a thin-plate spline through ~44 mesh points and
+the grown window's fixed border, evaluated on a coarse `GRID` node grid (`spline_frame`: what every window
+shares) and stretched to one `cv2.remap`. Folds (a Jacobian under `MIN_DET`) scale alpha back (`BACKOFF`).
 """
 
 from __future__ import annotations
@@ -37,8 +20,9 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
-from engines.processors.face_expression import expression_weights, split
+from engines.processors.face_expression import split
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
+from engines.source.shape import SourceShape, _axes
 
 CAP_FRAC = 0.06  # largest offset of a mesh point, as a fraction of the face size
 SMOOTH_STEPS = 3  # neighbour-averaging passes over the offset...
@@ -54,8 +38,6 @@ ATTEMPTS = 4  # ...at most this many times, then the frame is not warped
 
 EYE_CORNERS = ((33, 133), (362, 263))
 EYE_RINGS = (EYE_RIGHT, EYE_LEFT)
-EYE_A, EYE_B = (33, 133), (362, 263)
-BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
 MOUTH_PAIRS = ((13, 14), (82, 87), (312, 317))  # inner upper / lower lip
 UPPER_LIP = (415, 310, 311, 312, 13, 82, 81, 80, 191, 409, 270, 269, 267, 0, 37, 39, 40, 185)
 LOWER_LIP = (95, 88, 178, 87, 14, 317, 402, 318, 324, 146, 91, 181, 84, 17, 314, 405, 321, 375)
@@ -109,61 +91,6 @@ CONTROL = (
 )
 
 
-@dataclass(frozen=True)
-class SourceShape:
-    """The source's 3-D mesh, centred, with what every frame's fit and smoothing reuse."""
-
-    points: np.ndarray  # (468, 3) float64, centred on the rigid points' mean
-    rigid: np.ndarray  # (R,) indices: the upper face without eyes and brows (they blink and frown)
-    fit: np.ndarray  # (R, 3): the rigid points' (pointsᵀ points)⁻¹ points, so the fit is one product
-    rows: np.ndarray  # (E,) int: mesh edges in both directions, point...
-    cols: np.ndarray  # (E,) int: ...and its neighbour...
-    weights: np.ndarray  # (E,) float: ...weighted 1 / the point's degree
-    expression: np.ndarray  # (468, 4): weights toward the mouth's and the brows' anchors (face_expression)
-
-
-def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray) -> SourceShape:
-    """The source's shape from its mesh (468, 2), its depth (468,) in the same pixels, and its triangles."""
-    pts = np.column_stack([landmarks.astype(np.float64), depth.astype(np.float64)])
-    rigid = rigid_points(pts[:, :2])
-    pts -= pts[rigid].mean(0)
-    r = pts[rigid]
-    fit = r @ np.linalg.inv(r.T @ r)
-    t = np.asarray(triangles, dtype=np.int64)
-    edges = np.unique(
-        np.concatenate([t[:, [0, 1]], t[:, [1, 2]], t[:, [2, 0]], t[:, [1, 0]], t[:, [2, 1]], t[:, [0, 2]]]),
-        axis=0,
-    )
-    degree = np.bincount(edges[:, 0], minlength=len(pts)).astype(np.float64)
-    return SourceShape(
-        points=pts,
-        rigid=rigid,
-        fit=fit,
-        rows=edges[:, 0],
-        cols=edges[:, 1],
-        weights=1.0 / degree[edges[:, 0]],
-        expression=expression_weights(pts),
-    )
-
-
-def rigid_points(points: np.ndarray) -> np.ndarray:
-    """Mesh points that move with the head only: above the nose tip, away from the eyes (lids blink) and the
-    brows (they frown). The pose is fitted on these, so a talking mouth or a blink does not tilt it."""
-    _, down = _axes(points)
-    eyes = [points[list(EYE_A)].mean(0), points[list(EYE_B)].mean(0)]
-    width = max(
-        float(np.linalg.norm(points[133] - points[33])), float(np.linalg.norm(points[263] - points[362]))
-    )
-    v = (points - (eyes[0] + eyes[1]) / 2) @ down
-    far = np.ones(len(points), bool)
-    for c in eyes:
-        far &= np.linalg.norm(points - c, axis=1) > 0.8 * width
-    brow_v = float(v[list(BROWS)].mean())
-    keep = far & (v <= v[1]) & (v >= 0.3 * brow_v)
-    keep[list(BROWS)] = False
-    return np.nonzero(keep)[0]
-
-
 def face_size(points: np.ndarray) -> float:
     return float(max(np.ptp(points[:, 0]), np.ptp(points[:, 1]), 1.0))
 
@@ -202,12 +129,6 @@ def cap(offset: np.ndarray, limit: float) -> np.ndarray:
     """Offsets longer than `limit` shortened to it (direction kept)."""
     length = np.sqrt((offset * offset).sum(1, keepdims=True))
     return np.asarray(offset * np.minimum(1.0, limit / np.maximum(length, 1e-12)))
-
-
-def _axes(target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    a, b = target[list(EYE_A)].mean(0), target[list(EYE_B)].mean(0)
-    across = (b - a) / max(float(np.linalg.norm(b - a)), 1e-9)
-    return across, np.array([-across[1], across[0]])
 
 
 def mouth_gap(points: np.ndarray, down: np.ndarray) -> float:

@@ -54,7 +54,10 @@ class InswapperSwapper:
 
     def source_latent(self, image: np.ndarray, kps5: np.ndarray) -> np.ndarray:
         """(512,) identity latent of a source face, computed once per source."""
-        embedding = self.embedder.embed([(image, kps5)])[0]
+        return self.latent_of(self.embedder.embed([(image, kps5)])[0])
+
+    def latent_of(self, embedding: np.ndarray) -> np.ndarray:
+        """(512,) identity latent of a face's (512,) ArcFace embedding."""
         latent = embedding @ self.emap
         return (latent / max(float(np.linalg.norm(latent)), 1e-12)).astype(np.float32)
 

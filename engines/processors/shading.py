@@ -1,22 +1,14 @@
 """The target's light on the source's skin, region by region, without weights.
 
-Why: a source photo's light (a highlight beside an eye, a warm cast, a darker side) and skin tone travel
-with its pixels, and one colour statistic for the whole face (the LAB mean and spread matched on the skin)
-carries them onto every target, and stretches a source's dark make-up into red-orange lids and brows.
-
-Per face (`relight`), in CIE L*a*b*: the target's skin and the warped source's are each low-passed over the
-skin alone (a normalised convolution: lips, eyes and brows, grown, weigh nothing; where little skin is near,
-the face's mean), at LIGHT_SIGMA of the face size on a copy shrunk by whole cells so the filter is a few
-pixels wide. The result is the target's low-pass (its light and its colour, forehead, cheeks, around the
-eyes and the lips each their own, blended smoothly between them) plus the source's own detail about its
-low-pass: lightness at the target's contrast (the skins' spread, within DETAIL), a* and b* as they are
-(CHROMA_DETAIL 1), so the lids and brows keep the colour they have against the source's skin. What is left of
-the source's light is what lies in its detail: a source's highlight or shadow no broader than the filter.
-
-Taking the source's shading out once, at upload (its skin's low-passed lightness divided out at 5-10 % of the
-face size), was measured and left out: on the quality report's 11 cases it lowered the identity margin by
-0.02-0.06 in every variant tried (the embedder reads the source's own shading as part of the face).
-`tensor_shading.relight` is the same step on the torch device.
+Why: a source photo's light (a highlight, a warm cast, a darker side) and skin tone travel with its pixels;
+one colour statistic for the whole face carries them onto every target and turns a source's dark make-up
+into red-orange lids. Per face (`relight`), in CIE L*a*b*: the target's skin and the warped source's are each
+low-passed over the skin alone (a normalised convolution: lips, eyes and brows weigh nothing) at LIGHT_SIGMA
+of the face size, on a shrunk copy. The result is the target's low-pass (its light and colour, region by
+region) plus the source's own detail about its low-pass: lightness at the target's contrast (within DETAIL),
+a* and b* as they are (CHROMA_DETAIL), so lids and brows keep their colour against the source's skin. The
+source's own shading is not divided out at upload: that cost identity (docs/BENCHMARKS.md, "Picture: light,
+colour and seams"). `tensor_shading.relight` is the same step on the torch device.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from engines.processors.mesh_warp import EDGE_TOL, MeshSource
+from engines.processors.mesh_warp import EDGE_TOL
+from engines.source.mesh import MeshSource
 
 
 def _torch() -> Any:

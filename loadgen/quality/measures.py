@@ -31,6 +31,7 @@ from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.paste import face_box_mask
 from engines.processors.shading import skin_weight
 from engines.processors.tracking import OneEuroFilter
+from engines.source.prepared import mesh_of
 from loadgen.contact_sheet import crop_face
 from loadgen.percentiles import percentile
 from loadgen.quality.identity_section import SETTINGS
@@ -192,9 +193,7 @@ def seams(store: ModelStore, targets: dict[str, np.ndarray], source_image: np.nd
                 result, face = study.swap(image, source, KEPT, shape=0.0)
                 if face is None or face.landmarks is None:
                     continue
-                patch = MeshWarpSwapper(poisson).swap_one(
-                    image, face.landmarks, source.data["mesh_warp"], KEPT, 0.0
-                )
+                patch = MeshWarpSwapper(poisson).swap_one(image, face.landmarks, mesh_of(source), KEPT, 0.0)
                 if patch is None:
                     continue
                 x0, y0 = -int(patch.matrix[0, 2]), -int(patch.matrix[1, 2])

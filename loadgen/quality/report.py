@@ -18,6 +18,7 @@ import numpy as np
 from engines.frames import FACE_SHAPE, SourceFace
 from engines.models.store import ModelStore
 from engines.processors.face_detector import Face
+from engines.source.prepared import prepared_of
 from loadgen.contact_sheet import caption, contact_sheet, crop_face
 from loadgen.identity import FaceRecognizer
 from loadgen.media import media_path
@@ -348,7 +349,7 @@ def run(store: ModelStore, media_root: Path, recognizer: FaceRecognizer) -> tupl
     try:
         left, laughing = choose_targets(study, cast, media_root)
         assert cast.source is not None and cast.source_image is not None
-        regions, _ = mouth_and_eyes(study, cast.targets, cast.source, cast.source.data["face"])
+        regions, _ = mouth_and_eyes(study, cast.targets, cast.source, prepared_of(cast.source).face)
         choose_pairs(study, cast, left, laughing)
         choose_light_pairs(study, cast)
         sections = measure_sections(study, recognizer, cast)

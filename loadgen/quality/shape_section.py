@@ -22,8 +22,11 @@ import numpy as np
 from engines.frames import FACE_SHAPE, KEPT_REGIONS, SourceFace
 from engines.processors.face_detector import Face
 from engines.processors.face_shape import pixel_maps, plan_warp, shape_offset
-from engines.processors.mesh_warp import MeshSource, MeshWarpSwapper
+from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.paste import paste_back
+from engines.source.mesh import MeshSource
+from engines.source.prepared import mesh_of as prepared_mesh
+from engines.source.prepared import prepared_of
 from loadgen.identity import FaceRecognizer
 from loadgen.percentiles import percentile
 from loadgen.quality.identity_section import MARGIN_TARGET, score
@@ -35,18 +38,15 @@ ShapeSwap = Callable[[np.ndarray, Any, tuple[str, ...], float], tuple[np.ndarray
 
 
 def mesh_of(source: SourceFace) -> MeshSource:
-    mesh = source.data.get("mesh_warp")
-    if not isinstance(mesh, MeshSource):
-        raise ValueError(f"source {source.id!r} has no mesh_warp data")
-    return mesh
+    return prepared_mesh(source)
 
 
 def with_shape_of(source: SourceFace, other: SourceFace) -> SourceFace:
     """`source`'s pixels, mesh and validity with `other`'s 3-D shape: the wrong-shape control."""
-    data = dict(source.data)
-    data["mesh_warp"] = replace(mesh_of(source), shape=mesh_of(other).shape)
+    mesh = replace(mesh_of(source), shape=mesh_of(other).shape)
+    prepared = replace(prepared_of(source), mesh=mesh)
     return SourceFace(
-        id=f"{source.id} with {other.id}'s shape", image=source.image, faces=source.faces, data=data
+        id=f"{source.id} with {other.id}'s shape", image=source.image, faces=source.faces, prepared=prepared
     )
 
 

@@ -176,7 +176,7 @@ async def test_real_source_keeps_only_a_crop_around_the_face(
         assert face is not None
         h, w = face.image.shape[:2]
         assert max(h, w) <= config.sources.crop_side
-        assert face.data.get("face") is not None
+        assert face.prepared is not None
         async with http.get(gw.url + "/api/stats") as r:
             kept = (await r.json())["sources"]["bytes"]
         assert kept < 8 * 512 * 512 * 3, kept  # was 27 MB for the whole 3000x3000 image

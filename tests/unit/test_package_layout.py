@@ -28,9 +28,19 @@ def _package_of(module: str) -> str:
     return parts[0]
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(path: Path, typing: bool = True) -> set[str]:
+    """The names of our packages that `path` imports (`typing=False`: not those under `if TYPE_CHECKING:`)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    if not typing:
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.If)
+                and isinstance(node.test, ast.Name)
+                and node.test.id == "TYPE_CHECKING"
+            ):
+                node.body = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
@@ -110,6 +120,24 @@ def test_engine_backends_and_onnx_rewrites_sit_below_the_pipeline() -> None:
                     ".".join(module[: len(p.split("."))]) == p for p in prefixes
                 ):
                     offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert offenders == []
+
+
+def test_the_source_preparation_sits_below_the_per_frame_processors() -> None:
+    """engines/source (run once per source) knows the frame contract, the detected face's type and FaceMesh's
+    landmark sets, and no per-frame processor; those it reads import nothing of it back (no cycle)."""
+    shared = ("engines.frames", "engines.processors.face_detector", "engines.processors.masks")
+    paths = sorted((ROOT / "engines" / "source").rglob("*.py"))
+    assert paths
+    offenders = []
+    for path in paths:
+        for name in _imports(path):
+            if name.startswith("engines.") and not name.startswith(("engines.source", *shared)):
+                offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    for module in shared:
+        path = ROOT / (module.replace(".", "/") + ".py")
+        runtime = _imports(path, typing=False)  # frames names PreparedSource for its types only
+        offenders += [f"{module} imports {name}" for name in runtime if name.startswith("engines.source")]
     assert offenders == []
 
 

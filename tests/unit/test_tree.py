@@ -88,11 +88,11 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
         "imports it",
     ),
     "engines/processors/selection.py": ("tests/unit/engines/test_pipeline.py", "via engines/pipeline.py"),
-    "engines/processors/source_validity.py": (
-        "tests/unit/engines/processors/test_face_shape.py",
-        "imports it",
-    ),
     "engines/processors/tensor_shading.py": ("tests/unit/engines/processors/test_shading.py", "imports it"),
+    "engines/source/expression.py": ("tests/unit/engines/processors/test_face_expression.py", "imports it"),
+    "engines/source/mesh.py": ("tests/unit/engines/processors/test_mesh_warp.py", "imports it"),
+    "engines/source/shape.py": ("tests/unit/engines/processors/test_face_expression.py", "imports it"),
+    "engines/source/validity.py": ("tests/unit/engines/processors/test_face_shape.py", "imports it"),
     "engines/stage_timing.py": (
         "tests/unit/engines/processors/test_device_enhancer.py",
         "via engines/image_stages.py",

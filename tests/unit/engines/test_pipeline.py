@@ -16,11 +16,13 @@ from engines.frames import (
     STAGE_LANDMARK,
     STAGE_PASTE,
     STAGE_SWAP,
+    FaceSettings,
     FaceTrack,
     FrameItem,
     FrameOptions,
     NoFaceFound,
     SourceFace,
+    SourceNotPrepared,
 )
 from engines.models.store import ModelStore
 from engines.pipeline import Pipeline, PipelineConfig
@@ -217,6 +219,30 @@ def test_concurrent_calls_match_sequential(
 def test_prepare_source_without_a_face_raises(pipeline: Pipeline) -> None:
     with pytest.raises(NoFaceFound):
         pipeline.prepare_source(np.full((200, 200, 3), 128, np.uint8), "grey")
+
+
+def test_a_source_is_prepared_once_with_what_the_swapper_reads(sources: list[SourceFace]) -> None:
+    prepared = sources[0].prepared
+    assert prepared is not None and prepared.mesh is not None and prepared.latent is None
+    assert prepared.face.landmarks is not None and prepared.depth is not None
+    assert prepared.mesh.shape is not None  # the 3-D shape, from the depth read at preparation
+
+
+def test_the_live_path_refuses_a_source_that_was_not_prepared(
+    pipeline: Pipeline, sources: list[SourceFace], astronaut: np.ndarray
+) -> None:
+    bare = SourceFace(id="bare", image=sources[0].image, faces=1)
+    track = FaceTrack()
+    with pytest.raises(SourceNotPrepared, match="'bare' was not prepared"):
+        pipeline.process([FrameItem(astronaut, bare, track=track)])
+    assert track.faces == [] and bare.prepared is None  # refused before any stage: nothing moved or made
+    reference = FaceTrack(settings=FaceSettings(selector="reference", reference=bare))
+    if pipeline.supports_reference:  # the reference face's embedding is made at preparation too
+        with pytest.raises(SourceNotPrepared, match="'bare' has no ArcFace embedding"):
+            pipeline.process([FrameItem(astronaut, sources[0], track=reference)])
+    # frames that swap nothing need no source
+    out = pipeline.process([FrameItem(astronaut, bare, FrameOptions(processors=()))])[0]
+    assert out.image is astronaut
 
 
 def test_debug_log_line_per_stage(

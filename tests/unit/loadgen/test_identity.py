@@ -84,7 +84,7 @@ def test_openness_and_appearance_follow_real_faces(
     """The astronaut smiles with her teeth showing and her eyes open; the source's mouth is closed. Painting
     the astronaut's eye openings with skin (a closed lid) takes the eyes' appearance away."""
     lm = _mesh(pipeline, astronaut).landmarks
-    closed = source.data["face"].landmarks
+    closed = source.prepared.face.landmarks
     assert lm is not None and closed is not None
     open_, shut = openness(lm), openness(closed)
     assert open_["mouth"] > 2 * shut["mouth"] and open_["eyes"] > 0.15

@@ -9,24 +9,19 @@ import pytest
 
 from engines.frames import SourceFace
 from engines.pipeline import Pipeline
-from engines.processors.face_expression import (
-    BROW_LEFT,
-    BROW_RIGHT,
-    CORNERS,
-    LIPS,
-    expression_weights,
-    split,
-)
-from engines.processors.face_shape import SourceShape, mouth_gap, shape_offset
+from engines.processors.face_expression import split
+from engines.processors.face_shape import mouth_gap, shape_offset
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
-from engines.processors.mesh_warp import MeshSource
-from engines.processors.source_validity import FACE_OVAL, NOSE
+from engines.source.expression import BROW_LEFT, BROW_RIGHT, CORNERS, LIPS, expression_weights
+from engines.source.mesh import MeshSource
+from engines.source.shape import SourceShape
+from engines.source.validity import FACE_OVAL, NOSE
 
 
 @pytest.fixture(scope="module")
 def shape(pipeline: Pipeline, astronaut: np.ndarray) -> SourceShape:
     source: SourceFace = pipeline.prepare_source(astronaut, "astronaut")
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     assert isinstance(mesh, MeshSource) and mesh.shape is not None
     return mesh.shape
 

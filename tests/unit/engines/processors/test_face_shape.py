@@ -25,8 +25,8 @@ from engines.processors.face_shape import (
     spline_frame,
     window_spline,
 )
-from engines.processors.mesh_warp import MeshSource
-from engines.processors.source_validity import fill_outside, validity_map
+from engines.source.mesh import MeshSource
+from engines.source.validity import fill_outside, validity_map
 
 
 @pytest.fixture(scope="module")
@@ -36,14 +36,14 @@ def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
 
 @pytest.fixture(scope="module")
 def mesh(source: SourceFace) -> MeshSource:
-    m = source.data["mesh_warp"]
+    m = source.prepared.mesh
     assert isinstance(m, MeshSource) and m.shape is not None
     return m
 
 
 @pytest.fixture(scope="module")
 def target(source: SourceFace) -> np.ndarray:
-    lm = source.data["face"].landmarks
+    lm = source.prepared.face.landmarks
     assert lm is not None
     return np.asarray(lm, dtype=np.float64)
 

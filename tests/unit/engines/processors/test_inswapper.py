@@ -70,8 +70,8 @@ def test_emap_is_the_last_initializer(swap_store: StandInStore) -> None:
 def test_source_latent_is_normalised_and_identity_dependent(
     pipeline: Pipeline, astronaut: np.ndarray, group_photo: np.ndarray
 ) -> None:
-    a = pipeline.prepare_source(astronaut, "a").data["inswapper_128"]
-    b = pipeline.prepare_source(group_photo, "b").data["inswapper_128"]
+    a = pipeline.prepare_source(astronaut, "a").prepared.latent
+    b = pipeline.prepare_source(group_photo, "b").prepared.latent
     assert a.shape == b.shape == (512,)
     assert np.linalg.norm(a) == pytest.approx(1.0, abs=1e-5)
     assert float(a @ b) < 0.999

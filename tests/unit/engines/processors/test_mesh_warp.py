@@ -10,8 +10,8 @@ import pytest
 
 from engines.frames import FrameItem, SourceFace
 from engines.pipeline import Pipeline
-from engines.processors.mesh_warp import MeshSource, triangulate
 from engines.processors.paste import FacePatch, paste_back, translation
+from engines.source.mesh import MeshSource, triangulate
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
 
 
 def test_source_is_triangulated_once(source: SourceFace) -> None:
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     assert isinstance(mesh, MeshSource)
     assert mesh.landmarks.shape == (468, 2)
     # Delaunay of 468 points with h hull points has 2n - 2 - h triangles.

@@ -18,7 +18,6 @@ from engines.frames import FaceTrack, FrameItem, SourceFace
 from engines.pipeline import Pipeline
 from engines.processors.mesh_warp import (
     MARGIN,
-    MeshSource,
     MeshWarpSwapper,
     coarse_warp_maps,
     front_facing,
@@ -26,6 +25,7 @@ from engines.processors.mesh_warp import (
     warp_maps,
 )
 from engines.processors.paste import paste_back
+from engines.source.mesh import MeshSource
 
 
 def reference_warp_maps(
@@ -96,7 +96,7 @@ def _box(frame: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, int, int]:
 def test_warp_maps_match_the_per_triangle_fill(
     source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]
 ) -> None:
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     assert isinstance(mesh, MeshSource)
     for frame, target in faces:
         local, h, w = _box(frame, target)
@@ -123,7 +123,7 @@ def test_the_map_sampled_every_second_pixel_matches_the_full_map(
     """Rasterised every second pixel and stretched, the map stays within a pixel of the full one where both
     cover (the warp is continuous between triangles), coverage is the same but for the rim, and a pixel
     counted covered never holds an uncovered sample's -1."""
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     for frame, target in faces:
         local, h, w = _box(frame, target)
         full, coarse = warp_maps(local, mesh, h, w), coarse_warp_maps(local, mesh, h, w, step=2)
@@ -163,7 +163,7 @@ def test_the_swap_with_the_sampled_map_pastes_the_same_face(
 ) -> None:
     """What the swap pastes into the frame with the map sampled every second pixel and with the full map:
     under a grey level apart on average, and almost no pixel visibly apart."""
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     keep = ("mouth", "eyes")
 
     def pasted(swapper: MeshWarpSwapper) -> list[np.ndarray]:
@@ -190,7 +190,7 @@ def test_swap_patch_matches_the_per_triangle_fill(
     """The whole patch (colour transfer, masks, kept mouth/eyes) through both rasterisers, at every pixel."""
     import engines.processors.mesh_warp as mw
 
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     swapper = MeshWarpSwapper(map_step=1)
     keep = ("mouth", "eyes")
     new = [swapper.swap_one(frame, target, mesh, keep) for frame, target in faces]
@@ -209,7 +209,7 @@ def test_swap_patch_matches_the_per_triangle_fill(
 def test_paste_blend_matches_the_old_formula(
     source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]
 ) -> None:
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     swapper = MeshWarpSwapper()
     for frame, target in faces:
         patch = swapper.swap_one(frame, target, mesh, ("mouth", "eyes"))

@@ -15,7 +15,7 @@ from engines.processors.shading import relight, skin_weight
 
 @pytest.fixture(scope="module")
 def astronaut_mesh(pipeline: Pipeline, astronaut: np.ndarray) -> np.ndarray:
-    face = pipeline.prepare_source(astronaut, "astronaut").data["face"]
+    face = pipeline.prepare_source(astronaut, "astronaut").prepared.face
     assert face.landmarks is not None
     return np.asarray(face.landmarks, np.float64)
 

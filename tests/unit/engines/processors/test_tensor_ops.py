@@ -26,9 +26,10 @@ from engines.processors.alignment import ARCFACE_128_V2, FFHQ_512, estimate_affi
 from engines.processors.face_detector import Face
 from engines.processors.face_enhancer import DetailEnhancer
 from engines.processors.masks import region_mask
-from engines.processors.mesh_warp import MARGIN, MeshSource, warp_maps
+from engines.processors.mesh_warp import MARGIN, warp_maps
 from engines.processors.paste import FacePatch, feathered_polygon_mask, paste_back
 from engines.processors.shading import relight, skin_weight
+from engines.source.mesh import MeshSource
 from gateway.media.colour import rgb_to_i420
 
 torch = pytest.importorskip("torch")
@@ -80,7 +81,7 @@ def _box(frame: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, int, int, i
 def test_mesh_rasterisation_and_remap_match(
     source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]
 ) -> None:
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     assert isinstance(mesh, MeshSource)
     src = torch.from_numpy(mesh.image).permute(2, 0, 1).float()
     for frame, target in faces:
@@ -160,7 +161,7 @@ def test_kept_region_masks_match(faces: list[tuple[np.ndarray, np.ndarray]]) -> 
 
 
 def test_relight_matches(source: SourceFace, faces: list[tuple[np.ndarray, np.ndarray]]) -> None:
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     assert isinstance(mesh, MeshSource)
     for frame, target in faces:
         local, x0, y0, x1, y1 = _box(frame, target)

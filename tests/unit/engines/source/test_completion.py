@@ -10,17 +10,17 @@ import pytest
 
 from engines.frames import SourceFace
 from engines.pipeline import Pipeline
-from engines.processors.face_mirror import mirror_index
-from engines.processors.mesh_warp import MeshSource, triangulate
-from engines.processors.source_completion import completed, mirror_map
-from engines.processors.source_validity import validity_map
+from engines.source.completion import completed, mirror_map
+from engines.source.mesh import MeshSource, triangulate
+from engines.source.mirror import mirror_index
+from engines.source.validity import validity_map
 
 
 @pytest.fixture(scope="module")
 def face(pipeline: Pipeline, astronaut: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     source: SourceFace = pipeline.prepare_source(astronaut, "astronaut")
-    lm = source.data["face"].landmarks
-    assert lm is not None and isinstance(source.data["mesh_warp"], MeshSource)
+    lm = source.prepared.face.landmarks
+    assert lm is not None and isinstance(source.prepared.mesh, MeshSource)
     pts = np.asarray(lm, dtype=np.float32)
     return pts, triangulate(pts)
 

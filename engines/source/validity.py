@@ -1,17 +1,13 @@
 """Which of the source image's pixels may be pasted onto a target's face, computed once per source.
 
-Why: the blend region reaches up the forehead and out to the cheeks' edge (most of what an embedder or a
-viewer reads as the face), and there the source often shows hair (a fringe, a parting), an ear, or the
-background past a turned cheek. Pasted, those sit on the target's face; an identity measure even rewards
-them (they are the source's pixels), so the picture, not the margin, is the judge. Valid: inside the
-source's own outline pulled in `OUTLINE_PULL` of the face size, skin-coloured (close to the colour of the
-source's own cheeks in CIE Lab, estimated robustly; lightness weighted less: shadows are skin) and as smooth
-as the cheeks (hair is often skin-coloured; it is told by its strands); the lips and brows are always valid,
-the eyes with their lids, the nose and the upper lip where near the cheeks' chroma. Specks are opened away,
-holes smaller than `FILL_FRAC` closed where near skin colour (a shadow, a freckle; not the wall in a notch),
-the edge feathered; stored as 0..255 and warped with the source's pixels (one remap of RGBA). The skin
-colour is read only where the face is seen from the front: a turned source's far cheek may be the wall
-behind it; and nothing is valid where the face is seen edge-on (`facing_map`).
+Why: the blend region reaches up the forehead and out to the cheeks' edge, and there the source often shows
+hair, an ear, or the background past a turned cheek; pasted, those sit on the target's face (an identity
+measure even rewards them: the picture is the judge). Valid: inside the source's outline pulled in
+`OUTLINE_PULL`, skin-coloured (near its own cheeks' colour in CIE Lab, robustly; lightness weighted less) and
+as smooth as the cheeks (hair is told by its strands); lips and brows always, the eyes with their lids, the
+nose and upper lip where near the cheeks' chroma. Specks are opened away, holes under `FILL_FRAC` closed where
+near skin colour, the edge feathered; stored 0..255, warped with the source's pixels (one RGBA remap). Skin
+colour is read only where the face is seen from the front; nothing is valid seen edge-on (`facing_map`).
 """
 
 from __future__ import annotations

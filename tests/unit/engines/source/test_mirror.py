@@ -1,5 +1,5 @@
 """FaceMesh's left/right symmetry and a turned source's far half read from its near half
-(engines.processors.face_mirror, and mesh_warp's use of it) on real meshes."""
+(engines.source.mirror, and mesh_warp's use of it) on real meshes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import pytest
 
 from engines.frames import SourceFace
 from engines.pipeline import Pipeline
-from engines.processors.face_mirror import (
+from engines.processors.masks import EYE_LEFT, EYE_RIGHT, INNER_LIPS, OUTER_LIPS
+from engines.processors.mesh_warp import MeshWarpSwapper, warp_maps
+from engines.source.mesh import MeshSource, triangulate
+from engines.source.mirror import (
     MIRROR,
     MIRROR_YAW,
     far_side,
@@ -23,9 +26,7 @@ from engines.processors.face_mirror import (
     symmetrised,
     yaw_degrees,
 )
-from engines.processors.masks import EYE_LEFT, EYE_RIGHT, INNER_LIPS, OUTER_LIPS
-from engines.processors.mesh_warp import FACE_OVAL, MeshSource, MeshWarpSwapper, triangulate, warp_maps
-from engines.processors.source_validity import BROW_LEFT, BROW_RIGHT, CHEEKS, validity_map
+from engines.source.validity import BROW_LEFT, BROW_RIGHT, CHEEKS, FACE_OVAL, validity_map
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +37,9 @@ def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
 @pytest.fixture(scope="module")
 def points(source: SourceFace) -> np.ndarray:
     """The astronaut's 3-D mesh (468, 3): pixels and depth (a frontal face)."""
-    lm = source.data["face"].landmarks
-    assert lm is not None and source.data["depth"] is not None
-    return np.column_stack([lm, source.data["depth"]]).astype(np.float64)
+    lm = source.prepared.face.landmarks
+    assert lm is not None and source.prepared.depth is not None
+    return np.column_stack([lm, source.prepared.depth]).astype(np.float64)
 
 
 def _turned(points: np.ndarray, yaw_deg: float) -> np.ndarray:
@@ -93,7 +94,7 @@ def test_the_frontal_layout_ignores_the_pose(points: np.ndarray) -> None:
 
 
 def test_a_frontal_source_reads_its_own_triangles(source: SourceFace, points: np.ndarray) -> None:
-    mesh = source.data["mesh_warp"]
+    mesh = source.prepared.mesh
     assert isinstance(mesh, MeshSource) and mesh.shape is not None
     assert far_side(points) == 0 and mesh.reads is None and mesh.layout is None
     assert far_side(_turned(points, 0.6 * MIRROR_YAW)) == 0
@@ -129,11 +130,11 @@ def test_a_turned_sources_far_half_reaches_the_target(
     x1, y1, x2, y2 = faces[1].box.astype(int)
     p = (x2 - x1) // 2
     crop = np.ascontiguousarray(group_photo[max(y1 - p, 0) : y2 + p, max(x1 - p, 0) : x2 + p])
-    turned = pipeline.prepare_source(crop, "turned").data["mesh_warp"]
+    turned = pipeline.prepare_source(crop, "turned").prepared.mesh
     assert isinstance(turned, MeshSource) and turned.reads is not None and turned.layout is not None
     changed = (turned.reads != turned.triangles).any(1)
     assert changed.any()
-    target = source.data["face"].landmarks
+    target = source.prepared.face.landmarks
     assert target is not None
     far = np.unique(turned.triangles[changed])
     far_mask = np.zeros(astronaut.shape[:2], np.uint8)
@@ -195,8 +196,8 @@ def test_a_turned_noses_ridge_is_outline(pipeline: Pipeline, group_photo: np.nda
     p = (x2 - x1) // 2
     crop = np.ascontiguousarray(group_photo[max(y1 - p, 0) : y2 + p, max(x1 - p, 0) : x2 + p])
     source = pipeline.prepare_source(crop, "standing")
-    mesh = source.data["mesh_warp"]
-    lm, depth = source.data["face"].landmarks, source.data["depth"]
+    mesh = source.prepared.mesh
+    lm, depth = source.prepared.face.landmarks, source.prepared.depth
     assert isinstance(mesh, MeshSource) and mesh.reads is not None and mesh.validity is not None
     assert lm is not None
     ridge = np.round(lm[[197, 195, 5]]).astype(int)
@@ -216,8 +217,8 @@ def test_the_device_rasteriser_reads_the_mirror_too(
     x1, y1, x2, y2 = faces[1].box.astype(int)
     p = (x2 - x1) // 2
     crop = np.ascontiguousarray(group_photo[max(y1 - p, 0) : y2 + p, max(x1 - p, 0) : x2 + p])
-    turned = pipeline.prepare_source(crop, "turned").data["mesh_warp"]
-    target = source.data["face"].landmarks
+    turned = pipeline.prepare_source(crop, "turned").prepared.mesh
+    target = source.prepared.face.landmarks
     assert isinstance(turned, MeshSource) and turned.reads is not None and target is not None
     x0, y0 = np.floor(target.min(0)).astype(int) - 2
     h, w = (np.ceil(target.max(0)).astype(int) + 2 - (x0, y0))[::-1]

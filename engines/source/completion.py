@@ -16,9 +16,9 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from engines.processors.face_mirror import mirror_index
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT, OUTER_LIPS
-from engines.processors.source_validity import BROW_LEFT, BROW_RIGHT, FEATHER_FRAC, disk, inner_outline
+from engines.source.mirror import mirror_index
+from engines.source.validity import BROW_LEFT, BROW_RIGHT, FEATHER_FRAC, disk, inner_outline
 
 SHADE_FRAC = 0.08  # the shading ratio is read at this fraction of the face size (a low-pass, not detail)
 SHADE_RANGE = (0.6, 1.6)  # and kept within this range per channel

@@ -1,24 +1,13 @@
-"""FaceMesh's left/right symmetry, and a turned source's far side completed from its near side.
+"""FaceMesh's left/right symmetry, and a turned source's far side completed from its near side (once).
 
-Why: a source photographed in three-quarter view or in profile shows its far cheek edge-on; its pixels
-there are a few smeared columns or the wall behind. The validity map keeps them off the target, and half
-of the target's face then stays the target's. A face is close to symmetric and the 468-point mesh is
-exactly so by construction: each far-side triangle can read its texture from its mirror image on the
-near side (flipped by the vertex correspondence itself), so the whole half comes from pixels seen face on.
-
-`MIRROR[i]` is point i's mirror image. It was derived by reflecting two frontal meshes (the astronaut and
-the group photo's leftmost face), rotated face on by their own depth, and matching nearest points, with
-the named contours (eyes, lids, brows, lips, silhouette) as fixed pairs; the result orders each side's
-indices alike, which fixed the last six ambiguous pairs at the crowded mouth corners. 28 points lie on
-the midline (their own mirror).
-
-The decision is per source, once, and per half: when the source is turned past `MIRROR_YAW` (read from
-its own 3-D mesh, whose depth is flatter than a head's: a three-quarter view reads about 30 degrees), every
-triangle of the far half reads the near half, and the far half's 3-D shape is the near half's, reflected
-(`symmetrised`), so shape and skin agree. Whole halves, not single triangles, and per point (each far point
-reads at its mirror point): one read position per point keeps the texture continuous across every edge,
-where a patchwork of mirrored triangles would show seams across the cheek. A frontal source is read as it
-is (its own asymmetry is part of who it is).
+Why: a source in three-quarter view or profile shows its far cheek edge-on (a few smeared columns, or the
+wall behind); the validity map keeps them off the target, and half the target's face would stay the target's.
+The mesh is symmetric by construction, so when the source is turned past `MIRROR_YAW` (read from its own 3-D
+mesh) every far-half point reads its texture at its mirror point (`MIRROR[i]`: point i's mirror image, derived
+once from two frontal meshes, docs/BENCHMARKS.md "Picture: the source's face shape"), and the far half's 3-D
+shape is the near half's, reflected (`symmetrised`), so shape and skin agree. Whole halves, one read position
+per point, keep the texture continuous across every edge (mirrored single triangles showed seams). A frontal
+source is read as it is: its own asymmetry is part of who it is.
 """
 
 from __future__ import annotations
