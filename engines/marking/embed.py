@@ -30,6 +30,7 @@ SPREAD_RMS = 0.67  # a chip pattern's RMS left in pixels after the bilinear spre
 ERODE = 5  # chips: the contrast that raises the gain must fill a square this wide (texture, not an edge)
 CANCEL = 1.0  # how much of the picture's own projection is cancelled
 CANCEL_CAP = 1.0  # the cancelling part's energy at most this times the mark's own
+REFRESH = 2  # frames: `mark` works the change out on every REFRESH-th frame and holds it in between
 
 
 def grid_shape(height: int, width: int) -> tuple[int, int, int]:
@@ -59,6 +60,24 @@ def spread(chips: np.ndarray, height: int, width: int) -> np.ndarray:
     return cv2.resize(chips, (full, height), interpolation=cv2.INTER_LINEAR)[:, :width]
 
 
+def _per_chip(values: np.ndarray, shape: tuple[int, int], mean: bool = False) -> np.ndarray:
+    """Samples (SAMPLES per chip each way) gathered per chip, rows x columns: their sum, or their mean
+    (`mean`; a chip the picture cuts takes its neighbour's); a chip the samples cut sums what it has."""
+    rows, cols = shape
+    sh, sw = values.shape
+    padded = np.zeros((rows * SAMPLES, cols * SAMPLES), np.float32)
+    padded[: min(sh, rows * SAMPLES), : min(sw, cols * SAMPLES)] = values[: rows * SAMPLES, : cols * SAMPLES]
+    out = cv2.resize(padded, (cols, rows), interpolation=cv2.INTER_AREA)
+    if not mean:
+        return out * np.float32(SAMPLES * SAMPLES)
+    rh, rw = min(rows, sh // SAMPLES), min(cols, sw // SAMPLES)
+    if rw < cols:
+        out[:, rw:] = out[:, rw - 1 : rw]
+    if rh < rows:
+        out[rh:] = out[rh - 1 : rh]
+    return out
+
+
 class Embedder:
     """Marks luma planes of any size with a set of layers and their nominal coefficients (`pattern.layers`,
     `pattern.coefficients`)."""
@@ -69,8 +88,12 @@ class Embedder:
         self._layers = layers.astype(np.float32)
         self._coefficients = coefficients.astype(np.float32)
         self._projectors = np.stack([response(t) for t in layers]).reshape(len(layers), -1)
+        self._flat = self._layers.reshape(len(layers), -1)
         self._strength = strength
+        self._limit = CANCEL_CAP * float(np.linalg.norm(self._coefficients))
         self._transfer: dict[tuple[int, int], float] = {}
+        self._held: np.ndarray | None = None  # the change `mark` wrote last, and on how many frames since
+        self._age = 0
 
     def transfer(self, height: int, width: int) -> float:
         """What one grey level of a layer's pattern adds to the detector's whitened samples along that
@@ -87,44 +110,30 @@ class Embedder:
             self._transfer = {key: found}
         return found
 
-    def coefficients(
-        self, samples: np.ndarray, gain_samples: np.ndarray, height: int, width: int
-    ) -> np.ndarray:
-        """This frame's layer coefficients: the nominal ones less the picture's own projection."""
+    def coefficients(self, samples: np.ndarray, gain: np.ndarray, height: int, width: int) -> np.ndarray:
+        """This frame's layer coefficients: the nominal ones less the picture's own projection (`gain`: each
+        chip's, rows x columns)."""
         w, weight = whitened(samples)
         host = self._projectors @ folded(w).reshape(-1)
-        h, wd = weight.shape
-        per_unit = (
-            self.transfer(height, width) * self._strength * float(np.sum(weight * gain_samples[:h, :wd]))
-        )
-        correction = -CANCEL * host / max(per_unit, 1e-6)
-        limit = CANCEL_CAP * float(np.linalg.norm(self._coefficients))
+        weighted = float(np.vdot(_per_chip(weight, gain.shape), gain))
+        per_unit = self.transfer(height, width) * self._strength * weighted
+        correction = host * np.float32(-CANCEL / max(per_unit, 1e-6))
         size = float(np.linalg.norm(correction))
-        if size > limit:
-            correction *= limit / size
-        return self._coefficients + correction.astype(np.float32)
+        if size > self._limit:
+            correction *= np.float32(self._limit / size)
+        return self._coefficients + correction
 
     def chips(self, samples: np.ndarray, height: int, width: int) -> np.ndarray:
         """This frame's mark at the chips' resolution (rows x columns, float32 grey levels), from the
         picture's samples (`samples.sampled`): what the CPU and the device path share."""
         rows, cols, _ = grid_shape(height, width)
-        sh, sw = samples.shape
-        means = np.zeros((rows, cols), np.float32)  # a chip's mean: its samples' (the last column may be cut)
-        rh, rw = min(rows, sh // SAMPLES), min(cols, sw // SAMPLES)
-        whole = samples[: rh * SAMPLES, : rw * SAMPLES]
-        means[:rh, :rw] = whole.reshape(rh, SAMPLES, rw, SAMPLES).mean(axis=(1, 3))
-        if rw < cols:
-            means[:, rw:] = means[:, rw - 1 : rw]
-        if rh < rows:
-            means[rh:] = means[rh - 1 : rh]
-        gain = chip_gain(means)
-        gain_samples = gain.repeat(SAMPLES, axis=0).repeat(SAMPLES, axis=1)
-        tile = np.tensordot(self.coefficients(samples, gain_samples, height, width), self._layers, axes=1)
-        chips = (tiled(tile, rows, cols) * gain * np.float32(self._strength)).astype(np.float32)
-        rms = float(np.sqrt(np.mean(chips * chips)))
+        gain = chip_gain(_per_chip(samples, (rows, cols), mean=True))
+        tile = (self.coefficients(samples, gain, height, width) @ self._flat).reshape(TILE, TILE)
+        chips = tiled(tile, rows, cols) * gain
+        rms = float(np.sqrt(np.vdot(chips, chips) / chips.size)) * self._strength
         limit = MAX_RMS / SPREAD_RMS
-        if rms > limit:  # a busy picture everywhere: the gains scaled down together, PSNR kept
-            chips *= np.float32(limit / rms)
+        scale = self._strength if rms <= limit else self._strength * limit / rms  # a busy picture everywhere:
+        chips *= np.float32(scale)  # the gains scaled down together, PSNR kept
         return chips
 
     def delta(self, luma: np.ndarray) -> np.ndarray:
@@ -133,5 +142,15 @@ class Embedder:
         return spread(self.chips(sampled(luma, chip_size(height)), height, width), height, width)
 
     def mark(self, luma: np.ndarray) -> None:
-        """Write the mark into `luma` (uint8, H x W; a view of a frame's Y plane is written in place)."""
-        np.copyto(luma, cv2.add(luma, self.delta(luma), dtype=cv2.CV_8U))
+        """Write the mark into `luma` (uint8, H x W; a view of a frame's Y plane is written in place): the
+        change worked out on this frame, or between refreshes the one held from the frame before (a stream's
+        next frame differs little, and the encoders see a mark that stands still)."""
+        held = self._held
+        if held is None or held.shape != luma.shape or self._age + 1 >= REFRESH:
+            held, self._age = self.delta(luma), 0
+            self._held = held
+        else:
+            self._age += 1
+        out = cv2.add(luma, held, dst=luma, dtype=cv2.CV_8U)
+        if not np.may_share_memory(out, luma):  # OpenCV wrote elsewhere (a view it could not take)
+            np.copyto(luma, out)
