@@ -2,12 +2,10 @@
 the public layer and the payload over 1-second windows, PSNR and the embed cost; then false positives over
 >= 10,000 frames of unmarked video.
 
-Marked stream: the load generator's single-face scene (a real talking-head clip gliding over a background),
-640x360 at 15 fps, every frame's luma marked with a key and a payload before the gateway's own encoder
-(bench.mark_attacks). The first second is the encoder's start (its first keyframe at the target rate): it is
-reported on its own line, and the windows after it are the figure. Unmarked: the same scenes and two photos,
-each frame cut and scaled at random (a new picture every frame, so no frame is tested twice), scored alone
-with the full search; and the unmarked streams through every attack, scored per window.
+Marked stream: the load generator's single-face scene, 640x360 at 15 fps, every frame's luma marked before the
+gateway's own encoder (bench.mark_attacks); the first second (the encoder's start) is reported on its own.
+Unmarked: the same scenes and two photos, each frame cut and scaled at random and scored alone with the full
+search, and the unmarked streams through every attack, scored per window.
 
     .venv/bin/python -m bench.mark --output reports/bench_mark.json
 """

@@ -1,14 +1,13 @@
 """Writing the mark into a frame's luma, on the CPU (numpy and OpenCV).
 
-Per frame, all at the chips' resolution but the last step:
-- the picture as the detector will read it (`samples`): sampled, whitened, folded onto the tile;
-- what the picture itself already says along each layer's pattern (one small matrix product), cancelled in
-  this frame's coefficients (improved spread spectrum, Malvar & Florencio 2003): the detector then reads the
-  mark, not the mark plus the picture's own chance resemblance to it, so a weak mark reads clearly;
-- a gain per chip from the texture around it (what hides a change of a chip's size): its contrast with its
-  neighbours, the least over an `ERODE`-chip square (an isolated edge hides nothing on its flat side):
-  `GAIN_FLAT` on flat areas (sky, walls, skin), up to `GAIN_BUSY` in texture;
-- the chips spread to pixels (one bilinear resize) and added with saturation.
+At the chips' resolution but the last step: the picture read as the detector will (`samples`); what it
+already says along each layer's pattern (one small matrix product), cancelled in this frame's coefficients
+(improved spread spectrum, Malvar & Florencio 2003: the detector reads the mark, not the picture's chance
+resemblance to it); a gain per chip from the texture around it, the least contrast over an `ERODE`-chip
+square (an isolated edge hides nothing on its flat side), `GAIN_FLAT` on flat areas up to `GAIN_BUSY`; then
+the chips spread to pixels (one bilinear resize) and added with saturation, in place. A stream's change is
+worked out on every `REFRESH`-th frame and held in between: the next frame differs little, and the
+encoders see a mark that stands still.
 """
 
 from __future__ import annotations
