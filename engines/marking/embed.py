@@ -29,6 +29,7 @@ SPREAD_RMS = 0.67  # a chip pattern's RMS left in pixels after the bilinear spre
 ERODE = 5  # chips: the contrast that raises the gain must fill a square this wide (texture, not an edge)
 CANCEL = 1.0  # how much of the picture's own projection is cancelled
 CANCEL_CAP = 1.0  # the cancelling part's energy at most this times the mark's own
+INNER = 0.1  # of the chips on each side: the ring outside the inner part, which a crop cuts first
 REFRESH = 2  # frames: `mark` works the change out on every REFRESH-th frame and holds it in between
 
 
@@ -47,6 +48,16 @@ def chip_gain(chip_means: np.ndarray) -> np.ndarray:
     contrast = cv2.blur(np.abs(chip_means - local), (3, 3), borderType=cv2.BORDER_REFLECT)
     contrast = cv2.erode(contrast, np.ones((ERODE, ERODE), np.uint8), borderType=cv2.BORDER_REFLECT)
     return np.clip(contrast * (1.0 / CONTRAST_REF), GAIN_FLAT, GAIN_BUSY).astype(np.float32)
+
+
+def inner(rows: int, cols: int) -> np.ndarray:
+    """The chips of the picture's inner part (bool, rows x columns): all but an `INNER` ring on each side.
+    The embedder cancels the picture's projection there and in the ring apart, so a crop that cuts the ring
+    keeps a cancelled mark."""
+    core = np.zeros((rows, cols), bool)
+    r, c = round(INNER * rows), round(INNER * cols)
+    core[r : rows - r, c : cols - c] = True
+    return core
 
 
 def tiled(tile: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -110,30 +121,38 @@ class Embedder:
         return found
 
     def coefficients(self, samples: np.ndarray, gain: np.ndarray, height: int, width: int) -> np.ndarray:
-        """This frame's layer coefficients: the nominal ones less the picture's own projection (`gain`: each
-        chip's, rows x columns)."""
+        """This frame's layer coefficients in the inner part of the picture (`inner`) and in the ring around
+        it (2 x layers): the nominal ones less each part's own projection (`gain`: each chip's)."""
         w, weight = whitened(samples)
-        host = self._projectors @ folded(w).reshape(-1)
-        weighted = float(np.vdot(_per_chip(weight, gain.shape), gain))
-        per_unit = self.transfer(height, width) * self._strength * weighted
-        correction = host * np.float32(-CANCEL / max(per_unit, 1e-6))
-        size = float(np.linalg.norm(correction))
-        if size > self._limit:
-            correction *= np.float32(self._limit / size)
-        return self._coefficients + correction
+        core = inner(*gain.shape)
+        cut = w.copy()  # the inner part's samples alone
+        keep = np.kron(core, np.ones((SAMPLES, SAMPLES), bool))[: w.shape[0], : w.shape[1]]
+        cut[~keep] = 0.0
+        host_in = self._projectors @ folded(cut).reshape(-1)
+        hosts = np.stack([host_in, self._projectors @ folded(w).reshape(-1) - host_in])
+        weighted = _per_chip(weight, gain.shape) * gain
+        unit = self.transfer(height, width) * self._strength
+        out = np.empty_like(hosts)
+        for k, part in enumerate((float(weighted[core].sum()), float(weighted[~core].sum()))):
+            correction = hosts[k] * np.float32(-CANCEL / max(unit * part, 1e-6))
+            size = float(np.linalg.norm(correction))
+            if size > self._limit:
+                correction *= np.float32(self._limit / size)
+            out[k] = self._coefficients + correction
+        return out
 
     def chips(self, samples: np.ndarray, height: int, width: int) -> np.ndarray:
         """This frame's mark at the chips' resolution (rows x columns, float32 grey levels), from the
         picture's samples (`samples.sampled`): what the CPU and the device path share."""
         rows, cols, _ = grid_shape(height, width)
         gain = chip_gain(_per_chip(samples, (rows, cols), mean=True))
-        tile = (self.coefficients(samples, gain, height, width) @ self._flat).reshape(TILE, TILE)
-        chips = tiled(tile, rows, cols) * gain
+        tiles = (self.coefficients(samples, gain, height, width) @ self._flat).reshape(2, TILE, TILE)
+        chips = np.where(inner(rows, cols), tiled(tiles[0], rows, cols), tiled(tiles[1], rows, cols)) * gain
         rms = float(np.sqrt(np.vdot(chips, chips) / chips.size)) * self._strength
         limit = MAX_RMS / SPREAD_RMS
         scale = self._strength if rms <= limit else self._strength * limit / rms  # a busy picture everywhere:
         chips *= np.float32(scale)  # the gains scaled down together, PSNR kept
-        return chips
+        return chips.astype(np.float32, copy=False)
 
     def delta(self, luma: np.ndarray) -> np.ndarray:
         """The change the mark makes to this luma plane (float32, before rounding and saturation)."""

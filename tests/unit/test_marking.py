@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engines.marking.detect import THRESHOLD, Detector
-from engines.marking.embed import GAIN_FLAT, REFRESH, Embedder, chip_gain
+from engines.marking.embed import GAIN_FLAT, REFRESH, Embedder, chip_gain, inner
 from engines.marking.pattern import (
     PAYLOAD_BITS,
     Payload,
@@ -126,6 +126,13 @@ def test_found_after_a_rescale_or_a_crop(scene: list[np.ndarray], attack: str) -
     assert result.detected and result.payload == PAYLOAD
     expected = 4.5 if attack == "half" else 9.0
     assert result.alignment.chip_px == pytest.approx(expected, rel=0.02)
+
+
+def test_the_inner_part_is_what_a_ten_percent_crop_keeps() -> None:
+    core = inner(40, 72)  # 640x360: 9-pixel chips
+    rows, cols = np.nonzero(core)
+    assert (rows.min(), rows.max() + 1, cols.min(), cols.max() + 1) == (4, 36, 7, 65)
+    assert core[4:36, 7:65].all() and core.sum() == 32 * 58  # 10 % of the picture cut on each side: the ring
 
 
 def test_payload_turning_inside_a_window_reads_both_sides(scene: list[np.ndarray]) -> None:
