@@ -55,9 +55,14 @@ def inner(rows: int, cols: int) -> np.ndarray:
     The embedder cancels the picture's projection there and in the ring apart, so a crop that cuts the ring
     keeps a cancelled mark."""
     core = np.zeros((rows, cols), bool)
-    r, c = round(INNER * rows), round(INNER * cols)
+    r, c = ring(rows, cols)
     core[r : rows - r, c : cols - c] = True
     return core
+
+
+def ring(rows: int, cols: int) -> tuple[int, int]:
+    """The ring's width in chips: rows at the top and at the bottom, columns at the left and at the right."""
+    return round(INNER * rows), round(INNER * cols)
 
 
 def tiled(tile: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -124,17 +129,21 @@ class Embedder:
         """This frame's layer coefficients in the inner part of the picture (`inner`) and in the ring around
         it (2 x layers): the nominal ones less each part's own projection (`gain`: each chip's)."""
         w, weight = whitened(samples)
-        core = inner(*gain.shape)
-        cut = w.copy()  # the inner part's samples alone
-        keep = np.kron(core, np.ones((SAMPLES, SAMPLES), bool))[: w.shape[0], : w.shape[1]]
-        cut[~keep] = 0.0
+        rows, cols = gain.shape
+        r, c = ring(rows, cols)
+        cut = np.zeros_like(w)  # the inner part's samples alone
+        cut[r * SAMPLES : (rows - r) * SAMPLES, c * SAMPLES : (cols - c) * SAMPLES] = w[
+            r * SAMPLES : (rows - r) * SAMPLES, c * SAMPLES : (cols - c) * SAMPLES
+        ]
         host_in = self._projectors @ folded(cut).reshape(-1)
-        hosts = np.stack([host_in, self._projectors @ folded(w).reshape(-1) - host_in])
+        hosts = (host_in, self._projectors @ folded(w).reshape(-1) - host_in)
         weighted = _per_chip(weight, gain.shape) * gain
+        part_in = float(weighted[r : rows - r, c : cols - c].sum())
+        parts = (part_in, float(weighted.sum()) - part_in)
         unit = self.transfer(height, width) * self._strength
-        out = np.empty_like(hosts)
-        for k, part in enumerate((float(weighted[core].sum()), float(weighted[~core].sum()))):
-            correction = hosts[k] * np.float32(-CANCEL / max(unit * part, 1e-6))
+        out = np.empty((2, len(host_in)), np.float32)
+        for k in range(2):
+            correction = hosts[k] * np.float32(-CANCEL / max(unit * parts[k], 1e-6))
             size = float(np.linalg.norm(correction))
             if size > self._limit:
                 correction *= np.float32(self._limit / size)
@@ -147,7 +156,9 @@ class Embedder:
         rows, cols, _ = grid_shape(height, width)
         gain = chip_gain(_per_chip(samples, (rows, cols), mean=True))
         tiles = (self.coefficients(samples, gain, height, width) @ self._flat).reshape(2, TILE, TILE)
-        chips = np.where(inner(rows, cols), tiled(tiles[0], rows, cols), tiled(tiles[1], rows, cols)) * gain
+        r, c = ring(rows, cols)
+        chips = tiled(tiles[1], rows, cols) * gain
+        chips[r : rows - r, c : cols - c] = (tiled(tiles[0], rows, cols) * gain)[r : rows - r, c : cols - c]
         rms = float(np.sqrt(np.vdot(chips, chips) / chips.size)) * self._strength
         limit = MAX_RMS / SPREAD_RMS
         scale = self._strength if rms <= limit else self._strength * limit / rms  # a busy picture everywhere:
