@@ -2,7 +2,7 @@
 sampling, the spread of the chips to pixels, the saturated add) as torch ops on the luma tensor where it
 lives, and the chip-level work (a few thousand values: the picture's projection on the layers, the gains)
 shared with the CPU path, one small download and upload per refresh (the change is held between, as on the
-CPU). tests/unit/test_mark_device.py holds it to the numpy path on CPU torch."""
+CPU). tests/unit/engines/marking/test_device_embed.py holds it to the numpy path on CPU torch."""
 
 from __future__ import annotations
 
