@@ -1,19 +1,12 @@
 """Finding the mark: a search over chip sizes and tile shifts by normalised correlation, then the payload's
 bits at the alignment found.
 
-For each candidate chip size the luma is averaged down to two samples per chip (one area resize), whitened
-(each sample less its neighbourhood's mean, clipped: the picture's own content is mostly slower than a chip,
-and an edge must not outvote the grain), folded modulo the tile (every repeat of the tile adds up), and
-circularly correlated with the public tile (one small FFT): the peak over all shifts, in standard deviations
-of the whole correlation surface, is the score. Chip sizes cover what platforms do to a picture: any rescale
-keeps chips per height (`CHIPS_PER_HEIGHT`); a crop that keeps a fraction f of the height leaves
-f * CHIPS_PER_HEIGHT, searched down to `MIN_VISIBLE`.
-
-Two tests, either of which finds the mark: first the one alignment where the gateway wrote it (chips per
-height as embedded, the tile at the corner: a rescale or a transcode keeps it), a z-score against the whole
-correlation surface, marked from `NOMINAL_THRESHOLD` (4.75 sd: under no mark it is near N(0, 1)); then, for
-crops, the search, whose best of ~40 x 4096 hypotheses stays near 4 under no mark, marked from `THRESHOLD`.
-bench.mark measures both over >= 10,000 unmarked frames.
+Per candidate chip size the luma is read as the embedder reads it (`samples`: sampled, whitened, folded onto
+the tile) and circularly correlated with the public tile (one small FFT). Two tests, either of which finds
+the mark: the z-score at the one alignment where the gateway wrote it (chips per height as embedded, the tile
+at the corner: what a rescale or a transcode keeps), from `NOMINAL_THRESHOLD`; else, for crops, the best of
+the search over chip sizes (down to `MIN_VISIBLE` of the height) and shifts, from `THRESHOLD`, set above
+what unmarked video reaches (bench.mark measures both; docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations

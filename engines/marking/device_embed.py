@@ -1,8 +1,8 @@
 """The mark on the device: the same mark as `embed.Embedder`, with the full-resolution work (the area
 sampling, the spread of the chips to pixels, the saturated add) as torch ops on the luma tensor where it
 lives, and the chip-level work (a few thousand values: the picture's projection on the layers, the gains)
-shared with the CPU path, one small download and upload per frame.
-tests/unit/engines/marking/test_device_embed.py holds it to the numpy path on CPU torch."""
+shared with the CPU path, one small download and upload per refresh (the change is held between, as on the
+CPU). tests/unit/engines/marking/test_device_embed.py holds it to the numpy path on CPU torch."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from engines.marking.embed import Embedder, grid_shape
+from engines.marking.embed import REFRESH, Embedder, grid_shape
 from engines.marking.pattern import chip_size
 from engines.marking.samples import SAMPLES
 
@@ -48,6 +48,8 @@ class DeviceEmbedder:
 
     def __init__(self, embedder: Embedder) -> None:
         self._embedder = embedder
+        self._held: Any = None  # as `Embedder.mark`: worked out every REFRESH-th frame, held between
+        self._age = 0
 
     def delta(self, luma: Any) -> Any:
         torch = _torch()
@@ -57,5 +59,11 @@ class DeviceEmbedder:
         return spread(torch.from_numpy(chips).to(luma.device), height, width)
 
     def mark(self, luma: Any) -> None:
-        out = (luma.float() + self.delta(luma)).round_().clamp_(0, 255)
+        held = self._held
+        if held is None or tuple(held.shape) != tuple(luma.shape) or self._age + 1 >= REFRESH:
+            held, self._age = self.delta(luma), 0
+            self._held = held
+        else:
+            self._age += 1
+        out = (luma.float() + held).round_().clamp_(0, 255)
         luma.copy_(out.to(luma.dtype))

@@ -1,14 +1,13 @@
 """Writing the mark into a frame's luma, on the CPU (numpy and OpenCV).
 
-Per frame, all at the chips' resolution but the last step:
-- the picture as the detector will read it (`samples`): sampled, whitened, folded onto the tile;
-- what the picture itself already says along each layer's pattern (one small matrix product), cancelled in
-  this frame's coefficients (improved spread spectrum, Malvar & Florencio 2003): the detector then reads the
-  mark, not the mark plus the picture's own chance resemblance to it, so a weak mark reads clearly;
-- a gain per chip from the texture around it (what hides a change of a chip's size): its contrast with its
-  neighbours, the least over an `ERODE`-chip square (an isolated edge hides nothing on its flat side):
-  `GAIN_FLAT` on flat areas (sky, walls, skin), up to `GAIN_BUSY` in texture;
-- the chips spread to pixels (one bilinear resize) and added with saturation.
+At the chips' resolution but the last step: the picture read as the detector will (`samples`); what it
+already says along each layer's pattern (one small matrix product), cancelled in this frame's coefficients
+(improved spread spectrum, Malvar & Florencio 2003: the detector reads the mark, not the picture's chance
+resemblance to it); a gain per chip from the texture around it, the least contrast over an `ERODE`-chip
+square (an isolated edge hides nothing on its flat side), `GAIN_FLAT` on flat areas up to `GAIN_BUSY`; then
+the chips spread to pixels (one bilinear resize) and added with saturation, in place. A stream's change is
+worked out on every `REFRESH`-th frame and held in between: the next frame differs little, and the
+encoders see a mark that stands still.
 """
 
 from __future__ import annotations
@@ -30,6 +29,8 @@ SPREAD_RMS = 0.67  # a chip pattern's RMS left in pixels after the bilinear spre
 ERODE = 5  # chips: the contrast that raises the gain must fill a square this wide (texture, not an edge)
 CANCEL = 1.0  # how much of the picture's own projection is cancelled
 CANCEL_CAP = 1.0  # the cancelling part's energy at most this times the mark's own
+INNER = 0.1  # of the chips on each side: the ring outside the inner part, which a crop cuts first
+REFRESH = 2  # frames: `mark` works the change out on every REFRESH-th frame and holds it in between
 
 
 def grid_shape(height: int, width: int) -> tuple[int, int, int]:
@@ -49,6 +50,21 @@ def chip_gain(chip_means: np.ndarray) -> np.ndarray:
     return np.clip(contrast * (1.0 / CONTRAST_REF), GAIN_FLAT, GAIN_BUSY).astype(np.float32)
 
 
+def inner(rows: int, cols: int) -> np.ndarray:
+    """The chips of the picture's inner part (bool, rows x columns): all but an `INNER` ring on each side.
+    The embedder cancels the picture's projection there and in the ring apart, so a crop that cuts the ring
+    keeps a cancelled mark."""
+    core = np.zeros((rows, cols), bool)
+    r, c = ring(rows, cols)
+    core[r : rows - r, c : cols - c] = True
+    return core
+
+
+def ring(rows: int, cols: int) -> tuple[int, int]:
+    """The ring's width in chips: rows at the top and at the bottom, columns at the left and at the right."""
+    return round(INNER * rows), round(INNER * cols)
+
+
 def tiled(tile: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return np.tile(tile, (rows // TILE + 1, cols // TILE + 1))[:rows, :cols]
 
@@ -57,6 +73,24 @@ def spread(chips: np.ndarray, height: int, width: int) -> np.ndarray:
     """Chip values spread to pixels: bilinear between chip centres, square chips."""
     _, _, full = grid_shape(height, width)
     return cv2.resize(chips, (full, height), interpolation=cv2.INTER_LINEAR)[:, :width]
+
+
+def _per_chip(values: np.ndarray, shape: tuple[int, int], mean: bool = False) -> np.ndarray:
+    """Samples (SAMPLES per chip each way) gathered per chip, rows x columns: their sum, or their mean
+    (`mean`; a chip the picture cuts takes its neighbour's); a chip the samples cut sums what it has."""
+    rows, cols = shape
+    sh, sw = values.shape
+    padded = np.zeros((rows * SAMPLES, cols * SAMPLES), np.float32)
+    padded[: min(sh, rows * SAMPLES), : min(sw, cols * SAMPLES)] = values[: rows * SAMPLES, : cols * SAMPLES]
+    out = cv2.resize(padded, (cols, rows), interpolation=cv2.INTER_AREA)
+    if not mean:
+        return out * np.float32(SAMPLES * SAMPLES)
+    rh, rw = min(rows, sh // SAMPLES), min(cols, sw // SAMPLES)
+    if rw < cols:
+        out[:, rw:] = out[:, rw - 1 : rw]
+    if rh < rows:
+        out[rh:] = out[rh - 1 : rh]
+    return out
 
 
 class Embedder:
@@ -69,8 +103,12 @@ class Embedder:
         self._layers = layers.astype(np.float32)
         self._coefficients = coefficients.astype(np.float32)
         self._projectors = np.stack([response(t) for t in layers]).reshape(len(layers), -1)
+        self._flat = self._layers.reshape(len(layers), -1)
         self._strength = strength
+        self._limit = CANCEL_CAP * float(np.linalg.norm(self._coefficients))
         self._transfer: dict[tuple[int, int], float] = {}
+        self._held: np.ndarray | None = None  # the change `mark` wrote last, and on how many frames since
+        self._age = 0
 
     def transfer(self, height: int, width: int) -> float:
         """What one grey level of a layer's pattern adds to the detector's whitened samples along that
@@ -87,45 +125,45 @@ class Embedder:
             self._transfer = {key: found}
         return found
 
-    def coefficients(
-        self, samples: np.ndarray, gain_samples: np.ndarray, height: int, width: int
-    ) -> np.ndarray:
-        """This frame's layer coefficients: the nominal ones less the picture's own projection."""
+    def coefficients(self, samples: np.ndarray, gain: np.ndarray, height: int, width: int) -> np.ndarray:
+        """This frame's layer coefficients in the inner part of the picture (`inner`) and in the ring around
+        it (2 x layers): the nominal ones less each part's own projection (`gain`: each chip's)."""
         w, weight = whitened(samples)
-        host = self._projectors @ folded(w).reshape(-1)
-        h, wd = weight.shape
-        per_unit = (
-            self.transfer(height, width) * self._strength * float(np.sum(weight * gain_samples[:h, :wd]))
-        )
-        correction = -CANCEL * host / max(per_unit, 1e-6)
-        limit = CANCEL_CAP * float(np.linalg.norm(self._coefficients))
-        size = float(np.linalg.norm(correction))
-        if size > limit:
-            correction *= limit / size
-        return self._coefficients + correction.astype(np.float32)
+        rows, cols = gain.shape
+        r, c = ring(rows, cols)
+        cut = np.zeros_like(w)  # the inner part's samples alone
+        cut[r * SAMPLES : (rows - r) * SAMPLES, c * SAMPLES : (cols - c) * SAMPLES] = w[
+            r * SAMPLES : (rows - r) * SAMPLES, c * SAMPLES : (cols - c) * SAMPLES
+        ]
+        host_in = self._projectors @ folded(cut).reshape(-1)
+        hosts = (host_in, self._projectors @ folded(w).reshape(-1) - host_in)
+        weighted = _per_chip(weight, gain.shape) * gain
+        part_in = float(weighted[r : rows - r, c : cols - c].sum())
+        parts = (part_in, float(weighted.sum()) - part_in)
+        unit = self.transfer(height, width) * self._strength
+        out = np.empty((2, len(host_in)), np.float32)
+        for k in range(2):
+            correction = hosts[k] * np.float32(-CANCEL / max(unit * parts[k], 1e-6))
+            size = float(np.linalg.norm(correction))
+            if size > self._limit:
+                correction *= np.float32(self._limit / size)
+            out[k] = self._coefficients + correction
+        return out
 
     def chips(self, samples: np.ndarray, height: int, width: int) -> np.ndarray:
         """This frame's mark at the chips' resolution (rows x columns, float32 grey levels), from the
         picture's samples (`samples.sampled`): what the CPU and the device path share."""
         rows, cols, _ = grid_shape(height, width)
-        sh, sw = samples.shape
-        means = np.zeros((rows, cols), np.float32)  # a chip's mean: its samples' (the last column may be cut)
-        rh, rw = min(rows, sh // SAMPLES), min(cols, sw // SAMPLES)
-        whole = samples[: rh * SAMPLES, : rw * SAMPLES]
-        means[:rh, :rw] = whole.reshape(rh, SAMPLES, rw, SAMPLES).mean(axis=(1, 3))
-        if rw < cols:
-            means[:, rw:] = means[:, rw - 1 : rw]
-        if rh < rows:
-            means[rh:] = means[rh - 1 : rh]
-        gain = chip_gain(means)
-        gain_samples = gain.repeat(SAMPLES, axis=0).repeat(SAMPLES, axis=1)
-        tile = np.tensordot(self.coefficients(samples, gain_samples, height, width), self._layers, axes=1)
-        chips = (tiled(tile, rows, cols) * gain * np.float32(self._strength)).astype(np.float32)
-        rms = float(np.sqrt(np.mean(chips * chips)))
+        gain = chip_gain(_per_chip(samples, (rows, cols), mean=True))
+        tiles = (self.coefficients(samples, gain, height, width) @ self._flat).reshape(2, TILE, TILE)
+        r, c = ring(rows, cols)
+        chips = tiled(tiles[1], rows, cols) * gain
+        chips[r : rows - r, c : cols - c] = (tiled(tiles[0], rows, cols) * gain)[r : rows - r, c : cols - c]
+        rms = float(np.sqrt(np.vdot(chips, chips) / chips.size)) * self._strength
         limit = MAX_RMS / SPREAD_RMS
-        if rms > limit:  # a busy picture everywhere: the gains scaled down together, PSNR kept
-            chips *= np.float32(limit / rms)
-        return chips
+        scale = self._strength if rms <= limit else self._strength * limit / rms  # a busy picture everywhere:
+        chips *= np.float32(scale)  # the gains scaled down together, PSNR kept
+        return chips.astype(np.float32, copy=False)
 
     def delta(self, luma: np.ndarray) -> np.ndarray:
         """The change the mark makes to this luma plane (float32, before rounding and saturation)."""
@@ -133,5 +171,15 @@ class Embedder:
         return spread(self.chips(sampled(luma, chip_size(height)), height, width), height, width)
 
     def mark(self, luma: np.ndarray) -> None:
-        """Write the mark into `luma` (uint8, H x W; a view of a frame's Y plane is written in place)."""
-        np.copyto(luma, cv2.add(luma, self.delta(luma), dtype=cv2.CV_8U))
+        """Write the mark into `luma` (uint8, H x W; a view of a frame's Y plane is written in place): the
+        change worked out on this frame, or between refreshes the one held from the frame before (a stream's
+        next frame differs little, and the encoders see a mark that stands still)."""
+        held = self._held
+        if held is None or held.shape != luma.shape or self._age + 1 >= REFRESH:
+            held, self._age = self.delta(luma), 0
+            self._held = held
+        else:
+            self._age += 1
+        out = cv2.add(luma, held, dst=luma, dtype=cv2.CV_8U)
+        if not np.may_share_memory(out, luma):  # OpenCV wrote elsewhere (a view it could not take)
+            np.copyto(luma, out)

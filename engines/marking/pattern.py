@@ -1,20 +1,13 @@
 """What the mark is: a keyed, low-frequency spread-spectrum pattern on a coarse grid of chips, read by
 correlation.
 
-Geometry. The picture is divided into square chips, `CHIPS_PER_HEIGHT` of them down its height whatever its
-size (a chip is 9 px at 640x360, 6 px at 320x240), so scaling the picture keeps the grid. The pattern is a
-`TILE` x `TILE` tile of chips repeated over the picture: a crop only shifts the tile (found by a circular
-correlation), and a crop that is then scaled only changes the chip size (found by a search over scales).
-The chips are smoothed into each other (bilinear), so the mark is a soft, grain-free low-frequency texture.
-
-Layers. Every chip is the sum of `1 + PAYLOAD_BITS` orthogonal +/-1 sequences: rows of a Walsh-Hadamard matrix
-times one public scrambling sequence, so each is spectrally white and exactly orthogonal to the others once
-the tile is aligned. Row 0 is the public layer: its sequence is fixed by the product (`PUBLIC_SEED`), so
-anyone can find it. The payload rows, their order and the bits' signs are chosen by HMAC-SHA256 of the key:
-without the key the payload is neither readable nor writable.
-
-Payload (40 bits): key id (8) + session code (12) + time code (12, minutes since the Unix epoch modulo 4096)
-+ an 8-bit check (HMAC of the 32 bits), so a wrong key or a misread reads as nothing rather than as garbage.
+The picture is divided into square chips, `CHIPS_PER_HEIGHT` down its height whatever its size (a rescale
+keeps the grid), smoothed into each other (bilinear); a `TILE` x `TILE` tile of chips repeats over it (a crop
+only shifts the tile). Every chip sums `1 + PAYLOAD_BITS` orthogonal +/-1 sequences (Walsh-Hadamard rows times
+one public scrambling): row 0, fixed by the product, is the public layer anyone can find; the payload's rows,
+order and signs come from HMAC-SHA256 of the key, so without it the payload is neither readable nor writable.
+Payload (40 bits): key id (8), session code (12), time code (12, minutes since the epoch modulo 4096) and an
+8-bit check (HMAC of the 32), so a wrong key or a misread reads as nothing rather than as garbage.
 """
 
 from __future__ import annotations

@@ -25,9 +25,18 @@ def sampled(luma: np.ndarray, chip_px: float) -> np.ndarray:
     h, w = luma.shape
     size = (max(1, round(w * SAMPLES / chip_px)), max(1, round(h * SAMPLES / chip_px)))
     k = int(chip_px / SAMPLES)
-    if k >= 2:
+    if luma.dtype == np.uint8 and k in (2, 4, 8, 16) and h % k == 0 and w % k == 0:
+        # halvings (OpenCV's area resize by exactly 2 is several times faster than by 4) on the luma
+        # times k * k in 16 bits: every halving is exact, and the mean keeps its fraction
+        x = np.multiply(luma, np.uint16(k * k), dtype=np.uint16)
+        for _ in range(k.bit_length() - 1):
+            x = cv2.resize(x, (x.shape[1] // 2, x.shape[0] // 2), interpolation=cv2.INTER_AREA)
+        luma = x.astype(np.float32) * np.float32(1.0 / (k * k))
+    elif k >= 2:
         luma = cv2.resize(luma, (max(size[0], w // k), max(size[1], h // k)), interpolation=cv2.INTER_AREA)
-    return cv2.resize(luma, size, interpolation=cv2.INTER_LINEAR).astype(np.float32)
+    if luma.shape[::-1] != size:
+        luma = cv2.resize(luma, size, interpolation=cv2.INTER_LINEAR)
+    return luma.astype(np.float32, copy=False)
 
 
 def whitened(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

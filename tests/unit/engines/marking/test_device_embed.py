@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engines.marking.detect import Detector
-from engines.marking.embed import Embedder
+from engines.marking.embed import REFRESH, Embedder
 from engines.marking.pattern import Payload, coefficients, key_id
 
 torch = pytest.importorskip("torch")
@@ -42,3 +42,23 @@ def test_device_mark_matches_the_numpy_mark(astronaut: np.ndarray, size: tuple[i
         frames.append(tensor.numpy())
     result = Detector(KEY).window(frames)
     assert result.detected and result.payload == payload
+
+
+def test_device_mark_holds_its_change_between_refreshes_as_the_numpy_mark(astronaut: np.ndarray) -> None:
+    luma = cv2.resize(cv2.cvtColor(astronaut, cv2.COLOR_RGB2GRAY), (640, 360))
+    embedder = Embedder(*coefficients(KEY, Payload(key_id(KEY), 9, 99)))
+    host, device = Embedder(*coefficients(KEY, Payload(key_id(KEY), 9, 99))), DeviceEmbedder(embedder)
+    changes = []
+    for k in range(2 * REFRESH):
+        frame = np.roll(luma, 6 * k, axis=1)
+        cpu, tensor = frame.copy(), torch.from_numpy(frame.copy())
+        host.mark(cpu)
+        device.mark(tensor)
+        change = tensor.numpy().astype(np.int16) - frame
+        assert np.abs(change - (cpu.astype(np.int16) - frame)).mean() < 0.2
+        changes.append(change)
+    moved = np.roll(luma, 6, axis=1)
+    inside = (np.minimum(luma, moved) > 8) & (np.maximum(luma, moved) < 247)  # no saturation either frame
+    held = np.abs(changes[1] - changes[0])[inside]
+    assert held.max() <= 1 and np.mean(held == 0) > 0.995  # held (round-half-even ties aside)
+    assert np.mean(changes[REFRESH] == changes[0]) < 0.9  # then worked out again

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engines.marking.detect import THRESHOLD, Detector
-from engines.marking.embed import GAIN_FLAT, Embedder, chip_gain
+from engines.marking.embed import GAIN_FLAT, REFRESH, Embedder, chip_gain, inner
 from engines.marking.pattern import (
     PAYLOAD_BITS,
     Payload,
@@ -48,6 +48,24 @@ def _marked(frames: list[np.ndarray], key: bytes | None, payload: Payload | None
         embedder.mark(copy)
         out.append(copy)
     return out
+
+
+def test_the_change_is_worked_out_every_refresh_and_held_in_between(scene: list[np.ndarray]) -> None:
+    embedder = Embedder(*coefficients(KEY, PAYLOAD))
+    for k, frame in enumerate(scene):
+        copy = frame.copy()
+        embedder.mark(copy)
+        fresh = frame.copy()
+        Embedder(*coefficients(KEY, PAYLOAD)).mark(fresh)  # this frame's own change
+        held = scene[k - k % REFRESH].copy()
+        Embedder(*coefficients(KEY, PAYLOAD)).mark(held)  # the change of the refresh before it
+        change = copy.astype(np.int16) - frame
+        if k % REFRESH == 0:
+            assert np.array_equal(copy, fresh)
+        else:
+            assert not np.array_equal(copy, fresh)
+            moved = scene[k - k % REFRESH] != frame  # saturation aside, the same change where nothing moved
+            assert np.array_equal(change[~moved], (held.astype(np.int16) - scene[k - k % REFRESH])[~moved])
 
 
 def test_payload_bits_round_trip_and_refuse_another_key() -> None:
@@ -108,6 +126,13 @@ def test_found_after_a_rescale_or_a_crop(scene: list[np.ndarray], attack: str) -
     assert result.detected and result.payload == PAYLOAD
     expected = 4.5 if attack == "half" else 9.0
     assert result.alignment.chip_px == pytest.approx(expected, rel=0.02)
+
+
+def test_the_inner_part_is_what_a_ten_percent_crop_keeps() -> None:
+    core = inner(40, 72)  # 640x360: 9-pixel chips
+    rows, cols = np.nonzero(core)
+    assert (rows.min(), rows.max() + 1, cols.min(), cols.max() + 1) == (4, 36, 7, 65)
+    assert core[4:36, 7:65].all() and core.sum() == 32 * 58  # 10 % of the picture cut on each side: the ring
 
 
 def test_payload_turning_inside_a_window_reads_both_sides(scene: list[np.ndarray]) -> None:
