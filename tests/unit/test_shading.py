@@ -46,6 +46,25 @@ def test_relight_puts_the_targets_low_frequencies_on_the_sources_detail() -> Non
     assert corr > 0.8, corr
 
 
+def test_a_flat_target_keeps_the_sources_own_detail_contrast() -> None:
+    rng = np.random.default_rng(5)
+    h = w = 100
+    detail = cv2.GaussianBlur(rng.normal(0, 14, (h, w, 3)).astype(np.float32), (0, 0), 1.0)
+    warped = np.clip(np.array([200, 160, 140], np.float32) + detail[:, :, :1], 0, 255)
+    target = np.zeros((h, w, 3), np.uint8) + np.array([170, 125, 100], np.uint8)  # an even, flat skin
+    out = relight(warped, target, np.ones((h, w), bool), float(w))
+
+    def lightness(rgb: np.ndarray) -> np.ndarray:
+        return np.asarray(cv2.cvtColor(rgb.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB))[..., 0]
+
+    inner = (slice(10, -10), slice(10, -10))
+    spread_out, spread_src = lightness(out)[inner].std(), lightness(warped)[inner].std()
+    assert spread_out == pytest.approx(spread_src, rel=0.05)  # not flattened to the target's
+    # a contrastier target still raises it
+    busy = np.clip(target.astype(np.float32) + 2.0 * detail, 0, 255).astype(np.uint8)
+    assert lightness(relight(warped, busy, np.ones((h, w), bool), float(w)))[inner].std() > 1.2 * spread_src
+
+
 def test_relight_keeps_the_lids_colour_relative_to_the_skin() -> None:
     h = w = 100
     warped = np.zeros((h, w, 3), np.float32) + np.array([220, 180, 160], np.float32)
