@@ -29,8 +29,8 @@ from engines.processors.masks import EYE_LEFT, EYE_RIGHT, OUTER_LIPS
 LIGHT_SIGMA = 0.25  # the per-face ratio's low-pass width, fraction of the face size
 WORK_SIGMA = 2.0  # px: the per-face low-pass runs on a copy shrunk until its filter is about this wide
 PRIOR = 0.05  # far from any skin the low-pass falls back to the face's mean (this much weight)
-DETAIL = (0.75, 2.0)  # bounds of the lightness detail's contrast ratio (the skins' spread, target / source)...
-FINE_DETAIL = (1.0, 2.0)  # ...and of its fine band: a flatter target never flattens the source's pores and
+DETAIL = (0.75, 2.0)  # bounds of the lightness detail's contrast ratio (the skins' spread, target / source)
+FINE_DETAIL = (1.0, 2.0)  # and of its fine band: a flatter target never flattens the source's pores and
 FINE_SIGMA = 0.03  # lines, finer than this fraction of the face size (identity; its shading is coarser)
 CHROMA_DETAIL = (1.0, 1.0)  # and of a*'s and b*'s (1: lids and brows keep their colour against the skin)
 # FaceMesh's brows: upper edge, then the lower edge back (one closed ring per brow)

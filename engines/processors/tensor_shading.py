@@ -14,10 +14,10 @@ from engines.processors import tensor_ops as T
 from engines.processors.shading import (
     CHROMA_DETAIL,
     DETAIL,
-    FINE_DETAIL,
-    FINE_SIGMA,
     FEATURE_GROW,
     FEATURES,
+    FINE_DETAIL,
+    FINE_SIGMA,
     LIGHT_SIGMA,
     PRIOR,
     work_scale,
