@@ -35,11 +35,11 @@ REGION_RINGS: dict[str, tuple[tuple[int, ...], ...]] = {
 # edge of its teeth), then grows by 2.5 feathers, so the whole opening is at full strength and the feather
 # falls outward onto the lips (a feather centred on the ring laid the source's lips over the target's teeth);
 # further out the lips are the source's (identity; the opening's own outline is the target's, see
-# face_expression.INNER_HOLD); the eyes stay inside the lids with a sharp edge, so a kept iris is at full
-# strength and the lids' rim is the source's (a wider feather there gave the target's lids back).
+# face_expression.INNER_HOLD); the eyes stay inside the lids with a soft edge narrower than an open eye, so
+# a kept iris is at full strength (pulled in further or sharper they keep less gaze for a little identity).
 MOUTH_REACH = 0.15
-GROW = {"mouth": 0.015, "eyes": -0.006, "eye_area": 0.025}
-FEATHER = {"mouth": 0.006, "eyes": 0.003, "eye_area": 0.012}
+GROW = {"mouth": 0.015, "eyes": -0.004, "eye_area": 0.025}
+FEATHER = {"mouth": 0.006, "eyes": 0.005, "eye_area": 0.012}
 
 
 def region_rings(landmarks: np.ndarray, region: str) -> list[np.ndarray]:

@@ -154,9 +154,8 @@ def test_kept_region_masks_match(faces: list[tuple[np.ndarray, np.ndarray]]) -> 
         for keep in (("mouth",), ("mouth", "eyes")):
             want = region_mask((h, w), local, keep, float(max(h, w)))
             got = T.region_mask(h, w, local, keep, float(max(h, w)), CPU).numpy()
-            # the fills differ on edge pixels only (the eyes' sharp feather, 0.5 px on these small faces,
-            # turns a pixel of fill into up to 0.85)
-            assert np.abs(got - want).mean() < 0.01 and np.abs(got - want).max() < 0.85, keep
+            # the fills differ on edge pixels only (a sharp feather turns a pixel of fill into up to 0.75)
+            assert np.abs(got - want).mean() < 0.01 and np.abs(got - want).max() < 0.75, keep
             assert ((got > 0.97) == (want > 0.97)).mean() > 0.99, keep  # the same openings at full strength
 
 
