@@ -30,8 +30,6 @@ LIGHT_SIGMA = 0.25  # the per-face ratio's low-pass width, fraction of the face 
 WORK_SIGMA = 2.0  # px: the per-face low-pass runs on a copy shrunk until its filter is about this wide
 PRIOR = 0.05  # far from any skin the low-pass falls back to the face's mean (this much weight)
 DETAIL = (0.75, 2.0)  # bounds of the lightness detail's contrast ratio (the skins' spread, target / source)
-FINE_DETAIL = (1.0, 2.0)  # and of its fine band: a flatter target never flattens the source's pores and
-FINE_SIGMA = 0.03  # lines, finer than this fraction of the face size (identity; its shading is coarser)
 CHROMA_DETAIL = (1.0, 1.0)  # and of a*'s and b*'s (1: lids and brows keep their colour against the skin)
 # FaceMesh's brows: upper edge, then the lower edge back (one closed ring per brow)
 BROW_RIGHT = (70, 63, 105, 66, 107, 55, 65, 52, 53, 46)  # image left
@@ -66,8 +64,7 @@ def relight(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, face_size:
     float32 RGB 0..255. In CIE L*a*b*, each channel is the target's skin low-passed (its light and its
     colour, region by region) plus the warped face's own detail about its low-pass, that detail at the
     target's contrast (lightness by the skins' spread, within DETAIL; a* and b* within CHROMA_DETAIL, 1: a
-    colour added the same to skin and lids alike, so the lids keep their colour relative to the skin; the
-    lightness's band finer than FINE_SIGMA within FINE_DETAIL)."""
+    colour added the same to skin and lids alike, so the lids keep their colour relative to the skin)."""
     h, w = skin.shape
     weight = skin.astype(np.float32)
     total = float(weight.sum())
@@ -104,16 +101,10 @@ def relight(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, face_size:
     _, t_std = cv2.meanStdDev(t_lab, mask=mask)
     _, w_std = cv2.meanStdDev(w_lab, mask=mask)
     detail = (t_std[:, 0] + 1e-3) / (w_std[:, 0] + 1e-3)
-    fine = float(np.clip(detail[0], *FINE_DETAIL))
     detail[0] = np.clip(detail[0], *DETAIL)
     detail[1:] = np.clip(detail[1:], *CHROMA_DETAIL)
     w_lab -= lows[1]
-    if fine != detail[0]:  # the fine band (the lightness less its blur) at its own contrast
-        light = np.ascontiguousarray(w_lab[:, :, 0])
-        band = light - cv2.GaussianBlur(light, (0, 0), max(0.5, face_size * FINE_SIGMA))
     w_lab *= detail.astype(np.float32)
-    if fine != detail[0]:
-        w_lab[:, :, 0] += np.float32(fine - detail[0]) * band
     w_lab += lows[0]
     rgb = np.asarray(cv2.cvtColor(w_lab, cv2.COLOR_LAB2RGB), dtype=np.float32)
     rgb *= np.float32(255.0)

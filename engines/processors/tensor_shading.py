@@ -16,8 +16,6 @@ from engines.processors.shading import (
     DETAIL,
     FEATURE_GROW,
     FEATURES,
-    FINE_DETAIL,
-    FINE_SIGMA,
     LIGHT_SIGMA,
     PRIOR,
     work_scale,
@@ -62,12 +60,6 @@ def relight(warped: Any, target: Any, skin: Any, face_size: float) -> Any:
     t_std = t_lab[sel].double().std(0, unbiased=False).float()
     w_std = w_lab[sel].double().std(0, unbiased=False).float()
     detail = (t_std + 1e-3) / (w_std + 1e-3)
-    fine = float(detail[0].clamp(*FINE_DETAIL))
     detail = torch.cat([detail[:1].clamp(*DETAIL), detail[1:].clamp(*CHROMA_DETAIL)])
-    centred = w_lab - local[3:].permute(1, 2, 0)
-    out = centred * detail + local[:3].permute(1, 2, 0)
-    if fine != float(detail[0]):  # the fine band at its own contrast (shading.relight)
-        light = centred[:, :, 0]
-        band = light - T.gaussian_blur(light[None, None], max(0.5, face_size * FINE_SIGMA))[0, 0]
-        out[:, :, 0] += (fine - float(detail[0])) * band
+    out = (w_lab - local[3:].permute(1, 2, 0)) * detail + local[:3].permute(1, 2, 0)
     return T.lab_to_rgb(out) * 255.0

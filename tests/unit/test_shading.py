@@ -46,28 +46,6 @@ def test_relight_puts_the_targets_low_frequencies_on_the_sources_detail() -> Non
     assert corr > 0.8, corr
 
 
-def test_a_flat_target_keeps_the_sources_fine_detail_and_flattens_its_shading() -> None:
-    rng = np.random.default_rng(5)
-    h = w = 100
-    fine = cv2.GaussianBlur(rng.normal(0, 14, (h, w)).astype(np.float32), (0, 0), 1.0)  # pores, lines
-    ys, xs = np.mgrid[0:h, 0:w]
-    blob = 30.0 * np.exp(-((xs - 50.0) ** 2 + (ys - 50.0) ** 2) / (2 * 8.0**2))  # a highlight, 1/6 face
-    warped = np.clip(np.array([170, 130, 110], np.float32) + (fine + blob)[:, :, None], 0, 255)
-    target = np.zeros((h, w, 3), np.uint8) + np.array([170, 125, 100], np.uint8)  # an even, flat skin
-    out = relight(warped, target, np.ones((h, w), bool), float(w))
-
-    def lightness(rgb: np.ndarray) -> np.ndarray:
-        return np.asarray(cv2.cvtColor(rgb.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB))[..., 0]
-
-    def bands(x: np.ndarray) -> tuple[float, float]:
-        coarse = cv2.GaussianBlur(x, (0, 0), 3.0)
-        return float((x - coarse)[10:-10, 10:-10].std()), float(coarse[50, 50] - coarse[10:20, 10:20].mean())
-
-    (fine_out, blob_out), (fine_src, blob_src) = bands(lightness(out)), bands(lightness(warped))
-    assert fine_out == pytest.approx(fine_src, rel=0.1)  # the source's own fine detail, not flattened
-    assert blob_out < 0.85 * blob_src  # its highlight at the flat target's contrast
-
-
 def test_relight_keeps_the_lids_colour_relative_to_the_skin() -> None:
     h = w = 100
     warped = np.zeros((h, w, 3), np.float32) + np.array([220, 180, 160], np.float32)
@@ -99,12 +77,10 @@ def test_device_relight_matches_the_host() -> None:
     target = np.clip(base[::-1] * 0.8 + 20, 0, 255).astype(np.uint8)
     skin = np.ones((h, w), bool)
     skin[40:60, 20:90] = False
-    flat = np.ascontiguousarray(np.broadcast_to(target.mean((0, 1)).astype(np.uint8), target.shape))
-    for tgt in (target, flat):  # a flat target: the fine band at the source's own contrast
-        want = relight(warped, tgt, skin, 120.0)
-        got = device_relight(torch.from_numpy(warped), torch.from_numpy(tgt), torch.from_numpy(skin), 120.0)
-        diff = np.abs(got.numpy() - want)
-        assert diff.mean() < 1.0 and np.percentile(diff, 99) < 4.0, (diff.mean(), np.percentile(diff, 99))
+    want = relight(warped, target, skin, 120.0)
+    got = device_relight(torch.from_numpy(warped), torch.from_numpy(target), torch.from_numpy(skin), 120.0)
+    diff = np.abs(got.numpy() - want)
+    assert diff.mean() < 1.0 and np.percentile(diff, 99) < 4.0, (diff.mean(), np.percentile(diff, 99))
 
 
 def test_device_skin_weight_matches_the_host(astronaut_mesh: np.ndarray) -> None:
