@@ -34,9 +34,10 @@ REGION_RINGS: dict[str, tuple[tuple[int, ...], ...]] = {
 # `MOUTH_REACH` of the way from the inner lips to the outer (FaceMesh draws a smile's inner lips over the
 # edge of its teeth), then grows by 2.5 feathers, so the whole opening is at full strength and the feather
 # falls outward onto the lips (a feather centred on the ring laid the source's lips over the target's teeth);
-# the eyes stay inside the lids with a soft edge narrower than an open eye, so a kept iris is at full
-# strength (pulled in further they keep less gaze for little identity).
-MOUTH_REACH = 0.3
+# further out the lips are the source's (identity; the opening's own outline is the target's, see
+# face_expression.INNER_HOLD); the eyes stay inside the lids with a soft edge narrower than an open eye, so
+# a kept iris is at full strength (pulled in further or sharper they keep less gaze for a little identity).
+MOUTH_REACH = 0.15
 GROW = {"mouth": 0.015, "eyes": -0.004, "eye_area": 0.025}
 FEATHER = {"mouth": 0.006, "eyes": 0.005, "eye_area": 0.012}
 

@@ -23,6 +23,7 @@ MOUTH_REACH_DOWN = 0.5  # ...and up / down, this fraction of that (the nose and 
 BROW_REACH = 0.2  # the brows' falloff, a fraction of the eye centres' distance
 CORNERS = (61, 78, 291, 308)  # the mouth's corners, outer and inner
 CORNER_REACH = 0.15  # the corners' own falloff (see `split`), a fraction of the eye centres' distance
+INNER_HOLD = 1.0  # how much of the inner lips' offset also holds up and down (1: the opening is the target's)
 
 
 def _smoothstep(x: np.ndarray) -> np.ndarray:
@@ -61,4 +62,5 @@ def expression_weights(points: np.ndarray) -> np.ndarray:
     weights[list(FACE_OVAL) + list(NOSE) + list(EYE_RIGHT) + list(EYE_LEFT), :3] = 0.0
     weights[:, :3] /= np.maximum(weights[:, :3].sum(1, keepdims=True), 1.0)
     weights[:, 3] = _falloff(p, CORNERS, span * np.full(3, CORNER_REACH), axes)
+    weights[list(INNER_LIPS), 3] = np.maximum(weights[list(INNER_LIPS), 3], INNER_HOLD)
     return weights

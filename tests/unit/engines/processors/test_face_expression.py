@@ -11,7 +11,7 @@ from engines.frames import SourceFace
 from engines.pipeline import Pipeline
 from engines.processors.face_expression import split
 from engines.processors.face_shape import mouth_gap, shape_offset
-from engines.processors.masks import EYE_LEFT, EYE_RIGHT
+from engines.processors.masks import EYE_LEFT, EYE_RIGHT, INNER_LIPS
 from engines.source.expression import BROW_LEFT, BROW_RIGHT, CORNERS, LIPS, expression_weights
 from engines.source.mesh import MeshSource
 from engines.source.shape import SourceShape
@@ -41,6 +41,7 @@ def test_the_partition_leaves_outline_nose_and_eyes_to_identity(shape: SourceSha
     assert np.allclose(w[list(BROW_RIGHT), 1], 1.0) and np.allclose(w[list(BROW_LEFT), 2], 1.0)
     assert (w[list(FACE_OVAL) + list(NOSE) + list(EYE_RIGHT) + list(EYE_LEFT), :3] == 0).all()
     assert np.allclose(w[list(CORNERS), 3], 1.0) and w[[0, 17], 3].max() < 0.5  # corners, not the middle
+    assert np.allclose(w[list(INNER_LIPS), 3], 1.0)  # the opening: up and down too
     partial = (w[:, :3].sum(1) > 0.05) & (w[:, :3].sum(1) < 0.95)
     assert partial.sum() > 20  # a smooth falloff, not a cut
     # the same partition from the same face turned: read in the face's own frame
@@ -86,6 +87,19 @@ def test_a_smile_keeps_its_width_and_the_outline_its_shape(shape: SourceShape) -
         lift_t = target[list(eye)].mean(0)[1] - target[list(brow)].mean(0)[1]
         lift_n = new[list(eye)].mean(0)[1] - new[list(brow)].mean(0)[1]
         assert lift_n == pytest.approx(lift_t, abs=0.02 * lift_t)
+
+
+def test_a_smiles_opening_is_the_targets_moved_as_one(shape: SourceShape) -> None:
+    target = _frontal(shape, 1.1)
+    inner = list(INNER_LIPS)
+    target[inner] = _about(target[inner], target[inner].mean(0), 1.3, 2.5)  # a wide open smile
+    new = target + shape_offset(shape, target)
+    moved = new[inner] - target[inner]
+    # every point of the opening moves by the same offset: its outline (and the teeth inside) not squeezed
+    assert np.abs(moved - moved.mean(0)).max() < 1e-6
+    outer = [i for i in LIPS if i not in inner and i not in CORNERS]
+    # the lips' fullness stays the source's
+    assert np.abs(new[outer, 1] - target[outer, 1] - moved[0, 1]).max() > 0.2
 
 
 def test_a_talking_mouth_keeps_its_shape(shape: SourceShape) -> None:
