@@ -4,8 +4,8 @@ It separates what the models cost from what the network and codecs cost. A batch
 sessions meeting in the scheduler (each with its own FaceTrack), fed flat out from the same synthetic loop
 the live load generator sends. Per run: each stage's time, frames/s, peak RSS and VRAM, process CPU and,
 with --cold, the time to the first batch; same report schema as the live runs (loadgen.report).
-`--quality` writes the quality report instead (`loadgen quality`). `run_benchmark` returns data; only `main`
-prints. Example: `python -m bench.benchmark --test-cases single_face --resolutions 640x360`.
+`--quality` writes the quality report instead (`python -m bench.quality`). `run_benchmark` returns data;
+only `main` prints. Example: `python -m bench.benchmark --test-cases single_face --resolutions 640x360`.
 """
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args_in = list(sys.argv[1:] if argv is None else argv)
     if "--quality" in args_in:  # the quality report (contact sheet + metrics), not the timing matrix
-        from loadgen.quality.command import main as quality_main
+        from bench.quality.command import main as quality_main
 
         return quality_main(
             [a for a in args_in if a != "--quality"], prog="python -m bench.benchmark --quality"

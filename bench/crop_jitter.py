@@ -21,12 +21,12 @@ from typing import Any
 import cv2
 import numpy as np
 
+from bench.quality.study import clip_frames
 from engines.frames import FaceTrack, FrameItem
 from engines.models.store import ModelStore, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.alignment import FFHQ_512, similarity_lstsq
 from loadgen.media import default_media_dir, media_path
-from loadgen.quality.study import clip_frames
 
 SIZE = 512
 METHODS = ("least_squares", "lmeds", "ransac_100")

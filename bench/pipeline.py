@@ -22,6 +22,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from bench.quality.study import read_rgb
 from engines.factory import EngineConfig
 from engines.frames import PIPELINE_STAGES, PROCESSORS, FrameItem, FrameOptions
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
@@ -29,7 +30,6 @@ from engines.pipeline import Pipeline, PipelineConfig
 from loadgen.arguments import parse_resolution
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.percentiles import percentile
-from loadgen.quality.study import read_rgb
 
 
 def carphone_frames(path: Path, count: int) -> list[np.ndarray]:

@@ -24,6 +24,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from bench.quality.study import read_rgb
 from engines.frames import FaceTrack, FrameItem, SourceFace
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
@@ -38,7 +39,6 @@ from engines.source.prepared import mesh_of
 from loadgen.arguments import parse_resolution
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.percentiles import percentile, summary
-from loadgen.quality.study import read_rgb
 
 
 def carphone(path: Path, count: int, size: tuple[int, int]) -> list[np.ndarray]:

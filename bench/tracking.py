@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from bench.quality.study import read_rgb
 from engines.frames import STAGE_DETECT, FaceTrack, FrameItem
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.tracking import TrackingConfig, face_size, measured, mesh_center
 from loadgen.media import MediaUnavailable, default_media_dir, media_path
 from loadgen.percentiles import percentile
-from loadgen.quality.study import read_rgb
 from loadgen.synth import SynthConfig, build_loop
 
 # "default" = the crop led by the face's velocity, an off-centre mesh run again from its own crop, a lost face

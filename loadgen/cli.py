@@ -2,10 +2,10 @@
 
 Subcommands: `run` (N jobs for a while; the default, so `loadgen --concurrent-jobs 10` still runs),
 `capacity` (search the largest N that meets the SLO), `merge` (one report over several loadgens that ran at
-the same time), `quality` (the picture quality report). The only module of the load generator that prints
-or exits (with the quality report's own command). Exit codes: 0 = the SLO held (p95 <= budget in every run,
-or a capacity of at least one job), 1 = it did not, 2 = usage or connection errors (bad flags, gateway not
-reachable or not ready, no job could join).
+the same time). The only module of the load generator that prints or exits. Exit codes: 0 = the SLO held
+(p95 <= budget in every run, or a capacity of at least one job), 1 = it did not, 2 = usage or connection
+errors (bad flags, gateway not reachable or not ready, no job could join). The picture quality report is a
+study run from a clone: `python -m bench.quality`.
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ from loadgen.sweep import Measured, run_cells
 from loadgen.tables import LiveView, result_table
 from loadgen.timeline import format_marks
 
-SUBCOMMANDS = ("run", "capacity", "merge", "quality")
+SUBCOMMANDS = ("run", "capacity", "merge")
 SUBCOMMAND_HELP = {
     "run": "N jobs for --duration seconds: latency, frames lost, fps (the default subcommand)",
     "capacity": "search the largest number of jobs whose p95 stays within --budget-ms",
     "merge": "one report with exact statistics over several loadgens that ran at the same time",
-    "quality": "the picture quality report: contact sheet and metrics (runs the pipeline in-process)",
 }
 
 
@@ -44,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="loadgen", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    sub = p.add_subparsers(dest="command", metavar="{run,capacity,merge,quality}")
+    sub = p.add_subparsers(dest="command", metavar="{run,capacity,merge}")
     run = sub.add_parser(
         "run", help=SUBCOMMAND_HELP["run"], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -61,7 +60,6 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json")
     merge.add_argument("--output", metavar="FILE.json", type=Path, help="the merged report (required)")
     merge.add_argument("--output-report", dest="output", type=Path, help=argparse.SUPPRESS)
-    sub.add_parser("quality", help=SUBCOMMAND_HELP["quality"], add_help=False)
     return p
 
 
@@ -176,13 +174,6 @@ def merge(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args_list = with_subcommand(list(sys.argv[1:] if argv is None else argv))
-    if args_list and args_list[0] == "quality":
-        from loadgen.quality.command import main as quality_main
-
-        try:
-            return quality_main(args_list[1:])
-        except SystemExit as e:  # argparse exits 2 on usage errors, 0 on --help
-            return int(e.code or 0)
     try:
         args = build_parser().parse_args(args_list)
     except SystemExit as e:

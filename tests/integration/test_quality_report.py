@@ -13,8 +13,8 @@ from pathlib import Path
 
 import cv2
 
+from bench.quality.command import main
 from engines.models.store import ModelStore
-from loadgen.quality.command import main
 
 
 def test_quality_report_writes_a_sheet_and_honest_metrics(

@@ -13,7 +13,7 @@ from loadgen.options import add_capacity_options, add_measure_options, add_run_o
 def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
-    for name in ("run", "capacity", "merge", "quality"):
+    for name in ("run", "capacity", "merge"):
         assert f" {name} " in text, name
 
 

@@ -1,7 +1,7 @@
 """The quality report's measurements of one picture setting: kept regions, jitter, seams, masks, cost.
 
-Each function takes the `Study` (loadgen.quality.study) or a model store and returns plain numbers; the
-report (loadgen.quality.report) calls them in a fixed order and assembles the JSON.
+Each function takes the `Study` (bench.quality.study) or a model store and returns plain numbers; the
+report (bench.quality.report) calls them in a fixed order and assembles the JSON.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from bench.quality.identity_section import SETTINGS
+from bench.quality.study import KEPT, Study, vp8_round_trip
 from engines.frames import FaceTrack, FrameItem, SourceFace
 from engines.models.store import ModelStore
 from engines.processors.alignment import ARCFACE_128_V2, FFHQ_512, estimate_affine
@@ -34,8 +36,6 @@ from engines.processors.tracking import OneEuroFilter
 from engines.source.prepared import mesh_of
 from loadgen.contact_sheet import crop_face
 from loadgen.percentiles import percentile
-from loadgen.quality.identity_section import SETTINGS
-from loadgen.quality.study import KEPT, Study, vp8_round_trip
 
 # Mesh points for the geometry proxy: eye corners, nose tip and wings, mouth corners, lip middles, jaw, chin,
 # brow middles, forehead top.

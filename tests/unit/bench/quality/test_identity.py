@@ -11,13 +11,7 @@ import cv2
 import numpy as np
 import pytest
 
-from engines.frames import KEPT_REGIONS, FaceSettings, FaceTrack, FrameItem, SourceFace
-from engines.pipeline import Pipeline
-from engines.processors.face_detector import Face
-from engines.processors.masks import EYE_LEFT, EYE_RIGHT
-from engines.processors.tracking import measured
-from loadgen.contact_sheet import webcam_frame
-from loadgen.identity import (
+from bench.quality.identity import (
     FaceRecognizer,
     IdentityUnavailable,
     appearance,
@@ -25,8 +19,14 @@ from loadgen.identity import (
     correlation,
     openness,
 )
-from loadgen.quality.identity_section import verdict
-from loadgen.quality.report import HELD_OUT
+from bench.quality.identity_section import verdict
+from bench.quality.report import HELD_OUT
+from engines.frames import KEPT_REGIONS, FaceSettings, FaceTrack, FrameItem, SourceFace
+from engines.pipeline import Pipeline
+from engines.processors.face_detector import Face
+from engines.processors.masks import EYE_LEFT, EYE_RIGHT
+from engines.processors.tracking import measured
+from loadgen.contact_sheet import webcam_frame
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from bench.quality.shape_section import mesh_of
 from engines.frames import FACE_SHAPE, KEPT_REGIONS, SourceFace
 from engines.processors.face_detector import Face
 from engines.processors.face_shape import pixel_map, plan_warp, shape_offset
@@ -32,7 +33,6 @@ from engines.processors.masks import EYE_LEFT, EYE_RIGHT
 from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.paste import paste_back
 from engines.processors.shading import BROW_LEFT, BROW_RIGHT, face_size_of, skin_weight
-from loadgen.quality.shape_section import mesh_of
 
 SHADING_SIGMA = 0.025
 LID_GROW = 0.03  # the lid band: the eye ring grown by this fraction of the face size, less the opening

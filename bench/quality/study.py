@@ -1,6 +1,6 @@
 """The quality report's pipeline and inputs: one `Study` (the real pipeline, weight-free) and what feeds it.
 
-The measurements (loadgen.quality.measures) and the report (loadgen.quality.report) share these: reading the
+The measurements (bench.quality.measures) and the report (bench.quality.report) share these: reading the
 provisioned media, a clip's frames, a still through VP8, the swap of one image or of a whole clip through
 the tracked pipeline.
 """
@@ -14,13 +14,13 @@ import av
 import cv2
 import numpy as np
 
+from bench.quality.identity import FaceRecognizer
 from engines.frames import FACE_SHAPE, KEPT_REGIONS, FaceSettings, FaceTrack, FrameItem, SourceFace
 from engines.models.store import ModelStore
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.face_detector import Face
 from engines.processors.tracking import TrackingConfig, measured
 from loadgen.contact_sheet import webcam_frame
-from loadgen.identity import FaceRecognizer
 from loadgen.media import MediaUnavailable
 
 KEPT = KEPT_REGIONS

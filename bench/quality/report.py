@@ -15,16 +15,10 @@ from typing import Any
 import cv2
 import numpy as np
 
-from engines.frames import FACE_SHAPE, SourceFace
-from engines.models.store import ModelStore
-from engines.processors.face_detector import Face
-from engines.source.prepared import prepared_of
-from loadgen.contact_sheet import caption, contact_sheet, crop_face
-from loadgen.identity import FaceRecognizer
-from loadgen.media import media_path
-from loadgen.quality.expression_section import clip_mouth, expression_cases
-from loadgen.quality.expression_section import verdict as expression_verdict
-from loadgen.quality.identity_section import (
+from bench.quality.expression_section import clip_mouth, expression_cases
+from bench.quality.expression_section import verdict as expression_verdict
+from bench.quality.identity import FaceRecognizer
+from bench.quality.identity_section import (
     DEFAULT,
     SETTINGS,
     identity_cases,
@@ -32,8 +26,8 @@ from loadgen.quality.identity_section import (
     reference_mean,
     verdict,
 )
-from loadgen.quality.light_section import LIGHT_PAIRS, light_cases, light_sources, light_summary
-from loadgen.quality.measures import (
+from bench.quality.light_section import LIGHT_PAIRS, light_cases, light_sources, light_summary
+from bench.quality.measures import (
     acceleration,
     costs,
     jitter_still,
@@ -43,9 +37,9 @@ from loadgen.quality.measures import (
     seams,
     trajectories,
 )
-from loadgen.quality.shape_section import COLUMNS, shape_cases, summary, swap_cost, with_shape_of
-from loadgen.quality.shape_section import geometry as shape_geometry_of
-from loadgen.quality.study import (
+from bench.quality.shape_section import COLUMNS, shape_cases, summary, swap_cost, with_shape_of
+from bench.quality.shape_section import geometry as shape_geometry_of
+from bench.quality.study import (
     KEPT,
     Study,
     clip_frames,
@@ -56,6 +50,12 @@ from loadgen.quality.study import (
     held_out,
     read_rgb,
 )
+from engines.frames import FACE_SHAPE, SourceFace
+from engines.models.store import ModelStore
+from engines.processors.face_detector import Face
+from engines.source.prepared import prepared_of
+from loadgen.contact_sheet import caption, contact_sheet, crop_face
+from loadgen.media import media_path
 
 HELD_OUT = ("obama", "obama2", "biden")  # faces no test or tuning of the swap was written against
 # A closed-mouth source on the smiling and laughing targets, chosen before the expression split was tuned

@@ -6,8 +6,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from bench.quality.expression_section import mouth_measure
 from engines.processors.masks import INNER_LIPS, OUTER_LIPS
-from loadgen.quality.expression_section import mouth_measure
 
 
 def _face() -> tuple[np.ndarray, np.ndarray]:

@@ -19,10 +19,10 @@ from typing import Any
 import cv2
 import numpy as np
 
+from bench.quality.identity import correlation
 from engines.frames import FACE_SHAPE, KEPT_REGIONS
 from engines.processors.face_detector import Face
 from engines.processors.masks import INNER_LIPS
-from loadgen.identity import correlation
 
 SMILING = ("astronaut", "t1 laughing", "obama")  # targets smiling or laughing with the mouth open
 TEETH_KEPT = 0.9  # at the default, the output keeps at least this share of the target's teeth pixels...

@@ -1,13 +1,13 @@
 """The quality report's face-shape section: how much of the source's shape the swap takes, and at what cost.
 
-For every (source, target) case, with the default kept regions: the identity (loadgen.identity) with the
+For every (source, target) case, with the default kept regions: the identity (bench.quality.identity) with the
 target's shape (`shape` 0), the source's (the default, 1), and a control with the *wrong* source's shape
 (the source's pixels on another person's shape: if that scores as well, the gain is not the source's shape).
 On the talking clip: the swapped geometry's jitter against the tracked mesh's (acceleration, per mille of the
 face size), how often a fold was refused (alpha scaled back) and whether any map still folds (its pixel
 map's Jacobian determinant, measured independently of the warp's own check). The cost per face: the swap
 with and without the shape, timed alternately. The swap and the mesh come in as callables, as in
-loadgen.quality.identity_section.
+bench.quality.identity_section.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.quality.identity import FaceRecognizer
+from bench.quality.identity_section import MARGIN_TARGET, score
 from engines.frames import FACE_SHAPE, KEPT_REGIONS, SourceFace
 from engines.processors.face_detector import Face
 from engines.processors.face_shape import pixel_maps, plan_warp, shape_offset
@@ -27,9 +29,7 @@ from engines.processors.paste import paste_back
 from engines.source.mesh import MeshSource
 from engines.source.prepared import mesh_of as prepared_mesh
 from engines.source.prepared import prepared_of
-from loadgen.identity import FaceRecognizer
 from loadgen.percentiles import percentile
-from loadgen.quality.identity_section import MARGIN_TARGET, score
 
 COLUMNS = ("target_shape", "source_shape", "wrong_shape")
 SHAPES = {"target_shape": 0.0, "source_shape": FACE_SHAPE, "wrong_shape": FACE_SHAPE}

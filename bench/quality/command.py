@@ -1,4 +1,4 @@
-"""`loadgen quality`: run the quality report, write its sheet and metrics; the only part that prints."""
+"""`python -m bench.quality`: run the quality report, write its sheet and metrics; the only printing."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ from pathlib import Path
 
 import cv2
 
-import loadgen.quality
+import bench.quality
+from bench.quality.identity import FaceRecognizer, IdentityUnavailable
+from bench.quality.report import run
 from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
-from loadgen.identity import FaceRecognizer, IdentityUnavailable
 from loadgen.media import MediaUnavailable, default_media_dir
-from loadgen.quality.report import run
 
 
-def build_parser(prog: str = "loadgen quality") -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m bench.quality") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
-        description=loadgen.quality.__doc__,
+        description=bench.quality.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -36,7 +36,7 @@ def build_parser(prog: str = "loadgen quality") -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None, prog: str = "loadgen quality") -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m bench.quality") -> int:
     args = build_parser(prog).parse_args(argv)
     store = ModelStore(args.model_dir or default_model_dir(os.environ))
     try:

@@ -1,7 +1,7 @@
 """The quality report's identity and liveliness sections: which kept regions hand the face back.
 
 For every (source, target) case and kept-regions setting: the swapped face's centred cosine to the source and
-to the target (loadgen.identity). On the talking clip, per setting: the target's eye and mouth openness
+to the target (bench.quality.identity). On the talking clip, per setting: the target's eye and mouth openness
 series against the output's (both from FaceMesh), as correlations, and the identity over the clip. The swap
 and the mesh come in as callables (the report's `Study`), so this module runs no pipeline of its own.
 """
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.quality.identity import FaceRecognizer, appearance, centred_cosine, correlation, openness
 from engines.frames import KEPT_REGIONS
 from engines.processors.face_detector import Face
-from loadgen.identity import FaceRecognizer, appearance, centred_cosine, correlation, openness
 
 # The settings compared: label -> kept regions.
 SETTINGS: dict[str, tuple[str, ...]] = {
