@@ -1,20 +1,13 @@
 """The quality report's light section: the seam, the target's light on the source's skin, lid and brow colour.
 
-Measured on every identity case at the default (the source's shape, mouth and eyes kept), each against the
-target's own pixels at the same place (the target moved to the source's face shape, before the paste):
-
-- seam: the luminance gradient *across* the blend's edge band (along the mask's own gradient, where the
-  paste's alpha is between 0.2 and 0.8), RMS, output over target (1 = the boundary adds no edge);
-- shading: the skin's low-passed luminance (eyes, lips and brows left out; at SHADING_SIGMA of the face
-  size, finer than the swap's own light filter), output against target: mean absolute difference (grey
-  levels) and correlation. A source's highlight or shadow shows as a difference the target does not have;
-- lids and brows: their chroma (CIE a*b*) relative to the cheeks' in the output, against the same in the
-  source photo (ΔE in the a*b* plane): what the colour match adds to them beyond the source's own make-up.
-
-New pairs (chosen before the light was tuned): biden's photo (warm, lit from above) on obama2, and two
-sources under a hard side light. No provisioned photo is lit that way, so two are relit (`side_lit`: a key
-light from one side with a sharp terminator down the face, a warm tint and a specular spot on the lit
-cheek, in linear light) - an image-space light, independent of the swap's own model of shading.
+Each identity case at the default is measured against the target's own pixels at the same place (the target
+moved to the source's face shape, before the paste):
+- seam: the luminance gradient across the blend's edge band (paste alpha 0.2-0.8), RMS, output over target;
+- shading: the skin's low-passed luminance (at SHADING_SIGMA of the face size) against the target's: mean
+  absolute difference and correlation (a source's highlight or shadow is a difference the target lacks);
+- lids and brows: their a*b* relative to the cheeks' in the output, against the same in the source photo.
+The new pairs include two sources relit in image space (`side_lit`: a hard key light from one side, a warm
+tint, a specular spot), independent of the swap's own model of shading.
 """
 
 from __future__ import annotations

@@ -3,13 +3,11 @@
 Why: on a GPU the per-face image work (rasterisation, remap, masks, the target's light, paste) belongs beside
 the models, and the frame should cross the bus twice per batch, not once per face and step. Each frame with
 a face goes up once (uint8, `DeviceFrames`), every face of it is warped, matched, masked and pasted there
-with `tensor_ops`, and the frame stays there for the enhancer; it comes back once per batch. The result
-mirrors `MeshWarpSwapper.swap_one` + `paste_back` step by step
-(tests/unit/engines/processors/test_device_mesh_warp.py holds the two to a PSNR bound on CPU torch). Poisson
-blending stays on the CPU path. Source images (with their validity map as a fourth channel) are uploaded once
-per source and kept while it is in use. The shape transfer's plan (`face_shape.plan_warp`: a fit and a small
-spline solve) is made on the host; its coarse offset grid goes up, is resized there and moves the target's
-pixels with one `grid_sample`.
+with `tensor_ops`, and it comes back once per batch. The result mirrors `MeshWarpSwapper.swap_one` +
+`paste_back` step by step (tests/unit/engines/processors/test_device_mesh_warp.py holds the two to a PSNR
+bound on CPU torch). Poisson blending stays on the CPU path. Source images (with their validity map as a
+fourth channel) go up once per source. The shape transfer's plan (`face_shape.plan_warp`) is made on the
+host; its coarse offset grid goes up and moves the target's pixels with one `grid_sample`.
 """
 
 from __future__ import annotations

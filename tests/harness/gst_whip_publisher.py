@@ -2,12 +2,10 @@
 independent WebRTC stack (libnice ICE, OpenSSL DTLS with an RSA certificate, GStreamer RTP), not aiortc.
 
 Runs under Debian's system Python (`/usr/bin/python3`, which has `python3-gi`), not the project venv, and
-imports nothing from the project. It publishes a live VP8 test pattern to a WHIP URL on 127.0.0.1 (ICE
-gathered on 127.0.0.1 only, through libnice's agent), receives the gateway's processed video back on the
-same sendrecv transceiver and decodes it, then DELETEs the session and prints one JSON line:
-
-    {"status": 201, "answer_setup": "active", "connection_state": "connected", "frames_sent": ..,
-     "frames_received": .., "errors": [..]}
+imports nothing from the project. It publishes a live VP8 test pattern to a WHIP URL on 127.0.0.1 (ICE on
+127.0.0.1 only), receives the processed video back on the same transceiver and decodes it, then DELETEs
+the session and prints one JSON line: {"status": 201, "answer_setup": "active", "connection_state":
+"connected", "frames_sent": .., "frames_received": .., "errors": [..]}
 
 Usage: /usr/bin/python3 gst_whip_publisher.py URL [--seconds 6] [--width 320 --height 240 --fps 15]
        [--token T] [--address 127.0.0.1]

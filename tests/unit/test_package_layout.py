@@ -177,3 +177,16 @@ def test_only_compat_and_chain_reach_aiortc_privates() -> None:
     assert offenders == []
     seen = ("getattr(\n sender, compat.SSRC)", "setattr(f(a, b), compat.SENDER_LSR, 1)", "compat.A = 1")
     assert all(_REACH.search(line) for line in seen)  # the check can see each form
+
+
+def test_module_docstrings_say_what_and_why_in_twelve_lines_at_most() -> None:
+    """A module's docstring is what it is and why; figures and history live in docs/BENCHMARKS.md."""
+    long: list[str] = []
+    for top in (*TOP, "scripts", "tests"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if "node_modules" in path.parts:
+                continue
+            doc = ast.get_docstring(ast.parse(path.read_text(), str(path)), clean=False)
+            if doc is not None and doc.count("\n") + 1 > 12:
+                long.append(f"{path.relative_to(ROOT)}: {doc.count(chr(10)) + 1} lines")
+    assert not long, long

@@ -1,18 +1,14 @@
 """The neural path's numbers against the published reference code: no real weights run here, and a stand-in
 model cannot tell a wrong template or a swapped colour order, so the numbers are pinned to the sources.
 
-Read from:
 - InsightFace (github.com/deepinsight/insightface, commit 7fadd420c2351d0ffa8cac403421c1a3ed733365):
   python-package/insightface/utils/face_align.py (`arcface_dst`, `estimate_norm`: the 128 crop is the 112
-  template shifted 8 px right, unscaled; skimage's SimilarityTransform, a least-squares Umeyama fit),
-  python-package/insightface/model_zoo/arcface_onnx.py (input_mean = input_std = 127.5, blobFromImages with
-  swapRB=True: RGB), python-package/insightface/model_zoo/inswapper.py (input_mean 0, input_std 255, RGB;
-  `latent = normed_embedding @ emap; latent /= norm(latent)`, emap = the graph's last initializer).
+  template shifted 8 px right; a least-squares Umeyama fit), model_zoo/arcface_onnx.py (mean = std = 127.5,
+  RGB), model_zoo/inswapper.py (mean 0, std 255, RGB; `latent = normed_embedding @ emap`, normalised).
 - FaceFusion (github.com/facefusion/facefusion, commit 33cc6b40a4a538023e12893a0439ce5062e56e36):
-  facefusion/face_helper.py (`WARP_TEMPLATE_SET`; `estimate_matrix_by_face_landmark_5`:
-  cv2.estimateAffinePartial2D with RANSAC, ransacReprojThreshold 100),
-  facefusion/processors/modules/face_enhancer/core.py (GFPGAN: RGB, x / 255, (x - 0.5) / 0.5; back:
-  clip to [-1, 1], (x + 1) / 2 * 255).
+  facefusion/face_helper.py (`WARP_TEMPLATE_SET`; estimateAffinePartial2D with RANSAC, threshold 100),
+  facefusion/processors/modules/face_enhancer/core.py (GFPGAN: RGB, (x / 255 - 0.5) / 0.5; back: clip to
+  [-1, 1], (x + 1) / 2 * 255).
 """
 
 from __future__ import annotations

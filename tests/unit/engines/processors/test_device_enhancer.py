@@ -1,16 +1,13 @@
 """The enhancer stage on a torch device (CPU torch here; CUDA on a GPU) against the numpy/OpenCV enhancer,
 through the real pipeline on real faces, and the batch's one upload and one download. Bounds (0..255):
-- "detail": the same boxes touched, nothing outside them changed, inside max 1 (rounding of the blend);
-  after the device swap, the swap's bound (tests/unit/engines/processors/test_device_mesh_warp.py:
-  PSNR >= 38 dB) through the sharpening's gain (up to 1 + 0.8 + 0.4 = 2.2, -7 dB): PSNR >= 32 dB, mean under
-  1.5;
-- "gfpgan_1.4" on its stand-in graph (tanh(2x), which doubles any input difference): the same boxes, nothing
-  outside changed, inside max 2 and PSNR >= 60 dB (the crops are rounded to uint8 as warp_crop's, so the
-  two paths differ only where OpenCV's fixed-point bilinear rounds the other way);
+- "detail": the same boxes touched, nothing outside changed, inside max 1; after the device swap, the swap's
+  bound (PSNR >= 38 dB, test_device_mesh_warp.py) through the sharpening's gain (up to 2.2, -7 dB): PSNR
+  >= 32 dB, mean under 1.5;
+- "gfpgan_1.4" on its stand-in graph (tanh(2x), which doubles any input difference): the same boxes,
+  nothing outside changed, inside max 2 and PSNR >= 60 dB (OpenCV's fixed-point bilinear rounds apart);
 - the I420 planes the device hands the encoder: max 1 from gateway.media.colour.rgb_to_i420 of the same box;
-- "gfpgan_1.4" with `--engine torch` on the enhancer's device: the crops go to the engine as tensors
-  (`infer_tensors`) and the frame equals, bit for bit, the numpy round trip through `infer` (the same module
-  on the same values on CPU torch).
+- "gfpgan_1.4" with `--engine torch`: the crops go to the engine as tensors (`infer_tensors`) and the frame
+  equals, bit for bit, the numpy round trip through `infer` (the same module on CPU torch).
 """
 
 from __future__ import annotations
