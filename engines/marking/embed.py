@@ -5,9 +5,9 @@ already says along each layer's pattern (one small matrix product), cancelled in
 (improved spread spectrum, Malvar & Florencio 2003: the detector reads the mark, not the picture's chance
 resemblance to it); a gain per chip from the texture around it, the least contrast over an `ERODE`-chip
 square (an isolated edge hides nothing on its flat side), `GAIN_FLAT` on flat areas up to `GAIN_BUSY`; then
-the chips spread to pixels (one bilinear resize) and added with saturation, in place. A stream's change is
-worked out on every `REFRESH`-th frame and held in between: the next frame differs little, and the
-encoders see a mark that stands still.
+the chips spread to pixels (one bilinear resize) and added with saturation, in place. The chips written are
+the patterns less their 3 x 3-chip mean (`high_passed`): the detector whitens that part away, and the eye sees
+it most on flat areas. A stream's change is worked out on every `REFRESH`-th frame and held in between.
 """
 
 from __future__ import annotations
@@ -65,6 +65,15 @@ def ring(rows: int, cols: int) -> tuple[int, int]:
     return round(INNER * rows), round(INNER * cols)
 
 
+def high_passed(layers: np.ndarray) -> np.ndarray:
+    """Each tile less its mean over 3 x 3 chips (wrapping, as the tile repeats): what the detector reads of
+    it, without the blobs it whitens away (float32, same shape)."""
+    out = np.empty(layers.shape, np.float32)
+    for k, t in enumerate(layers.astype(np.float32)):
+        out[k] = t - cv2.blur(t, (3, 3), borderType=cv2.BORDER_WRAP)
+    return out
+
+
 def tiled(tile: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return np.tile(tile, (rows // TILE + 1, cols // TILE + 1))[:rows, :cols]
 
@@ -100,7 +109,7 @@ class Embedder:
     def __init__(self, layers: np.ndarray, coefficients: np.ndarray, strength: float = STRENGTH) -> None:
         if layers.shape[0] != coefficients.shape[0] or layers.shape[1:] != (TILE, TILE):
             raise ValueError(f"layers {layers.shape} and coefficients {coefficients.shape} do not match")
-        self._layers = layers.astype(np.float32)
+        self._layers = high_passed(layers)  # what is written; the detector reads along `layers`
         self._coefficients = coefficients.astype(np.float32)
         self._projectors = np.stack([response(t) for t in layers]).reshape(len(layers), -1)
         self._flat = self._layers.reshape(len(layers), -1)
