@@ -30,7 +30,7 @@ ERODE = 5  # chips: the contrast that raises the gain must fill a square this wi
 CANCEL = 1.0  # how much of the picture's own projection is cancelled
 CANCEL_CAP = 1.0  # the cancelling part's energy at most this times the mark's own
 INNER = 0.1  # of the chips on each side: the ring outside the inner part, which a crop cuts first
-REFRESH = 2  # frames: `mark` works the change out on every REFRESH-th frame and holds it in between
+REFRESH = 4  # frames: `mark` works the change out on every REFRESH-th frame and holds it in between
 
 
 def grid_shape(height: int, width: int) -> tuple[int, int, int]:
