@@ -174,6 +174,9 @@ def merge(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args_list = with_subcommand(list(sys.argv[1:] if argv is None else argv))
+    if args_list[:2] == ["run", "quality"]:  # the quality report is a study now, not a subcommand
+        print("loadgen: the picture quality report is `python -m bench.quality`", file=sys.stderr)
+        return 2
     try:
         args = build_parser().parse_args(args_list)
     except SystemExit as e:

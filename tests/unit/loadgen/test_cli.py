@@ -82,3 +82,9 @@ def test_todays_argv_runs_as_a_subcommand() -> None:
 def test_a_bad_resolution_is_a_usage_error() -> None:
     assert main(["run", "--resolution", "abc"]) == 2
     assert main(["capacity", "--resolution", "0x240"]) == 2
+
+
+def test_the_quality_report_is_pointed_to_not_parsed_as_a_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["quality", "--output", "reports"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "python -m bench.quality" in err
