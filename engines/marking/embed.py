@@ -107,15 +107,22 @@ class Embedder:
     `pattern.coefficients`)."""
 
     def __init__(self, layers: np.ndarray, coefficients: np.ndarray, strength: float = STRENGTH) -> None:
-        if layers.shape[0] != coefficients.shape[0] or layers.shape[1:] != (TILE, TILE):
-            raise ValueError(f"layers {layers.shape} and coefficients {coefficients.shape} do not match")
+        if layers.shape[1:] != (TILE, TILE):
+            raise ValueError(f"layers {layers.shape} are not {TILE} x {TILE} tiles")
         self._layers = high_passed(layers)  # what is written; the detector reads along `layers`
-        self._coefficients = coefficients.astype(np.float32)
         self._projectors = np.stack([response(t) for t in layers]).reshape(len(layers), -1)
         self._flat = self._layers.reshape(len(layers), -1)
         self._strength = strength
-        self._limit = CANCEL_CAP * float(np.linalg.norm(self._coefficients))
         self._transfer: dict[tuple[int, int], float] = {}
+        self.renew(coefficients)
+
+    def renew(self, coefficients: np.ndarray) -> None:
+        """New nominal coefficients for the same layers (the payload's time code turned): the layers' work
+        is kept, the held change dropped (the next frame works its own out)."""
+        if coefficients.shape != (len(self._layers),):
+            raise ValueError(f"{len(self._layers)} layers and coefficients {coefficients.shape} do not match")
+        self._coefficients = coefficients.astype(np.float32)
+        self._limit = CANCEL_CAP * float(np.linalg.norm(self._coefficients))
         self._held: np.ndarray | None = None  # the change `mark` wrote last, and on how many frames since
         self._age = 0
 

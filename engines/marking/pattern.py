@@ -170,10 +170,17 @@ def coefficients(key: bytes | None, payload: Payload | None) -> tuple[np.ndarray
     payload's bits (as signs) with the rest."""
     found = layers(key)
     if found.payload is None or payload is None or key is None:
-        return found.public[None], np.ones(1, np.float32)
+        return found.public[None], nominal(None, None)
+    return np.concatenate([found.public[None], found.payload]), nominal(key, payload)
+
+
+def nominal(key: bytes | None, payload: Payload | None) -> np.ndarray:
+    """`coefficients`' second half alone (the layers stay those of the key; only the payload's time code
+    turns): 1 for the public layer without a key or payload, else its share and the payload's bits."""
+    if payload is None or key is None:
+        return np.ones(1, np.float32)
     bits = payload_bits(key, payload) * np.float32(np.sqrt((1.0 - PUBLIC_SHARE) / PAYLOAD_BITS))
-    stack = np.concatenate([found.public[None], found.payload])
-    return stack, np.concatenate([[np.float32(np.sqrt(PUBLIC_SHARE))], bits]).astype(np.float32)
+    return np.concatenate([[np.float32(np.sqrt(PUBLIC_SHARE))], bits]).astype(np.float32)
 
 
 def chip_size(height: int) -> float:

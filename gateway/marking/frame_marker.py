@@ -15,7 +15,7 @@ import av
 import numpy as np
 
 from engines.marking.embed import Embedder
-from engines.marking.pattern import Payload, coefficients, key_id, session_code, time_code
+from engines.marking.pattern import Payload, coefficients, key_id, nominal, session_code, time_code
 from gateway.marking.config import MarkingConfig
 from gateway.media.planes import copied, plane_views
 
@@ -44,10 +44,11 @@ class FrameMarker:
 
     def _current(self) -> Embedder:
         minute = int(self._clock() // 60)
-        if self._embedder is None or minute != self._minute:
-            layers, nominal = coefficients(self._key, self.payload())
-            self._embedder = Embedder(layers, nominal)
-            self._minute = minute
+        if self._embedder is None:
+            self._embedder = Embedder(*coefficients(self._key, self.payload()))
+        elif minute != self._minute:  # the time code turned: new bits, the same layers
+            self._embedder.renew(nominal(self._key, self.payload()))
+        self._minute = minute
         return self._embedder
 
     def mark(self, frame: av.VideoFrame, owned: bool) -> av.VideoFrame:

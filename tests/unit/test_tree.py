@@ -161,10 +161,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "gateway/image_header.py": ("tests/integration/test_source_limits.py", "imports it"),
     "gateway/listening.py": ("tests/unit/gateway/test_app_wiring.py", "imports it"),
     "gateway/marking/config.py": ("tests/unit/gateway/marking/test_sei.py", "imports it"),
-    "gateway/marking/frame_marker.py": (
-        "tests/integration/test_marking.py",
-        "a marked live session decoded and checked",
-    ),
     "gateway/marking/label.py": ("tests/unit/gateway/marking/test_sei.py", "imports it"),
     "gateway/marking/scan.py": ("tests/unit/gateway/marking/test_cli.py", "via gateway/marking/cli.py"),
     "gateway/media/late.py": ("tests/unit/gateway/cli/test_values.py", "imports it"),
