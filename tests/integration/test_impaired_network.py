@@ -221,7 +221,11 @@ async def test_a_filling_queue_brings_the_rate_down_before_anything_is_lost(astr
         (receiver,) = r["bitrate"]["receivers"] or [None]
         if not at_cut and receiver is not None and receiver["delay_based_bps"] < 500_000:
             at_cut.append(r)  # the moment the queue first cut the rate
-        shown = [m for m in r["monitored"] if m["send_kbps"] is not None and m["send_kbps"] <= 500]
+        shown = [  # the monitor's view is reported once a second: wait for the report that has the queue
+            m
+            for m in r["monitored"]
+            if m["send_kbps"] is not None and m["send_kbps"] <= 500 and m["path_queue_ms"] is not None
+        ]
         return bool(at_cut and shown) and receiver is not None and receiver["reverse_queue_ms"] is not None
 
     result = await _run(
