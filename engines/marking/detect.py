@@ -52,6 +52,15 @@ class WindowResult:
     payloads: tuple[Payload, ...] = ()  # each distinct payload read (two where the time code turned)
 
 
+def combining_weights(frame_scores: Sequence[float]) -> np.ndarray:
+    """Each frame's weight in the window's payload sum: its public z at the window's alignment (none below
+    zero), so a frame that carries little of the mark (an encoder's first frames after a keyframe) adds
+    little of its noise (maximal-ratio combining: the weight follows each frame's signal to noise). Equal
+    weights where no frame scores."""
+    weights = np.clip(np.asarray(frame_scores, np.float32), 0.0, None)
+    return weights if float(weights.sum()) > 0 else np.ones(len(weights), np.float32)
+
+
 class Detector:
     """Scores frames and windows for the public layer, and reads the payload with a key."""
 
@@ -121,8 +130,8 @@ class Detector:
     def window(self, lumas: Sequence[np.ndarray]) -> WindowResult:
         """One window of equal-sized luma planes (a second of video): the public layer searched on their
         mean (the mark stays, the picture moves), each frame scored at what was found, and with the key the
-        payload, read from every frame's bits summed (or, where the time code turned inside the window, from
-        the frames on each side of the turn)."""
+        payload, read from every frame's bits summed, each weighted by its score (`combining_weights`; or,
+        where the time code turned inside the window, from the frames on each side of the turn)."""
         if not lumas:
             raise ValueError("an empty window")
         mean = np.mean(np.stack([np.asarray(y, np.float32) for y in lumas]), axis=0)
@@ -140,7 +149,7 @@ class Detector:
         payloads: tuple[Payload, ...] = ()
         if self._key is not None and detected:
             soft = np.stack([self.soft_bits(f, found.shift) for f in folds])
-            payloads = self._read(soft)
+            payloads = self._read(soft * combining_weights(frame_scores)[:, None])
         return WindowResult(
             found.score, detected, found, nominal, frame_scores, payloads[0] if payloads else None, payloads
         )

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from engines.marking.embed import REFRESH, Embedder, grid_shape
+from engines.marking.embed import REFRESH, Embedder, grid_shape, start_gain
 from engines.marking.pattern import chip_size
 from engines.marking.samples import SAMPLES
 
@@ -50,20 +50,31 @@ class DeviceEmbedder:
         self._embedder = embedder
         self._held: Any = None  # as `Embedder.mark`: worked out every REFRESH-th frame, held between
         self._age = 0
+        self._frame = 0  # as `Embedder.mark`: frames since the start or a size change, for `start_gain`
 
-    def delta(self, luma: Any) -> Any:
+    def restart(self) -> None:
+        """As `Embedder.restart`: a keyframe next, the stronger start again."""
+        self._frame = 0
+        self._held = None
+        self._age = 0
+
+    def delta(self, luma: Any, boost: float = 1.0) -> Any:
         torch = _torch()
         height, width = luma.shape
         samples = sampled(luma, chip_size(height)).cpu().numpy()
-        chips = self._embedder.chips(np.ascontiguousarray(samples, np.float32), height, width)
+        chips = self._embedder.chips(np.ascontiguousarray(samples, np.float32), height, width, boost)
         return spread(torch.from_numpy(chips).to(luma.device), height, width)
 
     def mark(self, luma: Any) -> None:
         held = self._held
-        if held is None or tuple(held.shape) != tuple(luma.shape) or self._age + 1 >= REFRESH:
-            held, self._age = self.delta(luma), 0
+        resized = held is not None and tuple(held.shape) != tuple(luma.shape)
+        if resized:
+            self._frame = 0
+        if held is None or resized or self._age + 1 >= REFRESH:
+            held, self._age = self.delta(luma, start_gain(self._frame)), 0
             self._held = held
         else:
             self._age += 1
+        self._frame += 1
         out = (luma.float() + held).round_().clamp_(0, 255)
         luma.copy_(out.to(luma.dtype))

@@ -31,6 +31,8 @@ CANCEL = 1.0  # how much of the picture's own projection is cancelled
 CANCEL_CAP = 1.0  # the cancelling part's energy at most this times the mark's own
 INNER = 0.1  # of the chips on each side: the ring outside the inner part, which a crop cuts first
 REFRESH = 4  # frames: `mark` works the change out on every REFRESH-th frame and holds it in between
+START_GAIN = 2.5  # the mark's strength over a stream's first `START_FRAMES` frames (still held to `MAX_RMS`)
+START_FRAMES = 15  # frames at `START_GAIN`; it then fades to 1 over as many again
 
 
 def grid_shape(height: int, width: int) -> tuple[int, int, int]:
@@ -39,6 +41,17 @@ def grid_shape(height: int, width: int) -> tuple[int, int, int]:
     s = chip_size(height)
     cols = math.ceil(width / s)
     return CHIPS_PER_HEIGHT, cols, max(width, round(cols * s))
+
+
+def start_gain(frame: int) -> float:
+    """The strength's factor on a stream's `frame`-th marked frame (0 the first, counted again when the
+    picture's size changes): `START_GAIN` over the first `START_FRAMES`, fading to 1 over as many again. An
+    encoder's start (a keyframe at the target rate, then its climb) keeps about half of the mark; a stronger
+    start lets the first second be found too. `MAX_RMS` bounds every frame as before."""
+    if frame < START_FRAMES:
+        return START_GAIN
+    fade = (frame - START_FRAMES) / START_FRAMES
+    return 1.0 if fade >= 1.0 else START_GAIN + (1.0 - START_GAIN) * fade
 
 
 def chip_gain(chip_means: np.ndarray) -> np.ndarray:
@@ -114,6 +127,7 @@ class Embedder:
         self._flat = self._layers.reshape(len(layers), -1)
         self._strength = strength
         self._transfer: dict[tuple[int, int], float] = {}
+        self._frame = 0  # frames marked since the stream started or changed size (`start_gain`)
         self.renew(coefficients)
 
     def renew(self, coefficients: np.ndarray) -> None:
@@ -124,6 +138,13 @@ class Embedder:
         self._coefficients = coefficients.astype(np.float32)
         self._limit = CANCEL_CAP * float(np.linalg.norm(self._coefficients))
         self._held: np.ndarray | None = None  # the change `mark` wrote last, and on how many frames since
+        self._age = 0
+
+    def restart(self) -> None:
+        """The encoder starts again on the next frame (a keyframe: a new viewer, a repair): the stronger
+        start (`start_gain`) again, worked out on that frame."""
+        self._frame = 0
+        self._held = None
         self._age = 0
 
     def transfer(self, height: int, width: int) -> float:
@@ -166,9 +187,10 @@ class Embedder:
             out[k] = self._coefficients + correction
         return out
 
-    def chips(self, samples: np.ndarray, height: int, width: int) -> np.ndarray:
+    def chips(self, samples: np.ndarray, height: int, width: int, boost: float = 1.0) -> np.ndarray:
         """This frame's mark at the chips' resolution (rows x columns, float32 grey levels), from the
-        picture's samples (`samples.sampled`): what the CPU and the device path share."""
+        picture's samples (`samples.sampled`): what the CPU and the device path share. `boost` scales the
+        strength (`start_gain`), within the `MAX_RMS` cap."""
         rows, cols, _ = grid_shape(height, width)
         gain = chip_gain(_per_chip(samples, (rows, cols), mean=True))
         tiles = (self.coefficients(samples, gain, height, width) @ self._flat).reshape(2, TILE, TILE)
@@ -177,25 +199,28 @@ class Embedder:
         chips[r : rows - r, c : cols - c] = (tiled(tiles[0], rows, cols) * gain)[r : rows - r, c : cols - c]
         rms = float(np.sqrt(np.vdot(chips, chips) / chips.size)) * self._strength
         limit = MAX_RMS / SPREAD_RMS
-        scale = self._strength if rms <= limit else self._strength * limit / rms  # a busy picture everywhere:
+        scale = min(self._strength * boost, self._strength * limit / rms)  # a busy picture everywhere:
         chips *= np.float32(scale)  # the gains scaled down together, PSNR kept
         return chips.astype(np.float32, copy=False)
 
-    def delta(self, luma: np.ndarray) -> np.ndarray:
+    def delta(self, luma: np.ndarray, boost: float = 1.0) -> np.ndarray:
         """The change the mark makes to this luma plane (float32, before rounding and saturation)."""
         height, width = luma.shape
-        return spread(self.chips(sampled(luma, chip_size(height)), height, width), height, width)
+        return spread(self.chips(sampled(luma, chip_size(height)), height, width, boost), height, width)
 
     def mark(self, luma: np.ndarray) -> None:
         """Write the mark into `luma` (uint8, H x W; a view of a frame's Y plane is written in place): the
         change worked out on this frame, or between refreshes the one held from the frame before (a stream's
         next frame differs little, and the encoders see a mark that stands still)."""
         held = self._held
+        if held is not None and held.shape != luma.shape:
+            self._frame = 0  # a new size: the encoder starts again
         if held is None or held.shape != luma.shape or self._age + 1 >= REFRESH:
-            held, self._age = self.delta(luma), 0
+            held, self._age = self.delta(luma, start_gain(self._frame)), 0
             self._held = held
         else:
             self._age += 1
+        self._frame += 1
         out = cv2.add(luma, held, dst=luma, dtype=cv2.CV_8U)
         if not np.may_share_memory(out, luma):  # OpenCV wrote elsewhere (a view it could not take)
             np.copyto(luma, out)

@@ -51,11 +51,16 @@ class FrameMarker:
         self._minute = minute
         return self._embedder
 
-    def mark(self, frame: av.VideoFrame, owned: bool) -> av.VideoFrame:
-        """`frame` marked: written in place when `owned` (made for this encode), else a marked copy."""
+    def mark(self, frame: av.VideoFrame, owned: bool, keyframe: bool = False) -> av.VideoFrame:
+        """`frame` marked: written in place when `owned` (made for this encode), else a marked copy.
+        `keyframe`: an encoder will make this frame a keyframe (its start keeps about half of the mark, so
+        the mark starts stronger again: `embed.start_gain`)."""
         if not owned:
             frame = copied(frame)
-        self._current().mark(plane_views(frame)[0])
+        embedder = self._current()
+        if keyframe:
+            embedder.restart()
+        embedder.mark(plane_views(frame)[0])
         self.frames_marked += 1
         return frame
 

@@ -181,6 +181,15 @@ class FanoutEncoder:
     def request_keyframe(self) -> None:
         self._force_key.set()
 
+    @property
+    def keyframe_due(self) -> bool:
+        """Whether the next frame `encode` takes will (as far as is known now) be a keyframe: none encoded
+        yet, a request pending, or an FFmpeg encoder about to reopen at a new rate. A new size is not seen
+        here (the frame's marker sees it itself)."""
+        own_rate = isinstance(self._codec, Vp8Encoder | H264Encoder)  # takes a new rate without a keyframe
+        reopen = self._target_bitrate != self._bitrate and not own_rate
+        return self._codec is None or self._force_key.is_set() or reopen
+
     def bind_sender(
         self, sender: RTCRtpSender, reverse_queue: Callable[[float], float] | None = None
     ) -> SenderFeedback:

@@ -406,16 +406,17 @@ def _encode(
         yuv = av.VideoFrame.from_ndarray(i420, format="yuv420p") if i420 is not None else None
     t0 = time.perf_counter()
     if disclosure is not None and disclosure.active and not (yuv is base and disclosure.base_done):
-        yuv, image = _disclose(disclosure, yuv, image, owned=yuv is not base)
+        keyframe = any(e.keyframe_due for e in encoders)
+        yuv, image = _disclose(disclosure, yuv, image, owned=yuv is not base, keyframe=keyframe)
     mark_ms = (time.perf_counter() - t0) * 1000.0
     return yuv, [e.encode(image, pts, yuv) for e in encoders], mark_ms
 
 
 def _disclose(
-    disclosure: _Disclosure, yuv: av.VideoFrame | None, image: np.ndarray, owned: bool
+    disclosure: _Disclosure, yuv: av.VideoFrame | None, image: np.ndarray, owned: bool, keyframe: bool = False
 ) -> tuple[av.VideoFrame | None, np.ndarray]:
     """The label and the mark on the I420 frame (a copy where it is not this hop's own), or on the RGB picture
-    where there is no I420 frame (odd sizes)."""
+    where there is no I420 frame (odd sizes). `keyframe`: an encoder will start again on this frame."""
     if yuv is None:
         if disclosure.label is not None:
             image = draw_label(image.copy(), disclosure.label)
@@ -427,5 +428,5 @@ def _disclose(
     if disclosure.label is not None:
         draw_label_i420(yuv, disclosure.label)
     if disclosure.marker is not None:
-        yuv = disclosure.marker.mark(yuv, owned=True)
+        yuv = disclosure.marker.mark(yuv, owned=True, keyframe=keyframe)
     return yuv, image

@@ -7,8 +7,18 @@ import cv2
 import numpy as np
 import pytest
 
-from engines.marking.detect import THRESHOLD, Detector
-from engines.marking.embed import GAIN_FLAT, REFRESH, Embedder, chip_gain, inner
+from engines.marking.detect import THRESHOLD, Detector, combining_weights
+from engines.marking.embed import (
+    GAIN_FLAT,
+    MAX_RMS,
+    REFRESH,
+    START_FRAMES,
+    START_GAIN,
+    Embedder,
+    chip_gain,
+    inner,
+    start_gain,
+)
 from engines.marking.pattern import (
     PAYLOAD_BITS,
     Payload,
@@ -66,6 +76,31 @@ def test_the_change_is_worked_out_every_refresh_and_held_in_between(scene: list[
             assert not np.array_equal(copy, fresh)
             moved = scene[k - k % REFRESH] != frame  # saturation aside, the same change where nothing moved
             assert np.array_equal(change[~moved], (held.astype(np.int16) - scene[k - k % REFRESH])[~moved])
+
+
+def test_a_stream_starts_with_a_stronger_mark_within_the_cap(scene: list[np.ndarray]) -> None:
+    assert [start_gain(k) for k in (0, START_FRAMES - 1)] == [START_GAIN, START_GAIN]
+    fading = [start_gain(k) for k in range(START_FRAMES, 2 * START_FRAMES + 1)]
+    assert all(a > b for a, b in zip(fading, fading[1:], strict=False)) and fading[-1] == 1.0
+    assert start_gain(10 * START_FRAMES) == 1.0
+
+    def rms(embedder: Embedder, frame: np.ndarray) -> float:
+        copy = frame.copy()
+        embedder.mark(copy)
+        return float(np.sqrt(np.mean((copy.astype(np.float64) - frame) ** 2)))
+
+    embedder = Embedder(*coefficients(KEY, PAYLOAD))
+    yy, xx = np.mgrid[0:360, 0:640]
+    frame = (60 + 100 * xx / 640 + 3 * np.sin(yy / 9.0)).astype(np.uint8)  # soft: room under the cap
+    first = rms(embedder, frame)
+    for _ in range(2 * START_FRAMES):
+        settled = rms(embedder, frame)
+    assert first > 1.5 * settled and first <= MAX_RMS
+    small = cv2.resize(frame, (320, 180))
+    restarted = rms(embedder, small)  # a new size is a new start for the encoder: the boost again
+    for _ in range(2 * START_FRAMES):
+        settled_small = rms(embedder, small)
+    assert restarted > 1.5 * settled_small
 
 
 def test_payload_bits_round_trip_and_refuse_another_key() -> None:
@@ -150,3 +185,26 @@ def test_gain_is_low_on_flat_areas_and_beside_an_edge_and_high_in_texture() -> N
     assert gain[:25, :30].max() == pytest.approx(GAIN_FLAT)  # the flat wall
     assert gain[27:33, :30].max() == pytest.approx(GAIN_FLAT)  # both sides of the bar's edge
     assert gain[9:16, 44:56].min() > 2 * GAIN_FLAT  # inside the texture
+
+
+def test_the_payload_is_summed_by_each_frames_share_of_the_mark() -> None:
+    """A window whose first two thirds carry no mark (an encoder's weak start, drawn to the extreme): each
+    frame's bits weighted by its own score read the payload; an equal-weight sum is drowned by the
+    unmarked frames' noise (here it reads a wrong payload that passes the check)."""
+    assert np.array_equal(combining_weights([2.0, -1.0, 0.5]), np.array([2.0, 0.0, 0.5], np.float32))
+    assert np.array_equal(combining_weights([-1.0, -2.0]), np.ones(2, np.float32))
+    rng = np.random.default_rng(0)
+    back = cv2.GaussianBlur(rng.integers(60, 200, (360, 640)).astype(np.uint8), (0, 0), 25)
+    frames = []
+    for k in range(15):
+        frame = np.clip(back.astype(np.int16) + rng.integers(-12, 13, back.shape), 0, 255).astype(np.uint8)
+        if k >= 10:
+            Embedder(*coefficients(KEY, PAYLOAD), strength=0.3).mark(frame)
+        frames.append(frame)
+    detector = Detector(KEY)
+    found = detector.window(frames)
+    assert found.detected and found.payload == PAYLOAD
+    assert min(found.frame_scores[10:]) > max(found.frame_scores[:10])
+    folds = [detector.folded(y, found.alignment.chip_px) for y in frames]
+    equal = np.sum([detector.soft_bits(f, found.alignment.shift) for f in folds], axis=0)
+    assert read_payload(KEY, equal) != PAYLOAD and decode_payload(KEY, equal) != PAYLOAD
