@@ -8,8 +8,7 @@ inner mouth (their own FaceMesh), and the mouth's width (the matched corners' di
 FaceMesh's reading of the output, which carries a bias of up to 8 %, beside it). A smile squeezed to a
 closed-mouth source's width keeps fewer teeth and a narrower mouth. The verdict holds the smiling targets
 (named, chosen before the split was tuned) to TEETH_KEPT and WIDTH_TOLERANCE. On the talking clip: the
-mouth's width, output against target, frame by frame. The swap and the mesh come in as callables (the
-report's `Study`).
+mouth's width, output against target, frame by frame. Swap and mesh are callables (the report's `Study`).
 """
 
 from __future__ import annotations

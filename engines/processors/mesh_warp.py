@@ -7,9 +7,8 @@ face, rasterised for all triangles at once on every second pixel and stretched b
 hair or background is pasted). The target's light and colour go onto the source's skin (`shading`), and the
 result is blended through a feathered hull mask reaching up to the brows, with the target's inner mouth and
 eye openings cut out (`masks.region_mask`); Poisson blending is optional. With a session's `shape` above 0
-the target's pixels first move to the source's face shape (`face_shape`) and the patch covers the grown
-window, the mouth's opening moved as one piece (`mouth_hold`). Turned heads: triangles whose signed area
-flips against the source's are back-facing and culled.
+the target's pixels first move to the source's face shape (`face_shape`, the mouth held whole: `mouth_hold`)
+and the patch covers the grown window. Turned heads: back-facing triangles (flipped area) are culled.
 """
 
 from __future__ import annotations

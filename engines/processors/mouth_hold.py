@@ -1,18 +1,14 @@
 """The face-shape warp held still over the mouth: the smile's opening moves as one piece.
 
-Why: the source's face shape moves the target's pixels by a thin-plate spline evaluated on a coarse
-`face_shape.GRID` node grid. The mesh's inner lips all take the lips' one anchor offset
-(`face_expression.split`, `engines.source.expression.INNER_HOLD`), so the opening should only move, yet the
-grid's nodes around the mouth also carry the outer lips' and the cheeks' offsets, and stretched back to every
-pixel they bend the teeth and narrow the opening a little. Here the pixel map is replaced, over the opening
-and the kept mouth, by the inner lips' mean shift: the inner lips moved `HOLD_REACH` of the way to the outer
-lips (as `masks.MOUTH_REACH` starts the kept mouth), grown by `HOLD_GROW` of the face and feathered by
-`HOLD_FEATHER`, so the whole kept mouth moves as one and the feather falls over the lips and the skin beside
-them (the source's, pasted over; only the kept mouth shows the moved target's pixels).
-
-The weight is drawn in the mouth's box only (a few thousand pixels). `plan_hold` and `hold_map` are the host
-path (numpy/OpenCV); `device_weight` and `hold_offsets` are their torch twin for `device_mesh_warp`
-(tests/unit/engines/processors/test_mouth_hold.py holds the two together).
+Why: the face shape moves the target's pixels by a thin-plate spline on a coarse `face_shape.GRID` node
+grid. The mesh's inner lips all take one offset (`face_expression.split`, `expression.INNER_HOLD`), so the
+opening should only move, yet the nodes around the mouth also carry the outer lips' and cheeks' offsets,
+and stretched to every pixel they bend the teeth. Here the pixel map over the opening and the kept mouth is
+the inner lips' mean shift: the inner lips moved `HOLD_REACH` of the way to the outer lips (where
+`masks.MOUTH_REACH` starts the kept mouth), grown by `HOLD_GROW` of the face, feathered by `HOLD_FEATHER`
+out over the lips and the skin beside them (the source's paste covers them). The weight is drawn in the
+mouth's box only. `plan_hold` / `hold_map` are the host path (numpy/OpenCV), `device_weight` /
+`hold_offsets` their torch twin for `device_mesh_warp` (tests/unit/engines/processors/test_mouth_hold.py).
 """
 
 from __future__ import annotations
