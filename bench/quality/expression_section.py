@@ -1,14 +1,14 @@
 """The quality report's expression section: does the swap keep the target's smile and its talking mouth?
 
 For every (source, target) case, with the target's shape (`shape` 0) and the default: the teeth the output
-keeps (teeth-like pixels, bright and grey, inside the target's inner mouth placed where it holds the most
-teeth in each picture: output / target; the skin around a mouth can be as bright and grey as teeth, so
-none of it is counted),
-the teeth share of each one's inner mouth (their own FaceMesh), and the mouth's width (corner to corner,
-their own FaceMesh: output / target). A smile squeezed to a closed-mouth source's width keeps fewer teeth
-and a narrower mouth. The verdict holds the smiling targets (named, chosen before the split was tuned) to
-TEETH_KEPT and WIDTH_TOLERANCE. On the talking clip: the mouth's width, output against target, frame by
-frame. The swap and the mesh come in as callables (the report's `Study`).
+keeps (teeth-like pixels, bright and grey, inside the target's inner mouth, placed in the output where the
+target's own mouth corners are found by template matching (`mouth_corners`): output / target; the skin
+around a mouth can be as bright and grey as teeth, so none of it is counted), the teeth share of each one's
+inner mouth (their own FaceMesh), and the mouth's width (the matched corners' distance over the target's;
+FaceMesh's reading of the output, which carries a bias of up to 8 %, beside it). A smile squeezed to a
+closed-mouth source's width keeps fewer teeth and a narrower mouth. The verdict holds the smiling targets
+(named, chosen before the split was tuned) to TEETH_KEPT and WIDTH_TOLERANCE. On the talking clip: the
+mouth's width, output against target, frame by frame. Swap and mesh are callables (the report's `Study`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import cv2
 import numpy as np
 
 from bench.quality.identity import correlation
+from bench.quality.mouth_corners import MOUTH_CORNERS, matched_corners, mouth_width, width_ratio
 from engines.frames import FACE_SHAPE, KEPT_REGIONS
 from engines.processors.face_detector import Face
 from engines.processors.masks import INNER_LIPS
@@ -30,7 +31,6 @@ WIDTH_TOLERANCE = 0.05  # ...and its mouth is this close to the target's width (
 FOLLOW = 0.1  # the target's opening is followed this far (of its mouth's width) to the output's teeth
 TEETH_MIN = 30  # fewer teeth pixels than this have no width
 COLUMNS = {"shape_0": 0.0, "default": FACE_SHAPE}
-MOUTH_CORNERS = (61, 291)
 
 ShapeSwap = Callable[[np.ndarray, Any, tuple[str, ...], float], tuple[np.ndarray, Face | None]]
 Mesh = Callable[[np.ndarray], Face | None]
@@ -40,11 +40,6 @@ def teeth_pixels(image: np.ndarray) -> np.ndarray:
     """Teeth-like pixels (bool, h x w): bright (channel mean > 150) and grey (channel spread < 30)."""
     px = image.astype(np.float32)
     return np.asarray((px.mean(2) > 150) & (px.std(2) < 30))
-
-
-def mouth_width(landmarks: np.ndarray) -> float:
-    a, b = MOUTH_CORNERS
-    return float(np.linalg.norm(landmarks[b].astype(np.float64) - landmarks[a].astype(np.float64)))
 
 
 def _ring(shape: tuple[int, ...], landmarks: np.ndarray, ring: Sequence[int], grow: int = 0) -> np.ndarray:
@@ -86,39 +81,58 @@ def follow(teeth: np.ndarray, inner: np.ndarray, reach: int) -> np.ndarray:
     return best
 
 
+def _teeth_measures(
+    t_mask: np.ndarray, o_mask: np.ndarray, target_lm: np.ndarray
+) -> tuple[int, float | None, float | None]:
+    """The target's teeth pixels, teeth kept (output / target) and the teeth's width ratio."""
+    t_teeth, o_teeth = int(t_mask.sum()), int(o_mask.sum())
+    t_span, o_span = teeth_span(t_mask, target_lm), teeth_span(o_mask, target_lm)
+    kept = round(o_teeth / t_teeth, 3) if t_teeth >= TEETH_MIN else None
+    return t_teeth, kept, round(o_span / t_span, 3) if t_span and o_span else None
+
+
 def mouth_measure(
     target: np.ndarray, target_lm: np.ndarray, output: np.ndarray, output_lm: np.ndarray | None
 ) -> dict[str, Any]:
     """Teeth kept (output / target), each inner mouth's teeth share, and the mouth width ratio (output /
-    target); the output's values are None where FaceMesh found no face.
+    target).
 
-    Teeth are counted inside the shape of the target's inner mouth only (around it, a pale face's skin
-    passes for teeth), placed in each picture by up to `FOLLOW` of the target's mouth width where it holds
-    the most teeth: the source's face shape moves the mouth, FaceMesh on the output reads it slightly off,
-    and a smile's inner lips are drawn over the edge of its teeth; the same search on both keeps the ratio
-    fair."""
+    The output's mouth is found by the target's own corners (`mouth_corners`: template matches of the
+    target's edges, which read the target itself as 1.00): `mouth_width_ratio` is their distance
+    over the target's width, and the teeth are counted inside the target's inner mouth moved by the two
+    corners' mean shift, in the output, and inside the target's inner mouth itself, in the target (around
+    it, a pale face's skin passes for teeth). Kept beside them: `mouth_width_ratio_facemesh` (FaceMesh on
+    the output, which reads a swapped mouth up to 8 % narrower; None where it found no face) and
+    `teeth_kept_most` (the inner mouth placed in each picture by up to `FOLLOW` of the mouth's width where it
+    holds the most teeth)."""
     t_inner = _ring(target.shape, target_lm, INNER_LIPS)
     t_all, o_all = teeth_pixels(target), teeth_pixels(output)
+    corners = matched_corners(target, target_lm, output)
+    shift = np.zeros(2) if corners is None else (corners - target_lm[list(MOUTH_CORNERS)]).mean(0)
+    o_inner = _ring(output.shape, target_lm.astype(np.float64) + shift, INNER_LIPS)
+    t_teeth, kept, teeth_width = _teeth_measures(t_all & t_inner, o_all & o_inner, target_lm)
     reach = max(1, int(round(FOLLOW * mouth_width(target_lm))))
-    t_mask = t_all & follow(t_all, t_inner, reach) if t_inner.any() else t_inner
-    o_mask = o_all & follow(o_all, t_inner, reach) if t_inner.any() else t_inner
-    t_teeth, o_teeth = int(t_mask.sum()), int(o_mask.sum())
-    t_span, o_span = teeth_span(t_mask, target_lm), teeth_span(o_mask, target_lm)
+    t_most = t_all & follow(t_all, t_inner, reach) if t_inner.any() else t_inner
+    o_most = o_all & follow(o_all, t_inner, reach) if t_inner.any() else t_inner
+    _, kept_most, _ = _teeth_measures(t_most, o_most, target_lm)
     out: dict[str, Any] = {
         "target_teeth_px": t_teeth,
-        "teeth_kept": round(o_teeth / t_teeth, 3) if t_teeth >= TEETH_MIN else None,
+        "teeth_kept": kept,
+        "teeth_kept_most": kept_most,
         "teeth_share": {
             "target": round(float(t_all[t_inner].mean()), 3) if t_inner.any() else None,
             "output": None,
         },
-        "teeth_width_ratio": round(o_span / t_span, 3) if t_span and o_span else None,
-        "mouth_width_ratio": None,
+        "teeth_width_ratio": teeth_width,
+        "mouth_width_ratio": None if corners is None else round(width_ratio(target_lm, corners), 3),
+        "mouth_width_ratio_facemesh": None,
     }
     if output_lm is not None:
-        o_inner = _ring(output.shape, output_lm, INNER_LIPS)
-        if o_inner.any():
-            out["teeth_share"]["output"] = round(float(o_all[o_inner].mean()), 3)
-        out["mouth_width_ratio"] = round(mouth_width(output_lm) / max(mouth_width(target_lm), 1e-6), 3)
+        o_mesh_inner = _ring(output.shape, output_lm, INNER_LIPS)
+        if o_mesh_inner.any():
+            out["teeth_share"]["output"] = round(float(o_all[o_mesh_inner].mean()), 3)
+        ratio = mouth_width(output_lm) / max(mouth_width(target_lm), 1e-6)
+        out["mouth_width_ratio_facemesh"] = round(ratio, 3)
     return out
 
 
@@ -154,7 +168,8 @@ def expression_cases(
 
 def verdict(cases: Mapping[str, Any], smiling: Sequence[str] = SMILING) -> dict[str, Any]:
     """Per column, on the smiling targets' cases: the smallest teeth kept, the largest width error, and how
-    many cases meet TEETH_KEPT and WIDTH_TOLERANCE."""
+    many cases meet TEETH_KEPT and WIDTH_TOLERANCE (with the matched corners' width); beside them the same
+    by the older readings (`teeth_kept_most`, FaceMesh's width)."""
     out: dict[str, Any] = {
         "smiling_targets": list(smiling),
         "teeth_kept_target": TEETH_KEPT,
@@ -162,6 +177,8 @@ def verdict(cases: Mapping[str, Any], smiling: Sequence[str] = SMILING) -> dict[
     }
     for column in COLUMNS:
         kept, widths, passed, n = [], [], 0, 0
+        most: list[float] = []
+        facemesh: list[float] = []
         for case, cell in cases.items():
             if case.split(" -> ", 1)[1] not in smiling or "teeth_kept" not in cell.get(column, {}):
                 continue
@@ -172,6 +189,10 @@ def verdict(cases: Mapping[str, Any], smiling: Sequence[str] = SMILING) -> dict[
                 kept.append(k)
             if r is not None:
                 widths.append(abs(r - 1.0))
+            if m.get("teeth_kept_most") is not None:
+                most.append(m["teeth_kept_most"])
+            if m.get("mouth_width_ratio_facemesh") is not None:
+                facemesh.append(abs(m["mouth_width_ratio_facemesh"] - 1.0))
             passed += k is not None and k >= TEETH_KEPT and r is not None and abs(r - 1.0) <= WIDTH_TOLERANCE
         out[column] = {
             "cases": n,
@@ -179,6 +200,8 @@ def verdict(cases: Mapping[str, Any], smiling: Sequence[str] = SMILING) -> dict[
             "min_teeth_kept": min(kept) if kept else None,
             "mean_teeth_kept": round(float(np.mean(kept)), 3) if kept else None,
             "max_width_error": round(max(widths), 3) if widths else None,
+            "min_teeth_kept_most": min(most) if most else None,
+            "max_width_error_facemesh": round(max(facemesh), 3) if facemesh else None,
         }
     return out
 

@@ -21,9 +21,10 @@ import numpy as np
 from bench.quality.shape_section import mesh_of
 from engines.frames import FACE_SHAPE, KEPT_REGIONS, SourceFace
 from engines.processors.face_detector import Face
-from engines.processors.face_shape import pixel_map, plan_warp, shape_offset
+from engines.processors.face_shape import plan_warp, shape_offset
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
 from engines.processors.mesh_warp import MeshWarpSwapper
+from engines.processors.mouth_hold import held_pixel_map
 from engines.processors.paste import paste_back
 from engines.processors.shading import BROW_LEFT, BROW_RIGHT, face_size_of, skin_weight
 
@@ -130,7 +131,9 @@ def measure(
         return None
     x0, y0, x1, y1 = plan.window
     moved = np.asarray(
-        cv2.remap(frame, pixel_map(plan), None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        cv2.remap(
+            frame, held_pixel_map(plan, landmarks), None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )
     )
     local = plan.landmarks - np.array((x0, y0), np.float32)
     patch = MeshWarpSwapper().face_patch(moved, local, mesh, KEPT_REGIONS)

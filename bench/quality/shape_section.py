@@ -23,8 +23,9 @@ from bench.quality.identity import FaceRecognizer
 from bench.quality.identity_section import MARGIN_TARGET, score
 from engines.frames import FACE_SHAPE, KEPT_REGIONS, SourceFace
 from engines.processors.face_detector import Face
-from engines.processors.face_shape import pixel_maps, plan_warp, shape_offset
+from engines.processors.face_shape import plan_warp, shape_offset
 from engines.processors.mesh_warp import MeshWarpSwapper
+from engines.processors.mouth_hold import held_pixel_map
 from engines.processors.paste import paste_back
 from engines.source.mesh import MeshSource
 from engines.source.prepared import mesh_of as prepared_mesh
@@ -140,7 +141,8 @@ def geometry(
         frames_warped += 1
         scaled_back += plan.refused > 0
         min_det = min(min_det, plan.min_det)
-        folded += map_folds(pixel_maps(plan)) > 0
+        held = held_pixel_map(plan, target)
+        folded += map_folds((held[..., 0], held[..., 1])) > 0
     size = float(np.ptp(np.asarray(tracked[0]), axis=0).max())
     return {
         "frames": len(tracked),

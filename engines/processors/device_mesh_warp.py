@@ -7,7 +7,8 @@ with `tensor_ops`, and it comes back once per batch. The result mirrors `MeshWar
 `paste_back` step by step (tests/unit/engines/processors/test_device_mesh_warp.py holds the two to a PSNR
 bound on CPU torch). Poisson blending stays on the CPU path. Source images (with their validity map as a
 fourth channel) go up once per source. The shape transfer's plan (`face_shape.plan_warp`) is made on the
-host; its coarse offset grid goes up and moves the target's pixels with one `grid_sample`.
+host; its coarse offset grid goes up and moves the target's pixels with one `grid_sample`, held over the
+mouth by `mouth_hold`'s torch twin.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from engines.processors import tensor_shading as S
 from engines.processors.device_frames import DeviceFrames
 from engines.processors.face_shape import plan_warp, shape_offset
 from engines.processors.mesh_warp import BLUR_FRAC, ERODE_FRAC, SHAPE, face_window
+from engines.processors.mouth_hold import device_weight, hold_offsets, hold_shape
 from engines.processors.paste import SEAM_DIFF, SEAM_STEP, SEAM_WIDEN
 from engines.source.mesh import MeshSource
 
@@ -106,8 +108,13 @@ class DeviceMeshWarp:
         fh, fw = frame.shape[:2]
         grid = torch.from_numpy(plan.grid).to(self.device).permute(2, 0, 1)[None]
         offsets = torch.nn.functional.interpolate(grid, size=(h, w), mode="bilinear", align_corners=True)[0]
+        held = hold_shape(plan, target)  # the mouth's opening moved as one (mouth_hold)
+        largest = float(np.abs(plan.grid).max())
+        if held is not None:
+            hold_offsets(offsets, held, device_weight(held, self.device))
+            largest = max(largest, float(np.abs(held.shift).max()))
         # read only the window and a margin as wide as the largest offset (the map's reach), not the frame
-        reach = int(np.ceil(float(np.abs(plan.grid).max()))) + 2
+        reach = int(np.ceil(largest)) + 2
         rx0, ry0 = max(x0 - reach, 0), max(y0 - reach, 0)
         rx1, ry1 = min(x1 + reach, fw), min(y1 + reach, fh)
         xs = torch.arange(x0 - rx0, x1 - rx0, device=self.device, dtype=torch.float32)

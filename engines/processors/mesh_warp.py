@@ -7,8 +7,8 @@ face, rasterised for all triangles at once on every second pixel and stretched b
 hair or background is pasted). The target's light and colour go onto the source's skin (`shading`), and the
 result is blended through a feathered hull mask reaching up to the brows, with the target's inner mouth and
 eye openings cut out (`masks.region_mask`); Poisson blending is optional. With a session's `shape` above 0
-the target's pixels first move to the source's face shape (`face_shape`) and the patch covers the grown
-window. Turned heads: triangles whose signed area flips against the source's are back-facing and culled.
+the target's pixels first move to the source's face shape (`face_shape`, the mouth held whole: `mouth_hold`)
+and the patch covers the grown window. Turned heads: back-facing triangles (flipped area) are culled.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
-from engines.processors.face_shape import pixel_map, plan_warp, shape_offset
+from engines.processors.face_shape import plan_warp, shape_offset
 from engines.processors.masks import region_mask
+from engines.processors.mouth_hold import held_pixel_map
 from engines.processors.paste import (
     FacePatch,
     fade_in,
@@ -251,7 +252,11 @@ class MeshWarpSwapper:
             return self.face_patch(frame, target, source, keep)
         x0, y0, x1, y1 = plan.window
         moved = cv2.remap(
-            frame, pixel_map(plan), None, interpolation=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+            frame,
+            held_pixel_map(plan, target),
+            None,
+            interpolation=cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_REPLICATE,
         )
         face = self.face_patch(moved, plan.landmarks - np.array((x0, y0), np.float32), source, keep)
         if face is not None:

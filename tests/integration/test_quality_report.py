@@ -68,13 +68,18 @@ def test_quality_report_writes_a_sheet_and_honest_metrics(
     # the target's landmarks, which the source's shape moves)
     flat = metrics["shape"]["liveliness_carphone_shape_0"]["mouth,eyes"]
     assert flat["mouth_appearance_correlation"] > 0.8 and flat["eyes_openness_correlation"] > 0.8
-    # the smile keeps its width: on the closed-mouth source's smiling targets with teeth showing, the mouth
-    # read by FaceMesh on the output is over 0.8 of the target's (0.73-0.76 when the source's mouth width was
-    # taken), and on the talking clip the output's mouth width follows the target's
+    # the smile keeps its width and its teeth: on the closed-mouth source's smiling targets with teeth
+    # showing, the mouth read by FaceMesh on the output is over 0.8 of the target's (0.73-0.76 when the
+    # source's mouth width was taken), by the target's own corners within 5 % of it, and at least 0.9 of
+    # the target's teeth show (0.87 at the smallest before the warp was held over the mouth); on the
+    # talking clip the output's mouth width follows the target's
     expression = metrics["expression"]
     assert set(expression["pairs"]) <= set(expression["cases"]) and len(expression["pairs"]) == 3
     for case in ("biden -> astronaut", "biden -> obama"):
-        assert expression["cases"][case]["default"]["mouth_width_ratio"] > 0.8, case
+        measured = expression["cases"][case]["default"]
+        assert measured["mouth_width_ratio_facemesh"] > 0.8, case
+        assert abs(measured["mouth_width_ratio"] - 1.0) <= 0.05, case
     assert expression["verdict"]["default"]["cases"] >= 5
+    assert expression["verdict"]["default"]["min_teeth_kept"] >= 0.9
     clip_width = expression["carphone_mouth_width"]["default"]
     assert clip_width["frames_measured"] > 100 and clip_width["width_correlation"] > 0.7
