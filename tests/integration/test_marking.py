@@ -1,8 +1,8 @@
 """End to end: a real aiortc publisher on 127.0.0.1 sends 640x360 video through the gateway; a WHEP viewer
 receives and decodes the output; in every 1-second window of it, the first after the viewer's keyframe too,
-the public mark is found without the key and the payload (the gateway's key id, this session's code) with it. The answers carry
-the disclosure header, /api/stats shows the session's marking, and a label set through PATCH appears on the
-picture."""
+the public mark is found without the key and the payload (the gateway's key id, this session's code) with
+it. The answers carry the disclosure header, /api/stats shows the session's marking, and a label set through
+PATCH appears on the picture."""
 
 from __future__ import annotations
 
