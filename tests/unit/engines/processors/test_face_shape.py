@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from engines.frames import SourceFace
-from engines.pipeline import Pipeline
 from engines.processors.face_shape import (
     EYE_CORNERS,
     EYE_RINGS,
@@ -27,11 +26,6 @@ from engines.processors.face_shape import (
 )
 from engines.source.mesh import MeshSource
 from engines.source.validity import fill_outside, validity_map
-
-
-@pytest.fixture(scope="module")
-def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
-    return pipeline.prepare_source(astronaut, "astronaut")
 
 
 @pytest.fixture(scope="module")

@@ -27,11 +27,6 @@ def carphone(media: dict[str, Path]) -> list[np.ndarray]:
     return frames
 
 
-@pytest.fixture(scope="module")
-def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
-    return pipeline.prepare_source(astronaut, "astronaut")
-
-
 def test_source_is_triangulated_once(source: SourceFace) -> None:
     mesh = source.prepared.mesh
     assert isinstance(mesh, MeshSource)

@@ -55,11 +55,6 @@ def reference_warp_maps(
 
 
 @pytest.fixture(scope="module")
-def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
-    return pipeline.prepare_source(astronaut, "astronaut")
-
-
-@pytest.fixture(scope="module")
 def faces(
     pipeline: Pipeline, source: SourceFace, media: dict[str, object], astronaut: np.ndarray
 ) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from engines.frames import SourceFace
-from engines.pipeline import Pipeline
 from engines.processors.face_shape import MIN_DET, WarpPlan, pixel_map, plan_warp, shape_offset
 from engines.processors.masks import INNER_LIPS
 from engines.processors.mouth_hold import (
@@ -21,11 +20,6 @@ from engines.processors.mouth_hold import (
     plan_hold,
 )
 from engines.source.mesh import MeshSource
-
-
-@pytest.fixture(scope="module")
-def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
-    return pipeline.prepare_source(astronaut, "astronaut")
 
 
 @pytest.fixture(scope="module")

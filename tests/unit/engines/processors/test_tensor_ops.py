@@ -42,11 +42,6 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @pytest.fixture(scope="module")
-def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
-    return pipeline.prepare_source(astronaut, "astronaut")
-
-
-@pytest.fixture(scope="module")
 def faces(
     pipeline: Pipeline, source: SourceFace, media: dict[str, object], astronaut: np.ndarray
 ) -> list[tuple[np.ndarray, np.ndarray]]:

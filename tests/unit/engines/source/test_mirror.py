@@ -30,11 +30,6 @@ from engines.source.validity import BROW_LEFT, BROW_RIGHT, CHEEKS, FACE_OVAL, va
 
 
 @pytest.fixture(scope="module")
-def source(pipeline: Pipeline, astronaut: np.ndarray) -> SourceFace:
-    return pipeline.prepare_source(astronaut, "astronaut")
-
-
-@pytest.fixture(scope="module")
 def points(source: SourceFace) -> np.ndarray:
     """The astronaut's 3-D mesh (468, 3): pixels and depth (a frontal face)."""
     lm = source.prepared.face.landmarks
