@@ -24,7 +24,7 @@ from engines.processors.face_detector import Face
 from engines.processors.face_shape import plan_warp, shape_offset
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
 from engines.processors.mesh_warp import MeshWarpSwapper
-from engines.processors.mouth_hold import held_pixel_map
+from engines.processors.mouth_hold import held_remap
 from engines.processors.paste import paste_back
 from engines.processors.shading import BROW_LEFT, BROW_RIGHT, face_size_of, skin_weight
 
@@ -130,11 +130,7 @@ def measure(
     if plan is None:
         return None
     x0, y0, x1, y1 = plan.window
-    moved = np.asarray(
-        cv2.remap(
-            frame, held_pixel_map(plan, landmarks), None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
-        )
-    )
+    moved = held_remap(frame, plan, landmarks)
     local = plan.landmarks - np.array((x0, y0), np.float32)
     patch = MeshWarpSwapper().face_patch(moved, local, mesh, KEPT_REGIONS)
     if patch is None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from engines.marking.embed import REFRESH, Embedder, grid_shape, start_gain
+from engines.marking.embed import Embedder, Schedule, grid_shape
 from engines.marking.pattern import chip_size
 from engines.marking.samples import SAMPLES
 
@@ -48,15 +48,12 @@ class DeviceEmbedder:
 
     def __init__(self, embedder: Embedder) -> None:
         self._embedder = embedder
-        self._held: Any = None  # as `Embedder.mark`: worked out every REFRESH-th frame, held between
-        self._age = 0
-        self._frame = 0  # as `Embedder.mark`: frames since the start or a size change, for `start_gain`
+        self._schedule = Schedule()  # as `Embedder.mark`: when the change is worked out, how strong
+        self._held: Any = None
 
     def restart(self) -> None:
         """As `Embedder.restart`: a keyframe next, the stronger start again."""
-        self._frame = 0
-        self._held = None
-        self._age = 0
+        self._schedule.restart()
 
     def delta(self, luma: Any, boost: float = 1.0) -> Any:
         torch = _torch()
@@ -66,15 +63,8 @@ class DeviceEmbedder:
         return spread(torch.from_numpy(chips).to(luma.device), height, width)
 
     def mark(self, luma: Any) -> None:
-        held = self._held
-        resized = held is not None and tuple(held.shape) != tuple(luma.shape)
-        if resized:
-            self._frame = 0
-        if held is None or resized or self._age + 1 >= REFRESH:
-            held, self._age = self.delta(luma, start_gain(self._frame)), 0
-            self._held = held
-        else:
-            self._age += 1
-        self._frame += 1
-        out = (luma.float() + held).round_().clamp_(0, 255)
+        boost = self._schedule.next(tuple(luma.shape))
+        if boost is not None:
+            self._held = self.delta(luma, boost)
+        out = (luma.float() + self._held).round_().clamp_(0, 255)
         luma.copy_(out.to(luma.dtype))

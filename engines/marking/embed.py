@@ -54,6 +54,39 @@ def start_gain(frame: int) -> float:
     return 1.0 if fade >= 1.0 else START_GAIN + (1.0 - START_GAIN) * fade
 
 
+class Schedule:
+    """When a stream's mark is worked out anew, and how strong: the bookkeeping the CPU and the device
+    embedders share (they hold the change themselves). Anew on the first frame, on a new picture size, after
+    `drop` or `restart`, and on every `REFRESH`-th frame; its strength is `start_gain` of the frames since
+    the start, the last new size or `restart`."""
+
+    def __init__(self) -> None:
+        self._shape: tuple[int, ...] | None = None
+        self._due = True
+        self._age = 0  # frames the held change has stood since it was worked out
+        self._frame = 0  # frames since the start, a new size or `restart` (`start_gain`)
+
+    def drop(self) -> None:
+        """The held change no longer stands (new coefficients): the next frame works its own out."""
+        self._due = True
+
+    def restart(self) -> None:
+        """The encoder starts again on the next frame (a keyframe): the stronger start, worked out then."""
+        self._due, self._frame = True, 0
+
+    def next(self, shape: tuple[int, ...]) -> float | None:
+        """For the frame about to be marked (`shape`: its luma's): the strength its change is worked out
+        at, or None where the change held from the frame before stands."""
+        if shape != self._shape:
+            if self._shape is not None:
+                self._frame = 0  # a new size: the encoder starts again
+            self._shape, self._due = shape, True
+        due = self._due or self._age + 1 >= REFRESH
+        self._due, self._age = False, 0 if due else self._age + 1
+        self._frame += 1
+        return start_gain(self._frame - 1) if due else None
+
+
 def chip_gain(chip_means: np.ndarray) -> np.ndarray:
     """Each chip's gain from the texture around it: its contrast with its neighbours, the least over an
     `ERODE` x `ERODE` square (float32, same shape)."""
@@ -127,7 +160,8 @@ class Embedder:
         self._flat = self._layers.reshape(len(layers), -1)
         self._strength = strength
         self._transfer: dict[tuple[int, int], float] = {}
-        self._frame = 0  # frames marked since the stream started or changed size (`start_gain`)
+        self._schedule = Schedule()
+        self._held: np.ndarray | None = None  # the change `mark` wrote last (`Schedule`: how long it stands)
         self.renew(coefficients)
 
     def renew(self, coefficients: np.ndarray) -> None:
@@ -137,15 +171,12 @@ class Embedder:
             raise ValueError(f"{len(self._layers)} layers and coefficients {coefficients.shape} do not match")
         self._coefficients = coefficients.astype(np.float32)
         self._limit = CANCEL_CAP * float(np.linalg.norm(self._coefficients))
-        self._held: np.ndarray | None = None  # the change `mark` wrote last, and on how many frames since
-        self._age = 0
+        self._schedule.drop()
 
     def restart(self) -> None:
         """The encoder starts again on the next frame (a keyframe: a new viewer, a repair): the stronger
         start (`start_gain`) again, worked out on that frame."""
-        self._frame = 0
-        self._held = None
-        self._age = 0
+        self._schedule.restart()
 
     def transfer(self, height: int, width: int) -> float:
         """What one grey level of a layer's pattern adds to the detector's whitened samples along that
@@ -212,15 +243,11 @@ class Embedder:
         """Write the mark into `luma` (uint8, H x W; a view of a frame's Y plane is written in place): the
         change worked out on this frame, or between refreshes the one held from the frame before (a stream's
         next frame differs little, and the encoders see a mark that stands still)."""
+        boost = self._schedule.next(luma.shape)
+        if boost is not None:
+            self._held = self.delta(luma, boost)
         held = self._held
-        if held is not None and held.shape != luma.shape:
-            self._frame = 0  # a new size: the encoder starts again
-        if held is None or held.shape != luma.shape or self._age + 1 >= REFRESH:
-            held, self._age = self.delta(luma, start_gain(self._frame)), 0
-            self._held = held
-        else:
-            self._age += 1
-        self._frame += 1
+        assert held is not None  # the schedule works the first frame's change out
         out = cv2.add(luma, held, dst=luma, dtype=cv2.CV_8U)
         if not np.may_share_memory(out, luma):  # OpenCV wrote elsewhere (a view it could not take)
             np.copyto(luma, out)

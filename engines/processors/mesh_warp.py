@@ -21,7 +21,7 @@ import numpy as np
 from engines.processors.alignment import extent
 from engines.processors.face_shape import plan_warp, shape_offset
 from engines.processors.masks import region_mask
-from engines.processors.mouth_hold import held_pixel_map
+from engines.processors.mouth_hold import held_remap
 from engines.processors.paste import (
     FacePatch,
     fade_in,
@@ -251,13 +251,7 @@ class MeshWarpSwapper:
         if plan is None:
             return self.face_patch(frame, target, source, keep)
         x0, y0, x1, y1 = plan.window
-        moved = cv2.remap(
-            frame,
-            held_pixel_map(plan, target),
-            None,
-            interpolation=cv2.INTER_LINEAR,
-            borderMode=cv2.BORDER_REPLICATE,
-        )
+        moved = held_remap(frame, plan, target)
         face = self.face_patch(moved, plan.landmarks - np.array((x0, y0), np.float32), source, keep)
         if face is not None:
             paste_back(moved, face)

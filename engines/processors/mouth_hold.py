@@ -137,6 +137,12 @@ def held_pixel_map(plan: WarpPlan, target: np.ndarray) -> np.ndarray:
     return pixels
 
 
+def held_remap(frame: np.ndarray, plan: WarpPlan, target: np.ndarray) -> np.ndarray:
+    """The plan's window of `frame` moved to the source's face shape, the mouth held (`held_pixel_map`)."""
+    pixels = held_pixel_map(plan, target)
+    return np.asarray(cv2.remap(frame, pixels, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE))
+
+
 # -- the torch twin ----------------------------------------------------------------------------------------
 
 
