@@ -132,8 +132,10 @@ def measure(
     x0, y0, x1, y1 = plan.window
     moved = held_remap(frame, plan, landmarks)
     local = plan.landmarks - np.array((x0, y0), np.float32)
-    patch = MeshWarpSwapper().face_patch(moved, local, mesh, KEPT_REGIONS)
-    if patch is None:
+    swapper = MeshWarpSwapper()
+    patch = swapper.face_patch(moved, local, mesh, KEPT_REGIONS)
+    blend = swapper.face_patch(moved, local, mesh, KEPT_REGIONS, lips=False)  # the blend's own edges
+    if patch is None or blend is None:
         return None
     out = moved.copy()
     paste_back(out, patch)
@@ -141,7 +143,7 @@ def measure(
     px0, py0 = -int(round(float(patch.matrix[0, 2]))), -int(round(float(patch.matrix[1, 2])))
     ph, pw = patch.mask.shape
     full = np.zeros(moved.shape[:2], np.float32)
-    full[py0 : py0 + ph, px0 : px0 + pw] = patch.mask
+    full[py0 : py0 + ph, px0 : px0 + pw] = blend.mask
     size = face_size_of(local)
     result: dict[str, Any] = {}
     # seam: gradient across the band, along the mask's own gradient
