@@ -162,7 +162,7 @@ class ImageStages:
             assert isinstance(d, MeshSource) and f.landmarks is not None
             mesh_jobs.append((fr, f.landmarks, d))
         shape = [self._settings_of(items[i]).shape for i, _ in jobs]
-        return self.swapper.swap(mesh_jobs, keep, shape)
+        return self.swapper.swap(mesh_jobs, keep, shape, [f.brows_rest for f in faces])
 
     def _device_swap(
         self,
@@ -180,7 +180,8 @@ class ImageStages:
             assert isinstance(data, MeshSource)
             device_jobs.append((i, f.landmarks, data, self._settings_of(items[i]).keep_regions))
         shape = [self._settings_of(items[i]).shape for i, _ in jobs]
-        for i, b in device_swap.swap_and_paste(frames, device_jobs, shape).items():
+        rests = [f.brows_rest for _, f in jobs]
+        for i, b in device_swap.swap_and_paste(frames, device_jobs, shape, rests).items():
             touched.setdefault(i, []).extend(b)
 
     def _paste(

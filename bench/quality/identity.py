@@ -19,6 +19,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from engines.processors.face_expression import brows_pose
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT, INNER_LIPS
 
 INSTALL_HINT = "the identity measure needs dlib and its models: pip install 'livefuse[quality]'"
@@ -41,9 +42,14 @@ def _opening(landmarks: np.ndarray, pairs: Sequence[tuple[int, int]], corners: t
 
 
 def openness(landmarks: np.ndarray) -> dict[str, float]:
-    """Eye openness (mean of both eyes) and mouth openness, each lid/lip gap over the corner distance."""
+    """Eye openness (mean of both eyes) and mouth openness, each lid/lip gap over the corner distance; the
+    brows' height above their eyes, in eye distances (a raise)."""
     eyes = [_opening(landmarks, EYE_PAIRS[s], EYE_CORNERS[s]) for s in ("right", "left")]
-    return {"eyes": float(np.mean(eyes)), "mouth": _opening(landmarks, MOUTH_PAIRS, MOUTH_CORNERS)}
+    return {
+        "eyes": float(np.mean(eyes)),
+        "mouth": _opening(landmarks, MOUTH_PAIRS, MOUTH_CORNERS),
+        "brows": float(-brows_pose(landmarks)[:, 1].mean()),
+    }
 
 
 def _inside(shape: tuple[int, ...], landmarks: np.ndarray, rings: Sequence[Sequence[int]]) -> np.ndarray:

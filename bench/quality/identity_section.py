@@ -126,7 +126,8 @@ def liveliness(
 ) -> dict[str, Any]:
     """Per setting (kept regions), over the clip: correlation of the target's and the output's eye / mouth
     openness (landmarks) and of what shows inside the target's openings (appearance), and the identity
-    (centred cosine to source / target, mean over every `every`-th frame)."""
+    (centred cosine to source / target, mean over every `every`-th frame); `brows_openness_correlation`:
+    the brows' height above the eyes (their raises)."""
     meshes = [mesh(frame) for frame in frames]
     target_lm = [f.landmarks if f is not None else None for f in meshes]
     out: dict[str, Any] = {"frames": len(frames)}
@@ -152,8 +153,11 @@ def liveliness(
                 if s is not None:
                     ids.append(s)
         cell: dict[str, Any] = {"frames_measured": len(look)}
-        for kind, series in (("openness", geo), ("appearance", look)):
-            for part in ("eyes", "mouth"):
+        for kind, series, parts in (
+            ("openness", geo, ("eyes", "mouth", "brows")),
+            ("appearance", look, ("eyes", "mouth")),
+        ):
+            for part in parts:
                 c = correlation([a[part] for a, _ in series], [b[part] for _, b in series])
                 cell[f"{part}_{kind}_correlation"] = round(c, 3) if c is not None else None
         if ids:

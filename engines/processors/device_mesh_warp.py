@@ -81,28 +81,41 @@ class DeviceMeshWarp:
         frames: DeviceFrames,
         jobs: Sequence[tuple[int, np.ndarray, MeshSource, tuple[str, ...]]],
         shape: Sequence[float] | None = None,
+        brows_rest: Sequence[np.ndarray | None] | None = None,
     ) -> dict[int, list[tuple[int, int, int, int]]]:
         """For jobs (frame key, target landmarks (468, 2), source, regions kept): swap and paste each face
         into its frame on the device (`frames`, uploaded on first use, left there); `shape[i]`: how much of
-        the source's face shape job i takes (default SHAPE). The boxes pasted per frame."""
+        the source's face shape job i takes (default SHAPE); `brows_rest[i]`: its target's brows at rest
+        (the tracker's; None: a still picture). The boxes pasted per frame."""
         touched: dict[int, list[tuple[int, int, int, int]]] = {}
         with self._torch.inference_mode():
             for i, (key, target, source, keep) in enumerate(jobs):
                 box = self._swap_one(
-                    frames.get(key), target, source, keep, shape[i] if shape is not None else SHAPE
+                    frames.get(key),
+                    target,
+                    source,
+                    keep,
+                    shape[i] if shape is not None else SHAPE,
+                    brows_rest[i] if brows_rest is not None else None,
                 )
                 if box is not None:
                     touched.setdefault(key, []).append(box)
         return touched
 
     def _swap_one(
-        self, frame: Any, target: np.ndarray, source: MeshSource, keep: tuple[str, ...], shape: float
+        self,
+        frame: Any,
+        target: np.ndarray,
+        source: MeshSource,
+        keep: tuple[str, ...],
+        shape: float,
+        brows_rest: np.ndarray | None = None,
     ) -> tuple[int, int, int, int] | None:
         """As MeshWarpSwapper.swap_one + paste_back: the target's pixels moved to the source's shape (when
         `shape` > 0), then the face pasted on the new mesh."""
         torch = self._torch
         plan = (
-            plan_warp(frame.shape[:2], target, shape_offset(source.shape, target), shape)
+            plan_warp(frame.shape[:2], target, shape_offset(source.shape, target, brows_rest), shape)
             if shape > 0.0 and source.shape is not None
             else None
         )

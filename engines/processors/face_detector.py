@@ -30,7 +30,8 @@ class Face:
     """One face in frame coordinates.
 
     box: x1, y1, x2, y2 (float32); kps5: (5, 2) eye (image left), eye (image right), nose, mouth left, mouth
-    right. `landmarks` (468, 2) and `presence` are filled in by the landmarker.
+    right. `landmarks` (468, 2) and `presence` are filled in by the landmarker; `brows_rest` (2, 2) by the
+    tracker: the brows' running rest over the session (face_expression.brows_pose; None for a still picture).
     """
 
     box: np.ndarray
@@ -38,6 +39,7 @@ class Face:
     kps5: np.ndarray
     landmarks: np.ndarray | None = None
     presence: float | None = None
+    brows_rest: np.ndarray | None = None
 
     @property
     def width(self) -> float:

@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
-from engines.processors.face_expression import split
+from engines.processors.face_expression import at_rest, split
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
 from engines.source.shape import SourceShape, _axes
 
@@ -156,11 +156,13 @@ def restore_expression(offset: np.ndarray, target: np.ndarray) -> np.ndarray:
     return out
 
 
-def shape_offset(shape: SourceShape, target: np.ndarray) -> np.ndarray:
+def shape_offset(shape: SourceShape, target: np.ndarray, brows_rest: np.ndarray | None = None) -> np.ndarray:
     """Where each of the target's mesh points moves for the source's shape at full strength (468, 2): the
-    identity part of the difference (face_expression.split), the target's expression kept."""
+    identity part of the difference (face_expression.split), the target's expression kept; `brows_rest`:
+    the session's running rest of the target's brows (face_expression.brows_pose; None: at rest now)."""
     t = target.astype(np.float64)
-    offset = smooth(fitted(shape, t) - t, shape)
+    rest = at_rest(t, shape.expression, brows_rest)  # the brows' raise stays in the target's pixels
+    offset = smooth(fitted(shape, rest) - rest, shape)
     across, _ = _axes(t)
     return split(restore_expression(cap(offset, CAP_FRAC * face_size(t)), t), shape.expression, across)
 

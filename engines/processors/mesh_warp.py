@@ -226,13 +226,20 @@ class MeshWarpSwapper:
         jobs: Sequence[tuple[np.ndarray, np.ndarray, MeshSource]],
         keep: Sequence[tuple[str, ...]] | None = None,
         shape: Sequence[float] | None = None,
+        brows_rest: Sequence[np.ndarray | None] | None = None,
     ) -> list[FacePatch | None]:
         """One patch per (frame, target landmarks (468, 2), source) job; None where the face is off-frame.
         `keep[i]`: the target regions job i keeps from the frame (mouth, eyes); `shape[i]`: how much of the
-        source's face shape it takes (0..1; default SHAPE)."""
+        source's face shape it takes (0..1; default SHAPE); `brows_rest[i]`: its target's brows at rest
+        (the tracker's; None: a still picture)."""
         return [
             self.swap_one(
-                frame, target, source, keep[i] if keep else (), shape[i] if shape is not None else SHAPE
+                frame,
+                target,
+                source,
+                keep[i] if keep else (),
+                shape[i] if shape is not None else SHAPE,
+                brows_rest[i] if brows_rest is not None else None,
             )
             for i, (frame, target, source) in enumerate(jobs)
         ]
@@ -244,9 +251,10 @@ class MeshWarpSwapper:
         source: MeshSource,
         keep: tuple[str, ...] = (),
         shape: float = SHAPE,
+        brows_rest: np.ndarray | None = None,
     ) -> FacePatch | None:
         plan = (
-            plan_warp(frame.shape[:2], target, shape_offset(source.shape, target), shape)
+            plan_warp(frame.shape[:2], target, shape_offset(source.shape, target, brows_rest), shape)
             if shape > 0.0 and source.shape is not None
             else None
         )

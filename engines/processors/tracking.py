@@ -19,6 +19,7 @@ import numpy as np
 from engines.frames import FaceTrack
 from engines.processors.alignment import extent
 from engines.processors.face_detector import Face
+from engines.processors.face_expression import brows_pose, follow_rest
 from engines.processors.face_landmarker import kps5_from_mesh
 
 
@@ -108,6 +109,7 @@ class TrackedFace:
     age: int = 0
     similarity: float | None = None  # cosine similarity to the session's reference face, when asked
     raw_t: float | None = None  # capture time of `raw`
+    brows_rest: np.ndarray | None = None  # the brows' running rest (face_expression.follow_rest)
     velocity: np.ndarray | None = None  # (2,) px/s of the mesh's centre; None until two measurements
 
 
@@ -212,7 +214,9 @@ def new_track(track_id: int, face: Face, t: float, config: TrackingConfig) -> Tr
     flt = OneEuroFilter(config.min_cutoff_hz, config.beta, config.d_cutoff_hz)
     assert face.landmarks is not None
     flt(face.landmarks, t, face_size(face))
-    return TrackedFace(id=track_id, raw=face, crop=face, shown=face, filter=flt, raw_t=t)
+    rest = brows_pose(face.landmarks)
+    shown = replace(face, brows_rest=rest)
+    return TrackedFace(id=track_id, raw=face, crop=face, shown=shown, filter=flt, raw_t=t, brows_rest=rest)
 
 
 def mesh_center(face: Face) -> np.ndarray:
@@ -304,15 +308,19 @@ def crop_moved(old: Face, new: Face, tolerance: float) -> bool:
 def update(tf: TrackedFace, face: Face, t: float, config: TrackingConfig) -> None:
     """A new measurement of a tracked face: smooth its landmarks, re-derive the five points from them."""
     assert face.landmarks is not None
+    dt = 0.0 if tf.raw_t is None else t - tf.raw_t
     _learn_velocity(tf, face, t, config)
     tf.raw, tf.misses, tf.age = face, 0, tf.age + 1
     if crop_moved(tf.crop, face, config.crop_tolerance):
         tf.crop = face
     if config.smoothing:
         smooth = tf.filter(face.landmarks, t, face_size(face))
-        tf.shown = measured(face, smooth, face.presence or 0.0)
+        shown = measured(face, smooth, face.presence or 0.0)
     else:
-        tf.shown = face
+        shown = face
+    assert shown.landmarks is not None
+    tf.brows_rest = follow_rest(tf.brows_rest, brows_pose(shown.landmarks), dt)
+    tf.shown = replace(shown, brows_rest=tf.brows_rest)
 
 
 def drop_duplicates(tracks: list[TrackedFace], min_iou: float) -> list[TrackedFace]:

@@ -1,5 +1,5 @@
 """The source's expression partition, read once per source from its mesh at rest: each mesh point's weight
-toward the mouth's anchor and each brow's (engines.processors.face_expression.split uses it every frame).
+toward the mouth's anchor and in each brow's raise (engines.processors.face_expression uses it every frame).
 
 The mouth's weight is full on the lips and falls off smoothly over the cheeks and the upper lip's skin,
 further across the face than up or down, so the nose and the chin stay identity; each brow's is full on the

@@ -1,6 +1,7 @@
 """The shape offset's split into identity and expression (engines.processors.face_expression) on a real
 mesh: the partition leaves the outline, nose and eyes to identity; a smile keeps its width, a talking mouth
-its shape, a raised brow its height above the eye; the outline still takes the source's shape."""
+its shape, a raised brow its rise above the session's rest (a still picture's brows are the source's); the
+outline still takes the source's shape."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from engines.frames import SourceFace
 from engines.pipeline import Pipeline
-from engines.processors.face_expression import split
+from engines.processors.face_expression import at_rest, brows_pose, brows_raise, follow_rest, split
 from engines.processors.face_shape import mouth_gap, shape_offset
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT, INNER_LIPS
 from engines.source.expression import BROW_LEFT, BROW_RIGHT, CORNERS, LIPS, expression_weights
@@ -57,7 +58,7 @@ def test_split_draws_each_region_to_its_anchor() -> None:
     w[list(LIPS), 0] = 1.0
     w[5, 0] = 0.5
     w[[61, 291], 3] = 1.0  # the corners follow up and down too
-    w[[70, 300], 1] = 1.0  # a point of the image-left brow (toward its eye), one of the image-right
+    w[[70, 300], 1] = 1.0  # brow points: the split leaves them (their raise is taken out before, at_rest)
     across = np.array([1.0, 0.0])
     out = split(offset, w, across)
     lips = offset[list(LIPS)].mean(0)
@@ -66,9 +67,8 @@ def test_split_draws_each_region_to_its_anchor() -> None:
     assert np.allclose(out[middle, 1], offset[middle, 1])  # up and down: its own, but at the corners
     assert np.allclose(out[[61, 291]], lips)
     assert np.allclose(out[5], (0.5 * offset[5, 0] + 0.5 * lips[0], offset[5, 1]))
-    assert np.allclose(out[[70, 300]], (offset[33] + offset[133]) / 2.0)
     rest = np.ones(468, bool)
-    rest[list(LIPS) + [5, 70, 300]] = False
+    rest[list(LIPS) + [5]] = False
     assert np.array_equal(out[rest], offset[rest])
 
 
@@ -82,11 +82,69 @@ def test_a_smile_keeps_its_width_and_the_outline_its_shape(shape: SourceShape) -
     width = np.ptp(new[list(LIPS), 0])
     assert width == pytest.approx(np.ptp(target[list(LIPS), 0]), rel=0.01)  # the smile keeps its width
     assert np.ptp(new[list(FACE_OVAL), 0]) < 0.97 * np.ptp(target[list(FACE_OVAL), 0])  # the outline narrows
-    # the brows move with their eyes: their height above the eye stays the target's
+    # a still picture's brows are at rest: the source's own offset, untouched by the split
+    full = shape_offset(shape, target, brows_pose(target))
+    assert np.array_equal(full, shape_offset(shape, target))
+    brows = list(BROW_RIGHT) + list(BROW_LEFT)
+    assert np.abs(shape.expression[brows, 1:3].sum(1) - 1.0).max() < 1e-9
+
+
+def test_a_raised_brow_rises_above_the_sources_brow(shape: SourceShape) -> None:
+    rest_face = _frontal(shape, 1.05)
+    rest = brows_pose(rest_face)
+    raised = rest_face.copy()
+    lift = 0.04 * np.ptp(rest_face[:, 1])  # both brows raised by 4 % of the face's height
+    w = shape.expression[:, 1:3].sum(1)
+    raised[:, 1] -= lift * w  # the brows and the forehead above them (the partition's falloff)
+    at_rest = rest_face + shape_offset(shape, rest_face, rest)
+    now = raised + shape_offset(shape, raised, rest)
     for brow, eye in ((BROW_RIGHT, (33, 133)), (BROW_LEFT, (362, 263))):
-        lift_t = target[list(eye)].mean(0)[1] - target[list(brow)].mean(0)[1]
-        lift_n = new[list(eye)].mean(0)[1] - new[list(brow)].mean(0)[1]
-        assert lift_n == pytest.approx(lift_t, abs=0.02 * lift_t)
+        height_rest = at_rest[list(eye)].mean(0)[1] - at_rest[list(brow)].mean(0)[1]
+        height_now = now[list(eye)].mean(0)[1] - now[list(brow)].mean(0)[1]
+        assert height_now - height_rest == pytest.approx(lift, rel=0.05)  # the raise, whole
+    # with no rest (a still picture of a raised brow) the brows are the source's: the raise is mostly gone
+    still = raised + shape_offset(shape, raised)
+    for brow, eye in ((BROW_RIGHT, (33, 133)), (BROW_LEFT, (362, 263))):
+        height_rest = at_rest[list(eye)].mean(0)[1] - at_rest[list(brow)].mean(0)[1]
+        height_still = still[list(eye)].mean(0)[1] - still[list(brow)].mean(0)[1]
+        assert abs(height_still - height_rest) < 0.5 * lift  # (the offset's smoothing spreads a little back)
+
+
+def test_the_brows_rest_follows_a_held_pose_slowly() -> None:
+    rest = np.array([[0.1, -0.6], [-0.1, -0.6]])
+    raised = rest + (0.0, -0.1)
+    assert np.array_equal(follow_rest(None, raised, 0.033), raised)  # the first pose is the rest
+    r = rest
+    for _ in range(15):  # half a second of a raise: most of it still shows
+        r = follow_rest(r, raised, 1 / 30)
+    assert np.abs(raised - r).max() > 0.85 * 0.1
+    for _ in range(30 * 20):  # held for 20 s: it has become the rest
+        r = follow_rest(r, raised, 1 / 30)
+    assert np.abs(raised - r).max() < 0.01 * 0.1
+    assert np.array_equal(follow_rest(rest, raised, 0.0), rest)  # a clock that did not move
+
+
+def test_the_brows_pose_is_the_faces_own() -> None:
+    rng = np.random.default_rng(4)
+    face = rng.normal(0.0, 40.0, (468, 2)) + 200.0
+    a = np.deg2rad(20.0)
+    rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+    moved = 1.7 * face @ rot.T + (35.0, -12.0)
+    assert np.allclose(brows_pose(moved), brows_pose(face))
+    assert np.allclose(brows_raise(moved, brows_pose(face)), 0.0, atol=1e-9)
+    assert np.array_equal(brows_raise(face, None), np.zeros((2, 2)))
+    w = np.zeros((468, 4))
+    w[[70, 9], 1] = (1.0, 0.5)
+    up = face.copy()
+    up[[70, 9], 1] -= (6.0, 3.0)  # a brow and the forehead above it raised
+    assert np.array_equal(at_rest(up, w, None), up)
+    assert np.allclose(at_rest(up, w, brows_pose(up)), up, atol=1e-9)  # at its own rest: nothing taken out
+    lowered = at_rest(up, w, brows_pose(face))  # against the face's rest: the brow comes down, weighted
+    drop = lowered - up
+    assert drop[70, 1] > 0 and np.allclose(drop[9], 0.5 * drop[70])
+    others = np.ones(468, bool)
+    others[[70, 9]] = False
+    assert np.array_equal(lowered[others], up[others])
 
 
 def test_a_smiles_opening_is_the_targets_moved_as_one(shape: SourceShape) -> None:

@@ -197,3 +197,33 @@ def test_a_meshed_face_box_is_its_mesh_extent_also_when_moved() -> None:
     assert moved.landmarks is not None
     assert np.allclose(moved.box, [*moved.landmarks.min(0), *moved.landmarks.max(0)], atol=1e-4)
     assert np.allclose(mesh_center(moved), (moved.landmarks.min(0) + moved.landmarks.max(0)) / 2, atol=1e-4)
+
+
+def test_the_shown_face_carries_the_brows_rest_which_follows_slowly() -> None:
+    from engines.processors.face_expression import brows_pose
+    from engines.source.expression import BROW_LEFT, BROW_RIGHT
+
+    still = _face(50, 50)
+    assert still.landmarks is not None
+    rest = brows_pose(still.landmarks)
+    raised_pts = still.landmarks.copy()
+    raised_pts[list(BROW_RIGHT) + list(BROW_LEFT), 1] -= 4.0  # both brows up
+    raised = measured(still, raised_pts, 0.9)
+    track = FaceTrack()
+    cfg = TrackingConfig(smoothing=False)
+    advance(track, (240, 320), [still], set(), True, 0.0, 0.0, cfg)
+    tf = track.faces[0]
+    assert tf.shown.brows_rest is not None and np.allclose(tf.shown.brows_rest, rest)
+    t = 0.0
+    for _ in range(10):  # a third of a second with the brows up: the rest barely moves
+        t += 1 / 30
+        update(tf, raised, t, cfg)
+    assert tf.shown.brows_rest is not None
+    moved = np.abs(tf.shown.brows_rest - rest).max()
+    raise_size = np.abs(brows_pose(raised_pts) - rest).max()
+    assert 0 < moved < 0.15 * raise_size
+    for _ in range(30 * 30):  # held for half a minute: the raise is the rest now
+        t += 1 / 30
+        update(tf, raised, t, cfg)
+    assert tf.shown.brows_rest is not None
+    assert np.abs(tf.shown.brows_rest - brows_pose(raised_pts)).max() < 0.01 * raise_size
