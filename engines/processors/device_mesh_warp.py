@@ -194,8 +194,8 @@ def wear_lips(image: Any, roi: Any, mask: Any, local: np.ndarray, size: float) -
     ring = (outer - opening).clamp(min=0.0)
     if float(ring.sum()) < 4.0:
         return image, mask
-    soft = T.gaussian_blur(opening[None, None], max(0.5, size * LIPS_OPENING))[0, 0]
-    weight = T.region_mask(h, w, pts, ("mouth",), size, device) * (1.0 - soft)
+    edges = T.gaussian_blur(T.stack_maps(outer, opening), max(0.5, size * LIPS_OPENING))[0]
+    weight = T.region_mask(h, w, pts, ("mouth",), size, device) * (edges[0] - edges[1])
     face = image[y0:y1, x0:x1].float()
     target = roi[y0:y1, x0:x1].float()
     sigma = max(1.0, size * LIPS_SIGMA)

@@ -17,8 +17,10 @@ from engines.processors.masks import INNER_LIPS, OUTER_LIPS, region_mask
 from engines.processors.mouth_hold import ring_fill
 
 SIGMA = 0.03  # the difference's low-pass over the lips ring, a fraction of the face size
-OPENING_FEATHER = 0.004  # the tint fades out across the opening's edge over this fraction of the face size
+OPENING_FEATHER = 0.004  # the tint fades out across the lips' edges over this fraction of the face size
 SUPPORT = 0.05  # below this share of lip pixels under the low-pass the tint fades (far from the lips)
+LIGHTNESS = 1.0  # how much of the lips' difference in lightness (Rec. 601 luma) goes with their colour
+LUMA = (0.299, 0.587, 0.114)
 
 
 def lips_box(local: np.ndarray, face_size: float, hw: tuple[int, int]) -> tuple[int, int, int, int] | None:
@@ -45,15 +47,18 @@ def tint_weights(
     local: np.ndarray, face_size: float, box: tuple[int, int, int, int]
 ) -> tuple[np.ndarray, np.ndarray]:
     """In the box: the lips ring (outer lips less the opening, where the difference is read) and where the
-    tint goes (the kept mouth, fading out across the opening's edge)."""
+    tint goes (the kept mouth on the lips: fading out across the opening's edge and the outer lips' edge, so
+    where the kept mouth reaches past the pasted face's lips onto its skin the target stays as it is)."""
     x0, y0, x1, y1 = box
     h, w = y1 - y0, x1 - x0
     pts = np.asarray(local, dtype=np.float64) - (x0, y0)
     outer, opening = fill(h, w, pts[list(OUTER_LIPS)]), fill(h, w, pts[list(INNER_LIPS)])
     ring = np.maximum(outer - opening, 0.0)
-    soft = cv2.GaussianBlur(opening, (0, 0), max(0.5, face_size * OPENING_FEATHER))
+    sigma = max(0.5, face_size * OPENING_FEATHER)
+    soft_opening = cv2.GaussianBlur(opening, (0, 0), sigma)
+    soft_outer = cv2.GaussianBlur(outer, (0, 0), sigma)
     kept = region_mask((h, w), pts, ("mouth",), face_size)
-    return ring, kept * (1.0 - soft)
+    return ring, kept * (soft_outer - soft_opening)
 
 
 def lip_shift(difference: np.ndarray, ring: np.ndarray, face_size: float) -> np.ndarray:
@@ -62,7 +67,10 @@ def lip_shift(difference: np.ndarray, ring: np.ndarray, face_size: float) -> np.
     num = cv2.GaussianBlur(difference * ring[:, :, None], (0, 0), sigma)
     den = cv2.GaussianBlur(ring, (0, 0), sigma)
     scale = np.clip(den * np.float32(1.0 / SUPPORT), 0.0, 1.0) / np.maximum(den, np.float32(1e-3))
-    return np.asarray(num * scale[:, :, None], np.float32)
+    shift = num * scale[:, :, None]
+    if LIGHTNESS != 1.0:  # the luma part of the shift kept at LIGHTNESS, the colour whole
+        shift -= np.float32(1.0 - LIGHTNESS) * (shift @ np.asarray(LUMA, np.float32))[:, :, None]
+    return np.asarray(shift, np.float32)
 
 
 def wear(

@@ -155,6 +155,11 @@ def region_mask(
     return out[0, 0]
 
 
+def stack_maps(*maps: Any) -> Any:
+    """(1, n, h, w): (h, w) maps as the channels of one image (one blur for all)."""
+    return _torch().stack(list(maps))[None]
+
+
 def feather(region: Any, erode_px: int, blur: float) -> Any:
     """(h, w) {0, 1} region -> float mask in [0, 1]: eroded, then blurred (paste.feather)."""
     m = region.to(_torch().float32)[None, None]

@@ -214,9 +214,8 @@ def new_track(track_id: int, face: Face, t: float, config: TrackingConfig) -> Tr
     flt = OneEuroFilter(config.min_cutoff_hz, config.beta, config.d_cutoff_hz)
     assert face.landmarks is not None
     flt(face.landmarks, t, face_size(face))
-    rest = brows_pose(face.landmarks)
-    shown = replace(face, brows_rest=rest)
-    return TrackedFace(id=track_id, raw=face, crop=face, shown=shown, filter=flt, raw_t=t, brows_rest=rest)
+    # the brows' rest starts at the first `update` (a new track is measured again in its first frame)
+    return TrackedFace(id=track_id, raw=face, crop=face, shown=face, filter=flt, raw_t=t)
 
 
 def mesh_center(face: Face) -> np.ndarray:

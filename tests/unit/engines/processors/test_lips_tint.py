@@ -1,6 +1,7 @@
 """The kept mouth in the source's lip colour (engines.processors.lips_tint) on a real mesh: the kept lips move
-to the source's lip colour while the opening (teeth, tongue) keeps the target's pixels exactly, nothing
-outside the lips' box changes, and the torch twin (CPU torch here) gives the same patch."""
+to the source's lip colour while the opening (teeth, tongue) and any kept skin past the lips keep the
+target's pixels exactly, nothing outside the lips' box changes, and the torch twin (CPU torch here) gives the
+same patch."""
 
 from __future__ import annotations
 
@@ -99,3 +100,20 @@ def test_the_torch_twin_wears_the_same_lips(case: dict[str, object]) -> None:
     outside = np.ones(diff.shape, bool)
     outside[y0:y1, x0:x1] = False
     assert diff[outside].max() == 0.0
+
+
+def test_kept_skin_past_thin_lips_stays_the_targets(case: dict[str, object]) -> None:
+    local, roi, image, size = (case[k] for k in ("local", "roi", "image", "size"))
+    assert isinstance(local, np.ndarray) and isinstance(roi, np.ndarray) and isinstance(size, float)
+    assert isinstance(image, np.ndarray)
+    thin = local.copy()  # the pasted face's lips a tenth as full: the kept mouth reaches past them
+    inner, outer = list(INNER_LIPS), list(OUTER_LIPS)
+    thin[outer] = thin[inner] + (thin[outer] - thin[inner]) / 10.0
+    h, w = roi.shape[:2]
+    mask = 1.0 - region_mask((h, w), thin, ("mouth",), size)
+    out_image, _ = wear(image, roi, mask, thin, size)
+    lips = cv2.dilate(fill(h, w, thin[outer]), np.ones((5, 5), np.uint8)) > 0
+    beyond = ~lips & (mask < 0.8)
+    assert beyond.sum() > 10
+    plain = mask[:, :, None] * image + (1.0 - mask[:, :, None]) * roi  # the blend with the target as it is
+    assert np.abs(out_image[beyond] - plain[beyond]).max() < 1.0

@@ -213,6 +213,8 @@ def test_the_shown_face_carries_the_brows_rest_which_follows_slowly() -> None:
     cfg = TrackingConfig(smoothing=False)
     advance(track, (240, 320), [still], set(), True, 0.0, 0.0, cfg)
     tf = track.faces[0]
+    assert tf.shown.brows_rest is None  # new: at rest by definition
+    update(tf, still, 0.0, cfg)
     assert tf.shown.brows_rest is not None and np.allclose(tf.shown.brows_rest, rest)
     t = 0.0
     for _ in range(10):  # a third of a second with the brows up: the rest barely moves
