@@ -3,6 +3,8 @@
 Each identity case at the default is measured against the target's own pixels at the same place (the target
 moved to the source's face shape, before the paste):
 - seam: the luminance gradient across the blend's edge band (paste alpha 0.2-0.8), RMS, output over target;
+  also apart: `seam_outline`, where the face meets the target's skin, and `seam_kept`, along the kept mouth's
+  and eyes' edges (where it meets the target's lips and eyes);
 - shading: the skin's low-passed luminance (at SHADING_SIGMA of the face size) against the target's: mean
   absolute difference and correlation (a source's highlight or shadow is a difference the target lacks);
 - lids and brows: their a*b* relative to the cheeks' in the output, against the same in the source photo.
@@ -22,7 +24,7 @@ from bench.quality.shape_section import mesh_of
 from engines.frames import FACE_SHAPE, KEPT_REGIONS, SourceFace
 from engines.processors.face_detector import Face
 from engines.processors.face_shape import plan_warp, shape_offset
-from engines.processors.masks import EYE_LEFT, EYE_RIGHT
+from engines.processors.masks import EYE_LEFT, EYE_RIGHT, region_mask
 from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.mouth_hold import held_remap
 from engines.processors.paste import paste_back
@@ -144,21 +146,28 @@ def measure(
     ph, pw = patch.mask.shape
     full = np.zeros(moved.shape[:2], np.float32)
     full[py0 : py0 + ph, px0 : px0 + pw] = blend.mask
-    size = face_size_of(local)
     result: dict[str, Any] = {}
     # seam: gradient across the band, along the mask's own gradient
     mgx, mgy = cv2.Sobel(full, cv2.CV_32F, 1, 0), cv2.Sobel(full, cv2.CV_32F, 0, 1)
     norm = np.hypot(mgx, mgy)
     band = (full > 0.2) & (full < 0.8) & (norm > 1e-6)
-    if band.sum() >= 16:
-        nx, ny = mgx[band] / norm[band], mgy[band] / norm[band]
+    size = face_size_of(local)
+    # the kept mouth's and eyes' edges (where the face meets the target's lips and eyes, not its skin)
+    kept = region_mask(moved.shape[:2], local, KEPT_REGIONS, size) > 0.02
+    kept = cv2.dilate(kept.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    for key, where in (("seam", band), ("seam_outline", band & ~kept), ("seam_kept", band & kept)):
+        if where.sum() < 16:
+            continue
+        nx, ny = mgx[where] / norm[where], mgy[where] / norm[where]
 
-        def across(img: np.ndarray) -> float:
+        def across(
+            img: np.ndarray, where: np.ndarray = where, nx: np.ndarray = nx, ny: np.ndarray = ny
+        ) -> float:
             g = _luma(img)
             gx, gy = cv2.Sobel(g, cv2.CV_32F, 1, 0), cv2.Sobel(g, cv2.CV_32F, 0, 1)
-            return float(np.sqrt(np.mean((gx[band] * nx + gy[band] * ny) ** 2)))
+            return float(np.sqrt(np.mean((gx[where] * nx + gy[where] * ny) ** 2)))
 
-        result["seam"] = round(across(out) / max(across(moved), 1e-6), 3)
+        result[key] = round(across(out) / max(across(moved), 1e-6), 3)
     # shading: low-passed skin luminance where the face was pasted at full strength
     skin = skin_weight(moved.shape[:2], local, size) & (full > 0.8)
     if skin.sum() >= 64:
@@ -197,7 +206,15 @@ def light_cases(
 def light_summary(cases: Mapping[str, Any]) -> dict[str, Any]:
     """Means and worst cases of each measure."""
     out: dict[str, Any] = {}
-    for key in ("seam", "shading_mad", "shading_corr", "lids_shift", "brows_shift"):
+    for key in (
+        "seam",
+        "seam_outline",
+        "seam_kept",
+        "shading_mad",
+        "shading_corr",
+        "lids_shift",
+        "brows_shift",
+    ):
         vals = [c[key] for c in cases.values() if key in c]
         if vals:
             worst = min(vals) if key == "shading_corr" else max(vals)

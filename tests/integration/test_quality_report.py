@@ -51,6 +51,7 @@ def test_quality_report_writes_a_sheet_and_honest_metrics(
     assert len(light["light_pairs"]) == 3 and set(light["light_pairs"]) <= set(light["cases"])
     for name, case in light["cases"].items():
         assert 0.3 < case["seam"] < 3.0 and case["shading_mad"] >= 0 and -1 <= case["shading_corr"] <= 1, name
+        assert 0.3 < case["seam_outline"] < 3.0 and 0.3 < case["seam_kept"] < 4.0, name
         assert case["lids_shift"] >= 0 and case["brows_shift"] >= 0, name
 
     def mean_margin(setting: str) -> float:

@@ -26,6 +26,7 @@ from engines.pipeline import Pipeline
 from engines.processors.face_detector import Face
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
 from engines.processors.tracking import measured
+from engines.source.expression import BROW_LEFT, BROW_RIGHT
 from loadgen.contact_sheet import webcam_frame
 
 
@@ -88,6 +89,10 @@ def test_openness_and_appearance_follow_real_faces(
     assert lm is not None and closed is not None
     open_, shut = openness(lm), openness(closed)
     assert open_["mouth"] > 2 * shut["mouth"] and open_["eyes"] > 0.15
+    assert 0.2 < open_["brows"] < 1.0  # the brows stand a fraction of the eyes' distance above them
+    raised = lm.copy()
+    raised[list(BROW_RIGHT) + list(BROW_LEFT), 1] -= 0.05 * np.ptp(lm[:, 1])
+    assert openness(raised)["brows"] > open_["brows"] + 0.05 and openness(raised)["eyes"] == open_["eyes"]
     look = appearance(astronaut, lm)
     lidded = astronaut.copy()
     skin = astronaut[int(lm[205][1]), int(lm[205][0])]
