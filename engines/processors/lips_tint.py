@@ -13,8 +13,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from engines.processors.masks import INNER_LIPS, OUTER_LIPS, region_mask
-from engines.processors.mouth_hold import ring_fill
+from engines.processors.masks import INNER_LIPS, OUTER_LIPS
 
 SIGMA = 0.03  # the difference's low-pass over the lips ring, a fraction of the face size
 OPENING_FEATHER = 0.004  # the tint fades out across the lips' edges over this fraction of the face size
@@ -39,26 +38,27 @@ def lips_box(local: np.ndarray, face_size: float, hw: tuple[int, int]) -> tuple[
 
 
 def fill(h: int, w: int, ring: np.ndarray) -> np.ndarray:
-    """(h, w) float32 {0, 1}: the pixel centres inside the ring (mouth_hold.ring_fill: the device's rule)."""
-    return ring_fill(h, w, ring).astype(np.float32) * np.float32(1.0 / 255.0)
+    """(h, w) float32 {0, 1}: the ring's polygon filled (cv2.fillPoly at 1/16 px; the device twin uploads
+    the same fills)."""
+    out = np.zeros((h, w), np.uint8)
+    cv2.fillPoly(out, [np.round(np.asarray(ring) * 16).astype(np.int32)], 1, lineType=cv2.LINE_8, shift=4)
+    return out.astype(np.float32)
 
 
-def tint_weights(
-    local: np.ndarray, face_size: float, box: tuple[int, int, int, int]
-) -> tuple[np.ndarray, np.ndarray]:
-    """In the box: the lips ring (outer lips less the opening, where the difference is read) and where the
-    tint goes (the kept mouth on the lips: fading out across the opening's edge and the outer lips' edge, so
-    where the kept mouth reaches past the pasted face's lips onto its skin the target stays as it is)."""
+def lips_fills(local: np.ndarray, box: tuple[int, int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """In the box: the outer lips filled and the opening (inner lips) filled."""
     x0, y0, x1, y1 = box
-    h, w = y1 - y0, x1 - x0
     pts = np.asarray(local, dtype=np.float64) - (x0, y0)
-    outer, opening = fill(h, w, pts[list(OUTER_LIPS)]), fill(h, w, pts[list(INNER_LIPS)])
-    ring = np.maximum(outer - opening, 0.0)
+    return fill(y1 - y0, x1 - x0, pts[list(OUTER_LIPS)]), fill(y1 - y0, x1 - x0, pts[list(INNER_LIPS)])
+
+
+def tint_weight(outer: np.ndarray, opening: np.ndarray, kept: np.ndarray, face_size: float) -> np.ndarray:
+    """Where the tint goes: the kept mouth on the lips, fading out across the opening's edge and the outer
+    lips' edge (where the kept mouth reaches past the pasted face's lips onto its skin the target stays)."""
     sigma = max(0.5, face_size * OPENING_FEATHER)
-    soft_opening = cv2.GaussianBlur(opening, (0, 0), sigma)
-    soft_outer = cv2.GaussianBlur(outer, (0, 0), sigma)
-    kept = region_mask((h, w), pts, ("mouth",), face_size)
-    return ring, kept * (soft_outer - soft_opening)
+    return np.asarray(
+        kept * (cv2.GaussianBlur(outer, (0, 0), sigma) - cv2.GaussianBlur(opening, (0, 0), sigma))
+    )
 
 
 def lip_shift(difference: np.ndarray, ring: np.ndarray, face_size: float) -> np.ndarray:
@@ -74,23 +74,29 @@ def lip_shift(difference: np.ndarray, ring: np.ndarray, face_size: float) -> np.
 
 
 def wear(
-    image: np.ndarray, roi: np.ndarray, mask: np.ndarray, local: np.ndarray, face_size: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The patch (`image` float RGB, `mask` with the kept regions already cut) with the kept mouth in the
-    source's lip colour: inside the lips' box the patch is the finished blend (mask 1), the target's pixels
-    (`roi`) there moved by the lips' shift. `local`: the target's mesh in the patch's coordinates."""
+    image: np.ndarray,
+    roi: np.ndarray,
+    mask: np.ndarray,
+    kept: np.ndarray,
+    local: np.ndarray,
+    face_size: float,
+) -> None:
+    """In place: the patch (`image` float32 RGB, `mask` with the kept regions already cut, `kept` the kept
+    regions' map) with the kept mouth in the source's lip colour: inside the lips' box the patch becomes the
+    finished blend (mask 1), the target's pixels (`roi`) there moved by the lips' shift. `local`: the
+    target's mesh in the patch's coordinates."""
     box = lips_box(local, face_size, mask.shape[:2])
     if box is None:
-        return image, mask
+        return
     x0, y0, x1, y1 = box
-    ring, weight = tint_weights(local, face_size, box)
+    outer, opening = lips_fills(local, box)
+    ring = np.maximum(outer - opening, 0.0)
     if float(ring.sum()) < 4.0:
-        return image, mask
-    face = image[y0:y1, x0:x1].astype(np.float32)
+        return
+    weight = tint_weight(outer, opening, kept[y0:y1, x0:x1], face_size)
+    face = image[y0:y1, x0:x1]
     target = roi[y0:y1, x0:x1].astype(np.float32)
     shift = lip_shift(face - target, ring, face_size)
     m = mask[y0:y1, x0:x1, None]
-    out_image, out_mask = np.array(image, dtype=np.float32), mask.copy()
-    out_image[y0:y1, x0:x1] = m * face + (1.0 - m) * (target + shift * weight[:, :, None])
-    out_mask[y0:y1, x0:x1] = 1.0
-    return out_image, out_mask
+    image[y0:y1, x0:x1] = m * face + (1.0 - m) * (target + shift * weight[:, :, None])
+    mask[y0:y1, x0:x1] = 1.0

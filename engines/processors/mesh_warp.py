@@ -312,9 +312,10 @@ class MeshWarpSwapper:
             image = relight(warped, roi, skin, size)
         mask = seam_feather(edge, hull, erode, image, roi, blur) * rest  # wider where the colours step
         if keep:  # after blending: the clone and the colour statistics see the whole face
-            mask *= 1.0 - region_mask((h, w), local, keep, size)
-        if lips and "mouth" in keep:  # the kept mouth in the source's lip colour
-            image, mask = wear(image, roi, mask, local, size)
+            kept = region_mask((h, w), local, keep, size)
+            mask *= 1.0 - kept
+            if lips and "mouth" in keep:  # the kept mouth in the source's lip colour
+                wear(image, roi, mask, kept, local, size)
         return FacePatch(image=image, mask=mask, matrix=translation(x0, y0))
 
 

@@ -155,9 +155,9 @@ def region_mask(
     return out[0, 0]
 
 
-def stack_maps(*maps: Any) -> Any:
-    """(1, n, h, w): (h, w) maps as the channels of one image (one blur for all)."""
-    return _torch().stack(list(maps))[None]
+def upload(array: np.ndarray, device: Any) -> Any:
+    """A host array as a tensor on `device` (same dtype)."""
+    return _torch().from_numpy(np.ascontiguousarray(array)).to(device)
 
 
 def feather(region: Any, erode_px: int, blur: float) -> Any:
