@@ -134,10 +134,8 @@ def measure(
     x0, y0, x1, y1 = plan.window
     moved = held_remap(frame, plan, landmarks)
     local = plan.landmarks - np.array((x0, y0), np.float32)
-    swapper = MeshWarpSwapper()
-    patch = swapper.face_patch(moved, local, mesh, KEPT_REGIONS)
-    blend = swapper.face_patch(moved, local, mesh, KEPT_REGIONS, lips=False)  # the blend's own edges
-    if patch is None or blend is None:
+    patch = MeshWarpSwapper().face_patch(moved, local, mesh, KEPT_REGIONS)
+    if patch is None:
         return None
     out = moved.copy()
     paste_back(out, patch)
@@ -145,7 +143,7 @@ def measure(
     px0, py0 = -int(round(float(patch.matrix[0, 2]))), -int(round(float(patch.matrix[1, 2])))
     ph, pw = patch.mask.shape
     full = np.zeros(moved.shape[:2], np.float32)
-    full[py0 : py0 + ph, px0 : px0 + pw] = blend.mask
+    full[py0 : py0 + ph, px0 : px0 + pw] = patch.mask
     result: dict[str, Any] = {}
     # seam: gradient across the band, along the mask's own gradient
     mgx, mgy = cv2.Sobel(full, cv2.CV_32F, 1, 0), cv2.Sobel(full, cv2.CV_32F, 0, 1)

@@ -25,11 +25,6 @@ from engines.processors import tensor_ops as T
 from engines.processors import tensor_shading as S
 from engines.processors.device_frames import DeviceFrames
 from engines.processors.face_shape import plan_warp, shape_offset
-from engines.processors.lips_tint import LIGHTNESS as LIPS_LIGHTNESS
-from engines.processors.lips_tint import LUMA, lips_box, lips_fills
-from engines.processors.lips_tint import OPENING_FEATHER as LIPS_OPENING
-from engines.processors.lips_tint import SIGMA as LIPS_SIGMA
-from engines.processors.lips_tint import SUPPORT as LIPS_SUPPORT
 from engines.processors.mesh_warp import BLUR_FRAC, ERODE_FRAC, SHAPE, face_window
 from engines.processors.mouth_hold import device_weight, hold_offsets, hold_shape
 from engines.processors.paste import SEAM_DIFF, SEAM_STEP, SEAM_WIDEN
@@ -172,42 +167,9 @@ class DeviceMeshWarp:
         image = S.relight(warped, roi, skin, size)
         mask = seam_feather(edge, hull, erode, image, roi, blur) * rest
         if keep:
-            kept = T.region_mask(h, w, local, keep, size, self.device)
-            mask = mask * (1.0 - kept)
-            if "mouth" in keep:
-                wear_lips(image, roi, mask, kept, local, size)
+            mask = mask * (1.0 - T.region_mask(h, w, local, keep, size, self.device))
         T.blend(roi, image, mask)
         return x0, y0, x1, y1
-
-
-def wear_lips(image: Any, roi: Any, mask: Any, kept: Any, local: np.ndarray, size: float) -> None:
-    """lips_tint.wear on the device, in place: the kept mouth in the source's lip colour (the lips' box
-    finished, mask 1 there). The lips' two fills are drawn on the host (the same pixels) and uploaded."""
-    box = lips_box(local, size, tuple(mask.shape))
-    if box is None:
-        return
-    x0, y0, x1, y1 = box
-    outer_np, opening_np = lips_fills(local, box)
-    if float(np.maximum(outer_np - opening_np, 0.0).sum()) < 4.0:
-        return
-    fills = T.upload(np.stack([outer_np, opening_np]), mask.device)
-    outer, opening = fills[0], fills[1]
-    ring = (outer - opening).clamp(min=0.0)
-    edges = T.gaussian_blur(fills[None], max(0.5, size * LIPS_OPENING))[0]
-    weight = kept[y0:y1, x0:x1] * (edges[0] - edges[1])
-    face = image[y0:y1, x0:x1]
-    target = roi[y0:y1, x0:x1].float()
-    sigma = max(1.0, size * LIPS_SIGMA)
-    num = T.gaussian_blur(((face - target) * ring[:, :, None]).permute(2, 0, 1)[None], sigma)[0]
-    den = T.gaussian_blur(ring[None, None], sigma)[0, 0]
-    scale = (den * (1.0 / LIPS_SUPPORT)).clamp(0.0, 1.0) / den.clamp(min=1e-3)
-    shift = (num * scale[None]).permute(1, 2, 0)
-    if LIPS_LIGHTNESS != 1.0:
-        luma = T.upload(np.asarray(LUMA, np.float32), mask.device)
-        shift = shift - (1.0 - LIPS_LIGHTNESS) * (shift @ luma)[:, :, None]
-    m = mask[y0:y1, x0:x1, None]
-    image[y0:y1, x0:x1] = m * face + (1.0 - m) * (target + shift * weight[:, :, None])
-    mask[y0:y1, x0:x1] = 1.0
 
 
 def seam_feather(narrow: Any, hull: np.ndarray, erode: int, image: Any, roi: Any, blur: float) -> Any:

@@ -6,10 +6,9 @@ face, rasterised for all triangles at once on every second pixel and stretched b
 `coarse_warp_maps`), and sampled by one `cv2.remap` with the source's validity as a fourth channel (no source
 hair or background is pasted). The target's light and colour go onto the source's skin (`shading`), and the
 result is blended through a feathered hull mask reaching up to the brows, with the target's inner mouth and
-eye openings cut out (`masks.region_mask`; the kept lips take the source's lip colour, `lips_tint`); Poisson
-blending is optional. With a session's `shape` above 0 the target's pixels first move to the source's face
-shape (`face_shape`, the mouth held whole: `mouth_hold`) and the patch covers the grown window. Turned
-heads: back-facing triangles (flipped area) are culled.
+eye openings cut out (`masks.region_mask`); Poisson blending is optional. With a session's `shape` above 0
+the target's pixels first move to the source's face shape (`face_shape`, the mouth held whole: `mouth_hold`)
+and the patch covers the grown window. Turned heads: back-facing triangles (flipped area) are culled.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import numpy as np
 
 from engines.processors.alignment import extent
 from engines.processors.face_shape import plan_warp, shape_offset
-from engines.processors.lips_tint import wear
 from engines.processors.masks import region_mask
 from engines.processors.mouth_hold import held_remap
 from engines.processors.paste import (
@@ -270,16 +268,9 @@ class MeshWarpSwapper:
         return FacePatch(image=moved, mask=whole, matrix=translation(x0, y0), opaque=True)
 
     def face_patch(
-        self,
-        frame: np.ndarray,
-        target: np.ndarray,
-        source: MeshSource,
-        keep: tuple[str, ...] = (),
-        lips: bool = True,
+        self, frame: np.ndarray, target: np.ndarray, source: MeshSource, keep: tuple[str, ...] = ()
     ) -> FacePatch | None:
-        """The source's face warped onto `target` (468, 2) in `frame`: the patch over the mesh's window.
-        `lips`: a kept mouth takes the source's lip colour (lips_tint; False: the blend's own mask, as the
-        quality report's seam reads it)."""
+        """The source's face warped onto `target` (468, 2) in `frame`: the patch over the mesh's window."""
         window = face_window(frame.shape[:2], target)
         if window is None:
             return None
@@ -312,10 +303,7 @@ class MeshWarpSwapper:
             image = relight(warped, roi, skin, size)
         mask = seam_feather(edge, hull, erode, image, roi, blur) * rest  # wider where the colours step
         if keep:  # after blending: the clone and the colour statistics see the whole face
-            kept = region_mask((h, w), local, keep, size)
-            mask *= 1.0 - kept
-            if lips and "mouth" in keep:  # the kept mouth in the source's lip colour
-                wear(image, roi, mask, kept, local, size)
+            mask *= 1.0 - region_mask((h, w), local, keep, size)
         return FacePatch(image=image, mask=mask, matrix=translation(x0, y0))
 
 

@@ -155,11 +155,6 @@ def region_mask(
     return out[0, 0]
 
 
-def upload(array: np.ndarray, device: Any) -> Any:
-    """A host array as a tensor on `device` (same dtype)."""
-    return _torch().from_numpy(np.ascontiguousarray(array)).to(device)
-
-
 def feather(region: Any, erode_px: int, blur: float) -> Any:
     """(h, w) {0, 1} region -> float mask in [0, 1]: eroded, then blurred (paste.feather)."""
     m = region.to(_torch().float32)[None, None]
