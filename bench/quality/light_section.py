@@ -3,8 +3,7 @@
 Each identity case at the default is measured against the target's own pixels at the same place (the target
 moved to the source's face shape, before the paste):
 - seam: the luminance gradient across the blend's edge band (paste alpha 0.2-0.8), RMS, output over target;
-  also apart: `seam_outline`, where the face meets the target's skin, and `seam_kept`, along the kept mouth's
-  and eyes' edges (where it meets the target's lips and eyes);
+  also apart where the face meets the target's skin (`seam_outline`) and its kept lips and eyes (`seam_kept`);
 - shading: the skin's low-passed luminance (at SHADING_SIGMA of the face size) against the target's: mean
   absolute difference and correlation (a source's highlight or shadow is a difference the target lacks);
 - lids and brows: their a*b* relative to the cheeks' in the output, against the same in the source photo.

@@ -1,18 +1,13 @@
 """The shape offset's identity part, per frame: the target's expression kept, by a fixed mesh partition and
 the brows' running rest.
 
-Why: the source's shape (face_shape) is the difference between its 3-D mesh at rest and the target's tracked
-mesh, so everything the target's face does reads as a difference too: a smile widens the mouth, a raised
-brow rises; at full strength the offset squeezed a smiling target's mouth to a closed-mouth source's width.
-Identity is the outline and jaw, the nose, the eyes' placement, the brows' height at rest and the
-proportions between them; the mouth's width, corners and opening, the cheeks beside it and the brows'
-raises are the target's, frame by frame. `split` draws each mouth point's offset toward the lips' mean (by
-its weight, engines.source.expression, read once per source), so the mouth moves as one to the source's
-placement and keeps the target's width and corners while the lips' fullness stays the source's. The brows
-take the source's height and arch at rest and keep the target's raise: the offset is read against the
-target with its raise taken out (`at_rest`), the raise being how far each brow stands from its eye now
-against the session's running rest (`brows_pose`, `follow_rest`); a still picture has no history, so its
-brows are at rest and are the source's.
+Why: the source's shape (face_shape) is its 3-D mesh at rest against the target's tracked mesh, so all the
+target's face does reads as a difference too: at full strength a smile was squeezed to a closed-mouth source's
+width. `split` draws each mouth point's offset toward the lips' mean (weights: engines.source.expression):
+the mouth keeps the target's width, corners and opening at the source's placement. The brows take the
+source's height and arch and keep the target's raise: the offset is read against the target with its raise
+taken out (`at_rest`), the raise being each brow's pose (`brows_pose`) against the session's running rest
+(`follow_rest`, kept by the tracker); a still picture has no history, so its brows are the source's.
 """
 
 from __future__ import annotations
