@@ -33,6 +33,7 @@ import aiohttp
 from bench.interop_browser import run_chromium, write_face_y4m
 from bench.interop_cases import Case, RunOutcome, preset, summarize
 from bench.interop_clients import (
+    GST_PACKAGES,
     ROOT,
     ClientRun,
     ViewerRun,
@@ -40,6 +41,7 @@ from bench.interop_clients import (
     aiortc_viewer,
     decode_viewer_frames,
     face_frames,
+    gstreamer_missing,
     node_client_missing,
     run_datachannel,
     run_ffmpeg,
@@ -289,6 +291,7 @@ async def run_matrix(
     on_run: Callable[[Case, int, RunOutcome], None],
 ) -> dict[str, Any]:
     missing = node_client_missing()
+    gst = gstreamer_missing() if any(case.client == "gstreamer" for case in cases) else None
     workdir = Path(tempfile.mkdtemp(prefix="livefuse-interop-"))
     clip = write_clip(workdir / "clip.bin", face_frames(source, 320, 240, 30), audio=True)
     camera = write_face_y4m(source, workdir / "face.y4m")  # Chromium's camera
@@ -298,6 +301,10 @@ async def run_matrix(
         for case in cases:
             if case.client == "libdatachannel" and missing:
                 outcomes[case.name] = [RunOutcome(False, False, why=missing)]
+                continue
+            if case.client == "gstreamer" and gst:
+                why = f"GStreamer webrtcbin is not installed ({gst}: apt-get install {GST_PACKAGES})"
+                outcomes[case.name] = [RunOutcome(False, False, why=why)]
                 continue
             with busy_core(case.busy):
                 for i in range(case.runs):

@@ -19,6 +19,7 @@ import fractions
 import json
 import os
 import struct
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -262,6 +263,36 @@ def decode_viewer_frames(path: Path) -> tuple[int, int | None]:
 
 
 # -- GStreamer webrtcbin -----------------------------------------------------------------------------
+
+GST_PACKAGES = (
+    "python3-gi gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0 gir1.2-gst-plugins-bad-1.0 gir1.2-nice-0.1 "
+    "gstreamer1.0-nice gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad"
+)
+GST_PROBE = """
+import gi
+for name, version in (("Gst", "1.0"), ("GstWebRTC", "1.0"), ("GstSdp", "1.0"), ("Nice", "0.1")):
+    gi.require_version(name, version)
+from gi.repository import Gst
+Gst.init(None)
+missing = [e for e in ("webrtcbin", "nicesrc", "dtlssrtpenc", "vp8enc", "vp8dec", "rtpvp8pay", "videotestsrc")
+           if Gst.ElementFactory.find(e) is None]
+print(",".join(missing))
+"""
+
+
+def gstreamer_missing() -> str | None:
+    """Why GStreamer's webrtcbin cannot run here (Debian's system Python with its bindings), or None."""
+    if not os.path.exists(SYSTEM_PYTHON):
+        return f"{SYSTEM_PYTHON} not found"
+    try:
+        done = subprocess.run([SYSTEM_PYTHON, "-c", GST_PROBE], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"probing GStreamer failed: {exc}"
+    if done.returncode != 0:
+        return f"GStreamer bindings missing ({done.stderr.strip().splitlines()[-1:]})"
+    if done.stdout.strip():
+        return f"GStreamer elements missing: {done.stdout.strip()}"
+    return None
 
 
 async def run_gstreamer(url: str, token: str, address: str, seconds: float) -> ClientRun:

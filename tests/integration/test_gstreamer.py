@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import aiohttp
@@ -16,6 +15,7 @@ import cv2
 import numpy as np
 import pytest
 
+from bench.interop_clients import GST_PACKAGES, gstreamer_missing
 from gateway.monitoring.records import Outcome
 from tests.harness.fakes import FakePipeline, RecordingMonitor
 from tests.harness.gateway import gw_config, running_gateway
@@ -23,43 +23,14 @@ from tests.harness.peers import source_query
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 PUBLISHER = Path(__file__).resolve().parents[1] / "harness" / "gst_whip_publisher.py"
-DEBIAN_PACKAGES = (
-    "python3-gi gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0 gir1.2-gst-plugins-bad-1.0 gir1.2-nice-0.1 "
-    "gstreamer1.0-nice gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad"
-)
-_PROBE = """
-import gi
-for name, version in (("Gst", "1.0"), ("GstWebRTC", "1.0"), ("GstSdp", "1.0"), ("Nice", "0.1")):
-    gi.require_version(name, version)
-from gi.repository import Gst
-Gst.init(None)
-missing = [e for e in ("webrtcbin", "nicesrc", "dtlssrtpenc", "vp8enc", "vp8dec", "rtpvp8pay", "videotestsrc")
-           if Gst.ElementFactory.find(e) is None]
-print(",".join(missing))
-"""
-
-
-def _gstreamer_missing() -> str | None:
-    """Why GStreamer's webrtcbin cannot run here, or None."""
-    if not os.path.exists(SYSTEM_PYTHON):
-        return f"{SYSTEM_PYTHON} not found"
-    try:
-        done = subprocess.run([SYSTEM_PYTHON, "-c", _PROBE], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"probing GStreamer failed: {exc}"
-    if done.returncode != 0:
-        return f"GStreamer bindings missing ({done.stderr.strip().splitlines()[-1:]})"
-    if done.stdout.strip():
-        return f"GStreamer elements missing: {done.stdout.strip()}"
-    return None
 
 
 @pytest.fixture(scope="module")
 def gstreamer() -> None:
-    why = _gstreamer_missing()
+    why = gstreamer_missing()
     if why is None:
         return
-    message = f"{why}: apt-get install {DEBIAN_PACKAGES}"
+    message = f"{why}: apt-get install {GST_PACKAGES}"
     if os.environ.get("CI") == "true":  # CI installs them (.ci/run): missing there is a failure, not a skip
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
