@@ -296,8 +296,7 @@ def gstreamer_missing() -> str | None:
 
 
 async def run_gstreamer(url: str, token: str, address: str, seconds: float) -> ClientRun:
-    if not os.path.exists(SYSTEM_PYTHON):
-        return ClientRun(False, error=f"{SYSTEM_PYTHON} not found")
+    """The GStreamer publisher's run (the matrix asks `gstreamer_missing` first)."""
     found = await _child(
         [
             SYSTEM_PYTHON,

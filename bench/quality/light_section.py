@@ -152,19 +152,23 @@ def measure(
     # the kept mouth's and eyes' edges (where the face meets the target's lips and eyes, not its skin)
     kept = region_mask(moved.shape[:2], local, KEPT_REGIONS, size) > 0.02
     kept = cv2.dilate(kept.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
-    for key, where in (("seam", band), ("seam_outline", band & ~kept), ("seam_kept", band & kept)):
+    nx, ny = mgx[band] / norm[band], mgy[band] / norm[band]
+
+    def across(img: np.ndarray) -> np.ndarray:  # each band pixel's luminance gradient across the band
+        g = _luma(img)
+        gx, gy = cv2.Sobel(g, cv2.CV_32F, 1, 0), cv2.Sobel(g, cv2.CV_32F, 0, 1)
+        return np.asarray(gx[band] * nx + gy[band] * ny)
+
+    a_out, a_moved, kept_band = across(out), across(moved), kept[band]
+    for key, where in (
+        ("seam", np.ones_like(kept_band)),
+        ("seam_outline", ~kept_band),
+        ("seam_kept", kept_band),
+    ):
         if where.sum() < 16:
             continue
-        nx, ny = mgx[where] / norm[where], mgy[where] / norm[where]
-
-        def across(
-            img: np.ndarray, where: np.ndarray = where, nx: np.ndarray = nx, ny: np.ndarray = ny
-        ) -> float:
-            g = _luma(img)
-            gx, gy = cv2.Sobel(g, cv2.CV_32F, 1, 0), cv2.Sobel(g, cv2.CV_32F, 0, 1)
-            return float(np.sqrt(np.mean((gx[where] * nx + gy[where] * ny) ** 2)))
-
-        result[key] = round(across(out) / max(across(moved), 1e-6), 3)
+        rms_out, rms_moved = (float(np.sqrt(np.mean(a[where] ** 2))) for a in (a_out, a_moved))
+        result[key] = round(rms_out / max(rms_moved, 1e-6), 3)
     # shading: low-passed skin luminance where the face was pasted at full strength
     skin = skin_weight(moved.shape[:2], local, size) & (full > 0.8)
     if skin.sum() >= 64:

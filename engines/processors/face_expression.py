@@ -23,22 +23,28 @@ REST_SECONDS = 4.0  # the brows' rest: their pose's running mean over about this
 # at once and fades into the rest only when held for seconds)
 
 
-def _frame(points: np.ndarray) -> tuple[np.ndarray, float, list[np.ndarray]]:
-    """The eye line's direction (unit), the eye centres' distance and each eye's corners' mean."""
+def _frame(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, list[np.ndarray]]:
+    """The eye line's direction (unit), the direction down it, the eye centres' distance and each eye's
+    corners' mean."""
     eyes = [(points[a] + points[b]) / 2.0 for a, b in EYE_CORNERS]
     line = eyes[1] - eyes[0]
     span = max(float(np.hypot(line[0], line[1])), 1e-6)
-    return line / span, span, eyes
+    across = line / span
+    return across, np.array([-across[1], across[0]]), span, eyes
+
+
+def _pose(
+    points: np.ndarray, across: np.ndarray, down: np.ndarray, span: float, eyes: list[np.ndarray]
+) -> np.ndarray:
+    rel = np.stack([points[list(brow)].mean(0) - eye for brow, eye in zip(BROWS, eyes, strict=True)])
+    return np.stack([rel @ across, rel @ down], axis=1) / span
 
 
 def brows_pose(points: np.ndarray) -> np.ndarray:
     """(2, 2): each brow's mean point less its eye's corners' mean, in the face's own frame (along the eye
     line, then down it) and in eye distances: the same for a face moved, turned in the image or scaled."""
     p = np.asarray(points, dtype=np.float64)
-    across, span, eyes = _frame(p)
-    down = np.array([-across[1], across[0]])
-    rel = np.stack([p[list(brow)].mean(0) - eye for brow, eye in zip(BROWS, eyes, strict=True)])
-    return np.stack([rel @ across, rel @ down], axis=1) / span
+    return _pose(p, *_frame(p))
 
 
 def brows_raise(points: np.ndarray, rest: np.ndarray | None) -> np.ndarray:
@@ -46,9 +52,8 @@ def brows_raise(points: np.ndarray, rest: np.ndarray | None) -> np.ndarray:
     if rest is None:
         return np.zeros((2, 2))
     p = np.asarray(points, dtype=np.float64)
-    across, span, _ = _frame(p)
-    down = np.array([-across[1], across[0]])
-    d = (brows_pose(p) - rest) * span
+    across, down, span, eyes = _frame(p)
+    d = (_pose(p, across, down, span, eyes) - rest) * span
     return np.asarray(d[:, :1] * across + d[:, 1:] * down)
 
 

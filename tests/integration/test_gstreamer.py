@@ -15,13 +15,12 @@ import cv2
 import numpy as np
 import pytest
 
-from bench.interop_clients import GST_PACKAGES, gstreamer_missing
+from bench.interop_clients import GST_PACKAGES, SYSTEM_PYTHON, gstreamer_missing
 from gateway.monitoring.records import Outcome
 from tests.harness.fakes import FakePipeline, RecordingMonitor
 from tests.harness.gateway import gw_config, running_gateway
 from tests.harness.peers import source_query
 
-SYSTEM_PYTHON = "/usr/bin/python3"
 PUBLISHER = Path(__file__).resolve().parents[1] / "harness" / "gst_whip_publisher.py"
 
 
