@@ -24,6 +24,7 @@ from engines.processors.face_expression import at_rest, split
 from engines.processors.masks import EYE_LEFT, EYE_RIGHT
 from engines.source.shape import SourceShape, _axes
 
+NOSE_TIP = 1  # FaceMesh's nose tip: the nearest point of a face seen from the front
 CAP_FRAC = 0.06  # largest offset of a mesh point, as a fraction of the face size
 SMOOTH_STEPS = 3  # neighbour-averaging passes over the offset...
 SMOOTH_WEIGHT = 0.5  # ...each moving a point this far toward its neighbours' mean
@@ -105,6 +106,24 @@ def fitted(shape: SourceShape, target: np.ndarray) -> np.ndarray:
     u, s, vt = np.linalg.svd(a, full_matrices=False)
     projection = float(s.mean()) * (u @ vt)  # scale x the first two rows of a rotation
     out: np.ndarray = shape.points @ projection.T + centre
+    return out
+
+
+def triangle_depths(shape: SourceShape, target: np.ndarray, triangles: np.ndarray) -> np.ndarray:
+    """Each triangle's distance from the camera (T,), larger farther, in the target's pose: the source's 3-D
+    mesh turned as `fitted` turns it (the rotation's third row is the view axis; its sign puts the nose tip
+    nearer than the face's rigid points). A turned face's near cheek, nose and far side then overlap in
+    depth order on the target, as they do in the picture."""
+    t = target.astype(np.float64)
+    rigid = t[shape.rigid]
+    a = (rigid - rigid.mean(0)).T @ shape.fit  # (2, 3)
+    u, _, vt = np.linalg.svd(a, full_matrices=False)
+    rows = u @ vt
+    axis = np.cross(rows[0], rows[1])
+    depth = shape.points @ axis
+    if depth[NOSE_TIP] > depth[shape.rigid].mean():
+        depth = -depth
+    out: np.ndarray = depth[triangles].mean(1)
     return out
 
 

@@ -7,8 +7,8 @@ face, rasterised for all triangles at once on every second pixel and stretched b
 hair or background is pasted). The target's light and colour go onto the source's skin (`shading`), and the
 result is blended through a feathered hull mask reaching up to the brows, with the target's inner mouth and
 eye openings cut out (`masks.region_mask`); Poisson blending is optional. With a session's `shape` above 0
-the target's pixels first move to the source's face shape (`face_shape`, the mouth held whole: `mouth_hold`)
-and the patch covers the grown window. Turned heads: back-facing triangles (flipped area) are culled.
+the target's pixels first move to the source's face shape (`face_shape`, `mouth_hold`), the patch covering
+the grown window. Turned heads: back-facing triangles are culled, the nearer of overlapping ones shows.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 
 from engines.processors.alignment import extent
-from engines.processors.face_shape import plan_warp, shape_offset
+from engines.processors.face_shape import plan_warp, shape_offset, triangle_depths
 from engines.processors.masks import region_mask
 from engines.processors.mouth_hold import held_remap
 from engines.processors.paste import (
@@ -69,13 +69,18 @@ def warp_maps(
     bounding box grown by EDGE_TOL, so slivers cannot spike), and each pixel's source position is the
     triangle's barycentric (= affine) map evaluated there. The tolerance makes neighbours overlap instead of
     leaving cracks, and reproduces OpenCV's fill coverage (IoU > 0.99 against it). Where triangles overlap,
-    the highest index wins, as the painter's order of the old loop did.
+    the nearest wins: they are drawn far to near in the target's pose (the source's 3-D mesh turned as the
+    target is, `triangle_depths`), so a turned face's nose hides its far cheek instead of the triangle order
+    deciding, pixel by pixel, which shows (a dotted seam along the nose). Without a 3-D shape: index order.
     """
     tris_dst = local[source.triangles]  # (T, 3, 2)
     area = signed_areas(tris_dst)
     vis = np.nonzero(visible_triangles(source.orientation, area, min_area_px))[0]
     if vis.size == 0:
         return None
+    if source.shape is not None:  # far first: the nearest triangle is drawn last and wins
+        depth = triangle_depths(source.shape, local, source.triangles)
+        vis = vis[np.argsort(-depth[vis], kind="stable")]
     d, det = tris_dst[vis], area[vis]
     a, b, c = d[:, 0], d[:, 1], d[:, 2]
     ax, ay = a[:, 0], a[:, 1]
@@ -195,7 +200,7 @@ def torn_samples(samples: np.ndarray, covered: np.ndarray, expected: float) -> n
     """(hs, ws) bool: samples on either side of a tear in the sampled map (hs, ws, 2), where neighbouring
     covered samples read source points more than TEAR_FACTOR x `expected` (+ 1 px) apart, `expected` being
     the source distance between neighbouring samples at the face's overall scale: where triangles overlap (a
-    turned face's near cheek over its far side, the highest index drawn) the map jumps, and interpolating
+    turned face's nose over its far cheek, the nearer drawn) the map jumps, and interpolating
     across the jump would read whatever lies between the two source points (hair, a lip)."""
     limit2 = (TEAR_FACTOR * expected + 1.0) ** 2
     torn = np.zeros(covered.shape, bool)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from engines.processors.face_shape import triangle_depths
 from engines.processors.mesh_warp import EDGE_TOL
 from engines.source.mesh import MeshSource
 
@@ -260,8 +261,9 @@ def warp_maps(
     """mesh_warp.warp_maps on the device: (map_x, map_y, covered) for an (h, w) box whose target mesh is
     `local`, -1 where no visible triangle covers a pixel; None when none does. The same row-span
     rasterisation (every visible triangle's rows at once, spans from its edge functions grown by EDGE_TOL,
-    each pixel's source point from its triangle's affine map); where triangles overlap, the highest index
-    wins (a max-scatter, so the result does not depend on write order)."""
+    each pixel's source point from its triangle's affine map); where triangles overlap, the nearest wins
+    (drawn far to near as on the host; a max-scatter of the drawing position, so write order does not
+    matter)."""
     torch = _torch()
     f64 = torch.float64
     triangles = torch.as_tensor(source.triangles, device=device, dtype=torch.long)
@@ -272,6 +274,9 @@ def warp_maps(
     vis = torch.nonzero((torch.sign(area) == orient) & (area.abs() > 1.0))[:, 0]
     if vis.numel() == 0:
         return None
+    if source.shape is not None:  # far first, as on the host: the nearest triangle wins
+        depth = torch.as_tensor(triangle_depths(source.shape, local, source.triangles), device=device)
+        vis = vis[torch.argsort(-depth[vis], stable=True)]
     d, det = tris_dst[vis], area[vis]
     a, b, c = d[:, 0], d[:, 1], d[:, 2]
     ax, ay = a[:, 0], a[:, 1]
@@ -315,7 +320,7 @@ def warp_maps(
         xl.long() - (torch.cumsum(n, 0) - n), n, output_size=total
     )
     pix = x + torch.repeat_interleave(yi * w, n, output_size=total)
-    tid = (vis[rt] + 1)[seg]
+    tid = (rt + 1)[seg]  # the position in drawing order: the last drawn (nearest) wins the max
     ids = torch.zeros(h * w, dtype=torch.long, device=device).scatter_reduce(0, pix, tid, "amax")
     win = ids[pix] == tid
     t = rt[seg][win]

@@ -22,6 +22,7 @@ from engines.processors.face_shape import (
     restore_expression,
     shape_offset,
     spline_frame,
+    triangle_depths,
     window_spline,
 )
 from engines.source.mesh import MeshSource
@@ -57,6 +58,22 @@ def test_pose_alone_is_not_a_shape(mesh: MeshSource) -> None:
         err = np.abs(fitted(mesh.shape, target) - target).max()
         assert err < 1e-6 * face_size(target) + 1e-6, (yaw, err)
         assert np.abs(shape_offset(mesh.shape, target)).max() < 1e-3
+
+
+def test_triangle_depths_follow_the_targets_pose(mesh: MeshSource) -> None:
+    """Each triangle's depth is its distance along the view axis in the target's pose, nose nearer."""
+    assert mesh.shape is not None
+    for yaw in (0.0, 35.0, -50.0):
+        a = np.deg2rad(yaw)
+        rot = np.array([[np.cos(a), 0.0, np.sin(a)], [0.0, 1.0, 0.0], [-np.sin(a), 0.0, np.cos(a)]])
+        target = _posed(mesh, yaw, 0.8, (320.0, 180.0))
+        depth = triangle_depths(mesh.shape, target, mesh.triangles)
+        z = (mesh.shape.points @ rot.T)[:, 2][mesh.triangles].mean(1)
+        # the posed mesh's own z, in whichever sign puts the nose tip nearer than the face's rigid points
+        nose = np.isin(mesh.triangles, [1]).any(1)
+        want = z if z[nose].mean() < z.mean() else -z
+        assert np.abs(depth - want).max() < 1e-6 * np.ptp(z), yaw
+        assert depth[nose].mean() < np.median(depth)
 
 
 def test_another_shape_gives_an_offset_within_the_cap(mesh: MeshSource) -> None:

@@ -1,8 +1,8 @@
 """mesh_warp's faster steps against the algorithms they replaced, on real faces: the picture must not change.
 
 The references below are the old algorithms, kept here (not in the product) so the comparison can fail:
-- rasterisation: one `cv2.fillConvexPoly` per visible triangle into a triangle-id map (painter's order),
-  per-triangle affines from `np.linalg.solve`, applied per pixel;
+- rasterisation: one `cv2.fillConvexPoly` per visible triangle into a triangle-id map (painter's order, far
+  to near), per-triangle affines from `np.linalg.solve`, applied per pixel;
 - colour transfer: both whole boxes converted to float LAB, statistics from boolean gathers;
 - the swap's triangle map at every pixel (`warp_maps`), which it now rasterises every second pixel.
 """
@@ -16,6 +16,7 @@ import pytest
 
 from engines.frames import FaceTrack, FrameItem, SourceFace
 from engines.pipeline import Pipeline
+from engines.processors.face_shape import triangle_depths
 from engines.processors.mesh_warp import (
     MARGIN,
     MeshWarpSwapper,
@@ -40,7 +41,11 @@ def reference_warp_maps(
     visible = front_facing(tris_src, tris_dst)
     ids = np.zeros((h, w), dtype=np.uint16)
     fixed = np.round(tris_dst * 16).astype(np.int32)
-    for t in np.nonzero(visible)[0]:
+    order = np.nonzero(visible)[0]
+    if source.shape is not None:  # drawn far to near in the target's pose
+        depth = triangle_depths(source.shape, local, source.triangles)
+        order = order[np.argsort(-depth[order], kind="stable")]
+    for t in order:
         cv2.fillConvexPoly(ids, fixed[t], int(t) + 1, lineType=cv2.LINE_8, shift=4)
     ys, xs = np.nonzero(ids)
     if ys.size == 0:
