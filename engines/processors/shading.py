@@ -6,7 +6,7 @@ into red-orange lids. Per face (`relight`), in CIE L*a*b*: the target's skin and
 low-passed over the skin alone (a normalised convolution: lips, eyes and brows weigh nothing) at LIGHT_SIGMA
 of the face size, on a shrunk copy. The result is the target's low-pass (its light and colour, region by
 region) plus the source's own detail about its low-pass: lightness at the target's contrast (within DETAIL),
-a* and b* as they are (CHROMA_DETAIL), so lids and brows keep their colour against the source's skin. The
+a* and b* by the skins' chroma ratio (CHROMA_GAIN), so lids and brows keep their colour against the skin. The
 source's own shading is not divided out at upload: that cost identity (docs/BENCHMARKS.md, "Picture: light,
 colour and seams"). `tensor_shading.relight` is the same step on the torch device.
 """
@@ -22,7 +22,13 @@ LIGHT_SIGMA = 0.25  # the per-face ratio's low-pass width, fraction of the face 
 WORK_SIGMA = 2.0  # px: the per-face low-pass runs on a copy shrunk until its filter is about this wide
 PRIOR = 0.05  # far from any skin the low-pass falls back to the face's mean (this much weight)
 DETAIL = (0.75, 2.0)  # bounds of the lightness detail's contrast ratio (the skins' spread, target / source)
-CHROMA_DETAIL = (1.0, 1.0)  # and of a*'s and b*'s (1: lids and brows keep their colour against the skin)
+CHROMA_DETAIL = (1.0, 1.0)  # and of a*'s and b*'s spread...
+# ...and, per pixel, the a*b* detail scaled by the skins' chroma (target's low-pass / source's, each + FLOOR)
+# within CHROMA_GAIN: a feature as far from a warm skin's colour as a dark brow is from a dark face is that
+# much less far on a paler one, so it stays near neutral instead of turning teal (the gain is a ratio, as
+# albedo is; the floor keeps it steady on near-grey skin, and it never adds chroma the source lacks)
+CHROMA_GAIN = (0.25, 1.0)
+CHROMA_FLOOR = 3.0
 # FaceMesh's brows: upper edge, then the lower edge back (one closed ring per brow)
 BROW_RIGHT = (70, 63, 105, 66, 107, 55, 65, 52, 53, 46)  # image left
 BROW_LEFT = (336, 296, 334, 293, 300, 276, 283, 282, 295, 285)  # image right
@@ -51,12 +57,20 @@ def work_scale(face_size: float) -> int:
     return max(1, int(face_size * LIGHT_SIGMA / WORK_SIGMA))
 
 
+def chroma_gain(target_low: np.ndarray, source_low: np.ndarray) -> np.ndarray:
+    """(h, w) float32: the a*b* detail's gain from the two skins' low-passed chroma (h, w, 3 L*a*b* each)."""
+    floor = np.float32(CHROMA_FLOOR)
+    t = np.sqrt(np.square(target_low[:, :, 1]) + np.square(target_low[:, :, 2])) + floor
+    s = np.sqrt(np.square(source_low[:, :, 1]) + np.square(source_low[:, :, 2])) + floor
+    return np.asarray(np.clip(t / s, *CHROMA_GAIN), dtype=np.float32)
+
+
 def relight(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, face_size: float) -> np.ndarray:
     """The warped source (h, w, 3) on the target's (h, w, 3) low frequencies, read over `skin` (h, w) bool:
     float32 RGB 0..255. In CIE L*a*b*, each channel is the target's skin low-passed (its light and its
     colour, region by region) plus the warped face's own detail about its low-pass, that detail at the
-    target's contrast (lightness by the skins' spread, within DETAIL; a* and b* within CHROMA_DETAIL, 1: a
-    colour added the same to skin and lids alike, so the lids keep their colour relative to the skin)."""
+    target's contrast (lightness by the skins' spread, within DETAIL; a* and b* by the skins' chroma,
+    `chroma_gain`, so lids and brows keep their colour relative to the skin without a cast)."""
     h, w = skin.shape
     weight = skin.astype(np.float32)
     total = float(weight.sum())
@@ -97,6 +111,7 @@ def relight(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, face_size:
     detail[1:] = np.clip(detail[1:], *CHROMA_DETAIL)
     w_lab -= lows[1]
     w_lab *= detail.astype(np.float32)
+    w_lab[:, :, 1:] *= chroma_gain(lows[0], lows[1])[:, :, None]
     w_lab += lows[0]
     rgb = np.asarray(cv2.cvtColor(w_lab, cv2.COLOR_LAB2RGB), dtype=np.float32)
     rgb *= np.float32(255.0)

@@ -14,6 +14,8 @@ import numpy as np
 from engines.processors import tensor_ops as T
 from engines.processors.shading import (
     CHROMA_DETAIL,
+    CHROMA_FLOOR,
+    CHROMA_GAIN,
     DETAIL,
     FEATURE_GROW,
     FEATURES,
@@ -62,5 +64,11 @@ def relight(warped: Any, target: Any, skin: Any, face_size: float) -> Any:
     w_std = w_lab[sel].double().std(0, unbiased=False).float()
     detail = (t_std + 1e-3) / (w_std + 1e-3)
     detail = torch.cat([detail[:1].clamp(*DETAIL), detail[1:].clamp(*CHROMA_DETAIL)])
-    out = (w_lab - local[3:].permute(1, 2, 0)) * detail + local[:3].permute(1, 2, 0)
+    t_low, s_low = local[:3].permute(1, 2, 0), local[3:].permute(1, 2, 0)
+    gain = (torch.sqrt(t_low[:, :, 1] ** 2 + t_low[:, :, 2] ** 2) + CHROMA_FLOOR) / (
+        torch.sqrt(s_low[:, :, 1] ** 2 + s_low[:, :, 2] ** 2) + CHROMA_FLOOR
+    )
+    gain = gain.clamp(*CHROMA_GAIN)[:, :, None]
+    scale = torch.cat([torch.ones_like(gain), gain, gain], 2)
+    out = (w_lab - s_low) * detail * scale + t_low
     return T.lab_to_rgb(out) * 255.0

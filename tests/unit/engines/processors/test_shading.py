@@ -1,6 +1,7 @@
 """The target's light on the source's skin (engines.processors.shading), on the host and on torch's CPU
 device: the target's low frequencies on the source's detail, lids keeping their colour relative to the skin,
-each device step equal to the host's; and a ragged coverage (culled triangles) fading without a step."""
+a dark brow staying neutral on a paler face, each device step equal to the host's; and a ragged coverage
+(culled triangles) fading without a step."""
 
 from __future__ import annotations
 
@@ -64,6 +65,25 @@ def test_relight_keeps_the_lids_colour_relative_to_the_skin() -> None:
     assert np.linalg.norm(have - want) < 4.0, (have, want)
     # and the skin took the target's colour
     assert np.linalg.norm(got[10, 50] - ab(target)[10, 50]) < 2.0
+
+
+def test_a_dark_brow_from_a_warm_dark_face_stays_neutral_on_a_pale_one() -> None:
+    """The source's brow is as far from its brown skin's colour as near-black is; on a pale target that
+    distance, added as it was, would turn the brow teal. Scaled by the skins' chroma it stays neutral."""
+    h = w = 100
+    warped = np.zeros((h, w, 3), np.float32) + np.array([150, 100, 72], np.float32)  # warm, dark skin
+    warped[40:48, 25:75] = (46, 40, 38)  # a near-black brow
+    target = np.zeros((h, w, 3), np.uint8) + np.array([222, 205, 196], np.uint8)  # pale, little chroma
+    skin = np.ones((h, w), bool)
+    skin[34:54, 19:81] = False
+    out = relight(warped, target, skin, float(w))
+    lab = cv2.cvtColor(np.clip(out, 0, 255).astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB)
+    src = cv2.cvtColor(warped / 255.0, cv2.COLOR_RGB2LAB)
+    brow, cheek = lab[44, 50], lab[10, 50]
+    assert brow[0] < cheek[0] - 30  # still a dark brow
+    assert brow[1] > -1.0 and brow[2] > -1.0, brow  # not green, not blue: no teal
+    # its colour beside the skin's scaled down with the skin's chroma (here to about a third)
+    assert np.linalg.norm(brow[1:] - cheek[1:]) < 0.5 * np.linalg.norm(src[44, 50, 1:] - src[10, 50, 1:])
 
 
 def test_device_relight_matches_the_host() -> None:
