@@ -30,10 +30,10 @@ from engines.models.store import ModelStore, ModelUnavailable, default_model_dir
 from engines.pipeline import Pipeline, PipelineConfig
 from engines.processors.face_detector import Face
 from engines.processors.face_landmarker import crop_batch, crop_matrix
-from engines.processors.masks import region_mask
+from engines.processors.masks import region_mask, skin_weight
 from engines.processors.mesh_warp import MARGIN, MeshWarpSwapper, warp_maps
 from engines.processors.paste import paste_back
-from engines.processors.shading import relight, skin_weight
+from engines.processors.shading import relight
 from engines.source.mesh import MeshSource
 from engines.source.prepared import mesh_of
 from loadgen.arguments import parse_resolution

@@ -23,11 +23,18 @@ from bench.quality.shape_section import mesh_of
 from engines.frames import FACE_SHAPE, KEPT_REGIONS, SourceFace
 from engines.processors.face_detector import Face
 from engines.processors.face_shape import plan_warp, shape_offset
-from engines.processors.masks import EYE_LEFT, EYE_RIGHT, region_mask
+from engines.processors.masks import (
+    BROW_LEFT,
+    BROW_RIGHT,
+    EYE_LEFT,
+    EYE_RIGHT,
+    face_size_of,
+    region_mask,
+    skin_weight,
+)
 from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.mouth_hold import held_remap
 from engines.processors.paste import paste_back
-from engines.processors.shading import BROW_LEFT, BROW_RIGHT, face_size_of, skin_weight
 
 SHADING_SIGMA = 0.025
 LID_GROW = 0.03  # the lid band: the eye ring grown by this fraction of the face size, less the opening

@@ -28,10 +28,10 @@ from engines.processors.masks import (
     full_strength_share,
     paste_mask,
     region_mask,
+    skin_weight,
 )
 from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.paste import face_box_mask
-from engines.processors.shading import skin_weight
 from engines.processors.tracking import OneEuroFilter
 from engines.source.prepared import mesh_of
 from loadgen.contact_sheet import crop_face

@@ -8,6 +8,7 @@ has no area: the source's lips or lids show.
 Box masks for aligned crops (FaceFusion's `create_static_box_mask`) depend only on crop size and settings, so
 each swapper/enhancer builds its own once. An aligned crop reaches past the face at its sides, so the paste
 mask is that box mask times the face's grown box (`face_region_mask`): nothing far from the face is touched.
+`skin_weight`: the face off its lips, eyes and brows, where skin's colour and light are read.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ REGION_RINGS: dict[str, tuple[tuple[int, ...], ...]] = {
     "eyes": (EYE_RIGHT, EYE_LEFT),
     "eye_area": (EYE_RIGHT, EYE_LEFT),
 }
+# FaceMesh's brows: upper edge, then the lower edge back (one closed ring per brow)
+BROW_RIGHT = (70, 63, 105, 66, 107, 55, 65, 52, 53, 46)  # image left
+BROW_LEFT = (336, 296, 334, 293, 300, 276, 283, 282, 295, 285)  # image right
+FEATURES = (OUTER_LIPS, EYE_RIGHT, EYE_LEFT, BROW_RIGHT, BROW_LEFT)
+FEATURE_GROW = 0.03  # skin_weight: the features grown by this fraction of the face size, then left out
 # Grow each kept region by this fraction of the face size (negative: pull it in) and feather it by this much.
 # Chosen with the quality report's identity, liveliness and teeth measures: the mouth's ring first reaches
 # `MOUTH_REACH` of the way from the inner lips to the outer (FaceMesh draws a smile's inner lips over the
@@ -40,6 +46,21 @@ REGION_RINGS: dict[str, tuple[tuple[int, ...], ...]] = {
 MOUTH_REACH = 0.15
 GROW = {"mouth": 0.015, "eyes": -0.004, "eye_area": 0.025}
 FEATHER = {"mouth": 0.006, "eyes": 0.005, "eye_area": 0.012}
+
+
+def face_size_of(landmarks: np.ndarray) -> float:
+    return float(np.ptp(landmarks, axis=0).max())
+
+
+def skin_weight(shape: tuple[int, int], landmarks: np.ndarray, face_size: float) -> np.ndarray:
+    """(h, w) bool: True off the lips, eyes and brows (grown), where skin's colour is read."""
+    h, w = shape
+    out = np.zeros((h, w), np.uint8)
+    polys = [np.round(landmarks[list(r)] * 16).astype(np.int32) for r in FEATURES]
+    cv2.fillPoly(out, polys, 255, lineType=cv2.LINE_8, shift=4)
+    grow = max(1, int(round(face_size * FEATURE_GROW)))
+    grown = cv2.dilate(out, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1,) * 2))
+    return np.asarray(grown) == 0
 
 
 def region_rings(landmarks: np.ndarray, region: str) -> list[np.ndarray]:

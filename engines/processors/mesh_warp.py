@@ -20,7 +20,7 @@ import numpy as np
 
 from engines.processors.alignment import extent
 from engines.processors.face_shape import plan_warp, shape_offset, triangle_depths
-from engines.processors.masks import region_mask
+from engines.processors.masks import region_mask, skin_weight
 from engines.processors.mouth_hold import held_remap
 from engines.processors.paste import (
     FacePatch,
@@ -30,7 +30,7 @@ from engines.processors.paste import (
     seam_feather,
     translation,
 )
-from engines.processors.shading import relight, skin_weight
+from engines.processors.shading import relight
 from engines.source.mesh import MeshSource, signed_areas
 
 MARGIN = 2  # px around the target mesh's bounding box

@@ -16,8 +16,6 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from engines.processors.masks import EYE_LEFT, EYE_RIGHT, OUTER_LIPS
-
 LIGHT_SIGMA = 0.25  # the per-face ratio's low-pass width, fraction of the face size
 WORK_SIGMA = 2.0  # px: the per-face low-pass runs on a copy shrunk until its filter is about this wide
 PRIOR = 0.05  # far from any skin the low-pass falls back to the face's mean (this much weight)
@@ -29,26 +27,6 @@ CHROMA_DETAIL = (1.0, 1.0)  # and of a*'s and b*'s spread...
 # albedo is; the floor keeps it steady on near-grey skin, and it never adds chroma the source lacks)
 CHROMA_GAIN = (0.25, 1.0)
 CHROMA_FLOOR = 3.0
-# FaceMesh's brows: upper edge, then the lower edge back (one closed ring per brow)
-BROW_RIGHT = (70, 63, 105, 66, 107, 55, 65, 52, 53, 46)  # image left
-BROW_LEFT = (336, 296, 334, 293, 300, 276, 283, 282, 295, 285)  # image right
-FEATURES = (OUTER_LIPS, EYE_RIGHT, EYE_LEFT, BROW_RIGHT, BROW_LEFT)
-FEATURE_GROW = 0.03  # the features grown by this fraction of the face size before they are left out
-
-
-def face_size_of(landmarks: np.ndarray) -> float:
-    return float(np.ptp(landmarks, axis=0).max())
-
-
-def skin_weight(shape: tuple[int, int], landmarks: np.ndarray, face_size: float) -> np.ndarray:
-    """(h, w) bool: True off the lips, eyes and brows (grown), where skin's colour is read."""
-    h, w = shape
-    out = np.zeros((h, w), np.uint8)
-    polys = [np.round(landmarks[list(r)] * 16).astype(np.int32) for r in FEATURES]
-    cv2.fillPoly(out, polys, 255, lineType=cv2.LINE_8, shift=4)
-    grow = max(1, int(round(face_size * FEATURE_GROW)))
-    grown = cv2.dilate(out, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1,) * 2))
-    return np.asarray(grown) == 0
 
 
 def work_scale(face_size: float) -> int:

@@ -12,13 +12,12 @@ from typing import Any
 import numpy as np
 
 from engines.processors import tensor_ops as T
+from engines.processors.masks import FEATURE_GROW, FEATURES
 from engines.processors.shading import (
     CHROMA_DETAIL,
     CHROMA_FLOOR,
     CHROMA_GAIN,
     DETAIL,
-    FEATURE_GROW,
-    FEATURES,
     LIGHT_SIGMA,
     PRIOR,
     work_scale,
@@ -26,7 +25,7 @@ from engines.processors.shading import (
 
 
 def skin_weight(h: int, w: int, landmarks: np.ndarray, face_size: float, device: Any) -> Any:
-    """shading.skin_weight on the device: (h, w) bool, True off the lips, eyes and brows (grown)."""
+    """masks.skin_weight on the device: (h, w) bool, True off the lips, eyes and brows (grown)."""
     import torch
 
     rings = [landmarks[list(r)] for r in FEATURES]

@@ -12,6 +12,7 @@ import cv2
 import numpy as np
 
 from engines.source.completion import completed
+from engines.source.highlights import tamed
 from engines.source.mirror import (
     far_side,
     frontal_layout,
@@ -101,9 +102,9 @@ def face_mask_points(points: np.ndarray) -> np.ndarray:
 
 
 def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None = None) -> MeshSource:
-    """The source's swap data: triangulation, blend points, validity map and (with `depth`, the mesh's
-    (468,) depth in the same pixels) its 3-D shape, the triangles made on its face-on layout and, turned,
-    its far half read from its near half (`face_mirror`)."""
+    """The source's swap data: triangulation, blend points, validity map, its pixels with strong highlights
+    tamed (`highlights`) and (with `depth`, the mesh's (468,) depth in the same pixels) its 3-D shape, the
+    triangles made on its face-on layout and, turned, its far half read from its near half (`face_mirror`)."""
     pts = landmarks.astype(np.float32)
     sample = pts.copy()  # where the source texture is read: the silhouette ring a little inside the face
     centre = pts.mean(0)
@@ -112,7 +113,7 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     image = np.ascontiguousarray(image)
     if depth is None:
         triangles, validity = triangulate(pts), validity_map(image, pts)
-        return MeshSource(image, sample, triangles, face_mask_points(pts), validity)
+        return MeshSource(tamed(image, pts, validity), sample, triangles, face_mask_points(pts), validity)
     points = np.column_stack([pts.astype(np.float64), np.asarray(depth, dtype=np.float64)])
     far = far_side(points)
     # a turned source is triangulated face on (its 2-D mesh folds its far side behind the nose); the ring
@@ -129,6 +130,7 @@ def prepare(image: np.ndarray, landmarks: np.ndarray, depth: np.ndarray | None =
     validity = validity_map(image, pts, depth, triangles, ridge=bool(far))
     if not far:  # skin under a strand of hair, read on the face's other side
         image, validity = completed(image, validity, pts, triangles)
+    image = tamed(image, pts, validity)
     return MeshSource(
         image=image,
         landmarks=sample,

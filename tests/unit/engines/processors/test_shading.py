@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from engines.pipeline import Pipeline
+from engines.processors.masks import skin_weight
 from engines.processors.paste import fade_in, feather
-from engines.processors.shading import relight, skin_weight
+from engines.processors.shading import relight
 
 
 @pytest.fixture(scope="module")

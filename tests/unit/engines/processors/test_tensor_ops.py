@@ -25,10 +25,10 @@ from engines.processors import tensor_shading as S
 from engines.processors.alignment import ARCFACE_128_V2, FFHQ_512, estimate_affine, warp_crop
 from engines.processors.face_detector import Face
 from engines.processors.face_enhancer import DetailEnhancer
-from engines.processors.masks import region_mask
+from engines.processors.masks import region_mask, skin_weight
 from engines.processors.mesh_warp import MARGIN, warp_maps
 from engines.processors.paste import FacePatch, feathered_polygon_mask, paste_back
-from engines.processors.shading import relight, skin_weight
+from engines.processors.shading import relight
 from engines.source.mesh import MeshSource
 from gateway.media.colour import rgb_to_i420
 
