@@ -72,25 +72,28 @@ def relight(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, face_size:
     means = np.concatenate([t_cells.reshape(-1, 3).sum(0), w_cells.reshape(-1, 3).sum(0)])
     means /= np.float32(max(float(weight_cells.sum()), 1e-6))
     small = cv2.GaussianBlur(np.dstack([t_cells, w_cells, weight_cells]), (0, 0), face_size * LIGHT_SIGMA / k)
-    # the two low-passes (target's, source's): where little skin is near, the face's mean
-    lows = []
-    for c in (0, 3):
-        low = (small[:, :, c : c + 3] + np.float32(PRIOR) * means[c : c + 3]) / (
-            small[:, :, 6:] + np.float32(PRIOR)
-        )
-        if k > 1:  # stretched back over the padded cells, then cut to the box
-            low = cv2.resize(low, (ws * k, hs * k), interpolation=cv2.INTER_LINEAR)[:h, :w]
-        lows.append(low)
     mask = skin.view(np.uint8)
     _, t_std = cv2.meanStdDev(t_lab, mask=mask)
     _, w_std = cv2.meanStdDev(w_lab, mask=mask)
     detail = (t_std[:, 0] + 1e-3) / (w_std[:, 0] + 1e-3)
     detail[0] = np.clip(detail[0], *DETAIL)
     detail[1:] = np.clip(detail[1:], *CHROMA_DETAIL)
-    w_lab -= lows[1]
-    w_lab *= detail.astype(np.float32)
-    w_lab[:, :, 1:] *= chroma_gain(lows[0], lows[1])[:, :, None]
-    w_lab += lows[0]
+    # the two low-passes (target's, source's; where little skin is near, the face's mean) and the detail's
+    # per-pixel scale (lightness's, then a*'s and b*'s by the skins' chroma), all on the cells
+    prior = np.float32(PRIOR)
+    lows = [(small[:, :, c : c + 3] + prior * means[c : c + 3]) / (small[:, :, 6:] + prior) for c in (0, 3)]
+    gain = chroma_gain(lows[0], lows[1])
+    d = detail.astype(np.float32)
+    spread = np.dstack([np.full_like(gain, d[0]), gain * d[1], gain * d[2]])
+    planes: list[np.ndarray] = [lows[0], lows[1], spread]
+    if k > 1:  # stretched back over the padded cells, then cut to the box
+        planes = [
+            np.asarray(cv2.resize(p, (ws * k, hs * k), interpolation=cv2.INTER_LINEAR))[:h, :w]
+            for p in planes
+        ]
+    w_lab -= planes[1]
+    w_lab *= planes[2]
+    w_lab += planes[0]
     rgb = np.asarray(cv2.cvtColor(w_lab, cv2.COLOR_LAB2RGB), dtype=np.float32)
     rgb *= np.float32(255.0)
     return rgb

@@ -54,20 +54,22 @@ def relight(warped: Any, target: Any, skin: Any, face_size: float) -> Any:
     if k > 1:  # box-averaged over k x k cells, padded with weight 0
         stack = F.avg_pool2d(F.pad(stack, (0, ws * k - w, 0, hs * k - h)), k)
     small = T.gaussian_blur(stack, face_size * LIGHT_SIGMA / k)[0]
-    local = (small[[0, 1, 2, 4, 5, 6]] + PRIOR * means[:, None, None]) / (small[3:4] + PRIOR)
-    if k > 1:
-        local = F.interpolate(local[None], size=(hs * k, ws * k), mode="bilinear", align_corners=False)
-        local = local[0, :, :h, :w]
     sel = skin.bool()
     t_std = t_lab[sel].double().std(0, unbiased=False).float()
     w_std = w_lab[sel].double().std(0, unbiased=False).float()
     detail = (t_std + 1e-3) / (w_std + 1e-3)
     detail = torch.cat([detail[:1].clamp(*DETAIL), detail[1:].clamp(*CHROMA_DETAIL)])
-    t_low, s_low = local[:3].permute(1, 2, 0), local[3:].permute(1, 2, 0)
-    gain = (torch.sqrt(t_low[:, :, 1] ** 2 + t_low[:, :, 2] ** 2) + CHROMA_FLOOR) / (
-        torch.sqrt(s_low[:, :, 1] ** 2 + s_low[:, :, 2] ** 2) + CHROMA_FLOOR
+    local = (small[[0, 1, 2, 4, 5, 6]] + PRIOR * means[:, None, None]) / (small[3:4] + PRIOR)
+    # the detail's per-pixel scale on the cells, as on the host: lightness's, then a*'s and b*'s by the
+    # skins' chroma ratio (`shading.chroma_gain`)
+    gain = (torch.sqrt(local[1] ** 2 + local[2] ** 2) + CHROMA_FLOOR) / (
+        torch.sqrt(local[4] ** 2 + local[5] ** 2) + CHROMA_FLOOR
     )
-    gain = gain.clamp(*CHROMA_GAIN)[:, :, None]
-    scale = torch.cat([torch.ones_like(gain), gain, gain], 2)
-    out = (w_lab - s_low) * detail * scale + t_low
+    gain = gain.clamp(*CHROMA_GAIN)
+    planes = torch.cat([local, torch.stack([torch.full_like(gain, 1.0), gain, gain]) * detail[:, None, None]])
+    if k > 1:
+        planes = F.interpolate(planes[None], size=(hs * k, ws * k), mode="bilinear", align_corners=False)
+        planes = planes[0, :, :h, :w]
+    t_low, s_low, scale = (planes[c : c + 3].permute(1, 2, 0) for c in (0, 3, 6))
+    out = (w_lab - s_low) * scale + t_low
     return T.lab_to_rgb(out) * 255.0
