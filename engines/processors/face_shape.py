@@ -118,12 +118,12 @@ def triangle_depths(shape: SourceShape, target: np.ndarray, triangles: np.ndarra
     rigid = t[shape.rigid]
     a = (rigid - rigid.mean(0)).T @ shape.fit  # (2, 3)
     u, _, vt = np.linalg.svd(a, full_matrices=False)
-    rows = u @ vt
-    axis = np.cross(rows[0], rows[1])
+    (a0, a1, a2), (b0, b1, b2) = u @ vt
+    axis = np.array((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0))  # the rows' cross product
     depth = shape.points @ axis
     if depth[NOSE_TIP] > depth[shape.rigid].mean():
         depth = -depth
-    out: np.ndarray = depth[triangles].mean(1)
+    out: np.ndarray = (depth[triangles[:, 0]] + depth[triangles[:, 1]] + depth[triangles[:, 2]]) / 3.0
     return out
 
 
