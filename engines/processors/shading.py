@@ -7,8 +7,8 @@ low-passed over the skin alone (a normalised convolution: lips, eyes and brows w
 of the face size, on a shrunk copy. The result is the target's low-pass (its light and colour, region by
 region) plus the source's own detail about its low-pass: lightness at the target's contrast (within DETAIL),
 a* and b* by the skins' chroma ratio (CHROMA_GAIN), so lids and brows keep their colour against the skin. The
-source's own shading is not divided out at upload: that cost identity (docs/BENCHMARKS.md, "Picture: light,
-colour and seams"). `tensor_shading.relight` is the same step on the torch device.
+source's own shading is not divided out at upload (that cost identity), only its strong highlights are cut
+there (`engines.source.highlights`). `tensor_shading.relight` is the same step on the torch device.
 """
 
 from __future__ import annotations
