@@ -20,6 +20,7 @@ LIGHT_SIGMA = 0.25  # the per-face ratio's low-pass width, fraction of the face 
 WORK_SIGMA = 2.0  # px: the per-face low-pass runs on a copy shrunk until its filter is about this wide
 PRIOR = 0.05  # far from any skin the low-pass falls back to the face's mean (this much weight)
 DETAIL = (0.75, 2.0)  # bounds of the lightness detail's contrast ratio (the skins' spread, target / source)
+GRAIN_SIGMA = 0.01  # lightness detail finer than this (fraction of the face: grain, noise) is never raised
 CHROMA_DETAIL = (1.0, 1.0)  # and of a*'s and b*'s spread...
 # ...and, per pixel, the a*b* detail scaled by the skins' chroma (target's low-pass / source's, each + FLOOR)
 # within CHROMA_GAIN: a feature as far from a warm skin's colour as a dark brow is from a dark face is that
@@ -47,8 +48,8 @@ def relight(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, face_size:
     """The warped source (h, w, 3) on the target's (h, w, 3) low frequencies, read over `skin` (h, w) bool:
     float32 RGB 0..255. In CIE L*a*b*, each channel is the target's skin low-passed (its light and its
     colour, region by region) plus the warped face's own detail about its low-pass, that detail at the
-    target's contrast (lightness by the skins' spread, within DETAIL; a* and b* by the skins' chroma,
-    `chroma_gain`, so lids and brows keep their colour relative to the skin without a cast)."""
+    target's contrast (lightness by the skins' spread, within DETAIL, its grain never raised; a* and b* by
+    the skins' chroma, `chroma_gain`, so lids and brows keep their colour relative to the skin, no cast)."""
     h, w = skin.shape
     weight = skin.astype(np.float32)
     total = float(weight.sum())
@@ -92,7 +93,13 @@ def relight(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, face_size:
             for p in planes
         ]
     w_lab -= planes[1]
+    sharpened = d[0] > 1.0  # then only the detail coarser than grain is raised: its noise stays as it was
+    if sharpened:
+        light = w_lab[:, :, 0].copy()
+        coarse = cv2.GaussianBlur(light, (0, 0), max(0.5, GRAIN_SIGMA * face_size))
     w_lab *= planes[2]
+    if sharpened:
+        w_lab[:, :, 0] = coarse * d[0] + (light - coarse)
     w_lab += planes[0]
     rgb = np.asarray(cv2.cvtColor(w_lab, cv2.COLOR_LAB2RGB), dtype=np.float32)
     rgb *= np.float32(255.0)

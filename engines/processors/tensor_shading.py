@@ -18,6 +18,7 @@ from engines.processors.shading import (
     CHROMA_FLOOR,
     CHROMA_GAIN,
     DETAIL,
+    GRAIN_SIGMA,
     LIGHT_SIGMA,
     PRIOR,
     work_scale,
@@ -72,4 +73,10 @@ def relight(warped: Any, target: Any, skin: Any, face_size: float) -> Any:
         planes = planes[0, :, :h, :w]
     t_low, s_low, scale = (planes[c : c + 3].permute(1, 2, 0) for c in (0, 3, 6))
     out = (w_lab - s_low) * scale + t_low
+    # the lightness detail finer than grain at most at its own contrast, as on the host: L is the coarse
+    # detail at the ratio plus the grain at min(ratio, 1) (the same as the host's branch on either side of 1)
+    light = w_lab[:, :, 0] - s_low[:, :, 0]
+    coarse = T.gaussian_blur(light[None, None], max(0.5, GRAIN_SIGMA * face_size))[0, 0]
+    grain = (light - coarse) * detail[0].clamp(max=1.0)
+    out = torch.cat([(coarse * detail[0] + grain + t_low[:, :, 0])[:, :, None], out[:, :, 1:]], 2)
     return T.lab_to_rgb(out) * 255.0

@@ -87,6 +87,32 @@ def test_a_dark_brow_from_a_warm_dark_face_stays_neutral_on_a_pale_one() -> None
     assert np.linalg.norm(brow[1:] - cheek[1:]) < 0.5 * np.linalg.norm(src[44, 50, 1:] - src[10, 50, 1:])
 
 
+def test_a_sharper_target_raises_the_sources_features_not_its_grain() -> None:
+    """Against a more contrasted target the source's detail is raised to its contrast, but only what is
+    coarser than grain: the source's noise keeps its own strength."""
+    rng = np.random.default_rng(7)
+    h = w = 160
+    ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
+    features = 10.0 * np.sin(xs / 9.0) * np.sin(ys / 11.0)  # folds and creases, ~10 % of the face apart
+    grain = rng.normal(0, 4.0, (h, w)).astype(np.float32)  # pixel noise
+    warped = np.clip(np.float32(150) + (features + grain)[:, :, None], 0, 255) * np.ones(3, np.float32)
+    target = np.clip(np.float32(140) + 3.0 * features[:, :, None] * np.ones(3, np.float32), 0, 255)
+    skin = np.ones((h, w), bool)
+    out = relight(warped.astype(np.float32), target.astype(np.uint8), skin, float(w))
+
+    def bands(rgb: np.ndarray) -> tuple[float, float]:
+        light = cv2.cvtColor(np.clip(rgb, 0, 255).astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB)[:, :, 0]
+        smooth = cv2.GaussianBlur(light, (0, 0), 1.6)
+        inner = (slice(20, -20), slice(20, -20))
+        return float((light - smooth)[inner].std()), float(
+            (smooth - cv2.GaussianBlur(light, (0, 0), 12.0))[inner].std()
+        )
+
+    (fine_in, coarse_in), (fine_out, coarse_out) = bands(warped), bands(out)
+    assert coarse_out > 1.5 * coarse_in, (coarse_in, coarse_out)  # the features take the target's contrast
+    assert fine_out < 1.15 * fine_in, (fine_in, fine_out)  # the grain does not
+
+
 def test_device_relight_matches_the_host() -> None:
     torch = pytest.importorskip("torch")
     from engines.processors.tensor_shading import relight as device_relight
@@ -95,13 +121,17 @@ def test_device_relight_matches_the_host() -> None:
     h, w = 130, 110
     base = cv2.GaussianBlur(rng.uniform(60, 220, (h, w, 3)).astype(np.float32), (0, 0), 9.0)
     warped = np.clip(base + rng.normal(0, 6, (h, w, 3)), 0, 255).astype(np.float32)
-    target = np.clip(base[::-1] * 0.8 + 20, 0, 255).astype(np.uint8)
     skin = np.ones((h, w), bool)
     skin[40:60, 20:90] = False
-    want = relight(warped, target, skin, 120.0)
-    got = device_relight(torch.from_numpy(warped), torch.from_numpy(target), torch.from_numpy(skin), 120.0)
-    diff = np.abs(got.numpy() - want)
-    assert diff.mean() < 1.0 and np.percentile(diff, 99) < 4.0, (diff.mean(), np.percentile(diff, 99))
+    # a flatter target (the source's detail lowered) and a more contrasted one (raised, its grain not)
+    for target in (base[::-1] * 0.8 + 20, (base[::-1] - 128.0) * 1.8 + 128.0):
+        target = np.clip(target, 0, 255).astype(np.uint8)
+        want = relight(warped, target, skin, 120.0)
+        got = device_relight(
+            torch.from_numpy(warped), torch.from_numpy(target), torch.from_numpy(skin), 120.0
+        )
+        diff = np.abs(got.numpy() - want)
+        assert diff.mean() < 1.0 and np.percentile(diff, 99) < 4.0, (diff.mean(), np.percentile(diff, 99))
 
 
 def test_device_skin_weight_matches_the_host(astronaut_mesh: np.ndarray) -> None:
