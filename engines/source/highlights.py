@@ -15,33 +15,52 @@ import numpy as np
 
 from engines.processors.masks import face_size_of, skin_weight
 
-LOW_SIGMA = 0.25  # the skin's low-pass, fraction of the face size (as the per-frame relight's)
+LOW_SIGMA = 0.25  # the skin's low-pass, fraction of the face size (as the per-frame relight's)...
+WORK_SIGMA = 2.0  # ...run on a copy shrunk until its filter is about this many pixels wide
 SPOT_SIGMA = 0.03  # a highlight's smooth part: its rise about the low-pass blurred by this much of the face
 KNEE = 10.0  # L* above the low-pass a highlight may rise untouched (the sources' own sheen: 6-9 at p90)...
 KEEP = 0.25  # ...and the share of its excess left
 
 
+def _low_pass(light: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
+    """`light` (h, w) low-passed over `weight` (normalised convolution, nothing read past the box), on a copy
+    shrunk so the filter is about WORK_SIGMA wide, stretched back."""
+    h, w = light.shape
+    k = max(1, int(sigma / WORK_SIGMA))
+    hs, ws = max(1, -(-h // k)), max(1, -(-w // k))
+    pair = np.dstack([light * weight, weight]).astype(np.float32)
+    if k > 1:
+        pair = np.asarray(cv2.resize(pair, (ws, hs), interpolation=cv2.INTER_AREA), dtype=np.float32)
+    blurred = cv2.GaussianBlur(pair, (0, 0), sigma / k, borderType=cv2.BORDER_CONSTANT)
+    low = np.asarray(blurred[:, :, 0] / np.maximum(blurred[:, :, 1], np.float32(1e-4)), dtype=np.float32)
+    if k > 1:
+        low = np.asarray(cv2.resize(low, (w, h), interpolation=cv2.INTER_LINEAR), dtype=np.float32)
+    return low
+
+
 def tamed(image: np.ndarray, landmarks: np.ndarray, validity: np.ndarray) -> np.ndarray:
     """`image` (H, W, 3) uint8 RGB with its highlights above KNEE cut (the same array when none is);
-    `validity` (H, W) uint8: where the source may be pasted, the only place it changes."""
-    size = face_size_of(landmarks)
-    h, w = image.shape[:2]
-    weight = (skin_weight((h, w), landmarks, size) & (validity > 127)).astype(np.float32)
+    `validity` (H, W) uint8: where the source may be pasted, the only place it changes (worked on its box)."""
+    ys, xs = np.nonzero(validity)
+    if ys.size < 16:
+        return image
+    y0, y1, x0, x1 = int(ys.min()), int(ys.max()) + 1, int(xs.min()), int(xs.max()) + 1
+    crop, valid = image[y0:y1, x0:x1], validity[y0:y1, x0:x1]
+    points = np.asarray(landmarks, dtype=np.float64) - (x0, y0)
+    size = face_size_of(points)
+    weight = (skin_weight(valid.shape, points, size) & (valid > 127)).astype(np.float32)
     if weight.sum() < 16:
         return image
-    lab = cv2.cvtColor(image.astype(np.float32) * np.float32(1.0 / 255.0), cv2.COLOR_RGB2LAB)
-    light = lab[:, :, 0]
-    sigma = size * LOW_SIGMA
-    low = cv2.GaussianBlur(light * weight, (0, 0), sigma) / np.maximum(
-        cv2.GaussianBlur(weight, (0, 0), sigma), np.float32(1e-3)
-    )
+    lab = cv2.cvtColor(crop.astype(np.float32) * np.float32(1.0 / 255.0), cv2.COLOR_RGB2LAB)
+    light = np.ascontiguousarray(lab[:, :, 0])
+    low = _low_pass(light, weight, size * LOW_SIGMA)
     spot = cv2.GaussianBlur(light - low, (0, 0), max(size * SPOT_SIGMA, 0.5))
-    excess = np.maximum(spot - np.float32(KNEE), 0) * (validity.astype(np.float32) * np.float32(1.0 / 255.0))
+    excess = np.maximum(spot - np.float32(KNEE), 0) * (valid.astype(np.float32) * np.float32(1.0 / 255.0))
     if not excess.any():
         return image
     lab[:, :, 0] = light - np.float32(1.0 - KEEP) * excess
     cut = np.clip(cv2.cvtColor(lab, cv2.COLOR_LAB2RGB) * np.float32(255.0) + np.float32(0.5), 0, 255)
     out = image.copy()
     touched = excess > 0  # the rest keeps its exact pixels (no colour-space round trip)
-    out[touched] = cut[touched].astype(np.uint8)
+    out[y0:y1, x0:x1][touched] = cut[touched].astype(np.uint8)
     return out
