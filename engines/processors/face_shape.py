@@ -96,16 +96,20 @@ def face_size(points: np.ndarray) -> float:
     return float(max(np.ptp(points[:, 0]), np.ptp(points[:, 1]), 1.0))
 
 
-def fitted(shape: SourceShape, target: np.ndarray) -> np.ndarray:
-    """The source's mesh seen in the target's pose (468, 2): the scaled-orthographic projection closest to
-    the target (linear least squares, then the nearest scaled rotation: equal singular values)."""
-    t = target.astype(np.float64)
-    rigid = t[shape.rigid]
+def pose(shape: SourceShape, target: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """The target's pose for the source's mesh: scale, the first two rows of a rotation (2, 3) and the
+    rigid points' centre (2,), the scaled-orthographic projection closest to the target (linear least
+    squares, then the nearest scaled rotation: equal singular values)."""
+    rigid = target.astype(np.float64)[shape.rigid]
     centre = rigid.mean(0)
-    a = (rigid - centre).T @ shape.fit  # (2, 3)
-    u, s, vt = np.linalg.svd(a, full_matrices=False)
-    projection = float(s.mean()) * (u @ vt)  # scale x the first two rows of a rotation
-    out: np.ndarray = shape.points @ projection.T + centre
+    u, s, vt = np.linalg.svd((rigid - centre).T @ shape.fit, full_matrices=False)  # of a (2, 3) fit
+    return float(s.mean()), u @ vt, centre
+
+
+def fitted(shape: SourceShape, target: np.ndarray) -> np.ndarray:
+    """The source's mesh seen in the target's pose (468, 2) (`pose`)."""
+    scale, rows, centre = pose(shape, target)
+    out: np.ndarray = shape.points @ (scale * rows).T + centre
     return out
 
 
@@ -114,11 +118,7 @@ def triangle_depths(shape: SourceShape, target: np.ndarray, triangles: np.ndarra
     mesh turned as `fitted` turns it (the rotation's third row is the view axis; its sign puts the nose tip
     nearer than the face's rigid points). A turned face's near cheek, nose and far side then overlap in
     depth order on the target, as they do in the picture."""
-    t = target.astype(np.float64)
-    rigid = t[shape.rigid]
-    a = (rigid - rigid.mean(0)).T @ shape.fit  # (2, 3)
-    u, _, vt = np.linalg.svd(a, full_matrices=False)
-    (a0, a1, a2), (b0, b1, b2) = u @ vt
+    (a0, a1, a2), (b0, b1, b2) = pose(shape, target)[1]
     axis = np.array((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0))  # the rows' cross product
     depth = shape.points @ axis
     if depth[NOSE_TIP] > depth[shape.rigid].mean():

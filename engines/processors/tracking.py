@@ -109,7 +109,6 @@ class TrackedFace:
     age: int = 0
     similarity: float | None = None  # cosine similarity to the session's reference face, when asked
     raw_t: float | None = None  # capture time of `raw`
-    brows_rest: np.ndarray | None = None  # the brows' running rest (face_expression.follow_rest)
     velocity: np.ndarray | None = None  # (2,) px/s of the mesh's centre; None until two measurements
 
 
@@ -317,9 +316,8 @@ def update(tf: TrackedFace, face: Face, t: float, config: TrackingConfig) -> Non
         shown = measured(face, smooth, face.presence or 0.0)
     else:
         shown = face
-    assert shown.landmarks is not None
-    tf.brows_rest = follow_rest(tf.brows_rest, brows_pose(shown.landmarks), dt)
-    tf.shown = replace(shown, brows_rest=tf.brows_rest)
+    assert shown.landmarks is not None  # the brows' running rest rides on the shown face
+    tf.shown = replace(shown, brows_rest=follow_rest(tf.shown.brows_rest, brows_pose(shown.landmarks), dt))
 
 
 def drop_duplicates(tracks: list[TrackedFace], min_iou: float) -> list[TrackedFace]:
