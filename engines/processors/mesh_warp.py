@@ -300,12 +300,13 @@ class MeshWarpSwapper:
         rest *= cv2.GaussianBlur(texture[:, :, 3], (0, 0), blur / 2) * np.float32(1.0 / 255.0)
         mask = edge * rest
         roi = frame[y0:y1, x0:x1]
-        cloned = _poisson(warped, roi, mask) if self.poisson else None
-        if cloned is not None:
-            image: np.ndarray = cloned.astype(np.float32)
-        else:
-            skin = (mask > 0.5) & skin_weight((h, w), local, size)
-            image = relight(warped, roi, skin, size)
+        skin = (mask > 0.5) & skin_weight((h, w), local, size)
+        image: np.ndarray = relight(warped, roi, skin, size)
+        if self.poisson:  # the relit face's gradients cloned in: its features' colour and contrast as relit
+            relit = np.clip(image + np.float32(0.5), 0, 255).astype(np.uint8)
+            cloned = _poisson(relit, roi, mask)
+            if cloned is not None:
+                image = cloned.astype(np.float32)
         mask = seam_feather(edge, hull, erode, image, roi, blur) * rest  # wider where the colours step
         if keep:  # after blending: the clone and the colour statistics see the whole face
             mask *= 1.0 - region_mask((h, w), local, keep, size)

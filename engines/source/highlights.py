@@ -5,7 +5,8 @@ photo's specular spot (a flash on the nose, a hard side light's sheen) is such d
 a face lit otherwise. Dividing the source's shading out cost identity (the embedder reads a face's own
 shading), so only what stands out is taken: in CIE L*, the skin's lightness about its low-pass (normalised,
 over the valid skin) is smoothed at SPOT_SIGMA of the face size, and where that rises above KNEE the excess
-is cut to KEEP of itself. A face's ordinary sheen stays under the knee; fine detail (pores, lashes) stays.
+is cut to KEEP of itself. A spot is the light's colour, not the skin's: from CHROMA_KNEE up (in full at KNEE),
+around a cut, its smooth a*b* departure from the skin's low-pass goes too. Sheen and fine detail stay.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ WORK_SIGMA = 2.0  # ...run on a copy shrunk until its filter is about this many 
 SPOT_SIGMA = 0.03  # a highlight's smooth part: its rise about the low-pass blurred by this much of the face
 KNEE = 10.0  # L* above the low-pass a highlight may rise untouched (the sources' own sheen: 6-9 at p90)...
 KEEP = 0.25  # ...and the share of its excess left
+CHROMA_KNEE = 5.0  # L*: from this rise the spot's own colour fades to the skin's (gone at KNEE)
 
 
 def _low_pass(light: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
@@ -55,12 +57,22 @@ def tamed(image: np.ndarray, landmarks: np.ndarray, validity: np.ndarray) -> np.
     light = np.ascontiguousarray(lab[:, :, 0])
     low = _low_pass(light, weight, size * LOW_SIGMA)
     spot = cv2.GaussianBlur(light - low, (0, 0), max(size * SPOT_SIGMA, 0.5))
+    inside = valid > 0
     excess = np.maximum(spot - np.float32(KNEE), 0) * (valid.astype(np.float32) * np.float32(1.0 / 255.0))
     if not excess.any():
         return image
+    # the spot's colour: its a*b* departure from the skin's, smoothed as the lightness is, taken out by `fade`
+    # around a spot that is cut (its tail from CHROMA_KNEE up; a sheen elsewhere keeps its colour)
+    blur = max(size * SPOT_SIGMA, 0.5)
+    near = np.clip(cv2.GaussianBlur((excess > 0).astype(np.float32), (0, 0), 2.0 * blur) * 5.0, 0, 1)
+    fade = np.clip((spot - np.float32(CHROMA_KNEE)) / np.float32(KNEE - CHROMA_KNEE), 0, 1) * near * inside
+    touched = (excess > 0) | (fade > 0)  # the rest keeps its exact pixels (no colour-space round trip)
     lab[:, :, 0] = light - np.float32(1.0 - KEEP) * excess
+    for c in (1, 2):
+        chroma = np.ascontiguousarray(lab[:, :, c])
+        departure = cv2.GaussianBlur(chroma - _low_pass(chroma, weight, size * LOW_SIGMA), (0, 0), blur)
+        lab[:, :, c] = chroma - fade * departure
     cut = np.clip(cv2.cvtColor(lab, cv2.COLOR_LAB2RGB) * np.float32(255.0) + np.float32(0.5), 0, 255)
     out = image.copy()
-    touched = excess > 0  # the rest keeps its exact pixels (no colour-space round trip)
     out[y0:y1, x0:x1][touched] = cut[touched].astype(np.uint8)
     return out

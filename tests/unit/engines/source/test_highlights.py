@@ -70,3 +70,29 @@ def test_a_face_without_a_strong_highlight_is_left_as_it_is(
     flat = cv2.GaussianBlur(astronaut, (0, 0), 0.02 * face_size_of(pts))
     dim = (flat.astype(np.float32) * 0.6).astype(np.uint8)  # a soft, dim face: nothing stands out
     assert tamed(dim, pts, validity) is dim
+
+
+def test_a_white_spot_takes_the_skins_colour_back_not_a_grey_cast(
+    astronaut: np.ndarray, face: tuple[np.ndarray, np.ndarray]
+) -> None:
+    """A specular spot is the light's colour added to the skin's: on warm skin a white light leaves a pale,
+    grey patch. Cut in lightness only, that patch would stay grey (blue on a warm target); its colour goes
+    back to the skin's around it, over the spot's tail too."""
+    pts, validity = face
+    size = face_size_of(pts)
+    base = tamed((astronaut.astype(np.float32) * 0.6).astype(np.uint8), pts, validity)
+    ys, xs = np.mgrid[0 : base.shape[0], 0 : base.shape[1]]
+    at = (pts[50] + pts[205]) / 2
+    spot = np.exp(-((xs - at[0]) ** 2 + (ys - at[1]) ** 2) / (2 * (0.06 * size) ** 2)).astype(np.float32)
+    linear = (base.astype(np.float32) / 255.0) ** 2.2 + 0.5 * spot[:, :, None]  # white light, linear RGB
+    lit = np.clip(np.clip(linear, 0, 1) ** (1 / 2.2) * 255.0 + 0.5, 0, 255).astype(np.uint8)
+    out = tamed(lit, pts, validity)
+
+    def ab(rgb: np.ndarray) -> np.ndarray:
+        return np.asarray(cv2.cvtColor(rgb.astype(np.float32) / 255.0, cv2.COLOR_RGB2LAB)[:, :, 1:])
+
+    for where in (spot > 0.8, (spot > 0.3) & (spot < 0.6)):  # the spot's middle and its tail
+        lost = np.linalg.norm((ab(lit) - ab(base))[where].mean(0))
+        left = np.linalg.norm((ab(out) - ab(base))[where].mean(0))
+        assert lost > 4.0 and left < 0.4 * lost, (lost, left)
+    assert (out[validity == 0] == lit[validity == 0]).all()
