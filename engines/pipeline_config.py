@@ -34,7 +34,7 @@ class PipelineConfig:
     face_selector: str = "many"  # default for sessions that ask nothing: many | one
     shape: float = FACE_SHAPE  # mesh_warp: how much of the source's face shape (0..1), by default
     mask: BoxMaskConfig = field(default_factory=BoxMaskConfig)  # inswapper / GFPGAN paste mask
-    poisson: bool = False  # mesh_warp: Poisson (seamlessClone) blend instead of colour transfer
+    poisson: bool = False  # mesh_warp: the relit face Poisson-cloned (seamlessClone) instead of pasted
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     # torch device for the swap and enhancer stages' image work (mesh_warp: warp, masks, colour, paste; the

@@ -135,7 +135,7 @@ MEDIA = (
     Option(
         "poisson_blend",
         "media",
-        "mesh_warp: Poisson (seamless) blending instead of colour transfer",
+        "mesh_warp: the relit face Poisson-cloned (seamless) instead of pasted through a feathered mask",
         kind="switch",
         fields=("pipeline.poisson",),
     ),
