@@ -40,6 +40,17 @@ def _low_pass(light: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray
     return low
 
 
+def _smooth(x: np.ndarray, sigma: float) -> np.ndarray:
+    """`x` (h, w) float32 blurred by `sigma`, on a copy shrunk so the filter is about WORK_SIGMA wide."""
+    h, w = x.shape
+    k = max(1, int(sigma / WORK_SIGMA))
+    if k == 1:
+        return np.asarray(cv2.GaussianBlur(x, (0, 0), sigma), dtype=np.float32)
+    small = cv2.resize(x, (max(1, -(-w // k)), max(1, -(-h // k))), interpolation=cv2.INTER_AREA)
+    blurred = cv2.GaussianBlur(small, (0, 0), sigma / k)
+    return np.asarray(cv2.resize(blurred, (w, h), interpolation=cv2.INTER_LINEAR), dtype=np.float32)
+
+
 def tamed(image: np.ndarray, landmarks: np.ndarray, validity: np.ndarray) -> np.ndarray:
     """`image` (H, W, 3) uint8 RGB with its highlights above KNEE cut (the same array when none is);
     `validity` (H, W) uint8: where the source may be pasted, the only place it changes (worked on its box)."""
@@ -64,13 +75,13 @@ def tamed(image: np.ndarray, landmarks: np.ndarray, validity: np.ndarray) -> np.
     # the spot's colour: its a*b* departure from the skin's, smoothed as the lightness is, taken out by `fade`
     # around a spot that is cut (its tail from CHROMA_KNEE up; a sheen elsewhere keeps its colour)
     blur = max(size * SPOT_SIGMA, 0.5)
-    near = np.clip(cv2.GaussianBlur((excess > 0).astype(np.float32), (0, 0), 2.0 * blur) * 5.0, 0, 1)
+    near = np.clip(_smooth((excess > 0).astype(np.float32), 2.0 * blur) * 5.0, 0, 1)
     fade = np.clip((spot - np.float32(CHROMA_KNEE)) / np.float32(KNEE - CHROMA_KNEE), 0, 1) * near * inside
     touched = (excess > 0) | (fade > 0)  # the rest keeps its exact pixels (no colour-space round trip)
     lab[:, :, 0] = light - np.float32(1.0 - KEEP) * excess
     for c in (1, 2):
         chroma = np.ascontiguousarray(lab[:, :, c])
-        departure = cv2.GaussianBlur(chroma - _low_pass(chroma, weight, size * LOW_SIGMA), (0, 0), blur)
+        departure = _smooth(chroma - _low_pass(chroma, weight, size * LOW_SIGMA), blur)
         lab[:, :, c] = chroma - fade * departure
     cut = np.clip(cv2.cvtColor(lab, cv2.COLOR_LAB2RGB) * np.float32(255.0) + np.float32(0.5), 0, 255)
     out = image.copy()
