@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 from engines.frames import STAGE_ENHANCE, STAGE_PASTE, STAGE_SWAP, Box, FaceSettings, FrameItem, SourceFace
@@ -29,6 +30,17 @@ from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.paste import FacePatch, paste_back
 from engines.source.mesh import MeshSource
 from engines.stage_timing import StageBook
+
+
+def image_threads(threads: int) -> None:
+    """OpenCV's threads for this process's image work: `threads` per call, as the engines' (ONNX Runtime's
+    intra-op threads); 0 leaves OpenCV's own (all cores). Where each worker runs single-threaded (the CPU
+    default: one worker per core), OpenCV's pool would otherwise spread every small face-box operation over
+    all cores against the other workers: on a 640x360 face the swap's blurs, colour conversions and remaps
+    cost a quarter more CPU that way and finish no sooner. Process-wide, as OpenCV's setting is."""
+    if threads > 0:
+        cv2.setNumThreads(threads)
+
 
 Swapper = MeshWarpSwapper | InswapperSwapper
 Enhancer = DetailEnhancer | GfpganEnhancer

@@ -34,7 +34,7 @@ from engines.frames import (
     SourceFace,
     SourceNotPrepared,
 )
-from engines.image_stages import Enhancer, ImageStages, Swapper
+from engines.image_stages import Enhancer, ImageStages, Swapper, image_threads
 from engines.models.registry import get_spec
 from engines.models.store import ModelStore
 from engines.onnx.model_cache import serving_model
@@ -135,6 +135,7 @@ class Pipeline:
         Raises ModelUnavailable (one line saying how to get the file) before any engine is built when a
         user-supplied model is missing.
         """
+        image_threads(config.engine.intra_op_threads)  # a single-threaded worker's OpenCV calls too
         det_path = store.require("retinaface_mnet025")
         mesh_path = store.require("facemesh_468")
         swap_paths = (

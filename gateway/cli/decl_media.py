@@ -355,7 +355,7 @@ MODELS = (
     Option(
         "intra_op_threads",
         "models",
-        "ONNX Runtime threads per engine call",
+        "ONNX Runtime threads per engine call (OpenCV's for the image work follow)",
         kind="int",
         fields=("pipeline.engine.intra_op_threads",),
         unset="1 on the CPU with several workers, else all cores",

@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
+from engines.factory import EngineConfig
 from engines.frames import (
     STAGE_DETECT,
     STAGE_ENHANCE,
@@ -261,6 +262,20 @@ def test_closed_pipeline_refuses_work(model_store: ModelStore, astronaut: np.nda
     p.close()
     with pytest.raises(RuntimeError):
         p.process([FrameItem(astronaut, None)])
+
+
+def test_single_threaded_workers_run_opencv_single_threaded_too(model_store: ModelStore) -> None:
+    """One ONNX Runtime thread per call (the CPU default: one worker per core) makes the image work's
+    OpenCV calls single-threaded as well; ORT's own threading (0) leaves OpenCV's pool as it is."""
+    before = cv2.getNumThreads()
+    try:
+        cv2.setNumThreads(2)
+        Pipeline.from_config(PipelineConfig(), model_store).close()
+        assert cv2.getNumThreads() == 2
+        Pipeline.from_config(PipelineConfig(engine=EngineConfig(intra_op_threads=1)), model_store).close()
+        assert cv2.getNumThreads() == 1
+    finally:
+        cv2.setNumThreads(before)
 
 
 def test_config_rejects_unknown_names() -> None:
