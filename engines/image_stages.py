@@ -36,8 +36,8 @@ def image_threads(threads: int) -> None:
     """OpenCV's threads for this process's image work: `threads` per call, as the engines' (ONNX Runtime's
     intra-op threads); 0 leaves OpenCV's own (all cores). Where each worker runs single-threaded (the CPU
     default: one worker per core), OpenCV's pool would otherwise spread every small face-box operation over
-    all cores against the other workers: on a 640x360 face the swap's blurs, colour conversions and remaps
-    cost a quarter more CPU that way and finish no sooner. Process-wide, as OpenCV's setting is."""
+    all cores against the other workers: through the gateway at 640x360 that cost about a tenth more CPU per
+    frame and bought no latency (docs/BENCHMARKS.md). Process-wide, as OpenCV's setting is."""
     if threads > 0:
         cv2.setNumThreads(threads)
 
