@@ -24,31 +24,35 @@ KEEP = 0.25  # ...and the share of its excess left
 CHROMA_KNEE = 5.0  # L*: from this rise the spot's own colour fades to the skin's (gone at KNEE)
 
 
-def _low_pass(light: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
-    """`light` (h, w) low-passed over `weight` (normalised convolution, nothing read past the box), on a copy
-    shrunk so the filter is about WORK_SIGMA wide, stretched back."""
-    h, w = light.shape
+def _blurred(x: np.ndarray, sigma: float, border: int = cv2.BORDER_DEFAULT) -> tuple[np.ndarray, int]:
+    """`x` (h, w[, c]) float32 blurred by `sigma` on a copy shrunk k times so the filter is about WORK_SIGMA
+    wide: (the shrunk, blurred copy, k)."""
+    h, w = x.shape[:2]
     k = max(1, int(sigma / WORK_SIGMA))
-    hs, ws = max(1, -(-h // k)), max(1, -(-w // k))
-    pair = np.dstack([light * weight, weight]).astype(np.float32)
     if k > 1:
-        pair = np.asarray(cv2.resize(pair, (ws, hs), interpolation=cv2.INTER_AREA), dtype=np.float32)
-    blurred = cv2.GaussianBlur(pair, (0, 0), sigma / k, borderType=cv2.BORDER_CONSTANT)
-    low = np.asarray(blurred[:, :, 0] / np.maximum(blurred[:, :, 1], np.float32(1e-4)), dtype=np.float32)
-    if k > 1:
-        low = np.asarray(cv2.resize(low, (w, h), interpolation=cv2.INTER_LINEAR), dtype=np.float32)
-    return low
+        size = (max(1, -(-w // k)), max(1, -(-h // k)))
+        x = np.asarray(cv2.resize(x, size, interpolation=cv2.INTER_AREA), dtype=np.float32)
+    return np.asarray(cv2.GaussianBlur(x, (0, 0), sigma / k, borderType=border), dtype=np.float32), k
+
+
+def _stretched(x: np.ndarray, k: int, h: int, w: int) -> np.ndarray:
+    """A `_blurred` copy (shrunk k times) stretched back to (h, w)."""
+    if k == 1:
+        return x
+    return np.asarray(cv2.resize(x, (w, h), interpolation=cv2.INTER_LINEAR), dtype=np.float32)
+
+
+def _low_pass(light: np.ndarray, weight: np.ndarray, sigma: float) -> np.ndarray:
+    """`light` (h, w) low-passed over `weight` (normalised convolution, nothing read past the box)."""
+    pair, k = _blurred(np.dstack([light * weight, weight]).astype(np.float32), sigma, cv2.BORDER_CONSTANT)
+    low = np.asarray(pair[:, :, 0] / np.maximum(pair[:, :, 1], np.float32(1e-4)), dtype=np.float32)
+    return _stretched(low, k, *light.shape)
 
 
 def _smooth(x: np.ndarray, sigma: float) -> np.ndarray:
-    """`x` (h, w) float32 blurred by `sigma`, on a copy shrunk so the filter is about WORK_SIGMA wide."""
-    h, w = x.shape
-    k = max(1, int(sigma / WORK_SIGMA))
-    if k == 1:
-        return np.asarray(cv2.GaussianBlur(x, (0, 0), sigma), dtype=np.float32)
-    small = cv2.resize(x, (max(1, -(-w // k)), max(1, -(-h // k))), interpolation=cv2.INTER_AREA)
-    blurred = cv2.GaussianBlur(small, (0, 0), sigma / k)
-    return np.asarray(cv2.resize(blurred, (w, h), interpolation=cv2.INTER_LINEAR), dtype=np.float32)
+    """`x` (h, w) float32 blurred by `sigma` (on the shrunk copy)."""
+    blurred, k = _blurred(x, sigma)
+    return _stretched(blurred, k, *x.shape)
 
 
 def tamed(image: np.ndarray, landmarks: np.ndarray, validity: np.ndarray) -> np.ndarray:
