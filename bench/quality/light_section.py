@@ -3,7 +3,8 @@
 Each identity case at the default is measured against the target's own pixels at the same place (the target
 moved to the source's face shape, before the paste):
 - seam: the luminance gradient across the blend's edge band (paste alpha 0.2-0.8), RMS, output over target;
-  also apart where the face meets the target's skin (`seam_outline`) and its kept lips and eyes (`seam_kept`);
+  also apart where the face meets the target's skin (`seam_outline`, and per side of the face:
+  `seam_outline_sides`) and its kept lips and eyes (`seam_kept`);
 - shading: the skin's low-passed luminance (at SHADING_SIGMA of the face size) against the target's: mean
   absolute difference and correlation (a source's highlight or shadow is a difference the target lacks);
 - lids and brows: their a*b* relative to the cheeks' in the output, against the same in the source photo.
@@ -46,6 +47,13 @@ LIGHT_PAIRS = (
 )
 
 Mesh = Callable[[np.ndarray], Face | None]
+SIDES = ("top", "right", "bottom", "left")  # quarters of the outline's band, as the picture shows them
+
+
+def side_of(angle: np.ndarray) -> np.ndarray:
+    """Each angle's quarter (degrees from the face's centre, image axes: y down), as an index into SIDES:
+    top -135..-45, right -45..45, bottom 45..135, left the rest."""
+    return np.asarray(((np.asarray(angle) + 135.0) % 360.0) // 90.0, dtype=np.int64)
 
 
 def side_lit(image: np.ndarray, box: np.ndarray, side: str) -> np.ndarray:
@@ -167,15 +175,27 @@ def measure(
         return np.asarray(gx[band] * nx + gy[band] * ny)
 
     a_out, a_moved, kept_band = across(out), across(moved), kept[band]
+
+    def ratio(where: np.ndarray) -> float | None:
+        if where.sum() < 16:
+            return None
+        rms_out, rms_moved = (float(np.sqrt(np.mean(a[where] ** 2))) for a in (a_out, a_moved))
+        return round(rms_out / max(rms_moved, 1e-6), 3)
+
     for key, where in (
         ("seam", np.ones_like(kept_band)),
         ("seam_outline", ~kept_band),
         ("seam_kept", kept_band),
     ):
-        if where.sum() < 16:
-            continue
-        rms_out, rms_moved = (float(np.sqrt(np.mean(a[where] ** 2))) for a in (a_out, a_moved))
-        result[key] = round(rms_out / max(rms_moved, 1e-6), 3)
+        if (r := ratio(where)) is not None:
+            result[key] = r
+    # where along the outline: its band by side of the face's centre (upright in the picture)
+    ys, xs = np.nonzero(band)
+    centre = local.mean(0) + (px0, py0)
+    side = side_of(np.degrees(np.arctan2(ys - centre[1], xs - centre[0])))
+    sides = {name: r for k, name in enumerate(SIDES) if (r := ratio(~kept_band & (side == k))) is not None}
+    if sides:
+        result["seam_outline_sides"] = sides
     # shading: low-passed skin luminance where the face was pasted at full strength
     skin = skin_weight(moved.shape[:2], local, size) & (full > 0.8)
     if skin.sum() >= 64:

@@ -53,6 +53,11 @@ def test_quality_report_writes_a_sheet_and_honest_metrics(
         assert 0.3 < case["seam"] < 3.0 and case["shading_mad"] >= 0 and -1 <= case["shading_corr"] <= 1, name
         assert 0.3 < case["seam_outline"] < 3.0 and 0.3 < case["seam_kept"] < 4.0, name
         assert case["lids_shift"] >= 0 and case["brows_shift"] >= 0, name
+        # the outline's seam by side of the face: its quarters' ratios bracket the whole outline's (a
+        # weighted mean of their squares; a quarter under 16 band pixels is left out)
+        sides = case["seam_outline_sides"]
+        assert set(sides) <= {"top", "right", "bottom", "left"} and len(sides) >= 3, name
+        assert min(sides.values()) - 0.05 <= case["seam_outline"] <= max(sides.values()) + 0.05, name
 
     def mean_margin(setting: str) -> float:
         return sum(c[setting]["margin"] for c in cases.values()) / len(cases)

@@ -254,10 +254,6 @@ COVERED_ELSEWHERE: dict[str, tuple[str, str]] = {
     "loadgen/processes.py": ("tests/integration/test_edge_listeners.py", "imports it"),
     "bench/quality/command.py": ("tests/integration/test_quality_report.py", "imports it"),
     "bench/quality/identity_section.py": ("tests/unit/bench/quality/test_identity.py", "imports it"),
-    "bench/quality/light_section.py": (
-        "tests/unit/bench/quality/test_identity.py",
-        "via bench/quality/report.py",
-    ),
     "bench/quality/measures.py": ("tests/unit/bench/quality/test_identity.py", "via bench/quality/report.py"),
     "bench/quality/report.py": ("tests/unit/bench/quality/test_identity.py", "imports it"),
     "bench/quality/shape_section.py": (
