@@ -93,6 +93,7 @@ class Box:
         )
         self.roi = frame[self.y0 : y1, self.x0 : x1]
         self.skin = covered & skin_weight((self.h, self.w), self.local, self.size)
+        self.paste = covered.astype(np.float32)  # the paste's mask as relight reads it (its edge zone)
 
 
 def timed(fn: Callable[[int], object], n: int, rounds: int) -> dict[str, float]:
@@ -154,7 +155,11 @@ def run(
                 rounds,
             ),
             "relight": timed(
-                lambda k: relight(boxes[k].warped, boxes[k].roi, boxes[k].skin, boxes[k].size), n, rounds
+                lambda k: relight(
+                    boxes[k].warped, boxes[k].roi, boxes[k].skin, boxes[k].size, boxes[k].paste
+                ),
+                n,
+                rounds,
             ),
             "skin_weight": timed(
                 lambda k: skin_weight((boxes[k].h, boxes[k].w), boxes[k].local, boxes[k].size), n, rounds

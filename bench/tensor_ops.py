@@ -172,7 +172,9 @@ def numpy_ops(s: FaceWork) -> dict[str, Callable[[], object]]:
             mesh.image, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         ),
         "feathered_mask": lambda: feathered_polygon_mask(h, w, s.hull, erode=s.erode, blur=s.blur),
-        "relight": lambda: relight(s.warped, s.roi, maps[2], float(max(s.h, s.w))),
+        "relight": lambda: relight(
+            s.warped, s.roi, maps[2], float(max(s.h, s.w)), maps[2].astype(np.float32)
+        ),
         "detail_enhance": lambda: enhancer.enhance_one(frame, face),
         "paste": lambda: paste_back(frame.copy(), s.patch),
         "rgb_to_i420": lambda: rgb_to_i420(frame),
@@ -214,7 +216,7 @@ def torch_timings(torch: Any, dev_name: str, s: FaceWork, rounds: int) -> dict[s
         "mesh_rasterise": lambda: T.warp_maps(local, mesh, h, w, dev),
         "remap": lambda: T.remap(src, t_maps[0], t_maps[1]),
         "feathered_mask": lambda: T.feathered_polygon_mask(h, w, s.hull, s.erode, s.blur, dev),
-        "relight": lambda: S.relight(t_warped, t_roi, t_maps[2], float(max(h, w))),
+        "relight": lambda: S.relight(t_warped, t_roi, t_maps[2], float(max(h, w)), t_maps[2].float()),
         "detail_enhance": lambda: T.detail_enhance(t_face, 0.8, 0.8, 0.4),
         "paste": lambda: T.paste_back(t_frame.clone(), t_img, t_mask, s.patch.matrix[None]),
         "rgb_to_i420": lambda: T.rgb_to_i420(t_frame),

@@ -1,9 +1,8 @@
 """The quality report's light section: the seam, the target's light on the source's skin, lid and brow colour.
 
-Each identity case at the default is measured against the target's own pixels at the same place (the target
-moved to the source's face shape, before the paste):
+Each identity case at the default is measured against the target's own pixels where the paste goes:
 - seam: the luminance gradient across the blend's edge band (paste alpha 0.2-0.8), RMS, output over target;
-  also apart where the face meets the target's skin (`seam_outline`, and per side of the face:
+  also apart where the face meets the target's skin (`seam_outline`; per side of the face,
   `seam_outline_sides`) and its kept lips and eyes (`seam_kept`);
 - shading: the skin's low-passed luminance (at SHADING_SIGMA of the face size) against the target's: mean
   absolute difference and correlation (a source's highlight or shadow is a difference the target lacks);

@@ -163,8 +163,9 @@ class DeviceMeshWarp:
         valid = T.gaussian_blur(texture[3][None, None], blur / 2)[0, 0] * (1.0 / 255.0)
         rest = T.feather(covered, pull, pull / 3.0) * valid
         roi = frame[y0:y1, x0:x1]
-        skin = (edge * rest > 0.5) & S.skin_weight(h, w, local, size, self.device)
-        image = S.relight(warped, roi, skin, size)
+        paste = edge * rest
+        skin = (paste > 0.5) & S.skin_weight(h, w, local, size, self.device)
+        image = S.relight(warped, roi, skin, size, paste)
         mask = seam_feather(edge, hull, erode, image, roi, blur) * rest
         if keep:
             mask = mask * (1.0 - T.region_mask(h, w, local, keep, size, self.device))

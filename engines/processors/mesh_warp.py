@@ -301,7 +301,7 @@ class MeshWarpSwapper:
         mask = edge * rest
         roi = frame[y0:y1, x0:x1]
         skin = (mask > 0.5) & skin_weight((h, w), local, size)
-        image: np.ndarray = relight(warped, roi, skin, size)
+        image: np.ndarray = relight(warped, roi, skin, size, mask)
         if self.poisson:  # the relit face's gradients cloned in: its features' colour and contrast as relit
             relit = np.clip(image + np.float32(0.5), 0, 255).astype(np.uint8)
             cloned = _poisson(relit, roi, mask)

@@ -7,8 +7,8 @@ low-passed over the skin alone (a normalised convolution: lips, eyes and brows w
 of the face size, on a shrunk copy. The result is the target's low-pass (its light and colour, region by
 region) plus the source's own detail about its low-pass: lightness at the target's contrast (within DETAIL),
 a* and b* by the skins' chroma ratio (CHROMA_GAIN), so lids and brows keep their colour against the skin. The
-source's own shading is not divided out at upload (that cost identity), only its strong highlights are cut
-there (`engines.source.highlights`). `tensor_shading.relight` is the same step on the torch device.
+source's own shading is kept (dividing it out cost identity) but its strong highlights, cut at upload
+(`engines.source.highlights`), and near the paste's edge (`edge_shading`). `tensor_shading`: on the device.
 """
 
 from __future__ import annotations
@@ -28,6 +28,12 @@ CHROMA_DETAIL = (1.0, 1.0)  # and of a*'s and b*'s spread...
 # albedo is; the floor keeps it steady on near-grey skin, and it never adds chroma the source lacks)
 CHROMA_GAIN = (0.25, 1.0)
 CHROMA_FLOOR = 3.0
+# Toward the paste's edge the source's own shading (its lightness detail coarser than MID_SIGMA of the face: a
+# cheek darkening as it turns from the source's light) fades out, so the face meets the target's skin in the
+# target's light and only its fine detail: over the paste's mask blurred by EDGE_SIGMA of the face, none of
+# that shading where the blurred mask is at half or less, all of it where it is whole.
+EDGE_SIGMA = 0.08
+MID_SIGMA = 0.08
 
 
 def work_scale(face_size: float) -> int:
@@ -44,12 +50,48 @@ def chroma_gain(target_low: np.ndarray, source_low: np.ndarray) -> np.ndarray:
     return np.asarray(np.clip(t / s, *CHROMA_GAIN), dtype=np.float32)
 
 
-def relight(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, face_size: float) -> np.ndarray:
+def edge_scale(face_size: float) -> int:
+    """`edge_shading`'s shrink factor (whole cells): its EDGE_SIGMA filter about WORK_SIGMA px wide there."""
+    return max(1, int(face_size * EDGE_SIGMA / WORK_SIGMA))
+
+
+def edge_shading(detail: np.ndarray, weight: np.ndarray, paste: np.ndarray, face_size: float) -> np.ndarray:
+    """(h, w) float32: the part of the source's lightness `detail` (h, w; about its low-pass) to take off
+    near the paste's edge: its mid band (low-passed over the skin `weight`, at MID_SIGMA of the face) times
+    how near the edge each pixel is (1 where the `paste` mask blurred by EDGE_SIGMA is at half or less, 0
+    where it is whole). All smooth: it runs on a copy shrunk by `edge_scale` and is stretched back."""
+    h, w = weight.shape
+    k = edge_scale(face_size)
+    hs, ws = (h + k - 1) // k, (w + k - 1) // k
+    stack: np.ndarray = np.dstack([detail * weight, weight, paste]).astype(np.float32)
+    if k > 1:
+        padded = cv2.copyMakeBorder(stack, 0, hs * k - h, 0, ws * k - w, cv2.BORDER_CONSTANT, value=0)
+        stack = np.asarray(cv2.resize(padded, (ws, hs), interpolation=cv2.INTER_AREA))
+    mid_sigma, edge_sigma = face_size * MID_SIGMA / k, face_size * EDGE_SIGMA / k
+    both = cv2.GaussianBlur(np.ascontiguousarray(stack[:, :, :2]), (0, 0), mid_sigma)
+    mid = both[:, :, 0] / np.maximum(both[:, :, 1], np.float32(1e-3))
+    whole = cv2.GaussianBlur(np.ascontiguousarray(stack[:, :, 2]), (0, 0), edge_sigma)
+    near = np.float32(1.0) - np.clip(whole * np.float32(2.0) - np.float32(1.0), 0.0, 1.0)
+    out: np.ndarray = np.asarray(mid * near, dtype=np.float32)
+    if k > 1:
+        out = np.asarray(cv2.resize(out, (ws * k, hs * k), interpolation=cv2.INTER_LINEAR))[:h, :w]
+    return out
+
+
+def relight(
+    warped: np.ndarray,
+    target: np.ndarray,
+    skin: np.ndarray,
+    face_size: float,
+    paste: np.ndarray | None = None,
+) -> np.ndarray:
     """The warped source (h, w, 3) on the target's (h, w, 3) low frequencies, read over `skin` (h, w) bool:
     float32 RGB 0..255. In CIE L*a*b*, each channel is the target's skin low-passed (its light and its
     colour, region by region) plus the warped face's own detail about its low-pass, that detail at the
     target's contrast (lightness by the skins' spread, within DETAIL, its grain never raised; a* and b* by
-    the skins' chroma, `chroma_gain`, so lids and brows keep their colour relative to the skin, no cast)."""
+    the skins' chroma, `chroma_gain`, so lids and brows keep their colour relative to the skin, no cast).
+    With the paste's mask `paste` (h, w float), the source's own shading fades out toward its edge
+    (`edge_shading`)."""
     h, w = skin.shape
     weight = skin.astype(np.float32)
     total = float(weight.sum())
@@ -93,6 +135,8 @@ def relight(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, face_size:
             for p in planes
         ]
     w_lab -= planes[1]
+    if paste is not None:
+        w_lab[:, :, 0] -= edge_shading(w_lab[:, :, 0], weight, paste, face_size)
     sharpened = d[0] > 1.0  # then only the detail coarser than grain is raised: its noise stays as it was
     if sharpened:
         light = w_lab[:, :, 0].copy()

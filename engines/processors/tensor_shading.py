@@ -18,9 +18,12 @@ from engines.processors.shading import (
     CHROMA_FLOOR,
     CHROMA_GAIN,
     DETAIL,
+    EDGE_SIGMA,
     GRAIN_SIGMA,
     LIGHT_SIGMA,
+    MID_SIGMA,
     PRIOR,
+    edge_scale,
     work_scale,
 )
 
@@ -35,8 +38,29 @@ def skin_weight(h: int, w: int, landmarks: np.ndarray, face_size: float, device:
     return grown[0, 0] < 0.5
 
 
-def relight(warped: Any, target: Any, skin: Any, face_size: float) -> Any:
-    """shading.relight on the device: (h, w, 3) float and uint8 RGB, an (h, w) bool -> (h, w, 3) float."""
+def edge_shading(detail: Any, weight: Any, paste: Any, face_size: float) -> Any:
+    """shading.edge_shading on the device: (h, w) float each -> (h, w) float."""
+    import torch
+    import torch.nn.functional as F
+
+    h, w = weight.shape
+    k = edge_scale(face_size)
+    hs, ws = (h + k - 1) // k, (w + k - 1) // k
+    stack = torch.stack([detail * weight, weight, paste.float()])[None]
+    if k > 1:
+        stack = F.avg_pool2d(F.pad(stack, (0, ws * k - w, 0, hs * k - h)), k)
+    both = T.gaussian_blur(stack[:, :2], face_size * MID_SIGMA / k)[0]
+    mid = both[0] / both[1].clamp(min=1e-3)
+    whole = T.gaussian_blur(stack[:, 2:], face_size * EDGE_SIGMA / k)[0, 0]
+    out = (mid * (1.0 - (whole * 2.0 - 1.0).clamp(0.0, 1.0)))[None, None]
+    if k > 1:
+        out = F.interpolate(out, size=(hs * k, ws * k), mode="bilinear", align_corners=False)[:, :, :h, :w]
+    return out[0, 0]
+
+
+def relight(warped: Any, target: Any, skin: Any, face_size: float, paste: Any = None) -> Any:
+    """shading.relight on the device: (h, w, 3) float and uint8 RGB, an (h, w) bool, the paste's (h, w)
+    float mask or None -> (h, w, 3) float."""
     import torch
     import torch.nn.functional as F
 
@@ -72,6 +96,9 @@ def relight(warped: Any, target: Any, skin: Any, face_size: float) -> Any:
         planes = F.interpolate(planes[None], size=(hs * k, ws * k), mode="bilinear", align_corners=False)
         planes = planes[0, :, :h, :w]
     t_low, s_low, scale = (planes[c : c + 3].permute(1, 2, 0) for c in (0, 3, 6))
+    if paste is not None:  # the source's own shading faded out toward the paste's edge
+        fade = edge_shading(w_lab[:, :, 0] - s_low[:, :, 0], weight, paste, face_size)
+        w_lab = torch.cat([(w_lab[:, :, 0] - fade)[:, :, None], w_lab[:, :, 1:]], 2)
     out = (w_lab - s_low) * scale + t_low
     # the lightness detail finer than grain at most at its own contrast, as on the host: L is the coarse
     # detail at the ratio plus the grain at min(ratio, 1) (the same as the host's branch on either side of 1)

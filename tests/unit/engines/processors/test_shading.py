@@ -113,6 +113,34 @@ def test_a_sharper_target_raises_the_sources_features_not_its_grain() -> None:
     assert fine_out < 1.15 * fine_in, (fine_in, fine_out)  # the grain does not
 
 
+def test_the_sources_shading_fades_out_toward_the_pastes_edge() -> None:
+    """A source cheek darkening toward the paste's edge (its own light) meets an evenly lit target: with the
+    paste's mask the rim takes the target's light, while a fine feature inside the face keeps its detail."""
+    h = w = 120
+    target = np.full((h, w, 3), (190, 150, 130), np.uint8)
+    xs = np.arange(w, dtype=np.float32)
+    rim = 45.0 * np.exp(-(xs - 10.0).clip(0) / 10.0)  # the cheek darkens over its last 10-20 px
+    warped = np.repeat((target.astype(np.float32) - rim[None, :, None])[None, 0], h, axis=0)
+    warped[55:65, 55:65] -= 30.0  # a feature inside the face
+    paste = np.zeros((h, w), np.float32)
+    paste[8:112, 8:112] = 1.0
+    paste = cv2.GaussianBlur(paste, (0, 0), 2.5)
+    skin = paste > 0.5
+    plain = relight(warped, target, skin, float(w))
+    faded = relight(warped, target, skin, float(w), paste)
+    flat = target[0, 0].astype(np.float32)
+    band = (slice(30, 90), slice(8, 16))  # the paste's edge zone (its mask 0.6 to 1)
+    before = np.abs(plain[band] - flat).mean()
+    after = np.abs(faded[band] - flat).mean()
+    # its coarser part taken out (about 20 of 45 grey levels at the edge; the finer ramp is detail and stays)
+    assert before > 15.0 and after < 0.7 * before, (before, after)
+    centre = (slice(50, 70), slice(50, 70))
+    assert np.abs(faded[centre] - plain[centre]).max() < 1.0  # the feature and its surround as they were
+    # the feature still stands out of the skin as much as it did
+    depth = float(faded[45:50, 58:62].mean() - faded[58:62, 58:62].mean())
+    assert abs(depth - float(plain[45:50, 58:62].mean() - plain[58:62, 58:62].mean())) < 1.0
+
+
 def test_device_relight_matches_the_host() -> None:
     torch = pytest.importorskip("torch")
     from engines.processors.tensor_shading import relight as device_relight
@@ -124,14 +152,27 @@ def test_device_relight_matches_the_host() -> None:
     skin = np.ones((h, w), bool)
     skin[40:60, 20:90] = False
     # a flatter target (the source's detail lowered) and a more contrasted one (raised, its grain not)
+    paste = np.zeros((h, w), np.float32)
+    paste[6:124, 8:100] = 1.0
+    paste = cv2.GaussianBlur(paste, (0, 0), 2.5)
+    rimmed = warped - (40.0 * np.exp(-np.arange(w, dtype=np.float32) / 12.0))[None, :, None]  # a dark rim
+    # a flatter target (the source's detail lowered) and a more contrasted one (raised, its grain not), each
+    # without and with the paste's mask (the source's shading faded toward its edge)
     for target in (base[::-1] * 0.8 + 20, (base[::-1] - 128.0) * 1.8 + 128.0):
         target = np.clip(target, 0, 255).astype(np.uint8)
-        want = relight(warped, target, skin, 120.0)
-        got = device_relight(
-            torch.from_numpy(warped), torch.from_numpy(target), torch.from_numpy(skin), 120.0
-        )
-        diff = np.abs(got.numpy() - want)
-        assert diff.mean() < 1.0 and np.percentile(diff, 99) < 4.0, (diff.mean(), np.percentile(diff, 99))
+        for source, mask in ((warped, None), (rimmed, paste)):
+            want = relight(source, target, skin, 120.0, mask)
+            got = device_relight(
+                torch.from_numpy(source),
+                torch.from_numpy(target),
+                torch.from_numpy(skin),
+                120.0,
+                None if mask is None else torch.from_numpy(mask),
+            )
+            diff = np.abs(got.numpy() - want)
+            assert diff.mean() < 1.0 and np.percentile(diff, 99) < 4.0, (diff.mean(), np.percentile(diff, 99))
+    faded = relight(rimmed, target, skin, 120.0, paste)
+    assert np.abs(faded - relight(rimmed, target, skin, 120.0)).max() > 5  # the rim was there to fade
 
 
 def test_device_skin_weight_matches_the_host(astronaut_mesh: np.ndarray) -> None:
