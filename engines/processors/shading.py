@@ -36,10 +36,28 @@ EDGE_SIGMA = 0.08
 MID_SIGMA = 0.08
 
 
-def work_scale(face_size: float) -> int:
-    """The per-face low-pass's shrink factor (whole cells): its LIGHT_SIGMA filter about WORK_SIGMA px wide
-    there."""
-    return max(1, int(face_size * LIGHT_SIGMA / WORK_SIGMA))
+def work_scale(face_size: float, sigma: float = LIGHT_SIGMA) -> int:
+    """A per-face filter's shrink factor (whole cells): its `sigma` (fraction of the face; by default the
+    low-pass's) about WORK_SIGMA px wide there."""
+    return max(1, int(face_size * sigma / WORK_SIGMA))
+
+
+def shrunk(x: np.ndarray, k: int) -> np.ndarray:
+    """k x k cell means of an (h, w[, c]) float32 box, padded with zeros up to whole cells (weight 0)."""
+    if k == 1:
+        return x
+    h, w = x.shape[:2]
+    hs, ws = (h + k - 1) // k, (w + k - 1) // k
+    padded = cv2.copyMakeBorder(x, 0, hs * k - h, 0, ws * k - w, cv2.BORDER_CONSTANT, value=0)
+    return np.asarray(cv2.resize(padded, (ws, hs), interpolation=cv2.INTER_AREA))
+
+
+def stretched(x: np.ndarray, k: int, h: int, w: int) -> np.ndarray:
+    """A `shrunk` copy stretched back (bilinear) over its padded cells, then cut to the (h, w) box."""
+    if k == 1:
+        return x
+    hs, ws = x.shape[:2]
+    return np.asarray(cv2.resize(x, (ws * k, hs * k), interpolation=cv2.INTER_LINEAR))[:h, :w]
 
 
 def chroma_gain(target_low: np.ndarray, source_low: np.ndarray) -> np.ndarray:
@@ -50,32 +68,19 @@ def chroma_gain(target_low: np.ndarray, source_low: np.ndarray) -> np.ndarray:
     return np.asarray(np.clip(t / s, *CHROMA_GAIN), dtype=np.float32)
 
 
-def edge_scale(face_size: float) -> int:
-    """`edge_shading`'s shrink factor (whole cells): its EDGE_SIGMA filter about WORK_SIGMA px wide there."""
-    return max(1, int(face_size * EDGE_SIGMA / WORK_SIGMA))
-
-
 def edge_shading(detail: np.ndarray, weight: np.ndarray, paste: np.ndarray, face_size: float) -> np.ndarray:
     """(h, w) float32: the part of the source's lightness `detail` (h, w; about its low-pass) to take off
     near the paste's edge: its mid band (low-passed over the skin `weight`, at MID_SIGMA of the face) times
     how near the edge each pixel is (1 where the `paste` mask blurred by EDGE_SIGMA is at half or less, 0
-    where it is whole). All smooth: it runs on a copy shrunk by `edge_scale` and is stretched back."""
-    h, w = weight.shape
-    k = edge_scale(face_size)
-    hs, ws = (h + k - 1) // k, (w + k - 1) // k
-    stack: np.ndarray = np.dstack([detail * weight, weight, paste]).astype(np.float32)
-    if k > 1:
-        padded = cv2.copyMakeBorder(stack, 0, hs * k - h, 0, ws * k - w, cv2.BORDER_CONSTANT, value=0)
-        stack = np.asarray(cv2.resize(padded, (ws, hs), interpolation=cv2.INTER_AREA))
+    where it is whole). All smooth: it runs on a copy shrunk so EDGE_SIGMA is about WORK_SIGMA px wide."""
+    k = work_scale(face_size, EDGE_SIGMA)
+    stack = shrunk(np.dstack([detail * weight, weight, paste]).astype(np.float32), k)
     mid_sigma, edge_sigma = face_size * MID_SIGMA / k, face_size * EDGE_SIGMA / k
     both = cv2.GaussianBlur(np.ascontiguousarray(stack[:, :, :2]), (0, 0), mid_sigma)
     mid = both[:, :, 0] / np.maximum(both[:, :, 1], np.float32(1e-3))
     whole = cv2.GaussianBlur(np.ascontiguousarray(stack[:, :, 2]), (0, 0), edge_sigma)
     near = np.float32(1.0) - np.clip(whole * np.float32(2.0) - np.float32(1.0), 0.0, 1.0)
-    out: np.ndarray = np.asarray(mid * near, dtype=np.float32)
-    if k > 1:
-        out = np.asarray(cv2.resize(out, (ws * k, hs * k), interpolation=cv2.INTER_LINEAR))[:h, :w]
-    return out
+    return stretched(np.asarray(mid * near, dtype=np.float32), k, *weight.shape)
 
 
 def relight(
@@ -101,16 +106,8 @@ def relight(
     w_lab = cv2.cvtColor(np.multiply(warped, scale, dtype=np.float32), cv2.COLOR_RGB2LAB)
     t_lab = cv2.cvtColor(np.multiply(target, scale, dtype=np.float32), cv2.COLOR_RGB2LAB)
     k = work_scale(face_size)
-    hs, ws = (h + k - 1) // k, (w + k - 1) // k
     wf = weight[:, :, None]
-
-    def cells(x: np.ndarray) -> np.ndarray:  # k x k cell means, the box padded with zeros (weight 0)
-        if k == 1:
-            return x
-        padded = cv2.copyMakeBorder(x, 0, hs * k - h, 0, ws * k - w, cv2.BORDER_CONSTANT, value=0)
-        return np.asarray(cv2.resize(padded, (ws, hs), interpolation=cv2.INTER_AREA))
-
-    t_cells, w_cells, weight_cells = cells(t_lab * wf), cells(w_lab * wf), cells(weight)
+    t_cells, w_cells, weight_cells = shrunk(t_lab * wf, k), shrunk(w_lab * wf, k), shrunk(weight, k)
     # the face's mean: the cells' sums over the weight's
     means = np.concatenate([t_cells.reshape(-1, 3).sum(0), w_cells.reshape(-1, 3).sum(0)])
     means /= np.float32(max(float(weight_cells.sum()), 1e-6))
@@ -128,12 +125,7 @@ def relight(
     gain = chroma_gain(lows[0], lows[1])
     d = detail.astype(np.float32)
     spread = np.dstack([np.full_like(gain, d[0]), gain * d[1], gain * d[2]])
-    planes: list[np.ndarray] = [lows[0], lows[1], spread]
-    if k > 1:  # stretched back over the padded cells, then cut to the box
-        planes = [
-            np.asarray(cv2.resize(p, (ws * k, hs * k), interpolation=cv2.INTER_LINEAR))[:h, :w]
-            for p in planes
-        ]
+    planes = [stretched(p, k, h, w) for p in (lows[0], lows[1], spread)]
     w_lab -= planes[1]
     if paste is not None:
         w_lab[:, :, 0] -= edge_shading(w_lab[:, :, 0], weight, paste, face_size)

@@ -23,7 +23,6 @@ from engines.processors.shading import (
     LIGHT_SIGMA,
     MID_SIGMA,
     PRIOR,
-    edge_scale,
     work_scale,
 )
 
@@ -41,28 +40,40 @@ def skin_weight(h: int, w: int, landmarks: np.ndarray, face_size: float, device:
 def edge_shading(detail: Any, weight: Any, paste: Any, face_size: float) -> Any:
     """shading.edge_shading on the device: (h, w) float each -> (h, w) float."""
     import torch
-    import torch.nn.functional as F
 
     h, w = weight.shape
-    k = edge_scale(face_size)
-    hs, ws = (h + k - 1) // k, (w + k - 1) // k
-    stack = torch.stack([detail * weight, weight, paste.float()])[None]
-    if k > 1:
-        stack = F.avg_pool2d(F.pad(stack, (0, ws * k - w, 0, hs * k - h)), k)
+    k = work_scale(face_size, EDGE_SIGMA)
+    stack = _shrunk(torch.stack([detail * weight, weight, paste.float()])[None], k)
     both = T.gaussian_blur(stack[:, :2], face_size * MID_SIGMA / k)[0]
     mid = both[0] / both[1].clamp(min=1e-3)
     whole = T.gaussian_blur(stack[:, 2:], face_size * EDGE_SIGMA / k)[0, 0]
-    out = (mid * (1.0 - (whole * 2.0 - 1.0).clamp(0.0, 1.0)))[None, None]
-    if k > 1:
-        out = F.interpolate(out, size=(hs * k, ws * k), mode="bilinear", align_corners=False)[:, :, :h, :w]
-    return out[0, 0]
+    return _stretched((mid * (1.0 - (whole * 2.0 - 1.0).clamp(0.0, 1.0)))[None, None], k, h, w)[0, 0]
+
+
+def _shrunk(x: Any, k: int) -> Any:
+    """shading.shrunk on the device, for (1, C, h, w)."""
+    import torch.nn.functional as F
+
+    if k == 1:
+        return x
+    h, w = x.shape[-2:]
+    return F.avg_pool2d(F.pad(x, (0, (-w) % k, 0, (-h) % k)), k)
+
+
+def _stretched(x: Any, k: int, h: int, w: int) -> Any:
+    """shading.stretched on the device, for (1, C, hs, ws)."""
+    import torch.nn.functional as F
+
+    if k == 1:
+        return x
+    hs, ws = x.shape[-2:]
+    return F.interpolate(x, size=(hs * k, ws * k), mode="bilinear", align_corners=False)[:, :, :h, :w]
 
 
 def relight(warped: Any, target: Any, skin: Any, face_size: float, paste: Any = None) -> Any:
     """shading.relight on the device: (h, w, 3) float and uint8 RGB, an (h, w) bool, the paste's (h, w)
     float mask or None -> (h, w, 3) float."""
     import torch
-    import torch.nn.functional as F
 
     h, w = skin.shape
     weight = skin.to(torch.float32)
@@ -72,13 +83,10 @@ def relight(warped: Any, target: Any, skin: Any, face_size: float, paste: Any = 
     w_lab = T.rgb_to_lab(warped.float() / 255.0)
     t_lab = T.rgb_to_lab(target.float() / 255.0)
     k = work_scale(face_size)
-    hs, ws = (h + k - 1) // k, (w + k - 1) // k
     wf = weight[:, :, None]
     stack = torch.cat([t_lab * wf, wf, w_lab * wf], dim=2).permute(2, 0, 1)[None]
     means = stack[0, [0, 1, 2, 4, 5, 6]].reshape(6, -1).sum(1) / total
-    if k > 1:  # box-averaged over k x k cells, padded with weight 0
-        stack = F.avg_pool2d(F.pad(stack, (0, ws * k - w, 0, hs * k - h)), k)
-    small = T.gaussian_blur(stack, face_size * LIGHT_SIGMA / k)[0]
+    small = T.gaussian_blur(_shrunk(stack, k), face_size * LIGHT_SIGMA / k)[0]
     sel = skin.bool()
     t_std = t_lab[sel].double().std(0, unbiased=False).float()
     w_std = w_lab[sel].double().std(0, unbiased=False).float()
@@ -92,9 +100,7 @@ def relight(warped: Any, target: Any, skin: Any, face_size: float, paste: Any = 
     )
     gain = gain.clamp(*CHROMA_GAIN)
     planes = torch.cat([local, torch.stack([torch.full_like(gain, 1.0), gain, gain]) * detail[:, None, None]])
-    if k > 1:
-        planes = F.interpolate(planes[None], size=(hs * k, ws * k), mode="bilinear", align_corners=False)
-        planes = planes[0, :, :h, :w]
+    planes = _stretched(planes[None], k, h, w)[0]
     t_low, s_low, scale = (planes[c : c + 3].permute(1, 2, 0) for c in (0, 3, 6))
     if paste is not None:  # the source's own shading faded out toward the paste's edge
         fade = edge_shading(w_lab[:, :, 0] - s_low[:, :, 0], weight, paste, face_size)
