@@ -1,7 +1,7 @@
 """Small mask functions the swappers and enhancers compose: target regions kept, crop box masks.
 
 Regions kept from the target (FaceFusion's mask regions, Deep-Live-Cam's mouth mask): `mouth`, the inner-lip
-ring reaching part way onto the lips, so a talking target keeps its mouth under a closed-mouth source and a
+ring grown a little onto the lips, so a talking target keeps its mouth under a closed-mouth source and a
 smile its teeth; `eyes`, the eye openings only (gaze), so lids and eye shape stay the source's; `eye_area`,
 the openings grown over lids and lashes, which hands much of the identity back to the target. A closed ring
 has no area: the source's lips or lids show.
@@ -36,16 +36,15 @@ BROW_LEFT = (336, 296, 334, 293, 300, 276, 283, 282, 295, 285)  # image right
 FEATURES = (OUTER_LIPS, EYE_RIGHT, EYE_LEFT, BROW_RIGHT, BROW_LEFT)
 FEATURE_GROW = 0.03  # skin_weight: the features grown by this fraction of the face size, then left out
 # Grow each kept region by this fraction of the face size (negative: pull it in) and feather it by this much.
-# Chosen with the quality report's identity, liveliness and teeth measures: the mouth's ring first reaches
-# `MOUTH_REACH` of the way from the inner lips to the outer (FaceMesh draws a smile's inner lips over the
-# edge of its teeth), then grows by 2.5 feathers, so the whole opening is at full strength and the feather
-# falls outward onto the lips (a feather centred on the ring laid the source's lips over the target's teeth);
-# further out the lips are the source's (identity; the opening's own outline is the target's, see
-# face_expression.INNER_HOLD); the eyes stay inside the lids with a soft edge narrower than an open eye, so
-# a kept iris is at full strength (pulled in further or sharper they keep less gaze for a little identity).
-MOUTH_REACH = 0.15
+# Chosen with the quality report's identity, liveliness, teeth and seam measures: the mouth's inner-lip ring
+# grows by 2.5 feathers, so the whole opening is at full strength (FaceMesh draws a smile's inner lips over
+# the edge of its teeth) and the feather falls outward onto the lips (a feather centred on the ring laid the
+# source's lips over the target's teeth); further out the lips are the source's (identity; the opening's own
+# outline is the target's, see face_expression.INNER_HOLD). The eyes stay inside the lids, feathered about
+# as wide as a lid's margin, so a kept iris is at full strength and the lid line blends into the source's
+# lids (pulled in further they keep less gaze for a little identity; a sharper edge shows as a seam).
 GROW = {"mouth": 0.015, "eyes": -0.004, "eye_area": 0.025}
-FEATHER = {"mouth": 0.006, "eyes": 0.005, "eye_area": 0.012}
+FEATHER = {"mouth": 0.006, "eyes": 0.009, "eye_area": 0.012}
 
 
 def face_size_of(landmarks: np.ndarray) -> float:
@@ -64,12 +63,8 @@ def skin_weight(shape: tuple[int, int], landmarks: np.ndarray, face_size: float)
 
 
 def region_rings(landmarks: np.ndarray, region: str) -> list[np.ndarray]:
-    """The polygons (float, (n, 2) each) a kept `region` fills before it is grown: the mouth's inner lips
-    moved `MOUTH_REACH` of the way to the outer lips (the rings run point for point)."""
+    """The polygons (float, (n, 2) each) a kept `region` fills before it is grown."""
     pts = np.asarray(landmarks, dtype=np.float64)
-    if region == "mouth":
-        inner, outer = pts[list(INNER_LIPS)], pts[list(OUTER_LIPS)]
-        return [inner + MOUTH_REACH * (outer - inner)]
     return [pts[list(r)] for r in REGION_RINGS[region]]
 
 

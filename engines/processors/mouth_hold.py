@@ -4,11 +4,11 @@ Why: the face shape moves the target's pixels by a thin-plate spline on a coarse
 grid. The mesh's inner lips all take one offset (`face_expression.split`, `expression.INNER_HOLD`), so the
 opening should only move, yet the nodes around the mouth also carry the outer lips' and cheeks' offsets,
 and stretched to every pixel they bend the teeth. Here the pixel map over the opening and the kept mouth is
-the inner lips' mean shift: the inner lips moved `HOLD_REACH` of the way to the outer lips (where
-`masks.MOUTH_REACH` starts the kept mouth), grown by `HOLD_GROW` of the face, feathered by `HOLD_FEATHER`
-out over the lips and the skin beside them (the source's paste covers them). The weight is drawn in the
-mouth's box only. `plan_hold` / `hold_map` are the host path (numpy/OpenCV), `device_weight` /
-`hold_offsets` their torch twin for `device_mesh_warp` (tests/unit/engines/processors/test_mouth_hold.py).
+the inner lips' mean shift: the inner lips moved `HOLD_REACH` of the way to the outer lips (past the kept
+mouth's inner-lip ring), grown by `HOLD_GROW` of the face, feathered by `HOLD_FEATHER` out over the lips
+and the skin beside them (the source's paste covers them). The weight is drawn in the mouth's box only.
+`plan_hold` / `hold_map` are the host path (numpy/OpenCV), `device_weight` / `hold_offsets` their torch
+twin for `device_mesh_warp` (tests/unit/engines/processors/test_mouth_hold.py).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from engines.source.shape import SourceShape
 from engines.source.shape import source_shape as make_source_shape
 from engines.source.validity import FACE_OVAL, fill_outside, validity_map
 
-FOREHEAD_KEEP = 1.0  # keep this much forehead above the brows (fraction of the brow-to-eye distance)
+FOREHEAD_KEEP = 1.5  # keep this much forehead above the brows (fraction of the brow-to-eye distance)
 EYE_A = (33, 133)
 EYE_B = (362, 263)
 BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
@@ -88,10 +88,11 @@ def triangulate(points: np.ndarray) -> np.ndarray:
 
 
 def face_mask_points(points: np.ndarray) -> np.ndarray:
-    """Mesh points below a line a little above the eyebrows.
+    """Mesh points below a line `FOREHEAD_KEEP` brow-to-eye distances above the eyebrows.
 
-    The mesh's upper forehead is often hair (fringes) in the source or the target; blending it smears hair
-    across the other face, so the mask stops just above the brows.
+    The mesh's upper forehead is often hair (fringes) in the target; blending it smears the source's skin
+    over that hair, so the mask stops part way up the forehead (the source's own hair is left out by its
+    validity). The lower forehead's lines and shape are the source's: an embedder reads them as identity.
     """
     a, b = points[list(EYE_A)].mean(0), points[list(EYE_B)].mean(0)
     across = (b - a) / max(float(np.linalg.norm(b - a)), 1e-6)

@@ -13,7 +13,7 @@ from engines.frames import FrameItem, SourceFace
 from engines.pipeline import Pipeline
 from engines.processors.mesh_warp import MeshWarpSwapper
 from engines.processors.paste import FacePatch, paste_back, translation
-from engines.source.mesh import MeshSource, triangulate
+from engines.source.mesh import EYE_A, EYE_B, MeshSource, face_mask_points, triangulate
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,20 @@ def test_source_is_triangulated_once(source: SourceFace) -> None:
     # Delaunay of 468 points with h hull points has 2n - 2 - h triangles.
     assert 800 < len(mesh.triangles) < 934
     assert mesh.triangles.min() >= 0 and mesh.triangles.max() < 468
-    assert 100 < len(mesh.mask_points) < 468  # the upper forehead is left out of the blend mask
+    assert len(mesh.mask_points) > 400  # the blend mask: the face up into the forehead
+
+
+def test_blend_mask_stops_part_way_up_a_high_forehead(source: SourceFace) -> None:
+    # the same face with its forehead's top points moved up: they leave the blend mask (target fringes)
+    pts = source.prepared.mesh.landmarks.astype(np.float32)
+    assert len(face_mask_points(pts)) > 460
+    a, b = pts[list(EYE_A)].mean(0), pts[list(EYE_B)].mean(0)
+    up = np.array([(b - a)[1], (a - b)[0]]) / float(np.linalg.norm(b - a))  # across the eyes, toward the brows
+    top = np.argsort((pts - (a + b) / 2) @ up)[-6:]
+    high = pts.copy()
+    high[top] += up * float(np.linalg.norm(b - a))
+    kept = face_mask_points(high)
+    assert 400 < len(kept) < 468 and not np.isin(top, kept).any()
 
 
 def test_triangulate_covers_a_square_grid() -> None:
