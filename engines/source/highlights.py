@@ -6,7 +6,8 @@ a face lit otherwise. Dividing the source's shading out cost identity (the embed
 shading), so only what stands out is taken: in CIE L*, the skin's lightness about its low-pass (normalised,
 over the valid skin) is smoothed at SPOT_SIGMA of the face size, and where that rises above KNEE the excess
 is cut to KEEP of itself. A spot is the light's colour, not the skin's: from CHROMA_KNEE up (in full at KNEE),
-around a cut, its smooth a*b* departure from the skin's low-pass goes too. Sheen and fine detail stay.
+around a cut, its a*b* departure from the skin's low-pass goes too, the fine part with it (a white spot's grey
+core, left, reads teal on a warm target). Sheen and fine detail stay.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def tamed(image: np.ndarray, landmarks: np.ndarray, validity: np.ndarray) -> np.
     excess = np.maximum(spot - np.float32(KNEE), 0) * (valid.astype(np.float32) * np.float32(1.0 / 255.0))
     if not excess.any():
         return image
-    # the spot's colour: its a*b* departure from the skin's, smoothed as the lightness is, taken out by `fade`
+    # the spot's colour: its a*b* departure from the skin's (fine part too), taken out by `fade`
     # around a spot that is cut (its tail from CHROMA_KNEE up; a sheen elsewhere keeps its colour)
     blur = max(size * SPOT_SIGMA, 0.5)
     near = np.clip(_smooth((excess > 0).astype(np.float32), 2.0 * blur) * 5.0, 0, 1)
@@ -85,7 +86,7 @@ def tamed(image: np.ndarray, landmarks: np.ndarray, validity: np.ndarray) -> np.
     lab[:, :, 0] = light - np.float32(1.0 - KEEP) * excess
     for c in (1, 2):
         chroma = np.ascontiguousarray(lab[:, :, c])
-        departure = _smooth(chroma - _low_pass(chroma, weight, size * LOW_SIGMA), blur)
+        departure = chroma - _low_pass(chroma, weight, size * LOW_SIGMA)
         lab[:, :, c] = chroma - fade * departure
     cut = np.clip(cv2.cvtColor(lab, cv2.COLOR_LAB2RGB) * np.float32(255.0) + np.float32(0.5), 0, 255)
     out = image.copy()

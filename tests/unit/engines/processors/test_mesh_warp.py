@@ -44,7 +44,7 @@ def test_blend_mask_stops_part_way_up_a_high_forehead(source: SourceFace) -> Non
     pts = source.prepared.mesh.landmarks.astype(np.float32)
     assert len(face_mask_points(pts)) > 460
     a, b = pts[list(EYE_A)].mean(0), pts[list(EYE_B)].mean(0)
-    up = np.array([(b - a)[1], (a - b)[0]]) / float(np.linalg.norm(b - a))  # across the eyes, toward the brows
+    up = np.array([(b - a)[1], (a - b)[0]]) / float(np.linalg.norm(b - a))  # toward the brows
     top = np.argsort((pts - (a + b) / 2) @ up)[-6:]
     high = pts.copy()
     high[top] += up * float(np.linalg.norm(b - a))
