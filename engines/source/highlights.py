@@ -7,7 +7,7 @@ shading), so only what stands out is taken: in CIE L*, the skin's lightness abou
 over the valid skin) is smoothed at SPOT_SIGMA of the face size, and where that rises above KNEE the excess
 is cut to KEEP of itself. A spot is the light's colour, not the skin's: from CHROMA_KNEE up (in full at KNEE),
 around a cut, its a*b* departure from the skin's low-pass goes too, the fine part with it (a white spot's grey
-core, left, reads teal on a warm target). Sheen and fine detail stay.
+core, if kept, reads teal on a warm target). Sheen and fine detail stay.
 """
 
 from __future__ import annotations
