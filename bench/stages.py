@@ -33,7 +33,7 @@ from engines.processors.face_landmarker import crop_batch, crop_matrix
 from engines.processors.masks import region_mask, skin_weight
 from engines.processors.mesh_warp import MARGIN, MeshWarpSwapper, warp_maps
 from engines.processors.paste import paste_back
-from engines.processors.shading import relight
+from engines.processors.shading import relight_lab
 from engines.source.mesh import MeshSource
 from engines.source.prepared import mesh_of
 from loadgen.arguments import parse_resolution
@@ -84,8 +84,8 @@ class Box:
         maps = warp_maps(self.local, source, self.h, self.w)
         assert maps is not None
         self.map_x, self.map_y, covered = maps
-        self.warped = cv2.remap(
-            source.image,
+        self.warped = cv2.remap(  # the source's L*a*b* and validity, as the swap warps them
+            source.lab,
             self.map_x,
             self.map_y,
             interpolation=cv2.INTER_LINEAR,
@@ -145,7 +145,7 @@ def run(
             "warp_maps": timed(lambda k: warp_maps(boxes[k].local, mesh, boxes[k].h, boxes[k].w), n, rounds),
             "remap": timed(
                 lambda k: cv2.remap(
-                    mesh.image,
+                    mesh.lab,
                     boxes[k].map_x,
                     boxes[k].map_y,
                     cv2.INTER_LINEAR,
@@ -154,9 +154,13 @@ def run(
                 n,
                 rounds,
             ),
-            "relight": timed(
-                lambda k: relight(
-                    boxes[k].warped, boxes[k].roi, boxes[k].skin, boxes[k].size, boxes[k].paste
+            "relight": timed(  # with the copy of the warped face's three channels the swap makes
+                lambda k: relight_lab(
+                    np.ascontiguousarray(boxes[k].warped[:, :, :3]),
+                    boxes[k].roi,
+                    boxes[k].skin,
+                    boxes[k].size,
+                    boxes[k].paste,
                 ),
                 n,
                 rounds,

@@ -108,7 +108,7 @@ def face_work(frame: np.ndarray) -> FaceWork:
     local = target.astype(np.float64) - (x0, y0)
     maps = warp_maps(local, mesh, h, w)
     assert maps is not None
-    warped = cv2.remap(mesh.image, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    warped = cv2.remap(mesh.box_image, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     roi = np.ascontiguousarray(frame[y0:y1, x0:x1])
     hull = cv2.convexHull(local[mesh.mask_points].astype(np.float32)).reshape(-1, 2)
     erode, blur = max(1, int(max(h, w) * 0.04)), max(0.5, max(h, w) * 0.035)

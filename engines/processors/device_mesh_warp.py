@@ -64,7 +64,7 @@ class DeviceMeshWarp:
         if hit is not None and hit[0] is source:
             self._sources.move_to_end(key)
             return hit[1]
-        image = self._torch.from_numpy(np.ascontiguousarray(source.texture)).to(self.device)
+        image = self._torch.from_numpy(np.ascontiguousarray(source.lab)).to(self.device)  # L*a*b* + validity
         # the source is held with its image: its id cannot be reused while the entry lives
         self._sources[key] = (source, image.permute(2, 0, 1).float())
         while len(self._sources) > SOURCES_KEPT:
@@ -142,7 +142,6 @@ class DeviceMeshWarp:
     def _face_into(
         self, frame: Any, target: np.ndarray, source: MeshSource, keep: tuple[str, ...]
     ) -> tuple[int, int, int, int] | None:
-        torch = self._torch
         window = face_window(frame.shape[:2], target)
         if window is None:
             return None
@@ -153,8 +152,8 @@ class DeviceMeshWarp:
         if maps is None:
             return None
         map_x, map_y, covered = maps
-        texture = torch.floor(T.remap(self._source_image(source), map_x, map_y) + 0.5).clamp(0, 255)
-        warped = texture[:3].permute(1, 2, 0)
+        texture = T.remap(self._source_image(source), map_x, map_y)
+        warped = texture[:3].permute(1, 2, 0)  # L*a*b*, as the host's
         size = float(max(h, w))
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
         erode, blur = max(1, int(size * ERODE_FRAC)), max(0.5, size * BLUR_FRAC)
@@ -165,7 +164,7 @@ class DeviceMeshWarp:
         roi = frame[y0:y1, x0:x1]
         paste = edge * rest
         skin = (paste > 0.5) & S.skin_weight(h, w, local, size, self.device)
-        image = S.relight(warped, roi, skin, size, paste)
+        image = S.relight_lab(warped, roi, skin, size, paste)
         mask = seam_feather(edge, hull, erode, image, roi, blur) * rest
         if keep:
             mask = mask * (1.0 - T.region_mask(h, w, local, keep, size, self.device))

@@ -13,6 +13,7 @@ shares) and stretched to one `cv2.remap`. Folds (a Jacobian under `MIN_DET`) sca
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 
@@ -39,9 +40,13 @@ ATTEMPTS = 4  # ...at most this many times, then the frame is not warped
 
 EYE_CORNERS = ((33, 133), (362, 263))
 EYE_RINGS = (EYE_RIGHT, EYE_LEFT)
+EYE_RING_IDX = tuple(np.array(ring) for ring in EYE_RINGS)
 MOUTH_PAIRS = ((13, 14), (82, 87), (312, 317))  # inner upper / lower lip
 UPPER_LIP = (415, 310, 311, 312, 13, 82, 81, 80, 191, 409, 270, 269, 267, 0, 37, 39, 40, 185)
 LOWER_LIP = (95, 88, 178, 87, 14, 317, 402, 318, 324, 146, 91, 181, 84, 17, 314, 405, 321, 375)
+# the same as index arrays (fancy indexing with a tuple converts it every call)
+UPPER_LIP_IDX, LOWER_LIP_IDX = np.array(UPPER_LIP), np.array(LOWER_LIP)
+MOUTH_UPPER, MOUTH_LOWER = np.array([u for u, _ in MOUTH_PAIRS]), np.array([lo for _, lo in MOUTH_PAIRS])
 # Spline control points: every other point of the silhouette ring, brows, eye corners and lids, nose, lips,
 # cheeks (with the window's border, under 100 points: the spline's solve stays one small system).
 CONTROL = (
@@ -102,8 +107,17 @@ def pose(shape: SourceShape, target: np.ndarray) -> tuple[float, np.ndarray, np.
     squares, then the nearest scaled rotation: equal singular values)."""
     rigid = target.astype(np.float64)[shape.rigid]
     centre = rigid.mean(0)
-    u, s, vt = np.linalg.svd((rigid - centre).T @ shape.fit, full_matrices=False)  # of a (2, 3) fit
-    return float(s.mean()), u @ vt, centre
+    fit = (rigid - centre).T @ shape.fit  # (2, 3)
+    # the nearest scaled rotation without an SVD: with A = fit fit' (2 x 2), A^(1/2) = (A + r I) / t, where
+    # r = sqrt(det A) and t = sqrt(tr A + 2 r) are the singular values' product and sum; U V' = A^(-1/2) fit
+    (a, b), (_, d) = (fit @ fit.T).tolist()
+    root = math.sqrt(max(a * d - b * b, 0.0))
+    t = math.sqrt(max(a + d + 2.0 * root, 0.0))
+    if root <= 1e-6 * t * t:  # near rank 1 (a face seen edge-on in both axes): the SVD's answer
+        u, s, vt = np.linalg.svd(fit, full_matrices=False)
+        return float(s.mean()), u @ vt, centre
+    inverse = np.array([[d + root, -b], [-b, a + root]]) * (t / ((a + root) * (d + root) - b * b))
+    return 0.5 * t, inverse @ fit, centre
 
 
 def fitted(shape: SourceShape, target: np.ndarray) -> np.ndarray:
@@ -131,17 +145,14 @@ def smooth(
     offset: np.ndarray, shape: SourceShape, steps: int = SMOOTH_STEPS, weight: float = SMOOTH_WEIGHT
 ) -> np.ndarray:
     """`steps` passes moving each point's offset `weight` of the way to its mesh neighbours' mean (a point
-    without neighbours keeps its own)."""
+    without neighbours keeps its own). Both coordinates in one sum per pass (`SourceShape.pairs`)."""
     n = len(offset)
-    has = np.bincount(shape.rows, minlength=n) > 0
-    out = np.asarray(offset, dtype=np.float64)
+    out = np.asarray(offset, dtype=np.float64).ravel()
     for _ in range(steps):
-        mean = np.empty_like(out)
-        for c in range(2):
-            mean[:, c] = np.bincount(shape.rows, weights=shape.weights * out[shape.cols, c], minlength=n)
-        mean[~has] = out[~has]
+        mean = np.bincount(shape.pairs, weights=shape.pair_weights * out[shape.pair_cols], minlength=2 * n)
+        mean[shape.lonely] = out[shape.lonely]
         out = out + weight * (mean - out)
-    return out
+    return out.reshape(n, 2)
 
 
 def cap(offset: np.ndarray, limit: float) -> np.ndarray:
@@ -152,26 +163,27 @@ def cap(offset: np.ndarray, limit: float) -> np.ndarray:
 
 def mouth_gap(points: np.ndarray, down: np.ndarray) -> float:
     """The inner lips' mean opening along `down`."""
-    return float(np.mean([(points[lo] - points[up]) @ down for up, lo in MOUTH_PAIRS]))
+    return float(((points[MOUTH_LOWER] - points[MOUTH_UPPER]) @ down).mean())
 
 
-def restore_expression(offset: np.ndarray, target: np.ndarray) -> np.ndarray:
+def restore_expression(offset: np.ndarray, target: np.ndarray, down: np.ndarray | None = None) -> np.ndarray:
     """The offset with the target's expression put back: the lower lip and the chin shifted so the mouth
     opens as the target's does (the lower face weighted from the upper inner lip down to the lower one), and
     each eye's ring moved as one by its corners' mean offset (the source's placement; the target's outline,
-    width and opening)."""
+    width and opening). `down`: the target's down axis (`_axes`), when known."""
     t = target.astype(np.float64)
     out = np.array(offset, dtype=np.float64)
-    _, down = _axes(t)
+    if down is None:
+        _, down = _axes(t)
     gap = mouth_gap(out, down)  # how far the offset would open (or close) the mouth
     v = (t - t[13]) @ down
     band = max(float((t[14] - t[13]) @ down), 0.02 * face_size(t))
     w = np.clip(v / band, 0.0, 1.0)
-    w[list(UPPER_LIP)] = 0.0
-    w[list(LOWER_LIP)] = 1.0
-    out -= w[:, None] * (gap * down)[None, :]
-    for ring, (ca, cb) in zip(EYE_RINGS, EYE_CORNERS, strict=True):
-        out[list(ring)] = (out[ca] + out[cb]) / 2.0
+    w[UPPER_LIP_IDX] = 0.0
+    w[LOWER_LIP_IDX] = 1.0
+    out -= np.outer(w, gap * down)
+    for ring, (ca, cb) in zip(EYE_RING_IDX, EYE_CORNERS, strict=True):
+        out[ring] = (out[ca] + out[cb]) / 2.0
     return out
 
 
@@ -182,8 +194,9 @@ def shape_offset(shape: SourceShape, target: np.ndarray, brows_rest: np.ndarray 
     t = target.astype(np.float64)
     rest = at_rest(t, shape.expression, brows_rest)  # the brows' raise stays in the target's pixels
     offset = smooth(fitted(shape, rest) - rest, shape)
-    across, _ = _axes(t)
-    return split(restore_expression(cap(offset, CAP_FRAC * face_size(t)), t), shape.expression, across)
+    across, down = _axes(t)
+    kept = restore_expression(cap(offset, CAP_FRAC * face_size(t)), t, down)
+    return split(kept, shape.expression, across)
 
 
 # -- the warp ----------------------------------------------------------------------------------------------

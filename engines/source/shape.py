@@ -5,7 +5,7 @@ engines.processors.face_shape fits it onto the target.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,6 +26,20 @@ class SourceShape:
     cols: np.ndarray  # (E,) int: ...and its neighbour...
     weights: np.ndarray  # (E,) float: ...weighted 1 / the point's degree
     expression: np.ndarray  # (468, 4): weights toward the mouth's and the brows' anchors (face_expression)
+    # Derived: the neighbour sums over both coordinates at once (a flattened (468, 2) offset): each edge's
+    # x and y entry (2 E,), the entry it reads, its weight; the entries of points without neighbours.
+    pairs: np.ndarray = field(init=False, repr=False)
+    pair_cols: np.ndarray = field(init=False, repr=False)
+    pair_weights: np.ndarray = field(init=False, repr=False)
+    lonely: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        rows, cols = np.asarray(self.rows, np.int64), np.asarray(self.cols, np.int64)
+        object.__setattr__(self, "pairs", np.concatenate([2 * rows, 2 * rows + 1]))
+        object.__setattr__(self, "pair_cols", np.concatenate([2 * cols, 2 * cols + 1]))
+        object.__setattr__(self, "pair_weights", np.concatenate([self.weights, self.weights]))
+        alone = np.nonzero(np.bincount(rows, minlength=len(self.points)) == 0)[0]
+        object.__setattr__(self, "lonely", np.concatenate([2 * alone, 2 * alone + 1]))
 
 
 def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray) -> SourceShape:

@@ -19,6 +19,7 @@ from engines.processors.face_shape import (
     mouth_gap,
     pixel_maps,
     plan_warp,
+    pose,
     restore_expression,
     shape_offset,
     spline_frame,
@@ -58,6 +59,23 @@ def test_pose_alone_is_not_a_shape(mesh: MeshSource) -> None:
         err = np.abs(fitted(mesh.shape, target) - target).max()
         assert err < 1e-6 * face_size(target) + 1e-6, (yaw, err)
         assert np.abs(shape_offset(mesh.shape, target)).max() < 1e-3
+
+
+def test_pose_is_the_nearest_scaled_rotation(mesh: MeshSource, target: np.ndarray) -> None:
+    """The closed-form pose equals the SVD's: scale = the fit's mean singular value, rows = U V', on the
+    source's own mesh and on it bent, sheared and squeezed (a fit with singular values far apart)."""
+    assert mesh.shape is not None
+    rng = np.random.default_rng(7)
+    for i in range(40):
+        bend = np.eye(2) + (rng.normal(0.0, 0.3, (2, 2)) if i else 0.0)
+        points = (target - target.mean(0)) @ bend.T * rng.uniform(0.2, 3.0) + rng.uniform(0, 600, 2)
+        rigid = points[mesh.shape.rigid]
+        u, s, vt = np.linalg.svd((rigid - rigid.mean(0)).T @ mesh.shape.fit, full_matrices=False)
+        scale, rows, centre = pose(mesh.shape, points)
+        assert abs(scale - s.mean()) <= 1e-9 * s.mean()
+        assert np.abs(rows - u @ vt).max() < 1e-9
+        assert np.abs(rows @ rows.T - np.eye(2)).max() < 1e-9
+        assert np.allclose(centre, rigid.mean(0))
 
 
 def test_triangle_depths_follow_the_targets_pose(mesh: MeshSource) -> None:

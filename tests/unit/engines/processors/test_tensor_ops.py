@@ -78,7 +78,7 @@ def test_mesh_rasterisation_and_remap_match(
 ) -> None:
     mesh = source.prepared.mesh
     assert isinstance(mesh, MeshSource)
-    src = torch.from_numpy(mesh.image).permute(2, 0, 1).float()
+    src = torch.from_numpy(np.ascontiguousarray(mesh.box_image)).permute(2, 0, 1).float()
     for frame, target in faces:
         local, x0, y0, x1, y1 = _box(frame, target)
         h, w = y1 - y0, x1 - x0
@@ -87,7 +87,7 @@ def test_mesh_rasterisation_and_remap_match(
         (wx, wy, wc), (gx, gy, gc) = want, (t.numpy() for t in got)
         assert (wc == gc).all(), f"coverage differs at {(wc != gc).sum()} px"
         assert np.abs(wx - gx).max() < 1e-3 and np.abs(wy - gy).max() < 1e-3
-        ref = cv2.remap(mesh.image, wx, wy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        ref = cv2.remap(mesh.box_image, wx, wy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         out = T.remap(src, got[0], got[1]).permute(1, 2, 0).numpy()
         out8 = np.floor(out + 0.5).clip(0, 255).astype(np.uint8)
         assert np.abs(out8.astype(int) - ref.astype(int))[wc].max() <= 2
@@ -180,7 +180,8 @@ def test_relight_matches(source: SourceFace, faces: list[tuple[np.ndarray, np.nd
         local, x0, y0, x1, y1 = _box(frame, target)
         maps = warp_maps(local, mesh, y1 - y0, x1 - x0)
         assert maps is not None
-        warped = cv2.remap(mesh.image, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        image = mesh.box_image
+        warped = cv2.remap(image, maps[0], maps[1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         roi = frame[y0:y1, x0:x1]
         size = float(max(x1 - x0, y1 - y0))
         skin = maps[2] & skin_weight((y1 - y0, x1 - x0), local, size)
