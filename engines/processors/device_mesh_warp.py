@@ -5,10 +5,10 @@ the models, and the frame should cross the bus twice per batch, not once per fac
 a face goes up once (uint8, `DeviceFrames`), every face of it is warped, matched, masked and pasted there
 with `tensor_ops`, and it comes back once per batch. The result mirrors `MeshWarpSwapper.swap_one` +
 `paste_back` step by step (tests/unit/engines/processors/test_device_mesh_warp.py holds the two to a PSNR
-bound on CPU torch). Poisson blending stays on the CPU path. Source images (with their validity map as a
-fourth channel) go up once per source. The shape transfer's plan (`face_shape.plan_warp`) is made on the
-host; its coarse offset grid goes up and moves the target's pixels with one `grid_sample`, held over the
-mouth by `mouth_hold`'s torch twin.
+bound on CPU torch). Poisson blending stays on the CPU path. Each source's texture (the host's: L*a*b* over
+the mesh's box, its validity as a fourth channel) goes up once per source. The shape transfer's plan
+(`face_shape.plan_warp`) is made on the host; its coarse offset grid goes up and moves the target's pixels
+with one `grid_sample`, held over the mouth by `mouth_hold`'s torch twin.
 """
 
 from __future__ import annotations

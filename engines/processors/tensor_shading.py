@@ -73,7 +73,6 @@ def _stretched(x: Any, k: int, h: int, w: int) -> Any:
 def relight(warped: Any, target: Any, skin: Any, face_size: float, paste: Any = None) -> Any:
     """shading.relight on the device: (h, w, 3) float and uint8 RGB, an (h, w) bool, the paste's (h, w)
     float mask or None -> (h, w, 3) float."""
-
     if float(skin.sum()) < 16.0:
         return warped.float()
     return relight_lab(T.rgb_to_lab(warped.float() / 255.0), target, skin, face_size, paste)
