@@ -3,12 +3,12 @@
 Why: mesh_warp paints the source's skin onto the target's geometry, so the outline, jaw, nose length and eye
 spacing would stay the target's, and an embedder (or a viewer) sees much of the target in them. The source's
 3-D mesh (engines.source.shape, read once) is fitted onto the target's tracked 2-D mesh by a scaled-
-orthographic similarity; the difference is smoothed over the mesh's neighbour graph, capped at `CAP_FRAC` of
-the face size, and the target's expression is put back (`restore_expression`, and face_expression's split):
-each eye moves whole to the source's eye centre. The new mesh is target + alpha * offset (alpha: the
-session's `shape`, 0..1); the target's pixels move to it by a thin-plate spline through ~44 mesh points and
-the grown window's fixed border, evaluated on a coarse `GRID` node grid (`spline_frame`: what every window
-shares) and stretched to one `cv2.remap`. Folds (a Jacobian under `MIN_DET`) scale alpha back (`BACKOFF`).
+orthographic similarity; the difference is smoothed over the mesh's neighbour graph (more on the silhouette),
+capped at `CAP_FRAC` of the face size, and the target's expression is put back (`restore_expression`, and
+face_expression's split): each eye moves whole to the source's eye centre. The new mesh is target + alpha *
+offset (alpha: the session's `shape`, 0..1); the target's pixels move to it by a thin-plate spline through
+~44 mesh points and the grown window's fixed border, on a coarse `GRID` node grid (`spline_frame`: what
+every window shares), stretched to one `cv2.remap`. Folds (a Jacobian under `MIN_DET`) scale alpha back.
 """
 
 from __future__ import annotations
@@ -27,8 +27,11 @@ from engines.source.shape import SourceShape, _axes
 
 NOSE_TIP = 1  # FaceMesh's nose tip: the nearest point of a face seen from the front
 CAP_FRAC = 0.06  # largest offset of a mesh point, as a fraction of the face size
-SMOOTH_STEPS = 3  # neighbour-averaging passes over the offset...
-SMOOTH_WEIGHT = 0.5  # ...each moving a point this far toward its neighbours' mean
+SMOOTH_STEPS = 1  # neighbour-averaging passes over the offset inside the face (the nose's, lips' and eyes'
+# own shape kept)...
+OUTLINE_STEPS = 3  # ...and on the silhouette ring, fading out over its neighbours (SourceShape.outline), so
+# the outline, where the paste meets the target's skin, moves smoothly...
+SMOOTH_WEIGHT = 0.5  # ...each pass moving a point this far toward its neighbours' mean
 WINDOW_GROW = 0.12  # the warped window: the face's extent grown by this fraction of its width / height
 # per side (the gateway changes nothing past 15 %)
 GRID = 16  # spline nodes per side of the warped window (stretched to a per-pixel map)
@@ -155,6 +158,14 @@ def smooth(
     return out.reshape(n, 2)
 
 
+def smoothed(offset: np.ndarray, shape: SourceShape) -> np.ndarray:
+    """The offset smoothed `SMOOTH_STEPS` times inside the face and `OUTLINE_STEPS` times on its silhouette,
+    blended by `shape.outline`."""
+    inner = smooth(offset, shape, SMOOTH_STEPS)
+    outer = smooth(inner, shape, OUTLINE_STEPS - SMOOTH_STEPS)
+    return np.asarray(inner + shape.outline * (outer - inner))
+
+
 def cap(offset: np.ndarray, limit: float) -> np.ndarray:
     """Offsets longer than `limit` shortened to it (direction kept)."""
     length = np.sqrt((offset * offset).sum(1, keepdims=True))
@@ -193,7 +204,7 @@ def shape_offset(shape: SourceShape, target: np.ndarray, brows_rest: np.ndarray 
     the session's running rest of the target's brows (face_expression.brows_pose; None: at rest now)."""
     t = target.astype(np.float64)
     rest = at_rest(t, shape.expression, brows_rest)  # the brows' raise stays in the target's pixels
-    offset = smooth(fitted(shape, rest) - rest, shape)
+    offset = smoothed(fitted(shape, rest) - rest, shape)
     across, down = _axes(t)
     kept = restore_expression(cap(offset, CAP_FRAC * face_size(t)), t, down)
     return split(kept, shape.expression, across)

@@ -45,6 +45,13 @@ FEATURE_GROW = 0.03  # skin_weight: the features grown by this fraction of the f
 # lids (pulled in further they keep less gaze for a little identity; a sharper edge shows as a seam).
 GROW = {"mouth": 0.015, "eyes": -0.004, "eye_area": 0.025}
 FEATHER = {"mouth": 0.006, "eyes": 0.009, "eye_area": 0.012}
+# The mouth grows in full only once it shows its teeth: below an opening (the inner lips' gap over their
+# corners' distance) of MOUTH_OPEN[0] it keeps MOUTH_CLOSED_GROW of its grow, from MOUTH_OPEN[1] all of it
+# (linear between). A closed or talking mouth's grow would only hand the target's lips (identity) back.
+MOUTH_OPEN = (0.08, 0.15)
+MOUTH_CLOSED_GROW = 0.4
+MOUTH_GAPS = ((13, 14), (82, 87), (312, 317))  # inner upper / lower lip
+MOUTH_CORNERS = (78, 308)  # the inner lips' corners
 
 
 def face_size_of(landmarks: np.ndarray) -> float:
@@ -62,6 +69,25 @@ def skin_weight(shape: tuple[int, int], landmarks: np.ndarray, face_size: float)
     return np.asarray(grown) == 0
 
 
+def mouth_opening(landmarks: np.ndarray) -> float:
+    """The inner lips' mean gap over their corners' distance (0: closed)."""
+    pts = np.asarray(landmarks, dtype=np.float64)
+    gaps = [float(np.hypot(*(pts[a] - pts[b]))) for a, b in MOUTH_GAPS]
+    width = float(np.hypot(*(pts[MOUTH_CORNERS[0]] - pts[MOUTH_CORNERS[1]])))
+    return sum(gaps) / len(gaps) / max(width, 1e-6)
+
+
+def region_grow(landmarks: np.ndarray, region: str, face_size: float) -> int:
+    """How far (px, negative: pulled in) a kept `region` grows: GROW of the face size, the mouth's by its
+    opening (MOUTH_OPEN)."""
+    frac = GROW[region]
+    if region == "mouth":
+        lo, hi = MOUTH_OPEN
+        t = min(max((mouth_opening(landmarks) - lo) / (hi - lo), 0.0), 1.0)
+        frac *= MOUTH_CLOSED_GROW + (1.0 - MOUTH_CLOSED_GROW) * t
+    return int(round(face_size * frac))
+
+
 def region_rings(landmarks: np.ndarray, region: str) -> list[np.ndarray]:
     """The polygons (float, (n, 2) each) a kept `region` fills before it is grown."""
     pts = np.asarray(landmarks, dtype=np.float64)
@@ -77,7 +103,7 @@ def region_mask(
     out = np.zeros((h, w), dtype=np.float32)
     for region in regions:
         polys = [np.round(r * 16).astype(np.int32) for r in region_rings(landmarks, region)]
-        grow = int(round(face_size * GROW[region]))
+        grow = region_grow(landmarks, region, face_size)
         sigma = max(0.5, face_size * FEATHER[region])
         pad = max(grow, 0) + int(np.ceil(3 * sigma)) + 1
         pts = np.concatenate(polys) >> 4

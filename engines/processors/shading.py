@@ -19,7 +19,8 @@ import numpy as np
 LIGHT_SIGMA = 0.25  # the per-face ratio's low-pass width, fraction of the face size
 WORK_SIGMA = 2.0  # px: the per-face low-pass runs on a copy shrunk until its filter is about this wide
 PRIOR = 0.05  # far from any skin the low-pass falls back to the face's mean (this much weight)
-DETAIL = (0.75, 2.0)  # bounds of the lightness detail's contrast ratio (the skins' spread, target / source)
+DETAIL = (0.85, 2.0)  # bounds of the lightness detail's contrast ratio (the skins' spread, target / source):
+# on a flatter target the source's features keep most of their own contrast (identity)
 GRAIN_SIGMA = 0.01  # lightness detail finer than this (fraction of the face: grain, noise) is never raised
 CHROMA_DETAIL = (1.0, 1.0)  # and of a*'s and b*'s spread...
 # ...and, per pixel, the a*b* detail scaled by the skins' chroma (target's low-pass / source's, each + FLOOR)

@@ -141,13 +141,13 @@ def region_mask(
 ) -> Any:
     """masks.region_mask on the device: 1 where the target's `regions` (mouth, eyes) are kept."""
     torch = _torch()
-    from engines.processors.masks import FEATHER, GROW, region_rings
+    from engines.processors.masks import FEATHER, region_grow, region_rings
 
     out = torch.zeros((1, 1, h, w), dtype=torch.float32, device=device)
     for region in regions:  # each region grown (or shrunk) and feathered on its own, as the numpy twin
         rings = region_rings(landmarks, region)
         filled = polygons_mask(h, w, rings, device).to(torch.float32)[None, None]
-        grow = int(round(face_size * GROW[region]))
+        grow = region_grow(landmarks, region, face_size)
         if grow > 0:
             filled = dilate(filled, grow)
         elif grow < 0:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engines.source.expression import expression_weights
+from engines.source.validity import FACE_OVAL
 
 EYE_A, EYE_B = (33, 133), (362, 263)
 BROWS = (70, 63, 105, 66, 107, 336, 296, 334, 293, 300)
@@ -32,6 +33,9 @@ class SourceShape:
     pair_cols: np.ndarray = field(init=False, repr=False)
     pair_weights: np.ndarray = field(init=False, repr=False)
     lonely: np.ndarray = field(init=False, repr=False)
+    # (468, 1): 1 on the silhouette ring (FACE_OVAL), on its neighbours the share of their neighbours on it,
+    # 0 elsewhere: where face_shape smooths the offset more (the outline, where the paste meets the target)
+    outline: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         rows, cols = np.asarray(self.rows, np.int64), np.asarray(self.cols, np.int64)
@@ -40,6 +44,10 @@ class SourceShape:
         object.__setattr__(self, "pair_weights", np.concatenate([self.weights, self.weights]))
         alone = np.nonzero(np.bincount(rows, minlength=len(self.points)) == 0)[0]
         object.__setattr__(self, "lonely", np.concatenate([2 * alone, 2 * alone + 1]))
+        ring = np.zeros(len(self.points))
+        ring[list(FACE_OVAL)] = 1.0
+        share = np.bincount(rows, weights=self.weights * ring[cols], minlength=len(self.points))
+        object.__setattr__(self, "outline", np.maximum(ring, share)[:, None])
 
 
 def source_shape(landmarks: np.ndarray, depth: np.ndarray, triangles: np.ndarray) -> SourceShape:

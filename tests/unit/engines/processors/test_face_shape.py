@@ -22,12 +22,14 @@ from engines.processors.face_shape import (
     pose,
     restore_expression,
     shape_offset,
+    smooth,
+    smoothed,
     spline_frame,
     triangle_depths,
     window_spline,
 )
 from engines.source.mesh import MeshSource
-from engines.source.validity import fill_outside, validity_map
+from engines.source.validity import FACE_OVAL, fill_outside, validity_map
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +106,27 @@ def test_another_shape_gives_an_offset_within_the_cap(mesh: MeshSource) -> None:
     # the offset pulls the sides in: the new face is narrower than the target
     new = target + offset
     assert np.ptp(new[:, 0]) < np.ptp(target[:, 0])
+
+
+def test_the_outline_is_smoothed_more_than_the_inside(mesh: MeshSource) -> None:
+    # the nose, lips and eyes keep their own shape (one pass); the silhouette, where the paste meets the
+    # target's skin, moves smoothly (three passes), fading between over the ring's neighbours
+    shape = mesh.shape
+    assert shape is not None
+    ring = np.zeros(len(shape.points), bool)
+    ring[list(FACE_OVAL)] = True
+    w = shape.outline[:, 0]
+    assert np.all(w[ring] == 1.0)
+    near = (w > 0) & ~ring
+    assert near.sum() >= len(FACE_OVAL) and np.all(w[near] < 1.0)
+    offset = np.random.default_rng(1).normal(0.0, 3.0, (468, 2))
+    out, once, thrice = smoothed(offset, shape), smooth(offset, shape, 1), smooth(offset, shape, 3)
+    inside = w == 0
+    assert inside.sum() > 300
+    assert np.allclose(out[inside], once[inside]) and np.allclose(out[ring], thrice[ring])
+    # more passes, less roughness: the ring's points differ less from their ring neighbours than inside
+    rough = np.linalg.norm(out - smooth(out, shape, 1, 1.0), axis=1)
+    assert rough[ring].mean() < 0.6 * rough[inside].mean()
 
 
 def test_cap_shortens_long_offsets_only() -> None:

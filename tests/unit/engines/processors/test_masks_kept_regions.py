@@ -1,6 +1,7 @@
 """Kept target regions on a real mesh (the astronaut, twice her size): the eyes stay inside the lids, the eye
 area reaches over them, a closed eye keeps nothing, a smile's whole opening is kept at full strength with the
-feather out on the lips, and each region's box-limited blur draws what a whole-mask blur drew."""
+feather out on the lips, a closed mouth grows less than a smile, and each region's box-limited blur draws what
+a whole-mask blur drew."""
 
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ from engines.processors.masks import (
     FEATHER,
     GROW,
     INNER_LIPS,
+    MOUTH_CLOSED_GROW,
+    MOUTH_OPEN,
     OUTER_LIPS,
+    mouth_opening,
+    region_grow,
     region_mask,
     region_rings,
 )
@@ -94,10 +99,47 @@ def test_box_limited_blur_draws_what_a_whole_mask_blur_drew(
         filled = np.zeros(shape, np.uint8)
         polys = [np.round(r * 16).astype(np.int32) for r in region_rings(lm, region)]
         cv2.fillPoly(filled, polys, 255, lineType=cv2.LINE_8, shift=4)
-        grow = int(round(size * GROW[region]))
+        grow = region_grow(lm, region, size)
         k = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * abs(grow) + 1,) * 2)
         grown = np.asarray(
             cv2.dilate(filled, k) if grow > 0 else cv2.erode(filled, k) if grow < 0 else filled
         )
         whole = cv2.GaussianBlur(grown.astype(np.float32) / 255.0, (0, 0), max(0.5, size * FEATHER[region]))
         assert np.abs(region_mask(shape, lm, (region,), size) - whole).max() < 0.01, region
+
+
+def _opened(lm: np.ndarray, opening: float) -> np.ndarray:
+    """The mesh with its lower inner lip's middle moved so the mouth opens by `opening` of its width."""
+    out = lm.copy()
+    down = (lm[14] - lm[13]) / max(float(np.linalg.norm(lm[14] - lm[13])), 1e-9)
+    width = float(np.linalg.norm(lm[308] - lm[78]))
+    for lower, upper in ((14, 13), (87, 82), (317, 312)):
+        out[lower] = lm[upper] + down * opening * width
+    return out
+
+
+def test_a_closed_mouth_grows_less_than_a_smile(pipeline: Pipeline, astronaut: np.ndarray) -> None:
+    # the mouth's grow would hand the target's lips (identity) back; it is kept whole only once the mouth
+    # shows its teeth, and it grows with the opening in between
+    lm = _mesh(pipeline, astronaut)
+    size = float(max(np.ptp(lm[:, 0]), np.ptp(lm[:, 1])))
+    big = 4.0 * size  # a large face: grows of tens of px
+    assert mouth_opening(lm) > MOUTH_OPEN[1]  # the astronaut smiles with her teeth
+    full = int(round(big * GROW["mouth"]))
+    assert region_grow(lm, "mouth", big) == full
+    closed = _opened(lm, 0.0)
+    assert mouth_opening(closed) < 1e-6
+    assert region_grow(closed, "mouth", big) == int(round(big * GROW["mouth"] * MOUTH_CLOSED_GROW))
+    grows = [region_grow(_opened(lm, o), "mouth", big) for o in np.linspace(0.0, 0.2, 9)]
+    assert grows == sorted(grows) and grows[0] < grows[-1] == full
+    # the eyes' grow does not follow the mouth
+    assert region_grow(closed, "eyes", big) == region_grow(lm, "eyes", big) == int(round(big * GROW["eyes"]))
+    # a talking mouth keeps less of the lips around its opening than the full grow would
+    talking = _opened(lm, 0.06)
+    shape = astronaut.shape[:2]
+    kept = region_mask(shape, talking, ("mouth",), size) > 0.5
+    ring = np.zeros(shape, np.uint8)
+    cv2.fillPoly(ring, [np.round(talking[list(INNER_LIPS)] * 16).astype(np.int32)], 255, shift=4)
+    grow = int(round(size * GROW["mouth"]))
+    whole = cv2.dilate(ring, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1,) * 2)) > 0
+    assert ring.any() and (ring > 0).sum() < kept.sum() < 0.9 * whole.sum()
