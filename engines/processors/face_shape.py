@@ -22,7 +22,7 @@ import numpy as np
 
 from engines.processors.alignment import extent
 from engines.processors.face_expression import at_rest, split
-from engines.processors.masks import EYE_LEFT, EYE_RIGHT
+from engines.processors.masks import EYE_LEFT, EYE_RIGHT, MOUTH_GAPS
 from engines.source.shape import SourceShape, _axes
 
 NOSE_TIP = 1  # FaceMesh's nose tip: the nearest point of a face seen from the front
@@ -44,7 +44,7 @@ ATTEMPTS = 4  # ...at most this many times, then the frame is not warped
 EYE_CORNERS = ((33, 133), (362, 263))
 EYE_RINGS = (EYE_RIGHT, EYE_LEFT)
 EYE_RING_IDX = tuple(np.array(ring) for ring in EYE_RINGS)
-MOUTH_PAIRS = ((13, 14), (82, 87), (312, 317))  # inner upper / lower lip
+MOUTH_PAIRS = MOUTH_GAPS  # inner upper / lower lip
 UPPER_LIP = (415, 310, 311, 312, 13, 82, 81, 80, 191, 409, 270, 269, 267, 0, 37, 39, 40, 185)
 LOWER_LIP = (95, 88, 178, 87, 14, 317, 402, 318, 324, 146, 91, 181, 84, 17, 314, 405, 321, 375)
 # the same as index arrays (fancy indexing with a tuple converts it every call)
