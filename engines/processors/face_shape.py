@@ -44,12 +44,11 @@ ATTEMPTS = 4  # ...at most this many times, then the frame is not warped
 EYE_CORNERS = ((33, 133), (362, 263))
 EYE_RINGS = (EYE_RIGHT, EYE_LEFT)
 EYE_RING_IDX = tuple(np.array(ring) for ring in EYE_RINGS)
-MOUTH_PAIRS = MOUTH_GAPS  # inner upper / lower lip
 UPPER_LIP = (415, 310, 311, 312, 13, 82, 81, 80, 191, 409, 270, 269, 267, 0, 37, 39, 40, 185)
 LOWER_LIP = (95, 88, 178, 87, 14, 317, 402, 318, 324, 146, 91, 181, 84, 17, 314, 405, 321, 375)
 # the same as index arrays (fancy indexing with a tuple converts it every call)
 UPPER_LIP_IDX, LOWER_LIP_IDX = np.array(UPPER_LIP), np.array(LOWER_LIP)
-MOUTH_UPPER, MOUTH_LOWER = np.array([u for u, _ in MOUTH_PAIRS]), np.array([lo for _, lo in MOUTH_PAIRS])
+MOUTH_UPPER, MOUTH_LOWER = np.array([u for u, _ in MOUTH_GAPS]), np.array([lo for _, lo in MOUTH_GAPS])
 # Spline control points: every other point of the silhouette ring, brows, eye corners and lids, nose, lips,
 # cheeks (with the window's border, under 100 points: the spline's solve stays one small system).
 CONTROL = (
